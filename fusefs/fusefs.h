@@ -1,0 +1,166 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * fusefs.h - the FUSE layer of foliofs: command line, inode table,
+ * credentials and the low-level operation handlers.
+ *
+ * The namespace is passed through to the backing directory the way
+ * libfuse's passthrough_ll does it: every inode holds an O_PATH descriptor
+ * and every operation is an *at() call relative to one, so nothing follows
+ * a symlink inside the backing directory and nothing reaches outside it.
+ * File data never goes to a backing descriptor from here: read, write,
+ * fsync, truncate, fallocate, lseek and copies go through writeback.h.
+ *
+ * Lock order: ffs_data.itable_lock, then ffs_inode.lock.  No lock is held
+ * across fuse_reply_*().
+ */
+#ifndef FOLIOFS_FUSEFS_H
+#define FOLIOFS_FUSEFS_H
+
+#define FUSE_USE_VERSION 314
+#include <fuse_lowlevel.h>
+
+#include <dirent.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+
+struct wb_file;
+
+/* ---- command line (opts.c) ---- */
+
+struct ffs_config {
+	char *backing;		/* BACKING as given */
+	char *mountpoint;	/* MOUNTPOINT, made absolute by libfuse */
+	bool kernel_cache;	/* FUSE writeback cache instead of direct I/O */
+	bool allow_other;
+	double attr_timeout;	/* seconds the kernel may cache entries and attributes */
+	bool foreground;
+	bool debug;
+	bool singlethread;
+	bool clone_fd;
+	unsigned int max_threads;
+	unsigned int max_idle_threads;
+	bool show_help;
+	bool show_version;
+	struct fuse_args args;	/* what is left for fuse_session_new() */
+};
+
+/* Length of the error buffers the parsers below fill. */
+#define FFS_ERRLEN 512
+
+/*
+ * Parse argv into @cfg.  Returns 0, or -EINVAL with a one-line reason
+ * (naming the option or argument) in @err; @err is left empty when libfuse
+ * has already printed the reason.  MOUNTPOINT must be an existing
+ * directory; BACKING is opened by the caller.  Options libfuse knows are
+ * kept in cfg->args for it to check.
+ */
+int ffs_parse_args(int argc, char **argv, struct ffs_config *cfg, char *err);
+void ffs_config_free(struct ffs_config *cfg);
+void ffs_print_help(const char *progname);
+
+/* Value parsers: 0, or -EINVAL with "NAME=VALUE: reason" in @err. */
+int ffs_parse_double(const char *name, const char *val, double min,
+		     double max, double *out, char *err);
+int ffs_parse_uint(const char *name, const char *val, uint64_t min,
+		   uint64_t max, uint64_t *out, char *err);
+int ffs_parse_size(const char *name, const char *val, uint64_t min,
+		   uint64_t max, uint64_t *out, char *err);
+
+/* ---- inodes (inode.c) ---- */
+
+/*
+ * One backing inode known to the kernel.  The fuse_ino_t handed to the
+ * kernel is the address of this struct (FUSE_ROOT_ID maps to ffs_data.root).
+ */
+struct ffs_inode {
+	/* Immutable after creation. */
+	int fd;			/* O_PATH | O_NOFOLLOW descriptor of the backing inode */
+	ino_t src_ino;		/* key in the inode table, with src_dev */
+	dev_t src_dev;
+	mode_t type;		/* S_IFMT bits; an inode never changes type */
+
+	/* Protected by ffs_data.itable_lock. */
+	uint64_t nlookup;	/* lookups the kernel has not forgotten */
+	struct ffs_inode *hnext;	/* hash chain */
+
+	pthread_mutex_t lock;	/* protects the fields below */
+	struct wb_file *data;	/* data path; non-NULL iff nopen > 0 */
+	unsigned int nopen;	/* references to data: open handles, truncates */
+};
+
+/* Per open regular file; fuse_file_info.fh points to it. */
+struct ffs_file {
+	struct ffs_inode *inode;
+	struct wb_file *data;	/* == inode->data, held open by this handle */
+	int flags;		/* open(2) flags of the client */
+};
+
+/* Per open directory. */
+struct ffs_dir {
+	DIR *dp;
+	struct dirent *entry;	/* entry read but not yet returned, or NULL */
+	off_t offset;		/* telldir() cookie of dp's position */
+};
+
+struct ffs_data {
+	const struct ffs_config *cfg;
+	struct ffs_inode root;
+	bool act_as_caller;	/* root daemon with allow_other: switch creds */
+
+	pthread_mutex_t itable_lock;	/* protects the table and every nlookup */
+	struct ffs_inode **buckets;
+	size_t nbuckets;	/* power of two */
+	size_t ninodes;
+};
+
+int ffs_itable_init(struct ffs_data *fs, int root_fd);
+void ffs_itable_destroy(struct ffs_data *fs);
+
+/*
+ * Find the inode for @st or insert a new one holding @fd; adds one lookup.
+ * @fd is consumed: kept by a new inode, closed otherwise.
+ */
+int ffs_inode_get(struct ffs_data *fs, const struct stat *st, int fd,
+		  struct ffs_inode **out);
+/* Drop @n lookups; frees the inode at zero. */
+void ffs_inode_forget(struct ffs_data *fs, struct ffs_inode *inode,
+		      uint64_t n);
+
+/*
+ * Take a reference to the inode's data path, opening the backing file with
+ * at least @need access (WB_READ/WB_WRITE bits).  @fd, when >= 0, is an
+ * already open descriptor of the file with access @fd_access (consumed).
+ */
+int ffs_data_get(struct ffs_inode *inode, int need, int fd, int fd_access,
+		 struct wb_file **out);
+void ffs_data_put(struct ffs_inode *inode);
+
+/* "/proc/self/fd/N" for an inode's O_PATH descriptor. */
+struct ffs_procpath {
+	char path[32];
+};
+void ffs_procpath(struct ffs_procpath *p, int fd);
+
+/* ---- credentials (creds.c) ---- */
+
+/*
+ * Act with the caller's fsuid, fsgid and supplementary groups on this
+ * thread for the duration of one request, when fs->act_as_caller.
+ * ffs_creds_enter() returns 0 or -errno; ffs_creds_leave() must follow a
+ * successful enter on the same thread.
+ */
+struct ffs_creds {
+	bool switched;
+};
+int ffs_creds_init(void);
+int ffs_creds_enter(struct ffs_data *fs, fuse_req_t req, struct ffs_creds *c);
+void ffs_creds_leave(struct ffs_creds *c);
+
+/* ---- operations (ops.c) ---- */
+
+extern const struct fuse_lowlevel_ops ffs_ops;
+
+#endif /* FOLIOFS_FUSEFS_H */

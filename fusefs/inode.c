@@ -1,0 +1,282 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * inode.c - the table of backing inodes the kernel knows about, and the
+ * reference-counted link from an inode to its data path (writeback.h).
+ *
+ * The table is a chained hash keyed by (st_dev, st_ino) under one mutex.
+ * It is used by lookup, create and forget only; reads and writes reach
+ * their inode through the fuse_ino_t and never take it.
+ */
+#include "fusefs.h"
+#include "writeback.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define ITABLE_MIN_BUCKETS 1024
+
+void ffs_procpath(struct ffs_procpath *p, int fd)
+{
+	snprintf(p->path, sizeof(p->path), "/proc/self/fd/%d", fd);
+}
+
+static size_t inode_hash(const struct ffs_data *fs, ino_t ino, dev_t dev)
+{
+	uint64_t h = (uint64_t)ino * 0x9e3779b97f4a7c15ull ^ (uint64_t)dev;
+
+	return (size_t)(h ^ (h >> 29)) & (fs->nbuckets - 1);
+}
+
+static void inode_init(struct ffs_inode *inode, const struct stat *st, int fd)
+{
+	inode->fd = fd;
+	inode->src_ino = st->st_ino;
+	inode->src_dev = st->st_dev;
+	inode->type = st->st_mode & S_IFMT;
+	inode->nlookup = 1;
+	pthread_mutex_init(&inode->lock, NULL);
+}
+
+int ffs_itable_init(struct ffs_data *fs, int root_fd)
+{
+	struct stat st;
+
+	if (fstatat(root_fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0)
+		return -errno;
+	pthread_mutex_init(&fs->itable_lock, NULL);
+	fs->nbuckets = ITABLE_MIN_BUCKETS;
+	fs->buckets = calloc(fs->nbuckets, sizeof(*fs->buckets));
+	if (!fs->buckets)
+		return -ENOMEM;
+	inode_init(&fs->root, &st, root_fd);
+	fs->root.nlookup = 2;	/* never forgotten */
+	return 0;
+}
+
+static void inode_free(struct ffs_inode *inode)
+{
+	if (inode->data)	/* only at teardown: the kernel forgets closed inodes */
+		wb_file_free(inode->data);
+	close(inode->fd);
+	pthread_mutex_destroy(&inode->lock);
+	free(inode);
+}
+
+void ffs_itable_destroy(struct ffs_data *fs)
+{
+	for (size_t i = 0; i < fs->nbuckets; i++) {
+		struct ffs_inode *inode = fs->buckets[i];
+
+		while (inode) {
+			struct ffs_inode *next = inode->hnext;
+
+			inode_free(inode);
+			inode = next;
+		}
+	}
+	free(fs->buckets);
+	fs->buckets = NULL;
+	if (fs->root.data)
+		wb_file_free(fs->root.data);
+	close(fs->root.fd);
+	pthread_mutex_destroy(&fs->root.lock);
+	pthread_mutex_destroy(&fs->itable_lock);
+}
+
+/* Context: itable_lock held. Doubling failure only costs speed. */
+static void itable_grow(struct ffs_data *fs)
+{
+	size_t old_n = fs->nbuckets;
+	struct ffs_inode **old = fs->buckets;
+	struct ffs_inode **nb = calloc(old_n * 2, sizeof(*nb));
+
+	if (!nb)
+		return;
+	fs->buckets = nb;
+	fs->nbuckets = old_n * 2;
+	for (size_t i = 0; i < old_n; i++) {
+		struct ffs_inode *inode = old[i];
+
+		while (inode) {
+			struct ffs_inode *next = inode->hnext;
+			size_t h = inode_hash(fs, inode->src_ino, inode->src_dev);
+
+			inode->hnext = nb[h];
+			nb[h] = inode;
+			inode = next;
+		}
+	}
+	free(old);
+}
+
+/* Context: itable_lock held. */
+static struct ffs_inode *itable_find(struct ffs_data *fs, ino_t ino, dev_t dev)
+{
+	struct ffs_inode *inode;
+
+	if (fs->root.src_ino == ino && fs->root.src_dev == dev)
+		return &fs->root;
+	for (inode = fs->buckets[inode_hash(fs, ino, dev)]; inode;
+	     inode = inode->hnext) {
+		if (inode->src_ino == ino && inode->src_dev == dev)
+			return inode;
+	}
+	return NULL;
+}
+
+int ffs_inode_get(struct ffs_data *fs, const struct stat *st, int fd,
+		  struct ffs_inode **out)
+{
+	struct ffs_inode *inode, *fresh = calloc(1, sizeof(*fresh));
+
+	pthread_mutex_lock(&fs->itable_lock);
+	inode = itable_find(fs, st->st_ino, st->st_dev);
+	if (inode) {
+		inode->nlookup++;
+	} else if (fresh) {
+		size_t h;
+
+		inode = fresh;
+		fresh = NULL;
+		inode_init(inode, st, fd);
+		fd = -1;
+		if (fs->ninodes >= fs->nbuckets)
+			itable_grow(fs);
+		h = inode_hash(fs, st->st_ino, st->st_dev);
+		inode->hnext = fs->buckets[h];
+		fs->buckets[h] = inode;
+		fs->ninodes++;
+	}
+	pthread_mutex_unlock(&fs->itable_lock);
+	free(fresh);
+	if (fd >= 0)
+		close(fd);
+	if (!inode)
+		return -ENOMEM;
+	*out = inode;
+	return 0;
+}
+
+void ffs_inode_forget(struct ffs_data *fs, struct ffs_inode *inode,
+		      uint64_t n)
+{
+	struct ffs_inode **pp;
+	bool gone = false;
+
+	if (inode == &fs->root)
+		return;
+	pthread_mutex_lock(&fs->itable_lock);
+	if (n > inode->nlookup) {
+		fprintf(stderr, "foliofs: error: forget of %llu lookups, only %llu known\n",
+			(unsigned long long)n, (unsigned long long)inode->nlookup);
+		n = inode->nlookup;
+	}
+	inode->nlookup -= n;
+	if (inode->nlookup == 0) {
+		pp = &fs->buckets[inode_hash(fs, inode->src_ino, inode->src_dev)];
+		while (*pp != inode)
+			pp = &(*pp)->hnext;
+		*pp = inode->hnext;
+		fs->ninodes--;
+		gone = true;
+	}
+	pthread_mutex_unlock(&fs->itable_lock);
+	if (gone)
+		inode_free(inode);
+}
+
+/* Open the backing file behind @inode's O_PATH descriptor. */
+static int open_data_fd(struct ffs_inode *inode, int need, int *access)
+{
+	static const struct {
+		int flags;
+		int access;
+	} modes[] = {
+		{ O_RDWR, WB_RDWR }, { O_RDONLY, WB_READ }, { O_WRONLY, WB_WRITE },
+	};
+	struct ffs_procpath p;
+	int err = -EACCES;
+
+	if (inode->type != S_IFREG)
+		return -EACCES;
+	ffs_procpath(&p, inode->fd);
+	for (size_t i = 0; i < sizeof(modes) / sizeof(modes[0]); i++) {
+		int fd;
+
+		if ((modes[i].access & need) != need)
+			continue;
+		/* O_NONBLOCK: never hang on a FIFO; no effect on regular files. */
+		fd = open(p.path, modes[i].flags | O_CLOEXEC | O_NONBLOCK);
+		if (fd >= 0) {
+			*access = modes[i].access;
+			return fd;
+		}
+		err = -errno;
+		if (err != -EACCES && err != -EPERM && err != -EROFS &&
+		    err != -ETXTBSY)
+			break;
+	}
+	return err;
+}
+
+int ffs_data_get(struct ffs_inode *inode, int need, int fd, int fd_access,
+		 struct wb_file **out)
+{
+	int ret = 0;
+
+	pthread_mutex_lock(&inode->lock);
+	if (inode->data) {
+		int have = wb_file_access(inode->data);
+
+		if ((have & need) == need) {
+			if (fd >= 0)
+				close(fd);
+			goto out_ref;
+		}
+		need |= have;	/* an upgrade must not lose what others use */
+	}
+	if (fd < 0 || (fd_access & need) != need) {
+		if (fd >= 0)
+			close(fd);
+		fd = open_data_fd(inode, need, &fd_access);
+		if (fd < 0) {
+			ret = fd;
+			goto out_unlock;
+		}
+	}
+	if (inode->data)
+		ret = wb_file_upgrade(inode->data, fd, fd_access);
+	else
+		ret = wb_file_alloc(fd, fd_access, &inode->data);
+	if (ret)
+		goto out_unlock;
+out_ref:
+	inode->nopen++;
+	*out = inode->data;
+out_unlock:
+	pthread_mutex_unlock(&inode->lock);
+	return ret;
+}
+
+void ffs_data_put(struct ffs_inode *inode)
+{
+	struct wb_file *last = NULL;
+	int ret;
+
+	pthread_mutex_lock(&inode->lock);
+	if (--inode->nopen == 0) {
+		last = inode->data;
+		inode->data = NULL;
+	}
+	pthread_mutex_unlock(&inode->lock);
+	if (!last)
+		return;
+	ret = wb_file_free(last);
+	if (ret)
+		fprintf(stderr, "foliofs: error: closing backing file of inode %llu: %s\n",
+			(unsigned long long)inode->src_ino, strerror(-ret));
+}

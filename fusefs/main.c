@@ -1,0 +1,198 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * main.c - foliofs daemon: check the command line, open BACKING, mount,
+ * daemonize once the mount is ready, serve until unmounted or signalled.
+ *
+ * Exit status: 0 after a clean unmount or SIGTERM/SIGINT/SIGHUP; 2 for bad
+ * input (nothing mounted); 1 when the mount or the session fails.
+ */
+#include "fusefs.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <syslog.h>
+#include <unistd.h>
+
+static bool log_to_syslog;
+
+/*
+ * libfuse's messages get our prefix; after daemonizing they go to syslog.
+ * libfuse builds some lines from several calls: collect up to the newline.
+ */
+static void ffs_log(enum fuse_log_level level, const char *fmt, va_list ap)
+{
+	static __thread char line[1024];
+	static __thread size_t used;
+	const char *text = line;
+
+	vsnprintf(line + used, sizeof(line) - used, fmt, ap);
+	used = strnlen(line, sizeof(line) - 1);
+	if (used < sizeof(line) - 1 && (used == 0 || line[used - 1] != '\n'))
+		return;
+	used = 0;
+	if (!strncmp(text, "fuse: ", 6))
+		text += 6;
+	if (log_to_syslog)
+		syslog((int)level, "%s", text);
+	else
+		fprintf(stderr, "foliofs: %s", text);
+}
+
+static int usage_error(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	fputs("foliofs: ", stderr);
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+	va_end(ap);
+	return 2;
+}
+
+/*
+ * A daemon serving a database holds many descriptors: take the hard limit,
+ * and as root raise that to the kernel's nr_open.
+ */
+static void raise_nofile(void)
+{
+	struct rlimit rl;
+	FILE *f;
+	unsigned long nr_open = 0;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl))
+		return;
+	f = fopen("/proc/sys/fs/nr_open", "re");
+	if (f) {
+		if (fscanf(f, "%lu", &nr_open) != 1)
+			nr_open = 0;
+		fclose(f);
+	}
+	if (nr_open > rl.rlim_max) {
+		struct rlimit want = { nr_open, nr_open };
+
+		if (!setrlimit(RLIMIT_NOFILE, &want))
+			return;
+	}
+	rl.rlim_cur = rl.rlim_max;
+	if (setrlimit(RLIMIT_NOFILE, &rl))
+		fprintf(stderr, "foliofs: warning: cannot raise RLIMIT_NOFILE: %s\n",
+			strerror(errno));
+}
+
+static int open_backing(const char *path, int *fd)
+{
+	struct stat st;
+
+	*fd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (*fd >= 0)
+		return 0;
+	if (errno == ENOTDIR && stat(path, &st) == 0)
+		return usage_error("BACKING %s: not a directory", path);
+	return usage_error("BACKING %s: %s", path, strerror(errno));
+}
+
+static int serve(struct fuse_session *se, const struct ffs_config *cfg)
+{
+	struct fuse_loop_config *lc;
+	int ret;
+
+	if (cfg->singlethread)
+		return fuse_session_loop(se);
+	lc = fuse_loop_cfg_create();
+	if (!lc)
+		return -ENOMEM;
+	fuse_loop_cfg_set_clone_fd(lc, cfg->clone_fd);
+	fuse_loop_cfg_set_idle_threads(lc, cfg->max_idle_threads);
+	fuse_loop_cfg_set_max_threads(lc, cfg->max_threads);
+	ret = fuse_session_loop_mt(se, lc);
+	fuse_loop_cfg_destroy(lc);
+	return ret;
+}
+
+/* The loop reports the signal that stopped it; that is a clean exit. */
+static bool clean_stop(int ret)
+{
+	return ret == 0 || ret == SIGTERM || ret == SIGINT || ret == SIGHUP;
+}
+
+int main(int argc, char *argv[])
+{
+	static struct ffs_data fs;
+	struct fuse_session *se;
+	struct ffs_config cfg;
+	char err[FFS_ERRLEN];
+	int root_fd, ret, status = 1;
+
+	fuse_set_log_func(ffs_log);
+	if (ffs_parse_args(argc, argv, &cfg, err)) {
+		ffs_config_free(&cfg);
+		return err[0] ? usage_error("%s", err) : 2;
+	}
+	if (cfg.show_help) {
+		ffs_print_help(argv[0]);
+		ffs_config_free(&cfg);
+		return 0;
+	}
+	if (cfg.show_version) {
+		printf("foliofs %s (libfuse %s)\n", FOLIOFS_VERSION,
+		       fuse_pkgversion());
+		ffs_config_free(&cfg);
+		return 0;
+	}
+	ret = open_backing(cfg.backing, &root_fd);
+	if (ret) {
+		ffs_config_free(&cfg);
+		return ret;
+	}
+
+	/* Modes arrive with the caller's umask applied by the kernel. */
+	umask(0);
+	raise_nofile();
+	fs.cfg = &cfg;
+	fs.act_as_caller = cfg.allow_other && geteuid() == 0;
+	if (ffs_creds_init() || ffs_itable_init(&fs, root_fd)) {
+		fprintf(stderr, "foliofs: cannot initialise: %s\n", strerror(errno));
+		goto out_cfg;
+	}
+
+	se = fuse_session_new(&cfg.args, &ffs_ops, sizeof(ffs_ops), &fs);
+	if (!se) {
+		status = 2;	/* libfuse has named the bad option */
+		goto out_itable;
+	}
+	if (fuse_set_signal_handlers(se))
+		goto out_session;
+	if (fuse_session_mount(se, cfg.mountpoint))
+		goto out_signals;
+	if (fuse_daemonize(cfg.foreground))
+		goto out_unmount;
+	if (!cfg.foreground) {
+		openlog("foliofs", LOG_PID, LOG_DAEMON);
+		log_to_syslog = true;
+	}
+
+	ret = serve(se, &cfg);
+	status = clean_stop(ret) ? 0 : 1;
+	if (status)
+		fuse_log(FUSE_LOG_ERR, "session ended with error %d\n", ret);
+
+out_unmount:
+	fuse_session_unmount(se);
+out_signals:
+	fuse_remove_signal_handlers(se);
+out_session:
+	fuse_session_destroy(se);
+out_itable:
+	ffs_itable_destroy(&fs);
+out_cfg:
+	ffs_config_free(&cfg);
+	return status;
+}

@@ -1,0 +1,1040 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * ops.c - the FUSE low-level operation handlers.
+ *
+ * Each handler checks its arguments, calls a do_ helper that returns 0 or
+ * -errno, and replies exactly once, with no lock held.  Namespace
+ * operations are *at() calls relative to O_PATH descriptors (inode.c);
+ * data operations go to the inode's data path (writeback.h).
+ */
+#include "fusefs.h"
+#include "writeback.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+/* Largest read or write the kernel is offered (max_write, max_pages). */
+#define FFS_MAX_IO (1u << 20)
+
+/* ---- accessors ---- */
+
+static struct ffs_data *ffs_data(fuse_req_t req)
+{
+	return fuse_req_userdata(req);
+}
+
+static struct ffs_inode *ffs_inode(fuse_req_t req, fuse_ino_t ino)
+{
+	if (ino == FUSE_ROOT_ID)
+		return &ffs_data(req)->root;
+	return (struct ffs_inode *)(uintptr_t)ino;
+}
+
+static struct ffs_file *ffs_file(const struct fuse_file_info *fi)
+{
+	return (struct ffs_file *)(uintptr_t)fi->fh;
+}
+
+static struct ffs_dir *ffs_dir(const struct fuse_file_info *fi)
+{
+	return (struct ffs_dir *)(uintptr_t)fi->fh;
+}
+
+/* A single path component: not empty, no '/', at most NAME_MAX bytes. */
+static int check_name(const char *name)
+{
+	size_t len = strnlen(name, NAME_MAX + 1);
+
+	if (len == 0)
+		return -ENOENT;
+	if (len > NAME_MAX)
+		return -ENAMETOOLONG;
+	if (memchr(name, '/', len))
+		return -EINVAL;
+	return 0;
+}
+
+/* A name that may be created or removed: also not "." or "..". */
+static int check_new_name(const char *name)
+{
+	int ret = check_name(name);
+
+	if (ret)
+		return ret;
+	if (!strcmp(name, ".") || !strcmp(name, ".."))
+		return -EINVAL;
+	return 0;
+}
+
+/* [off, off + len) must be a valid file range. */
+static int check_range(off_t off, uint64_t len)
+{
+	if (off < 0)
+		return -EINVAL;
+	if (len > (uint64_t)(INT64_MAX - off))
+		return -EFBIG;
+	return 0;
+}
+
+static int stat_fd(int fd, struct stat *st)
+{
+	if (fstatat(fd, "", st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0)
+		return -errno;
+	return 0;
+}
+
+/* ---- lookup and inode lifetime ---- */
+
+static void entry_init(struct ffs_data *fs, struct fuse_entry_param *e)
+{
+	memset(e, 0, sizeof(*e));
+	e->attr_timeout = fs->cfg->attr_timeout;
+	e->entry_timeout = fs->cfg->attr_timeout;
+}
+
+/* Look up @name in @dir; on success the inode has one more lookup. */
+static int do_lookup(struct ffs_data *fs, struct ffs_inode *dir,
+		     const char *name, struct fuse_entry_param *e)
+{
+	struct ffs_inode *inode;
+	int fd, ret;
+
+	entry_init(fs, e);
+	if (dir == &fs->root && !strcmp(name, ".."))
+		name = ".";	/* the root is its own parent */
+	fd = openat(dir->fd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	ret = stat_fd(fd, &e->attr);
+	if (ret) {
+		close(fd);
+		return ret;
+	}
+	ret = ffs_inode_get(fs, &e->attr, fd, &inode);
+	if (ret)
+		return ret;
+	e->ino = (uintptr_t)inode;
+	if (inode == &fs->root)
+		e->ino = FUSE_ROOT_ID;
+	return 0;
+}
+
+static void ffs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct fuse_entry_param e;
+	int ret = check_name(name);
+
+	if (!ret)
+		ret = do_lookup(ffs_data(req), ffs_inode(req, parent), name, &e);
+	if (ret)
+		fuse_reply_err(req, -ret);
+	else
+		fuse_reply_entry(req, &e);
+}
+
+static void ffs_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
+{
+	ffs_inode_forget(ffs_data(req), ffs_inode(req, ino), nlookup);
+	fuse_reply_none(req);
+}
+
+static void ffs_forget_multi(fuse_req_t req, size_t count,
+			     struct fuse_forget_data *forgets)
+{
+	for (size_t i = 0; i < count; i++)
+		ffs_inode_forget(ffs_data(req), ffs_inode(req, forgets[i].ino),
+				 forgets[i].nlookup);
+	fuse_reply_none(req);
+}
+
+/* ---- attributes ---- */
+
+static void ffs_getattr(fuse_req_t req, fuse_ino_t ino,
+			struct fuse_file_info *fi)
+{
+	struct stat st;
+	int ret = stat_fd(ffs_inode(req, ino)->fd, &st);
+	(void)fi;
+
+	if (ret)
+		fuse_reply_err(req, -ret);
+	else
+		fuse_reply_attr(req, &st, ffs_data(req)->cfg->attr_timeout);
+}
+
+static int set_size(struct ffs_inode *inode, struct fuse_file_info *fi,
+		    off_t size)
+{
+	struct wb_file *data;
+	int ret;
+
+	if (size < 0)
+		return -EINVAL;
+	if (inode->type == S_IFDIR)
+		return -EISDIR;
+	if (inode->type != S_IFREG)
+		return -EINVAL;
+	if (fi)
+		return wb_truncate(ffs_file(fi)->data, size);
+	ret = ffs_data_get(inode, WB_WRITE, -1, 0, &data);
+	if (ret)
+		return ret;
+	ret = wb_truncate(data, size);
+	ffs_data_put(inode);
+	return ret;
+}
+
+static int set_times(struct ffs_inode *inode, const struct stat *attr,
+		     int valid)
+{
+	struct timespec tv[2] = {
+		{ .tv_nsec = UTIME_OMIT }, { .tv_nsec = UTIME_OMIT },
+	};
+	struct ffs_procpath p;
+
+	if (valid & FUSE_SET_ATTR_ATIME_NOW)
+		tv[0].tv_nsec = UTIME_NOW;
+	else if (valid & FUSE_SET_ATTR_ATIME)
+		tv[0] = attr->st_atim;
+	if (valid & FUSE_SET_ATTR_MTIME_NOW)
+		tv[1].tv_nsec = UTIME_NOW;
+	else if (valid & FUSE_SET_ATTR_MTIME)
+		tv[1] = attr->st_mtim;
+	ffs_procpath(&p, inode->fd);
+	if (inode->type == S_IFLNK)	/* the proc link would resolve it */
+		return -EPERM;
+	return utimensat(AT_FDCWD, p.path, tv, 0) < 0 ? -errno : 0;
+}
+
+static int do_setattr(struct ffs_inode *inode, const struct stat *attr,
+		      int valid, struct fuse_file_info *fi)
+{
+	struct ffs_procpath p;
+	int ret = 0;
+
+	ffs_procpath(&p, inode->fd);
+	if (valid & FUSE_SET_ATTR_MODE) {
+		if (inode->type == S_IFLNK)
+			return -EOPNOTSUPP;
+		if (chmod(p.path, attr->st_mode & 07777) < 0)
+			return -errno;
+	}
+	if (valid & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)) {
+		uid_t uid = valid & FUSE_SET_ATTR_UID ? attr->st_uid : (uid_t)-1;
+		gid_t gid = valid & FUSE_SET_ATTR_GID ? attr->st_gid : (gid_t)-1;
+
+		if (fchownat(inode->fd, "", uid, gid,
+			     AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0)
+			return -errno;
+	}
+	if (valid & FUSE_SET_ATTR_SIZE) {
+		ret = set_size(inode, fi, attr->st_size);
+		if (ret)
+			return ret;
+	}
+	if (valid & (FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME |
+		     FUSE_SET_ATTR_ATIME_NOW | FUSE_SET_ATTR_MTIME_NOW))
+		ret = set_times(inode, attr, valid);
+	return ret;
+}
+
+static void ffs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
+			int valid, struct fuse_file_info *fi)
+{
+	struct ffs_inode *inode = ffs_inode(req, ino);
+	struct ffs_creds c;
+	struct stat st;
+	int ret = ffs_creds_enter(ffs_data(req), req, &c);
+
+	if (!ret) {
+		ret = do_setattr(inode, attr, valid, fi);
+		ffs_creds_leave(&c);
+	}
+	if (!ret)
+		ret = stat_fd(inode->fd, &st);
+	if (ret)
+		fuse_reply_err(req, -ret);
+	else
+		fuse_reply_attr(req, &st, ffs_data(req)->cfg->attr_timeout);
+}
+
+/* ---- creating and removing names ---- */
+
+enum mk_kind { MK_NOD, MK_DIR, MK_SYMLINK };
+
+static int do_make(struct ffs_data *fs, fuse_req_t req, struct ffs_inode *dir,
+		   const char *name, enum mk_kind kind, mode_t mode,
+		   dev_t rdev, const char *target, struct fuse_entry_param *e)
+{
+	struct ffs_creds c;
+	int ret = check_new_name(name);
+
+	if (ret)
+		return ret;
+	ret = ffs_creds_enter(fs, req, &c);
+	if (ret)
+		return ret;
+	switch (kind) {
+	case MK_NOD:
+		ret = mknodat(dir->fd, name, mode, rdev);
+		break;
+	case MK_DIR:
+		ret = mkdirat(dir->fd, name, mode);
+		break;
+	case MK_SYMLINK:
+		ret = symlinkat(target, dir->fd, name);
+		break;
+	}
+	ret = ret < 0 ? -errno : 0;
+	ffs_creds_leave(&c);
+	if (!ret)
+		ret = do_lookup(fs, dir, name, e);
+	return ret;
+}
+
+static void reply_entry(fuse_req_t req, int ret, struct fuse_entry_param *e)
+{
+	if (ret)
+		fuse_reply_err(req, -ret);
+	else
+		fuse_reply_entry(req, e);
+}
+
+static void ffs_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
+		      mode_t mode, dev_t rdev)
+{
+	struct fuse_entry_param e;
+
+	reply_entry(req, do_make(ffs_data(req), req, ffs_inode(req, parent),
+				 name, MK_NOD, mode, rdev, NULL, &e), &e);
+}
+
+static void ffs_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
+		      mode_t mode)
+{
+	struct fuse_entry_param e;
+
+	reply_entry(req, do_make(ffs_data(req), req, ffs_inode(req, parent),
+				 name, MK_DIR, mode, 0, NULL, &e), &e);
+}
+
+static void ffs_symlink(fuse_req_t req, const char *link, fuse_ino_t parent,
+			const char *name)
+{
+	struct fuse_entry_param e;
+	int ret = strnlen(link, PATH_MAX) >= PATH_MAX ? -ENAMETOOLONG : 0;
+
+	if (!ret)
+		ret = do_make(ffs_data(req), req, ffs_inode(req, parent),
+			      name, MK_SYMLINK, 0, 0, link, &e);
+	reply_entry(req, ret, &e);
+}
+
+static void ffs_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
+		     const char *newname)
+{
+	struct ffs_data *fs = ffs_data(req);
+	struct ffs_inode *dir = ffs_inode(req, newparent);
+	struct fuse_entry_param e;
+	struct ffs_procpath p;
+	struct ffs_creds c;
+	int ret = check_new_name(newname);
+
+	ffs_procpath(&p, ffs_inode(req, ino)->fd);
+	if (!ret)
+		ret = ffs_creds_enter(fs, req, &c);
+	if (!ret) {
+		ret = linkat(AT_FDCWD, p.path, dir->fd, newname,
+			     AT_SYMLINK_FOLLOW) < 0 ? -errno : 0;
+		ffs_creds_leave(&c);
+	}
+	if (!ret)
+		ret = do_lookup(fs, dir, newname, &e);
+	reply_entry(req, ret, &e);
+}
+
+static void do_remove(fuse_req_t req, fuse_ino_t parent, const char *name,
+		      int flags)
+{
+	struct ffs_creds c;
+	int ret = check_new_name(name);
+
+	if (!ret)
+		ret = ffs_creds_enter(ffs_data(req), req, &c);
+	if (!ret) {
+		if (unlinkat(ffs_inode(req, parent)->fd, name, flags) < 0)
+			ret = -errno;
+		ffs_creds_leave(&c);
+	}
+	fuse_reply_err(req, -ret);
+}
+
+static void ffs_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	do_remove(req, parent, name, 0);
+}
+
+static void ffs_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	do_remove(req, parent, name, AT_REMOVEDIR);
+}
+
+static void ffs_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
+		       fuse_ino_t newparent, const char *newname,
+		       unsigned int flags)
+{
+	struct ffs_creds c;
+	int ret = check_new_name(name);
+
+	if (!ret)
+		ret = check_new_name(newname);
+	if (!ret && (flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE)))
+		ret = -EINVAL;
+	if (!ret)
+		ret = ffs_creds_enter(ffs_data(req), req, &c);
+	if (!ret) {
+		if (renameat2(ffs_inode(req, parent)->fd, name,
+			      ffs_inode(req, newparent)->fd, newname,
+			      flags) < 0)
+			ret = -errno;
+		ffs_creds_leave(&c);
+	}
+	fuse_reply_err(req, -ret);
+}
+
+static void ffs_readlink(fuse_req_t req, fuse_ino_t ino)
+{
+	char buf[PATH_MAX + 1];
+	ssize_t n = readlinkat(ffs_inode(req, ino)->fd, "", buf, sizeof(buf));
+
+	if (n < 0)
+		fuse_reply_err(req, errno);
+	else if (n >= (ssize_t)sizeof(buf))
+		fuse_reply_err(req, ENAMETOOLONG);
+	else {
+		buf[n] = '\0';
+		fuse_reply_readlink(req, buf);
+	}
+}
+
+/* ---- open files ---- */
+
+static int access_of(int flags)
+{
+	switch (flags & O_ACCMODE) {
+	case O_RDONLY:
+		return WB_READ;
+	case O_WRONLY:
+		return WB_WRITE;
+	default:
+		return WB_RDWR;
+	}
+}
+
+/* Finish an open: make the handle, apply O_TRUNC, set the reply flags. */
+static int open_finish(struct ffs_data *fs, struct ffs_inode *inode,
+		       struct wb_file *data, struct fuse_file_info *fi)
+{
+	struct ffs_file *file = calloc(1, sizeof(*file));
+	int ret = 0;
+
+	if (!file) {
+		ffs_data_put(inode);
+		return -ENOMEM;
+	}
+	if ((fi->flags & O_TRUNC) && (fi->flags & O_ACCMODE) != O_RDONLY)
+		ret = wb_truncate(data, 0);
+	if (ret) {
+		free(file);
+		ffs_data_put(inode);
+		return ret;
+	}
+	file->inode = inode;
+	file->data = data;
+	file->flags = fi->flags;
+	fi->fh = (uintptr_t)file;
+	if (fs->cfg->kernel_cache) {
+		fi->keep_cache = 1;
+	} else {
+		fi->direct_io = 1;
+	}
+	return 0;
+}
+
+static void ffs_open(fuse_req_t req, fuse_ino_t ino,
+		     struct fuse_file_info *fi)
+{
+	struct ffs_data *fs = ffs_data(req);
+	struct ffs_inode *inode = ffs_inode(req, ino);
+	struct wb_file *data;
+	int ret;
+
+	if (inode->type == S_IFDIR)
+		ret = -EISDIR;
+	else if (inode->type != S_IFREG)
+		ret = -EACCES;	/* data opens of special files are refused */
+	else
+		ret = ffs_data_get(inode, access_of(fi->flags), -1, 0, &data);
+	if (!ret)
+		ret = open_finish(fs, inode, data, fi);
+	if (ret)
+		fuse_reply_err(req, -ret);
+	else
+		fuse_reply_open(req, fi);
+}
+
+/* openat(O_CREAT) as the caller: read-write if allowed, else as asked. */
+static int create_fd(struct ffs_inode *dir, const char *name, int flags,
+		     mode_t mode, int *access)
+{
+	int base = O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK |
+		   (flags & O_EXCL);
+	int fd = openat(dir->fd, name, base | O_RDWR, mode);
+
+	*access = WB_RDWR;
+	if (fd < 0 && errno == EACCES && (flags & O_ACCMODE) != O_RDWR) {
+		fd = openat(dir->fd, name, base | (flags & O_ACCMODE), mode);
+		*access = access_of(flags);
+	}
+	return fd < 0 ? -errno : fd;
+}
+
+static int do_create(struct ffs_data *fs, fuse_req_t req,
+		     struct ffs_inode *dir, const char *name, mode_t mode,
+		     struct fuse_file_info *fi, struct fuse_entry_param *e)
+{
+	struct ffs_inode *inode;
+	struct ffs_procpath p;
+	struct wb_file *data;
+	struct ffs_creds c;
+	int fd, pathfd, access, ret = check_new_name(name);
+
+	if (ret)
+		return ret;
+	ret = ffs_creds_enter(fs, req, &c);
+	if (ret)
+		return ret;
+	fd = create_fd(dir, name, fi->flags, mode, &access);
+	ffs_creds_leave(&c);
+	if (fd < 0)
+		return fd;
+	entry_init(fs, e);
+	ret = stat_fd(fd, &e->attr);
+	if (!ret && !S_ISREG(e->attr.st_mode))
+		ret = -EACCES;
+	if (ret)
+		goto out_close;
+	/* O_PATH to the very inode just opened: no window for a rename. */
+	ffs_procpath(&p, fd);
+	pathfd = open(p.path, O_PATH | O_CLOEXEC);
+	if (pathfd < 0) {
+		ret = -errno;
+		goto out_close;
+	}
+	ret = ffs_inode_get(fs, &e->attr, pathfd, &inode);
+	if (ret)
+		goto out_close;
+	e->ino = (uintptr_t)inode;
+	ret = ffs_data_get(inode, access_of(fi->flags), fd, access, &data);
+	if (!ret)
+		ret = open_finish(fs, inode, data, fi);
+	if (ret)
+		ffs_inode_forget(fs, inode, 1);
+	return ret;
+
+out_close:
+	close(fd);
+	return ret;
+}
+
+static void ffs_create(fuse_req_t req, fuse_ino_t parent, const char *name,
+		       mode_t mode, struct fuse_file_info *fi)
+{
+	struct fuse_entry_param e;
+	int ret = do_create(ffs_data(req), req, ffs_inode(req, parent), name,
+			    mode, fi, &e);
+
+	if (ret)
+		fuse_reply_err(req, -ret);
+	else
+		fuse_reply_create(req, &e, fi);
+}
+
+static void ffs_release(fuse_req_t req, fuse_ino_t ino,
+			struct fuse_file_info *fi)
+{
+	struct ffs_file *file = ffs_file(fi);
+	(void)ino;
+
+	ffs_data_put(file->inode);
+	free(file);
+	fuse_reply_err(req, 0);
+}
+
+/*
+ * Nothing is buffered per descriptor, and locks are the kernel's (no
+ * getlk/setlk), so a close has nothing to do here.  It must still be
+ * answered: ENOSYS would make the kernel skip it for good.
+ */
+static void ffs_flush(fuse_req_t req, fuse_ino_t ino,
+		      struct fuse_file_info *fi)
+{
+	(void)ino;
+	(void)fi;
+	fuse_reply_err(req, 0);
+}
+
+static void ffs_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
+		      struct fuse_file_info *fi)
+{
+	(void)ino;
+	fuse_reply_err(req, -wb_fsync(ffs_file(fi)->data, datasync));
+}
+
+/* ---- data ---- */
+
+/* Per-thread read buffer, grown on demand, page aligned. */
+static __thread void *read_buf;
+static __thread size_t read_buf_size;
+
+static void *get_read_buf(size_t size)
+{
+	void *p;
+
+	if (size <= read_buf_size)
+		return read_buf;
+	if (posix_memalign(&p, 4096, size))
+		return NULL;
+	free(read_buf);
+	read_buf = p;
+	read_buf_size = size;
+	return p;
+}
+
+static void ffs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		     struct fuse_file_info *fi)
+{
+	int ret = check_range(off, size);
+	void *buf;
+	ssize_t n;
+	(void)ino;
+
+	if (ret) {
+		fuse_reply_err(req, -ret);
+		return;
+	}
+	if (size > FFS_MAX_IO)
+		size = FFS_MAX_IO;
+	buf = get_read_buf(size);
+	if (!buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	n = wb_read(ffs_file(fi)->data, buf, size, off);
+	if (n < 0)
+		fuse_reply_err(req, -n);
+	else
+		fuse_reply_buf(req, buf, n);
+}
+
+static void ffs_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
+		      size_t size, off_t off, struct fuse_file_info *fi)
+{
+	struct ffs_file *file = ffs_file(fi);
+	int ret = check_range(off, size);
+	ssize_t n = 0;
+	(void)ino;
+
+	if (!ret && size)
+		n = wb_write(file->data, buf, size, off);
+	if (n < 0)
+		ret = n;
+	/* O_SYNC includes O_DSYNC's bit and adds one asking for metadata. */
+	if (!ret && (file->flags & O_DSYNC))
+		ret = wb_fsync(file->data, (file->flags & O_SYNC) != O_SYNC);
+	if (ret)
+		fuse_reply_err(req, -ret);
+	else
+		fuse_reply_write(req, n);
+}
+
+static void ffs_fallocate(fuse_req_t req, fuse_ino_t ino, int mode,
+			  off_t off, off_t len, struct fuse_file_info *fi)
+{
+	int ret = len <= 0 ? -EINVAL : check_range(off, len);
+	(void)ino;
+
+	if (!ret)
+		ret = wb_fallocate(ffs_file(fi)->data, mode, off, len);
+	fuse_reply_err(req, -ret);
+}
+
+static void ffs_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
+		      struct fuse_file_info *fi)
+{
+	off_t ret;
+	(void)ino;
+
+	if (off < 0)
+		ret = -ENXIO;
+	else
+		ret = wb_lseek(ffs_file(fi)->data, off, whence);
+	if (ret < 0)
+		fuse_reply_err(req, -ret);
+	else
+		fuse_reply_lseek(req, ret);
+}
+
+static void ffs_copy_file_range(fuse_req_t req, fuse_ino_t ino_in,
+				off_t off_in, struct fuse_file_info *fi_in,
+				fuse_ino_t ino_out, off_t off_out,
+				struct fuse_file_info *fi_out, size_t len,
+				int flags)
+{
+	ssize_t ret = flags ? -EINVAL : check_range(off_in, len);
+	(void)ino_in;
+	(void)ino_out;
+
+	if (!ret)
+		ret = check_range(off_out, len);
+	if (!ret)
+		ret = wb_copy_range(ffs_file(fi_in)->data, off_in,
+				    ffs_file(fi_out)->data, off_out, len);
+	if (ret < 0)
+		fuse_reply_err(req, -ret);
+	else
+		fuse_reply_write(req, ret);
+}
+
+/* ---- directories ---- */
+
+static void ffs_opendir(fuse_req_t req, fuse_ino_t ino,
+			struct fuse_file_info *fi)
+{
+	struct ffs_dir *d = calloc(1, sizeof(*d));
+	int fd, ret = 0;
+
+	if (!d) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	fd = openat(ffs_inode(req, ino)->fd, ".",
+		    O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0) {
+		ret = errno;
+	} else {
+		d->dp = fdopendir(fd);
+		if (!d->dp) {
+			ret = errno;
+			close(fd);
+		}
+	}
+	if (ret) {
+		free(d);
+		fuse_reply_err(req, ret);
+		return;
+	}
+	fi->fh = (uintptr_t)d;
+	if (ffs_data(req)->cfg->kernel_cache)
+		fi->cache_readdir = 1;
+	fuse_reply_open(req, fi);
+}
+
+static bool is_dot_or_dotdot(const char *name)
+{
+	return name[0] == '.' &&
+	       (name[1] == '\0' || (name[1] == '.' && name[2] == '\0'));
+}
+
+/*
+ * Add d->entry to the reply at @p (room @rem).  Returns the bytes used, 0
+ * when it does not fit (nothing is kept for it), or -errno.
+ */
+static ssize_t add_entry(fuse_req_t req, struct ffs_inode *dir,
+			 struct ffs_dir *d, char *p, size_t rem, bool plus)
+{
+	struct dirent *de = d->entry;
+	struct fuse_entry_param e;
+	size_t used;
+	int ret;
+
+	if (!plus) {
+		struct stat st = {
+			.st_ino = de->d_ino, .st_mode = (mode_t)de->d_type << 12,
+		};
+		used = fuse_add_direntry(req, p, rem, de->d_name, &st, de->d_off);
+		return used > rem ? 0 : (ssize_t)used;
+	}
+	if (is_dot_or_dotdot(de->d_name)) {
+		entry_init(ffs_data(req), &e);
+		e.attr.st_ino = de->d_ino;
+		e.attr.st_mode = (mode_t)de->d_type << 12;
+	} else {
+		ret = do_lookup(ffs_data(req), dir, de->d_name, &e);
+		if (ret)
+			return ret;
+	}
+	used = fuse_add_direntry_plus(req, p, rem, de->d_name, &e, de->d_off);
+	if (used > rem) {
+		if (e.ino && e.ino != FUSE_ROOT_ID)
+			ffs_inode_forget(ffs_data(req),
+					 (struct ffs_inode *)(uintptr_t)e.ino, 1);
+		return 0;
+	}
+	return used;
+}
+
+static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
+		       off_t offset, struct fuse_file_info *fi, bool plus)
+{
+	struct ffs_dir *d = ffs_dir(fi);
+	struct ffs_inode *dir = ffs_inode(req, ino);
+	char *buf = calloc(1, size ? size : 1);
+	size_t rem = size;
+	int err = 0;
+
+	if (!buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	if (offset != d->offset) {
+		seekdir(d->dp, offset);
+		d->entry = NULL;
+		d->offset = offset;
+	}
+	for (;;) {
+		ssize_t used;
+
+		if (!d->entry) {
+			errno = 0;
+			d->entry = readdir(d->dp);
+			if (!d->entry) {
+				err = errno;
+				break;
+			}
+		}
+		used = add_entry(req, dir, d, buf + (size - rem), rem, plus);
+		if (used < 0) {
+			/* Gone between readdir and lookup: skip it. */
+			if (used != -ENOENT) {
+				err = -used;
+				break;
+			}
+		} else if (used == 0) {
+			break;
+		} else {
+			rem -= used;
+		}
+		d->offset = d->entry->d_off;
+		d->entry = NULL;
+	}
+	/* An error after some entries: return those, the error comes again. */
+	if (err && rem == size)
+		fuse_reply_err(req, err);
+	else
+		fuse_reply_buf(req, buf, size - rem);
+	free(buf);
+}
+
+static void ffs_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
+			off_t offset, struct fuse_file_info *fi)
+{
+	do_readdir(req, ino, size, offset, fi, false);
+}
+
+static void ffs_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size,
+			    off_t offset, struct fuse_file_info *fi)
+{
+	do_readdir(req, ino, size, offset, fi, true);
+}
+
+static void ffs_releasedir(fuse_req_t req, fuse_ino_t ino,
+			   struct fuse_file_info *fi)
+{
+	struct ffs_dir *d = ffs_dir(fi);
+	(void)ino;
+
+	closedir(d->dp);
+	free(d);
+	fuse_reply_err(req, 0);
+}
+
+static void ffs_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,
+			 struct fuse_file_info *fi)
+{
+	int fd = dirfd(ffs_dir(fi)->dp);
+	int ret = datasync ? fdatasync(fd) : fsync(fd);
+	(void)ino;
+
+	fuse_reply_err(req, ret < 0 ? errno : 0);
+}
+
+/* ---- file system wide ---- */
+
+static void ffs_statfs(fuse_req_t req, fuse_ino_t ino)
+{
+	struct statvfs sv;
+
+	if (fstatvfs(ffs_inode(req, ino)->fd, &sv) < 0)
+		fuse_reply_err(req, errno);
+	else
+		fuse_reply_statfs(req, &sv);
+}
+
+static void ffs_access(fuse_req_t req, fuse_ino_t ino, int mask)
+{
+	struct ffs_procpath p;
+	struct ffs_creds c;
+	int ret;
+
+	ffs_procpath(&p, ffs_inode(req, ino)->fd);
+	ret = ffs_creds_enter(ffs_data(req), req, &c);
+	if (!ret) {
+		ret = faccessat(AT_FDCWD, p.path, mask, AT_EACCESS) < 0 ? -errno : 0;
+		ffs_creds_leave(&c);
+	}
+	fuse_reply_err(req, -ret);
+}
+
+/* ---- extended attributes ---- */
+
+static void reply_xattr(fuse_req_t req, size_t size, char *buf, ssize_t n)
+{
+	if (n < 0)
+		fuse_reply_err(req, errno);
+	else if (size == 0)
+		fuse_reply_xattr(req, n);
+	else
+		fuse_reply_buf(req, buf, n);
+}
+
+static void ffs_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
+			 size_t size)
+{
+	struct ffs_procpath p;
+	char *buf = NULL;
+	ssize_t n;
+
+	if (size > XATTR_SIZE_MAX)
+		size = XATTR_SIZE_MAX;
+	if (size && !(buf = malloc(size))) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	ffs_procpath(&p, ffs_inode(req, ino)->fd);
+	n = getxattr(p.path, name, buf, size);
+	reply_xattr(req, size, buf, n);
+	free(buf);
+}
+
+static void ffs_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+{
+	struct ffs_procpath p;
+	char *buf = NULL;
+	ssize_t n;
+
+	if (size > XATTR_LIST_MAX)
+		size = XATTR_LIST_MAX;
+	if (size && !(buf = malloc(size))) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	ffs_procpath(&p, ffs_inode(req, ino)->fd);
+	n = listxattr(p.path, buf, size);
+	reply_xattr(req, size, buf, n);
+	free(buf);
+}
+
+static void ffs_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
+			 const char *value, size_t size, int flags)
+{
+	struct ffs_procpath p;
+	struct ffs_creds c;
+	int ret;
+
+	ffs_procpath(&p, ffs_inode(req, ino)->fd);
+	ret = ffs_creds_enter(ffs_data(req), req, &c);
+	if (!ret) {
+		ret = setxattr(p.path, name, value, size, flags) < 0 ? -errno : 0;
+		ffs_creds_leave(&c);
+	}
+	fuse_reply_err(req, -ret);
+}
+
+static void ffs_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
+{
+	struct ffs_procpath p;
+	struct ffs_creds c;
+	int ret;
+
+	ffs_procpath(&p, ffs_inode(req, ino)->fd);
+	ret = ffs_creds_enter(ffs_data(req), req, &c);
+	if (!ret) {
+		ret = removexattr(p.path, name) < 0 ? -errno : 0;
+		ffs_creds_leave(&c);
+	}
+	fuse_reply_err(req, -ret);
+}
+
+/* ---- session ---- */
+
+static void ffs_init(void *userdata, struct fuse_conn_info *conn)
+{
+	struct ffs_data *fs = userdata;
+
+	if (fs->cfg->kernel_cache && (conn->capable & FUSE_CAP_WRITEBACK_CACHE))
+		conn->want |= FUSE_CAP_WRITEBACK_CACHE;
+	/* Locks stay in the kernel; we implement no getlk/setlk/flock. */
+	conn->want &= ~(FUSE_CAP_POSIX_LOCKS | FUSE_CAP_FLOCK_LOCKS);
+	if (conn->max_write > FFS_MAX_IO || conn->max_write == 0)
+		conn->max_write = FFS_MAX_IO;
+	if (conn->capable & FUSE_CAP_PARALLEL_DIROPS)
+		conn->want |= FUSE_CAP_PARALLEL_DIROPS;
+}
+
+const struct fuse_lowlevel_ops ffs_ops = {
+	.init = ffs_init,
+	.lookup = ffs_lookup,
+	.forget = ffs_forget,
+	.forget_multi = ffs_forget_multi,
+	.getattr = ffs_getattr,
+	.setattr = ffs_setattr,
+	.readlink = ffs_readlink,
+	.mknod = ffs_mknod,
+	.mkdir = ffs_mkdir,
+	.unlink = ffs_unlink,
+	.rmdir = ffs_rmdir,
+	.symlink = ffs_symlink,
+	.rename = ffs_rename,
+	.link = ffs_link,
+	.open = ffs_open,
+	.read = ffs_read,
+	.write = ffs_write,
+	.flush = ffs_flush,
+	.release = ffs_release,
+	.fsync = ffs_fsync,
+	.opendir = ffs_opendir,
+	.readdir = ffs_readdir,
+	.readdirplus = ffs_readdirplus,
+	.releasedir = ffs_releasedir,
+	.fsyncdir = ffs_fsyncdir,
+	.statfs = ffs_statfs,
+	.setxattr = ffs_setxattr,
+	.getxattr = ffs_getxattr,
+	.listxattr = ffs_listxattr,
+	.removexattr = ffs_removexattr,
+	.access = ffs_access,
+	.create = ffs_create,
+	.fallocate = ffs_fallocate,
+	.lseek = ffs_lseek,
+	.copy_file_range = ffs_copy_file_range,
+};

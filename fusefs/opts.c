@@ -1,0 +1,319 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * opts.c - command line of foliofs: BACKING, MOUNTPOINT and -o options.
+ *
+ * Every foliofs option is validated here, before anything is mounted, and
+ * a bad value is reported in one line that names the option and the value.
+ * Options that belong to libfuse (allow_other, fsname, max_threads, ...)
+ * are kept in ffs_config.args and checked by libfuse itself; fusefs/main.c
+ * routes libfuse's messages through the same "foliofs: " prefix.
+ */
+#include "fusefs.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+enum {
+	KEY_HELP,
+	KEY_VERSION,
+	KEY_ALLOW_OTHER,
+	KEY_KERNEL_CACHE,
+	KEY_ATTR_TIMEOUT,
+};
+
+static const struct fuse_opt ffs_opt_spec[] = {
+	FUSE_OPT_KEY("-h", KEY_HELP),
+	FUSE_OPT_KEY("--help", KEY_HELP),
+	FUSE_OPT_KEY("-V", KEY_VERSION),
+	FUSE_OPT_KEY("--version", KEY_VERSION),
+	FUSE_OPT_KEY("allow_other", KEY_ALLOW_OTHER),
+	FUSE_OPT_KEY("kernel_cache", KEY_KERNEL_CACHE),
+	FUSE_OPT_KEY("attr_timeout=", KEY_ATTR_TIMEOUT),
+	FUSE_OPT_END
+};
+
+/* What --help prints, one entry per foliofs option. */
+static const struct {
+	const char *name;
+	const char *deflt;
+	const char *help;
+} ffs_opt_help[] = {
+	{ "kernel_cache", "off",
+	  "let the kernel cache file data (FUSE writeback cache) instead of direct I/O" },
+	{ "attr_timeout=SECS", "1.0",
+	  "how long the kernel may cache names and attributes (0 .. 86400)" },
+	{ "allow_other", "off",
+	  "let other users use the mount; as root, each request then runs with the caller's credentials (implies default_permissions)" },
+	{ "max_threads=N", "10", "most FUSE worker threads (libfuse)" },
+};
+
+struct parse_state {
+	struct ffs_config *cfg;
+	char *err;
+	int nonopts;
+};
+
+static int set_err(char *err, const char *fmt, const char *name,
+		   const char *val, const char *why)
+{
+	snprintf(err, FFS_ERRLEN, fmt, name, val, why);
+	return -EINVAL;
+}
+
+int ffs_parse_double(const char *name, const char *val, double min,
+		     double max, double *out, char *err)
+{
+	char *end;
+	double d;
+
+	errno = 0;
+	d = strtod(val, &end);
+	if (end == val || *end || errno || !isfinite(d))
+		return set_err(err, "%s=%s: %s", name, val, "not a number");
+	if (d < min || d > max) {
+		snprintf(err, FFS_ERRLEN, "%s=%s: out of range [%g, %g]",
+			 name, val, min, max);
+		return -EINVAL;
+	}
+	*out = d;
+	return 0;
+}
+
+/* Parse a plain unsigned decimal; leaves @end after the digits. */
+static int parse_digits(const char *val, uint64_t *out, const char **end)
+{
+	char *e;
+	unsigned long long v;
+
+	if (*val < '0' || *val > '9')
+		return -EINVAL;
+	errno = 0;
+	v = strtoull(val, &e, 10);
+	if (errno)
+		return -ERANGE;
+	*out = v;
+	*end = e;
+	return 0;
+}
+
+static int check_range(const char *name, const char *val, uint64_t v,
+		       uint64_t min, uint64_t max, char *err)
+{
+	if (v < min || v > max) {
+		snprintf(err, FFS_ERRLEN,
+			 "%s=%s: out of range [%llu, %llu]", name, val,
+			 (unsigned long long)min, (unsigned long long)max);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+int ffs_parse_uint(const char *name, const char *val, uint64_t min,
+		   uint64_t max, uint64_t *out, char *err)
+{
+	const char *end;
+	uint64_t v;
+	int ret = parse_digits(val, &v, &end);
+
+	if (ret == -ERANGE)
+		return set_err(err, "%s=%s: %s", name, val, "too large");
+	if (ret || *end)
+		return set_err(err, "%s=%s: %s", name, val,
+			       "not an unsigned integer");
+	ret = check_range(name, val, v, min, max, err);
+	if (!ret)
+		*out = v;
+	return ret;
+}
+
+/* Binary suffixes: K, M, G, T, optionally followed by "iB" or "B". */
+static int suffix_shift(const char *s, unsigned int *shift)
+{
+	static const char units[] = "KMGT";
+	const char *u;
+
+	*shift = 0;
+	if (!*s)
+		return 0;
+	u = strchr(units, s[0] & ~0x20);
+	if (!u || !s[0])
+		return -EINVAL;
+	*shift = 10 * (unsigned int)(u - units + 1);
+	s++;
+	if (!strcmp(s, "") || !strcmp(s, "B") || !strcmp(s, "iB"))
+		return 0;
+	return -EINVAL;
+}
+
+int ffs_parse_size(const char *name, const char *val, uint64_t min,
+		   uint64_t max, uint64_t *out, char *err)
+{
+	const char *end;
+	unsigned int shift;
+	uint64_t v;
+	int ret = parse_digits(val, &v, &end);
+
+	if (ret == -ERANGE)
+		return set_err(err, "%s=%s: %s", name, val, "too large");
+	if (ret || suffix_shift(end, &shift))
+		return set_err(err, "%s=%s: %s", name, val,
+			       "not a size (a number with an optional K, M, G or T suffix)");
+	if (shift && v > (UINT64_MAX >> shift))
+		return set_err(err, "%s=%s: %s", name, val, "too large");
+	v <<= shift;
+	ret = check_range(name, val, v, min, max, err);
+	if (!ret)
+		*out = v;
+	return ret;
+}
+
+static int check_mountpoint(const char *path, char *err)
+{
+	struct stat st;
+
+	if (stat(path, &st) < 0) {
+		snprintf(err, FFS_ERRLEN, "MOUNTPOINT %s: %s", path, strerror(errno));
+		return -EINVAL;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		snprintf(err, FFS_ERRLEN, "MOUNTPOINT %s: not a directory", path);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int opt_proc(void *data, const char *arg, int key,
+		    struct fuse_args *outargs)
+{
+	struct parse_state *ps = data;
+	struct ffs_config *cfg = ps->cfg;
+	(void)outargs;
+
+	switch (key) {
+	case FUSE_OPT_KEY_NONOPT:
+		if (++ps->nonopts == 1) {
+			cfg->backing = strdup(arg);
+			return cfg->backing ? 0 : -1;
+		}
+		if (ps->nonopts == 2)	/* MOUNTPOINT, for fuse_parse_cmdline */
+			return check_mountpoint(arg, ps->err) ? -1 : 1;
+		set_err(ps->err, "%s%s: %s", "", arg,
+			"unexpected argument (usage: foliofs [options] BACKING MOUNTPOINT)");
+		return -1;
+	case KEY_HELP:
+		cfg->show_help = true;
+		return 0;
+	case KEY_VERSION:
+		cfg->show_version = true;
+		return 0;
+	case KEY_ALLOW_OTHER:
+		cfg->allow_other = true;
+		return 1;
+	case KEY_KERNEL_CACHE:
+		cfg->kernel_cache = true;
+		return 0;
+	case KEY_ATTR_TIMEOUT:
+		return ffs_parse_double("attr_timeout", strchr(arg, '=') + 1,
+					0, 86400, &cfg->attr_timeout,
+					ps->err) ? -1 : 0;
+	default:
+		return 1;
+	}
+}
+
+static int add_opt(struct fuse_args *args, const char *name,
+		   const char *val)
+{
+	char *opt = NULL;
+	int ret = -1;
+
+	if (fuse_opt_add_opt_escaped(&opt, val) == 0 &&
+	    asprintf(&opt, "-o%s%s", name, opt) >= 0) {
+		ret = fuse_opt_add_arg(args, opt);
+	}
+	free(opt);
+	return ret;
+}
+
+/* The options foliofs always gives libfuse. */
+static int add_fixed_opts(struct ffs_config *cfg)
+{
+	if (fuse_opt_add_arg(&cfg->args, "-osubtype=foliofs,default_permissions"))
+		return -1;
+	return add_opt(&cfg->args, "fsname=", cfg->backing);
+}
+
+int ffs_parse_args(int argc, char **argv, struct ffs_config *cfg, char *err)
+{
+	struct parse_state ps = { .cfg = cfg, .err = err };
+	struct fuse_cmdline_opts copts;
+
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->attr_timeout = 1.0;
+	cfg->args = (struct fuse_args)FUSE_ARGS_INIT(argc, argv);
+	err[0] = '\0';
+
+	if (fuse_opt_parse(&cfg->args, &ps, ffs_opt_spec, opt_proc)) {
+		if (!err[0])
+			snprintf(err, FFS_ERRLEN, "cannot parse the command line");
+		return -EINVAL;
+	}
+	if (cfg->show_help || cfg->show_version)
+		return 0;
+	if (!cfg->backing) {
+		snprintf(err, FFS_ERRLEN,
+			 "missing BACKING and MOUNTPOINT (usage: foliofs [options] BACKING MOUNTPOINT)");
+		return -EINVAL;
+	}
+	if (fuse_parse_cmdline(&cfg->args, &copts))
+		return -EINVAL;	/* libfuse has said why */
+	cfg->mountpoint = copts.mountpoint;
+	cfg->foreground = copts.foreground;
+	cfg->debug = copts.debug;
+	cfg->singlethread = copts.singlethread;
+	cfg->clone_fd = copts.clone_fd;
+	cfg->max_threads = copts.max_threads;
+	cfg->max_idle_threads = copts.max_idle_threads;
+	if (!cfg->mountpoint) {
+		snprintf(err, FFS_ERRLEN,
+			 "missing MOUNTPOINT (usage: foliofs [options] BACKING MOUNTPOINT)");
+		return -EINVAL;
+	}
+	if (add_fixed_opts(cfg)) {
+		snprintf(err, FFS_ERRLEN, "out of memory");
+		return -EINVAL;
+	}
+	return 0;
+}
+
+void ffs_config_free(struct ffs_config *cfg)
+{
+	free(cfg->backing);
+	free(cfg->mountpoint);
+	fuse_opt_free_args(&cfg->args);
+	memset(cfg, 0, sizeof(*cfg));
+}
+
+void ffs_print_help(const char *progname)
+{
+	printf("usage: %s [options] BACKING MOUNTPOINT\n\n"
+	       "Mount the directory BACKING at MOUNTPOINT through foliofs.\n\n"
+	       "foliofs options (-o NAME[=VALUE], default in brackets):\n",
+	       progname);
+	for (size_t i = 0; i < sizeof(ffs_opt_help) / sizeof(ffs_opt_help[0]); i++)
+		printf("    -o %-22s [%s] %s\n", ffs_opt_help[i].name,
+		       ffs_opt_help[i].deflt, ffs_opt_help[i].help);
+	printf("\ngeneral options:\n"
+	       "    -f                        stay in the foreground\n"
+	       "    -d, -o debug              log every FUSE request (implies -f)\n"
+	       "    -s                        single-threaded\n"
+	       "    -h, --help                this text\n"
+	       "    -V, --version             print the version\n"
+	       "\nlibfuse mount options (-o fsname=, max_read=, ro, noatime, ...) are\n"
+	       "passed to libfuse, which rejects the ones it does not know.\n");
+}

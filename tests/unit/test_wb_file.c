@@ -1,0 +1,197 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * Model-based test of the data path (writeback/wb_file.c): random reads,
+ * writes, truncates, punches, zero ranges, copies and fsyncs on a real
+ * file against a shadow byte array.  A failing seed is printed and can be
+ * replayed with WB_TEST_SEED=N.
+ */
+#include "writeback.h"
+#include "test_helpers.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/falloc.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define MAX_SIZE (4u << 20)
+
+static uint64_t rng_state;
+
+static uint64_t rnd(void)
+{
+	rng_state ^= rng_state << 13;
+	rng_state ^= rng_state >> 7;
+	rng_state ^= rng_state << 17;
+	return rng_state;
+}
+
+static size_t rnd_below(size_t n)
+{
+	return n ? rnd() % n : 0;
+}
+
+struct model {
+	unsigned char *bytes;
+	size_t size;
+};
+
+static unsigned long long cur_seed;
+static int cur_step;
+
+#define M_CHECK(cond)                                                     \
+	do {                                                              \
+		if (!(cond)) {                                            \
+			fprintf(stderr, "seed %llu step %d: %s:%d: %s\n", \
+				cur_seed, cur_step, __FILE__, __LINE__,   \
+				#cond);                                   \
+			exit(T_EXIT_FAIL);                                \
+		}                                                         \
+	} while (0)
+
+static void model_resize(struct model *m, size_t size)
+{
+	if (size > m->size)
+		memset(m->bytes + m->size, 0, size - m->size);
+	m->size = size;
+}
+
+static void check_all(struct wb_file *f, const struct model *m, unsigned char *buf)
+{
+	ssize_t n = wb_read(f, buf, MAX_SIZE + 4096, 0);
+
+	M_CHECK(n == (ssize_t)m->size);
+	M_CHECK(memcmp(buf, m->bytes, m->size) == 0);
+}
+
+static void step(struct wb_file *f, struct model *m, unsigned char *buf)
+{
+	size_t off = rnd_below(MAX_SIZE), len = 1 + rnd_below(rnd() & 1 ? 64 : 200000);
+	ssize_t n;
+
+	if (off + len > MAX_SIZE)
+		len = MAX_SIZE - off;
+	switch (rnd_below(8)) {
+	case 0: case 1: case 2:	/* write */
+		for (size_t i = 0; i < len; i++)
+			buf[i] = (unsigned char)rnd();
+		M_CHECK(wb_write(f, buf, len, off) == (ssize_t)len);
+		if (off + len > m->size)
+			model_resize(m, off + len);
+		memcpy(m->bytes + off, buf, len);
+		break;
+	case 3:	/* read */
+		n = wb_read(f, buf, len, off);
+		M_CHECK(n == (ssize_t)(off >= m->size ? 0 :
+				       (off + len > m->size ? m->size - off : len)));
+		M_CHECK(memcmp(buf, m->bytes + off, n) == 0);
+		break;
+	case 4:	/* truncate */
+		M_CHECK(wb_truncate(f, off) == 0);
+		model_resize(m, off);
+		break;
+	case 5:	/* punch or zero */
+		if (rnd() & 1) {
+			M_CHECK(wb_fallocate(f, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+					     off, len) == 0);
+			if (off < m->size)
+				memset(m->bytes + off, 0,
+				       (off + len > m->size ? m->size : off + len) - off);
+		} else {
+			M_CHECK(wb_fallocate(f, FALLOC_FL_ZERO_RANGE, off, len) == 0);
+			if (off + len > m->size)
+				model_resize(m, off + len);
+			memset(m->bytes + off, 0, len);
+		}
+		break;
+	case 6: {	/* copy within the file, non-overlapping */
+		size_t dst = rnd_below(MAX_SIZE - len);
+		size_t avail = off >= m->size ? 0 :
+			       (off + len > m->size ? m->size - off : len);
+
+		n = wb_copy_range(f, off, f, dst, len);
+		if ((dst < off ? off - dst : dst - off) < len) {
+			M_CHECK(n == -EINVAL);
+			break;
+		}
+		M_CHECK(n == (ssize_t)avail);
+		if (avail && dst + avail > m->size)
+			model_resize(m, dst + avail);
+		memmove(m->bytes + dst, m->bytes + off, avail);
+		break;
+	}
+	default:
+		M_CHECK(wb_fsync(f, rnd() & 1) == 0);
+		break;
+	}
+}
+
+static void run_seed(unsigned long long seed, int steps, unsigned char *buf,
+		     struct model *m)
+{
+	char path[] = "/tmp/foliofs-wbtest-XXXXXX";
+	struct wb_file *f;
+	int fd = mkstemp(path);
+
+	T_CHECK(fd >= 0);
+	unlink(path);
+	T_CHECK(wb_file_alloc(fd, WB_RDWR, &f) == 0);
+	cur_seed = seed;
+	rng_state = seed * 2654435761u + 1;
+	m->size = 0;
+	for (cur_step = 0; cur_step < steps; cur_step++) {
+		step(f, m, buf);
+		if (cur_step % 16 == 0)
+			check_all(f, m, buf);
+	}
+	check_all(f, m, buf);
+	T_CHECK(wb_file_free(f) == 0);
+}
+
+static void test_edges(void)
+{
+	char path[] = "/tmp/foliofs-wbtest-XXXXXX";
+	struct wb_file *f;
+	char b[16];
+	int fd = mkstemp(path);
+
+	T_CHECK(fd >= 0);
+	unlink(path);
+	T_CHECK(wb_file_alloc(fd, WB_RDWR, &f) == 0);
+	T_CHECK(wb_file_access(f) == WB_RDWR);
+	T_CHECK(wb_read(f, b, sizeof(b), 0) == 0);
+	T_CHECK(wb_truncate(f, -1) == -EINVAL);
+	T_CHECK(wb_fallocate(f, FALLOC_FL_COLLAPSE_RANGE, 0, 4096) == -EOPNOTSUPP);
+	T_CHECK(wb_fallocate(f, 0, 0, 0) == -EINVAL);
+	T_CHECK(wb_fallocate(f, 0, INT64_MAX - 10, 100) == -EFBIG);
+	T_CHECK(wb_lseek(f, 0, SEEK_SET) == -EINVAL);
+	T_CHECK(wb_lseek(f, 0, SEEK_DATA) == -ENXIO);
+	T_CHECK(wb_write(f, "x", 1, 1 << 20) == 1);
+	T_CHECK(wb_lseek(f, 0, SEEK_HOLE) == 0);
+	T_CHECK(wb_lseek(f, 0, SEEK_DATA) == (1 << 20) - ((1 << 20) % 4096));
+	T_CHECK(wb_copy_range(f, 0, f, 10, 100) == -EINVAL);
+	T_CHECK(wb_copy_range(f, -1, f, 10, 1) == -EINVAL);
+	T_CHECK(wb_copy_range(f, 2 << 20, f, 0, 100) == 0);
+	T_CHECK(wb_file_free(f) == 0);
+}
+
+int main(void)
+{
+	unsigned char *buf = malloc(MAX_SIZE + 4096);
+	struct model m = { .bytes = calloc(1, MAX_SIZE) };
+	const char *env = getenv("WB_TEST_SEED");
+
+	T_CHECK(buf && m.bytes);
+	test_edges();
+	if (env) {
+		run_seed(strtoull(env, NULL, 10), 2000, buf, &m);
+	} else {
+		for (unsigned long long seed = 1; seed <= 8; seed++)
+			run_seed(seed, 600, buf, &m);
+	}
+	free(buf);
+	free(m.bytes);
+	return T_EXIT_PASS;
+}
