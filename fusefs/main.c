@@ -10,6 +10,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -110,8 +111,11 @@ static int serve(struct fuse_session *se, const struct ffs_config *cfg)
 	if (!lc)
 		return -ENOMEM;
 	fuse_loop_cfg_set_clone_fd(lc, cfg->clone_fd);
-	fuse_loop_cfg_set_idle_threads(lc, cfg->max_idle_threads);
-	fuse_loop_cfg_set_max_threads(lc, cfg->max_threads);
+	/* UINT_MAX: not given, keep libfuse's default. */
+	if (cfg->max_idle_threads != UINT_MAX)
+		fuse_loop_cfg_set_idle_threads(lc, cfg->max_idle_threads);
+	if (cfg->max_threads != UINT_MAX)
+		fuse_loop_cfg_set_max_threads(lc, cfg->max_threads);
 	ret = fuse_session_loop_mt(se, lc);
 	fuse_loop_cfg_destroy(lc);
 	return ret;
