@@ -1,0 +1,322 @@
+"""Command line, mounting and unmounting, daemon hardening, and the fsx-style
+exerciser through the mount (plain, O_DIRECT, kernel cache)."""
+
+import contextlib
+import json
+import os
+import resource
+import signal
+import subprocess
+import tempfile
+import time
+
+import pytest
+
+import util
+from util import FOLIOFS, FUSERMOUNT, Mount
+
+REPO = util.REPO
+FSX = os.path.join(os.path.dirname(FOLIOFS), 'tests', 'ffs_fsx')
+
+
+@pytest.fixture
+def dirs():
+    root = tempfile.mkdtemp(prefix='foliofs-life-')
+    os.chmod(root, 0o755)
+    b, m = os.path.join(root, 'b'), os.path.join(root, 'm')
+    os.mkdir(b)
+    os.mkdir(m)
+    yield root, b, m
+    if util.is_fuse_mounted(m):
+        subprocess.run([FUSERMOUNT, '-u', '-z', m], stderr=subprocess.DEVNULL)
+    subprocess.run(['rm', '-rf', root])
+
+
+def run_foliofs(*args, **kw):
+    return subprocess.run([FOLIOFS] + list(args), stdin=subprocess.DEVNULL,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          timeout=30, **kw)
+
+
+BAD = [
+    (['-o', 'bogus_option'], 'bogus_option'),
+    (['-o', 'attr_timeout=banana'], 'attr_timeout=banana'),
+    (['-o', 'attr_timeout=-1'], 'attr_timeout=-1'),
+    (['-o', 'attr_timeout='], 'attr_timeout='),
+    (['-o', 'max_threads=lots'], 'max_threads=lots'),
+]
+
+
+@pytest.mark.parametrize('extra,named', BAD)
+def test_bad_option_exits_2_and_mounts_nothing(dirs, extra, named):
+    _, b, m = dirs
+    r = run_foliofs('-f', *extra, b, m)
+    err = r.stderr.decode()
+    assert r.returncode == 2, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith('foliofs: '), err
+    assert named in lines[0]
+    assert not util.is_fuse_mounted(m)
+
+
+def test_bad_paths_exit_2(dirs):
+    root, b, m = dirs
+    f = os.path.join(root, 'file')
+    open(f, 'w').close()
+    cases = [
+        ([os.path.join(root, 'nope'), m], 'nope'),
+        ([f, m], 'not a directory'),
+        ([b, os.path.join(root, 'nomnt')], 'nomnt'),
+        ([b, f], 'not a directory'),
+        ([b], 'MOUNTPOINT'),
+        ([], 'BACKING'),
+        ([b, m, m], 'unexpected argument'),
+    ]
+    for args, named in cases:
+        r = run_foliofs('-f', *args)
+        err = r.stderr.decode()
+        assert r.returncode == 2, (args, err)
+        lines = err.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith('foliofs: '), (args, err)
+        assert named in lines[0], (args, err)
+    assert not util.is_fuse_mounted(m)
+
+
+def test_help_lists_every_option_with_default():
+    r = run_foliofs('--help')
+    assert r.returncode == 0
+    out = r.stdout.decode()
+    for opt, default in [('kernel_cache', '[off]'), ('attr_timeout=SECS', '[1.0]'),
+                         ('allow_other', '[off]'), ('max_threads=N', '[10]')]:
+        line = [l for l in out.splitlines() if ('-o ' + opt) in l]
+        assert line and default in line[0], (opt, out)
+    r = run_foliofs('--version')
+    assert r.returncode == 0 and r.stdout.decode().startswith('foliofs ')
+
+
+@pytest.mark.parametrize('sig', [signal.SIGTERM, signal.SIGINT])
+def test_signal_unmounts_and_exits_0(dirs, sig):
+    _, b, m = dirs
+    mnt = Mount(b, m)
+    # A shell would start us with SIGINT ignored in the background; a
+    # terminal user gets the default, which is what is tested here.
+    mnt.start()
+    try:
+        mnt.wait_for_mount()
+        with open(os.path.join(m, 'f'), 'wb') as f:
+            f.write(b'x' * 100000)
+        os.kill(mnt.pid, sig)
+        mnt.wait_exit()
+        assert not util.is_fuse_mounted(m)
+        assert os.path.getsize(os.path.join(b, 'f')) == 100000
+    finally:
+        mnt.cleanup()
+
+
+def daemon_pids(m):
+    r = subprocess.run(['pgrep', '-f', '%s .*%s$' % (FOLIOFS, m)],
+                       stdout=subprocess.PIPE)
+    return [int(p) for p in r.stdout.split()]
+
+
+def test_daemonizes_once_mount_is_ready(dirs):
+    _, b, m = dirs
+    r = run_foliofs(b, m)
+    assert r.returncode == 0, r.stderr
+    assert r.stderr == b''
+    # Ready when the command returns: no polling.
+    assert util.is_fuse_mounted(m)
+    with open(os.path.join(m, 'hello'), 'w') as f:
+        f.write('hi')
+    pids = daemon_pids(m)
+    assert len(pids) == 1
+    assert subprocess.run([FUSERMOUNT, '-u', m]).returncode == 0
+    for _ in range(200):
+        if not os.path.exists('/proc/%d' % pids[0]):
+            break
+        with open('/proc/%d/stat' % pids[0]) as f:
+            if f.read().split(') ')[1].startswith('Z'):
+                break
+        time.sleep(0.05)
+    else:
+        pytest.fail('daemon still running after unmount')
+    assert open(os.path.join(b, 'hello')).read() == 'hi'
+
+
+def test_unprivileged_mount(dirs):
+    if os.geteuid() != 0:
+        user = None
+    else:
+        user = util.test_user()
+    root, b, m = dirs
+    if user:
+        subprocess.run(['chown', '-R', user, root], check=True)
+
+    def work(mnt, back):
+        p = os.path.join(mnt, 'd')
+        os.mkdir(p)
+        with open(os.path.join(p, 'f'), 'wb') as f:
+            f.write(b'data' * 1000)
+        os.rename(os.path.join(p, 'f'), os.path.join(p, 'g'))
+        st = os.stat(os.path.join(back, 'd', 'g'))
+        return st.st_uid, st.st_size, os.getuid()
+
+    with Mount(b, m, user=user) as mnt:
+        opts = util.mountinfo(m)
+        assert opts['fstype'] == 'fuse.foliofs'
+        uid, size, me = util.run_as(user, work, m, b) if user else work(m, b)
+        assert uid == me and size == 4000
+        if user:
+            # Nobody else gets in without allow_other, root included.
+            with pytest.raises(PermissionError):
+                os.listdir(m)
+        mnt.umount()
+
+
+def have_mount_helper():
+    return os.path.exists('/sbin/mount.fuse3') or os.path.exists('/usr/sbin/mount.fuse3')
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason='mount(8) needs root')
+@pytest.mark.parametrize('how', ['mount -t', 'fstab'])
+def test_mount_helper_and_fstab(dirs, how):
+    if not have_mount_helper():
+        pytest.skip('mount.fuse3 not installed')
+    root, b, m = dirs
+    with installed_binary():
+        mount_via_helper(root, b, m, how)
+
+
+@contextlib.contextmanager
+def installed_binary():
+    """Put the binary where `meson install` puts it (unless something is
+    there already), so that mount.fuse3 finds it as it would after install."""
+    r = subprocess.run(['meson', 'introspect', os.path.dirname(FOLIOFS), '--installed'],
+                       stdout=subprocess.PIPE)
+    if r.returncode != 0:
+        pytest.skip('not a meson build directory: %s' % os.path.dirname(FOLIOFS))
+    target = [v for k, v in json.loads(r.stdout).items() if k.endswith('/foliofs')][0]
+    made = False
+    if not os.path.exists(target):
+        os.symlink(FOLIOFS, target)
+        made = True
+    try:
+        yield
+    finally:
+        if made:
+            os.unlink(target)
+
+
+def mount_via_helper(root, b, m, how):
+    env = dict(os.environ)
+    if how == 'mount -t':
+        cmd = ['mount', '-t', 'fuse.foliofs', b, m, '-o', 'attr_timeout=0.5,allow_other']
+    else:
+        fstab = os.path.join(root, 'fstab')
+        with open(fstab, 'w') as f:
+            f.write('%s %s fuse.foliofs attr_timeout=0.5,allow_other,noauto 0 0\n' % (b, m))
+        cmd = ['mount', '-T', fstab, m]
+    r = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       timeout=30)
+    assert r.returncode == 0, r.stdout
+    try:
+        assert util.mountinfo(m)['fstype'] == 'fuse.foliofs'
+        with open(os.path.join(m, 'x'), 'w') as f:
+            f.write('via ' + how)
+        assert open(os.path.join(b, 'x')).read() == 'via ' + how
+    finally:
+        assert subprocess.run(['umount', m]).returncode == 0
+    # A bad option through the helper fails and mounts nothing.
+    r = subprocess.run(['mount', '-t', 'fuse.foliofs', b, m, '-o', 'attr_timeout=x'],
+                       env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    assert r.returncode != 0 and b'attr_timeout=x' in r.stdout
+    assert not util.is_fuse_mounted(m)
+
+
+def daemon_limits(pid):
+    with open('/proc/%d/limits' % pid) as f:
+        for line in f:
+            if line.startswith('Max open files'):
+                return [int(x) for x in line.split()[3:5]]
+
+
+O_PATH = 0o10000000
+
+
+def data_fd_count(pid):
+    """Descriptors of PID that are not O_PATH."""
+    n = 0
+    for fd in os.listdir('/proc/%d/fdinfo' % pid):
+        try:
+            with open('/proc/%d/fdinfo/%s' % (pid, fd)) as f:
+                flags = [l for l in f if l.startswith('flags:')][0]
+        except (FileNotFoundError, IndexError):
+            continue
+        if not int(flags.split()[1], 8) & O_PATH:
+            n += 1
+    return n
+
+
+def test_nofile_raised_and_no_fd_leak(dirs):
+    _, b, m = dirs
+    with Mount(b, m) as mnt:
+        soft, hard = daemon_limits(mnt.pid)
+        assert soft == hard and soft >= 4096
+        base = util.fd_count(mnt.pid)
+        base_data = data_fd_count(mnt.pid)
+        want = 2000
+        old = resource.getrlimit(resource.RLIMIT_NOFILE)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (max(old[0], want + 100), old[1]))
+        try:
+            fds = [os.open(os.path.join(m, 'f%d' % i), os.O_CREAT | os.O_RDWR, 0o644)
+                   for i in range(want)]
+            for i, fd in enumerate(fds):
+                os.write(fd, b'%d' % i)
+            assert util.fd_count(mnt.pid) >= base + want
+            for fd in fds:
+                os.fsync(fd)
+                os.close(fd)
+        finally:
+            resource.setrlimit(resource.RLIMIT_NOFILE, old)
+        # Directory handles and hard links, then nothing may stay open.
+        for _ in range(50):
+            os.listdir(m)
+        os.link(os.path.join(m, 'f1'), os.path.join(m, 'l1'))
+        with open(os.path.join(m, 'l1'), 'rb') as f1, open(os.path.join(m, 'f1'), 'rb') as f2:
+            assert f1.read() == f2.read() == b'1'
+        # Every data descriptor is closed with its last handle; O_PATH ones
+        # live as long as the kernel keeps the inode, until it forgets it.
+        assert data_fd_count(mnt.pid) == base_data
+        if os.geteuid() == 0:
+            with open('/proc/sys/vm/drop_caches', 'w') as f:
+                f.write('2')
+            for _ in range(100):
+                if util.fd_count(mnt.pid) == base:
+                    break
+                time.sleep(0.05)
+            assert util.fd_count(mnt.pid) == base
+        mnt.umount()
+
+
+@pytest.mark.parametrize('opts,flags', [
+    ((), []),
+    ((), ['-Z']),
+    (('kernel_cache',), []),
+    (('kernel_cache',), ['-Z']),
+], ids=['plain', 'odirect', 'kcache', 'kcache-odirect'])
+def test_fsx(dirs, opts, flags):
+    if not os.path.exists(FSX):
+        pytest.fail('%s not built' % FSX)
+    _, b, m = dirs
+    with Mount(b, m, options=opts) as mnt:
+        for seed in (1, 2):
+            r = subprocess.run([FSX, '-N', '4000', '-S', str(seed)] + flags +
+                               [os.path.join(m, 'fsx%d' % seed)],
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               timeout=300)
+            assert r.returncode == 0, r.stdout.decode()
+            # What the exerciser left through the mount is what the backing has.
+            with open(os.path.join(m, 'fsx%d' % seed), 'rb') as f1, \
+                    open(os.path.join(b, 'fsx%d' % seed), 'rb') as f2:
+                assert f1.read() == f2.read()
+        mnt.umount()
