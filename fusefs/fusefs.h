@@ -159,6 +159,15 @@ int ffs_creds_init(void);
 int ffs_creds_enter(struct ffs_data *fs, fuse_req_t req, struct ffs_creds *c);
 void ffs_creds_leave(struct ffs_creds *c);
 
+/* ---- channel (channel.c) ---- */
+
+/*
+ * Route the mounted session's /dev/fuse traffic through channel.c, which
+ * asks for parallel direct writes and shared mmap of direct-I/O files.
+ * Call after fuse_session_mount(), before the loop.  0 or -1.
+ */
+int ffs_channel_attach(struct fuse_session *se);
+
 /* ---- operations (ops.c) ---- */
 
 extern const struct fuse_lowlevel_ops ffs_ops;

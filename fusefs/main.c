@@ -176,6 +176,8 @@ int main(int argc, char *argv[])
 		goto out_session;
 	if (fuse_session_mount(se, cfg.mountpoint))
 		goto out_signals;
+	if (ffs_channel_attach(se))
+		goto out_unmount;
 	if (fuse_daemonize(cfg.foreground))
 		goto out_unmount;
 	if (!cfg.foreground) {

@@ -1,0 +1,139 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * channel.c - a thin layer on the /dev/fuse channel for two kernel
+ * features that Debian 12's libfuse (3.14) has no way to ask for:
+ *
+ *  - FOPEN_PARALLEL_DIRECT_WRITES (Linux 6.2): without it the kernel holds
+ *    the inode lock across every direct write, so writers of one file
+ *    queue behind each other even though the daemon could serve them all.
+ *  - FUSE_DIRECT_IO_ALLOW_MMAP (Linux 6.6): without it a shared mmap of a
+ *    file opened with direct I/O fails with ENODEV.
+ *
+ * libfuse lets a server read requests and write replies itself
+ * (fuse_session_custom_io).  We pass every message through unchanged, but
+ * note the unique id of INIT, OPEN and CREATE requests on the worker
+ * thread that read them (libfuse replies on the same thread, and our
+ * handlers never defer a reply), and set the flag in that reply.  A flag
+ * is only set when the kernel offered it (INIT) or direct I/O was chosen
+ * (OPEN/CREATE), so older kernels see exactly what libfuse sent.
+ */
+#include "fusefs.h"
+
+#include <errno.h>
+#include <linux/fuse.h>
+#include <stddef.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#ifndef FOPEN_PARALLEL_DIRECT_WRITES
+#define FOPEN_PARALLEL_DIRECT_WRITES (1 << 6)
+#endif
+/* flags2 carries bits 32..63 of the INIT flags. */
+#define FFS_INIT2_DIRECT_IO_ALLOW_MMAP (1u << (36 - 32))
+
+/* Request being served by this thread whose reply we amend, or 0. */
+static __thread uint64_t pending_unique;
+static __thread uint32_t pending_opcode;
+/* INIT flags2 the kernel offered; set once, before any OPEN. */
+static uint32_t kernel_flags2;
+
+static void note_request(const void *buf, size_t len)
+{
+	const struct fuse_in_header *in = buf;
+
+	pending_unique = 0;
+	if (len < sizeof(*in))
+		return;
+	switch (in->opcode) {
+	case FUSE_INIT: {
+		const struct fuse_init_in *init = (const void *)(in + 1);
+
+		/* flags2 exists from protocol 7.36 on, with FUSE_INIT_EXT. */
+		if (len >= sizeof(*in) + offsetof(struct fuse_init_in, flags2) +
+			   sizeof(init->flags2) && (init->flags & FUSE_INIT_EXT))
+			kernel_flags2 = init->flags2;
+		break;
+	}
+	case FUSE_OPEN:
+	case FUSE_CREATE:
+		break;
+	default:
+		return;
+	}
+	pending_unique = in->unique;
+	pending_opcode = in->opcode;
+}
+
+static ssize_t ch_read(int fd, void *buf, size_t len, void *userdata)
+{
+	ssize_t n = read(fd, buf, len);
+	(void)userdata;
+
+	if (n > 0)
+		note_request(buf, n);
+	return n;
+}
+
+/* The reply body libfuse sent: iov[1], a single buffer for these ops. */
+static void *reply_body(struct iovec *iov, int count, size_t need)
+{
+	if (count < 2 || iov[1].iov_len < need)
+		return NULL;
+	return iov[1].iov_base;
+}
+
+static void amend_reply(struct iovec *iov, int count)
+{
+	const struct fuse_out_header *out = iov[0].iov_base;
+	struct fuse_open_out *open_out = NULL;
+	struct fuse_init_out *init;
+	char *body;
+
+	if (iov[0].iov_len < sizeof(*out) || out->unique != pending_unique ||
+	    out->error)
+		return;
+	switch (pending_opcode) {
+	case FUSE_INIT:
+		init = reply_body(iov, count, offsetof(struct fuse_init_out, flags2) +
+				  sizeof(init->flags2));
+		if (init && (init->flags & FUSE_INIT_EXT) &&
+		    (kernel_flags2 & FFS_INIT2_DIRECT_IO_ALLOW_MMAP))
+			init->flags2 |= FFS_INIT2_DIRECT_IO_ALLOW_MMAP;
+		break;
+	case FUSE_OPEN:
+		open_out = reply_body(iov, count, sizeof(*open_out));
+		break;
+	case FUSE_CREATE:
+		body = reply_body(iov, count, sizeof(struct fuse_entry_out) +
+				  sizeof(*open_out));
+		if (body)
+			open_out = (void *)(body + sizeof(struct fuse_entry_out));
+		break;
+	}
+	if (open_out && (open_out->open_flags & FOPEN_DIRECT_IO))
+		open_out->open_flags |= FOPEN_PARALLEL_DIRECT_WRITES;
+}
+
+static ssize_t ch_writev(int fd, struct iovec *iov, int count, void *userdata)
+{
+	ssize_t n;
+	(void)userdata;
+
+	if (pending_unique) {
+		amend_reply(iov, count);
+		pending_unique = 0;
+	}
+	n = writev(fd, iov, count);
+	return n;
+}
+
+static const struct fuse_custom_io ffs_channel_io = {
+	.read = ch_read,
+	.writev = ch_writev,
+};
+
+int ffs_channel_attach(struct fuse_session *se)
+{
+	return fuse_session_custom_io(se, &ffs_channel_io, fuse_session_fd(se));
+}
