@@ -320,3 +320,29 @@ def test_fsx(dirs, opts, flags):
                     open(os.path.join(b, 'fsx%d' % seed), 'rb') as f2:
                 assert f1.read() == f2.read()
         mnt.umount()
+
+
+@pytest.mark.parametrize('opts', [(), ('kernel_cache',)], ids=['direct', 'kcache'])
+def test_shared_mmap(dirs, opts):
+    """MAP_SHARED stores reach the file (direct I/O mounts included)."""
+    import mmap
+    _, b, m = dirs
+    with Mount(b, m, options=opts) as mnt:
+        path = os.path.join(m, 'mm')
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            os.ftruncate(fd, 4 << 20)
+            mp = mmap.mmap(fd, 4 << 20, mmap.MAP_SHARED)
+            for off in range(0, 4 << 20, 1 << 20):
+                mp[off + 7:off + 12] = b'folio'
+            mp.flush()
+            mp.close()
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        data = open(os.path.join(b, 'mm'), 'rb').read()
+        assert len(data) == 4 << 20
+        for off in range(0, 4 << 20, 1 << 20):
+            assert data[off + 7:off + 12] == b'folio'
+        assert data.count(b'\0') == (4 << 20) - 20
+        mnt.umount()
