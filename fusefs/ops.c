@@ -209,9 +209,13 @@ static int set_times(struct ffs_inode *inode, const struct stat *attr,
 		tv[1].tv_nsec = UTIME_NOW;
 	else if (valid & FUSE_SET_ATTR_MTIME)
 		tv[1] = attr->st_mtim;
+	if (inode->type == S_IFLNK) {
+		/* The link itself, as utimensat(AT_SYMLINK_NOFOLLOW) does. */
+		if (utimensat(inode->fd, "", tv, AT_EMPTY_PATH) < 0)
+			return -errno;
+		return 0;
+	}
 	ffs_procpath(&p, inode->fd);
-	if (inode->type == S_IFLNK)	/* the proc link would resolve it */
-		return -EPERM;
 	return utimensat(AT_FDCWD, p.path, tv, 0) < 0 ? -errno : 0;
 }
 
@@ -251,10 +255,17 @@ static void ffs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 			int valid, struct fuse_file_info *fi)
 {
 	struct ffs_inode *inode = ffs_inode(req, ino);
-	struct ffs_creds c;
+	struct ffs_creds c = { 0 };
 	struct stat st;
-	int ret = ffs_creds_enter(ffs_data(req), req, &c);
+	int ret = 0;
 
+	/*
+	 * With the writeback cache the kernel keeps mtime and ctime itself
+	 * and sends them (with FUSE_SET_ATTR_CTIME) on behalf of whoever
+	 * flushes; only the daemon may apply times it decided.
+	 */
+	if (!(valid & FUSE_SET_ATTR_CTIME))
+		ret = ffs_creds_enter(ffs_data(req), req, &c);
 	if (!ret) {
 		ret = do_setattr(inode, attr, valid, fi);
 		ffs_creds_leave(&c);
@@ -451,7 +462,8 @@ static int open_finish(struct ffs_data *fs, struct ffs_inode *inode,
 		ffs_data_put(inode);
 		return -ENOMEM;
 	}
-	if ((fi->flags & O_TRUNC) && (fi->flags & O_ACCMODE) != O_RDONLY)
+	/* Linux truncates even for O_RDONLY; the kernel checked write access. */
+	if (fi->flags & O_TRUNC)
 		ret = wb_truncate(data, 0);
 	if (ret) {
 		free(file);
@@ -602,9 +614,20 @@ static void ffs_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 
 /* ---- data ---- */
 
-/* Per-thread read buffer, grown on demand, page aligned. */
+/*
+ * Per-thread read buffer, grown on demand, page aligned; freed when the
+ * worker thread exits (libfuse retires idle workers).
+ */
 static __thread void *read_buf;
 static __thread size_t read_buf_size;
+static pthread_key_t read_buf_key;
+static pthread_once_t read_buf_once = PTHREAD_ONCE_INIT;
+
+static void read_buf_key_init(void)
+{
+	if (pthread_key_create(&read_buf_key, free))
+		abort();
+}
 
 static void *get_read_buf(size_t size)
 {
@@ -614,9 +637,11 @@ static void *get_read_buf(size_t size)
 		return read_buf;
 	if (posix_memalign(&p, 4096, size))
 		return NULL;
+	pthread_once(&read_buf_once, read_buf_key_init);
 	free(read_buf);
 	read_buf = p;
 	read_buf_size = size;
+	pthread_setspecific(read_buf_key, p);
 	return p;
 }
 

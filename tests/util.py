@@ -1,0 +1,559 @@
+"""Helpers for the mount-level tests (modelled on libfuse/sshfs test/util.py).
+
+A test mounts foliofs with ``Mount``, which runs the daemon in the foreground
+(``-f``) so that its exit status and its output can be checked:
+
+    with Mount(backing, mnt, options=['allow_other']) as m:
+        ...                      # entered: daemon started, mount visible
+                                 # left normally: m.umount() asserts a clean exit
+
+``umount()`` fails the test when the daemon exits non-zero or prints anything
+suspicious (see ``BAD_OUTPUT``); ``cleanup()`` never raises and is what to call
+from ``finally`` blocks and fixture teardowns.
+
+The daemon binary is $FOLIOFS, by default <repo>/build/foliofs.
+"""
+
+import ctypes
+import errno
+import grp
+import os
+import pickle
+import pwd
+import shutil
+import subprocess
+import tempfile
+import time
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FOLIOFS = os.environ.get('FOLIOFS', os.path.join(REPO, 'build', 'foliofs'))
+FUSERMOUNT = shutil.which('fusermount3') or '/usr/bin/fusermount3'
+
+TEST_USER = 'foliofs-test'
+
+# A line of daemon output containing any of these fails umount().
+BAD_OUTPUT = ('error', 'ERROR', 'warning', 'AddressSanitizer',
+              'runtime error', 'ThreadSanitizer')
+
+
+# --------------------------------------------------------------------------
+# users and credentials
+
+def _drop_to(user):
+    """Switch the calling process to USER's uid, gid and supplementary groups.
+
+    Context: child process after fork (preexec_fn or run_as); must be root,
+    or already be USER (then this is a no-op)."""
+    pw = pwd.getpwnam(user)
+    if os.getuid() == pw.pw_uid and os.getgid() == pw.pw_gid and os.geteuid() != 0:
+        return
+    os.initgroups(pw.pw_name, pw.pw_gid)
+    os.setgid(pw.pw_gid)
+    os.setuid(pw.pw_uid)
+
+
+def _preexec(user):
+    if user is None:
+        return None
+    return lambda: _drop_to(user)
+
+
+def test_user():
+    """Name of an unprivileged user for tests.
+
+    As root: creates TEST_USER if missing and makes /dev/fuse 0666 so that the
+    user can mount too.  Not root: the calling user (run_as then runs the
+    callable without changing credentials)."""
+    if os.geteuid() != 0:
+        return pwd.getpwuid(os.getuid()).pw_name
+    try:
+        pwd.getpwnam(TEST_USER)
+    except KeyError:
+        subprocess.run(['useradd', '-M', '-s', '/usr/sbin/nologin', TEST_USER],
+                       check=True, stdout=subprocess.DEVNULL)
+    if os.path.exists('/dev/fuse'):
+        os.chmod('/dev/fuse', 0o666)
+    return TEST_USER
+
+
+# Pytest would otherwise collect test_user() as a test of its own in every
+# module that does "from util import *" or "from util import test_user".
+test_user.__test__ = False
+
+
+def ensure_group(name, member=None):
+    """Create group NAME if missing (root only), add MEMBER to it as a
+    supplementary group; returns the gid."""
+    try:
+        gr = grp.getgrnam(name)
+    except KeyError:
+        subprocess.run(['groupadd', name], check=True, stdout=subprocess.DEVNULL)
+        gr = grp.getgrnam(name)
+    if member is not None and member not in gr.gr_mem:
+        subprocess.run(['usermod', '-a', '-G', name, member], check=True,
+                       stdout=subprocess.DEVNULL)
+    return gr.gr_gid
+
+
+def run_as(user, fn, *args, **kwargs):
+    """Run fn(*args, **kwargs) in a forked child with USER's credentials.
+
+    Returns fn's (picklable) result.  An exception raised by fn is re-raised
+    here; OSError keeps its class and errno (so ``pytest.raises(
+    PermissionError)`` and ``e.errno == errno.EACCES`` both work)."""
+    rfd, wfd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # child
+        status = 0
+        try:
+            os.close(rfd)
+            try:
+                if user is not None:
+                    _drop_to(user)
+                res = ('ok', fn(*args, **kwargs))
+            except BaseException as e:  # noqa: BLE001 - forwarded to parent
+                if isinstance(e, OSError):
+                    res = ('err', OSError(e.errno, e.strerror, e.filename))
+                else:
+                    res = ('err', e)
+            try:
+                data = pickle.dumps(res)
+            except Exception as e:  # unpicklable result or exception
+                data = pickle.dumps(('err', RuntimeError(
+                    'run_as: cannot pickle %r: %s' % (res, e))))
+            with os.fdopen(wfd, 'wb') as f:
+                f.write(data)
+        except BaseException:
+            status = 1
+        finally:
+            os._exit(status)
+    os.close(wfd)
+    with os.fdopen(rfd, 'rb') as f:
+        data = f.read()
+    _, st = os.waitpid(pid, 0)
+    if not data:
+        raise RuntimeError('run_as child died (wait status %#x)' % st)
+    kind, val = pickle.loads(data)
+    if kind == 'err':
+        raise val
+    return val
+
+
+# --------------------------------------------------------------------------
+# mounts
+
+def _unescape_mountinfo(s):
+    # mountinfo escapes space, tab, newline and backslash as \ooo
+    out, i = [], 0
+    while i < len(s):
+        if s[i] == '\\' and i + 3 < len(s) and s[i + 1:i + 4].isdigit():
+            out.append(chr(int(s[i + 1:i + 4], 8)))
+            i += 4
+        else:
+            out.append(s[i])
+            i += 1
+    return ''.join(out)
+
+
+def mountinfo(mnt):
+    """The last /proc/self/mountinfo entry for MNT as a dict (mountpoint,
+    dev "major:minor", fstype, source, options, super_options), or None if
+    nothing is mounted there.  Reads no file of the mount itself, so it is
+    safe to call on a hung FUSE mount."""
+    target = os.path.realpath(mnt)
+    found = None
+    with open('/proc/self/mountinfo') as f:
+        for line in f:
+            pre, _, post = line.rstrip('\n').partition(' - ')
+            fields = pre.split(' ')
+            if _unescape_mountinfo(fields[4]) != target:
+                continue
+            pf = post.split(' ')
+            found = {'mountpoint': target, 'options': fields[5],
+                     'dev': fields[2],
+                     'fstype': pf[0], 'source': _unescape_mountinfo(pf[1]),
+                     'super_options': pf[2] if len(pf) > 2 else ''}
+    return found
+
+
+def is_fuse_mounted(mnt):
+    mi = mountinfo(mnt)
+    return mi is not None and mi['fstype'].startswith('fuse')
+
+
+def check_output(text, what='daemon'):
+    """Fail if TEXT has a line with any of BAD_OUTPUT."""
+    bad = [l for l in text.splitlines() if any(w in l for w in BAD_OUTPUT)]
+    if bad:
+        pytest.fail('suspicious %s output:\n%s\n--- full output ---\n%s'
+                    % (what, '\n'.join(bad), text))
+
+
+def fd_count(pid):
+    """Number of open descriptors of process PID (for leak checks)."""
+    return len(os.listdir('/proc/%d/fd' % pid))
+
+
+class Mount:
+    """One foliofs daemon, run in the foreground.
+
+    options: iterable of -o options (joined with ','); user: pwd name to run
+    the daemon (and fusermount3 -u) as, None for the current user."""
+
+    def __init__(self, backing, mnt, options=(), user=None, args=(),
+                 binary=None):
+        self.backing = backing
+        self.mnt = mnt
+        self.options = list(options)
+        self.user = user
+        self.args = list(args)
+        self.binary = binary or FOLIOFS
+        self.proc = None
+        self.pid = None
+        self._out = None
+        self._unmounted = False
+        self.conn = None    # FUSE connection number (minor of st_dev)
+
+    def command(self):
+        cmd = [self.binary, '-f']
+        if self.options:
+            cmd += ['-o', ','.join(self.options)]
+        return cmd + self.args + [self.backing, self.mnt]
+
+    def start(self):
+        self._out = tempfile.TemporaryFile(prefix='foliofs-out-')
+        self.proc = subprocess.Popen(self.command(), stdin=subprocess.DEVNULL,
+                                     stdout=self._out, stderr=subprocess.STDOUT,
+                                     preexec_fn=_preexec(self.user))
+        self.pid = self.proc.pid
+        return self
+
+    def output(self):
+        """Everything the daemon printed so far (stdout and stderr)."""
+        if self._out is None:
+            return ''
+        self._out.flush()
+        self._out.seek(0)
+        return self._out.read().decode(errors='replace')
+
+    def wait_for_mount(self, timeout=10):
+        deadline = time.monotonic() + timeout
+        while True:
+            mi = mountinfo(self.mnt)
+            if mi is not None and mi['fstype'].startswith('fuse'):
+                self.conn = int(mi['dev'].split(':')[1])
+                return
+            rc = self.proc.poll()
+            if rc is not None:
+                pytest.fail('foliofs exited with status %d before mounting %s:\n%s'
+                            % (rc, self.mnt, self.output()))
+            if time.monotonic() > deadline:
+                self.cleanup()
+                pytest.fail('%s not mounted after %ss; daemon output:\n%s'
+                            % (self.mnt, timeout, self.output()))
+            time.sleep(0.02)
+
+    def umount(self, timeout=30):
+        """fusermount3 -u; assert the daemon exits 0 with clean output."""
+        r = subprocess.run([FUSERMOUNT, '-u', self.mnt], stdin=subprocess.DEVNULL,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           preexec_fn=_preexec(self.user))
+        if r.returncode != 0:
+            pytest.fail('fusermount3 -u %s failed (%d): %s\ndaemon output:\n%s'
+                        % (self.mnt, r.returncode, r.stdout.decode(errors='replace'),
+                           self.output()))
+        self._unmounted = True
+        self.wait_exit(timeout)
+
+    def wait_exit(self, timeout=30):
+        """Wait for the daemon to exit; assert status 0 and clean output."""
+        try:
+            rc = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.cleanup()
+            pytest.fail('foliofs did not exit within %ss after unmount:\n%s'
+                        % (timeout, self.output()))
+        if rc != 0:
+            pytest.fail('foliofs exited with status %d:\n%s' % (rc, self.output()))
+        check_output(self.output())
+
+    def abort(self):
+        """Abort the FUSE connection (unblocks every process waiting on the
+        mount with ENOTCONN); for watchdogs.  Root only.  Never raises."""
+        if self.conn is None:
+            return
+        ctl = '/sys/fs/fuse/connections'
+        try:
+            if not os.path.exists(os.path.join(ctl, str(self.conn))):
+                subprocess.run(['mount', '-t', 'fusectl', 'fusectl', ctl],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                               timeout=10)
+            with open(os.path.join(ctl, str(self.conn), 'abort'), 'w') as f:
+                f.write('1')
+        except Exception:
+            pass
+
+    def cleanup(self):
+        """Lazy-unmount and kill if needed.  Never raises."""
+        try:
+            if self.mnt and is_fuse_mounted(self.mnt):
+                subprocess.run([FUSERMOUNT, '-u', '-z', self.mnt],
+                               stdin=subprocess.DEVNULL,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                               timeout=30)
+        except Exception:
+            pass
+        try:
+            if self.proc is not None and self.proc.poll() is None:
+                try:
+                    self.proc.wait(2)
+                except subprocess.TimeoutExpired:
+                    self.proc.kill()
+                    self.proc.wait(10)
+        except Exception:
+            pass
+
+    def __enter__(self):
+        self.start()
+        try:
+            self.wait_for_mount()
+        except BaseException:
+            self.cleanup()
+            raise
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        try:
+            if exc_type is None and not self._unmounted:
+                self.umount()
+        finally:
+            self.cleanup()
+        return False
+
+
+def skip_reason():
+    """Why mount tests cannot run here, or None."""
+    if not os.path.exists('/dev/fuse'):
+        return '/dev/fuse missing'
+    if not os.path.exists(FUSERMOUNT):
+        return 'fusermount3 missing'
+    return None
+
+
+# --------------------------------------------------------------------------
+# comparing the mount with a plain directory
+
+def outcome(fn, *args, **kwargs):
+    """('ok', fn(...)) or ('err', 'ENOENT')-style, for comparing results."""
+    try:
+        return ('ok', fn(*args, **kwargs))
+    except OSError as e:
+        return ('err', errno.errorcode.get(e.errno, e.errno))
+
+
+def outcome_as(user, fn, *args, **kwargs):
+    """outcome() of fn run by USER (None: in this process)."""
+    if user is None:
+        return outcome(fn, *args, **kwargs)
+    return outcome(run_as, user, fn, *args, **kwargs)
+
+
+def same(fn, mnt_dir, ref_dir, user=None):
+    """Run fn(mnt_dir) and fn(ref_dir) (as USER if given); assert that both
+    give the same result or the same errno; return that outcome.  fn must
+    return something that does not depend on which directory it ran in."""
+    m = outcome_as(user, fn, mnt_dir)
+    r = outcome_as(user, fn, ref_dir)
+    assert m == r, 'foliofs and the plain directory differ:\n' + describe_diff(m, r)
+    return m
+
+
+def _short(v, limit=300):
+    s = repr(v)
+    return s if len(s) <= limit else s[:limit] + '... (%d chars)' % len(s)
+
+
+def describe_diff(m, r):
+    """Readable difference of two outcomes: the first differing items."""
+    lines = []
+    if (m[0] == r[0] == 'ok' and isinstance(m[1], (list, tuple))
+            and isinstance(r[1], (list, tuple))):
+        if len(m[1]) != len(r[1]):
+            lines.append('  length %d vs %d' % (len(m[1]), len(r[1])))
+        for i, (a, b) in enumerate(zip(m[1], r[1])):
+            if a != b:
+                lines.append('  [%d] foliofs: %s\n  [%d] plain:   %s'
+                             % (i, _short(a), i, _short(b)))
+                if len(lines) >= 6:
+                    break
+    elif m[0] == r[0] == 'ok' and isinstance(m[1], bytes) and isinstance(r[1], bytes):
+        i = next((k for k, (a, b) in enumerate(zip(m[1], r[1])) if a != b),
+                 min(len(m[1]), len(r[1])))
+        lines.append('  bytes differ first at offset %d (lengths %d vs %d): %s vs %s'
+                     % (i, len(m[1]), len(r[1]), _short(m[1][i:i + 16]),
+                        _short(r[1][i:i + 16])))
+    if not lines:
+        lines.append('  foliofs: %s\n  plain:   %s' % (_short(m, 600), _short(r, 600)))
+    return '\n'.join(lines)
+
+
+STAT_FIELDS = ('st_mode', 'st_nlink', 'st_uid', 'st_gid', 'st_size', 'st_rdev')
+TIME_FIELDS = ('st_atime_ns', 'st_mtime_ns', 'st_ctime_ns')
+
+
+def stat_dict(st, times=False):
+    fields = STAT_FIELDS + (TIME_FIELDS if times else ())
+    return {f: getattr(st, f) for f in fields}
+
+
+def assert_stat_same(mnt_path, back_path, times=False, follow=False):
+    """lstat (or stat) of MNT_PATH and BACK_PATH agree field by field."""
+    m = stat_dict(os.stat(mnt_path, follow_symlinks=follow), times)
+    b = stat_dict(os.stat(back_path, follow_symlinks=follow), times)
+    assert m == b, 'through foliofs %r != backing %r' % (m, b)
+
+
+def read_file(path, mode='rb'):
+    with open(path, mode) as f:
+        return f.read()
+
+
+def write_file(path, data, mode='wb'):
+    with open(path, mode) as f:
+        f.write(data)
+
+
+# --------------------------------------------------------------------------
+# system calls Python does not wrap
+
+_libc = ctypes.CDLL(None, use_errno=True)
+AT_FDCWD = -100
+AT_SYMLINK_NOFOLLOW = 0x100
+RENAME_NOREPLACE = 1
+RENAME_EXCHANGE = 2
+UTIME_NOW = (1 << 30) - 1
+UTIME_OMIT = (1 << 30) - 2
+FALLOC_FL_KEEP_SIZE = 0x01
+FALLOC_FL_PUNCH_HOLE = 0x02
+FALLOC_FL_ZERO_RANGE = 0x10
+
+
+def _check(res, *paths):
+    if res < 0:
+        e = ctypes.get_errno()
+        raise OSError(e, os.strerror(e), *paths[:1])
+    return res
+
+
+_libc.renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int,
+                            ctypes.c_char_p, ctypes.c_uint]
+
+
+def renameat2(old, new, flags):
+    _check(_libc.renameat2(AT_FDCWD, os.fsencode(old), AT_FDCWD,
+                           os.fsencode(new), flags), old)
+
+
+class _Timespec(ctypes.Structure):
+    _fields_ = [('tv_sec', ctypes.c_long), ('tv_nsec', ctypes.c_long)]
+
+
+_libc.utimensat.argtypes = [ctypes.c_int, ctypes.c_char_p,
+                            ctypes.POINTER(_Timespec), ctypes.c_int]
+
+
+def utimensat(path, atime, mtime, follow=True):
+    """atime/mtime: (sec, nsec), UTIME_NOW or UTIME_OMIT."""
+    ts = (_Timespec * 2)()
+    for i, t in enumerate((atime, mtime)):
+        if t in (UTIME_NOW, UTIME_OMIT):
+            ts[i].tv_sec, ts[i].tv_nsec = 0, t
+        else:
+            ts[i].tv_sec, ts[i].tv_nsec = t
+    _check(_libc.utimensat(AT_FDCWD, os.fsencode(path), ts,
+                           0 if follow else AT_SYMLINK_NOFOLLOW), path)
+
+
+_libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64,
+                            ctypes.c_int64]
+
+
+def fallocate(fd, mode, offset, length):
+    _check(_libc.fallocate(fd, mode, offset, length))
+
+
+class _Dirent(ctypes.Structure):
+    _fields_ = [('d_ino', ctypes.c_uint64), ('d_off', ctypes.c_int64),
+                ('d_reclen', ctypes.c_ushort), ('d_type', ctypes.c_ubyte),
+                ('d_name', ctypes.c_char * 256)]
+
+
+_libc.opendir.restype = ctypes.c_void_p
+_libc.opendir.argtypes = [ctypes.c_char_p]
+_libc.readdir.restype = ctypes.POINTER(_Dirent)
+_libc.readdir.argtypes = [ctypes.c_void_p]
+_libc.telldir.restype = ctypes.c_long
+_libc.telldir.argtypes = [ctypes.c_void_p]
+_libc.seekdir.argtypes = [ctypes.c_void_p, ctypes.c_long]
+_libc.rewinddir.argtypes = [ctypes.c_void_p]
+_libc.closedir.argtypes = [ctypes.c_void_p]
+
+
+class Dir:
+    """opendir/readdir/telldir/seekdir/rewinddir through libc."""
+
+    def __init__(self, path):
+        self.d = _libc.opendir(os.fsencode(path))
+        if not self.d:
+            e = ctypes.get_errno()
+            raise OSError(e, os.strerror(e), path)
+
+    def read(self):
+        """Next (name, d_type), or None at the end."""
+        ctypes.set_errno(0)
+        p = _libc.readdir(self.d)
+        if not p:
+            e = ctypes.get_errno()
+            if e:
+                raise OSError(e, os.strerror(e))
+            return None
+        return (os.fsdecode(p.contents.d_name), p.contents.d_type)
+
+    def read_all(self):
+        out = []
+        while True:
+            ent = self.read()
+            if ent is None:
+                return out
+            out.append(ent)
+
+    def tell(self):
+        return _libc.telldir(self.d)
+
+    def seek(self, pos):
+        _libc.seekdir(self.d, pos)
+
+    def rewind(self):
+        _libc.rewinddir(self.d)
+
+    def close(self):
+        if self.d:
+            _libc.closedir(self.d)
+            self.d = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+__all__ = ['REPO', 'FOLIOFS', 'FUSERMOUNT', 'TEST_USER', 'BAD_OUTPUT', 'Mount',
+           'test_user', 'ensure_group', 'run_as', 'fd_count', 'mountinfo',
+           'is_fuse_mounted', 'check_output', 'skip_reason', 'outcome',
+           'outcome_as', 'same', 'describe_diff', 'stat_dict', 'assert_stat_same', 'read_file',
+           'write_file', 'renameat2', 'utimensat', 'fallocate', 'Dir',
+           'RENAME_NOREPLACE', 'RENAME_EXCHANGE', 'UTIME_NOW', 'UTIME_OMIT',
+           'FALLOC_FL_KEEP_SIZE', 'FALLOC_FL_PUNCH_HOLE', 'FALLOC_FL_ZERO_RANGE']
