@@ -21,6 +21,8 @@
 
 #include <dirent.h>
 #include <pthread.h>
+
+#include "blockstate.h"
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/stat.h>
@@ -44,6 +46,7 @@ struct ffs_config {
 	unsigned int max_idle_threads;
 	bool show_help;
 	bool show_version;
+	struct bs_config bs;	/* block_size, folio_size, cache_size, policies */
 	struct fuse_args args;	/* what is left for fuse_session_new() */
 };
 
@@ -59,6 +62,8 @@ struct ffs_config {
  */
 int ffs_parse_args(int argc, char **argv, struct ffs_config *cfg, char *err);
 void ffs_config_free(struct ffs_config *cfg);
+/* 1/8 of physical memory, at least 64 MiB. */
+uint64_t ffs_default_cache_size(void);
 void ffs_print_help(const char *progname);
 
 /* Value parsers: 0, or -EINVAL with "NAME=VALUE: reason" in @err. */
@@ -70,6 +75,13 @@ int ffs_parse_size(const char *name, const char *val, uint64_t min,
 		   uint64_t max, uint64_t *out, char *err);
 
 /* ---- inodes (inode.c) ---- */
+
+/* The control directory MOUNTPOINT/.foliofs and its files (ctl.c). */
+enum ffs_ctl {
+	FFS_CTL_NONE,	/* a backing inode */
+	FFS_CTL_DIR,	/* .foliofs */
+	FFS_CTL_STATS,	/* .foliofs/stats */
+};
 
 /*
  * One backing inode known to the kernel.  The fuse_ino_t handed to the
@@ -87,8 +99,13 @@ struct ffs_inode {
 	struct ffs_inode *hnext;	/* hash chain */
 
 	pthread_mutex_t lock;	/* protects the fields below */
-	struct wb_file *data;	/* data path; non-NULL iff nopen > 0 */
-	unsigned int nopen;	/* references to data: open handles, truncates */
+	/*
+	 * Data path: made at the first open and kept (with its cache) until
+	 * the kernel forgets the inode, so cached data outlives a close.
+	 */
+	struct wb_file *data;
+	unsigned int nopen;	/* open handles */
+	enum ffs_ctl ctl;	/* immutable: a control file, not a backing inode */
 };
 
 /* Per open regular file; fuse_file_info.fh points to it. */
@@ -107,6 +124,7 @@ struct ffs_dir {
 
 struct ffs_data {
 	const struct ffs_config *cfg;
+	struct wb_ctx *wb;		/* the data path */
 	struct ffs_inode root;
 	bool act_as_caller;	/* root daemon with allow_other: switch creds */
 
@@ -130,13 +148,18 @@ void ffs_inode_forget(struct ffs_data *fs, struct ffs_inode *inode,
 		      uint64_t n);
 
 /*
- * Take a reference to the inode's data path, opening the backing file with
- * at least @need access (WB_READ/WB_WRITE bits).  @fd, when >= 0, is an
- * already open descriptor of the file with access @fd_access (consumed).
+ * Take an open reference to the inode's data path, opening the backing
+ * file with at least @need access (WB_READ/WB_WRITE bits).  @fd, when >= 0,
+ * is an already open descriptor of the file with access @fd_access
+ * (consumed).
  */
-int ffs_data_get(struct ffs_inode *inode, int need, int fd, int fd_access,
-		 struct wb_file **out);
+int ffs_data_get(struct ffs_data *fs, struct ffs_inode *inode, int need, int fd,
+		 int fd_access, struct wb_file **out);
 void ffs_data_put(struct ffs_inode *inode);
+/* Put the cache's size and times into @st, a stat of the backing inode. */
+void ffs_data_fix_stat(struct ffs_inode *inode, struct stat *st);
+/* The mtime was set explicitly to @mtime: writeback must keep it. */
+void ffs_data_mtime_set(struct ffs_inode *inode, const struct timespec *mtime);
 
 /* "/proc/self/fd/N" for an inode's O_PATH descriptor. */
 struct ffs_procpath {
@@ -167,6 +190,28 @@ void ffs_creds_leave(struct ffs_creds *c);
  * Call after fuse_session_mount(), before the loop.  0 or -1.
  */
 int ffs_channel_attach(struct fuse_session *se);
+
+/* ---- control directory (ctl.c) ---- */
+
+/* Name of the control directory at the root; reserved. */
+#define FFS_CTL_NAME ".foliofs"
+
+/*
+ * Lookup of @name in @parent if it is the control directory or its
+ * parent's entry for it: true when handled (*err set, @e filled on 0).
+ */
+bool ffs_ctl_lookup(struct ffs_data *fs, struct ffs_inode *parent,
+		    const char *name, struct fuse_entry_param *e, int *err);
+void ffs_ctl_getattr(struct ffs_data *fs, struct ffs_inode *inode, struct stat *st);
+/* Open a control file: 0 or -errno; fills fi. */
+int ffs_ctl_open(struct ffs_data *fs, struct ffs_inode *inode, struct fuse_file_info *fi);
+void ffs_ctl_read(fuse_req_t req, size_t size, off_t off, struct fuse_file_info *fi);
+void ffs_ctl_release(struct fuse_file_info *fi);
+void ffs_ctl_readdir(fuse_req_t req, struct ffs_data *fs, size_t size, off_t off,
+		     bool plus);
+/* Whether a backing directory entry is hidden (the reserved name at the root). */
+bool ffs_ctl_hides(const struct ffs_data *fs, const struct ffs_inode *dir,
+		   const char *name);
 
 /* ---- operations (ops.c) ---- */
 

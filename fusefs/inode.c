@@ -57,9 +57,10 @@ int ffs_itable_init(struct ffs_data *fs, int root_fd)
 	return 0;
 }
 
+/* Writes back and drops the cached data; errors are reported by writeback. */
 static void inode_free(struct ffs_inode *inode)
 {
-	if (inode->data)	/* only at teardown: the kernel forgets closed inodes */
+	if (inode->data)
 		wb_file_free(inode->data);
 	close(inode->fd);
 	pthread_mutex_destroy(&inode->lock);
@@ -167,7 +168,7 @@ void ffs_inode_forget(struct ffs_data *fs, struct ffs_inode *inode,
 	struct ffs_inode **pp;
 	bool gone = false;
 
-	if (inode == &fs->root)
+	if (inode == &fs->root || inode->ctl)
 		return;
 	pthread_mutex_lock(&fs->itable_lock);
 	if (n > inode->nlookup) {
@@ -223,8 +224,8 @@ static int open_data_fd(struct ffs_inode *inode, int need, int *access)
 	return err;
 }
 
-int ffs_data_get(struct ffs_inode *inode, int need, int fd, int fd_access,
-		 struct wb_file **out)
+int ffs_data_get(struct ffs_data *fs, struct ffs_inode *inode, int need, int fd,
+		 int fd_access, struct wb_file **out)
 {
 	int ret = 0;
 
@@ -251,7 +252,7 @@ int ffs_data_get(struct ffs_inode *inode, int need, int fd, int fd_access,
 	if (inode->data)
 		ret = wb_file_upgrade(inode->data, fd, fd_access);
 	else
-		ret = wb_file_alloc(fd, fd_access, &inode->data);
+		ret = wb_file_alloc(fs->wb, fd, fd_access, &inode->data);
 	if (ret)
 		goto out_unlock;
 out_ref:
@@ -264,19 +265,25 @@ out_unlock:
 
 void ffs_data_put(struct ffs_inode *inode)
 {
-	struct wb_file *last = NULL;
-	int ret;
-
 	pthread_mutex_lock(&inode->lock);
-	if (--inode->nopen == 0) {
-		last = inode->data;
-		inode->data = NULL;
-	}
+	inode->nopen--;
 	pthread_mutex_unlock(&inode->lock);
-	if (!last)
+}
+
+void ffs_data_fix_stat(struct ffs_inode *inode, struct stat *st)
+{
+	if (inode->type != S_IFREG || inode->ctl)
 		return;
-	ret = wb_file_free(last);
-	if (ret)
-		fprintf(stderr, "foliofs: error: closing backing file of inode %llu: %s\n",
-			(unsigned long long)inode->src_ino, strerror(-ret));
+	pthread_mutex_lock(&inode->lock);
+	if (inode->data)
+		wb_file_fix_stat(inode->data, st);
+	pthread_mutex_unlock(&inode->lock);
+}
+
+void ffs_data_mtime_set(struct ffs_inode *inode, const struct timespec *mtime)
+{
+	pthread_mutex_lock(&inode->lock);
+	if (inode->data)
+		wb_file_mtime_set(inode->data, mtime);
+	pthread_mutex_unlock(&inode->lock);
 }

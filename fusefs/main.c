@@ -7,6 +7,7 @@
  * input (nothing mounted); 1 when the mount or the session fails.
  */
 #include "fusefs.h"
+#include "writeback.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -162,9 +163,16 @@ int main(int argc, char *argv[])
 	raise_nofile();
 	fs.cfg = &cfg;
 	fs.act_as_caller = cfg.allow_other && geteuid() == 0;
+	ret = wb_ctx_create(&cfg.bs, &fs.wb);
+	if (ret) {
+		fprintf(stderr, "foliofs: cannot set up the cache: %s\n", strerror(-ret));
+		close(root_fd);
+		goto out_cfg;
+	}
 	if (ffs_creds_init() || ffs_itable_init(&fs, root_fd)) {
 		fprintf(stderr, "foliofs: cannot initialise: %s\n", strerror(errno));
-		goto out_cfg;
+		close(root_fd);
+		goto out_wb;
 	}
 
 	se = fuse_session_new(&cfg.args, &ffs_ops, sizeof(ffs_ops), &fs);
@@ -197,7 +205,13 @@ out_signals:
 out_session:
 	fuse_session_destroy(se);
 out_itable:
+	/* Writes back and syncs every cached file (reported on failure). */
 	ffs_itable_destroy(&fs);
+out_wb:
+	if (wb_ctx_destroy(fs.wb)) {
+		fprintf(stderr, "foliofs: error: dirty data could not be written back (see above)\n");
+		status = 1;
+	}
 out_cfg:
 	ffs_config_free(&cfg);
 	return status;

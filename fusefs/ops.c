@@ -75,6 +75,17 @@ static int check_new_name(const char *name)
 	return 0;
 }
 
+/*
+ * A name to create, remove or rename in @dir: valid, not in the control
+ * directory, not the reserved name at the root.
+ */
+static int check_target(struct ffs_data *fs, struct ffs_inode *dir, const char *name)
+{
+	if (dir->ctl || ffs_ctl_hides(fs, dir, name))
+		return -EPERM;
+	return check_new_name(name);
+}
+
 /* [off, off + len) must be a valid file range. */
 static int check_range(off_t off, uint64_t len)
 {
@@ -125,16 +136,19 @@ static int do_lookup(struct ffs_data *fs, struct ffs_inode *dir,
 	e->ino = (uintptr_t)inode;
 	if (inode == &fs->root)
 		e->ino = FUSE_ROOT_ID;
+	ffs_data_fix_stat(inode, &e->attr);
 	return 0;
 }
 
 static void ffs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
+	struct ffs_data *fs = ffs_data(req);
+	struct ffs_inode *dir = ffs_inode(req, parent);
 	struct fuse_entry_param e;
 	int ret = check_name(name);
 
-	if (!ret)
-		ret = do_lookup(ffs_data(req), ffs_inode(req, parent), name, &e);
+	if (!ret && !ffs_ctl_lookup(fs, dir, name, &e, &ret))
+		ret = do_lookup(fs, dir, name, &e);
 	if (ret)
 		fuse_reply_err(req, -ret);
 	else
@@ -161,18 +175,25 @@ static void ffs_forget_multi(fuse_req_t req, size_t count,
 static void ffs_getattr(fuse_req_t req, fuse_ino_t ino,
 			struct fuse_file_info *fi)
 {
+	struct ffs_inode *inode = ffs_inode(req, ino);
 	struct stat st;
-	int ret = stat_fd(ffs_inode(req, ino)->fd, &st);
+	int ret = 0;
 	(void)fi;
 
+	if (inode->ctl)
+		ffs_ctl_getattr(ffs_data(req), inode, &st);
+	else
+		ret = stat_fd(inode->fd, &st);
+	if (!ret)
+		ffs_data_fix_stat(inode, &st);
 	if (ret)
 		fuse_reply_err(req, -ret);
 	else
 		fuse_reply_attr(req, &st, ffs_data(req)->cfg->attr_timeout);
 }
 
-static int set_size(struct ffs_inode *inode, struct fuse_file_info *fi,
-		    off_t size)
+static int set_size(struct ffs_data *fs, struct ffs_inode *inode,
+		    struct fuse_file_info *fi, off_t size)
 {
 	struct wb_file *data;
 	int ret;
@@ -185,7 +206,7 @@ static int set_size(struct ffs_inode *inode, struct fuse_file_info *fi,
 		return -EINVAL;
 	if (fi)
 		return wb_truncate(ffs_file(fi)->data, size);
-	ret = ffs_data_get(inode, WB_WRITE, -1, 0, &data);
+	ret = ffs_data_get(fs, inode, WB_WRITE, -1, 0, &data);
 	if (ret)
 		return ret;
 	ret = wb_truncate(data, size);
@@ -216,11 +237,19 @@ static int set_times(struct ffs_inode *inode, const struct stat *attr,
 		return 0;
 	}
 	ffs_procpath(&p, inode->fd);
-	return utimensat(AT_FDCWD, p.path, tv, 0) < 0 ? -errno : 0;
+	if (utimensat(AT_FDCWD, p.path, tv, 0) < 0)
+		return -errno;
+	if (valid & (FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_MTIME_NOW)) {
+		struct stat st;
+
+		if (stat_fd(inode->fd, &st) == 0)
+			ffs_data_mtime_set(inode, &st.st_mtim);
+	}
+	return 0;
 }
 
-static int do_setattr(struct ffs_inode *inode, const struct stat *attr,
-		      int valid, struct fuse_file_info *fi)
+static int do_setattr(struct ffs_data *fs, struct ffs_inode *inode,
+		      const struct stat *attr, int valid, struct fuse_file_info *fi)
 {
 	struct ffs_procpath p;
 	int ret = 0;
@@ -241,7 +270,7 @@ static int do_setattr(struct ffs_inode *inode, const struct stat *attr,
 			return -errno;
 	}
 	if (valid & FUSE_SET_ATTR_SIZE) {
-		ret = set_size(inode, fi, attr->st_size);
+		ret = set_size(fs, inode, fi, attr->st_size);
 		if (ret)
 			return ret;
 	}
@@ -264,14 +293,18 @@ static void ffs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 	 * and sends them (with FUSE_SET_ATTR_CTIME) on behalf of whoever
 	 * flushes; only the daemon may apply times it decided.
 	 */
-	if (!(valid & FUSE_SET_ATTR_CTIME))
+	if (inode->ctl)
+		ret = -EPERM;
+	else if (!(valid & FUSE_SET_ATTR_CTIME))
 		ret = ffs_creds_enter(ffs_data(req), req, &c);
 	if (!ret) {
-		ret = do_setattr(inode, attr, valid, fi);
+		ret = do_setattr(ffs_data(req), inode, attr, valid, fi);
 		ffs_creds_leave(&c);
 	}
 	if (!ret)
 		ret = stat_fd(inode->fd, &st);
+	if (!ret)
+		ffs_data_fix_stat(inode, &st);
 	if (ret)
 		fuse_reply_err(req, -ret);
 	else
@@ -287,7 +320,7 @@ static int do_make(struct ffs_data *fs, fuse_req_t req, struct ffs_inode *dir,
 		   dev_t rdev, const char *target, struct fuse_entry_param *e)
 {
 	struct ffs_creds c;
-	int ret = check_new_name(name);
+	int ret = check_target(fs, dir, name);
 
 	if (ret)
 		return ret;
@@ -358,7 +391,7 @@ static void ffs_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 	struct fuse_entry_param e;
 	struct ffs_procpath p;
 	struct ffs_creds c;
-	int ret = check_new_name(newname);
+	int ret = ffs_inode(req, ino)->ctl ? -EPERM : check_target(fs, dir, newname);
 
 	ffs_procpath(&p, ffs_inode(req, ino)->fd);
 	if (!ret)
@@ -377,7 +410,7 @@ static void do_remove(fuse_req_t req, fuse_ino_t parent, const char *name,
 		      int flags)
 {
 	struct ffs_creds c;
-	int ret = check_new_name(name);
+	int ret = check_target(ffs_data(req), ffs_inode(req, parent), name);
 
 	if (!ret)
 		ret = ffs_creds_enter(ffs_data(req), req, &c);
@@ -403,11 +436,12 @@ static void ffs_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 		       fuse_ino_t newparent, const char *newname,
 		       unsigned int flags)
 {
+	struct ffs_data *fs = ffs_data(req);
 	struct ffs_creds c;
-	int ret = check_new_name(name);
+	int ret = check_target(fs, ffs_inode(req, parent), name);
 
 	if (!ret)
-		ret = check_new_name(newname);
+		ret = check_target(fs, ffs_inode(req, newparent), newname);
 	if (!ret && (flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE)))
 		ret = -EINVAL;
 	if (!ret)
@@ -425,7 +459,13 @@ static void ffs_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 static void ffs_readlink(fuse_req_t req, fuse_ino_t ino)
 {
 	char buf[PATH_MAX + 1];
-	ssize_t n = readlinkat(ffs_inode(req, ino)->fd, "", buf, sizeof(buf));
+	ssize_t n;
+
+	if (ffs_inode(req, ino)->ctl) {
+		fuse_reply_err(req, EINVAL);
+		return;
+	}
+	n = readlinkat(ffs_inode(req, ino)->fd, "", buf, sizeof(buf));
 
 	if (n < 0)
 		fuse_reply_err(req, errno);
@@ -490,12 +530,20 @@ static void ffs_open(fuse_req_t req, fuse_ino_t ino,
 	struct wb_file *data;
 	int ret;
 
+	if (inode->ctl) {
+		ret = ffs_ctl_open(fs, inode, fi);
+		if (ret)
+			fuse_reply_err(req, -ret);
+		else
+			fuse_reply_open(req, fi);
+		return;
+	}
 	if (inode->type == S_IFDIR)
 		ret = -EISDIR;
 	else if (inode->type != S_IFREG)
 		ret = -EACCES;	/* data opens of special files are refused */
 	else
-		ret = ffs_data_get(inode, access_of(fi->flags), -1, 0, &data);
+		ret = ffs_data_get(fs, inode, access_of(fi->flags), -1, 0, &data);
 	if (!ret)
 		ret = open_finish(fs, inode, data, fi);
 	if (ret)
@@ -528,7 +576,7 @@ static int do_create(struct ffs_data *fs, fuse_req_t req,
 	struct ffs_procpath p;
 	struct wb_file *data;
 	struct ffs_creds c;
-	int fd, pathfd, access, ret = check_new_name(name);
+	int fd, pathfd, access, ret = check_target(fs, dir, name);
 
 	if (ret)
 		return ret;
@@ -556,9 +604,11 @@ static int do_create(struct ffs_data *fs, fuse_req_t req,
 	if (ret)
 		goto out_close;
 	e->ino = (uintptr_t)inode;
-	ret = ffs_data_get(inode, access_of(fi->flags), fd, access, &data);
+	ret = ffs_data_get(fs, inode, access_of(fi->flags), fd, access, &data);
 	if (!ret)
 		ret = open_finish(fs, inode, data, fi);
+	if (!ret)
+		wb_file_fix_stat(data, &e->attr);
 	if (ret)
 		ffs_inode_forget(fs, inode, 1);
 	return ret;
@@ -585,10 +635,13 @@ static void ffs_release(fuse_req_t req, fuse_ino_t ino,
 			struct fuse_file_info *fi)
 {
 	struct ffs_file *file = ffs_file(fi);
-	(void)ino;
 
-	ffs_data_put(file->inode);
-	free(file);
+	if (ffs_inode(req, ino)->ctl) {
+		ffs_ctl_release(fi);
+	} else {
+		ffs_data_put(file->inode);
+		free(file);
+	}
 	fuse_reply_err(req, 0);
 }
 
@@ -608,8 +661,10 @@ static void ffs_flush(fuse_req_t req, fuse_ino_t ino,
 static void ffs_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 		      struct fuse_file_info *fi)
 {
-	(void)ino;
-	fuse_reply_err(req, -wb_fsync(ffs_file(fi)->data, datasync));
+	if (ffs_inode(req, ino)->ctl)
+		fuse_reply_err(req, 0);
+	else
+		fuse_reply_err(req, -wb_fsync(ffs_file(fi)->data, datasync));
 }
 
 /* ---- data ---- */
@@ -651,8 +706,11 @@ static void ffs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	int ret = check_range(off, size);
 	void *buf;
 	ssize_t n;
-	(void)ino;
 
+	if (ffs_inode(req, ino)->ctl) {
+		ffs_ctl_read(req, size, off, fi);
+		return;
+	}
 	if (ret) {
 		fuse_reply_err(req, -ret);
 		return;
@@ -675,9 +733,8 @@ static void ffs_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 		      size_t size, off_t off, struct fuse_file_info *fi)
 {
 	struct ffs_file *file = ffs_file(fi);
-	int ret = check_range(off, size);
+	int ret = ffs_inode(req, ino)->ctl ? -EBADF : check_range(off, size);
 	ssize_t n = 0;
-	(void)ino;
 
 	if (!ret && size)
 		n = wb_write(file->data, buf, size, off);
@@ -696,8 +753,9 @@ static void ffs_fallocate(fuse_req_t req, fuse_ino_t ino, int mode,
 			  off_t off, off_t len, struct fuse_file_info *fi)
 {
 	int ret = len <= 0 ? -EINVAL : check_range(off, len);
-	(void)ino;
 
+	if (ffs_inode(req, ino)->ctl)
+		ret = -EOPNOTSUPP;
 	if (!ret)
 		ret = wb_fallocate(ffs_file(fi)->data, mode, off, len);
 	fuse_reply_err(req, -ret);
@@ -707,9 +765,10 @@ static void ffs_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
 		      struct fuse_file_info *fi)
 {
 	off_t ret;
-	(void)ino;
 
-	if (off < 0)
+	if (ffs_inode(req, ino)->ctl)
+		ret = -EINVAL;
+	else if (off < 0)
 		ret = -ENXIO;
 	else
 		ret = wb_lseek(ffs_file(fi)->data, off, whence);
@@ -726,9 +785,9 @@ static void ffs_copy_file_range(fuse_req_t req, fuse_ino_t ino_in,
 				int flags)
 {
 	ssize_t ret = flags ? -EINVAL : check_range(off_in, len);
-	(void)ino_in;
-	(void)ino_out;
 
+	if (ffs_inode(req, ino_in)->ctl || ffs_inode(req, ino_out)->ctl)
+		ret = -EINVAL;
 	if (!ret)
 		ret = check_range(off_out, len);
 	if (!ret)
@@ -745,9 +804,19 @@ static void ffs_copy_file_range(fuse_req_t req, fuse_ino_t ino_in,
 static void ffs_opendir(fuse_req_t req, fuse_ino_t ino,
 			struct fuse_file_info *fi)
 {
-	struct ffs_dir *d = calloc(1, sizeof(*d));
+	struct ffs_dir *d;
 	int fd, ret = 0;
 
+	if (ffs_inode(req, ino)->ctl) {
+		if (ffs_inode(req, ino)->ctl != FFS_CTL_DIR) {
+			fuse_reply_err(req, ENOTDIR);
+			return;
+		}
+		fi->fh = 0;
+		fuse_reply_open(req, fi);
+		return;
+	}
+	d = calloc(1, sizeof(*d));
 	if (!d) {
 		fuse_reply_err(req, ENOMEM);
 		return;
@@ -823,10 +892,15 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
 {
 	struct ffs_dir *d = ffs_dir(fi);
 	struct ffs_inode *dir = ffs_inode(req, ino);
-	char *buf = calloc(1, size ? size : 1);
+	char *buf;
 	size_t rem = size;
 	int err = 0;
 
+	if (dir->ctl) {
+		ffs_ctl_readdir(req, ffs_data(req), size, offset, plus);
+		return;
+	}
+	buf = calloc(1, size ? size : 1);
 	if (!buf) {
 		fuse_reply_err(req, ENOMEM);
 		return;
@@ -847,7 +921,10 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
 				break;
 			}
 		}
-		used = add_entry(req, dir, d, buf + (size - rem), rem, plus);
+		if (ffs_ctl_hides(ffs_data(req), dir, d->entry->d_name))
+			used = -ENOENT;	/* reserved: skipped below */
+		else
+			used = add_entry(req, dir, d, buf + (size - rem), rem, plus);
 		if (used < 0) {
 			/* Gone between readdir and lookup: skip it. */
 			if (used != -ENOENT) {
@@ -886,20 +963,25 @@ static void ffs_releasedir(fuse_req_t req, fuse_ino_t ino,
 			   struct fuse_file_info *fi)
 {
 	struct ffs_dir *d = ffs_dir(fi);
-	(void)ino;
 
-	closedir(d->dp);
-	free(d);
+	if (!ffs_inode(req, ino)->ctl) {
+		closedir(d->dp);
+		free(d);
+	}
 	fuse_reply_err(req, 0);
 }
 
 static void ffs_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,
 			 struct fuse_file_info *fi)
 {
-	int fd = dirfd(ffs_dir(fi)->dp);
-	int ret = datasync ? fdatasync(fd) : fsync(fd);
-	(void)ino;
+	int fd, ret;
 
+	if (ffs_inode(req, ino)->ctl) {
+		fuse_reply_err(req, 0);
+		return;
+	}
+	fd = dirfd(ffs_dir(fi)->dp);
+	ret = datasync ? fdatasync(fd) : fsync(fd);
 	fuse_reply_err(req, ret < 0 ? errno : 0);
 }
 
@@ -909,7 +991,9 @@ static void ffs_statfs(fuse_req_t req, fuse_ino_t ino)
 {
 	struct statvfs sv;
 
-	if (fstatvfs(ffs_inode(req, ino)->fd, &sv) < 0)
+	struct ffs_inode *inode = ffs_inode(req, ino);
+
+	if (fstatvfs(inode->ctl ? ffs_data(req)->root.fd : inode->fd, &sv) < 0)
 		fuse_reply_err(req, errno);
 	else
 		fuse_reply_statfs(req, &sv);
@@ -921,6 +1005,10 @@ static void ffs_access(fuse_req_t req, fuse_ino_t ino, int mask)
 	struct ffs_creds c;
 	int ret;
 
+	if (ffs_inode(req, ino)->ctl) {
+		fuse_reply_err(req, (mask & W_OK) ? EACCES : 0);
+		return;
+	}
 	ffs_procpath(&p, ffs_inode(req, ino)->fd);
 	ret = ffs_creds_enter(ffs_data(req), req, &c);
 	if (!ret) {
@@ -949,6 +1037,10 @@ static void ffs_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 	char *buf = NULL;
 	ssize_t n;
 
+	if (ffs_inode(req, ino)->ctl) {
+		fuse_reply_err(req, ENODATA);
+		return;
+	}
 	if (size > XATTR_SIZE_MAX)
 		size = XATTR_SIZE_MAX;
 	if (size && !(buf = malloc(size))) {
@@ -967,6 +1059,10 @@ static void ffs_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 	char *buf = NULL;
 	ssize_t n;
 
+	if (ffs_inode(req, ino)->ctl) {
+		reply_xattr(req, size, NULL, 0);
+		return;
+	}
 	if (size > XATTR_LIST_MAX)
 		size = XATTR_LIST_MAX;
 	if (size && !(buf = malloc(size))) {
@@ -986,6 +1082,10 @@ static void ffs_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 	struct ffs_creds c;
 	int ret;
 
+	if (ffs_inode(req, ino)->ctl) {
+		fuse_reply_err(req, EPERM);
+		return;
+	}
 	ffs_procpath(&p, ffs_inode(req, ino)->fd);
 	ret = ffs_creds_enter(ffs_data(req), req, &c);
 	if (!ret) {
@@ -1001,6 +1101,10 @@ static void ffs_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 	struct ffs_creds c;
 	int ret;
 
+	if (ffs_inode(req, ino)->ctl) {
+		fuse_reply_err(req, EPERM);
+		return;
+	}
 	ffs_procpath(&p, ffs_inode(req, ino)->fd);
 	ret = ffs_creds_enter(ffs_data(req), req, &c);
 	if (!ret) {

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 enum {
 	KEY_HELP,
@@ -24,6 +25,11 @@ enum {
 	KEY_ALLOW_OTHER,
 	KEY_KERNEL_CACHE,
 	KEY_ATTR_TIMEOUT,
+	KEY_BLOCK_SIZE,
+	KEY_FOLIO_SIZE,
+	KEY_CACHE_SIZE,
+	KEY_FOLIO_POLICY,
+	KEY_DIRTY_ACCOUNT,
 };
 
 static const struct fuse_opt ffs_opt_spec[] = {
@@ -34,6 +40,11 @@ static const struct fuse_opt ffs_opt_spec[] = {
 	FUSE_OPT_KEY("allow_other", KEY_ALLOW_OTHER),
 	FUSE_OPT_KEY("kernel_cache", KEY_KERNEL_CACHE),
 	FUSE_OPT_KEY("attr_timeout=", KEY_ATTR_TIMEOUT),
+	FUSE_OPT_KEY("block_size=", KEY_BLOCK_SIZE),
+	FUSE_OPT_KEY("folio_size=", KEY_FOLIO_SIZE),
+	FUSE_OPT_KEY("cache_size=", KEY_CACHE_SIZE),
+	FUSE_OPT_KEY("folio_policy=", KEY_FOLIO_POLICY),
+	FUSE_OPT_KEY("dirty_account=", KEY_DIRTY_ACCOUNT),
 	FUSE_OPT_END
 };
 
@@ -49,6 +60,12 @@ static const struct {
 	  "how long the kernel may cache names and attributes (0 .. 86400)" },
 	{ "allow_other", "off",
 	  "let other users use the mount; as root, each request then runs with the caller's credentials (implies default_permissions)" },
+	{ "block_size=BYTES", "4K",
+	  "filesystem block: the unit of uptodate and dirty state (512 .. 64K, power of two)" },
+	{ "folio_size=BYTES", "2M", "largest folio (4K .. 2M, power of two, >= block_size)" },
+	{ "folio_policy=NAME", "fixed", "folio sizing policy (see below)" },
+	{ "cache_size=BYTES", "1/8 of RAM", "memory for cached file data (at least 4 folios)" },
+	{ "dirty_account=NAME", "page", "dirty accounting policy (see below)" },
 	{ "max_threads=N", "10", "most FUSE worker threads (libfuse)" },
 };
 
@@ -187,6 +204,46 @@ static int check_mountpoint(const char *path, char *err)
 	return 0;
 }
 
+/* A power of two in [min, max] for a size option. */
+static int parse_pow2(const char *name, const char *val, uint64_t min,
+		      uint64_t max, uint32_t *out, char *err)
+{
+	uint64_t v;
+
+	if (ffs_parse_size(name, val, min, max, &v, err))
+		return -EINVAL;
+	if (v & (v - 1)) {
+		snprintf(err, FFS_ERRLEN, "%s=%s: not a power of two", name, val);
+		return -EINVAL;
+	}
+	*out = (uint32_t)v;
+	return 0;
+}
+
+static int parse_policy(const char *name, const char *val, bool account,
+			struct bs_config *bs, char *err)
+{
+	size_t len = 0;
+	char names[128] = "";
+
+	if (account && (bs->account = bs_account_policy_find(val)))
+		return 0;
+	if (!account && (bs->size = bs_size_policy_find(val)))
+		return 0;
+	for (size_t i = 0;; i++) {
+		const char *n = account ? (bs_account_policy_at(i) ? bs_account_policy_at(i)->name : NULL)
+					: (bs_size_policy_at(i) ? bs_size_policy_at(i)->name : NULL);
+		if (!n)
+			break;
+		len += (size_t)snprintf(names + len, sizeof(names) - len, "%s%s",
+					i ? ", " : "", n);
+		if (len >= sizeof(names))
+			break;
+	}
+	snprintf(err, FFS_ERRLEN, "%s=%s: unknown policy (known: %s)", name, val, names);
+	return -EINVAL;
+}
+
 static int opt_proc(void *data, const char *arg, int key,
 		    struct fuse_args *outargs)
 {
@@ -221,6 +278,21 @@ static int opt_proc(void *data, const char *arg, int key,
 		return ffs_parse_double("attr_timeout", strchr(arg, '=') + 1,
 					0, 86400, &cfg->attr_timeout,
 					ps->err) ? -1 : 0;
+	case KEY_BLOCK_SIZE:
+		return parse_pow2("block_size", strchr(arg, '=') + 1, BS_MIN_BLOCK_SIZE,
+				  BS_MAX_BLOCK_SIZE, &cfg->bs.block_size, ps->err) ? -1 : 0;
+	case KEY_FOLIO_SIZE:
+		return parse_pow2("folio_size", strchr(arg, '=') + 1, BS_MIN_FOLIO_SIZE,
+				  BS_MAX_FOLIO_SIZE, &cfg->bs.folio_size, ps->err) ? -1 : 0;
+	case KEY_CACHE_SIZE:
+		return ffs_parse_size("cache_size", strchr(arg, '=') + 1, 1,
+				      UINT64_MAX / 2, &cfg->bs.cache_size, ps->err) ? -1 : 0;
+	case KEY_FOLIO_POLICY:
+		return parse_policy("folio_policy", strchr(arg, '=') + 1, false,
+				    &cfg->bs, ps->err) ? -1 : 0;
+	case KEY_DIRTY_ACCOUNT:
+		return parse_policy("dirty_account", strchr(arg, '=') + 1, true,
+				    &cfg->bs, ps->err) ? -1 : 0;
 	default:
 		return 1;
 	}
@@ -248,6 +320,14 @@ static int add_fixed_opts(struct ffs_config *cfg)
 	return add_opt(&cfg->args, "fsname=", cfg->backing);
 }
 
+uint64_t ffs_default_cache_size(void)
+{
+	long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
+	uint64_t eighth = pages > 0 && psize > 0 ? (uint64_t)pages * (uint64_t)psize / 8 : 0;
+
+	return eighth > (64u << 20) ? eighth : 64u << 20;
+}
+
 int ffs_parse_args(int argc, char **argv, struct ffs_config *cfg, char *err)
 {
 	struct parse_state ps = { .cfg = cfg, .err = err };
@@ -255,6 +335,13 @@ int ffs_parse_args(int argc, char **argv, struct ffs_config *cfg, char *err)
 
 	memset(cfg, 0, sizeof(*cfg));
 	cfg->attr_timeout = 1.0;
+	cfg->bs = (struct bs_config){
+		.block_size = 4096,
+		.folio_size = BS_MAX_FOLIO_SIZE,
+		.cache_size = ffs_default_cache_size(),
+		.account = bs_account_policy_at(0),
+		.size = bs_size_policy_at(0),
+	};
 	cfg->args = (struct fuse_args)FUSE_ARGS_INIT(argc, argv);
 	err[0] = '\0';
 
@@ -265,6 +352,8 @@ int ffs_parse_args(int argc, char **argv, struct ffs_config *cfg, char *err)
 	}
 	if (cfg->show_help || cfg->show_version)
 		return 0;
+	if (bs_config_check(&cfg->bs, err, FFS_ERRLEN))
+		return -EINVAL;
 	if (!cfg->backing) {
 		snprintf(err, FFS_ERRLEN,
 			 "missing BACKING and MOUNTPOINT (usage: foliofs [options] BACKING MOUNTPOINT)");
@@ -308,6 +397,13 @@ void ffs_print_help(const char *progname)
 	for (size_t i = 0; i < sizeof(ffs_opt_help) / sizeof(ffs_opt_help[0]); i++)
 		printf("    -o %-22s [%s] %s\n", ffs_opt_help[i].name,
 		       ffs_opt_help[i].deflt, ffs_opt_help[i].help);
+	printf("\nfolio sizing policies (folio_policy=):\n");
+	for (size_t i = 0; bs_size_policy_at(i); i++)
+		printf("    %-25s %s\n", bs_size_policy_at(i)->name, bs_size_policy_at(i)->help);
+	printf("\ndirty accounting policies (dirty_account=):\n");
+	for (size_t i = 0; bs_account_policy_at(i); i++)
+		printf("    %-25s %s\n", bs_account_policy_at(i)->name,
+		       bs_account_policy_at(i)->help);
 	printf("\ngeneral options:\n"
 	       "    -f                        stay in the foreground\n"
 	       "    -d, -o debug              log every FUSE request (implies -f)\n"

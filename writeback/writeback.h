@@ -8,10 +8,10 @@
  * open through the mount (or otherwise needs data I/O), shared by all of its
  * open file descriptions.
  *
- * This is the first step of the design in DESIGN.md: every call goes
- * straight to the backing file (pread/pwrite, write-through).  The
- * blockstate cache (issue 2/6) and the flushers (3/6) slot in behind these
- * same calls; callers must not assume write-through.
+ * Data is cached by blockstate (folios with per-block state); dirty runs
+ * reach the backing file when a file is fsynced, when reclaim needs clean
+ * memory, when the file is freed and at unmount (wb_ctx_destroy).  Runs
+ * are merged across adjacent folios into one pwritev of up to 1 MiB.
  *
  * Conventions: functions return 0 or a byte count on success and -errno on
  * failure; they never leave errno as their only error report.  Ranges are
@@ -22,9 +22,30 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 
 struct wb_file;
+struct wb_ctx;
+struct bs_config;
+
+/*
+ * wb_ctx_create - the data path of one mount: the blockstate cache with
+ * @cfg, and the list of files for writeback.
+ */
+int wb_ctx_create(const struct bs_config *cfg, struct wb_ctx **out);
+/*
+ * Free the context; every file must have been freed.  Returns the number
+ * of files whose dirty data could not be written back over its lifetime
+ * (each was reported on stderr when it happened).
+ */
+unsigned int wb_ctx_destroy(struct wb_ctx *ctx);
+
+/* Write back and sync every file's dirty data; 0 or the first -errno. */
+int wb_ctx_sync_all(struct wb_ctx *ctx);
+
+/* Statistics as "name value" lines (like /proc/vmstat) into @buf; returns the length. */
+size_t wb_ctx_stats(struct wb_ctx *ctx, char *buf, size_t size);
 
 /* Access a backing descriptor was opened with. */
 enum wb_access {
@@ -38,7 +59,8 @@ enum wb_access {
  * Takes ownership of @fd (closed by wb_file_free, also on failure).
  * Context: any thread; allocates.
  */
-int wb_file_alloc(int fd, enum wb_access access, struct wb_file **out);
+int wb_file_alloc(struct wb_ctx *ctx, int fd, enum wb_access access,
+		  struct wb_file **out);
 
 /*
  * wb_file_upgrade - give @wbf a descriptor with wider access.
@@ -50,10 +72,25 @@ int wb_file_upgrade(struct wb_file *wbf, int fd, enum wb_access access);
 enum wb_access wb_file_access(const struct wb_file *wbf);
 
 /*
- * wb_file_free - write back what is dirty and close the backing file.
- * Returns the first error seen; the structure is freed either way.
+ * wb_file_free - write back and sync what is dirty, drop the cached data
+ * and close the backing file.  Returns the first error seen (reported on
+ * stderr with the file's path); the structure is freed either way.
  */
 int wb_file_free(struct wb_file *wbf);
+
+/* The file's size as the cache sees it (dirty extending writes included). */
+off_t wb_file_size(struct wb_file *wbf);
+
+/*
+ * Times the backing file does not show yet: a cached write sets mtime and
+ * ctime to its time, as Linux's file_update_time() does, long before
+ * writeback touches the backing file; writeback then stamps the backing
+ * file with that mtime.  wb_file_fix_stat() puts the cache's size and
+ * times into @st (a stat of the backing file).
+ */
+void wb_file_fix_stat(struct wb_file *wbf, struct stat *st);
+/* An explicit mtime was set (utimensat): it replaces the pending one. */
+void wb_file_mtime_set(struct wb_file *wbf, const struct timespec *mtime);
 
 /* Read up to @len bytes at @off; short only at end of file. */
 ssize_t wb_read(struct wb_file *wbf, void *buf, size_t len, off_t off);

@@ -6,6 +6,7 @@
  * replayed with WB_TEST_SEED=N.
  */
 #include "writeback.h"
+#include "blockstate.h"
 #include "test_helpers.h"
 
 #include <errno.h>
@@ -128,6 +129,21 @@ static void step(struct wb_file *f, struct model *m, unsigned char *buf)
 	}
 }
 
+static struct wb_ctx *ctx;
+
+/* Compare the backing file itself with the model (after a sync). */
+static void check_backing(const char *path, const struct model *m, unsigned char *buf)
+{
+	int fd = open(path, O_RDONLY);
+	ssize_t n;
+
+	M_CHECK(fd >= 0);
+	n = pread(fd, buf, MAX_SIZE + 4096, 0);
+	M_CHECK(n == (ssize_t)m->size);
+	M_CHECK(memcmp(buf, m->bytes, m->size) == 0);
+	close(fd);
+}
+
 static void run_seed(unsigned long long seed, int steps, unsigned char *buf,
 		     struct model *m)
 {
@@ -136,8 +152,7 @@ static void run_seed(unsigned long long seed, int steps, unsigned char *buf,
 	int fd = mkstemp(path);
 
 	T_CHECK(fd >= 0);
-	unlink(path);
-	T_CHECK(wb_file_alloc(fd, WB_RDWR, &f) == 0);
+	T_CHECK(wb_file_alloc(ctx, fd, WB_RDWR, &f) == 0);
 	cur_seed = seed;
 	rng_state = seed * 2654435761u + 1;
 	m->size = 0;
@@ -147,7 +162,11 @@ static void run_seed(unsigned long long seed, int steps, unsigned char *buf,
 			check_all(f, m, buf);
 	}
 	check_all(f, m, buf);
+	M_CHECK(wb_fsync(f, false) == 0);
+	check_backing(path, m, buf);
 	T_CHECK(wb_file_free(f) == 0);
+	check_backing(path, m, buf);
+	unlink(path);
 }
 
 static void test_edges(void)
@@ -159,7 +178,7 @@ static void test_edges(void)
 
 	T_CHECK(fd >= 0);
 	unlink(path);
-	T_CHECK(wb_file_alloc(fd, WB_RDWR, &f) == 0);
+	T_CHECK(wb_file_alloc(ctx, fd, WB_RDWR, &f) == 0);
 	T_CHECK(wb_file_access(f) == WB_RDWR);
 	T_CHECK(wb_read(f, b, sizeof(b), 0) == 0);
 	T_CHECK(wb_truncate(f, -1) == -EINVAL);
@@ -183,7 +202,14 @@ int main(void)
 	struct model m = { .bytes = calloc(1, MAX_SIZE) };
 	const char *env = getenv("WB_TEST_SEED");
 
+	struct bs_config cfg = {
+		.block_size = 4096, .folio_size = 64 << 10, .cache_size = 1 << 20,
+		.account = bs_account_policy_find("page"),
+		.size = bs_size_policy_find("ramp"),
+	};
+
 	T_CHECK(buf && m.bytes);
+	T_CHECK(wb_ctx_create(&cfg, &ctx) == 0);
 	test_edges();
 	if (env) {
 		run_seed(strtoull(env, NULL, 10), 2000, buf, &m);
@@ -191,6 +217,7 @@ int main(void)
 		for (unsigned long long seed = 1; seed <= 8; seed++)
 			run_seed(seed, 600, buf, &m);
 	}
+	T_CHECK(wb_ctx_destroy(ctx) == 0);
 	free(buf);
 	free(m.bytes);
 	return T_EXIT_PASS;

@@ -1,0 +1,250 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * blockstate.h - the daemon's page cache: large folios with per-block
+ * uptodate and dirty state, the dirty budget they are charged to, and the
+ * memory budget that bounds them.
+ *
+ * Modelled on iomap's struct iomap_folio_state.  A folio is a naturally
+ * aligned power-of-two span of one file, 4 KiB to `folio_size` bytes, held
+ * in page-aligned memory.  Each folio has one bit per filesystem block
+ * (`block_size`, 512 B to 64 KiB) in three bitmaps: uptodate (the cache
+ * holds the block's current bytes), dirty (they still have to be written)
+ * and writeback (a write of them is in flight).  A dirty or writeback
+ * block is always uptodate.
+ *
+ * blockstate knows nothing about FUSE or io_uring.  It reads and resizes
+ * the backing store only through the bs_backing_ops a file is created
+ * with, and asks for writeback (when reclaim finds nothing clean) only
+ * through the bs_cache_ops the cache is created with.  The writeback layer
+ * drives writeback through bs_wb_collect()/bs_wb_complete().
+ *
+ * Dirty accounting: every change of a folio's held state (blocks dirty or
+ * under writeback) is priced by the accounting policy (struct
+ * bs_account_policy) and the difference is charged to or discharged from
+ * the cache's budget, so that at every quiescent point the charge equals
+ * the policy's price of every folio, summed.  Folio sizes come from a
+ * sizing policy (struct bs_size_policy).  Both are chosen by name.
+ *
+ * Conventions: ranges are half-open, [start, end); functions return 0 or a
+ * byte count, or -errno.  All functions are thread safe unless noted.
+ */
+#ifndef FOLIOFS_BLOCKSTATE_H
+#define FOLIOFS_BLOCKSTATE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* The unit the kernel's dirty counters use, and the smallest folio. */
+#define BS_PAGE_SHIFT 12
+#define BS_PAGE_SIZE (1u << BS_PAGE_SHIFT)
+
+#define BS_MIN_BLOCK_SIZE 512u
+#define BS_MAX_BLOCK_SIZE 65536u
+#define BS_MIN_FOLIO_SIZE BS_PAGE_SIZE
+#define BS_MAX_FOLIO_SIZE (2u << 20)
+
+struct bs_cache;
+struct bs_file;
+struct bs_folio;
+
+/* ---- policies ---- */
+
+/* What a price is computed from: one folio's held (dirty or writeback) state. */
+struct bs_held_state {
+	uint32_t folio_size;	/* bytes */
+	uint32_t block_size;	/* bytes */
+	uint32_t held_blocks;	/* blocks dirty or under writeback */
+	uint32_t held_pages;	/* 4 KiB pages holding at least one such block */
+};
+
+/*
+ * An accounting policy prices a folio's held state in bytes of dirty
+ * budget.  price() must be 0 when held_blocks is 0, and must depend on its
+ * argument only: blockstate charges price(after) - price(before) on every
+ * change, so the sum charged is always the sum of the prices.
+ */
+struct bs_account_policy {
+	const char *name;
+	const char *help;	/* one line for --help and README */
+	uint64_t (*price)(const struct bs_held_state *st);
+};
+
+/*
+ * What a sizing policy sees of a file's recent folios; blockstate updates
+ * it after every new folio (under the file's index lock).
+ */
+struct bs_size_state {
+	off_t next_off;		/* end of the last folio made */
+	unsigned int order;	/* its order (log2 bytes); 0 before the first */
+};
+
+/*
+ * A sizing policy picks the order (log2 of the size in bytes) of a new
+ * folio for an access of [off, off + len), between BS_PAGE_SHIFT and
+ * @max_order.  blockstate then shrinks it as needed so that the folio is
+ * naturally aligned, contains @off and overlaps no existing folio.
+ */
+struct bs_size_policy {
+	const char *name;
+	const char *help;
+	unsigned int (*order)(const struct bs_size_state *st, off_t off,
+			      size_t len, unsigned int max_order);
+};
+
+/* Registered policies, looked up by name; NULL when unknown. */
+const struct bs_account_policy *bs_account_policy_find(const char *name);
+const struct bs_size_policy *bs_size_policy_find(const char *name);
+/* Iterate: returns the i-th policy or NULL past the last. */
+const struct bs_account_policy *bs_account_policy_at(size_t i);
+const struct bs_size_policy *bs_size_policy_at(size_t i);
+
+/* ---- the cache ---- */
+
+struct bs_config {
+	uint32_t block_size;	/* power of two, BS_MIN..BS_MAX_BLOCK_SIZE */
+	uint32_t folio_size;	/* largest folio; power of two, >= block_size */
+	uint64_t cache_size;	/* memory budget for folio data, bytes */
+	const struct bs_account_policy *account;
+	const struct bs_size_policy *size;
+};
+
+/* Check @cfg; on error fill @err (one line naming the option) and return -EINVAL. */
+int bs_config_check(const struct bs_config *cfg, char *err, size_t errlen);
+
+/* What the cache asks of the layer above. */
+struct bs_cache_ops {
+	/*
+	 * Reclaim found no clean folio to drop: write back dirty data so
+	 * that some folio becomes clean.  May block; called without any
+	 * blockstate lock held, possibly from several threads at once.
+	 */
+	void (*need_clean)(void *ctx);
+};
+
+int bs_cache_create(const struct bs_config *cfg, const struct bs_cache_ops *ops,
+		    void *ctx, struct bs_cache **out);
+/* Every file must have been destroyed. */
+void bs_cache_destroy(struct bs_cache *cache);
+const struct bs_config *bs_cache_config(const struct bs_cache *cache);
+
+/*
+ * Exact counters, read without stopping writers (each one is exact; a
+ * snapshot of several is not atomic).  Pages are 4 KiB.
+ */
+struct bs_stats {
+	uint64_t nr_dirty;		/* pages charged now (rounded up) */
+	uint64_t nr_dirtied;		/* pages charged, monotonic */
+	uint64_t nr_written;		/* pages discharged by completed writeback */
+	uint64_t charged_bytes;		/* exact charge now, bytes */
+	uint64_t dirty_bytes_exact;	/* bytes in blocks dirty or under writeback */
+	uint64_t writeback_bytes;	/* bytes in blocks under writeback */
+	uint64_t pinned_bytes;		/* memory of folios holding such a block */
+	uint64_t app_write_bytes;	/* bytes written by bs_write() */
+	uint64_t app_read_bytes;	/* bytes returned by bs_read() */
+	uint64_t backing_read_bytes;	/* bytes read from the backing store */
+	uint64_t backing_read_ios;
+	uint64_t cache_bytes;		/* folio memory now */
+	uint64_t folios;		/* folios now */
+	uint64_t reclaimed_folios;	/* clean folios dropped by reclaim */
+	uint64_t reclaim_stalls;	/* times reclaim had to wait for writeback */
+};
+void bs_cache_stats(struct bs_cache *cache, struct bs_stats *st);
+
+/*
+ * Debug check of the accounting invariant: walks every folio of every
+ * file and compares the sum of prices and held bytes with the counters.
+ * Only meaningful at a quiescent point (no operation in flight).
+ * Returns 0 or -EUCLEAN with a message on stderr.
+ */
+int bs_cache_check(struct bs_cache *cache);
+
+/* ---- files ---- */
+
+struct bs_backing_ops {
+	/* Read up to @len bytes at @off: bytes read (short only at EOF) or -errno. */
+	ssize_t (*read)(void *ctx, void *buf, size_t len, off_t off);
+	/* Set the backing file's size. */
+	int (*truncate)(void *ctx, off_t size);
+	/* fallocate(2) on the backing file. */
+	int (*fallocate)(void *ctx, int mode, off_t off, off_t len);
+};
+
+/* A cached file of @size bytes (the backing file's size now). */
+int bs_file_create(struct bs_cache *cache, const struct bs_backing_ops *ops,
+		   void *ctx, off_t size, struct bs_file **out);
+/*
+ * Drop every folio and free.  Dirty data is discarded (and discharged):
+ * write it back first.  No other call on @file may be in flight.
+ */
+void bs_file_destroy(struct bs_file *file);
+
+/* The file size as the cache sees it (dirty extending writes included). */
+off_t bs_file_size(struct bs_file *file);
+/* Whether any block of the file is dirty or under writeback. */
+bool bs_file_has_held(struct bs_file *file);
+
+/*
+ * Copy [off, off + len) into @buf, reading the blocks that are not
+ * uptodate from the backing store (one read per contiguous run; blocks
+ * past EOF are zeroed, not read).  Returns bytes copied, short only at EOF.
+ */
+ssize_t bs_read(struct bs_file *file, void *buf, size_t len, off_t off);
+
+/*
+ * Copy @buf into [off, off + len): fully covered blocks are copied without
+ * reading, partly covered ones that are not uptodate are read first (or
+ * zeroed past EOF); copied blocks become uptodate and dirty and the
+ * accounting policy is charged.  Extends the file size.  Returns @len, or
+ * a shorter count if a later folio could not be had (then -errno if none).
+ */
+ssize_t bs_write(struct bs_file *file, const void *buf, size_t len, off_t off);
+
+/* Shrink or extend; dropped blocks lose their dirty state. */
+int bs_truncate(struct bs_file *file, off_t size);
+
+/*
+ * fallocate: mode 0 / FALLOC_FL_KEEP_SIZE allocate in the backing store;
+ * FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE and FALLOC_FL_ZERO_RANGE
+ * zero the range in the cache and the backing store.  Others: -EOPNOTSUPP.
+ */
+int bs_fallocate(struct bs_file *file, int mode, off_t off, off_t len);
+
+/* ---- writeback ---- */
+
+/*
+ * One contiguous run of blocks under writeback, within one folio.  The
+ * run holds a reference to its folio until bs_wb_complete().
+ */
+struct bs_wb_run {
+	struct bs_folio *folio;
+	off_t off;		/* file offset of the first byte to write */
+	size_t len;		/* bytes: whole blocks, trimmed at EOF */
+	void *data;		/* folio memory holding them */
+	uint32_t first_blk;	/* block range in the folio, [first_blk, end_blk) */
+	uint32_t end_blk;
+};
+
+/*
+ * Collect dirty runs at or after *@pos, before @end, into @runs (at most
+ * @max_runs, together at most @max_bytes unless the first run alone is
+ * larger): their blocks go from dirty to writeback.  Nothing at or past
+ * the file size is collected, and a run holding it is trimmed to it.
+ * *@pos is advanced past what was collected (to @end when nothing is
+ * left).  Returns the number of runs; runs come in file order.
+ *
+ * A write that lands on a run while it is in flight dirties its blocks
+ * again; they are written by a later pass.
+ */
+int bs_wb_collect(struct bs_file *file, off_t *pos, off_t end,
+		  struct bs_wb_run *runs, int max_runs, size_t max_bytes);
+
+/*
+ * The write of @run finished with @err (0 or -errno).  Success: blocks not
+ * dirtied again become clean and are discharged.  Failure: they become
+ * dirty again, nothing is lost.  Drops the run's folio reference.
+ */
+void bs_wb_complete(struct bs_file *file, struct bs_wb_run *run, int err);
+
+#endif /* FOLIOFS_BLOCKSTATE_H */

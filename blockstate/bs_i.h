@@ -1,0 +1,197 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * bs_i.h - blockstate internals, shared by the files of blockstate/ and by
+ * its unit tests.  Nothing outside blockstate/ and tests/ includes this.
+ *
+ * Lock order (outer first):
+ *   bs_file.invalidate_lock   shared by read/write, exclusive by truncate,
+ *                             punch and zero range
+ *   bs_file.index_lock        the folio index of one file; held briefly
+ *   bs_cache.lru_lock         the clock list of all folios (reclaim only
+ *                             trylocks an index_lock while holding it)
+ *   bs_folio.lock             bitmaps, counters and bytes of one folio
+ *   bs_cache.files_lock       the list of files (leaf)
+ * No backing I/O is done with an index_lock, lru_lock or folio lock held.
+ */
+#ifndef FOLIOFS_BS_I_H
+#define FOLIOFS_BS_I_H
+
+#include "blockstate.h"
+
+#include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
+
+#define BS_BITS_PER_LONG (sizeof(unsigned long) * CHAR_BIT)
+#define BS_BITS_TO_LONGS(n) (((n) + BS_BITS_PER_LONG - 1) / BS_BITS_PER_LONG)
+
+/* ---- bit ranges (bitmap.c); every range is [start, end) in bits ---- */
+
+void bs_bits_set(unsigned long *map, uint32_t start, uint32_t end);
+void bs_bits_clear(unsigned long *map, uint32_t start, uint32_t end);
+uint32_t bs_bits_count(const unsigned long *map, uint32_t start, uint32_t end);
+/* Bits set in @a | @b over the range. */
+uint32_t bs_bits_count_or(const unsigned long *a, const unsigned long *b,
+			  uint32_t start, uint32_t end);
+/* First set bit of @map (or of @map | @or when @or is non-NULL) in range; @end if none. */
+uint32_t bs_bits_next_set(const unsigned long *map, const unsigned long *or,
+			  uint32_t start, uint32_t end);
+/* First clear bit in range; @end if none. */
+uint32_t bs_bits_next_clear(const unsigned long *map, uint32_t start, uint32_t end);
+bool bs_bits_all_set(const unsigned long *map, uint32_t start, uint32_t end);
+
+/* ---- folios (folio.c) ---- */
+
+struct bs_folio {
+	/* Immutable while the folio exists. */
+	struct bs_file *file;
+	off_t start;			/* file offset, a multiple of size */
+	uint32_t size;			/* bytes, power of two */
+	uint32_t nr_blocks;
+	char *data;			/* size bytes, page aligned */
+
+	/*
+	 * References: one for the index while the folio is in it, one per
+	 * user.  A new user reference is taken only under the file's
+	 * index_lock, so with that lock held for writing, refs == 1 means
+	 * nobody but the index has the folio.  Freed at zero.
+	 */
+	_Atomic uint32_t refs;
+	atomic_bool referenced;		/* clock bit: used since the hand passed */
+	struct bs_folio *lru_prev;	/* cache lru_lock */
+	struct bs_folio *lru_next;
+
+	pthread_mutex_t lock;		/* protects what follows and the bytes */
+	pthread_cond_t wb_done;		/* broadcast when writeback bits clear */
+	bool detached;			/* out of the index: truncated, punched or reclaimed */
+	uint32_t held_blocks;		/* blocks dirty or under writeback */
+	uint32_t held_pages;		/* 4 KiB pages holding such a block */
+	uint32_t wb_blocks;		/* blocks under writeback */
+	uint64_t price;			/* bytes of dirty budget charged for this folio */
+	/*
+	 * Three bitmaps of nr_blocks bits each, in bits[]: uptodate, dirty,
+	 * writeback.  Dirty or writeback implies uptodate.
+	 */
+	unsigned long *uptodate;
+	unsigned long *dirty;
+	unsigned long *writeback;
+	unsigned long bits[];
+};
+
+struct bs_folio *bs_folio_alloc(struct bs_file *file, off_t start, uint32_t size);
+void bs_folio_get(struct bs_folio *folio);
+void bs_folio_put(struct bs_folio *folio);
+
+/* Block range [first, end) of the bytes [poff, poff + plen) of a folio. */
+uint32_t bs_folio_first_blk(const struct bs_folio *folio, uint32_t poff);
+uint32_t bs_folio_end_blk(const struct bs_folio *folio, uint32_t poff, uint32_t plen);
+
+/*
+ * Change held state of blocks [first_blk, end_blk) and reprice.
+ * Context: folio lock held.
+ */
+void bs_folio_set_dirty(struct bs_folio *folio, uint32_t first_blk, uint32_t end_blk);
+void bs_folio_clear_dirty(struct bs_folio *folio, uint32_t first_blk, uint32_t end_blk);
+/* dirty -> writeback for [first_blk, end_blk) (all must be dirty). */
+void bs_folio_start_writeback(struct bs_folio *folio, uint32_t first_blk, uint32_t end_blk);
+/* Clear writeback; on failure make the blocks dirty again. */
+void bs_folio_end_writeback(struct bs_folio *folio, uint32_t first_blk,
+			    uint32_t end_blk, bool failed);
+/* Wait until no block of the folio is under writeback.  Folio lock held. */
+void bs_folio_wait_writeback(struct bs_folio *folio);
+
+/* Recount held blocks/pages from the bitmaps (for checks). */
+void bs_folio_count_held(const struct bs_folio *folio, uint32_t *blocks, uint32_t *pages);
+
+/* ---- per-file index (index.c) ---- */
+
+/*
+ * Folios of one file, by offset.  The file is cut into chunks of the
+ * largest folio size; a radix tree (64-way) maps chunk numbers to chunks,
+ * and a chunk has one slot per 4 KiB page pointing at the folio covering
+ * it.  Lookup and ordered walks are O(log64 chunks).
+ */
+struct bs_index {
+	void *root;
+	unsigned int height;		/* levels of 64-way nodes above chunks */
+	unsigned int chunk_shift;	/* log2 of the largest folio */
+	uint64_t nr_folios;
+};
+
+void bs_index_init(struct bs_index *idx, unsigned int chunk_shift);
+void bs_index_destroy(struct bs_index *idx);
+/* The folio covering @off, or NULL. */
+struct bs_folio *bs_index_lookup(const struct bs_index *idx, off_t off);
+/* The first folio ending after @off (covering it or after it), or NULL. */
+struct bs_folio *bs_index_next(const struct bs_index *idx, off_t off);
+/*
+ * The largest order <= @order at which a folio containing @off fits
+ * between existing folios, but at least @min_order (the slot of @off must
+ * be free; with every folio at least 2^min_order bytes, so is its
+ * 2^min_order-aligned span).
+ */
+unsigned int bs_index_fit(const struct bs_index *idx, off_t off, unsigned int order,
+			  unsigned int min_order);
+int bs_index_insert(struct bs_index *idx, struct bs_folio *folio);
+void bs_index_remove(struct bs_index *idx, struct bs_folio *folio);
+
+/* ---- files and the cache (file.c, cache.c) ---- */
+
+struct bs_file {
+	struct bs_cache *cache;			/* immutable */
+	const struct bs_backing_ops *ops;	/* immutable */
+	void *ctx;				/* immutable */
+
+	pthread_rwlock_t invalidate_lock;	/* see the lock order above */
+	pthread_rwlock_t index_lock;		/* protects index and size_state */
+	struct bs_index index;
+	struct bs_size_state size_state;
+	_Atomic off_t size;			/* grows under invalidate_lock shared
+						 * (compare and swap), set under it
+						 * exclusive */
+	struct bs_file *next;			/* cache files_lock */
+	struct bs_file *prev;
+};
+
+struct bs_cache {
+	struct bs_config cfg;			/* immutable */
+	const struct bs_cache_ops *ops;
+	void *ctx;
+	unsigned int blk_shift;
+	unsigned int min_order;		/* smallest folio: a page or a block */
+	unsigned int max_order;
+
+	pthread_mutex_t lru_lock;		/* protects the clock list */
+	struct bs_folio *hand;			/* next folio the clock looks at */
+	pthread_mutex_t files_lock;		/* protects the file list */
+	struct bs_file *files;
+
+	/* Counters: atomics, exact, no lock. */
+	_Atomic int64_t charged_bytes;
+	_Atomic uint64_t dirtied_bytes;
+	_Atomic uint64_t written_bytes;
+	_Atomic uint64_t held_bytes;
+	_Atomic uint64_t wb_bytes;
+	_Atomic uint64_t pinned_bytes;
+	_Atomic uint64_t app_write_bytes;
+	_Atomic uint64_t app_read_bytes;
+	_Atomic uint64_t backing_read_bytes;
+	_Atomic uint64_t backing_read_ios;
+	_Atomic uint64_t cache_bytes;
+	_Atomic uint64_t nr_folios;
+	_Atomic uint64_t reclaimed_folios;
+	_Atomic uint64_t reclaim_stalls;
+};
+
+/* Make room for @bytes more folio memory: reclaim, or ask for writeback. */
+void bs_cache_make_room(struct bs_cache *cache, size_t bytes);
+void bs_cache_lru_add(struct bs_cache *cache, struct bs_folio *folio);
+void bs_cache_lru_del(struct bs_cache *cache, struct bs_folio *folio);
+
+#ifdef FOLIOFS_DEBUG_CHECKS
+#define BS_DEBUG 1
+#else
+#define BS_DEBUG 0
+#endif
+
+#endif /* FOLIOFS_BS_I_H */

@@ -1,0 +1,311 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * cache.c - the cache as a whole: configuration, the memory budget and
+ * reclaim, counters, and the invariant check.
+ *
+ * Reclaim is a clock over all folios (second chance, as an approximation
+ * of least recently used that needs no lock on the read/write path: a use
+ * only sets the folio's referenced bit).  The hand skips folios in use and
+ * folios holding dirty or writeback blocks (pinned); when a whole sweep
+ * frees nothing, the layer above is asked to write back (a reclaim stall).
+ */
+#include "bs_i.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static bool is_pow2(uint64_t v)
+{
+	return v && !(v & (v - 1));
+}
+
+int bs_config_check(const struct bs_config *cfg, char *err, size_t errlen)
+{
+	if (!is_pow2(cfg->block_size) || cfg->block_size < BS_MIN_BLOCK_SIZE ||
+	    cfg->block_size > BS_MAX_BLOCK_SIZE) {
+		snprintf(err, errlen, "block_size=%u: must be a power of two from %u to %u",
+			 cfg->block_size, BS_MIN_BLOCK_SIZE, BS_MAX_BLOCK_SIZE);
+		return -EINVAL;
+	}
+	if (!is_pow2(cfg->folio_size) || cfg->folio_size < BS_MIN_FOLIO_SIZE ||
+	    cfg->folio_size > BS_MAX_FOLIO_SIZE) {
+		snprintf(err, errlen, "folio_size=%u: must be a power of two from %u to %u",
+			 cfg->folio_size, BS_MIN_FOLIO_SIZE, BS_MAX_FOLIO_SIZE);
+		return -EINVAL;
+	}
+	if (cfg->folio_size < cfg->block_size) {
+		snprintf(err, errlen, "folio_size=%u: smaller than block_size=%u",
+			 cfg->folio_size, cfg->block_size);
+		return -EINVAL;
+	}
+	if (cfg->cache_size < 4ull * cfg->folio_size) {
+		snprintf(err, errlen, "cache_size=%llu: must hold at least 4 folios (%u bytes)",
+			 (unsigned long long)cfg->cache_size, 4 * cfg->folio_size);
+		return -EINVAL;
+	}
+	if (!cfg->account || !cfg->size) {
+		snprintf(err, errlen, "no accounting or sizing policy");
+		return -EINVAL;
+	}
+	return 0;
+}
+
+int bs_cache_create(const struct bs_config *cfg, const struct bs_cache_ops *ops,
+		    void *ctx, struct bs_cache **out)
+{
+	struct bs_cache *cache;
+	char err[256];
+
+	if (bs_config_check(cfg, err, sizeof(err)))
+		return -EINVAL;
+	cache = calloc(1, sizeof(*cache));
+	if (!cache)
+		return -ENOMEM;
+	cache->cfg = *cfg;
+	cache->ops = ops;
+	cache->ctx = ctx;
+	cache->blk_shift = (unsigned int)__builtin_ctz(cfg->block_size);
+	cache->max_order = (unsigned int)__builtin_ctz(cfg->folio_size);
+	cache->min_order = cache->blk_shift > BS_PAGE_SHIFT ? cache->blk_shift : BS_PAGE_SHIFT;
+	pthread_mutex_init(&cache->lru_lock, NULL);
+	pthread_mutex_init(&cache->files_lock, NULL);
+	*out = cache;
+	return 0;
+}
+
+void bs_cache_destroy(struct bs_cache *cache)
+{
+	if (!cache)
+		return;
+	pthread_mutex_destroy(&cache->lru_lock);
+	pthread_mutex_destroy(&cache->files_lock);
+	free(cache);
+}
+
+const struct bs_config *bs_cache_config(const struct bs_cache *cache)
+{
+	return &cache->cfg;
+}
+
+void bs_cache_stats(struct bs_cache *cache, struct bs_stats *st)
+{
+	int64_t charged = atomic_load(&cache->charged_bytes);
+
+	memset(st, 0, sizeof(*st));
+	st->charged_bytes = charged > 0 ? (uint64_t)charged : 0;
+	st->nr_dirty = (st->charged_bytes + BS_PAGE_SIZE - 1) >> BS_PAGE_SHIFT;
+	st->nr_dirtied = atomic_load(&cache->dirtied_bytes) >> BS_PAGE_SHIFT;
+	st->nr_written = atomic_load(&cache->written_bytes) >> BS_PAGE_SHIFT;
+	st->dirty_bytes_exact = atomic_load(&cache->held_bytes);
+	st->writeback_bytes = atomic_load(&cache->wb_bytes);
+	st->pinned_bytes = atomic_load(&cache->pinned_bytes);
+	st->app_write_bytes = atomic_load(&cache->app_write_bytes);
+	st->app_read_bytes = atomic_load(&cache->app_read_bytes);
+	st->backing_read_bytes = atomic_load(&cache->backing_read_bytes);
+	st->backing_read_ios = atomic_load(&cache->backing_read_ios);
+	st->cache_bytes = atomic_load(&cache->cache_bytes);
+	st->folios = atomic_load(&cache->nr_folios);
+	st->reclaimed_folios = atomic_load(&cache->reclaimed_folios);
+	st->reclaim_stalls = atomic_load(&cache->reclaim_stalls);
+}
+
+/* ---- the clock ---- */
+
+void bs_cache_lru_add(struct bs_cache *cache, struct bs_folio *folio)
+{
+	pthread_mutex_lock(&cache->lru_lock);
+	if (!cache->hand) {
+		folio->lru_next = folio->lru_prev = folio;
+		cache->hand = folio;
+	} else {
+		/* Just behind the hand: the last the clock will look at. */
+		folio->lru_next = cache->hand;
+		folio->lru_prev = cache->hand->lru_prev;
+		folio->lru_prev->lru_next = folio;
+		cache->hand->lru_prev = folio;
+	}
+	pthread_mutex_unlock(&cache->lru_lock);
+}
+
+/* Context: lru_lock held. */
+static void __lru_del(struct bs_cache *cache, struct bs_folio *folio)
+{
+	if (folio->lru_next == folio) {
+		cache->hand = NULL;
+	} else {
+		if (cache->hand == folio)
+			cache->hand = folio->lru_next;
+		folio->lru_prev->lru_next = folio->lru_next;
+		folio->lru_next->lru_prev = folio->lru_prev;
+	}
+	folio->lru_next = folio->lru_prev = NULL;
+}
+
+void bs_cache_lru_del(struct bs_cache *cache, struct bs_folio *folio)
+{
+	pthread_mutex_lock(&cache->lru_lock);
+	if (folio->lru_next)
+		__lru_del(cache, folio);
+	pthread_mutex_unlock(&cache->lru_lock);
+}
+
+/*
+ * Try to take @folio out of its file for reclaim.
+ * Context: lru_lock held; index lock taken only by trylock (order).
+ */
+static bool try_evict(struct bs_cache *cache, struct bs_folio *folio)
+{
+	struct bs_file *file = folio->file;
+	bool evicted = false;
+
+	if (atomic_load(&folio->refs) != 1)
+		return false;
+	if (pthread_rwlock_trywrlock(&file->index_lock))
+		return false;
+	/* refs == 1 under the index lock: nobody else has it or can get it. */
+	if (atomic_load(&folio->refs) == 1 && !folio->detached &&
+	    !folio->held_blocks) {
+		bs_index_remove(&file->index, folio);
+		folio->detached = true;
+		__lru_del(cache, folio);
+		evicted = true;
+	}
+	pthread_rwlock_unlock(&file->index_lock);
+	return evicted;
+}
+
+/* One sweep of the clock; frees up to @need bytes of clean folios. */
+static size_t reclaim_some(struct bs_cache *cache, size_t need)
+{
+	struct bs_folio *victims = NULL;
+	uint64_t scanned = 0, limit = 2 * atomic_load(&cache->nr_folios) + 1;
+	size_t freed = 0;
+
+	pthread_mutex_lock(&cache->lru_lock);
+	while (freed < need && cache->hand && scanned++ < limit) {
+		struct bs_folio *folio = cache->hand;
+
+		cache->hand = folio->lru_next;
+		if (atomic_exchange(&folio->referenced, false))
+			continue;
+		if (!try_evict(cache, folio))
+			continue;
+		freed += folio->size;
+		folio->lru_next = victims;	/* off the clock: reuse the link */
+		victims = folio;
+	}
+	pthread_mutex_unlock(&cache->lru_lock);
+	while (victims) {
+		struct bs_folio *next = victims->lru_next;
+
+		victims->lru_next = NULL;
+		atomic_fetch_add(&cache->reclaimed_folios, 1);
+		bs_folio_put(victims);
+		victims = next;
+	}
+	return freed;
+}
+
+/* Writeback rounds before letting the cache run over its budget. */
+#define MAX_STALLS 3
+
+void bs_cache_make_room(struct bs_cache *cache, size_t bytes)
+{
+	for (int stalls = 0;;) {
+		uint64_t used = atomic_load(&cache->cache_bytes);
+
+		if (used + bytes <= cache->cfg.cache_size)
+			return;
+		if (reclaim_some(cache, used + bytes - cache->cfg.cache_size))
+			continue;
+		/*
+		 * Nothing clean and unused.  After a few writeback rounds
+		 * everything left is in use: go over budget rather than wait
+		 * for users that may be waiting for us.
+		 */
+		if (stalls++ == MAX_STALLS || !cache->ops || !cache->ops->need_clean)
+			return;
+		atomic_fetch_add(&cache->reclaim_stalls, 1);
+		cache->ops->need_clean(cache->ctx);
+	}
+}
+
+/* ---- invariant check ---- */
+
+struct check_sums {
+	uint64_t price, held, wb, pinned, bytes, folios;
+};
+
+static int check_folio(struct bs_folio *folio, struct check_sums *s)
+{
+	uint32_t nb = folio->nr_blocks, blocks, pages;
+	const struct bs_cache *cache = folio->file->cache;
+	int bad = 0;
+
+	pthread_mutex_lock(&folio->lock);
+	bs_folio_count_held(folio, &blocks, &pages);
+	for (uint32_t i = 0; i < nb; i++) {
+		bool up = bs_bits_count(folio->uptodate, i, i + 1);
+
+		if (!up && (bs_bits_count(folio->dirty, i, i + 1) ||
+			    bs_bits_count(folio->writeback, i, i + 1)))
+			bad = 1;
+	}
+	if (blocks != folio->held_blocks || pages != folio->held_pages)
+		bad = 1;
+	if (folio->wb_blocks != bs_bits_count(folio->writeback, 0, nb))
+		bad = 1;
+	{
+		struct bs_held_state st = {
+			folio->size, cache->cfg.block_size, blocks, pages,
+		};
+		if (folio->price != (blocks ? cache->cfg.account->price(&st) : 0))
+			bad = 1;
+	}
+	s->price += folio->price;
+	s->held += (uint64_t)blocks << cache->blk_shift;
+	s->wb += (uint64_t)folio->wb_blocks << cache->blk_shift;
+	s->pinned += blocks ? folio->size : 0;
+	s->bytes += folio->size;
+	s->folios++;
+	pthread_mutex_unlock(&folio->lock);
+	if (bad)
+		fprintf(stderr, "blockstate: folio at %lld (%u bytes): state does not add up\n",
+			(long long)folio->start, folio->size);
+	return bad;
+}
+
+int bs_cache_check(struct bs_cache *cache)
+{
+	struct check_sums s = { 0 };
+	int bad = 0;
+
+	pthread_mutex_lock(&cache->files_lock);
+	for (struct bs_file *file = cache->files; file; file = file->next) {
+		pthread_rwlock_rdlock(&file->index_lock);
+		for (struct bs_folio *f = bs_index_next(&file->index, 0); f;
+		     f = bs_index_next(&file->index, f->start + f->size))
+			bad |= check_folio(f, &s);
+		pthread_rwlock_unlock(&file->index_lock);
+	}
+	pthread_mutex_unlock(&cache->files_lock);
+	if (s.price != (uint64_t)atomic_load(&cache->charged_bytes) ||
+	    s.held != atomic_load(&cache->held_bytes) ||
+	    s.wb != atomic_load(&cache->wb_bytes) ||
+	    s.pinned != atomic_load(&cache->pinned_bytes) ||
+	    s.bytes != atomic_load(&cache->cache_bytes) ||
+	    s.folios != atomic_load(&cache->nr_folios)) {
+		fprintf(stderr,
+			"blockstate: counters do not match folios: charged %lld/%llu held %llu/%llu wb %llu/%llu pinned %llu/%llu bytes %llu/%llu folios %llu/%llu\n",
+			(long long)atomic_load(&cache->charged_bytes), (unsigned long long)s.price,
+			(unsigned long long)atomic_load(&cache->held_bytes), (unsigned long long)s.held,
+			(unsigned long long)atomic_load(&cache->wb_bytes), (unsigned long long)s.wb,
+			(unsigned long long)atomic_load(&cache->pinned_bytes), (unsigned long long)s.pinned,
+			(unsigned long long)atomic_load(&cache->cache_bytes), (unsigned long long)s.bytes,
+			(unsigned long long)atomic_load(&cache->nr_folios), (unsigned long long)s.folios);
+		bad = 1;
+	}
+	return bad ? -EUCLEAN : 0;
+}

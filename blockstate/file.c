@@ -1,0 +1,542 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * file.c - a cached file: finding and making folios, and the read, write,
+ * truncate and fallocate paths.
+ *
+ * Reads and writes hold the file's invalidate_lock shared; truncate, hole
+ * punching and zeroing hold it exclusive, so no read of the backing store
+ * is in flight while blocks are invalidated.  Backing reads are done with
+ * no folio lock held: the bytes land in a bounce buffer and are copied in,
+ * under the folio lock, only into blocks that are still not uptodate (a
+ * writer may have filled them meanwhile).
+ *
+ * Bytes of cached blocks past the file size are always zero, so extending
+ * the file (write or truncate) exposes zeros without touching the cache.
+ */
+#include "bs_i.h"
+
+#include <errno.h>
+#include <linux/falloc.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define OFF_MAX INT64_MAX
+
+int bs_file_create(struct bs_cache *cache, const struct bs_backing_ops *ops,
+		   void *ctx, off_t size, struct bs_file **out)
+{
+	struct bs_file *file = calloc(1, sizeof(*file));
+
+	if (!file)
+		return -ENOMEM;
+	file->cache = cache;
+	file->ops = ops;
+	file->ctx = ctx;
+	pthread_rwlock_init(&file->invalidate_lock, NULL);
+	pthread_rwlock_init(&file->index_lock, NULL);
+	bs_index_init(&file->index, cache->max_order);
+	atomic_init(&file->size, size);
+	pthread_mutex_lock(&cache->files_lock);
+	file->next = cache->files;
+	if (file->next)
+		file->next->prev = file;
+	cache->files = file;
+	pthread_mutex_unlock(&cache->files_lock);
+	*out = file;
+	return 0;
+}
+
+off_t bs_file_size(struct bs_file *file)
+{
+	return atomic_load(&file->size);
+}
+
+/* Take @folio out of the index and drop the index's reference. */
+static void detach(struct bs_file *file, struct bs_folio *folio)
+{
+	bool put = false;
+
+	pthread_rwlock_wrlock(&file->index_lock);
+	if (!folio->detached) {
+		bs_index_remove(&file->index, folio);
+		folio->detached = true;
+		bs_cache_lru_del(file->cache, folio);
+		put = true;
+	}
+	pthread_rwlock_unlock(&file->index_lock);
+	if (put)
+		bs_folio_put(folio);
+}
+
+/* The first folio ending after @pos and starting before @end, referenced. */
+static struct bs_folio *next_folio(struct bs_file *file, off_t pos, off_t end)
+{
+	struct bs_folio *folio;
+
+	pthread_rwlock_rdlock(&file->index_lock);
+	folio = bs_index_next(&file->index, pos);
+	if (folio && folio->start < end)
+		bs_folio_get(folio);
+	else
+		folio = NULL;
+	pthread_rwlock_unlock(&file->index_lock);
+	return folio;
+}
+
+void bs_file_destroy(struct bs_file *file)
+{
+	struct bs_cache *cache = file->cache;
+	struct bs_folio *folio;
+
+	while ((folio = next_folio(file, 0, OFF_MAX))) {
+		pthread_mutex_lock(&folio->lock);
+		bs_folio_wait_writeback(folio);
+		bs_folio_clear_dirty(folio, 0, folio->nr_blocks);
+		pthread_mutex_unlock(&folio->lock);
+		detach(file, folio);
+		bs_folio_put(folio);
+	}
+	pthread_mutex_lock(&cache->files_lock);
+	if (file->prev)
+		file->prev->next = file->next;
+	else
+		cache->files = file->next;
+	if (file->next)
+		file->next->prev = file->prev;
+	pthread_mutex_unlock(&cache->files_lock);
+	bs_index_destroy(&file->index);
+	pthread_rwlock_destroy(&file->index_lock);
+	pthread_rwlock_destroy(&file->invalidate_lock);
+	free(file);
+}
+
+bool bs_file_has_held(struct bs_file *file)
+{
+	struct bs_folio *folio;
+	off_t pos = 0;
+	bool held = false;
+
+	while (!held && (folio = next_folio(file, pos, OFF_MAX))) {
+		pthread_mutex_lock(&folio->lock);
+		held = folio->held_blocks != 0;
+		pthread_mutex_unlock(&folio->lock);
+		pos = folio->start + folio->size;
+		bs_folio_put(folio);
+	}
+	return held;
+}
+
+/* ---- finding and making folios ---- */
+
+static struct bs_folio *lookup_get(struct bs_file *file, off_t off)
+{
+	struct bs_folio *folio;
+
+	pthread_rwlock_rdlock(&file->index_lock);
+	folio = bs_index_lookup(&file->index, off);
+	if (folio) {
+		bs_folio_get(folio);
+		atomic_store(&folio->referenced, true);
+	}
+	pthread_rwlock_unlock(&file->index_lock);
+	return folio;
+}
+
+/* Order of the folio to make for [off, off + len); 0 if one appeared. */
+static unsigned int choose_order(struct bs_file *file, off_t off, size_t len)
+{
+	struct bs_cache *cache = file->cache;
+	unsigned int order = 0;
+
+	pthread_rwlock_wrlock(&file->index_lock);
+	if (!bs_index_lookup(&file->index, off)) {
+		order = cache->cfg.size->order(&file->size_state, off, len,
+					       cache->max_order);
+		if (order < cache->min_order)
+			order = cache->min_order;
+		if (order > cache->max_order)
+			order = cache->max_order;
+		order = bs_index_fit(&file->index, off, order, cache->min_order);
+	}
+	pthread_rwlock_unlock(&file->index_lock);
+	return order;
+}
+
+/* Insert @folio unless its span was taken meanwhile; 0, -EAGAIN or -ENOMEM. */
+static int insert(struct bs_file *file, struct bs_folio *folio, off_t off,
+		  unsigned int order)
+{
+	int ret = -EAGAIN;
+
+	pthread_rwlock_wrlock(&file->index_lock);
+	if (!bs_index_lookup(&file->index, off) &&
+	    bs_index_fit(&file->index, off, order, file->cache->min_order) == order) {
+		ret = bs_index_insert(&file->index, folio);
+		if (!ret) {
+			file->size_state.next_off = folio->start + folio->size;
+			file->size_state.order = order;
+			bs_folio_get(folio);	/* the caller's; the index has the first */
+			bs_cache_lru_add(file->cache, folio);
+		}
+	}
+	pthread_rwlock_unlock(&file->index_lock);
+	return ret;
+}
+
+/*
+ * The folio covering @off, made (sized by the policy for an access of
+ * [off, off + len)) if there is none.  Returns it referenced.
+ * Context: no folio lock held (may reclaim and wait for writeback).
+ */
+static int folio_get(struct bs_file *file, off_t off, size_t len,
+		     struct bs_folio **out)
+{
+	for (;;) {
+		struct bs_folio *folio = lookup_get(file, off);
+		unsigned int order;
+		int ret;
+
+		if (folio) {
+			*out = folio;
+			return 0;
+		}
+		order = choose_order(file, off, len);
+		if (!order)
+			continue;
+		bs_cache_make_room(file->cache, (size_t)1 << order);
+		folio = bs_folio_alloc(file, off & ~(((off_t)1 << order) - 1),
+				       1u << order);
+		if (!folio)
+			return -ENOMEM;
+		ret = insert(file, folio, off, order);
+		if (ret) {
+			bs_folio_put(folio);
+			if (ret != -EAGAIN)
+				return ret;
+			continue;
+		}
+		*out = folio;
+		return 0;
+	}
+}
+
+/* ---- making blocks uptodate ---- */
+
+static off_t folio_blk_off(const struct bs_folio *folio, uint32_t blk)
+{
+	return folio->start + ((off_t)blk << folio->file->cache->blk_shift);
+}
+
+/* Copy @buf (the bytes of blocks [first_blk, end_blk)) into blocks still not uptodate. */
+static void install(struct bs_folio *folio, const char *buf, uint32_t first_blk,
+		    uint32_t end_blk)
+{
+	unsigned int shift = folio->file->cache->blk_shift;
+
+	for (uint32_t blk = first_blk; blk < end_blk; ) {
+		uint32_t start = bs_bits_next_clear(folio->uptodate, blk, end_blk);
+		uint32_t stop = bs_bits_next_set(folio->uptodate, NULL, start, end_blk);
+
+		if (start == end_blk)
+			break;
+		memcpy(folio->data + ((size_t)start << shift),
+		       buf + ((size_t)(start - first_blk) << shift),
+		       (size_t)(stop - start) << shift);
+		bs_bits_set(folio->uptodate, start, stop);
+		blk = stop;
+	}
+}
+
+/* Read blocks [first_blk, end_blk) from the backing store into @buf, zero past EOF. */
+static int read_run(struct bs_file *file, struct bs_folio *folio, char *buf,
+		    uint32_t first_blk, uint32_t end_blk)
+{
+	struct bs_cache *cache = file->cache;
+	size_t len = (size_t)(end_blk - first_blk) << cache->blk_shift;
+	ssize_t n = file->ops->read(file->ctx, buf, len, folio_blk_off(folio, first_blk));
+
+	if (n < 0)
+		return (int)n;
+	memset(buf + n, 0, len - (size_t)n);
+	atomic_fetch_add(&cache->backing_read_bytes, (uint64_t)n);
+	atomic_fetch_add(&cache->backing_read_ios, 1);
+	return 0;
+}
+
+/*
+ * Make blocks [first_blk, end_blk) of @folio uptodate: each run that is
+ * not is read with one backing read (or zeroed when it starts at or past
+ * EOF, without reading).
+ * Context: invalidate_lock shared and the folio lock held; the folio lock
+ * is dropped around backing reads and held again on return.
+ */
+static int fill_blocks(struct bs_file *file, struct bs_folio *folio,
+		       uint32_t first_blk, uint32_t end_blk)
+{
+	unsigned int shift = file->cache->blk_shift;
+
+	for (;;) {
+		uint32_t blk = bs_bits_next_clear(folio->uptodate, first_blk, end_blk);
+		uint32_t stop;
+		size_t len;
+		char *buf;
+		int ret;
+
+		if (blk == end_blk)
+			return 0;
+		stop = bs_bits_next_set(folio->uptodate, NULL, blk, end_blk);
+		len = (size_t)(stop - blk) << shift;
+		if (folio_blk_off(folio, blk) >= atomic_load(&file->size)) {
+			memset(folio->data + ((size_t)blk << shift), 0, len);
+			bs_bits_set(folio->uptodate, blk, stop);
+			continue;
+		}
+		buf = malloc(len);
+		if (!buf)
+			return -ENOMEM;
+		pthread_mutex_unlock(&folio->lock);
+		ret = read_run(file, folio, buf, blk, stop);
+		pthread_mutex_lock(&folio->lock);
+		if (!ret)
+			install(folio, buf, blk, stop);
+		free(buf);
+		if (ret)
+			return ret;
+	}
+}
+
+/* ---- read and write ---- */
+
+ssize_t bs_read(struct bs_file *file, void *buf, size_t len, off_t off)
+{
+	struct bs_cache *cache = file->cache;
+	size_t done = 0;
+	off_t size;
+	int ret = 0;
+
+	if (off < 0)
+		return -EINVAL;
+	pthread_rwlock_rdlock(&file->invalidate_lock);
+	size = atomic_load(&file->size);
+	if (off >= size)
+		len = 0;
+	else if (len > (uint64_t)(size - off))
+		len = (size_t)(size - off);
+	while (done < len) {
+		off_t pos = off + (off_t)done;
+		struct bs_folio *folio;
+		uint32_t poff, plen;
+
+		ret = folio_get(file, pos, len - done, &folio);
+		if (ret)
+			break;
+		poff = (uint32_t)(pos - folio->start);
+		plen = folio->size - poff < len - done ? folio->size - poff
+						       : (uint32_t)(len - done);
+		pthread_mutex_lock(&folio->lock);
+		ret = fill_blocks(file, folio, bs_folio_first_blk(folio, poff),
+				  bs_folio_end_blk(folio, poff, plen));
+		if (!ret)
+			memcpy((char *)buf + done, folio->data + poff, plen);
+		pthread_mutex_unlock(&folio->lock);
+		bs_folio_put(folio);
+		if (ret)
+			break;
+		done += plen;
+	}
+	pthread_rwlock_unlock(&file->invalidate_lock);
+	atomic_fetch_add(&cache->app_read_bytes, done);
+	return done || !ret ? (ssize_t)done : ret;
+}
+
+/*
+ * Make the partly covered first and last blocks of [poff, poff + plen)
+ * uptodate before a write copies in.  Context: as fill_blocks().
+ */
+static int fill_edges(struct bs_file *file, struct bs_folio *folio,
+		      uint32_t poff, uint32_t plen)
+{
+	uint32_t mask = file->cache->cfg.block_size - 1;
+	uint32_t first_blk = bs_folio_first_blk(folio, poff);
+	uint32_t last_blk = bs_folio_end_blk(folio, poff, plen) - 1;
+	int ret = 0;
+
+	if (poff & mask)
+		ret = fill_blocks(file, folio, first_blk, first_blk + 1);
+	if (!ret && ((poff + plen) & mask) && (last_blk != first_blk || !(poff & mask)))
+		ret = fill_blocks(file, folio, last_blk, last_blk + 1);
+	return ret;
+}
+
+static void size_grow(struct bs_file *file, off_t end)
+{
+	off_t cur = atomic_load(&file->size);
+
+	while (cur < end && !atomic_compare_exchange_weak(&file->size, &cur, end))
+		;
+}
+
+ssize_t bs_write(struct bs_file *file, const void *buf, size_t len, off_t off)
+{
+	struct bs_cache *cache = file->cache;
+	size_t done = 0;
+	int ret = 0;
+
+	if (off < 0)
+		return -EINVAL;
+	if (len > (uint64_t)(OFF_MAX - off))
+		return -EFBIG;
+	pthread_rwlock_rdlock(&file->invalidate_lock);
+	while (done < len) {
+		off_t pos = off + (off_t)done;
+		struct bs_folio *folio;
+		uint32_t poff, plen;
+
+		ret = folio_get(file, pos, len - done, &folio);
+		if (ret)
+			break;
+		poff = (uint32_t)(pos - folio->start);
+		plen = folio->size - poff < len - done ? folio->size - poff
+						       : (uint32_t)(len - done);
+		pthread_mutex_lock(&folio->lock);
+		ret = fill_edges(file, folio, poff, plen);
+		if (!ret) {
+			memcpy(folio->data + poff, (const char *)buf + done, plen);
+			bs_folio_set_dirty(folio, bs_folio_first_blk(folio, poff),
+					   bs_folio_end_blk(folio, poff, plen));
+			size_grow(file, pos + plen);
+		}
+		pthread_mutex_unlock(&folio->lock);
+		bs_folio_put(folio);
+		if (ret)
+			break;
+		done += plen;
+	}
+	pthread_rwlock_unlock(&file->invalidate_lock);
+	atomic_fetch_add(&cache->app_write_bytes, done);
+	return done || !ret ? (ssize_t)done : ret;
+}
+
+/* ---- invalidation: truncate, punch, zero ---- */
+
+/* Wait for writeback on every folio overlapping [start, end). */
+static void wait_range(struct bs_file *file, off_t start, off_t end)
+{
+	struct bs_folio *folio;
+
+	while ((folio = next_folio(file, start, end))) {
+		pthread_mutex_lock(&folio->lock);
+		bs_folio_wait_writeback(folio);
+		pthread_mutex_unlock(&folio->lock);
+		start = folio->start + folio->size;
+		bs_folio_put(folio);
+	}
+}
+
+/*
+ * Zero [start, end) in the cache: the bytes are zeroed, blocks wholly
+ * inside lose their dirty state (and charge), folios wholly inside are
+ * dropped.  Context: invalidate_lock exclusive.
+ */
+static void zero_range(struct bs_file *file, off_t start, off_t end)
+{
+	uint32_t bsize = file->cache->cfg.block_size;
+	struct bs_folio *folio;
+	off_t pos = start;
+
+	while ((folio = next_folio(file, pos, end))) {
+		off_t zs = start > folio->start ? start : folio->start;
+		off_t fend = folio->start + folio->size;
+		off_t ze = end < fend ? end : fend;
+		uint32_t first_full = (uint32_t)((zs - folio->start + bsize - 1) / bsize);
+		uint32_t end_full = (uint32_t)((ze - folio->start) / bsize);
+
+		pthread_mutex_lock(&folio->lock);
+		bs_folio_wait_writeback(folio);
+		memset(folio->data + (zs - folio->start), 0, (size_t)(ze - zs));
+		if (first_full < end_full)
+			bs_folio_clear_dirty(folio, first_full, end_full);
+		pthread_mutex_unlock(&folio->lock);
+		if (zs == folio->start && ze == fend)
+			detach(file, folio);
+		pos = fend;
+		bs_folio_put(folio);
+	}
+}
+
+/* After a failed punch or zero: forget clean cached bytes of the range. */
+static void invalidate_clean(struct bs_file *file, off_t start, off_t end)
+{
+	unsigned int shift = file->cache->blk_shift;
+	struct bs_folio *folio;
+	off_t pos = start;
+
+	while ((folio = next_folio(file, pos, end))) {
+		off_t fend = folio->start + folio->size;
+		uint32_t first_blk = (uint32_t)(((start > folio->start ? start : folio->start) -
+						 folio->start) >> shift);
+		uint32_t end_blk = bs_folio_end_blk(folio, 0,
+						    (uint32_t)((end < fend ? end : fend) - folio->start));
+
+		pthread_mutex_lock(&folio->lock);
+		for (uint32_t blk = first_blk; blk < end_blk; blk++) {
+			if (!bs_bits_count(folio->dirty, blk, blk + 1) &&
+			    !bs_bits_count(folio->writeback, blk, blk + 1))
+				bs_bits_clear(folio->uptodate, blk, blk + 1);
+		}
+		pthread_mutex_unlock(&folio->lock);
+		pos = fend;
+		bs_folio_put(folio);
+	}
+}
+
+int bs_truncate(struct bs_file *file, off_t size)
+{
+	off_t old;
+	int ret;
+
+	if (size < 0)
+		return -EINVAL;
+	pthread_rwlock_wrlock(&file->invalidate_lock);
+	old = atomic_load(&file->size);
+	if (size < old) {
+		/* From here writeback collects nothing past @size. */
+		atomic_store(&file->size, size);
+		wait_range(file, size, OFF_MAX);
+	}
+	ret = file->ops->truncate(file->ctx, size);
+	if (ret)
+		atomic_store(&file->size, old);
+	else if (size < old)
+		zero_range(file, size, OFF_MAX);
+	else
+		atomic_store(&file->size, size);
+	pthread_rwlock_unlock(&file->invalidate_lock);
+	return ret;
+}
+
+int bs_fallocate(struct bs_file *file, int mode, off_t off, off_t len)
+{
+	const int punch = FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE;
+	bool zeroes = mode == punch || (mode & ~FALLOC_FL_KEEP_SIZE) == FALLOC_FL_ZERO_RANGE;
+	int ret;
+
+	if (mode & ~(FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE))
+		return -EOPNOTSUPP;
+	if ((mode & FALLOC_FL_PUNCH_HOLE) && mode != punch)
+		return -EOPNOTSUPP;
+	if (off < 0 || len <= 0)
+		return -EINVAL;
+	if (len > OFF_MAX - off)
+		return -EFBIG;
+	pthread_rwlock_wrlock(&file->invalidate_lock);
+	if (zeroes)
+		zero_range(file, off, off + len);
+	ret = file->ops->fallocate(file->ctx, mode, off, len);
+	if (ret && zeroes)
+		invalidate_clean(file, off, off + len);
+	if (!ret && !(mode & FALLOC_FL_KEEP_SIZE))
+		size_grow(file, off + len);
+	pthread_rwlock_unlock(&file->invalidate_lock);
+	return ret;
+}

@@ -1,0 +1,257 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * folio.c - one folio: its memory, references, block state and price.
+ *
+ * Every change of a folio's held blocks (dirty or under writeback) goes
+ * through reprice(): it recounts the held pages of the blocks touched,
+ * asks the accounting policy for the folio's new price, and moves the
+ * difference into the cache's charge.  The price of each folio is kept in
+ * the folio, so discharge is always exactly what was charged.
+ */
+#include "bs_i.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+struct bs_folio *bs_folio_alloc(struct bs_file *file, off_t start, uint32_t size)
+{
+	struct bs_cache *cache = file->cache;
+	uint32_t nr_blocks = size >> cache->blk_shift;
+	size_t longs = BS_BITS_TO_LONGS(nr_blocks);
+	struct bs_folio *folio = calloc(1, sizeof(*folio) + 3 * longs * sizeof(long));
+
+	if (!folio)
+		return NULL;
+	if (posix_memalign((void **)&folio->data, BS_PAGE_SIZE, size)) {
+		free(folio);
+		return NULL;
+	}
+	folio->file = file;
+	folio->start = start;
+	folio->size = size;
+	folio->nr_blocks = nr_blocks;
+	folio->uptodate = folio->bits;
+	folio->dirty = folio->bits + longs;
+	folio->writeback = folio->bits + 2 * longs;
+	atomic_init(&folio->refs, 1);
+	atomic_init(&folio->referenced, true);
+	pthread_mutex_init(&folio->lock, NULL);
+	pthread_cond_init(&folio->wb_done, NULL);
+	atomic_fetch_add(&cache->cache_bytes, size);
+	atomic_fetch_add(&cache->nr_folios, 1);
+	return folio;
+}
+
+void bs_folio_get(struct bs_folio *folio)
+{
+	atomic_fetch_add(&folio->refs, 1);
+}
+
+static void folio_free(struct bs_folio *folio)
+{
+	struct bs_cache *cache = folio->file->cache;
+
+	/* Held state was discharged when the blocks were dropped. */
+	if (BS_DEBUG && (folio->held_blocks || folio->price))
+		abort();
+	atomic_fetch_sub(&cache->cache_bytes, folio->size);
+	atomic_fetch_sub(&cache->nr_folios, 1);
+	pthread_cond_destroy(&folio->wb_done);
+	pthread_mutex_destroy(&folio->lock);
+	free(folio->data);
+	free(folio);
+}
+
+void bs_folio_put(struct bs_folio *folio)
+{
+	if (atomic_fetch_sub(&folio->refs, 1) == 1)
+		folio_free(folio);
+}
+
+uint32_t bs_folio_first_blk(const struct bs_folio *folio, uint32_t poff)
+{
+	return poff >> folio->file->cache->blk_shift;
+}
+
+uint32_t bs_folio_end_blk(const struct bs_folio *folio, uint32_t poff, uint32_t plen)
+{
+	unsigned int shift = folio->file->cache->blk_shift;
+
+	return (uint32_t)(((uint64_t)poff + plen + (1u << shift) - 1) >> shift);
+}
+
+/*
+ * Held pages among the pages that overlap blocks [first_blk, end_blk),
+ * for blocks smaller than a page: a page is held if any of its blocks is.
+ */
+static uint32_t held_pages_in(const struct bs_folio *folio, uint32_t first_blk,
+			      uint32_t end_blk)
+{
+	uint32_t per_page = 1u << (BS_PAGE_SHIFT - folio->file->cache->blk_shift);
+	uint32_t n = 0;
+
+	for (uint32_t blk = first_blk - first_blk % per_page; blk < end_blk;
+	     blk += per_page) {
+		if (bs_bits_next_set(folio->dirty, folio->writeback, blk,
+				     blk + per_page) < blk + per_page)
+			n++;
+	}
+	return n;
+}
+
+/* Pages per block when blocks are at least a page. */
+static uint32_t pages_per_block(const struct bs_folio *folio)
+{
+	unsigned int shift = folio->file->cache->blk_shift;
+
+	return shift >= BS_PAGE_SHIFT ? 1u << (shift - BS_PAGE_SHIFT) : 1;
+}
+
+/* Held counts of the pages/blocks around [first_blk, end_blk). */
+struct held_span {
+	uint32_t blocks;
+	uint32_t pages;
+};
+
+static void span_range(const struct bs_folio *folio, uint32_t *first_blk,
+		       uint32_t *end_blk)
+{
+	unsigned int shift = folio->file->cache->blk_shift;
+
+	if (shift < BS_PAGE_SHIFT) {
+		uint32_t per_page = 1u << (BS_PAGE_SHIFT - shift);
+
+		*first_blk -= *first_blk % per_page;
+		*end_blk = (*end_blk + per_page - 1) / per_page * per_page;
+		if (*end_blk > folio->nr_blocks)
+			*end_blk = folio->nr_blocks;
+	}
+}
+
+static struct held_span held_span(const struct bs_folio *folio, uint32_t first_blk,
+				  uint32_t end_blk)
+{
+	struct held_span s;
+
+	s.blocks = bs_bits_count_or(folio->dirty, folio->writeback, first_blk, end_blk);
+	if (folio->file->cache->blk_shift >= BS_PAGE_SHIFT)
+		s.pages = s.blocks * pages_per_block(folio);
+	else
+		s.pages = held_pages_in(folio, first_blk, end_blk);
+	return s;
+}
+
+static uint64_t folio_price(const struct bs_folio *folio)
+{
+	const struct bs_cache *cache = folio->file->cache;
+	struct bs_held_state st = {
+		.folio_size = folio->size,
+		.block_size = cache->cfg.block_size,
+		.held_blocks = folio->held_blocks,
+		.held_pages = folio->held_pages,
+	};
+
+	return folio->held_blocks ? cache->cfg.account->price(&st) : 0;
+}
+
+/*
+ * Apply the change in held counts from @before to @after and reprice.
+ * Context: folio lock held.
+ */
+static void reprice(struct bs_folio *folio, struct held_span before,
+		    struct held_span after)
+{
+	struct bs_cache *cache = folio->file->cache;
+	bool was_pinned = folio->held_blocks != 0;
+	uint64_t old_price = folio->price;
+	int64_t delta_blocks = (int64_t)after.blocks - before.blocks;
+
+	folio->held_blocks += after.blocks - before.blocks;
+	folio->held_pages += after.pages - before.pages;
+	folio->price = folio_price(folio);
+	if (delta_blocks)
+		atomic_fetch_add(&cache->held_bytes,
+				 (uint64_t)(delta_blocks * (int64_t)cache->cfg.block_size));
+	if (folio->price > old_price) {
+		atomic_fetch_add(&cache->charged_bytes, folio->price - old_price);
+		atomic_fetch_add(&cache->dirtied_bytes, folio->price - old_price);
+	} else if (folio->price < old_price) {
+		atomic_fetch_sub(&cache->charged_bytes, old_price - folio->price);
+	}
+	if (!was_pinned && folio->held_blocks)
+		atomic_fetch_add(&cache->pinned_bytes, folio->size);
+	else if (was_pinned && !folio->held_blocks)
+		atomic_fetch_sub(&cache->pinned_bytes, folio->size);
+}
+
+/* Change bits of one map over [first_blk, end_blk), repricing. */
+static void change_held(struct bs_folio *folio, unsigned long *map, bool set,
+			uint32_t first_blk, uint32_t end_blk)
+{
+	uint32_t sfirst = first_blk, send = end_blk;
+	struct held_span before, after;
+
+	span_range(folio, &sfirst, &send);
+	before = held_span(folio, sfirst, send);
+	if (set)
+		bs_bits_set(map, first_blk, end_blk);
+	else
+		bs_bits_clear(map, first_blk, end_blk);
+	after = held_span(folio, sfirst, send);
+	reprice(folio, before, after);
+}
+
+void bs_folio_set_dirty(struct bs_folio *folio, uint32_t first_blk, uint32_t end_blk)
+{
+	bs_bits_set(folio->uptodate, first_blk, end_blk);
+	change_held(folio, folio->dirty, true, first_blk, end_blk);
+}
+
+void bs_folio_clear_dirty(struct bs_folio *folio, uint32_t first_blk, uint32_t end_blk)
+{
+	change_held(folio, folio->dirty, false, first_blk, end_blk);
+}
+
+void bs_folio_start_writeback(struct bs_folio *folio, uint32_t first_blk, uint32_t end_blk)
+{
+	struct bs_cache *cache = folio->file->cache;
+	uint32_t n = end_blk - first_blk;
+
+	/* Held state is unchanged: each block moves from one map to the other. */
+	bs_bits_clear(folio->dirty, first_blk, end_blk);
+	bs_bits_set(folio->writeback, first_blk, end_blk);
+	folio->wb_blocks += n;
+	atomic_fetch_add(&cache->wb_bytes, (uint64_t)n << cache->blk_shift);
+}
+
+void bs_folio_end_writeback(struct bs_folio *folio, uint32_t first_blk,
+			    uint32_t end_blk, bool failed)
+{
+	struct bs_cache *cache = folio->file->cache;
+	uint32_t n = end_blk - first_blk;
+	uint64_t old_price = folio->price;
+
+	if (failed)
+		bs_bits_set(folio->dirty, first_blk, end_blk);
+	change_held(folio, folio->writeback, false, first_blk, end_blk);
+	if (folio->price < old_price)
+		atomic_fetch_add(&cache->written_bytes, old_price - folio->price);
+	folio->wb_blocks -= n;
+	atomic_fetch_sub(&cache->wb_bytes, (uint64_t)n << cache->blk_shift);
+	if (!folio->wb_blocks)
+		pthread_cond_broadcast(&folio->wb_done);
+}
+
+void bs_folio_wait_writeback(struct bs_folio *folio)
+{
+	while (folio->wb_blocks)
+		pthread_cond_wait(&folio->wb_done, &folio->lock);
+}
+
+void bs_folio_count_held(const struct bs_folio *folio, uint32_t *blocks, uint32_t *pages)
+{
+	struct held_span s = held_span(folio, 0, folio->nr_blocks);
+
+	*blocks = s.blocks;
+	*pages = s.pages;
+}

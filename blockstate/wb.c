@@ -1,0 +1,95 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * wb.c - handing dirty runs to the writeback layer and taking them back.
+ *
+ * A run is a maximal stretch of dirty blocks within one folio (as iomap's
+ * find_dirty_range finds them).  Collecting moves its blocks from dirty
+ * to writeback; the folio stays referenced until the run completes.
+ * Held state (dirty or writeback) does not change while a run is in
+ * flight, so the charge stays until completion discharges it.
+ */
+#include "bs_i.h"
+
+/* Collect the next run of @folio at or after @pos; false if none. */
+static bool collect_one(struct bs_folio *folio, off_t pos, off_t end,
+			off_t size, struct bs_wb_run *run)
+{
+	unsigned int shift = folio->file->cache->blk_shift;
+	uint32_t first_blk = pos > folio->start ? (uint32_t)((pos - folio->start) >> shift) : 0;
+	off_t fend = folio->start + folio->size;
+	uint32_t end_blk = folio->nr_blocks;
+	uint32_t blk, stop;
+
+	if (end < fend)
+		end_blk = bs_folio_end_blk(folio, 0, (uint32_t)(end - folio->start));
+	if (folio->detached)
+		return false;
+	blk = bs_bits_next_set(folio->dirty, NULL, first_blk, end_blk);
+	if (blk == end_blk || (folio->start + ((off_t)blk << shift)) >= size)
+		return false;
+	stop = bs_bits_next_clear(folio->dirty, blk, end_blk);
+	bs_folio_start_writeback(folio, blk, stop);
+	run->folio = folio;
+	run->first_blk = blk;
+	run->end_blk = stop;
+	run->off = (folio->start + ((off_t)blk << shift));
+	run->len = (size_t)(stop - blk) << shift;
+	if (run->off + (off_t)run->len > size)
+		run->len = (size_t)(size - run->off);
+	run->data = folio->data + ((size_t)blk << shift);
+	return true;
+}
+
+int bs_wb_collect(struct bs_file *file, off_t *pos, off_t end,
+		  struct bs_wb_run *runs, int max_runs, size_t max_bytes)
+{
+	off_t size = atomic_load(&file->size);
+	size_t bytes = 0;
+	int n = 0;
+
+	if (end > size)
+		end = size;
+	while (n < max_runs && bytes < max_bytes && *pos < end) {
+		struct bs_folio *folio;
+		bool got;
+
+		pthread_rwlock_rdlock(&file->index_lock);
+		folio = bs_index_next(&file->index, *pos);
+		if (folio && folio->start < end)
+			bs_folio_get(folio);
+		else
+			folio = NULL;
+		pthread_rwlock_unlock(&file->index_lock);
+		if (!folio) {
+			*pos = end;
+			break;
+		}
+		pthread_mutex_lock(&folio->lock);
+		got = collect_one(folio, *pos, end, size, &runs[n]);
+		pthread_mutex_unlock(&folio->lock);
+		if (!got) {
+			*pos = folio->start + folio->size;
+			bs_folio_put(folio);
+			continue;
+		}
+		*pos = runs[n].off + ((off_t)(runs[n].end_blk - runs[n].first_blk)
+				      << file->cache->blk_shift);
+		bytes += runs[n].len;
+		n++;
+	}
+	if (*pos > end)
+		*pos = end;
+	return n;
+}
+
+void bs_wb_complete(struct bs_file *file, struct bs_wb_run *run, int err)
+{
+	struct bs_folio *folio = run->folio;
+	(void)file;
+
+	pthread_mutex_lock(&folio->lock);
+	bs_folio_end_writeback(folio, run->first_blk, run->end_blk, err != 0);
+	pthread_mutex_unlock(&folio->lock);
+	bs_folio_put(folio);
+	run->folio = NULL;
+}

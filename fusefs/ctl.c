@@ -1,0 +1,165 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * ctl.c - the control directory MOUNTPOINT/.foliofs.
+ *
+ * It is found by lookup but not listed by readdir of the root, so a tool
+ * that insists on an empty directory (initdb) still sees one.  The name is
+ * reserved: a backing entry called .foliofs at the root is hidden.
+ *
+ *   .foliofs/stats   read-only, "name value" lines like /proc/vmstat,
+ *                    made when the file is opened (each open is one
+ *                    snapshot; counters are exact, the set is not atomic)
+ */
+#include "fusefs.h"
+#include "writeback.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+/* st_ino of the control files: far from real inode numbers. */
+#define CTL_INO_BASE 0x7f0f0f0f00000000ull
+#define CTL_STATS_MAX 8192
+
+static struct ffs_inode ctl_dir = { .fd = -1, .type = S_IFDIR, .ctl = FFS_CTL_DIR };
+static struct ffs_inode ctl_stats = { .fd = -1, .type = S_IFREG, .ctl = FFS_CTL_STATS };
+
+struct ctl_buf {
+	size_t len;
+	char data[];
+};
+
+bool ffs_ctl_hides(const struct ffs_data *fs, const struct ffs_inode *dir,
+		   const char *name)
+{
+	return dir == &fs->root && !strcmp(name, FFS_CTL_NAME);
+}
+
+void ffs_ctl_getattr(struct ffs_data *fs, struct ffs_inode *inode, struct stat *st)
+{
+	static struct timespec mounted;
+
+	if (!mounted.tv_sec)
+		clock_gettime(CLOCK_REALTIME, &mounted);
+	(void)fs;
+	memset(st, 0, sizeof(*st));
+	st->st_ino = CTL_INO_BASE + inode->ctl;
+	st->st_mode = inode->type | (inode->type == S_IFDIR ? 0555 : 0444);
+	st->st_nlink = inode->type == S_IFDIR ? 2 : 1;
+	st->st_uid = geteuid();
+	st->st_gid = getegid();
+	st->st_blksize = 4096;
+	st->st_atim = st->st_mtim = st->st_ctim = mounted;
+}
+
+static void ctl_entry(struct ffs_data *fs, struct ffs_inode *inode,
+		      struct fuse_entry_param *e)
+{
+	memset(e, 0, sizeof(*e));
+	e->ino = (uintptr_t)inode;
+	e->attr_timeout = fs->cfg->attr_timeout;
+	e->entry_timeout = fs->cfg->attr_timeout;
+	ffs_ctl_getattr(fs, inode, &e->attr);
+}
+
+bool ffs_ctl_lookup(struct ffs_data *fs, struct ffs_inode *parent,
+		    const char *name, struct fuse_entry_param *e, int *err)
+{
+	*err = 0;
+	if (parent == &fs->root && !strcmp(name, FFS_CTL_NAME)) {
+		ctl_entry(fs, &ctl_dir, e);
+		return true;
+	}
+	switch (parent->ctl) {
+	case FFS_CTL_NONE:
+		return false;
+	case FFS_CTL_DIR:
+		if (!strcmp(name, "stats"))
+			ctl_entry(fs, &ctl_stats, e);
+		else if (!strcmp(name, "."))
+			ctl_entry(fs, &ctl_dir, e);
+		else if (!strcmp(name, "..")) {
+			memset(e, 0, sizeof(*e));
+			e->ino = FUSE_ROOT_ID;
+			*err = -ENOENT;	/* the kernel resolves ".." itself */
+		} else
+			*err = -ENOENT;
+		return true;
+	default:
+		*err = -ENOTDIR;
+		return true;
+	}
+}
+
+int ffs_ctl_open(struct ffs_data *fs, struct ffs_inode *inode, struct fuse_file_info *fi)
+{
+	struct ctl_buf *buf;
+
+	if (inode->ctl != FFS_CTL_STATS)
+		return -EISDIR;
+	if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC))
+		return -EACCES;
+	buf = malloc(sizeof(*buf) + CTL_STATS_MAX);
+	if (!buf)
+		return -ENOMEM;
+	buf->len = wb_ctx_stats(fs->wb, buf->data, CTL_STATS_MAX);
+	fi->fh = (uintptr_t)buf;
+	fi->direct_io = 1;	/* size 0 in stat, content on read, as in /proc */
+	return 0;
+}
+
+void ffs_ctl_read(fuse_req_t req, size_t size, off_t off, struct fuse_file_info *fi)
+{
+	struct ctl_buf *buf = (struct ctl_buf *)(uintptr_t)fi->fh;
+
+	if (off < 0 || (size_t)off >= buf->len) {
+		fuse_reply_buf(req, NULL, 0);
+		return;
+	}
+	if (size > buf->len - (size_t)off)
+		size = buf->len - (size_t)off;
+	fuse_reply_buf(req, buf->data + off, size);
+}
+
+void ffs_ctl_release(struct fuse_file_info *fi)
+{
+	free((void *)(uintptr_t)fi->fh);
+}
+
+void ffs_ctl_readdir(fuse_req_t req, struct ffs_data *fs, size_t size, off_t off,
+		     bool plus)
+{
+	static const char *const names[] = { ".", "..", "stats" };
+	char *buf = calloc(1, size ? size : 1);
+	size_t used = 0;
+
+	if (!buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	for (off_t i = off; i < 3; i++) {
+		struct fuse_entry_param e;
+		size_t n;
+
+		memset(&e, 0, sizeof(e));
+		if (i == 2) {
+			ctl_entry(fs, &ctl_stats, &e);
+		} else {
+			e.attr.st_ino = i == 0 ? CTL_INO_BASE + FFS_CTL_DIR : 1;
+			e.attr.st_mode = S_IFDIR;
+		}
+		if (plus)
+			n = fuse_add_direntry_plus(req, buf + used, size - used,
+						   names[i], &e, i + 1);
+		else
+			n = fuse_add_direntry(req, buf + used, size - used,
+					      names[i], &e.attr, i + 1);
+		if (n > size - used)
+			break;
+		used += n;
+	}
+	fuse_reply_buf(req, buf, used);
+	free(buf);
+}
