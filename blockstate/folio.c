@@ -10,6 +10,7 @@
  */
 #include "bs_i.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -184,6 +185,32 @@ static void reprice(struct bs_folio *folio, struct held_span before,
 		atomic_fetch_sub(&cache->pinned_bytes, folio->size);
 }
 
+/*
+ * Debug builds: after every change, the folio's counters must agree with
+ * its bitmaps and its price with the policy.  The cache-wide sums are
+ * checked at quiescent points by bs_cache_check().
+ */
+static void folio_check(const struct bs_folio *folio)
+{
+	size_t longs = BS_BITS_TO_LONGS(folio->nr_blocks);
+	uint32_t blocks, pages;
+	bool held_not_uptodate = false;
+
+	for (size_t i = 0; i < longs; i++)
+		held_not_uptodate |= ((folio->dirty[i] | folio->writeback[i]) &
+				      ~folio->uptodate[i]) != 0;
+	bs_folio_count_held(folio, &blocks, &pages);
+	if (held_not_uptodate || blocks != folio->held_blocks ||
+	    pages != folio->held_pages || folio->price != folio_price(folio) ||
+	    bs_bits_count(folio->writeback, 0, folio->nr_blocks) != folio->wb_blocks) {
+		fprintf(stderr, "blockstate: folio at %lld: held %u/%u blocks, %u/%u pages, price %llu%s\n",
+			(long long)folio->start, folio->held_blocks, blocks, folio->held_pages,
+			pages, (unsigned long long)folio->price,
+			held_not_uptodate ? ", a held block is not uptodate" : "");
+		abort();
+	}
+}
+
 /* Change bits of one map over [first_blk, end_blk), repricing. */
 static void change_held(struct bs_folio *folio, unsigned long *map, bool set,
 			uint32_t first_blk, uint32_t end_blk)
@@ -199,6 +226,8 @@ static void change_held(struct bs_folio *folio, unsigned long *map, bool set,
 		bs_bits_clear(map, first_blk, end_blk);
 	after = held_span(folio, sfirst, send);
 	reprice(folio, before, after);
+	if (BS_DEBUG)
+		folio_check(folio);
 }
 
 void bs_folio_set_dirty(struct bs_folio *folio, uint32_t first_blk, uint32_t end_blk)
@@ -233,10 +262,10 @@ void bs_folio_end_writeback(struct bs_folio *folio, uint32_t first_blk,
 
 	if (failed)
 		bs_bits_set(folio->dirty, first_blk, end_blk);
+	folio->wb_blocks -= n;
 	change_held(folio, folio->writeback, false, first_blk, end_blk);
 	if (folio->price < old_price)
 		atomic_fetch_add(&cache->written_bytes, old_price - folio->price);
-	folio->wb_blocks -= n;
 	atomic_fetch_sub(&cache->wb_bytes, (uint64_t)n << cache->blk_shift);
 	if (!folio->wb_blocks)
 		pthread_cond_broadcast(&folio->wb_done);
