@@ -197,6 +197,13 @@ int main(int argc, char *argv[])
 	status = clean_stop(ret) ? 0 : 1;
 	if (status)
 		fuse_log(FUSE_LOG_ERR, "session ended with error %d\n", ret);
+#ifdef FOLIOFS_DEBUG_CHECKS
+	/* No request is in flight any more: the sums must add up. */
+	if (wb_ctx_check(fs.wb)) {
+		fuse_log(FUSE_LOG_ERR, "error: dirty accounting invariant broken at unmount\n");
+		status = 1;
+	}
+#endif
 
 out_unmount:
 	fuse_session_unmount(se);

@@ -301,14 +301,15 @@ static int opt_proc(void *data, const char *arg, int key,
 static int add_opt(struct fuse_args *args, const char *name,
 		   const char *val)
 {
-	char *opt = NULL;
+	char *esc = NULL, *opt = NULL;
 	int ret = -1;
 
-	if (fuse_opt_add_opt_escaped(&opt, val) == 0 &&
-	    asprintf(&opt, "-o%s%s", name, opt) >= 0) {
+	if (fuse_opt_add_opt_escaped(&esc, val) == 0 &&
+	    asprintf(&opt, "-o%s%s", name, esc) >= 0) {
 		ret = fuse_opt_add_arg(args, opt);
+		free(opt);
 	}
-	free(opt);
+	free(esc);
 	return ret;
 }
 

@@ -310,6 +310,11 @@ unsigned int wb_ctx_destroy(struct wb_ctx *ctx)
 	return lost;
 }
 
+int wb_ctx_check(struct wb_ctx *ctx)
+{
+	return bs_cache_check(ctx->cache);
+}
+
 int wb_ctx_sync_all(struct wb_ctx *ctx)
 {
 	int first_err = 0;

@@ -41,6 +41,12 @@ int wb_ctx_create(const struct bs_config *cfg, struct wb_ctx **out);
  */
 unsigned int wb_ctx_destroy(struct wb_ctx *ctx);
 
+/*
+ * Check the cache's accounting invariant (blockstate's bs_cache_check);
+ * only at a quiescent point.  0 or -EUCLEAN with details on stderr.
+ */
+int wb_ctx_check(struct wb_ctx *ctx);
+
 /* Write back and sync every file's dirty data; 0 or the first -errno. */
 int wb_ctx_sync_all(struct wb_ctx *ctx);
 

@@ -1,0 +1,408 @@
+#!/usr/bin/env bash
+# contrib/test.sh: the test command of foliofs (README and CI).
+#
+# Stages, each announced by a "==>" header and timed:
+#   a. install what is missing (as root, with apt-get) and make /dev/fuse 0666
+#   b. build build/ (-Dwerror=true -Ddebug_checks=true, debugoptimized) and
+#      run the meson unit tests
+#   c. the pytest mount tests against build/foliofs (junit: build/pytest.xml)
+#   d. ASan+UBSan build in build-asan/: the unit tests, then the mount tests
+#      against build-asan/foliofs (without the PostgreSQL test, for time)
+#   e. TSan build in build-tsan/ (clang): the unit tests
+#
+# Every stage runs even when an earlier one failed (except the tests of a
+# build that failed).  Results are counted exactly: meson tests from
+# meson-logs/testlog.json, pytest from its junit XML; a build or a runner
+# that fails without reporting a failed test counts as 1 failed.  The last
+# line is always "N passed, M failed, K skipped"; the exit status is 1 if
+# M > 0 or a stage could not run, else 0.
+#
+# Usage: contrib/test.sh [--quick] [--no-install]
+#   --quick       only stages b and c (a still runs unless --no-install)
+#   --no-install  skip stage a
+# Environment: FOLIOFS_TEST_BUDGET (seconds, default 4800): wall-clock budget
+# for the whole run; each stage's timeout is cut to what is left of it, so
+# that the summary is printed before CI's own limit.
+
+set -uo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
+ROOT=$PWD
+
+QUICK=0
+INSTALL=1
+for arg in "$@"; do
+	case $arg in
+	--quick) QUICK=1 ;;
+	--no-install) INSTALL=0 ;;
+	-h | --help)
+		sed -n '2,/^$/s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"
+		exit 0
+		;;
+	*)
+		echo "usage: $0 [--quick] [--no-install]" >&2
+		exit 2
+		;;
+	esac
+done
+
+# Debian's python (the one python3-pytest is installed for), not a pyenv one.
+PY=/usr/bin/python3
+[ -x "$PY" ] || PY=python3
+
+# Per-stage timeouts (seconds), cut to the remaining budget.
+T_BUILD=600
+T_UNIT=600
+T_UNIT_SAN=900
+T_PYTEST=1200
+T_PYTEST_SAN=1500
+START=$(date +%s)
+DEADLINE=$((START + ${FOLIOFS_TEST_BUDGET:-4800}))
+
+# Sanitizer runtime options.  fast_unwind_on_malloc=0: full allocation
+# stacks through libfuse (built without frame pointers), for ~10% more time.
+ASAN_OPTS="detect_leaks=1:abort_on_error=1:fast_unwind_on_malloc=0"
+UBSAN_OPTS="halt_on_error=1:print_stacktrace=1"
+TSAN_OPTS="halt_on_error=1:second_deadlock_stack=1"
+if [ -f "$ROOT/tests/tsan_suppressions.txt" ]; then
+	TSAN_OPTS="$TSAN_OPTS:suppressions=$ROOT/tests/tsan_suppressions.txt"
+fi
+
+TOTAL_PASS=0
+TOTAL_FAIL=0
+TOTAL_SKIP=0
+NOT_RUN=0
+SUMMARY=()
+
+is_root() { [ "$(id -u)" -eq 0 ]; }
+
+header() {
+	printf '\n==> [%s] %s\n' "$(date +%H:%M:%S)" "$*"
+}
+
+# record NAME SECONDS PASSED FAILED SKIPPED [NOTE]: add one stage's result.
+record() {
+	local name=$1 secs=$2 p=$3 f=$4 s=$5 note=${6:-}
+	TOTAL_PASS=$((TOTAL_PASS + p))
+	TOTAL_FAIL=$((TOTAL_FAIL + f))
+	TOTAL_SKIP=$((TOTAL_SKIP + s))
+	local what="$p passed, $f failed, $s skipped${note:+ ($note)}"
+	[ "$((p + f + s))" -eq 0 ] && [ -n "$note" ] && what=$note
+	SUMMARY+=("$(printf '%-28s %5ss  %s' "$name" "$secs" "$what")")
+	printf -- '--> %s: %s [%ss]\n' "$name" "$what" "$secs"
+}
+
+# not_run NAME WHY: a stage that could not run (fails the whole run).
+not_run() {
+	NOT_RUN=1
+	SUMMARY+=("$(printf '%-28s %5s   not run: %s' "$1" "-" "$2")")
+	printf -- '--> %s: not run: %s\n' "$1" "$2"
+}
+
+# stage_timeout MAX: MAX cut to the remaining budget (less a margin for the
+# summary); prints nothing and fails when the budget is spent.
+stage_timeout() {
+	local left=$((DEADLINE - $(date +%s) - 30))
+	[ "$left" -ge 10 ] || return 1
+	if [ "$left" -lt "$1" ]; then echo "$left"; else echo "$1"; fi
+}
+
+# run_limited SECONDS CMD...: CMD with a timeout, stdin from /dev/null.
+run_limited() {
+	local t=$1
+	shift
+	timeout --kill-after=30 "$t" "$@" </dev/null
+	local rc=$?
+	if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
+		printf '\n*** timed out after %ss: %s\n' "$t" "$*"
+	fi
+	return "$rc"
+}
+
+# count_meson LOG: "passed failed skipped" from a meson testlog.json, or
+# "none" if there is no log.  OK and EXPECTEDFAIL pass, SKIP skips, and
+# everything else (FAIL, TIMEOUT, ERROR, UNEXPECTEDPASS, INTERRUPT) fails.
+count_meson() {
+	"$PY" - "$1" <<'EOF'
+import json, sys
+p = f = s = 0
+try:
+    fh = open(sys.argv[1])
+except OSError:
+    print("none")
+    sys.exit(0)
+with fh:
+    for line in fh:
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            res = json.loads(line).get("result")
+        except ValueError:
+            f += 1
+            continue
+        if res in ("OK", "EXPECTEDFAIL"):
+            p += 1
+        elif res == "SKIP":
+            s += 1
+        else:
+            f += 1
+print(p, f, s)
+EOF
+}
+
+# count_junit XML: "passed failed skipped" from a pytest junit XML, or "none"
+# if it is missing or unreadable.  Each test counts once: pytest writes a
+# second <testcase> for a test that fails and then errors in teardown.  A
+# test with a <failure> or <error> (setup/teardown errors, collection
+# errors) fails; else with <skipped> (skip, xfail) skips; else passes.
+count_junit() {
+	"$PY" - "$1" <<'EOF'
+import sys
+import xml.etree.ElementTree as ET
+try:
+    root = ET.parse(sys.argv[1]).getroot()
+except (OSError, ET.ParseError):
+    print("none")
+    sys.exit(0)
+tests = {}
+for tc in root.iter("testcase"):
+    key = (tc.get("file"), tc.get("classname"), tc.get("name"))
+    tests.setdefault(key, set()).update(child.tag for child in tc)
+p = f = s = 0
+for tags in tests.values():
+    if tags & {"failure", "error"}:
+        f += 1
+    elif "skipped" in tags:
+        s += 1
+    else:
+        p += 1
+print(p, f, s)
+EOF
+}
+
+# --------------------------------------------------------------------------
+# a. dependencies
+
+PKGS=(meson ninja-build pkg-config gcc clang libfuse3-dev fuse3 liburing-dev
+	python3-pytest fio postgresql-15 postgresql-contrib valgrind)
+
+stage_install() {
+	local t0 p note missing=()
+	t0=$(date +%s)
+	header "a. dependencies"
+	if command -v dpkg-query >/dev/null; then
+		for p in "${PKGS[@]}"; do
+			dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null |
+				grep -q '^install ok installed$' || missing+=("$p")
+		done
+	fi
+	if [ "${#missing[@]}" -eq 0 ]; then
+		note="all present"
+	elif is_root && command -v apt-get >/dev/null; then
+		echo "installing: ${missing[*]}"
+		note="installed ${missing[*]}"
+		export DEBIAN_FRONTEND=noninteractive
+		apt-get update -q </dev/null || echo "*** apt-get update failed"
+		if ! apt-get install -y -q --no-install-recommends "${missing[@]}" </dev/null; then
+			record "a. install" $(($(date +%s) - t0)) 0 1 0 "apt-get install failed"
+			return
+		fi
+	else
+		echo "as root: apt-get install --no-install-recommends ${missing[*]}"
+		note="missing (not root): ${missing[*]}"
+	fi
+	if is_root && [ -c /dev/fuse ]; then
+		chmod 0666 /dev/fuse && echo "/dev/fuse: mode 0666"
+	fi
+	[ -e /dev/fuse ] || note="$note; no /dev/fuse: the mount tests will skip"
+	record "a. install" $(($(date +%s) - t0)) 0 0 0 "$note"
+}
+
+# --------------------------------------------------------------------------
+# builds and test runs
+
+# build NAME DIR CC MESON_OPTION...: configure (or reconfigure) and build.
+# Records a failed build; returns 0 if DIR/foliofs can be tested.
+build() {
+	local name=$1 dir=$2 cc=$3 t0 t rc
+	shift 3
+	t0=$(date +%s)
+	header "$name: meson setup + ninja in $dir/ ($cc $*)"
+	if ! t=$(stage_timeout "$T_BUILD"); then
+		not_run "$name" "time budget spent"
+		return 1
+	fi
+	if [ -f "$dir/meson-private/coredata.dat" ]; then
+		run_limited "$t" meson setup --reconfigure "$dir" "$@" ||
+			CC=$cc run_limited "$t" meson setup --wipe "$dir" "$@"
+	else
+		CC=$cc run_limited "$t" meson setup "$dir" "$@"
+	fi
+	rc=$?
+	if [ "$rc" -eq 0 ]; then
+		t=$(stage_timeout "$T_BUILD") || t=10
+		run_limited "$t" ninja -C "$dir"
+		rc=$?
+	fi
+	if [ "$rc" -ne 0 ]; then
+		record "$name" $(($(date +%s) - t0)) 0 1 0 "build failed"
+		return 1
+	fi
+	record "$name" $(($(date +%s) - t0)) 0 0 0 "built"
+	return 0
+}
+
+# unit NAME DIR TIMEOUT_MULTIPLIER MAX_SECONDS [VAR=VALUE...]: meson test
+# in DIR, with the environment VAR=VALUE...
+unit() {
+	local name=$1 dir=$2 mult=$3 t0 t rc counts p f s note=""
+	t=$(stage_timeout "$4")
+	shift 4
+	t0=$(date +%s)
+	header "$name: meson test -C $dir"
+	if [ -z "$t" ]; then
+		not_run "$name" "time budget spent"
+		return
+	fi
+	rm -f "$dir/meson-logs/testlog.json"
+	env "$@" timeout --kill-after=30 "$t" \
+		meson test -C "$dir" --print-errorlogs --no-rebuild \
+		--timeout-multiplier "$mult" </dev/null
+	rc=$?
+	if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
+		printf '\n*** meson test timed out after %ss\n' "$t"
+		note="timed out after ${t}s"
+	fi
+	# testlog.json is written test by test: after a timeout it still has
+	# the tests that finished.
+	counts=$(count_meson "$dir/meson-logs/testlog.json")
+	if [ "$counts" = none ]; then
+		if [ "$rc" -eq 0 ]; then
+			counts="0 0 0"
+			note="no test log"
+		else
+			counts="0 1 0"
+			note="meson test exited $rc without a test log"
+		fi
+	fi
+	read -r p f s <<<"$counts"
+	if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
+		f=$((f + 1)) # the test that was running, not in the log
+	elif [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
+		f=1
+		note=${note:-meson test exited $rc}
+	fi
+	[ "$((p + f + s))" -eq 0 ] && [ -z "$note" ] && note="no tests defined"
+	record "$name" $(($(date +%s) - t0)) "$p" "$f" "$s" "$note"
+}
+
+# fuse_mounts: mountpoints of the FUSE mounts that look like foliofs's
+# (fuse or fuse.* file system type, "foliofs" in the type, source or
+# mountpoint: the tests mount under mkdtemp dirs named foliofs-*).
+fuse_mounts() {
+	awk '{ split($0, a, " - "); split(a[2], b, " ") }
+		b[1] ~ /^fuse(\.|$)/ && $0 ~ /foliofs/ { print $5 }' /proc/self/mountinfo |
+		sort
+}
+
+# mounttests NAME FOLIOFS JUNIT MAX_SECONDS [VAR=VALUE...] -- PYTEST_ARGS...
+mounttests() {
+	local name=$1 bin=$2 xml=$3 t0 t rc counts p f s note="" before leaked m
+	local -a envs=()
+	t=$(stage_timeout "$4")
+	shift 4
+	while [ "$#" -gt 0 ] && [ "$1" != -- ]; do
+		envs+=("$1")
+		shift
+	done
+	[ "$#" -gt 0 ] && shift
+	t0=$(date +%s)
+	header "$name: pytest tests/ with FOLIOFS=$bin${*:+ $*}"
+	if [ -z "$t" ]; then
+		not_run "$name" "time budget spent"
+		return
+	fi
+	before=$(fuse_mounts)
+	rm -f "$xml"
+	# On timeout SIGINT, as for a ^C: pytest stops, prints its summary and
+	# still writes the junit XML of the tests that ran; the foreground
+	# daemons of the tests (same process group) unmount and exit.
+	env ${envs[@]+"${envs[@]}"} FOLIOFS="$bin" \
+		timeout --signal=INT --kill-after=60 "$t" \
+		"$PY" -m pytest "$ROOT/tests" -q -rfEs --junitxml="$xml" "$@" </dev/null
+	rc=$?
+	if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
+		printf '\n*** pytest timed out after %ss\n' "$t"
+		note="timed out after ${t}s"
+		# Detach the mounts that killed daemons may have left behind.
+		leaked=$(comm -13 <(echo "$before") <(fuse_mounts))
+		for m in $leaked; do
+			echo "lazy-unmounting leftover $m"
+			fusermount3 -u -z "$m" 2>/dev/null || umount -l "$m"
+		done
+	fi
+	counts=$(count_junit "$xml")
+	if [ "$counts" = none ]; then
+		counts="0 1 0"
+		note=${note:-pytest exited $rc without junit XML}
+	fi
+	read -r p f s <<<"$counts"
+	# 5: no tests collected (e.g. all deselected) is not a failure.
+	if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
+		f=$((f + 1)) # the test that was running, not in the XML
+	elif [ "$rc" -ne 0 ] && [ "$rc" -ne 5 ] && [ "$f" -eq 0 ]; then
+		f=1
+		note=${note:-pytest exited $rc}
+	fi
+	[ "$rc" -eq 5 ] && note="no tests collected"
+	record "$name" $(($(date +%s) - t0)) "$p" "$f" "$s" "$note"
+}
+
+# --------------------------------------------------------------------------
+
+[ "$INSTALL" -eq 1 ] && stage_install
+
+SAN_CC=gcc
+command -v clang >/dev/null && SAN_CC=clang
+
+if build "b. build" build gcc -Dwerror=true -Ddebug_checks=true \
+	--buildtype=debugoptimized; then
+	unit "b. unit tests" build 1 "$T_UNIT"
+	mounttests "c. mount tests" "$ROOT/build/foliofs" "$ROOT/build/pytest.xml" "$T_PYTEST" --
+else
+	not_run "b. unit tests" "build/ not built"
+	not_run "c. mount tests" "build/ not built"
+fi
+
+if [ "$QUICK" -eq 0 ]; then
+	if build "d. ASan+UBSan build" build-asan "$SAN_CC" \
+		-Db_sanitize=address,undefined -Db_lundef=false -Ddebug_checks=true \
+		--buildtype=debugoptimized -Dc_args=-fno-omit-frame-pointer; then
+		unit "d. ASan+UBSan unit tests" build-asan 3 "$T_UNIT_SAN" \
+			ASAN_OPTIONS="$ASAN_OPTS" UBSAN_OPTIONS="$UBSAN_OPTS"
+		mounttests "d. ASan+UBSan mount tests" "$ROOT/build-asan/foliofs" \
+			"$ROOT/build-asan/pytest.xml" "$T_PYTEST_SAN" \
+			ASAN_OPTIONS="$ASAN_OPTS" UBSAN_OPTIONS="$UBSAN_OPTS" -- -k "not postgres"
+	else
+		not_run "d. ASan+UBSan unit tests" "build-asan/ not built"
+		not_run "d. ASan+UBSan mount tests" "build-asan/ not built"
+	fi
+
+	if command -v clang >/dev/null; then
+		if build "e. TSan build" build-tsan clang -Db_sanitize=thread \
+			-Db_lundef=false -Ddebug_checks=true --buildtype=debugoptimized \
+			-Dc_args=-fno-omit-frame-pointer; then
+			unit "e. TSan unit tests" build-tsan 5 "$T_UNIT_SAN" TSAN_OPTIONS="$TSAN_OPTS"
+		else
+			not_run "e. TSan unit tests" "build-tsan/ not built"
+		fi
+	else
+		not_run "e. TSan" "clang is not installed"
+	fi
+fi
+
+header "summary (total $(($(date +%s) - START))s)"
+printf '%s\n' "${SUMMARY[@]}"
+echo "$TOTAL_PASS passed, $TOTAL_FAIL failed, $TOTAL_SKIP skipped"
+[ "$TOTAL_FAIL" -eq 0 ] && [ "$NOT_RUN" -eq 0 ]
