@@ -27,6 +27,7 @@ static struct ffs_inode ctl_dir = { .fd = -1, .type = S_IFDIR, .ctl = FFS_CTL_DI
 static struct ffs_inode ctl_stats = { .fd = -1, .type = S_IFREG, .ctl = FFS_CTL_STATS };
 
 struct ctl_buf {
+	struct ffs_handle h;	/* first: teardown frees through it */
 	size_t len;
 	char data[];
 };
@@ -105,6 +106,7 @@ int ffs_ctl_open(struct ffs_data *fs, struct ffs_inode *inode, struct fuse_file_
 	if (!buf)
 		return -ENOMEM;
 	buf->len = wb_ctx_stats(fs->wb, buf->data, CTL_STATS_MAX);
+	ffs_handle_add(fs, &buf->h, FFS_H_CTL);
 	fi->fh = (uintptr_t)buf;
 	fi->direct_io = 1;	/* size 0 in stat, content on read, as in /proc */
 	return 0;
@@ -123,9 +125,12 @@ void ffs_ctl_read(fuse_req_t req, size_t size, off_t off, struct fuse_file_info 
 	fuse_reply_buf(req, buf->data + off, size);
 }
 
-void ffs_ctl_release(struct fuse_file_info *fi)
+void ffs_ctl_release(struct ffs_data *fs, struct fuse_file_info *fi)
 {
-	free((void *)(uintptr_t)fi->fh);
+	struct ctl_buf *buf = (struct ctl_buf *)(uintptr_t)fi->fh;
+
+	ffs_handle_del(fs, &buf->h);
+	free(buf);
 }
 
 void ffs_ctl_readdir(fuse_req_t req, struct ffs_data *fs, size_t size, off_t off,

@@ -108,8 +108,22 @@ struct ffs_inode {
 	enum ffs_ctl ctl;	/* immutable: a control file, not a backing inode */
 };
 
+/*
+ * Every open handle (file, directory, control file) is on a list, so that
+ * the handles the kernel never releases (a lazy unmount with files still
+ * open) are freed at teardown.
+ */
+enum ffs_handle_kind { FFS_H_FILE, FFS_H_DIR, FFS_H_CTL };
+
+struct ffs_handle {
+	struct ffs_handle *prev;	/* ffs_data.handles_lock */
+	struct ffs_handle *next;
+	enum ffs_handle_kind kind;	/* immutable */
+};
+
 /* Per open regular file; fuse_file_info.fh points to it. */
 struct ffs_file {
+	struct ffs_handle h;		/* first: teardown frees through it */
 	struct ffs_inode *inode;
 	struct wb_file *data;	/* == inode->data, held open by this handle */
 	int flags;		/* open(2) flags of the client */
@@ -117,6 +131,7 @@ struct ffs_file {
 
 /* Per open directory. */
 struct ffs_dir {
+	struct ffs_handle h;
 	DIR *dp;
 	struct dirent *entry;	/* entry read but not yet returned, or NULL */
 	off_t offset;		/* telldir() cookie of dp's position */
@@ -127,6 +142,9 @@ struct ffs_data {
 	struct wb_ctx *wb;		/* the data path */
 	struct ffs_inode root;
 	bool act_as_caller;	/* root daemon with allow_other: switch creds */
+
+	pthread_mutex_t handles_lock;	/* protects the handle list */
+	struct ffs_handle *handles;
 
 	pthread_mutex_t itable_lock;	/* protects the table and every nlookup */
 	struct ffs_inode **buckets;
@@ -160,6 +178,12 @@ void ffs_data_put(struct ffs_inode *inode);
 void ffs_data_fix_stat(struct ffs_inode *inode, struct stat *st);
 /* The mtime was set explicitly to @mtime: writeback must keep it. */
 void ffs_data_mtime_set(struct ffs_inode *inode, const struct timespec *mtime);
+
+/* Track an open handle; untrack it at release. */
+void ffs_handle_add(struct ffs_data *fs, struct ffs_handle *h, enum ffs_handle_kind kind);
+void ffs_handle_del(struct ffs_data *fs, struct ffs_handle *h);
+/* Teardown: free the handles the kernel did not release.  Before ffs_itable_destroy. */
+void ffs_handles_free_all(struct ffs_data *fs);
 
 /* "/proc/self/fd/N" for an inode's O_PATH descriptor. */
 struct ffs_procpath {
@@ -206,7 +230,7 @@ void ffs_ctl_getattr(struct ffs_data *fs, struct ffs_inode *inode, struct stat *
 /* Open a control file: 0 or -errno; fills fi. */
 int ffs_ctl_open(struct ffs_data *fs, struct ffs_inode *inode, struct fuse_file_info *fi);
 void ffs_ctl_read(fuse_req_t req, size_t size, off_t off, struct fuse_file_info *fi);
-void ffs_ctl_release(struct fuse_file_info *fi);
+void ffs_ctl_release(struct ffs_data *fs, struct fuse_file_info *fi);
 void ffs_ctl_readdir(fuse_req_t req, struct ffs_data *fs, size_t size, off_t off,
 		     bool plus);
 /* Whether a backing directory entry is hidden (the reserved name at the root). */

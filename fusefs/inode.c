@@ -41,6 +41,53 @@ static void inode_init(struct ffs_inode *inode, const struct stat *st, int fd)
 	pthread_mutex_init(&inode->lock, NULL);
 }
 
+void ffs_handle_add(struct ffs_data *fs, struct ffs_handle *h, enum ffs_handle_kind kind)
+{
+	h->kind = kind;
+	h->prev = NULL;
+	pthread_mutex_lock(&fs->handles_lock);
+	h->next = fs->handles;
+	if (h->next)
+		h->next->prev = h;
+	fs->handles = h;
+	pthread_mutex_unlock(&fs->handles_lock);
+}
+
+void ffs_handle_del(struct ffs_data *fs, struct ffs_handle *h)
+{
+	pthread_mutex_lock(&fs->handles_lock);
+	if (h->prev)
+		h->prev->next = h->next;
+	else
+		fs->handles = h->next;
+	if (h->next)
+		h->next->prev = h->prev;
+	pthread_mutex_unlock(&fs->handles_lock);
+}
+
+void ffs_handles_free_all(struct ffs_data *fs)
+{
+	struct ffs_handle *h = fs->handles;
+
+	fs->handles = NULL;
+	while (h) {
+		struct ffs_handle *next = h->next;
+
+		switch (h->kind) {
+		case FFS_H_FILE:
+			ffs_data_put(((struct ffs_file *)h)->inode);
+			break;
+		case FFS_H_DIR:
+			closedir(((struct ffs_dir *)h)->dp);
+			break;
+		case FFS_H_CTL:
+			break;
+		}
+		free(h);
+		h = next;
+	}
+}
+
 int ffs_itable_init(struct ffs_data *fs, int root_fd)
 {
 	struct stat st;
@@ -48,6 +95,7 @@ int ffs_itable_init(struct ffs_data *fs, int root_fd)
 	if (fstatat(root_fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0)
 		return -errno;
 	pthread_mutex_init(&fs->itable_lock, NULL);
+	pthread_mutex_init(&fs->handles_lock, NULL);
 	fs->nbuckets = ITABLE_MIN_BUCKETS;
 	fs->buckets = calloc(fs->nbuckets, sizeof(*fs->buckets));
 	if (!fs->buckets)
@@ -69,6 +117,7 @@ static void inode_free(struct ffs_inode *inode)
 
 void ffs_itable_destroy(struct ffs_data *fs)
 {
+	ffs_handles_free_all(fs);
 	for (size_t i = 0; i < fs->nbuckets; i++) {
 		struct ffs_inode *inode = fs->buckets[i];
 
@@ -86,6 +135,7 @@ void ffs_itable_destroy(struct ffs_data *fs)
 	close(fs->root.fd);
 	pthread_mutex_destroy(&fs->root.lock);
 	pthread_mutex_destroy(&fs->itable_lock);
+	pthread_mutex_destroy(&fs->handles_lock);
 }
 
 /* Context: itable_lock held. Doubling failure only costs speed. */

@@ -513,6 +513,7 @@ static int open_finish(struct ffs_data *fs, struct ffs_inode *inode,
 	file->inode = inode;
 	file->data = data;
 	file->flags = fi->flags;
+	ffs_handle_add(fs, &file->h, FFS_H_FILE);
 	fi->fh = (uintptr_t)file;
 	if (fs->cfg->kernel_cache) {
 		fi->keep_cache = 1;
@@ -637,8 +638,9 @@ static void ffs_release(fuse_req_t req, fuse_ino_t ino,
 	struct ffs_file *file = ffs_file(fi);
 
 	if (ffs_inode(req, ino)->ctl) {
-		ffs_ctl_release(fi);
+		ffs_ctl_release(ffs_data(req), fi);
 	} else {
+		ffs_handle_del(ffs_data(req), &file->h);
 		ffs_data_put(file->inode);
 		free(file);
 	}
@@ -837,6 +839,7 @@ static void ffs_opendir(fuse_req_t req, fuse_ino_t ino,
 		fuse_reply_err(req, ret);
 		return;
 	}
+	ffs_handle_add(ffs_data(req), &d->h, FFS_H_DIR);
 	fi->fh = (uintptr_t)d;
 	if (ffs_data(req)->cfg->kernel_cache)
 		fi->cache_readdir = 1;
@@ -965,6 +968,7 @@ static void ffs_releasedir(fuse_req_t req, fuse_ino_t ino,
 	struct ffs_dir *d = ffs_dir(fi);
 
 	if (!ffs_inode(req, ino)->ctl) {
+		ffs_handle_del(ffs_data(req), &d->h);
 		closedir(d->dp);
 		free(d);
 	}
