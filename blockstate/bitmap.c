@@ -109,3 +109,15 @@ bool bs_bits_all_set(const unsigned long *map, uint32_t start, uint32_t end)
 {
 	return bs_bits_next_clear(map, start, end) == end;
 }
+
+void bs_bits_or_range(unsigned long *dst, const unsigned long *src, uint32_t start,
+		      uint32_t end)
+{
+	while (start < end) {
+		uint32_t pend = piece_end(start, end);
+		size_t w = start / BS_BITS_PER_LONG;
+
+		dst[w] |= src[w] & word_mask(start, pend);
+		start = pend;
+	}
+}

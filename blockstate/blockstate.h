@@ -151,6 +151,8 @@ struct bs_stats {
 	uint64_t reclaim_stalls;	/* times reclaim had to wait for writeback */
 };
 void bs_cache_stats(struct bs_cache *cache, struct bs_stats *st);
+/* The exact charge now, in bytes (one atomic read: for hot paths). */
+uint64_t bs_cache_charged(struct bs_cache *cache);
 
 /*
  * Debug check of the accounting invariant: walks every folio of every
@@ -239,6 +241,15 @@ struct bs_wb_run {
  */
 int bs_wb_collect(struct bs_file *file, off_t *pos, off_t end,
 		  struct bs_wb_run *runs, int max_runs, size_t max_bytes);
+/*
+ * As bs_wb_collect(); with @whole_folio every uptodate block of a folio
+ * that has a dirty block is written (Linux before 6.6), so runs may hold
+ * clean blocks too.  Callers must not run two collections of one file at
+ * once (completion clears every writeback bit of a run's range).
+ */
+int bs_wb_collect_mode(struct bs_file *file, off_t *pos, off_t end,
+		       struct bs_wb_run *runs, int max_runs, size_t max_bytes,
+		       bool whole_folio);
 
 /*
  * The write of @run finished with @err (0 or -errno).  Success: blocks not

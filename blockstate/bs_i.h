@@ -39,6 +39,9 @@ uint32_t bs_bits_next_set(const unsigned long *map, const unsigned long *or,
 /* First clear bit in range; @end if none. */
 uint32_t bs_bits_next_clear(const unsigned long *map, uint32_t start, uint32_t end);
 bool bs_bits_all_set(const unsigned long *map, uint32_t start, uint32_t end);
+/* @dst |= @src over the range. */
+void bs_bits_or_range(unsigned long *dst, const unsigned long *src, uint32_t start,
+		      uint32_t end);
 
 /* ---- folios (folio.c) ---- */
 
@@ -92,9 +95,13 @@ uint32_t bs_folio_end_blk(const struct bs_folio *folio, uint32_t poff, uint32_t 
  */
 void bs_folio_set_dirty(struct bs_folio *folio, uint32_t first_blk, uint32_t end_blk);
 void bs_folio_clear_dirty(struct bs_folio *folio, uint32_t first_blk, uint32_t end_blk);
-/* dirty -> writeback for [first_blk, end_blk) (all must be dirty). */
+/* The dirty blocks of [first_blk, end_blk) go to writeback. */
 void bs_folio_start_writeback(struct bs_folio *folio, uint32_t first_blk, uint32_t end_blk);
-/* Clear writeback; on failure make the blocks dirty again. */
+/*
+ * The writeback blocks of [first_blk, end_blk) finished; on failure they
+ * are dirty again.  Only one writeback of a file runs at a time, so every
+ * writeback bit in the range is this run's.
+ */
 void bs_folio_end_writeback(struct bs_folio *folio, uint32_t first_blk,
 			    uint32_t end_blk, bool failed);
 /* Wait until no block of the folio is under writeback.  Folio lock held. */

@@ -111,6 +111,13 @@ void bs_cache_stats(struct bs_cache *cache, struct bs_stats *st)
 	st->reclaim_stalls = atomic_load(&cache->reclaim_stalls);
 }
 
+uint64_t bs_cache_charged(struct bs_cache *cache)
+{
+	int64_t charged = atomic_load(&cache->charged_bytes);
+
+	return charged > 0 ? (uint64_t)charged : 0;
+}
+
 /* ---- the clock ---- */
 
 void bs_cache_lru_add(struct bs_cache *cache, struct bs_folio *folio)

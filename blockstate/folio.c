@@ -244,11 +244,11 @@ void bs_folio_clear_dirty(struct bs_folio *folio, uint32_t first_blk, uint32_t e
 void bs_folio_start_writeback(struct bs_folio *folio, uint32_t first_blk, uint32_t end_blk)
 {
 	struct bs_cache *cache = folio->file->cache;
-	uint32_t n = end_blk - first_blk;
+	uint32_t n = bs_bits_count(folio->dirty, first_blk, end_blk);
 
 	/* Held state is unchanged: each block moves from one map to the other. */
+	bs_bits_or_range(folio->writeback, folio->dirty, first_blk, end_blk);
 	bs_bits_clear(folio->dirty, first_blk, end_blk);
-	bs_bits_set(folio->writeback, first_blk, end_blk);
 	folio->wb_blocks += n;
 	atomic_fetch_add(&cache->wb_bytes, (uint64_t)n << cache->blk_shift);
 }
@@ -257,11 +257,11 @@ void bs_folio_end_writeback(struct bs_folio *folio, uint32_t first_blk,
 			    uint32_t end_blk, bool failed)
 {
 	struct bs_cache *cache = folio->file->cache;
-	uint32_t n = end_blk - first_blk;
+	uint32_t n = bs_bits_count(folio->writeback, first_blk, end_blk);
 	uint64_t old_price = folio->price;
 
 	if (failed)
-		bs_bits_set(folio->dirty, first_blk, end_blk);
+		bs_bits_or_range(folio->dirty, folio->writeback, first_blk, end_blk);
 	folio->wb_blocks -= n;
 	change_held(folio, folio->writeback, false, first_blk, end_blk);
 	if (folio->price < old_price)

@@ -10,29 +10,44 @@
  */
 #include "bs_i.h"
 
-/* Collect the next run of @folio at or after @pos; false if none. */
+/*
+ * Collect the next run of @folio at or after @pos; false if none.  A run
+ * is a stretch of dirty blocks, or with @whole_folio a stretch of uptodate
+ * blocks of a folio that has any dirty block.
+ */
 static bool collect_one(struct bs_folio *folio, off_t pos, off_t end,
-			off_t size, struct bs_wb_run *run)
+			bool whole_folio, struct bs_wb_run *run)
 {
+	/*
+	 * Read the size under the folio lock: truncate stores the new size
+	 * before it waits for writeback folio by folio, so either this run is
+	 * marked before truncate looks at the folio (and truncate waits for
+	 * it), or this sees the new size.
+	 */
+	off_t size = atomic_load(&folio->file->size);
 	unsigned int shift = folio->file->cache->blk_shift;
 	uint32_t first_blk = pos > folio->start ? (uint32_t)((pos - folio->start) >> shift) : 0;
 	off_t fend = folio->start + folio->size;
 	uint32_t end_blk = folio->nr_blocks;
+	const unsigned long *map = whole_folio ? folio->uptodate : folio->dirty;
 	uint32_t blk, stop;
 
 	if (end < fend)
 		end_blk = bs_folio_end_blk(folio, 0, (uint32_t)(end - folio->start));
 	if (folio->detached)
 		return false;
-	blk = bs_bits_next_set(folio->dirty, NULL, first_blk, end_blk);
+	if (whole_folio && bs_bits_next_set(folio->dirty, NULL, 0, folio->nr_blocks) ==
+			   folio->nr_blocks)
+		return false;
+	blk = bs_bits_next_set(map, NULL, first_blk, end_blk);
 	if (blk == end_blk || (folio->start + ((off_t)blk << shift)) >= size)
 		return false;
-	stop = bs_bits_next_clear(folio->dirty, blk, end_blk);
+	stop = bs_bits_next_clear(map, blk, end_blk);
 	bs_folio_start_writeback(folio, blk, stop);
 	run->folio = folio;
 	run->first_blk = blk;
 	run->end_blk = stop;
-	run->off = (folio->start + ((off_t)blk << shift));
+	run->off = folio->start + ((off_t)blk << shift);
 	run->len = (size_t)(stop - blk) << shift;
 	if (run->off + (off_t)run->len > size)
 		run->len = (size_t)(size - run->off);
@@ -43,10 +58,18 @@ static bool collect_one(struct bs_folio *folio, off_t pos, off_t end,
 int bs_wb_collect(struct bs_file *file, off_t *pos, off_t end,
 		  struct bs_wb_run *runs, int max_runs, size_t max_bytes)
 {
+	return bs_wb_collect_mode(file, pos, end, runs, max_runs, max_bytes, false);
+}
+
+int bs_wb_collect_mode(struct bs_file *file, off_t *pos, off_t end,
+		       struct bs_wb_run *runs, int max_runs, size_t max_bytes,
+		       bool whole_folio)
+{
 	off_t size = atomic_load(&file->size);
 	size_t bytes = 0;
 	int n = 0;
 
+	/* Only an early stop: collect_one() checks the size that counts. */
 	if (end > size)
 		end = size;
 	while (n < max_runs && bytes < max_bytes && *pos < end) {
@@ -65,7 +88,7 @@ int bs_wb_collect(struct bs_file *file, off_t *pos, off_t end,
 			break;
 		}
 		pthread_mutex_lock(&folio->lock);
-		got = collect_one(folio, *pos, end, size, &runs[n]);
+		got = collect_one(folio, *pos, end, whole_folio, &runs[n]);
 		pthread_mutex_unlock(&folio->lock);
 		if (!got) {
 			*pos = folio->start + folio->size;

@@ -9,11 +9,17 @@
  *   .foliofs/stats   read-only, "name value" lines like /proc/vmstat,
  *                    made when the file is opened (each open is one
  *                    snapshot; counters are exact, the set is not atomic)
+ *   .foliofs/fault   the fault injected into backing I/O (writeback.h):
+ *                    read it to see it, write a spec to set it ("off" to
+ *                    clear); a bad spec fails with EINVAL and changes
+ *                    nothing.  Writable by the mounting user only.
  */
 #include "fusefs.h"
 #include "writeback.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -25,6 +31,7 @@
 
 static struct ffs_inode ctl_dir = { .fd = -1, .type = S_IFDIR, .ctl = FFS_CTL_DIR };
 static struct ffs_inode ctl_stats = { .fd = -1, .type = S_IFREG, .ctl = FFS_CTL_STATS };
+static struct ffs_inode ctl_fault = { .fd = -1, .type = S_IFREG, .ctl = FFS_CTL_FAULT };
 
 struct ctl_buf {
 	struct ffs_handle h;	/* first: teardown frees through it */
@@ -47,7 +54,8 @@ void ffs_ctl_getattr(struct ffs_data *fs, struct ffs_inode *inode, struct stat *
 	(void)fs;
 	memset(st, 0, sizeof(*st));
 	st->st_ino = CTL_INO_BASE + inode->ctl;
-	st->st_mode = inode->type | (inode->type == S_IFDIR ? 0555 : 0444);
+	st->st_mode = inode->type | (inode->type == S_IFDIR ? 0555 :
+				     inode->ctl == FFS_CTL_FAULT ? 0644 : 0444);
 	st->st_nlink = inode->type == S_IFDIR ? 2 : 1;
 	st->st_uid = geteuid();
 	st->st_gid = getegid();
@@ -79,6 +87,8 @@ bool ffs_ctl_lookup(struct ffs_data *fs, struct ffs_inode *parent,
 	case FFS_CTL_DIR:
 		if (!strcmp(name, "stats"))
 			ctl_entry(fs, &ctl_stats, e);
+		else if (!strcmp(name, "fault"))
+			ctl_entry(fs, &ctl_fault, e);
 		else if (!strcmp(name, "."))
 			ctl_entry(fs, &ctl_dir, e);
 		else if (!strcmp(name, "..")) {
@@ -98,18 +108,54 @@ int ffs_ctl_open(struct ffs_data *fs, struct ffs_inode *inode, struct fuse_file_
 {
 	struct ctl_buf *buf;
 
-	if (inode->ctl != FFS_CTL_STATS)
+	if (inode->ctl == FFS_CTL_DIR)
 		return -EISDIR;
-	if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC))
+	if (inode->ctl == FFS_CTL_STATS &&
+	    ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC)))
 		return -EACCES;
-	buf = malloc(sizeof(*buf) + CTL_STATS_MAX);
+	buf = calloc(1, sizeof(*buf) + CTL_STATS_MAX);
 	if (!buf)
 		return -ENOMEM;
-	buf->len = wb_ctx_stats(fs->wb, buf->data, CTL_STATS_MAX);
+	if (inode->ctl == FFS_CTL_STATS) {
+		buf->len = wb_ctx_stats(fs->wb, buf->data, CTL_STATS_MAX);
+	} else if ((fi->flags & O_ACCMODE) == O_RDONLY) {
+		wb_ctx_get_fault(fs->wb, buf->data, CTL_STATS_MAX - 1);
+		buf->len = strlen(buf->data);
+		buf->data[buf->len++] = '\n';
+	}
 	ffs_handle_add(fs, &buf->h, FFS_H_CTL);
 	fi->fh = (uintptr_t)buf;
 	fi->direct_io = 1;	/* size 0 in stat, content on read, as in /proc */
 	return 0;
+}
+
+int ffs_ctl_write(struct ffs_data *fs, struct ffs_inode *inode, struct fuse_file_info *fi,
+		  const char *data, size_t size, off_t off)
+{
+	struct ctl_buf *buf = (struct ctl_buf *)(uintptr_t)fi->fh;
+	char spec[CTL_STATS_MAX], err[FFS_ERRLEN];
+	size_t len;
+	int ret;
+
+	if (inode->ctl != FFS_CTL_FAULT)
+		return -EBADF;
+	if (off < 0 || (size_t)off > buf->len || size >= CTL_STATS_MAX - (size_t)off)
+		return -EINVAL;
+	/* The spec is everything written through this handle so far. */
+	memcpy(spec, buf->data, (size_t)off);
+	memcpy(spec + off, data, size);
+	len = (size_t)off + size;
+	while (len && (spec[len - 1] == '\n' || spec[len - 1] == ' '))
+		len--;
+	spec[len] = '\0';
+	ret = wb_ctx_set_fault(fs->wb, spec, err, sizeof(err));
+	if (ret) {
+		fprintf(stderr, "foliofs: .foliofs/fault: %s\n", err);
+		return ret;
+	}
+	memcpy(buf->data + off, data, size);
+	buf->len = (size_t)off + size;
+	return (int)size;
 }
 
 void ffs_ctl_read(fuse_req_t req, size_t size, off_t off, struct fuse_file_info *fi)
@@ -136,7 +182,7 @@ void ffs_ctl_release(struct ffs_data *fs, struct fuse_file_info *fi)
 void ffs_ctl_readdir(fuse_req_t req, struct ffs_data *fs, size_t size, off_t off,
 		     bool plus)
 {
-	static const char *const names[] = { ".", "..", "stats" };
+	static const char *const names[] = { ".", "..", "stats", "fault" };
 	char *buf = calloc(1, size ? size : 1);
 	size_t used = 0;
 
@@ -144,13 +190,13 @@ void ffs_ctl_readdir(fuse_req_t req, struct ffs_data *fs, size_t size, off_t off
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	for (off_t i = off; i < 3; i++) {
+	for (off_t i = off; i < 4; i++) {
 		struct fuse_entry_param e;
 		size_t n;
 
 		memset(&e, 0, sizeof(e));
-		if (i == 2) {
-			ctl_entry(fs, &ctl_stats, &e);
+		if (i >= 2) {
+			ctl_entry(fs, i == 2 ? &ctl_stats : &ctl_fault, &e);
 		} else {
 			e.attr.st_ino = i == 0 ? CTL_INO_BASE + FFS_CTL_DIR : 1;
 			e.attr.st_mode = S_IFDIR;

@@ -23,6 +23,7 @@
 #include <pthread.h>
 
 #include "blockstate.h"
+#include "writeback.h"
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/stat.h>
@@ -47,6 +48,8 @@ struct ffs_config {
 	bool show_help;
 	bool show_version;
 	struct bs_config bs;	/* block_size, folio_size, cache_size, policies */
+	struct wb_config wb;	/* flushers, thresholds, backing I/O, faults */
+	char *fault;		/* fault= (owned; wb.fault points here) */
 	struct fuse_args args;	/* what is left for fuse_session_new() */
 };
 
@@ -81,6 +84,7 @@ enum ffs_ctl {
 	FFS_CTL_NONE,	/* a backing inode */
 	FFS_CTL_DIR,	/* .foliofs */
 	FFS_CTL_STATS,	/* .foliofs/stats */
+	FFS_CTL_FAULT,	/* .foliofs/fault: fault injection for tests */
 };
 
 /*
@@ -127,6 +131,8 @@ struct ffs_file {
 	struct ffs_inode *inode;
 	struct wb_file *data;	/* == inode->data, held open by this handle */
 	int flags;		/* open(2) flags of the client */
+	uint64_t err_seen;	/* errseq cursor: writeback errors already reported */
+	pthread_mutex_t err_lock;	/* protects err_seen (fsyncs of one handle) */
 };
 
 /* Per open directory. */
@@ -230,6 +236,9 @@ void ffs_ctl_getattr(struct ffs_data *fs, struct ffs_inode *inode, struct stat *
 /* Open a control file: 0 or -errno; fills fi. */
 int ffs_ctl_open(struct ffs_data *fs, struct ffs_inode *inode, struct fuse_file_info *fi);
 void ffs_ctl_read(fuse_req_t req, size_t size, off_t off, struct fuse_file_info *fi);
+/* Write to a control file: bytes taken or -errno. */
+int ffs_ctl_write(struct ffs_data *fs, struct ffs_inode *inode, struct fuse_file_info *fi,
+		  const char *data, size_t size, off_t off);
 void ffs_ctl_release(struct ffs_data *fs, struct fuse_file_info *fi);
 void ffs_ctl_readdir(fuse_req_t req, struct ffs_data *fs, size_t size, off_t off,
 		     bool plus);

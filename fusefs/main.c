@@ -163,16 +163,10 @@ int main(int argc, char *argv[])
 	raise_nofile();
 	fs.cfg = &cfg;
 	fs.act_as_caller = cfg.allow_other && geteuid() == 0;
-	ret = wb_ctx_create(&cfg.bs, &fs.wb);
-	if (ret) {
-		fprintf(stderr, "foliofs: cannot set up the cache: %s\n", strerror(-ret));
-		close(root_fd);
-		goto out_cfg;
-	}
 	if (ffs_creds_init() || ffs_itable_init(&fs, root_fd)) {
 		fprintf(stderr, "foliofs: cannot initialise: %s\n", strerror(errno));
 		close(root_fd);
-		goto out_wb;
+		goto out_cfg;
 	}
 
 	se = fuse_session_new(&cfg.args, &ffs_ops, sizeof(ffs_ops), &fs);
@@ -191,6 +185,12 @@ int main(int argc, char *argv[])
 	if (!cfg.foreground) {
 		openlog("foliofs", LOG_PID, LOG_DAEMON);
 		log_to_syslog = true;
+	}
+	/* Threads (flushers) only after fork. */
+	ret = wb_ctx_create(&cfg.bs, &cfg.wb, &fs.wb);
+	if (ret) {
+		fuse_log(FUSE_LOG_ERR, "error: cannot set up the cache: %s\n", strerror(-ret));
+		goto out_unmount;
 	}
 
 	ret = serve(se, &cfg);
@@ -214,9 +214,8 @@ out_session:
 out_itable:
 	/* Writes back and syncs every cached file (reported on failure). */
 	ffs_itable_destroy(&fs);
-out_wb:
-	if (wb_ctx_destroy(fs.wb)) {
-		fprintf(stderr, "foliofs: error: dirty data could not be written back (see above)\n");
+	if (fs.wb && wb_ctx_destroy(fs.wb)) {
+		fuse_log(FUSE_LOG_ERR, "error: dirty data could not be written back (see above)\n");
 		status = 1;
 	}
 out_cfg:

@@ -513,6 +513,8 @@ static int open_finish(struct ffs_data *fs, struct ffs_inode *inode,
 	file->inode = inode;
 	file->data = data;
 	file->flags = fi->flags;
+	file->err_seen = wb_file_err_sample(data);
+	pthread_mutex_init(&file->err_lock, NULL);
 	ffs_handle_add(fs, &file->h, FFS_H_FILE);
 	fi->fh = (uintptr_t)file;
 	if (fs->cfg->kernel_cache) {
@@ -642,6 +644,7 @@ static void ffs_release(fuse_req_t req, fuse_ino_t ino,
 	} else {
 		ffs_handle_del(ffs_data(req), &file->h);
 		ffs_data_put(file->inode);
+		pthread_mutex_destroy(&file->err_lock);
 		free(file);
 	}
 	fuse_reply_err(req, 0);
@@ -660,13 +663,24 @@ static void ffs_flush(fuse_req_t req, fuse_ino_t ino,
 	fuse_reply_err(req, 0);
 }
 
+/* fsync for one open file description: errors are reported to it once. */
+static int file_fsync(struct ffs_file *file, bool datasync)
+{
+	int ret;
+
+	pthread_mutex_lock(&file->err_lock);
+	ret = wb_fsync(file->data, datasync, &file->err_seen);
+	pthread_mutex_unlock(&file->err_lock);
+	return ret;
+}
+
 static void ffs_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 		      struct fuse_file_info *fi)
 {
 	if (ffs_inode(req, ino)->ctl)
 		fuse_reply_err(req, 0);
 	else
-		fuse_reply_err(req, -wb_fsync(ffs_file(fi)->data, datasync));
+		fuse_reply_err(req, -file_fsync(ffs_file(fi), datasync));
 }
 
 /* ---- data ---- */
@@ -735,8 +749,17 @@ static void ffs_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 		      size_t size, off_t off, struct fuse_file_info *fi)
 {
 	struct ffs_file *file = ffs_file(fi);
-	int ret = ffs_inode(req, ino)->ctl ? -EBADF : check_range(off, size);
+	int ret = check_range(off, size);
 	ssize_t n = 0;
+
+	if (ffs_inode(req, ino)->ctl) {
+		ret = ffs_ctl_write(ffs_data(req), ffs_inode(req, ino), fi, buf, size, off);
+		if (ret < 0)
+			fuse_reply_err(req, -ret);
+		else
+			fuse_reply_write(req, (size_t)ret);
+		return;
+	}
 
 	if (!ret && size)
 		n = wb_write(file->data, buf, size, off);
@@ -744,7 +767,7 @@ static void ffs_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 		ret = n;
 	/* O_SYNC includes O_DSYNC's bit and adds one asking for metadata. */
 	if (!ret && (file->flags & O_DSYNC))
-		ret = wb_fsync(file->data, (file->flags & O_SYNC) != O_SYNC);
+		ret = file_fsync(file, (file->flags & O_SYNC) != O_SYNC);
 	if (ret)
 		fuse_reply_err(req, -ret);
 	else

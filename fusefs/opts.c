@@ -30,6 +30,15 @@ enum {
 	KEY_CACHE_SIZE,
 	KEY_FOLIO_POLICY,
 	KEY_DIRTY_ACCOUNT,
+	KEY_FLUSHERS,
+	KEY_BG_RATIO,
+	KEY_BG_BYTES,
+	KEY_EXPIRE_MS,
+	KEY_INTERVAL_MS,
+	KEY_BACKING_IO,
+	KEY_WB_GRANULARITY,
+	KEY_MAX_IO,
+	KEY_FAULT,
 };
 
 static const struct fuse_opt ffs_opt_spec[] = {
@@ -45,6 +54,15 @@ static const struct fuse_opt ffs_opt_spec[] = {
 	FUSE_OPT_KEY("cache_size=", KEY_CACHE_SIZE),
 	FUSE_OPT_KEY("folio_policy=", KEY_FOLIO_POLICY),
 	FUSE_OPT_KEY("dirty_account=", KEY_DIRTY_ACCOUNT),
+	FUSE_OPT_KEY("flushers=", KEY_FLUSHERS),
+	FUSE_OPT_KEY("dirty_background_ratio=", KEY_BG_RATIO),
+	FUSE_OPT_KEY("dirty_background_bytes=", KEY_BG_BYTES),
+	FUSE_OPT_KEY("dirty_expire_ms=", KEY_EXPIRE_MS),
+	FUSE_OPT_KEY("writeback_interval_ms=", KEY_INTERVAL_MS),
+	FUSE_OPT_KEY("backing_io=", KEY_BACKING_IO),
+	FUSE_OPT_KEY("wb_granularity=", KEY_WB_GRANULARITY),
+	FUSE_OPT_KEY("max_io=", KEY_MAX_IO),
+	FUSE_OPT_KEY("fault=", KEY_FAULT),
 	FUSE_OPT_END
 };
 
@@ -66,6 +84,15 @@ static const struct {
 	{ "folio_policy=NAME", "fixed", "folio sizing policy (see below)" },
 	{ "cache_size=BYTES", "1/8 of RAM", "memory for cached file data (at least 4 folios)" },
 	{ "dirty_account=NAME", "page", "dirty accounting policy (see below)" },
+	{ "flushers=N", "2", "background writeback threads (0 .. 64; 0: writeback only at fsync, reclaim, unmount)" },
+	{ "dirty_background_ratio=N", "10", "% of cache_size charged dirty that starts background writeback" },
+	{ "dirty_background_bytes=BYTES", "0", "the same in bytes; overrides the ratio when not 0" },
+	{ "dirty_expire_ms=N", "30000", "dirty data older than this is written back" },
+	{ "writeback_interval_ms=N", "5000", "how often the flushers look (0: only when woken)" },
+	{ "backing_io=NAME", "uring", "uring (batched io_uring, falls back to psync), psync (pwritev), null (discard writes, read zeros: measures FUSE and cache cost)" },
+	{ "wb_granularity=NAME", "block", "block (write only dirty blocks) or folio (every uptodate block of a dirty folio, as Linux before 6.6)" },
+	{ "max_io=BYTES", "1M", "largest merged backing write (power of two, >= 4K)" },
+	{ "fault=SPEC", "off", "inject backing I/O faults, for tests (see README)" },
 	{ "max_threads=N", "10", "most FUSE worker threads (libfuse)" },
 };
 
@@ -244,6 +271,79 @@ static int parse_policy(const char *name, const char *val, bool account,
 	return -EINVAL;
 }
 
+static int parse_u32(const char *name, const char *val, uint64_t min, uint64_t max,
+		     unsigned int *out, char *err)
+{
+	uint64_t v;
+
+	if (ffs_parse_uint(name, val, min, max, &v, err))
+		return -EINVAL;
+	*out = (unsigned int)v;
+	return 0;
+}
+
+static int parse_choice(const char *name, const char *val, const char *const *names,
+			size_t n, unsigned int *out, char *err)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (!strcmp(val, names[i])) {
+			*out = (unsigned int)i;
+			return 0;
+		}
+	}
+	snprintf(err, FFS_ERRLEN, "%s=%s: unknown value (known: %s%s%s%s%s)", name, val,
+		 names[0], n > 1 ? ", " : "", n > 1 ? names[1] : "", n > 2 ? ", " : "",
+		 n > 2 ? names[2] : "");
+	return -EINVAL;
+}
+
+static int parse_wb_opt(struct ffs_config *cfg, int key, const char *val, char *err)
+{
+	static const char *const ios[] = { "uring", "psync", "null" };
+	static const char *const grans[] = { "block", "folio" };
+	struct wb_config *wb = &cfg->wb;
+	unsigned int choice;
+	uint64_t v;
+
+	switch (key) {
+	case KEY_FLUSHERS:
+		return parse_u32("flushers", val, 0, 64, &wb->flushers, err);
+	case KEY_BG_RATIO:
+		return parse_u32("dirty_background_ratio", val, 0, 100,
+				 &wb->dirty_background_ratio, err);
+	case KEY_BG_BYTES:
+		return ffs_parse_size("dirty_background_bytes", val, 0, UINT64_MAX / 2,
+				      &wb->dirty_background_bytes, err);
+	case KEY_EXPIRE_MS:
+		return parse_u32("dirty_expire_ms", val, 0, 86400000, &wb->dirty_expire_ms, err);
+	case KEY_INTERVAL_MS:
+		return parse_u32("writeback_interval_ms", val, 0, 86400000,
+				 &wb->writeback_interval_ms, err);
+	case KEY_BACKING_IO:
+		if (parse_choice("backing_io", val, ios, 3, &choice, err))
+			return -EINVAL;
+		wb->backing_io = (enum wb_backing_io)choice;
+		return 0;
+	case KEY_WB_GRANULARITY:
+		if (parse_choice("wb_granularity", val, grans, 2, &choice, err))
+			return -EINVAL;
+		wb->whole_folio = choice == 1;
+		return 0;
+	case KEY_MAX_IO:
+		if (ffs_parse_size("max_io", val, 4096, 64u << 20, &v, err))
+			return -EINVAL;
+		wb->max_io = (uint32_t)v;
+		return 0;
+	case KEY_FAULT:
+		free(cfg->fault);
+		cfg->fault = strdup(val);
+		wb->fault = cfg->fault;
+		return cfg->fault ? 0 : -ENOMEM;
+	default:
+		return -EINVAL;
+	}
+}
+
 static int opt_proc(void *data, const char *arg, int key,
 		    struct fuse_args *outargs)
 {
@@ -293,6 +393,10 @@ static int opt_proc(void *data, const char *arg, int key,
 	case KEY_DIRTY_ACCOUNT:
 		return parse_policy("dirty_account", strchr(arg, '=') + 1, true,
 				    &cfg->bs, ps->err) ? -1 : 0;
+	case KEY_FLUSHERS: case KEY_BG_RATIO: case KEY_BG_BYTES: case KEY_EXPIRE_MS:
+	case KEY_INTERVAL_MS: case KEY_BACKING_IO: case KEY_WB_GRANULARITY:
+	case KEY_MAX_IO: case KEY_FAULT:
+		return parse_wb_opt(cfg, key, strchr(arg, '=') + 1, ps->err) ? -1 : 0;
 	default:
 		return 1;
 	}
@@ -343,6 +447,7 @@ int ffs_parse_args(int argc, char **argv, struct ffs_config *cfg, char *err)
 		.account = bs_account_policy_at(0),
 		.size = bs_size_policy_at(0),
 	};
+	wb_config_default(&cfg->wb);
 	cfg->args = (struct fuse_args)FUSE_ARGS_INIT(argc, argv);
 	err[0] = '\0';
 
@@ -353,7 +458,8 @@ int ffs_parse_args(int argc, char **argv, struct ffs_config *cfg, char *err)
 	}
 	if (cfg->show_help || cfg->show_version)
 		return 0;
-	if (bs_config_check(&cfg->bs, err, FFS_ERRLEN))
+	if (bs_config_check(&cfg->bs, err, FFS_ERRLEN) ||
+	    wb_config_check(&cfg->wb, err, FFS_ERRLEN))
 		return -EINVAL;
 	if (!cfg->backing) {
 		snprintf(err, FFS_ERRLEN,
@@ -385,6 +491,7 @@ void ffs_config_free(struct ffs_config *cfg)
 {
 	free(cfg->backing);
 	free(cfg->mountpoint);
+	free(cfg->fault);
 	fuse_opt_free_args(&cfg->args);
 	memset(cfg, 0, sizeof(*cfg));
 }
@@ -396,7 +503,7 @@ void ffs_print_help(const char *progname)
 	       "foliofs options (-o NAME[=VALUE], default in brackets):\n",
 	       progname);
 	for (size_t i = 0; i < sizeof(ffs_opt_help) / sizeof(ffs_opt_help[0]); i++)
-		printf("    -o %-22s [%s] %s\n", ffs_opt_help[i].name,
+		printf("    -o %-30s [%s] %s\n", ffs_opt_help[i].name,
 		       ffs_opt_help[i].deflt, ffs_opt_help[i].help);
 	printf("\nfolio sizing policies (folio_policy=):\n");
 	for (size_t i = 0; bs_size_policy_at(i); i++)

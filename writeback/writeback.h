@@ -8,10 +8,16 @@
  * open through the mount (or otherwise needs data I/O), shared by all of its
  * open file descriptions.
  *
- * Data is cached by blockstate (folios with per-block state); dirty runs
- * reach the backing file when a file is fsynced, when reclaim needs clean
- * memory, when the file is freed and at unmount (wb_ctx_destroy).  Runs
- * are merged across adjacent folios into one pwritev of up to 1 MiB.
+ * Data is cached by blockstate (folios with per-block state).  Dirty runs
+ * reach the backing file through flusher threads (when the charged dirty
+ * budget passes the background threshold, when data is older than
+ * dirty_expire_ms, and every writeback_interval_ms), at fsync, when
+ * reclaim needs clean memory, when a file is freed and at unmount.  Runs
+ * contiguous in the file are merged (across folios) into one write of at
+ * most max_io bytes, and a batch of writes is submitted with one
+ * io_uring_enter() (or written one by one with pwritev).  A failed write
+ * leaves its blocks dirty: it is retried with backoff and reported once
+ * to every open file description by fsync (errseq).
  *
  * Conventions: functions return 0 or a byte count on success and -errno on
  * failure; they never leave errno as their only error report.  Ranges are
@@ -25,15 +31,51 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 
+#include <stdint.h>
+
 struct wb_file;
 struct wb_ctx;
 struct bs_config;
 
+enum wb_backing_io {
+	WB_IO_URING,	/* io_uring, falling back to psync where it cannot be set up */
+	WB_IO_PSYNC,	/* pwritev, one write per system call */
+	WB_IO_NULL,	/* discard writes, read zeros: measures FUSE and cache cost only */
+};
+
+struct wb_config {
+	unsigned int flushers;			/* flusher threads (0: none) */
+	unsigned int dirty_background_ratio;	/* % of cache_size */
+	uint64_t dirty_background_bytes;	/* overrides the ratio when non-zero */
+	uint32_t dirty_expire_ms;		/* dirty data older than this is written */
+	uint32_t writeback_interval_ms;		/* flusher period; 0: only when kicked */
+	enum wb_backing_io backing_io;
+	bool whole_folio;			/* wb_granularity=folio (pre-6.6 Linux) */
+	uint32_t max_io;			/* largest merged write, bytes */
+	const char *fault;			/* initial fault spec, or NULL */
+};
+
+/* Defaults: 2 flushers, 10%, 30 s, 5 s, io_uring, per-block, 1 MiB, no fault. */
+void wb_config_default(struct wb_config *cfg);
+/* Check @cfg; on error fill @err with a line naming the option. */
+int wb_config_check(const struct wb_config *cfg, char *err, size_t errlen);
+const char *wb_backing_io_name(enum wb_backing_io io);
+
 /*
  * wb_ctx_create - the data path of one mount: the blockstate cache with
- * @cfg, and the list of files for writeback.
+ * @bs_cfg and writeback as @cfg says.  Starts the flusher threads: call
+ * after fork()/daemonizing.
  */
-int wb_ctx_create(const struct bs_config *cfg, struct wb_ctx **out);
+int wb_ctx_create(const struct bs_config *bs_cfg, const struct wb_config *cfg,
+		  struct wb_ctx **out);
+
+/*
+ * Fault injection for tests (see wb_i.h for the grammar): replace the
+ * current fault with @spec ("off" or "" removes it).  -EINVAL with a
+ * message in @err for a bad spec, which changes nothing.
+ */
+int wb_ctx_set_fault(struct wb_ctx *ctx, const char *spec, char *err, size_t errlen);
+void wb_ctx_get_fault(struct wb_ctx *ctx, char *buf, size_t len);
 /*
  * Free the context; every file must have been freed.  Returns the number
  * of files whose dirty data could not be written back over its lifetime
@@ -104,8 +146,15 @@ ssize_t wb_read(struct wb_file *wbf, void *buf, size_t len, off_t off);
 /* Write all @len bytes at @off; returns @len or -errno (nothing partial). */
 ssize_t wb_write(struct wb_file *wbf, const void *buf, size_t len, off_t off);
 
-/* Make every byte written so far durable in the backing store. */
-int wb_fsync(struct wb_file *wbf, bool datasync);
+/*
+ * Make every byte written so far durable in the backing store.  @seen is
+ * the caller's errseq cursor (from wb_file_err_sample() at open): a
+ * writeback error recorded since is returned once per cursor, even if the
+ * data has been written since; an error writing back now is returned too.
+ */
+int wb_fsync(struct wb_file *wbf, bool datasync, uint64_t *seen);
+/* The errseq cursor for a new open file description. */
+uint64_t wb_file_err_sample(struct wb_file *wbf);
 
 /* Set the file size to @size (shrink or extend with zeros). */
 int wb_truncate(struct wb_file *wbf, off_t size);

@@ -1,0 +1,305 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * backing.c - I/O on the backing files: psync, io_uring or null, and the
+ * fault injection point.
+ *
+ * Writeback hands over a batch of writes (each a few iovecs at one
+ * offset).  With io_uring the whole batch goes to the kernel in one
+ * io_uring_enter(); completions that wrote less than asked are resubmitted
+ * for the rest, so callers only see whole writes or an errno.  Each thread
+ * that writes back (flushers, and FUSE workers doing fsync) has its own
+ * ring, made on first use.  Faults are applied to each completion, so the
+ * same spec hits every backend.
+ */
+#include "wb_i.h"
+
+#include <errno.h>
+#include <liburing.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* ---- faults ---- */
+
+static uint64_t fault_rand(struct wb_fault *f)
+{
+	f->rng ^= f->rng << 13;
+	f->rng ^= f->rng >> 7;
+	f->rng ^= f->rng << 17;
+	return f->rng;
+}
+
+/* Whether @f fires for this call.  Context: fault_lock held. */
+static bool fault_fires(struct wb_fault *f, struct wb_file *wbf,
+			enum wb_fault_op op, off_t off, size_t len)
+{
+	if (f->op != op)
+		return false;
+	if (f->range_end && (off >= (off_t)f->range_end ||
+			     off + (off_t)len <= (off_t)f->range_start))
+		return false;
+	if (f->file[0]) {
+		char path[4096];
+
+		wb_file_path(wbf, path, sizeof(path));
+		if (!strstr(path, f->file))
+			return false;
+	}
+	f->calls++;
+	if (f->calls <= f->after || (f->calls - f->after - 1) % f->every)
+		return false;
+	if (f->count && f->fired >= f->count)
+		return false;
+	if (f->prob >= 0 && (double)(fault_rand(f) >> 11) / (double)(1ull << 53) >= f->prob)
+		return false;
+	f->fired++;
+	return true;
+}
+
+/*
+ * Apply the fault, if any, to a completion of @len bytes asked at @off
+ * that returned @res: an errno, or half of what was done.
+ */
+static ssize_t fault_apply(struct wb_file *wbf, enum wb_fault_op op, off_t off,
+			   size_t len, ssize_t res)
+{
+	struct wb_ctx *ctx = wbf->ctx;
+	ssize_t out = res;
+
+	if (!atomic_load(&ctx->fault_on))
+		return res;
+	pthread_mutex_lock(&ctx->fault_lock);
+	if (ctx->fault && fault_fires(ctx->fault, wbf, op, off, len)) {
+		if (ctx->fault->err)
+			out = -ctx->fault->err;
+		else if (res > 1)
+			out = res / 2;
+		atomic_fetch_add(&ctx->faults_injected, 1);
+	}
+	pthread_mutex_unlock(&ctx->fault_lock);
+	return out;
+}
+
+/* ---- reads and syncs ---- */
+
+ssize_t wb_backing_read(struct wb_file *wbf, void *buf, size_t len, off_t off)
+{
+	size_t done = 0;
+
+	if (wbf->ctx->io == WB_IO_NULL) {
+		memset(buf, 0, len);
+		return (ssize_t)len;
+	}
+	while (done < len) {
+		ssize_t n = pread(wbf->fd, (char *)buf + done, len - done, off + (off_t)done);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		n = fault_apply(wbf, WB_FAULT_READ, off + (off_t)done, len - done,
+				n < 0 ? -errno : n);
+		if (n < 0)
+			return done ? (ssize_t)done : n;
+		if (n == 0)
+			break;
+		done += (size_t)n;
+	}
+	return (ssize_t)done;
+}
+
+int wb_backing_fsync(struct wb_file *wbf, bool datasync)
+{
+	int ret = 0;
+
+	if (wbf->ctx->io != WB_IO_NULL && (datasync ? fdatasync(wbf->fd) : fsync(wbf->fd)) < 0)
+		ret = -errno;
+	return (int)fault_apply(wbf, WB_FAULT_FSYNC, 0, 0, ret);
+}
+
+/* ---- writes ---- */
+
+/* Account @n bytes done on @io; advance its iovecs.  True when complete. */
+static bool io_advance(struct wb_io *io, size_t n)
+{
+	io->off += (off_t)n;
+	io->len -= n;
+	while (io->iovcnt > 0 && n >= io->iov->iov_len) {
+		n -= io->iov->iov_len;
+		io->iov++;
+		io->iovcnt--;
+	}
+	if (io->iovcnt > 0) {
+		io->iov->iov_base = (char *)io->iov->iov_base + n;
+		io->iov->iov_len -= n;
+	}
+	return io->len == 0;
+}
+
+static void write_psync(struct wb_file *wbf, struct wb_io *io)
+{
+	struct wb_ctx *ctx = wbf->ctx;
+
+	while (io->len) {
+		ssize_t n = pwritev(wbf->fd, io->iov, io->iovcnt, io->off);
+
+		atomic_fetch_add(&ctx->backing_write_submits, 1);
+		if (n < 0 && errno == EINTR)
+			continue;
+		n = fault_apply(wbf, WB_FAULT_WRITE, io->off, io->len, n < 0 ? -errno : n);
+		if (n < 0) {
+			io->res = (int)n;
+			return;
+		}
+		if (n == 0) {
+			io->res = -EIO;
+			return;
+		}
+		atomic_fetch_add(&ctx->backing_write_bytes, (uint64_t)n);
+		io_advance(io, (size_t)n);
+	}
+	io->res = 0;
+}
+
+static __thread struct io_uring ring;
+static __thread bool ring_ready;
+static pthread_key_t ring_key;
+static pthread_once_t ring_once = PTHREAD_ONCE_INIT;
+
+static void ring_exit(void *arg)
+{
+	(void)arg;
+	if (ring_ready) {
+		io_uring_queue_exit(&ring);
+		ring_ready = false;
+	}
+}
+
+static void ring_key_init(void)
+{
+	if (pthread_key_create(&ring_key, ring_exit))
+		abort();
+}
+
+/* This thread's ring; NULL if one cannot be had (then psync is used). */
+static struct io_uring *thread_ring(void)
+{
+	if (ring_ready)
+		return &ring;
+	pthread_once(&ring_once, ring_key_init);
+	if (io_uring_queue_init(WB_BATCH, &ring, 0) < 0)
+		return NULL;
+	ring_ready = true;
+	pthread_setspecific(ring_key, &ring);
+	return &ring;
+}
+
+/*
+ * Submit every unfinished write of @io[0..n) and reap their completions;
+ * returns how many are still unfinished (short completions).
+ */
+/* The ring failed: finish what is unfinished with pwritev. */
+static int uring_fallback(struct wb_file *wbf, struct wb_io *io, int n)
+{
+	for (int i = 0; i < n; i++) {
+		if (!io[i].res && io[i].len)
+			write_psync(wbf, &io[i]);
+	}
+	return 0;
+}
+
+static int uring_round(struct wb_file *wbf, struct io_uring *r, struct wb_io *io, int n)
+{
+	struct wb_ctx *ctx = wbf->ctx;
+	int queued = 0, pending = 0, ret;
+
+	for (int i = 0; i < n; i++) {
+		struct io_uring_sqe *sqe;
+
+		if (io[i].res || !io[i].len)
+			continue;
+		sqe = io_uring_get_sqe(r);
+		io_uring_prep_writev(sqe, wbf->fd, io[i].iov, (unsigned int)io[i].iovcnt,
+				     (uint64_t)io[i].off);
+		io_uring_sqe_set_data64(sqe, (uint64_t)i);
+		queued++;
+	}
+	if (!queued)
+		return 0;
+	ret = io_uring_submit_and_wait(r, (unsigned int)queued);
+	atomic_fetch_add(&ctx->backing_write_submits, 1);
+	if (ret < 0 && ret != -EINTR)
+		return uring_fallback(wbf, io, n);
+	for (int reaped = 0; reaped < queued; reaped++) {
+		struct io_uring_cqe *cqe;
+		struct wb_io *w;
+		ssize_t res;
+
+		do
+			ret = io_uring_wait_cqe(r, &cqe);
+		while (ret == -EINTR);
+		if (ret < 0)
+			return uring_fallback(wbf, io, n);
+		w = &io[io_uring_cqe_get_data64(cqe)];
+		res = fault_apply(wbf, WB_FAULT_WRITE, w->off, w->len, cqe->res);
+		io_uring_cqe_seen(r, cqe);
+		if (res < 0) {
+			w->res = (int)res;
+		} else if (res == 0) {
+			w->res = -EIO;
+		} else {
+			atomic_fetch_add(&ctx->backing_write_bytes, (uint64_t)res);
+			if (!io_advance(w, (size_t)res))
+				pending++;
+		}
+	}
+	return pending;
+}
+
+void wb_backing_write(struct wb_file *wbf, struct wb_io *io, int n)
+{
+	struct wb_ctx *ctx = wbf->ctx;
+	struct io_uring *r = NULL;
+
+	for (int i = 0; i < n; i++)
+		io[i].res = 0;
+	atomic_fetch_add(&ctx->backing_write_ios, (uint64_t)n);
+	if (ctx->io == WB_IO_NULL) {
+		for (int i = 0; i < n; i++)
+			atomic_fetch_add(&ctx->backing_write_bytes, io[i].len);
+		return;
+	}
+	if (ctx->io == WB_IO_URING)
+		r = thread_ring();
+	if (!r) {
+		for (int i = 0; i < n; i++)
+			write_psync(wbf, &io[i]);
+		return;
+	}
+	while (uring_round(wbf, r, io, n))
+		;
+}
+
+int wb_backing_init(struct wb_ctx *ctx)
+{
+	struct io_uring probe;
+	int ret;
+
+	ctx->io = ctx->cfg.backing_io;
+	if (ctx->io != WB_IO_URING)
+		return 0;
+	ret = io_uring_queue_init(4, &probe, 0);
+	if (ret < 0) {
+		fprintf(stderr, "foliofs: notice: io_uring cannot be set up (%s); backing writes use pwritev\n",
+			strerror(-ret));
+		ctx->io = WB_IO_PSYNC;
+		return 0;
+	}
+	io_uring_queue_exit(&probe);
+	return 0;
+}
+
+void wb_backing_exit(struct wb_ctx *ctx)
+{
+	(void)ctx;
+	ring_exit(NULL);	/* this thread's; the others' go with their threads */
+}

@@ -1,0 +1,152 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * fault.c - parsing and printing fault specs (grammar in wb_i.h).
+ *
+ * Faults are injected where backing I/O completes (backing.c), so they hit
+ * io_uring and pwritev alike, which an LD_PRELOAD shim could not.  A spec
+ * is deterministic: every=, after=, count= and prob= with seed= make the
+ * same calls fail on every run.
+ */
+#include "wb_i.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const struct {
+	const char *name;
+	int err;
+} errnos[] = {
+	{ "EIO", EIO }, { "ENOSPC", ENOSPC }, { "EDQUOT", EDQUOT },
+	{ "EROFS", EROFS }, { "EFBIG", EFBIG }, { "EAGAIN", EAGAIN },
+	{ "EINTR", EINTR }, { "ENOMEM", ENOMEM }, { "EBADF", EBADF },
+	{ "EPERM", EPERM }, { "EACCES", EACCES },
+};
+
+static const char *const ops[] = { "write", "read", "fsync" };
+
+static int fail(char *err, size_t errlen, const char *spec, const char *why)
+{
+	snprintf(err, errlen, "fault=%s: %s", spec, why);
+	return -EINVAL;
+}
+
+static bool parse_u64(const char *s, uint64_t *out)
+{
+	char *end;
+
+	if (*s < '0' || *s > '9')
+		return false;
+	errno = 0;
+	*out = strtoull(s, &end, 0);
+	return !errno && !*end;
+}
+
+static int parse_selector(struct wb_fault *f, char *sel, const char *spec,
+			  char *err, size_t errlen)
+{
+	char *val = strchr(sel, '=');
+	uint64_t seed;
+
+	if (!val)
+		return fail(err, errlen, spec, "a selector needs NAME=VALUE");
+	*val++ = '\0';
+	if (!strcmp(sel, "every") && parse_u64(val, &f->every) && f->every)
+		return 0;
+	if (!strcmp(sel, "after") && parse_u64(val, &f->after))
+		return 0;
+	if (!strcmp(sel, "count") && parse_u64(val, &f->count))
+		return 0;
+	if (!strcmp(sel, "seed") && parse_u64(val, &seed)) {
+		f->rng = seed * 0x9e3779b97f4a7c15ull + 1;
+		return 0;
+	}
+	if (!strcmp(sel, "file") && *val && strlen(val) < sizeof(f->file)) {
+		strcpy(f->file, val);
+		return 0;
+	}
+	if (!strcmp(sel, "prob")) {
+		char *end;
+
+		f->prob = strtod(val, &end);
+		if (end != val && !*end && f->prob >= 0 && f->prob <= 1)
+			return 0;
+	}
+	if (!strcmp(sel, "range")) {
+		char *dash = strchr(val, '-');
+
+		if (dash) {
+			*dash = '\0';
+			if (parse_u64(val, &f->range_start) &&
+			    parse_u64(dash + 1, &f->range_end) &&
+			    f->range_end > f->range_start)
+				return 0;
+		}
+	}
+	return fail(err, errlen, spec, "bad selector (every=N, after=N, count=N, file=TEXT, range=A-B, prob=P, seed=S)");
+}
+
+int wb_fault_parse(const char *spec, struct wb_fault *out, char *err, size_t errlen)
+{
+	struct wb_fault f = { .every = 1, .prob = -1, .rng = 0x9e3779b97f4a7c16ull };
+	char copy[512], *save = NULL, *tok;
+	size_t i;
+
+	if (strlen(spec) >= sizeof(copy))
+		return fail(err, errlen, spec, "too long");
+	strcpy(copy, spec);
+	tok = strtok_r(copy, ":", &save);
+	for (i = 0; tok && i < sizeof(ops) / sizeof(ops[0]); i++) {
+		if (!strcmp(tok, ops[i]))
+			break;
+	}
+	if (!tok || i == sizeof(ops) / sizeof(ops[0]))
+		return fail(err, errlen, spec, "starts with write, read or fsync");
+	f.op = (enum wb_fault_op)i;
+	tok = strtok_r(NULL, ":", &save);
+	if (!tok)
+		return fail(err, errlen, spec, "needs a result: an errno name or short");
+	if (strcmp(tok, "short")) {
+		for (i = 0; i < sizeof(errnos) / sizeof(errnos[0]); i++) {
+			if (!strcmp(tok, errnos[i].name))
+				f.err = errnos[i].err;
+		}
+		if (!f.err)
+			return fail(err, errlen, spec, "unknown errno name");
+	}
+	while ((tok = strtok_r(NULL, ":", &save))) {
+		int ret = parse_selector(&f, tok, spec, err, errlen);
+
+		if (ret)
+			return ret;
+	}
+	*out = f;
+	return 0;
+}
+
+void wb_fault_format(const struct wb_fault *f, char *buf, size_t len)
+{
+	const char *res = "short";
+	int n;
+
+	if (!f) {
+		snprintf(buf, len, "off");
+		return;
+	}
+	for (size_t i = 0; i < sizeof(errnos) / sizeof(errnos[0]); i++) {
+		if (errnos[i].err == f->err)
+			res = errnos[i].name;
+	}
+	n = snprintf(buf, len, "%s:%s:every=%llu:after=%llu", ops[f->op], res,
+		     (unsigned long long)f->every, (unsigned long long)f->after);
+	if (f->count && n > 0 && (size_t)n < len)
+		n += snprintf(buf + n, len - (size_t)n, ":count=%llu", (unsigned long long)f->count);
+	if (f->file[0] && n > 0 && (size_t)n < len)
+		n += snprintf(buf + n, len - (size_t)n, ":file=%s", f->file);
+	if (f->range_end && n > 0 && (size_t)n < len)
+		n += snprintf(buf + n, len - (size_t)n, ":range=%llu-%llu",
+			      (unsigned long long)f->range_start, (unsigned long long)f->range_end);
+	if (f->prob >= 0 && n > 0 && (size_t)n < len)
+		snprintf(buf + n, len - (size_t)n, ":prob=%g", f->prob);
+}

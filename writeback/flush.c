@@ -1,0 +1,282 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * flush.c - writing dirty runs back, and the flusher threads.
+ *
+ * A writeback pass over a file collects dirty runs from blockstate,
+ * merges runs that are contiguous in the file into one write of at most
+ * max_io bytes, submits the batch (backing.c) and completes every run:
+ * success makes its blocks clean, failure leaves them dirty and records
+ * the error for fsync (errseq) and a backoff before the flushers retry.
+ *
+ * Flushers wake every writeback_interval_ms, or at once when a write
+ * pushes the charged dirty budget over the background threshold
+ * (dirty_background_bytes, or dirty_background_ratio of cache_size), like
+ * the kernel's wb_workfn: over the threshold they write back files
+ * round-robin until under it; otherwise they write files whose data has
+ * been dirty longer than dirty_expire_ms.
+ */
+#include "wb_i.h"
+
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <string.h>
+#include <time.h>
+
+/* Background retry of a failing file: from this, doubling, up to the max. */
+#define RETRY_MIN_MS 100
+#define RETRY_MAX_MS 10000
+
+/* ---- one pass over one file ---- */
+
+/* Put runs[0..n) into writes: runs contiguous in the file share one. */
+static int build_groups(struct wb_ctx *ctx, struct bs_wb_run *runs, int n,
+			struct iovec *iov, struct wb_io *io, int *group_of)
+{
+	int g = -1;
+
+	for (int i = 0; i < n; i++) {
+		iov[i].iov_base = runs[i].data;
+		iov[i].iov_len = runs[i].len;
+		if (g < 0 || runs[i].off != io[g].off + (off_t)io[g].len ||
+		    io[g].len + runs[i].len > ctx->cfg.max_io) {
+			g++;
+			io[g].iov = &iov[i];
+			io[g].iovcnt = 0;
+			io[g].off = runs[i].off;
+			io[g].len = 0;
+		}
+		io[g].iovcnt++;
+		io[g].len += runs[i].len;
+		group_of[i] = g;
+	}
+	return g + 1;
+}
+
+static void record_error(struct wb_file *wbf, int err)
+{
+	uint32_t backoff = atomic_load(&wbf->backoff_ms);
+
+	atomic_store(&wbf->err, err);
+	atomic_fetch_add(&wbf->err_seq, 1);
+	atomic_fetch_add(&wbf->ctx->wb_errors, 1);
+	backoff = backoff ? (backoff * 2 > RETRY_MAX_MS ? RETRY_MAX_MS : backoff * 2)
+			  : RETRY_MIN_MS;
+	atomic_store(&wbf->backoff_ms, backoff);
+	atomic_store(&wbf->retry_ns, wb_now_ns() + (int64_t)backoff * 1000000);
+}
+
+/*
+ * Writeback moved the backing file's mtime to now: put back the time of
+ * the last cached write (or the one set explicitly), and forget it once
+ * nothing is left to write.
+ */
+static void stamp_mtime(struct wb_file *wbf)
+{
+	int64_t ns = atomic_load(&wbf->mtime_ns);
+	struct timespec tv[2] = {
+		{ .tv_nsec = UTIME_OMIT },
+		{ .tv_sec = ns / 1000000000, .tv_nsec = ns % 1000000000 },
+	};
+
+	if (!ns || wbf->ctx->io == WB_IO_NULL)
+		return;
+	if (futimens(wbf->fd, tv) < 0) {
+		wb_report(wbf, "setting the modification time of", -errno);
+		return;
+	}
+	if (!bs_file_has_held(wbf->bs))
+		atomic_compare_exchange_strong(&wbf->mtime_ns, &ns, 0);
+}
+
+/* The file may have become clean: forget its age unless it is not. */
+static void update_dirtied(struct wb_file *wbf)
+{
+	int64_t old = atomic_exchange(&wbf->dirtied_ns, 0);
+	int64_t zero = 0;
+
+	/* A writer that dirties after the check sets the age itself. */
+	if (old && bs_file_has_held(wbf->bs))
+		atomic_compare_exchange_strong(&wbf->dirtied_ns, &zero, old);
+}
+
+int wb_writeback_range(struct wb_file *wbf, off_t start, off_t end)
+{
+	struct wb_ctx *ctx = wbf->ctx;
+	struct bs_wb_run runs[WB_BATCH];
+	struct iovec iov[WB_BATCH];
+	struct wb_io io[WB_BATCH];
+	int group_of[WB_BATCH];
+	off_t pos = start;
+	int first_err = 0;
+	bool wrote = false;
+
+	pthread_mutex_lock(&wbf->wb_lock);
+	for (;;) {
+		int n = bs_wb_collect_mode(wbf->bs, &pos, end, runs, WB_BATCH,
+					   (size_t)WB_BATCH * ctx->cfg.max_io,
+					   ctx->cfg.whole_folio);
+		int groups;
+
+		if (n == 0)
+			break;
+		groups = build_groups(ctx, runs, n, iov, io, group_of);
+		wb_backing_write(wbf, io, groups);
+		for (int g = 0; g < groups; g++) {
+			if (io[g].res) {
+				record_error(wbf, io[g].res);
+				if (!first_err)
+					first_err = io[g].res;
+			} else {
+				wrote = true;
+			}
+		}
+		for (int i = 0; i < n; i++)
+			bs_wb_complete(wbf->bs, &runs[i], io[group_of[i]].res);
+	}
+	if (wrote) {
+		atomic_store(&wbf->unsynced, true);
+		stamp_mtime(wbf);
+	}
+	if (!first_err)
+		atomic_store(&wbf->backoff_ms, 0);
+	update_dirtied(wbf);
+	pthread_mutex_unlock(&wbf->wb_lock);
+	return first_err;
+}
+
+/* ---- walking the files ---- */
+
+struct wb_file *wb_next_file(struct wb_ctx *ctx, struct wb_file *prev)
+{
+	struct wb_file *f;
+
+	pthread_mutex_lock(&ctx->files_lock);
+	f = prev ? prev->next : ctx->files;
+	while (f && f->dying)
+		f = f->next;
+	if (f)
+		f->refs++;
+	if (prev && --prev->refs == 0 && prev->dying)
+		pthread_cond_broadcast(&ctx->files_cond);
+	pthread_mutex_unlock(&ctx->files_lock);
+	return f;
+}
+
+void wb_need_clean(void *arg)
+{
+	struct wb_ctx *ctx = arg;
+
+	for (struct wb_file *f = wb_next_file(ctx, NULL); f; f = wb_next_file(ctx, f))
+		wb_writeback_range(f, 0, INT64_MAX);
+}
+
+/* ---- flusher threads ---- */
+
+static bool over_background(struct wb_ctx *ctx)
+{
+	return bs_cache_charged(ctx->cache) > atomic_load(&ctx->bg_thresh);
+}
+
+void wb_flushers_poke(struct wb_ctx *ctx)
+{
+	if (!ctx->nr_flushers || !over_background(ctx))
+		return;
+	pthread_mutex_lock(&ctx->flush_lock);
+	if (!ctx->kicks++)
+		pthread_cond_broadcast(&ctx->flush_cond);
+	pthread_mutex_unlock(&ctx->flush_lock);
+}
+
+/* Whether the flushers should write @f back now. */
+static bool wants_writeback(struct wb_ctx *ctx, struct wb_file *f, int64_t now)
+{
+	int64_t dirtied = atomic_load(&f->dirtied_ns);
+
+	if (!dirtied || atomic_load(&f->retry_ns) > now)
+		return false;
+	return over_background(ctx) ||
+	       now - dirtied >= (int64_t)atomic_load(&ctx->expire_ms) * 1000000;
+}
+
+static void flush_pass(struct wb_ctx *ctx)
+{
+	int64_t now = wb_now_ns();
+
+	atomic_fetch_add(&ctx->flusher_passes, 1);
+	for (struct wb_file *f = wb_next_file(ctx, NULL); f; f = wb_next_file(ctx, f)) {
+		if (!wants_writeback(ctx, f, now))
+			continue;
+		/* Another flusher or an fsync has it: move on. */
+		if (pthread_mutex_trylock(&f->wb_lock))
+			continue;
+		pthread_mutex_unlock(&f->wb_lock);
+		if (wb_writeback_range(f, 0, INT64_MAX))
+			atomic_fetch_add(&ctx->wb_retries, 1);
+	}
+}
+
+static void *flusher_main(void *arg)
+{
+	struct wb_ctx *ctx = arg;
+
+	pthread_mutex_lock(&ctx->flush_lock);
+	while (!ctx->stopping) {
+		uint32_t ms = atomic_load(&ctx->interval_ms);
+
+		if (!ctx->kicks) {
+			struct timespec ts;
+
+			clock_gettime(CLOCK_REALTIME, &ts);
+			/* interval 0: expiry is still checked, once a second */
+			ms = ms ? ms : 1000;
+			ts.tv_sec += ms / 1000;
+			ts.tv_nsec += (long)(ms % 1000) * 1000000;
+			if (ts.tv_nsec >= 1000000000) {
+				ts.tv_sec++;
+				ts.tv_nsec -= 1000000000;
+			}
+			pthread_cond_timedwait(&ctx->flush_cond, &ctx->flush_lock, &ts);
+		}
+		ctx->kicks = 0;
+		if (ctx->stopping)
+			break;
+		pthread_mutex_unlock(&ctx->flush_lock);
+		flush_pass(ctx);
+		pthread_mutex_lock(&ctx->flush_lock);
+	}
+	pthread_mutex_unlock(&ctx->flush_lock);
+	return NULL;
+}
+
+int wb_flushers_start(struct wb_ctx *ctx)
+{
+	ctx->flushers = calloc(ctx->cfg.flushers ? ctx->cfg.flushers : 1, sizeof(pthread_t));
+	if (!ctx->flushers)
+		return -ENOMEM;
+	for (unsigned int i = 0; i < ctx->cfg.flushers; i++) {
+		int ret = pthread_create(&ctx->flushers[i], NULL, flusher_main, ctx);
+
+		if (ret) {
+			wb_flushers_stop(ctx);
+			return -ret;
+		}
+		ctx->nr_flushers++;
+	}
+	return 0;
+}
+
+void wb_flushers_stop(struct wb_ctx *ctx)
+{
+	pthread_mutex_lock(&ctx->flush_lock);
+	ctx->stopping = true;
+	pthread_cond_broadcast(&ctx->flush_cond);
+	pthread_mutex_unlock(&ctx->flush_lock);
+	for (unsigned int i = 0; i < ctx->nr_flushers; i++)
+		pthread_join(ctx->flushers[i], NULL);
+	ctx->nr_flushers = 0;
+	free(ctx->flushers);
+	ctx->flushers = NULL;
+}

@@ -1,0 +1,168 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * wb_i.h - writeback internals, shared by the files of writeback/.
+ *
+ * Lock order (outer first):
+ *   wb_file.wb_lock      one writeback pass of a file at a time
+ *   wb_ctx.files_lock    the file list, file references, flusher state
+ *   (blockstate's locks, taken inside bs_* calls)
+ * No lock is held across backing I/O except wb_lock.
+ */
+#ifndef FOLIOFS_WB_I_H
+#define FOLIOFS_WB_I_H
+
+#include "writeback.h"
+#include "blockstate.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <sys/uio.h>
+
+/* Runs collected per batch, and so the most iovecs of one write. */
+#define WB_BATCH 64
+
+/* ---- faults (fault.c) ---- */
+
+enum wb_fault_op { WB_FAULT_WRITE, WB_FAULT_READ, WB_FAULT_FSYNC };
+
+/*
+ * A fault injected at the completion of backing I/O.  Grammar (one spec):
+ *   OP:RESULT[:SELECTOR]...
+ *   OP        write | read | fsync
+ *   RESULT    an errno name (EIO, ENOSPC, ...) or "short" (the I/O does
+ *             half of what was asked, at least one byte)
+ *   SELECTOR  every=N      every Nth matching call (default 1: all)
+ *             after=N      not the first N matching calls
+ *             count=N      at most N faults, then none
+ *             file=TEXT    only files whose backing path contains TEXT
+ *             range=A-B    only I/O overlapping bytes [A, B)
+ *             prob=P       with probability P (0..1), from seed=S (default 1)
+ * Selectors combine (all must hold); "off" or "" removes the fault.
+ */
+struct wb_fault {
+	enum wb_fault_op op;
+	int err;		/* positive errno, or 0 for short */
+	uint64_t every, after, count;
+	char file[256];
+	uint64_t range_start, range_end;	/* [start, end); end 0: all */
+	double prob;		/* < 0: not a selector */
+	uint64_t rng;		/* xorshift state, from seed */
+	uint64_t calls;		/* matching calls seen */
+	uint64_t fired;		/* faults injected */
+};
+
+int wb_fault_parse(const char *spec, struct wb_fault *out, char *err, size_t errlen);
+/* Format @f back as a spec ("off" when @f is NULL). */
+void wb_fault_format(const struct wb_fault *f, char *buf, size_t len);
+
+/* ---- backing I/O (backing.c) ---- */
+
+struct wb_file;
+
+/* Read into @buf; short only at EOF. */
+ssize_t wb_backing_read(struct wb_file *wbf, void *buf, size_t len, off_t off);
+/*
+ * Write each of @n groups (iovecs at @off, @len bytes) completely; @res[i]
+ * gets 0 or -errno.  Submits them together (io_uring) or one after the
+ * other (psync); short writes are resumed.
+ */
+struct wb_io {
+	struct iovec *iov;
+	int iovcnt;
+	off_t off;
+	size_t len;
+	int res;
+};
+void wb_backing_write(struct wb_file *wbf, struct wb_io *io, int n);
+int wb_backing_fsync(struct wb_file *wbf, bool datasync);
+/* Set up the backend of @ctx: 0 or -errno; prints a notice on fallback. */
+int wb_backing_init(struct wb_ctx *ctx);
+void wb_backing_exit(struct wb_ctx *ctx);
+
+/* ---- the context and files ---- */
+
+struct wb_ctx {
+	struct wb_config cfg;			/* immutable (tunables below are not) */
+	struct bs_cache *cache;
+	enum wb_backing_io io;			/* backend in use */
+
+	pthread_mutex_t files_lock;		/* protects the list, refs, dying */
+	pthread_cond_t files_cond;		/* a file reference was dropped */
+	struct wb_file *files;
+
+	pthread_mutex_t flush_lock;		/* protects the flusher state below */
+	pthread_cond_t flush_cond;		/* kick the flushers */
+	bool stopping;
+	unsigned int kicks;
+	pthread_t *flushers;
+	unsigned int nr_flushers;
+
+	pthread_mutex_t fault_lock;		/* protects fault */
+	struct wb_fault *fault;			/* NULL: none */
+	atomic_bool fault_on;			/* fault != NULL, read without the lock */
+
+	_Atomic uint64_t bg_thresh;		/* bytes of charge that wake the flushers */
+	_Atomic uint32_t expire_ms;
+	_Atomic uint32_t interval_ms;
+
+	_Atomic uint64_t backing_write_bytes;
+	_Atomic uint64_t backing_write_ios;
+	_Atomic uint64_t backing_write_submits;	/* system calls that submitted writes */
+	_Atomic uint64_t wb_errors;
+	_Atomic uint64_t wb_retries;
+	_Atomic uint64_t faults_injected;
+	_Atomic uint64_t flusher_passes;
+	_Atomic unsigned int lost_files;
+};
+
+struct wb_file {
+	struct wb_ctx *ctx;			/* immutable */
+	int fd;					/* immutable number; upgrade replaces its file */
+	_Atomic int access;
+	struct bs_file *bs;			/* immutable */
+	pthread_mutex_t wb_lock;		/* one writeback pass at a time */
+	atomic_bool unsynced;			/* backing written since its last sync */
+	_Atomic int64_t mtime_ns;		/* pending mtime, 0: none */
+	_Atomic int64_t dirtied_ns;		/* when it went from clean to dirty, 0: clean */
+	_Atomic int64_t retry_ns;		/* background retry not before this */
+	_Atomic uint32_t backoff_ms;		/* current retry backoff */
+
+	/* errseq: the last error, and a counter bumped by every failure */
+	_Atomic int err;
+	_Atomic uint64_t err_seq;
+
+	unsigned int refs;			/* files_lock: walkers using it */
+	bool dying;				/* files_lock: being freed */
+	bool orphan;				/* files_lock: freed by its user, data unwritten */
+	struct wb_file *next;			/* files_lock */
+	struct wb_file *prev;
+};
+
+/*
+ * Write back, sync and free @wbf.  If its data cannot be written, it is
+ * kept (flushers go on retrying) and -errno returned; with @force it is
+ * freed anyway and counted as lost.  Returns 0 once freed.
+ */
+int wb_file_destroy(struct wb_file *wbf, bool force);
+/* The next live file after @prev (NULL: the first), referenced; drops @prev's reference. */
+struct wb_file *wb_next_file(struct wb_ctx *ctx, struct wb_file *prev);
+
+int64_t wb_now_ns(void);
+void wb_report(struct wb_file *wbf, const char *what, int err);
+/* Backing path of @wbf for messages and fault matching. */
+void wb_file_path(struct wb_file *wbf, char *buf, size_t len);
+
+/* ---- writeback (flush.c) ---- */
+
+/*
+ * Write back the dirty runs of [start, end): 0 or the first -errno (those
+ * runs stay dirty, the error is recorded for fsync).
+ */
+int wb_writeback_range(struct wb_file *wbf, off_t start, off_t end);
+void wb_need_clean(void *ctx);
+int wb_flushers_start(struct wb_ctx *ctx);
+void wb_flushers_stop(struct wb_ctx *ctx);
+/* A write dirtied data: wake the flushers if over the background threshold. */
+void wb_flushers_poke(struct wb_ctx *ctx);
+
+#endif /* FOLIOFS_WB_I_H */
