@@ -184,6 +184,12 @@ void bs_file_destroy(struct bs_file *file);
 
 /* The file size as the cache sees it (dirty extending writes included). */
 off_t bs_file_size(struct bs_file *file);
+/*
+ * The file cannot change size (a block device): writes stop at the size
+ * (-ENOSPC past it), truncate fails with -EPERM.
+ */
+void bs_file_fix_size(struct bs_file *file);
+
 /* Whether any block of the file is dirty or under writeback. */
 bool bs_file_has_held(struct bs_file *file);
 
@@ -241,15 +247,24 @@ struct bs_wb_run {
  */
 int bs_wb_collect(struct bs_file *file, off_t *pos, off_t end,
 		  struct bs_wb_run *runs, int max_runs, size_t max_bytes);
+/* Flags of bs_wb_collect_mode(). */
+enum {
+	/* Every uptodate block of a folio that has a dirty block is written
+	 * (Linux before 6.6), so runs may hold clean blocks too. */
+	BS_WB_WHOLE_FOLIO = 1,
+	/* Runs are not trimmed at the file size: the block holding EOF is
+	 * written whole (direct I/O); the caller restores the size. */
+	BS_WB_WHOLE_BLOCKS = 2,
+};
+
 /*
- * As bs_wb_collect(); with @whole_folio every uptodate block of a folio
- * that has a dirty block is written (Linux before 6.6), so runs may hold
- * clean blocks too.  Callers must not run two collections of one file at
- * once (completion clears every writeback bit of a run's range).
+ * As bs_wb_collect(), with @flags.  Callers must not run two collections
+ * of one file at once (completion clears every writeback bit of a run's
+ * range).
  */
 int bs_wb_collect_mode(struct bs_file *file, off_t *pos, off_t end,
 		       struct bs_wb_run *runs, int max_runs, size_t max_bytes,
-		       bool whole_folio);
+		       unsigned int flags);
 
 /*
  * The write of @run finished with @err (0 or -errno).  Success: blocks not

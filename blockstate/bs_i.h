@@ -153,6 +153,7 @@ struct bs_file {
 	pthread_rwlock_t index_lock;		/* protects index and size_state */
 	struct bs_index index;
 	struct bs_size_state size_state;
+	bool fixed_size;			/* a block device: set once, before use */
 	_Atomic off_t size;			/* grows under invalidate_lock shared
 						 * (compare and swap), set under it
 						 * exclusive */

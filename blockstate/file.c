@@ -46,6 +46,11 @@ int bs_file_create(struct bs_cache *cache, const struct bs_backing_ops *ops,
 	return 0;
 }
 
+void bs_file_fix_size(struct bs_file *file)
+{
+	file->fixed_size = true;
+}
+
 off_t bs_file_size(struct bs_file *file)
 {
 	return atomic_load(&file->size);
@@ -291,8 +296,8 @@ static int fill_blocks(struct bs_file *file, struct bs_folio *folio,
 			bs_bits_set(folio->uptodate, blk, stop);
 			continue;
 		}
-		buf = malloc(len);
-		if (!buf)
+		/* Page aligned: the backing file may be open with O_DIRECT. */
+		if (posix_memalign((void **)&buf, BS_PAGE_SIZE, len))
 			return -ENOMEM;
 		pthread_mutex_unlock(&folio->lock);
 		ret = read_run(file, folio, buf, blk, stop);
@@ -386,6 +391,14 @@ ssize_t bs_write(struct bs_file *file, const void *buf, size_t len, off_t off)
 		return -EINVAL;
 	if (len > (uint64_t)(OFF_MAX - off))
 		return -EFBIG;
+	if (file->fixed_size) {
+		off_t size = atomic_load(&file->size);
+
+		if (len && off >= size)
+			return -ENOSPC;
+		if (len > (uint64_t)(size - off))
+			len = (size_t)(size - off);
+	}
 	pthread_rwlock_rdlock(&file->invalidate_lock);
 	while (done < len) {
 		off_t pos = off + (off_t)done;
@@ -497,6 +510,8 @@ int bs_truncate(struct bs_file *file, off_t size)
 
 	if (size < 0)
 		return -EINVAL;
+	if (file->fixed_size)
+		return size == atomic_load(&file->size) ? 0 : -EPERM;
 	pthread_rwlock_wrlock(&file->invalidate_lock);
 	old = atomic_load(&file->size);
 	if (size < old) {
@@ -529,6 +544,9 @@ int bs_fallocate(struct bs_file *file, int mode, off_t off, off_t len)
 		return -EINVAL;
 	if (len > OFF_MAX - off)
 		return -EFBIG;
+	if (file->fixed_size && !(mode & FALLOC_FL_KEEP_SIZE) &&
+	    off + len > atomic_load(&file->size))
+		return -ENOSPC;
 	pthread_rwlock_wrlock(&file->invalidate_lock);
 	if (zeroes)
 		zero_range(file, off, off + len);

@@ -16,8 +16,9 @@
  * blocks of a folio that has any dirty block.
  */
 static bool collect_one(struct bs_folio *folio, off_t pos, off_t end,
-			bool whole_folio, struct bs_wb_run *run)
+			unsigned int flags, struct bs_wb_run *run)
 {
+	bool whole_folio = flags & BS_WB_WHOLE_FOLIO;
 	/*
 	 * Read the size under the folio lock: truncate stores the new size
 	 * before it waits for writeback folio by folio, so either this run is
@@ -49,7 +50,7 @@ static bool collect_one(struct bs_folio *folio, off_t pos, off_t end,
 	run->end_blk = stop;
 	run->off = folio->start + ((off_t)blk << shift);
 	run->len = (size_t)(stop - blk) << shift;
-	if (run->off + (off_t)run->len > size)
+	if (run->off + (off_t)run->len > size && !(flags & BS_WB_WHOLE_BLOCKS))
 		run->len = (size_t)(size - run->off);
 	run->data = folio->data + ((size_t)blk << shift);
 	return true;
@@ -58,12 +59,12 @@ static bool collect_one(struct bs_folio *folio, off_t pos, off_t end,
 int bs_wb_collect(struct bs_file *file, off_t *pos, off_t end,
 		  struct bs_wb_run *runs, int max_runs, size_t max_bytes)
 {
-	return bs_wb_collect_mode(file, pos, end, runs, max_runs, max_bytes, false);
+	return bs_wb_collect_mode(file, pos, end, runs, max_runs, max_bytes, 0);
 }
 
 int bs_wb_collect_mode(struct bs_file *file, off_t *pos, off_t end,
 		       struct bs_wb_run *runs, int max_runs, size_t max_bytes,
-		       bool whole_folio)
+		       unsigned int flags)
 {
 	off_t size = atomic_load(&file->size);
 	size_t bytes = 0;
@@ -88,7 +89,7 @@ int bs_wb_collect_mode(struct bs_file *file, off_t *pos, off_t end,
 			break;
 		}
 		pthread_mutex_lock(&folio->lock);
-		got = collect_one(folio, *pos, end, whole_folio, &runs[n]);
+		got = collect_one(folio, *pos, end, flags, &runs[n]);
 		pthread_mutex_unlock(&folio->lock);
 		if (!got) {
 			*pos = folio->start + folio->size;

@@ -146,6 +146,7 @@ struct ffs_dir {
 struct ffs_data {
 	const struct ffs_config *cfg;
 	struct wb_ctx *wb;		/* the data path */
+	mode_t backing_type;		/* S_IFDIR, or S_IFREG/S_IFBLK: one-file mount */
 	struct ffs_inode root;
 	bool act_as_caller;	/* root daemon with allow_other: switch creds */
 
@@ -196,6 +197,8 @@ struct ffs_procpath {
 	char path[32];
 };
 void ffs_procpath(struct ffs_procpath *p, int fd);
+/* Size of the block device behind an O_PATH descriptor: 0 or -errno. */
+int ffs_blockdev_size(int path_fd, uint64_t *bytes);
 
 /* ---- credentials (creds.c) ---- */
 

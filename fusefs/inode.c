@@ -16,8 +16,25 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/ioctl.h>
+#include <linux/fs.h>
 
 #define ITABLE_MIN_BUCKETS 1024
+
+int ffs_blockdev_size(int path_fd, uint64_t *bytes)
+{
+	struct ffs_procpath p;
+	int fd, ret = 0;
+
+	ffs_procpath(&p, path_fd);
+	fd = open(p.path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	if (fd < 0)
+		return -errno;
+	if (ioctl(fd, BLKGETSIZE64, bytes) < 0)
+		ret = -errno;
+	close(fd);
+	return ret;
+}
 
 void ffs_procpath(struct ffs_procpath *p, int fd)
 {
@@ -102,6 +119,9 @@ int ffs_itable_init(struct ffs_data *fs, int root_fd)
 		return -ENOMEM;
 	inode_init(&fs->root, &st, root_fd);
 	fs->root.nlookup = 2;	/* never forgotten */
+	/* A one-file mount of a block device shows a regular file. */
+	if (S_ISBLK(st.st_mode))
+		fs->root.type = S_IFREG;
 	return 0;
 }
 
@@ -241,7 +261,7 @@ void ffs_inode_forget(struct ffs_data *fs, struct ffs_inode *inode,
 }
 
 /* Open the backing file behind @inode's O_PATH descriptor. */
-static int open_data_fd(struct ffs_inode *inode, int need, int *access)
+static int open_data_fd(struct ffs_inode *inode, int need, int extra_flags, int *access)
 {
 	static const struct {
 		int flags;
@@ -261,7 +281,7 @@ static int open_data_fd(struct ffs_inode *inode, int need, int *access)
 		if ((modes[i].access & need) != need)
 			continue;
 		/* O_NONBLOCK: never hang on a FIFO; no effect on regular files. */
-		fd = open(p.path, modes[i].flags | O_CLOEXEC | O_NONBLOCK);
+		fd = open(p.path, modes[i].flags | O_CLOEXEC | O_NONBLOCK | extra_flags);
 		if (fd >= 0) {
 			*access = modes[i].access;
 			return fd;
@@ -293,7 +313,8 @@ int ffs_data_get(struct ffs_data *fs, struct ffs_inode *inode, int need, int fd,
 	if (fd < 0 || (fd_access & need) != need) {
 		if (fd >= 0)
 			close(fd);
-		fd = open_data_fd(inode, need, &fd_access);
+		fd = open_data_fd(inode, need, fs->cfg->wb.backing_direct ? O_DIRECT : 0,
+				  &fd_access);
 		if (fd < 0) {
 			ret = fd;
 			goto out_unlock;

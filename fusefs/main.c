@@ -89,16 +89,38 @@ static void raise_nofile(void)
 			strerror(errno));
 }
 
-static int open_backing(const char *path, int *fd)
+/*
+ * BACKING: a directory (its tree is mounted), or a regular file or block
+ * device (mounted as one file over the regular file MOUNTPOINT).
+ */
+static int open_backing(const struct ffs_config *cfg, int *fd, mode_t *type)
 {
-	struct stat st;
+	const char *path = cfg->backing;
+	struct stat st, mst;
 
-	*fd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
-	if (*fd >= 0)
-		return 0;
-	if (errno == ENOTDIR && stat(path, &st) == 0)
-		return usage_error("BACKING %s: not a directory", path);
-	return usage_error("BACKING %s: %s", path, strerror(errno));
+	*fd = open(path, O_PATH | O_CLOEXEC);
+	if (*fd < 0)
+		return usage_error("BACKING %s: %s", path, strerror(errno));
+	if (fstat(*fd, &st) < 0 || stat(cfg->mountpoint, &mst) < 0) {
+		close(*fd);
+		return usage_error("BACKING %s: %s", path, strerror(errno));
+	}
+	*type = st.st_mode & S_IFMT;
+	if (S_ISDIR(st.st_mode) && !S_ISDIR(mst.st_mode)) {
+		close(*fd);
+		return usage_error("MOUNTPOINT %s: not a directory", cfg->mountpoint);
+	}
+	if ((S_ISREG(st.st_mode) || S_ISBLK(st.st_mode)) && !S_ISREG(mst.st_mode)) {
+		close(*fd);
+		return usage_error("MOUNTPOINT %s: must be a regular file when BACKING %s is a %s",
+				   cfg->mountpoint, path,
+				   S_ISREG(st.st_mode) ? "regular file" : "block device");
+	}
+	if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode)) {
+		close(*fd);
+		return usage_error("BACKING %s: not a directory, regular file or block device", path);
+	}
+	return 0;
 }
 
 static int serve(struct fuse_session *se, const struct ffs_config *cfg)
@@ -152,7 +174,7 @@ int main(int argc, char *argv[])
 		ffs_config_free(&cfg);
 		return 0;
 	}
-	ret = open_backing(cfg.backing, &root_fd);
+	ret = open_backing(&cfg, &root_fd, &fs.backing_type);
 	if (ret) {
 		ffs_config_free(&cfg);
 		return ret;

@@ -100,6 +100,15 @@ static int stat_fd(int fd, struct stat *st)
 {
 	if (fstatat(fd, "", st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0)
 		return -errno;
+	/* Only a one-file mount's root can be a device: show a regular file. */
+	if (S_ISBLK(st->st_mode)) {
+		uint64_t bytes = 0;
+
+		st->st_mode = S_IFREG | (st->st_mode & 07777);
+		st->st_rdev = 0;
+		st->st_size = ffs_blockdev_size(fd, &bytes) ? 0 : (off_t)bytes;
+		st->st_blocks = st->st_size / 512;
+	}
 	return 0;
 }
 
@@ -556,11 +565,11 @@ static void ffs_open(fuse_req_t req, fuse_ino_t ino,
 }
 
 /* openat(O_CREAT) as the caller: read-write if allowed, else as asked. */
-static int create_fd(struct ffs_inode *dir, const char *name, int flags,
-		     mode_t mode, int *access)
+static int create_fd(struct ffs_data *fs, struct ffs_inode *dir, const char *name,
+		     int flags, mode_t mode, int *access)
 {
 	int base = O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK |
-		   (flags & O_EXCL);
+		   (flags & O_EXCL) | (fs->cfg->wb.backing_direct ? O_DIRECT : 0);
 	int fd = openat(dir->fd, name, base | O_RDWR, mode);
 
 	*access = WB_RDWR;
@@ -586,7 +595,7 @@ static int do_create(struct ffs_data *fs, fuse_req_t req,
 	ret = ffs_creds_enter(fs, req, &c);
 	if (ret)
 		return ret;
-	fd = create_fd(dir, name, fi->flags, mode, &access);
+	fd = create_fd(fs, dir, name, fi->flags, mode, &access);
 	ffs_creds_leave(&c);
 	if (fd < 0)
 		return fd;

@@ -39,6 +39,7 @@ enum {
 	KEY_WB_GRANULARITY,
 	KEY_MAX_IO,
 	KEY_FAULT,
+	KEY_BACKING_DIRECT,
 };
 
 static const struct fuse_opt ffs_opt_spec[] = {
@@ -63,6 +64,7 @@ static const struct fuse_opt ffs_opt_spec[] = {
 	FUSE_OPT_KEY("wb_granularity=", KEY_WB_GRANULARITY),
 	FUSE_OPT_KEY("max_io=", KEY_MAX_IO),
 	FUSE_OPT_KEY("fault=", KEY_FAULT),
+	FUSE_OPT_KEY("backing_direct", KEY_BACKING_DIRECT),
 	FUSE_OPT_END
 };
 
@@ -92,6 +94,7 @@ static const struct {
 	{ "backing_io=NAME", "uring", "uring (batched io_uring, falls back to psync), psync (pwritev), null (discard writes, read zeros: measures FUSE and cache cost)" },
 	{ "wb_granularity=NAME", "block", "block (write only dirty blocks) or folio (every uptodate block of a dirty folio, as Linux before 6.6)" },
 	{ "max_io=BYTES", "1M", "largest merged backing write (power of two, >= 4K)" },
+	{ "backing_direct", "off", "open backing files with O_DIRECT (block-aligned I/O from the cache's memory)" },
 	{ "fault=SPEC", "off", "inject backing I/O faults, for tests (see README)" },
 	{ "max_threads=N", "10", "most FUSE worker threads (libfuse)" },
 };
@@ -224,8 +227,9 @@ static int check_mountpoint(const char *path, char *err)
 		snprintf(err, FFS_ERRLEN, "MOUNTPOINT %s: %s", path, strerror(errno));
 		return -EINVAL;
 	}
-	if (!S_ISDIR(st.st_mode)) {
-		snprintf(err, FFS_ERRLEN, "MOUNTPOINT %s: not a directory", path);
+	/* A regular file only for a file or device BACKING (main.c checks). */
+	if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode)) {
+		snprintf(err, FFS_ERRLEN, "MOUNTPOINT %s: not a directory or regular file", path);
 		return -EINVAL;
 	}
 	return 0;
@@ -374,6 +378,9 @@ static int opt_proc(void *data, const char *arg, int key,
 	case KEY_KERNEL_CACHE:
 		cfg->kernel_cache = true;
 		return 0;
+	case KEY_BACKING_DIRECT:
+		cfg->wb.backing_direct = true;
+		return 0;
 	case KEY_ATTR_TIMEOUT:
 		return ffs_parse_double("attr_timeout", strchr(arg, '=') + 1,
 					0, 86400, &cfg->attr_timeout,
@@ -499,7 +506,9 @@ void ffs_config_free(struct ffs_config *cfg)
 void ffs_print_help(const char *progname)
 {
 	printf("usage: %s [options] BACKING MOUNTPOINT\n\n"
-	       "Mount the directory BACKING at MOUNTPOINT through foliofs.\n\n"
+	       "Mount the directory BACKING at MOUNTPOINT through foliofs; or, when\n"
+	       "BACKING is a regular file or a block device, mount it as one file over\n"
+	       "the regular file MOUNTPOINT.\n\n"
 	       "foliofs options (-o NAME[=VALUE], default in brackets):\n",
 	       progname);
 	for (size_t i = 0; i < sizeof(ffs_opt_help) / sizeof(ffs_opt_help[0]); i++)

@@ -24,6 +24,7 @@
 #include <sys/stat.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 /* Background retry of a failing file: from this, doubling, up to the max. */
 #define RETRY_MIN_MS 100
@@ -91,6 +92,20 @@ static void stamp_mtime(struct wb_file *wbf)
 		atomic_compare_exchange_strong(&wbf->mtime_ns, &ns, 0);
 }
 
+/*
+ * Direct I/O wrote the block holding EOF whole: cut the backing file back
+ * to the file size (a no-op when it is not longer).
+ */
+static void restore_size(struct wb_file *wbf)
+{
+	struct stat st;
+	off_t size = bs_file_size(wbf->bs);
+
+	if (fstat(wbf->fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > size &&
+	    ftruncate(wbf->fd, size) < 0)
+		wb_report(wbf, "restoring the size of", -errno);
+}
+
 /* The file may have become clean: forget its age unless it is not. */
 static void update_dirtied(struct wb_file *wbf)
 {
@@ -117,7 +132,8 @@ int wb_writeback_range(struct wb_file *wbf, off_t start, off_t end)
 	for (;;) {
 		int n = bs_wb_collect_mode(wbf->bs, &pos, end, runs, WB_BATCH,
 					   (size_t)WB_BATCH * ctx->cfg.max_io,
-					   ctx->cfg.whole_folio);
+					   (ctx->cfg.whole_folio ? BS_WB_WHOLE_FOLIO : 0) |
+					   (ctx->cfg.backing_direct ? BS_WB_WHOLE_BLOCKS : 0));
 		int groups;
 
 		if (n == 0)
@@ -138,6 +154,8 @@ int wb_writeback_range(struct wb_file *wbf, off_t start, off_t end)
 	}
 	if (wrote) {
 		atomic_store(&wbf->unsynced, true);
+		if (ctx->cfg.backing_direct)
+			restore_size(wbf);
 		stamp_mtime(wbf);
 	}
 	if (!first_err)

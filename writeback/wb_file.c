@@ -20,6 +20,8 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/ioctl.h>
+#include <linux/fs.h>
 
 /* Largest chunk wb_copy_range moves per read/write pair. */
 #define WB_COPY_CHUNK (1u << 20)
@@ -94,11 +96,23 @@ int wb_file_alloc(struct wb_ctx *ctx, int fd, enum wb_access access,
 	wbf->fd = fd;
 	atomic_init(&wbf->access, access);
 	pthread_mutex_init(&wbf->wb_lock, NULL);
+	if (S_ISBLK(st.st_mode)) {
+		uint64_t bytes;
+
+		if (ioctl(fd, BLKGETSIZE64, &bytes) < 0) {
+			ret = -errno;
+			pthread_mutex_destroy(&wbf->wb_lock);
+			goto out_free;
+		}
+		st.st_size = (off_t)bytes;
+	}
 	ret = bs_file_create(ctx->cache, &wb_backing_ops, wbf, st.st_size, &wbf->bs);
 	if (ret) {
 		pthread_mutex_destroy(&wbf->wb_lock);
 		goto out_free;
 	}
+	if (S_ISBLK(st.st_mode))
+		bs_file_fix_size(wbf->bs);
 	pthread_mutex_lock(&ctx->files_lock);
 	wbf->next = ctx->files;
 	if (wbf->next)

@@ -51,6 +51,7 @@ struct wb_config {
 	uint32_t writeback_interval_ms;		/* flusher period; 0: only when kicked */
 	enum wb_backing_io backing_io;
 	bool whole_folio;			/* wb_granularity=folio (pre-6.6 Linux) */
+	bool backing_direct;			/* backing files are opened with O_DIRECT */
 	uint32_t max_io;			/* largest merged write, bytes */
 	const char *fault;			/* initial fault spec, or NULL */
 };
