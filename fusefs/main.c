@@ -47,6 +47,15 @@ static void ffs_log(enum fuse_log_level level, const char *fmt, va_list ap)
 		fprintf(stderr, "foliofs: %s", text);
 }
 
+/* writeback's messages: the same way as ours and libfuse's. */
+static void wb_logger(const char *line)
+{
+	if (log_to_syslog)
+		syslog(LOG_ERR, "%s", line);
+	else
+		fprintf(stderr, "foliofs: %s\n", line);
+}
+
 static int usage_error(const char *fmt, ...)
 {
 	va_list ap;
@@ -159,6 +168,7 @@ int main(int argc, char *argv[])
 	int root_fd, ret, status = 1;
 
 	fuse_set_log_func(ffs_log);
+	wb_set_logger(wb_logger);
 	if (ffs_parse_args(argc, argv, &cfg, err)) {
 		ffs_config_free(&cfg);
 		return err[0] ? usage_error("%s", err) : 2;

@@ -289,8 +289,8 @@ int wb_backing_init(struct wb_ctx *ctx)
 		return 0;
 	ret = io_uring_queue_init(4, &probe, 0);
 	if (ret < 0) {
-		fprintf(stderr, "foliofs: notice: io_uring cannot be set up (%s); backing writes use pwritev\n",
-			strerror(-ret));
+		wb_log("notice: io_uring cannot be set up (%s); backing writes use pwritev",
+		       strerror(-ret));
 		ctx->io = WB_IO_PSYNC;
 		return 0;
 	}

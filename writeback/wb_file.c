@@ -13,6 +13,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <linux/falloc.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,12 +47,35 @@ void wb_file_path(struct wb_file *wbf, char *buf, size_t len)
 	buf[(size_t)n < len ? (size_t)n : len - 1] = '\0';
 }
 
+static void log_stderr(const char *line)
+{
+	fprintf(stderr, "foliofs: %s\n", line);
+}
+
+static void (*_Atomic logger)(const char *line) = log_stderr;
+
+void wb_set_logger(void (*log)(const char *line))
+{
+	atomic_store(&logger, log ? log : log_stderr);
+}
+
+void wb_log(const char *fmt, ...)
+{
+	char line[PATH_MAX + 256];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	atomic_load(&logger)(line);
+}
+
 void wb_report(struct wb_file *wbf, const char *what, int err)
 {
 	char path[PATH_MAX];
 
 	wb_file_path(wbf, path, sizeof(path));
-	fprintf(stderr, "foliofs: error: %s %s: %s\n", what, path, strerror(-err));
+	wb_log("error: %s %s: %s", what, path, strerror(-err));
 }
 
 /* ---- backing ops given to blockstate ---- */

@@ -148,6 +148,8 @@ int wb_file_destroy(struct wb_file *wbf, bool force);
 struct wb_file *wb_next_file(struct wb_ctx *ctx, struct wb_file *prev);
 
 int64_t wb_now_ns(void);
+/* A message line, through the logger (wb_set_logger). */
+void wb_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void wb_report(struct wb_file *wbf, const char *what, int err);
 /* Backing path of @wbf for messages and fault matching. */
 void wb_file_path(struct wb_file *wbf, char *buf, size_t len);

@@ -56,6 +56,13 @@ struct wb_config {
 	const char *fault;			/* initial fault spec, or NULL */
 };
 
+/*
+ * Where writeback's messages go (one line each, without "foliofs: " and
+ * without the newline); stderr until set.  The daemon points it at syslog
+ * once it runs in the background.
+ */
+void wb_set_logger(void (*log)(const char *line));
+
 /* Defaults: 2 flushers, 10%, 30 s, 5 s, io_uring, per-block, 1 MiB, no fault. */
 void wb_config_default(struct wb_config *cfg);
 /* Check @cfg; on error fill @err with a line naming the option. */
