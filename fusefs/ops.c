@@ -100,16 +100,20 @@ static int stat_fd(int fd, struct stat *st)
 {
 	if (fstatat(fd, "", st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0)
 		return -errno;
-	/* Only a one-file mount's root can be a device: show a regular file. */
-	if (S_ISBLK(st->st_mode)) {
-		uint64_t bytes = 0;
-
-		st->st_mode = S_IFREG | (st->st_mode & 07777);
-		st->st_rdev = 0;
-		st->st_size = ffs_blockdev_size(fd, &bytes) ? 0 : (off_t)bytes;
-		st->st_blocks = st->st_size / 512;
-	}
 	return 0;
+}
+
+/* The root of a one-file mount of a block device shows a regular file. */
+static void root_attr(struct ffs_data *fs, struct ffs_inode *inode, struct stat *st)
+{
+	uint64_t bytes = 0;
+
+	if (inode != &fs->root || fs->backing_type != S_IFBLK)
+		return;
+	st->st_mode = S_IFREG | (st->st_mode & 07777);
+	st->st_rdev = 0;
+	st->st_size = ffs_blockdev_size(inode->fd, &bytes) ? 0 : (off_t)bytes;
+	st->st_blocks = st->st_size / 512;
 }
 
 /* ---- lookup and inode lifetime ---- */
@@ -193,8 +197,10 @@ static void ffs_getattr(fuse_req_t req, fuse_ino_t ino,
 		ffs_ctl_getattr(ffs_data(req), inode, &st);
 	else
 		ret = stat_fd(inode->fd, &st);
-	if (!ret)
+	if (!ret) {
+		root_attr(ffs_data(req), inode, &st);
 		ffs_data_fix_stat(inode, &st);
+	}
 	if (ret)
 		fuse_reply_err(req, -ret);
 	else
@@ -312,8 +318,10 @@ static void ffs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 	}
 	if (!ret)
 		ret = stat_fd(inode->fd, &st);
-	if (!ret)
+	if (!ret) {
+		root_attr(ffs_data(req), inode, &st);
 		ffs_data_fix_stat(inode, &st);
+	}
 	if (ret)
 		fuse_reply_err(req, -ret);
 	else

@@ -65,7 +65,7 @@ def test_bad_paths_exit_2(dirs):
     open(f, 'w').close()
     cases = [
         ([os.path.join(root, 'nope'), m], 'nope'),
-        ([f, m], 'not a directory'),
+        ([f, m], 'must be a regular file'),
         ([b, os.path.join(root, 'nomnt')], 'nomnt'),
         ([b, f], 'not a directory'),
         ([b], 'MOUNTPOINT'),
