@@ -188,7 +188,7 @@ void wb_need_clean(void *arg)
 	struct wb_ctx *ctx = arg;
 
 	for (struct wb_file *f = wb_next_file(ctx, NULL); f; f = wb_next_file(ctx, f))
-		wb_writeback_range(f, 0, INT64_MAX);
+		wb_writeback_range(f, 0, bs_file_size(f->bs));
 }
 
 /* ---- flusher threads ---- */
@@ -231,7 +231,8 @@ static void flush_pass(struct wb_ctx *ctx)
 		if (pthread_mutex_trylock(&f->wb_lock))
 			continue;
 		pthread_mutex_unlock(&f->wb_lock);
-		if (wb_writeback_range(f, 0, INT64_MAX))
+		/* Up to today's end: a pass does not chase an appending writer. */
+		if (wb_writeback_range(f, 0, bs_file_size(f->bs)))
 			atomic_fetch_add(&ctx->wb_retries, 1);
 	}
 }

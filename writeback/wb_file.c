@@ -275,7 +275,8 @@ uint64_t wb_file_err_sample(struct wb_file *wbf)
 
 int wb_fsync(struct wb_file *wbf, bool datasync, uint64_t *seen)
 {
-	int ret = wb_writeback_range(wbf, 0, INT64_MAX);
+	/* What was written before the call; later writes are not waited for. */
+	int ret = wb_writeback_range(wbf, 0, bs_file_size(wbf->bs));
 	uint64_t seq;
 
 	if (!ret) {
