@@ -258,13 +258,14 @@ enum {
 };
 
 /*
- * As bs_wb_collect(), with @flags.  Callers must not run two collections
+ * As bs_wb_collect(), with @flags, and no run longer than @max_run bytes
+ * (a multiple of the block size).  Callers must not run two collections
  * of one file at once (completion clears every writeback bit of a run's
  * range).
  */
 int bs_wb_collect_mode(struct bs_file *file, off_t *pos, off_t end,
 		       struct bs_wb_run *runs, int max_runs, size_t max_bytes,
-		       unsigned int flags);
+		       size_t max_run, unsigned int flags);
 
 /*
  * The write of @run finished with @err (0 or -errno).  Success: blocks not

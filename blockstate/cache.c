@@ -96,8 +96,9 @@ void bs_cache_stats(struct bs_cache *cache, struct bs_stats *st)
 	memset(st, 0, sizeof(*st));
 	st->charged_bytes = charged > 0 ? (uint64_t)charged : 0;
 	st->nr_dirty = (st->charged_bytes + BS_PAGE_SIZE - 1) >> BS_PAGE_SHIFT;
-	st->nr_dirtied = atomic_load(&cache->dirtied_bytes) >> BS_PAGE_SHIFT;
-	st->nr_written = atomic_load(&cache->written_bytes) >> BS_PAGE_SHIFT;
+	/* All three round up: a 512-byte block charged is a page in flight. */
+	st->nr_dirtied = (atomic_load(&cache->dirtied_bytes) + BS_PAGE_SIZE - 1) >> BS_PAGE_SHIFT;
+	st->nr_written = (atomic_load(&cache->written_bytes) + BS_PAGE_SIZE - 1) >> BS_PAGE_SHIFT;
 	st->dirty_bytes_exact = atomic_load(&cache->held_bytes);
 	st->writeback_bytes = atomic_load(&cache->wb_bytes);
 	st->pinned_bytes = atomic_load(&cache->pinned_bytes);

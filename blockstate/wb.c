@@ -10,13 +10,15 @@
  */
 #include "bs_i.h"
 
+#include <stdint.h>
+
 /*
  * Collect the next run of @folio at or after @pos; false if none.  A run
  * is a stretch of dirty blocks, or with @whole_folio a stretch of uptodate
  * blocks of a folio that has any dirty block.
  */
 static bool collect_one(struct bs_folio *folio, off_t pos, off_t end,
-			unsigned int flags, struct bs_wb_run *run)
+			size_t max_run, unsigned int flags, struct bs_wb_run *run)
 {
 	bool whole_folio = flags & BS_WB_WHOLE_FOLIO;
 	/*
@@ -44,6 +46,8 @@ static bool collect_one(struct bs_folio *folio, off_t pos, off_t end,
 	if (blk == end_blk || (folio->start + ((off_t)blk << shift)) >= size)
 		return false;
 	stop = bs_bits_next_clear(map, blk, end_blk);
+	if (((size_t)(stop - blk) << shift) > max_run)
+		stop = blk + (uint32_t)(max_run >> shift);
 	bs_folio_start_writeback(folio, blk, stop);
 	run->folio = folio;
 	run->first_blk = blk;
@@ -59,13 +63,15 @@ static bool collect_one(struct bs_folio *folio, off_t pos, off_t end,
 int bs_wb_collect(struct bs_file *file, off_t *pos, off_t end,
 		  struct bs_wb_run *runs, int max_runs, size_t max_bytes)
 {
-	return bs_wb_collect_mode(file, pos, end, runs, max_runs, max_bytes, 0);
+	return bs_wb_collect_mode(file, pos, end, runs, max_runs, max_bytes, SIZE_MAX, 0);
 }
 
 int bs_wb_collect_mode(struct bs_file *file, off_t *pos, off_t end,
 		       struct bs_wb_run *runs, int max_runs, size_t max_bytes,
-		       unsigned int flags)
+		       size_t max_run, unsigned int flags)
 {
+	if (max_run < file->cache->cfg.block_size)
+		max_run = file->cache->cfg.block_size;
 	off_t size = atomic_load(&file->size);
 	size_t bytes = 0;
 	int n = 0;
@@ -89,7 +95,7 @@ int bs_wb_collect_mode(struct bs_file *file, off_t *pos, off_t end,
 			break;
 		}
 		pthread_mutex_lock(&folio->lock);
-		got = collect_one(folio, *pos, end, flags, &runs[n]);
+		got = collect_one(folio, *pos, end, max_run, flags, &runs[n]);
 		pthread_mutex_unlock(&folio->lock);
 		if (!got) {
 			*pos = folio->start + folio->size;

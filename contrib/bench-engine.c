@@ -21,7 +21,9 @@
  *
  * With -M, the same loop copies into a plain buffer of the same size with
  * memcpy() instead of bs_write(): the floor set by the copy and the
- * memory system, to subtract from the engine's cost per write.
+ * memory system, to subtract from the engine's cost per write.  -H makes
+ * that buffer 2 MiB aligned and madvise(MADV_HUGEPAGE)d: what the copy
+ * would cost if folio memory were backed by transparent huge pages.
  *
  * The last line is machine readable:
  *   RESULT threads=T size=S secs=D ops=N ops_per_s=X ops_per_s_thread=Y
@@ -29,7 +31,7 @@
  *
  * Usage: bench-engine [-t THREADS] [-s BYTES] [-d SECS] [-a POLICY]
  *                     [-b BLOCK] [-f FOLIO] [-c CACHE_MIB] [-m FILE_MIB]
- *                     [-r SEED] [-q] [-M]
+ *                     [-r SEED] [-q] [-M [-H]]
  */
 #include "blockstate.h"
 /*
@@ -46,6 +48,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
@@ -62,6 +65,7 @@ struct opts {
 	uint64_t seed;
 	bool quiet;
 	bool memcpy_only;
+	bool huge;
 };
 
 struct worker {
@@ -246,7 +250,8 @@ static void usage(const char *prog)
 	fprintf(stderr,
 		"usage: %s [-t THREADS] [-s BYTES] [-d SECS] [-a POLICY] [-b BLOCK]\n"
 		"          [-f FOLIO] [-c CACHE_MIB] [-m FILE_MIB_PER_THREAD] [-r SEED] [-q]\n"
-		"          [-M (memcpy into a plain buffer instead of bs_write: the floor)]\n"
+		"          [-M (memcpy into a plain buffer instead of bs_write: the floor)\n"
+		"          [-H (that buffer in transparent huge pages)]]\n"
 		"defaults: -t 1 -s 4096 -d 5 -a page -b 4096 -f 2097152 -c 1024 -m 256\n",
 		prog);
 	exit(2);
@@ -286,7 +291,7 @@ int main(int argc, char **argv)
 	char err[256];
 	int c, ret, status = 0;
 
-	while ((c = getopt(argc, argv, "t:s:d:a:b:f:c:m:r:qMh")) != -1) {
+	while ((c = getopt(argc, argv, "t:s:d:a:b:f:c:m:r:qMHh")) != -1) {
 		switch (c) {
 		case 't': o.threads = (int)num(optarg, argv[0]); break;
 		case 's': o.size = (uint32_t)num(optarg, argv[0]); break;
@@ -299,6 +304,7 @@ int main(int argc, char **argv)
 		case 'r': o.seed = num(optarg, argv[0]); break;
 		case 'q': o.quiet = true; break;
 		case 'M': o.memcpy_only = true; break;
+		case 'H': o.huge = true; break;
 		default: usage(argv[0]);
 		}
 	}
@@ -343,10 +349,13 @@ int main(int argc, char **argv)
 			ret = populate(w[i].file, o.file_mib << 20, o.folio);
 		if (!ret && o.memcpy_only) {
 			/* Touched, like the populated folios. */
-			w[i].plain = aligned_alloc(BS_PAGE_SIZE, o.file_mib << 20);
+			w[i].plain = aligned_alloc(o.huge ? 2u << 20 : BS_PAGE_SIZE,
+						   o.file_mib << 20);
 			if (!w[i].plain)
 				ret = -ENOMEM;
-			else
+			else if (o.huge && madvise(w[i].plain, o.file_mib << 20, MADV_HUGEPAGE))
+				ret = -errno;
+			if (!ret)
 				memset(w[i].plain, 0, o.file_mib << 20);
 		}
 		if (ret) {
@@ -429,10 +438,11 @@ int main(int argc, char **argv)
 			fprintf(stderr, "bench-engine: warning: reclaim stalled %" PRIu64
 				" times: the cache is too small\n", st1.reclaim_stalls);
 		}
-		printf("RESULT%s threads=%d size=%u account=%s secs=%.3f ops=%" PRIu64
+		printf("RESULT%s%s threads=%d size=%u account=%s secs=%.3f ops=%" PRIu64
 		       " ops_per_s=%.0f ops_per_s_thread=%.0f cpu_ns_op=%.1f rusage_ns_op=%.1f"
 		       " min_thread_ops=%" PRIu64 "\n",
-		       o.memcpy_only ? "_MEMCPY" : "", o.threads, o.size, o.account, secs, ops, ops / secs,
+		       o.memcpy_only ? "_MEMCPY" : "", o.memcpy_only && o.huge ? "_HUGE" : "",
+		       o.threads, o.size, o.account, secs, ops, ops / secs,
 		       ops / secs / o.threads, ops ? (double)cpu / ops : 0,
 		       ops ? (double)(ru1 - ru0) / ops : 0, per[0]);
 		free(per);

@@ -131,7 +131,7 @@ int wb_writeback_range(struct wb_file *wbf, off_t start, off_t end)
 	pthread_mutex_lock(&wbf->wb_lock);
 	for (;;) {
 		int n = bs_wb_collect_mode(wbf->bs, &pos, end, runs, WB_BATCH,
-					   (size_t)WB_BATCH * ctx->cfg.max_io,
+					   (size_t)WB_BATCH * ctx->cfg.max_io, ctx->cfg.max_io,
 					   (ctx->cfg.whole_folio ? BS_WB_WHOLE_FOLIO : 0) |
 					   (ctx->cfg.backing_direct ? BS_WB_WHOLE_BLOCKS : 0));
 		int groups;
