@@ -39,8 +39,12 @@ static bool collect_one(struct bs_folio *folio, off_t pos, off_t end,
 		end_blk = bs_folio_end_blk(folio, 0, (uint32_t)(end - folio->start));
 	if (folio->detached)
 		return false;
-	if (whole_folio && bs_bits_next_set(folio->dirty, NULL, 0, folio->nr_blocks) ==
-			   folio->nr_blocks)
+	/*
+	 * Whole folios: one with a dirty block, or with blocks this pass
+	 * already moved to writeback (a folio longer than max_run is
+	 * collected in pieces).
+	 */
+	if (whole_folio && !folio->held_blocks)
 		return false;
 	blk = bs_bits_next_set(map, NULL, first_blk, end_blk);
 	if (blk == end_blk || (folio->start + ((off_t)blk << shift)) >= size)

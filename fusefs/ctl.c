@@ -117,7 +117,17 @@ int ffs_ctl_open(struct ffs_data *fs, struct ffs_inode *inode, struct fuse_file_
 	if (!buf)
 		return -ENOMEM;
 	if (inode->ctl == FFS_CTL_STATS) {
-		buf->len = wb_ctx_stats(fs->wb, buf->data, CTL_STATS_MAX);
+		size_t used = wb_ctx_stats(fs->wb, buf->data, CTL_STATS_MAX);
+		size_t ninodes;
+		int n;
+
+		pthread_mutex_lock(&fs->itable_lock);
+		ninodes = fs->ninodes;
+		pthread_mutex_unlock(&fs->itable_lock);
+		n = snprintf(buf->data + used, CTL_STATS_MAX - used,
+			     "inodes %zu\n" "kept_inodes %llu\n", ninodes,
+			     (unsigned long long)atomic_load(&fs->kept_inodes));
+		buf->len = used + (n > 0 && (size_t)n < CTL_STATS_MAX - used ? (size_t)n : 0);
 	} else if ((fi->flags & O_ACCMODE) == O_RDONLY) {
 		wb_ctx_get_fault(fs->wb, buf->data, CTL_STATS_MAX - 1);
 		buf->len = strlen(buf->data);
@@ -166,9 +176,17 @@ void ffs_ctl_read(fuse_req_t req, size_t size, off_t off, struct fuse_file_info 
 		fuse_reply_buf(req, NULL, 0);
 		return;
 	}
+	char copy[CTL_STATS_MAX];
+
 	if (size > buf->len - (size_t)off)
 		size = buf->len - (size_t)off;
-	fuse_reply_buf(req, buf->data + off, size);
+	/*
+	 * Reply from a copy: once the reader has its bytes it may close, and
+	 * the release (on another thread) frees the buffer while writev() is
+	 * still returning here.
+	 */
+	memcpy(copy, buf->data + off, size);
+	fuse_reply_buf(req, copy, size);
 }
 
 void ffs_ctl_release(struct ffs_data *fs, struct fuse_file_info *fi)

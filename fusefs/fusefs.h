@@ -21,6 +21,7 @@
 
 #include <dirent.h>
 #include <pthread.h>
+#include <stdatomic.h>
 
 #include "blockstate.h"
 #include "writeback.h"
@@ -100,6 +101,7 @@ struct ffs_inode {
 
 	/* Protected by ffs_data.itable_lock. */
 	uint64_t nlookup;	/* lookups the kernel has not forgotten */
+	bool in_table;		/* in the hash table (the root never is) */
 	struct ffs_inode *hnext;	/* hash chain */
 
 	pthread_mutex_t lock;	/* protects the fields below */
@@ -157,6 +159,9 @@ struct ffs_data {
 	struct ffs_inode **buckets;
 	size_t nbuckets;	/* power of two */
 	size_t ninodes;
+
+	/* Forgotten inodes kept because their data could not be written. */
+	_Atomic uint64_t kept_inodes;
 };
 
 int ffs_itable_init(struct ffs_data *fs, int root_fd);

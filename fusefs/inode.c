@@ -220,6 +220,7 @@ int ffs_inode_get(struct ffs_data *fs, const struct stat *st, int fd,
 		h = inode_hash(fs, st->st_ino, st->st_dev);
 		inode->hnext = fs->buckets[h];
 		fs->buckets[h] = inode;
+		inode->in_table = true;
 		fs->ninodes++;
 	}
 	pthread_mutex_unlock(&fs->itable_lock);
@@ -247,13 +248,31 @@ void ffs_inode_forget(struct ffs_data *fs, struct ffs_inode *inode,
 		n = inode->nlookup;
 	}
 	inode->nlookup -= n;
-	if (inode->nlookup == 0) {
+	gone = inode->nlookup == 0;
+	pthread_mutex_unlock(&fs->itable_lock);
+	if (!gone)
+		return;
+	/*
+	 * The cache goes with the inode once its data is on the backing
+	 * file.  While that fails, the inode stays in the table with its
+	 * cache, so that a later lookup of the same backing inode finds both
+	 * (a second cache of one file would let old data overwrite new); the
+	 * flushers keep retrying, and unmount reports what never made it.
+	 * Nobody has it open: the kernel forgets only closed inodes.
+	 */
+	if (inode->data && wb_file_flush(inode->data)) {
+		atomic_fetch_add(&fs->kept_inodes, 1);
+		return;
+	}
+	pthread_mutex_lock(&fs->itable_lock);
+	gone = inode->nlookup == 0 && inode->in_table;
+	if (gone) {
 		pp = &fs->buckets[inode_hash(fs, inode->src_ino, inode->src_dev)];
 		while (*pp != inode)
 			pp = &(*pp)->hnext;
 		*pp = inode->hnext;
+		inode->in_table = false;
 		fs->ninodes--;
-		gone = true;
 	}
 	pthread_mutex_unlock(&fs->itable_lock);
 	if (gone)

@@ -69,12 +69,7 @@ static void record_error(struct wb_file *wbf, int err)
 	atomic_store(&wbf->retry_ns, wb_now_ns() + (int64_t)backoff * 1000000);
 }
 
-/*
- * Writeback moved the backing file's mtime to now: put back the time of
- * the last cached write (or the one set explicitly), and forget it once
- * nothing is left to write.
- */
-static void stamp_mtime(struct wb_file *wbf)
+void wb_stamp_mtime(struct wb_file *wbf)
 {
 	int64_t ns = atomic_load(&wbf->mtime_ns);
 	struct timespec tv[2] = {
@@ -156,7 +151,6 @@ int wb_writeback_range(struct wb_file *wbf, off_t start, off_t end)
 		atomic_store(&wbf->unsynced, true);
 		if (ctx->cfg.backing_direct)
 			restore_size(wbf);
-		stamp_mtime(wbf);
 	}
 	if (!first_err)
 		atomic_store(&wbf->backoff_ms, 0);
@@ -234,6 +228,8 @@ static void flush_pass(struct wb_ctx *ctx)
 		/* Up to today's end: a pass does not chase an appending writer. */
 		if (wb_writeback_range(f, 0, bs_file_size(f->bs)))
 			atomic_fetch_add(&ctx->wb_retries, 1);
+		else
+			wb_stamp_mtime(f);
 	}
 }
 

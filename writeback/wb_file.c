@@ -170,11 +170,12 @@ enum wb_access wb_file_access(const struct wb_file *wbf)
 	return atomic_load(&wbf->access);
 }
 
-/* Write back and sync everything: 0 or -errno. */
-static int flush_all(struct wb_file *wbf)
+int wb_file_flush(struct wb_file *wbf)
 {
 	int ret = wb_writeback_range(wbf, 0, INT64_MAX);
 
+	if (!ret)
+		wb_stamp_mtime(wbf);
 	if (!ret && atomic_exchange(&wbf->unsynced, false)) {
 		ret = wb_backing_fsync(wbf, true);
 		if (ret)
@@ -186,7 +187,7 @@ static int flush_all(struct wb_file *wbf)
 int wb_file_destroy(struct wb_file *wbf, bool force)
 {
 	struct wb_ctx *ctx = wbf->ctx;
-	int ret = flush_all(wbf);
+	int ret = wb_file_flush(wbf);
 
 	if (ret) {
 		wb_report(wbf, force ? "giving up on unwritten data of" : "writing back", ret);
@@ -280,6 +281,13 @@ int wb_fsync(struct wb_file *wbf, bool datasync, uint64_t *seen)
 	uint64_t seq;
 
 	if (!ret) {
+		/*
+		 * fsync makes the time durable too; fdatasync leaves it to a
+		 * later fsync, the flushers or the file's end (stat shows it
+		 * meanwhile): stamping costs a journal commit on ext4.
+		 */
+		if (!datasync)
+			wb_stamp_mtime(wbf);
 		atomic_store(&wbf->unsynced, false);
 		ret = wb_backing_fsync(wbf, datasync);
 		if (ret) {

@@ -162,6 +162,12 @@ void wb_file_path(struct wb_file *wbf, char *buf, size_t len);
  */
 int wb_writeback_range(struct wb_file *wbf, off_t start, off_t end);
 void wb_need_clean(void *ctx);
+/*
+ * Writeback moved the backing file's mtime to now: put back the time of
+ * the last cached write (or the one set explicitly), and forget it once
+ * nothing is left to write.  Context: no lock held.
+ */
+void wb_stamp_mtime(struct wb_file *wbf);
 int wb_flushers_start(struct wb_ctx *ctx);
 void wb_flushers_stop(struct wb_ctx *ctx);
 /* A write dirtied data: wake the flushers if over the background threshold. */

@@ -134,6 +134,9 @@ enum wb_access wb_file_access(const struct wb_file *wbf);
  */
 int wb_file_free(struct wb_file *wbf);
 
+/* Write back and sync everything dirty, keeping the cache: 0 or -errno. */
+int wb_file_flush(struct wb_file *wbf);
+
 /* The file's size as the cache sees it (dirty extending writes included). */
 off_t wb_file_size(struct wb_file *wbf);
 

@@ -1,0 +1,381 @@
+#!/bin/bash
+# bench-fio.sh: fio on a plain directory versus foliofs (wb_granularity=block
+# and =folio), on the same disk, in one run.  A benchmark, not a test.
+#
+# Two workloads, each on every target:
+#   randwrite-fdatasync  the fio job of seeds/003 (per-block dirty writeback,
+#                        v6.6) scaled to this machine: rw=randwrite, bs=4k,
+#                        ioengine=psync, overwrite=1, fdatasync=1,
+#                        numjobs=2, size=256M each, 20 s time_based,
+#                        group_reporting (pre_read skipped)
+#   buffered-8k          rw=randwrite, bs=8k, ioengine=psync, no fsync,
+#                        numjobs=2, size=256M each, 20 s time_based
+# Both use the same laid-out files (fio --create_only, fsynced), so the runs
+# overwrite existing data.  On foliofs the files are laid out, fsynced and
+# fully written back before each measurement.
+#
+# Reported per run: IOPS, p99 latency of write(2) (clat) and, with
+# fdatasync, of fdatasync(2); for foliofs the bytes written to the backing
+# store per byte the application wrote (.foliofs/stats backing_write_bytes
+# over app_write_bytes: "run" counts writeback during the run, "+sync"
+# adds the fsync of every file afterwards, i.e. everything the run
+# dirtied), and the IOPS ratio to native.  The targets of the issue are
+# printed under the table: block granularity writes 1.0x the dirtied
+# bytes, randwrite+fdatasync >= 0.8x native IOPS, buffered 8K >= 0.6x.
+#
+# As root, fio is installed with apt-get when missing.  The daemon runs in
+# the foreground as the calling user; it must exit 0 after each unmount.
+#
+# Environment: FOLIOFS (daemon binary, default <repo>/build/foliofs; use a
+# build without -Ddebug_checks for numbers).
+
+set -euo pipefail
+
+usage() {
+	cat <<EOF
+usage: $0 [-T SECONDS] [-s SIZE] [-j JOBS] [-r ROUNDS] [-o "foliofs options"] [-d WORKDIR] [-t TARGETS] [-k]
+  -T SECONDS  time of each fio run (default 20)
+  -s SIZE     file size per fio job (default 256M)
+  -j JOBS     fio numjobs (default 2)
+  -r ROUNDS   repeat every run, targets taking turns first; median reported
+              (default 1)
+  -o OPTIONS  extra foliofs -o options, comma-separated (default none)
+  -d WORKDIR  directory on the disk to test; a private subdirectory is made
+              inside it and removed afterwards (default /var/tmp)
+  -t TARGETS  comma-separated subset of native,block,folio (default all)
+  -k          keep the work directory (files, fio JSON, daemon logs)
+EOF
+}
+
+DURATION=20
+SIZE=256M
+JOBS=2
+ROUNDS=1
+FOLIOFS_OPTS=""
+WORKDIR=/var/tmp
+TARGETS=native,block,folio
+KEEP=0
+while getopts "T:s:j:r:o:d:t:kh" opt; do
+	case $opt in
+	T) DURATION=$OPTARG ;;
+	s) SIZE=$OPTARG ;;
+	j) JOBS=$OPTARG ;;
+	r) ROUNDS=$OPTARG ;;
+	o) FOLIOFS_OPTS=$OPTARG ;;
+	d) WORKDIR=$OPTARG ;;
+	t) TARGETS=$OPTARG ;;
+	k) KEEP=1 ;;
+	h) usage; exit 0 ;;
+	*) usage >&2; exit 2 ;;
+	esac
+done
+shift $((OPTIND - 1))
+if (($# != 0)); then
+	usage >&2
+	exit 2
+fi
+for v in "$DURATION" "$JOBS" "$ROUNDS"; do
+	if ! [[ $v =~ ^[1-9][0-9]*$ ]]; then
+		echo "$0: '$v' is not a positive integer" >&2
+		exit 2
+	fi
+done
+if ! [[ $SIZE =~ ^[1-9][0-9]*[KMG]?$ ]]; then
+	echo "$0: size '$SIZE' is not N[K|M|G]" >&2
+	exit 2
+fi
+IFS=, read -r -a TARGET_LIST <<<"$TARGETS"
+for t in "${TARGET_LIST[@]}"; do
+	case $t in
+	native | block | folio) ;;
+	*) echo "$0: unknown target '$t' (native, block, folio)" >&2; exit 2 ;;
+	esac
+done
+
+REPO=$(cd "$(dirname "$0")/.." && pwd)
+FOLIOFS=${FOLIOFS:-$REPO/build/foliofs}
+FUSERMOUNT=$(command -v fusermount3 || echo /usr/bin/fusermount3)
+
+exec 3>&2
+log() { printf '[%s] %s\n' "$(date +%T)" "$*" >&3; }
+die() {
+	log "FAILED: $*"
+	exit 1
+}
+
+if ! command -v fio >/dev/null; then
+	if ((EUID == 0)); then
+		log "installing fio"
+		DEBIAN_FRONTEND=noninteractive apt-get install -y fio >/dev/null ||
+			{ apt-get update >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y fio >/dev/null; } ||
+			die "apt-get install fio"
+	else
+		die "fio is not installed (run as root to install it)"
+	fi
+fi
+[[ -x $FOLIOFS ]] || die "$FOLIOFS is not built (meson setup build && ninja -C build, or set FOLIOFS)"
+[[ -e /dev/fuse ]] || die "/dev/fuse is missing"
+if python3 - "$(dirname "$FOLIOFS")" <<'EOF' 2>/dev/null; then
+import json, sys
+opts = json.load(open(sys.argv[1] + '/meson-info/intro-buildoptions.json'))
+sys.exit(0 if any(o['name'] == 'debug_checks' and o['value'] for o in opts) else 1)
+EOF
+	log "warning: $FOLIOFS is built with debug_checks (slow): numbers are not representative"
+fi
+
+mkdir -p "$WORKDIR"
+WORK=$(mktemp -d "$WORKDIR/bench-fio.XXXXXX")
+chmod 755 "$WORK"
+RESULTS=$WORK/results.tsv
+: >"$RESULTS"
+declare -A DPIDS=() MNTS=()
+
+cleanup() {
+	local rc=$?
+	for t in "${!MNTS[@]}"; do
+		if grep -q " ${MNTS[$t]} fuse" /proc/self/mounts; then
+			"$FUSERMOUNT" -u "${MNTS[$t]}" 2>/dev/null ||
+				"$FUSERMOUNT" -u -z "${MNTS[$t]}" 2>/dev/null || true
+		fi
+		wait "${DPIDS[$t]}" 2>/dev/null || true
+	done
+	if ((KEEP)); then
+		log "kept $WORK"
+	else
+		rm -rf "$WORK"
+	fi
+	exit $rc
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+mount_foliofs() {	# GRAN: mounts $WORK/back-GRAN at $WORK/mnt-GRAN
+	local gran=$1 opts="wb_granularity=$1" mnt=$WORK/mnt-$1
+	[[ -n $FOLIOFS_OPTS ]] && opts+=",$FOLIOFS_OPTS"
+	mkdir -p "$WORK/back-$gran" "$mnt"
+	"$FOLIOFS" -f -o "$opts" "$WORK/back-$gran" "$mnt" >"$WORK/daemon-$gran.log" 2>&1 &
+	DPIDS[$gran]=$!
+	MNTS[$gran]=$mnt
+	for _ in $(seq 200); do
+		grep -q " $mnt fuse" /proc/self/mounts && return 0
+		kill -0 "${DPIDS[$gran]}" 2>/dev/null ||
+			{ cat "$WORK/daemon-$gran.log" >&3; die "foliofs exited before mounting"; }
+		sleep 0.05
+	done
+	die "foliofs did not mount $mnt within 10 s"
+}
+
+umount_foliofs() {	# GRAN: unmount, the daemon must exit 0 with clean output
+	local gran=$1 rc=0
+	"$FUSERMOUNT" -u "${MNTS[$gran]}" || die "fusermount3 -u ${MNTS[$gran]}"
+	wait "${DPIDS[$gran]}" || rc=$?
+	unset "MNTS[$gran]" "DPIDS[$gran]"
+	if ((rc != 0)) || grep -qi "error\|warning" "$WORK/daemon-$gran.log"; then
+		cat "$WORK/daemon-$gran.log" >&3
+		die "foliofs ($gran) exited with status $rc"
+	fi
+}
+
+# fsync every fio file in DIR (on foliofs the daemon writes back and syncs).
+sync_files() {
+	python3 - "$1" <<'EOF'
+import os, sys
+d = sys.argv[1]
+for n in sorted(os.listdir(d)):
+    if n.startswith('bench.'):
+        fd = os.open(os.path.join(d, n), os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+EOF
+}
+
+snap() {	# DIR OUT: the mount's stats, or an empty file for a plain directory
+	if [[ -e $1/.foliofs/stats ]]; then
+		cat "$1/.foliofs/stats" >"$2"
+	else
+		: >"$2"
+	fi
+}
+
+# Wait (bounded) until the mount has nothing dirty.
+wait_clean() {
+	[[ -e $1/.foliofs/stats ]] || return 0
+	for _ in $(seq 600); do
+		awk '$1 == "dirty_bytes_exact" { exit $2 != 0 }' "$1/.foliofs/stats" && return 0
+		sleep 0.05
+	done
+	die "$1 still has dirty data after 30 s"
+}
+
+dir_of() {
+	if [[ $1 == native ]]; then
+		echo "$WORK/native"
+	else
+		echo "${MNTS[$1]}"
+	fi
+}
+
+FIO_COMMON=(--name=bench --ioengine=psync --rw=randwrite --overwrite=1
+	--numjobs="$JOBS" --size="$SIZE" --group_reporting --direct=0)
+WORKLOAD_ARGS=([1]="--bs=4k --fdatasync=1" [2]="--bs=8k")
+WORKLOAD_NAME=([1]=randwrite-fdatasync [2]=buffered-8k)
+
+run_one() {	# TARGET WORKLOAD ROUND
+	local target=$1 w=$2 r=$3 dir tag
+	dir=$(dir_of "$target")
+	tag=$target-$w-$r
+	sync_files "$dir"
+	wait_clean "$dir"
+	log "round $r: ${WORKLOAD_NAME[$w]} on $target"
+	snap "$dir" "$WORK/s-$tag-a"
+	# shellcheck disable=SC2086
+	fio "${FIO_COMMON[@]}" --directory="$dir" ${WORKLOAD_ARGS[$w]} \
+		--runtime="$DURATION" --time_based --output-format=json \
+		--output="$WORK/fio-$tag.json" || die "fio ${WORKLOAD_NAME[$w]} on $target"
+	snap "$dir" "$WORK/s-$tag-b"
+	sync_files "$dir"
+	snap "$dir" "$WORK/s-$tag-c"
+	printf '%s\t%s\t%s\t%s\n' "$target" "$w" "$r" "$WORK/fio-$tag.json" >>"$RESULTS"
+}
+
+log "work directory $WORK; foliofs $FOLIOFS; extra options '${FOLIOFS_OPTS:-none}'"
+log "$(nproc) CPUs, $(awk '/MemTotal/ {printf "%.1f GiB", $2 / 1048576}' /proc/meminfo) RAM," \
+	"kernel $(uname -r), $(df -T "$WORK" | awk 'NR == 2 {print $2 " on " $1}')," \
+	"load $(cut -d' ' -f1-3 /proc/loadavg)"
+for t in "${TARGET_LIST[@]}"; do
+	if [[ $t == native ]]; then
+		mkdir -p "$WORK/native"
+	else
+		mount_foliofs "$t"
+	fi
+	log "$t: laying out $JOBS x $SIZE"
+	fio "${FIO_COMMON[@]}" --directory="$(dir_of "$t")" --bs=1M --create_only=1 \
+		--output="$WORK/layout-$t.txt" >/dev/null || die "fio layout on $t"
+done
+# Rounds: the targets take turns first, so slow drift of a shared machine
+# hits them alike; the report takes the median of the rounds.
+n=${#TARGET_LIST[@]}
+for ((r = 1; r <= ROUNDS; r++)); do
+	for w in 1 2; do
+		for ((i = 0; i < n; i++)); do
+			run_one "${TARGET_LIST[$(((i + r - 1) % n))]}" "$w" "$r"
+		done
+	done
+done
+for t in "${TARGET_LIST[@]}"; do
+	[[ $t != native ]] && umount_foliofs "$t"
+done
+
+python3 - "$RESULTS" "$DURATION" "$SIZE" "$JOBS" "$ROUNDS" "${FOLIOFS_OPTS:-}" <<'EOF'
+import json, statistics, sys
+
+results, duration, size, jobs, rounds, extra = sys.argv[1:7]
+NAMES = {'1': 'randwrite-fdatasync 4k', '2': 'buffered-8k'}
+TARGETS = ('native', 'block', 'folio')
+
+
+def stats(path):
+    out = {}
+    for line in open(path):
+        k, v = line.split()
+        out[k] = int(v)
+    return out
+
+
+def p99(lat):
+    v = (lat.get('percentile') or {}).get('99.000000')
+    return v / 1000.0 if v else None
+
+
+def med(vals):
+    vals = [v for v in vals if v is not None]
+    return statistics.median(vals) if vals else None
+
+
+runs = {}
+for line in open(results):
+    target, w, r, path = line.rstrip('\n').split('\t')
+    j = json.load(open(path))['jobs'][0]
+    if j.get('error'):
+        sys.exit('fio reported error %s for %s' % (j['error'], path))
+    res = {'iops': j['write']['iops'], 'p99_write': p99(j['write']['clat_ns']),
+           'p99_sync': p99(j['sync']['lat_ns']) if j.get('sync', {}).get('lat_ns', {}).get('N') else None}
+    base = path[:-len('.json')].replace('/fio-', '/s-')
+    sa, sb, sc = stats(base + '-a'), stats(base + '-b'), stats(base + '-c')
+    if sa:
+        app = sb['app_write_bytes'] - sa['app_write_bytes']
+        res['app'] = app
+        res['backing'] = sc['backing_write_bytes'] - sa['backing_write_bytes']
+        res['dirtied'] = (sc['nr_dirtied'] - sa['nr_dirtied']) * 4096
+        res['run'] = (sb['backing_write_bytes'] - sa['backing_write_bytes']) / app if app else None
+        res['sync'] = res['backing'] / app if app else None
+        res['per_dirtied'] = res['backing'] / res['dirtied'] if res['dirtied'] else None
+    runs.setdefault((target, w), []).append(res)
+
+data = {}
+for key, rs in runs.items():
+    data[key] = {k: med([x.get(k) for x in rs])
+                 for k in ('iops', 'p99_write', 'p99_sync', 'run', 'sync', 'per_dirtied',
+                           'app', 'backing', 'dirtied')}
+    data[key]['all_iops'] = [x['iops'] for x in rs]
+
+
+def f(v, fmt):
+    return fmt % v if v is not None else '-'
+
+
+print()
+print('fio randwrite, ioengine=psync, %s jobs x %s, %s s per run, %s round(s) (medians); '
+      'foliofs extra options: %s' % (jobs, size, duration, rounds, extra or 'none'))
+cols = '%-23s %-6s %8s %8s %11s %11s %7s %7s %10s'
+hdr = cols % ('workload', 'target', 'IOPS', 'x native', 'p99 write', 'p99 fdsync',
+              'bk/app', 'bk/app', 'bk/dirtied')
+print(hdr)
+print(cols % ('', '', '', '', '', '', 'run', '+sync', '+sync'))
+print('-' * len(hdr))
+for w in ('1', '2'):
+    nat = data.get(('native', w))
+    for t in TARGETS:
+        r = data.get((t, w))
+        if not r:
+            continue
+        ratio = r['iops'] / nat['iops'] if nat and nat['iops'] else None
+        print('%-23s %-6s %8.0f %8s %8s us %8s us %7s %7s %10s' % (
+            NAMES[w], t, r['iops'], f(ratio, '%.2fx'), f(r['p99_write'], '%.0f'),
+            f(r['p99_sync'], '%.0f'), f(r['run'], '%.2f'), f(r['sync'], '%.2f'),
+            f(r['per_dirtied'], '%.2f')))
+print()
+print('bk/app: bytes written to the backing store per byte the application wrote '
+      '("run": during the run; "+sync": with the fsync of every file after it).')
+print('bk/dirtied: per byte of pages that became dirty (nr_dirtied x 4 KiB), i.e. '
+      'write amplification of writeback.')
+if int(rounds) > 1:
+    for w in ('1', '2'):
+        for t in TARGETS:
+            r = data.get((t, w))
+            if r:
+                print('  IOPS per round %-23s %-6s %s' % (NAMES[w], t,
+                      ' '.join('%.0f' % v for v in r['all_iops'])))
+for t in ('block', 'folio'):
+    for w in ('1', '2'):
+        r = data.get((t, w))
+        if r and r.get('app'):
+            print('  %-6s %-23s app wrote %6.0f MiB, pages dirtied %6.0f MiB, backing written %6.0f MiB'
+                  % (t, NAMES[w], r['app'] / 2**20, r['dirtied'] / 2**20, r['backing'] / 2**20))
+print()
+print('targets (issue): block granularity writes 1.0x the dirtied bytes; '
+      'randwrite+fdatasync >= 0.8x native IOPS; buffered 8K >= 0.6x native IOPS')
+for w, want in (('1', 0.8), ('2', 0.6)):
+    nat, r = data.get(('native', w)), data.get(('block', w))
+    if nat and r:
+        ratio = r['iops'] / nat['iops']
+        print('  %-23s block %.2fx native IOPS: %s' % (NAMES[w], ratio,
+                                                      'met' if ratio >= want else 'NOT met'))
+for w in ('1', '2'):
+    r = data.get(('block', w))
+    if r and r['per_dirtied'] is not None:
+        print('  %-23s block %.3fx dirtied bytes written: %s' % (
+            NAMES[w], r['per_dirtied'], 'met' if abs(r['per_dirtied'] - 1) < 0.005 else 'NOT met'))
+EOF
