@@ -243,7 +243,9 @@ struct bs_wb_run {
  * left).  Returns the number of runs; runs come in file order.
  *
  * A write that lands on a run while it is in flight dirties its blocks
- * again; they are written by a later pass.
+ * again; they are written by a later pass.  After a pass that wrote
+ * everything, the caller sets the backing size to bs_file_size(): a file
+ * whose tail was punched, or extended by truncate, has no run that would.
  */
 int bs_wb_collect(struct bs_file *file, off_t *pos, off_t end,
 		  struct bs_wb_run *runs, int max_runs, size_t max_bytes);
@@ -268,7 +270,8 @@ int bs_wb_collect_mode(struct bs_file *file, off_t *pos, off_t end,
 		       size_t max_run, unsigned int flags);
 
 /*
- * The write of @run finished with @err (0 or -errno).  Success: blocks not
+ * The write of @run finished with @err (0 or -errno); every collected run
+ * must be completed exactly once (truncate and punch wait for it).  Success: blocks not
  * dirtied again become clean and are discharged.  Failure: they become
  * dirty again, nothing is lost.  Drops the run's folio reference.
  */

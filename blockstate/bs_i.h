@@ -70,6 +70,9 @@ struct bs_folio {
 	uint32_t held_blocks;		/* blocks dirty or under writeback */
 	uint32_t held_pages;		/* 4 KiB pages holding such a block */
 	uint32_t wb_blocks;		/* blocks under writeback */
+	uint32_t wb_runs;		/* runs in flight: with whole folios a run
+					 * also holds clean blocks, which have no
+					 * writeback bit but must be waited for */
 	uint64_t price;			/* bytes of dirty budget charged for this folio */
 	/*
 	 * Three bitmaps of nr_blocks bits each, in bits[]: uptodate, dirty,
@@ -104,7 +107,7 @@ void bs_folio_start_writeback(struct bs_folio *folio, uint32_t first_blk, uint32
  */
 void bs_folio_end_writeback(struct bs_folio *folio, uint32_t first_blk,
 			    uint32_t end_blk, bool failed);
-/* Wait until no block of the folio is under writeback.  Folio lock held. */
+/* Wait until no run of the folio is in flight.  Folio lock held. */
 void bs_folio_wait_writeback(struct bs_folio *folio);
 
 /* Recount held blocks/pages from the bitmaps (for checks). */
@@ -154,6 +157,8 @@ struct bs_file {
 	struct bs_index index;
 	struct bs_size_state size_state;
 	bool fixed_size;			/* a block device: set once, before use */
+	atomic_bool no_collect;			/* a punch is in flight: collect nothing
+						 * (read under the folio lock, like size) */
 	_Atomic off_t size;			/* grows under invalidate_lock shared
 						 * (compare and swap), set under it
 						 * exclusive */

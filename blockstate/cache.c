@@ -173,12 +173,15 @@ static bool try_evict(struct bs_cache *cache, struct bs_folio *folio)
 	if (pthread_rwlock_trywrlock(&file->index_lock))
 		return false;
 	/* refs == 1 under the index lock: nobody else has it or can get it. */
-	if (atomic_load(&folio->refs) == 1 && !folio->detached &&
-	    !folio->held_blocks) {
-		bs_index_remove(&file->index, folio);
-		folio->detached = true;
-		__lru_del(cache, folio);
-		evicted = true;
+	if (atomic_load(&folio->refs) == 1) {
+		pthread_mutex_lock(&folio->lock);
+		if (!folio->detached && !folio->held_blocks) {
+			bs_index_remove(&file->index, folio);
+			folio->detached = true;
+			__lru_del(cache, folio);
+			evicted = true;
+		}
+		pthread_mutex_unlock(&folio->lock);
 	}
 	pthread_rwlock_unlock(&file->index_lock);
 	return evicted;

@@ -21,6 +21,11 @@
 #include <string.h>
 
 #define OFF_MAX INT64_MAX
+/*
+ * Largest file size: a folio holding the last byte must end at or before
+ * INT64_MAX, so that start + size never overflows.
+ */
+#define BS_MAX_FILE_SIZE (INT64_MAX - (off_t)BS_MAX_FOLIO_SIZE + 1)
 
 int bs_file_create(struct bs_cache *cache, const struct bs_backing_ops *ops,
 		   void *ctx, off_t size, struct bs_file **out)
@@ -62,12 +67,15 @@ static void detach(struct bs_file *file, struct bs_folio *folio)
 	bool put = false;
 
 	pthread_rwlock_wrlock(&file->index_lock);
+	pthread_mutex_lock(&folio->lock);
 	if (!folio->detached) {
 		bs_index_remove(&file->index, folio);
 		folio->detached = true;
-		bs_cache_lru_del(file->cache, folio);
 		put = true;
 	}
+	pthread_mutex_unlock(&folio->lock);
+	if (put)
+		bs_cache_lru_del(file->cache, folio);
 	pthread_rwlock_unlock(&file->index_lock);
 	if (put)
 		bs_folio_put(folio);
@@ -312,12 +320,62 @@ static int fill_blocks(struct bs_file *file, struct bs_folio *folio,
 
 /* ---- read and write ---- */
 
+/*
+ * One piece of an access: [poff, poff + plen) of @folio, which is byte
+ * @done of the caller's buffer.  Called with the folio locked.
+ */
+typedef int (*span_fn)(struct bs_file *file, struct bs_folio *folio, uint32_t poff,
+		       uint32_t plen, size_t done, void *buf);
+
+/*
+ * Walk [off, off + len) folio by folio (making folios as needed) and call
+ * @fn on each piece.  Returns the bytes done; *@err is set when that is
+ * short.  Context: invalidate_lock shared.
+ */
+static size_t for_each_span(struct bs_file *file, off_t off, size_t len,
+			    span_fn fn, void *buf, int *err)
+{
+	size_t done = 0;
+
+	*err = 0;
+	while (done < len) {
+		off_t pos = off + (off_t)done;
+		struct bs_folio *folio;
+		uint32_t poff, plen;
+
+		*err = folio_get(file, pos, len - done, &folio);
+		if (*err)
+			break;
+		poff = (uint32_t)(pos - folio->start);
+		plen = folio->size - poff < len - done ? folio->size - poff
+						       : (uint32_t)(len - done);
+		pthread_mutex_lock(&folio->lock);
+		*err = fn(file, folio, poff, plen, done, buf);
+		pthread_mutex_unlock(&folio->lock);
+		bs_folio_put(folio);
+		if (*err)
+			break;
+		done += plen;
+	}
+	return done;
+}
+
+static int read_span(struct bs_file *file, struct bs_folio *folio, uint32_t poff,
+		     uint32_t plen, size_t done, void *buf)
+{
+	int ret = fill_blocks(file, folio, bs_folio_first_blk(folio, poff),
+			      bs_folio_end_blk(folio, poff, plen));
+
+	if (!ret)
+		memcpy((char *)buf + done, folio->data + poff, plen);
+	return ret;
+}
+
 ssize_t bs_read(struct bs_file *file, void *buf, size_t len, off_t off)
 {
-	struct bs_cache *cache = file->cache;
-	size_t done = 0;
+	size_t done;
 	off_t size;
-	int ret = 0;
+	int ret;
 
 	if (off < 0)
 		return -EINVAL;
@@ -327,30 +385,9 @@ ssize_t bs_read(struct bs_file *file, void *buf, size_t len, off_t off)
 		len = 0;
 	else if (len > (uint64_t)(size - off))
 		len = (size_t)(size - off);
-	while (done < len) {
-		off_t pos = off + (off_t)done;
-		struct bs_folio *folio;
-		uint32_t poff, plen;
-
-		ret = folio_get(file, pos, len - done, &folio);
-		if (ret)
-			break;
-		poff = (uint32_t)(pos - folio->start);
-		plen = folio->size - poff < len - done ? folio->size - poff
-						       : (uint32_t)(len - done);
-		pthread_mutex_lock(&folio->lock);
-		ret = fill_blocks(file, folio, bs_folio_first_blk(folio, poff),
-				  bs_folio_end_blk(folio, poff, plen));
-		if (!ret)
-			memcpy((char *)buf + done, folio->data + poff, plen);
-		pthread_mutex_unlock(&folio->lock);
-		bs_folio_put(folio);
-		if (ret)
-			break;
-		done += plen;
-	}
+	done = for_each_span(file, off, len, read_span, buf, &ret);
 	pthread_rwlock_unlock(&file->invalidate_lock);
-	atomic_fetch_add(&cache->app_read_bytes, done);
+	atomic_fetch_add(&file->cache->app_read_bytes, done);
 	return done || !ret ? (ssize_t)done : ret;
 }
 
@@ -381,15 +418,28 @@ static void size_grow(struct bs_file *file, off_t end)
 		;
 }
 
+static int write_span(struct bs_file *file, struct bs_folio *folio, uint32_t poff,
+		      uint32_t plen, size_t done, void *buf)
+{
+	int ret = fill_edges(file, folio, poff, plen);
+
+	if (ret)
+		return ret;
+	memcpy(folio->data + poff, (const char *)buf + done, plen);
+	bs_folio_set_dirty(folio, bs_folio_first_blk(folio, poff),
+			   bs_folio_end_blk(folio, poff, plen));
+	size_grow(file, folio->start + poff + plen);
+	return 0;
+}
+
 ssize_t bs_write(struct bs_file *file, const void *buf, size_t len, off_t off)
 {
-	struct bs_cache *cache = file->cache;
-	size_t done = 0;
-	int ret = 0;
+	size_t done;
+	int ret;
 
 	if (off < 0)
 		return -EINVAL;
-	if (len > (uint64_t)(OFF_MAX - off))
+	if (off > BS_MAX_FILE_SIZE || len > (uint64_t)(BS_MAX_FILE_SIZE - off))
 		return -EFBIG;
 	if (file->fixed_size) {
 		off_t size = atomic_load(&file->size);
@@ -400,33 +450,10 @@ ssize_t bs_write(struct bs_file *file, const void *buf, size_t len, off_t off)
 			len = (size_t)(size - off);
 	}
 	pthread_rwlock_rdlock(&file->invalidate_lock);
-	while (done < len) {
-		off_t pos = off + (off_t)done;
-		struct bs_folio *folio;
-		uint32_t poff, plen;
-
-		ret = folio_get(file, pos, len - done, &folio);
-		if (ret)
-			break;
-		poff = (uint32_t)(pos - folio->start);
-		plen = folio->size - poff < len - done ? folio->size - poff
-						       : (uint32_t)(len - done);
-		pthread_mutex_lock(&folio->lock);
-		ret = fill_edges(file, folio, poff, plen);
-		if (!ret) {
-			memcpy(folio->data + poff, (const char *)buf + done, plen);
-			bs_folio_set_dirty(folio, bs_folio_first_blk(folio, poff),
-					   bs_folio_end_blk(folio, poff, plen));
-			size_grow(file, pos + plen);
-		}
-		pthread_mutex_unlock(&folio->lock);
-		bs_folio_put(folio);
-		if (ret)
-			break;
-		done += plen;
-	}
+	/* The span callback only reads the buffer; the cast drops const for the walk. */
+	done = for_each_span(file, off, len, write_span, (void *)(uintptr_t)buf, &ret);
 	pthread_rwlock_unlock(&file->invalidate_lock);
-	atomic_fetch_add(&cache->app_write_bytes, done);
+	atomic_fetch_add(&file->cache->app_write_bytes, done);
 	return done || !ret ? (ssize_t)done : ret;
 }
 
@@ -477,32 +504,6 @@ static void zero_range(struct bs_file *file, off_t start, off_t end)
 	}
 }
 
-/* After a failed punch or zero: forget clean cached bytes of the range. */
-static void invalidate_clean(struct bs_file *file, off_t start, off_t end)
-{
-	unsigned int shift = file->cache->blk_shift;
-	struct bs_folio *folio;
-	off_t pos = start;
-
-	while ((folio = next_folio(file, pos, end))) {
-		off_t fend = folio->start + folio->size;
-		uint32_t first_blk = (uint32_t)(((start > folio->start ? start : folio->start) -
-						 folio->start) >> shift);
-		uint32_t end_blk = bs_folio_end_blk(folio, 0,
-						    (uint32_t)((end < fend ? end : fend) - folio->start));
-
-		pthread_mutex_lock(&folio->lock);
-		for (uint32_t blk = first_blk; blk < end_blk; blk++) {
-			if (!bs_bits_count(folio->dirty, blk, blk + 1) &&
-			    !bs_bits_count(folio->writeback, blk, blk + 1))
-				bs_bits_clear(folio->uptodate, blk, blk + 1);
-		}
-		pthread_mutex_unlock(&folio->lock);
-		pos = fend;
-		bs_folio_put(folio);
-	}
-}
-
 int bs_truncate(struct bs_file *file, off_t size)
 {
 	off_t old;
@@ -510,6 +511,8 @@ int bs_truncate(struct bs_file *file, off_t size)
 
 	if (size < 0)
 		return -EINVAL;
+	if (size > BS_MAX_FILE_SIZE)
+		return -EFBIG;
 	if (file->fixed_size)
 		return size == atomic_load(&file->size) ? 0 : -EPERM;
 	pthread_rwlock_wrlock(&file->invalidate_lock);
@@ -542,17 +545,26 @@ int bs_fallocate(struct bs_file *file, int mode, off_t off, off_t len)
 		return -EOPNOTSUPP;
 	if (off < 0 || len <= 0)
 		return -EINVAL;
-	if (len > OFF_MAX - off)
+	if (off > BS_MAX_FILE_SIZE || len > BS_MAX_FILE_SIZE - off)
 		return -EFBIG;
 	if (file->fixed_size && !(mode & FALLOC_FL_KEEP_SIZE) &&
 	    off + len > atomic_load(&file->size))
 		return -ENOSPC;
 	pthread_rwlock_wrlock(&file->invalidate_lock);
-	if (zeroes)
-		zero_range(file, off, off + len);
+	if (zeroes) {
+		/*
+		 * The backing store first, so that a failure changes nothing.
+		 * Meanwhile no run may be collected: a dirty block of the range
+		 * written after the punch would bring old bytes back.
+		 */
+		atomic_store(&file->no_collect, true);
+		wait_range(file, off, off + len);
+	}
 	ret = file->ops->fallocate(file->ctx, mode, off, len);
-	if (ret && zeroes)
-		invalidate_clean(file, off, off + len);
+	if (!ret && zeroes)
+		zero_range(file, off, off + len);
+	if (zeroes)
+		atomic_store(&file->no_collect, false);
 	if (!ret && !(mode & FALLOC_FL_KEEP_SIZE))
 		size_grow(file, off + len);
 	pthread_rwlock_unlock(&file->invalidate_lock);

@@ -294,6 +294,7 @@ void bs_folio_start_writeback(struct bs_folio *folio, uint32_t first_blk, uint32
 	bs_bits_or_range(folio->writeback, folio->dirty, first_blk, end_blk);
 	bs_bits_clear(folio->dirty, first_blk, end_blk);
 	folio->wb_blocks += n;
+	folio->wb_runs++;
 	atomic_fetch_add(&cache->wb_bytes, (uint64_t)n << cache->blk_shift);
 }
 
@@ -311,13 +312,13 @@ void bs_folio_end_writeback(struct bs_folio *folio, uint32_t first_blk,
 	if (folio->price < old_price)
 		atomic_fetch_add(&cache->written_bytes, old_price - folio->price);
 	atomic_fetch_sub(&cache->wb_bytes, (uint64_t)n << cache->blk_shift);
-	if (!folio->wb_blocks)
+	if (!--folio->wb_runs)
 		pthread_cond_broadcast(&folio->wb_done);
 }
 
 void bs_folio_wait_writeback(struct bs_folio *folio)
 {
-	while (folio->wb_blocks)
+	while (folio->wb_runs)
 		pthread_cond_wait(&folio->wb_done, &folio->lock);
 }
 

@@ -37,7 +37,7 @@ static bool collect_one(struct bs_folio *folio, off_t pos, off_t end,
 
 	if (end < fend)
 		end_blk = bs_folio_end_blk(folio, 0, (uint32_t)(end - folio->start));
-	if (folio->detached)
+	if (folio->detached || atomic_load(&folio->file->no_collect))
 		return false;
 	/*
 	 * Whole folios: one with a dirty block, or with blocks this pass
@@ -74,19 +74,28 @@ int bs_wb_collect_mode(struct bs_file *file, off_t *pos, off_t end,
 		       struct bs_wb_run *runs, int max_runs, size_t max_bytes,
 		       size_t max_run, unsigned int flags)
 {
-	if (max_run < file->cache->cfg.block_size)
-		max_run = file->cache->cfg.block_size;
-	off_t size = atomic_load(&file->size);
+	uint32_t bsize = file->cache->cfg.block_size;
+	off_t size = atomic_load(&file->size), caller_end = end;
 	size_t bytes = 0;
 	int n = 0;
 
+	if (max_run < bsize)
+		max_run = bsize;
 	/* Only an early stop: collect_one() checks the size that counts. */
 	if (end > size)
 		end = size;
-	while (n < max_runs && bytes < max_bytes && *pos < end) {
+	while (n < max_runs && *pos < end) {
+		size_t budget = bytes < max_bytes ? max_bytes - bytes : 0;
 		struct bs_folio *folio;
 		bool got;
 
+		/* Whole blocks within what is left of max_bytes; the first run
+		 * alone may be larger. */
+		budget -= budget % bsize;
+		if (!n)
+			budget = max_run;
+		else if (!budget)
+			return n;
 		pthread_rwlock_rdlock(&file->index_lock);
 		folio = bs_index_next(&file->index, *pos);
 		if (folio && folio->start < end)
@@ -99,7 +108,8 @@ int bs_wb_collect_mode(struct bs_file *file, off_t *pos, off_t end,
 			break;
 		}
 		pthread_mutex_lock(&folio->lock);
-		got = collect_one(folio, *pos, end, max_run, flags, &runs[n]);
+		got = collect_one(folio, *pos, end, budget < max_run ? budget : max_run,
+				  flags, &runs[n]);
 		pthread_mutex_unlock(&folio->lock);
 		if (!got) {
 			*pos = folio->start + folio->size;
@@ -111,8 +121,8 @@ int bs_wb_collect_mode(struct bs_file *file, off_t *pos, off_t end,
 		bytes += runs[n].len;
 		n++;
 	}
-	if (*pos > end)
-		*pos = end;
+	if (n < max_runs && *pos >= end)
+		*pos = caller_end;	/* nothing left before it */
 	return n;
 }
 

@@ -88,17 +88,23 @@ void wb_stamp_mtime(struct wb_file *wbf)
 }
 
 /*
- * Direct I/O wrote the block holding EOF whole: cut the backing file back
- * to the file size (a no-op when it is not longer).
+ * Make the backing file's size the cache's once its data is written: direct
+ * I/O writes the block holding EOF whole (one too long), and a file whose
+ * tail was punched or never written has nothing that would extend it.
  */
-static void restore_size(struct wb_file *wbf)
+void wb_sync_size(struct wb_file *wbf)
 {
-	struct stat st;
 	off_t size = bs_file_size(wbf->bs);
+	struct stat st;
 
-	if (fstat(wbf->fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > size &&
-	    ftruncate(wbf->fd, size) < 0)
-		wb_report(wbf, "restoring the size of", -errno);
+	if (wbf->ctx->io == WB_IO_NULL || fstat(wbf->fd, &st) < 0 ||
+	    !S_ISREG(st.st_mode) || st.st_size == size)
+		return;
+	/* Longer only if direct I/O wrote past EOF; shorter if nothing reached the end. */
+	if (ftruncate(wbf->fd, size) < 0)
+		wb_report(wbf, "setting the size of", -errno);
+	else
+		atomic_store(&wbf->unsynced, true);
 }
 
 /* The file may have become clean: forget its age unless it is not. */
@@ -147,11 +153,10 @@ int wb_writeback_range(struct wb_file *wbf, off_t start, off_t end)
 		for (int i = 0; i < n; i++)
 			bs_wb_complete(wbf->bs, &runs[i], io[group_of[i]].res);
 	}
-	if (wrote) {
+	if (wrote)
 		atomic_store(&wbf->unsynced, true);
-		if (ctx->cfg.backing_direct)
-			restore_size(wbf);
-	}
+	if (!first_err && end >= bs_file_size(wbf->bs))
+		wb_sync_size(wbf);
 	if (!first_err)
 		atomic_store(&wbf->backoff_ms, 0);
 	update_dirtied(wbf);

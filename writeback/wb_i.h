@@ -168,6 +168,8 @@ void wb_need_clean(void *ctx);
  * nothing is left to write.  Context: no lock held.
  */
 void wb_stamp_mtime(struct wb_file *wbf);
+/* Set the backing file's size to the cache's (after a complete writeback). */
+void wb_sync_size(struct wb_file *wbf);
 int wb_flushers_start(struct wb_ctx *ctx);
 void wb_flushers_stop(struct wb_ctx *ctx);
 /* A write dirtied data: wake the flushers if over the background threshold. */
