@@ -171,13 +171,12 @@ int ffs_ctl_write(struct ffs_data *fs, struct ffs_inode *inode, struct fuse_file
 void ffs_ctl_read(fuse_req_t req, size_t size, off_t off, struct fuse_file_info *fi)
 {
 	struct ctl_buf *buf = (struct ctl_buf *)(uintptr_t)fi->fh;
+	char copy[CTL_STATS_MAX];
 
 	if (off < 0 || (size_t)off >= buf->len) {
 		fuse_reply_buf(req, NULL, 0);
 		return;
 	}
-	char copy[CTL_STATS_MAX];
-
 	if (size > buf->len - (size_t)off)
 		size = buf->len - (size_t)off;
 	/*

@@ -1119,7 +1119,8 @@ static void ffs_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 	free(buf);
 }
 
-static void ffs_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
+/* setxattr (@value non-NULL) or removexattr, as the caller. */
+static void change_xattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 			 const char *value, size_t size, int flags)
 {
 	struct ffs_procpath p;
@@ -1133,29 +1134,23 @@ static void ffs_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 	ffs_procpath(&p, ffs_inode(req, ino)->fd);
 	ret = ffs_creds_enter(ffs_data(req), req, &c);
 	if (!ret) {
-		ret = setxattr(p.path, name, value, size, flags) < 0 ? -errno : 0;
+		ret = value ? setxattr(p.path, name, value, size, flags)
+			    : removexattr(p.path, name);
+		ret = ret < 0 ? -errno : 0;
 		ffs_creds_leave(&c);
 	}
 	fuse_reply_err(req, -ret);
 }
 
+static void ffs_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
+			 const char *value, size_t size, int flags)
+{
+	change_xattr(req, ino, name, value ? value : "", size, flags);
+}
+
 static void ffs_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 {
-	struct ffs_procpath p;
-	struct ffs_creds c;
-	int ret;
-
-	if (ffs_inode(req, ino)->ctl) {
-		fuse_reply_err(req, EPERM);
-		return;
-	}
-	ffs_procpath(&p, ffs_inode(req, ino)->fd);
-	ret = ffs_creds_enter(ffs_data(req), req, &c);
-	if (!ret) {
-		ret = removexattr(p.path, name) < 0 ? -errno : 0;
-		ffs_creds_leave(&c);
-	}
-	fuse_reply_err(req, -ret);
+	change_xattr(req, ino, name, NULL, 0, 0);
 }
 
 /* ---- session ---- */

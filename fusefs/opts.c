@@ -188,7 +188,7 @@ static int suffix_shift(const char *s, unsigned int *shift)
 	if (!*s)
 		return 0;
 	u = strchr(units, s[0] & ~0x20);
-	if (!u || !s[0])
+	if (!u)
 		return -EINVAL;
 	*shift = 10 * (unsigned int)(u - units + 1);
 	s++;

@@ -9,6 +9,8 @@ work  (function) a fresh empty directory NAME under both ffs.mnt and
 ref   (function) a fresh empty directory on the backing's own filesystem,
                  not under FUSE, to run the same operations on and compare
                  results and errnos.
+dirs  (function) (root, backing, mountpoint): fresh empty directories under a
+                 root every user can traverse, for tests that mount their own.
 tuser (session)  (name, uid, gid) of the unprivileged test user (root only).
 tgroup (session) gid of a group the test user has as a supplementary group.
 
@@ -22,6 +24,7 @@ import os
 import pwd
 import shutil
 import signal
+import subprocess
 import tempfile
 import threading
 
@@ -186,3 +189,15 @@ def ref(ffs, request):
     os.mkdir(d, 0o755)
     os.chmod(d, 0o755)
     return d
+
+
+@pytest.fixture
+def dirs():
+    root = _traversable_tmpdir('foliofs-t-')
+    b, m = os.path.join(root, 'b'), os.path.join(root, 'm')
+    os.mkdir(b, 0o755)
+    os.mkdir(m, 0o755)
+    yield root, b, m
+    if util.is_fuse_mounted(m):
+        subprocess.run([util.FUSERMOUNT, '-u', '-z', m], stderr=subprocess.DEVNULL)
+    shutil.rmtree(root, ignore_errors=True)

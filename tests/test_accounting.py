@@ -14,13 +14,12 @@ import hashlib
 import os
 import random
 import subprocess
-import tempfile
 import time
 
 import pytest
 
 import util
-from util import FOLIOFS, FUSERMOUNT, Mount
+from util import FOLIOFS, Mount, parse_stats, stats
 
 KiB = 1 << 10
 MiB = 1 << 20
@@ -30,35 +29,8 @@ GiB = 1 << 30
 # --------------------------------------------------------------------------
 # helpers
 
-@pytest.fixture
-def dirs():
-    """(root, backing, mountpoint): fresh, empty, traversable by everyone."""
-    root = tempfile.mkdtemp(prefix='foliofs-acct-')
-    os.chmod(root, 0o755)
-    b, m = os.path.join(root, 'b'), os.path.join(root, 'm')
-    os.mkdir(b, 0o755)
-    os.mkdir(m, 0o755)
-    yield root, b, m
-    if util.is_fuse_mounted(m):
-        subprocess.run([FUSERMOUNT, '-u', '-z', m], stderr=subprocess.DEVNULL)
-    subprocess.run(['rm', '-rf', root])
 
 
-def parse_stats(text):
-    """{name: int} of "name value" lines; every line must be one."""
-    out = {}
-    for line in text.splitlines():
-        fields = line.split(' ')
-        assert len(fields) == 2 and fields[0] and fields[1].isdigit(), \
-            'stats line is not "name int": %r' % line
-        assert fields[0] not in out, 'stats name %r twice' % fields[0]
-        out[fields[0]] = int(fields[1])
-    return out
-
-
-def stats(mnt):
-    with open(os.path.join(mnt, '.foliofs', 'stats')) as f:
-        return parse_stats(f.read())
 
 
 def delta(after, before, name):

@@ -7,7 +7,6 @@ import os
 import resource
 import signal
 import subprocess
-import tempfile
 import time
 
 import pytest
@@ -19,17 +18,6 @@ REPO = util.REPO
 FSX = os.path.join(os.path.dirname(FOLIOFS), 'tests', 'ffs_fsx')
 
 
-@pytest.fixture
-def dirs():
-    root = tempfile.mkdtemp(prefix='foliofs-life-')
-    os.chmod(root, 0o755)
-    b, m = os.path.join(root, 'b'), os.path.join(root, 'm')
-    os.mkdir(b)
-    os.mkdir(m)
-    yield root, b, m
-    if util.is_fuse_mounted(m):
-        subprocess.run([FUSERMOUNT, '-u', '-z', m], stderr=subprocess.DEVNULL)
-    subprocess.run(['rm', '-rf', root])
 
 
 def run_foliofs(*args, **kw):

@@ -17,14 +17,13 @@ import os
 import random
 import signal
 import subprocess
-import tempfile
 import threading
 import time
 
 import pytest
 
 import util
-from util import FOLIOFS, FUSERMOUNT, Mount
+from util import FOLIOFS, FUSERMOUNT, Mount, poll, stats
 
 KiB = 1 << 10
 MiB = 1 << 20
@@ -34,31 +33,8 @@ GiB = 1 << 30
 # --------------------------------------------------------------------------
 # helpers
 
-@pytest.fixture
-def dirs():
-    """(root, backing, mountpoint): fresh, empty, traversable by everyone."""
-    root = tempfile.mkdtemp(prefix='foliofs-wb-')
-    os.chmod(root, 0o755)
-    b, m = os.path.join(root, 'b'), os.path.join(root, 'm')
-    os.mkdir(b, 0o755)
-    os.mkdir(m, 0o755)
-    yield root, b, m
-    if util.is_fuse_mounted(m):
-        subprocess.run([FUSERMOUNT, '-u', '-z', m], stderr=subprocess.DEVNULL)
-    subprocess.run(['rm', '-rf', root])
 
 
-def parse_stats(text):
-    out = {}
-    for line in text.splitlines():
-        name, value = line.split(' ')
-        out[name] = int(value)
-    return out
-
-
-def stats(mnt):
-    with open(os.path.join(mnt, '.foliofs', 'stats')) as f:
-        return parse_stats(f.read())
 
 
 def fault_path(mnt):
@@ -109,15 +85,6 @@ def assert_file(path, want, what='backing file'):
     assert got == want, '%s %s: %s' % (what, path, first_diff(got, want))
 
 
-def poll(cond, timeout, step=0.02):
-    """Call cond() until it returns a true value or TIMEOUT seconds pass;
-    returns the last value.  Bounded polling, not a sleep."""
-    deadline = time.monotonic() + timeout
-    while True:
-        v = cond()
-        if v or time.monotonic() >= deadline:
-            return v
-        time.sleep(step)
 
 
 def cpu_seconds(pid):

@@ -587,3 +587,36 @@ __all__ = ['REPO', 'FOLIOFS', 'FUSERMOUNT', 'TEST_USER', 'BAD_OUTPUT', 'Mount',
            'write_file', 'renameat2', 'utimensat', 'fallocate', 'Dir',
            'RENAME_NOREPLACE', 'RENAME_EXCHANGE', 'UTIME_NOW', 'UTIME_OMIT',
            'FALLOC_FL_KEEP_SIZE', 'FALLOC_FL_PUNCH_HOLE', 'FALLOC_FL_ZERO_RANGE']
+
+
+# --------------------------------------------------------------------------
+# statistics and polling
+
+def parse_stats(text):
+    """{name: int} of "name value" lines (.foliofs/stats); every line must
+    be one, and no name may repeat."""
+    out = {}
+    for line in text.splitlines():
+        fields = line.split(' ')
+        assert len(fields) == 2 and fields[0] and fields[1].isdigit(), \
+            'stats line is not "name int": %r' % line
+        assert fields[0] not in out, 'stats name %r twice' % fields[0]
+        out[fields[0]] = int(fields[1])
+    return out
+
+
+def stats(mnt):
+    """The mount's statistics, one snapshot."""
+    with open(os.path.join(mnt, '.foliofs', 'stats')) as f:
+        return parse_stats(f.read())
+
+
+def poll(cond, timeout, step=0.02):
+    """Call cond() until it returns a true value or TIMEOUT seconds pass;
+    returns the last value.  Bounded polling, not a sleep."""
+    deadline = time.monotonic() + timeout
+    while True:
+        v = cond()
+        if v or time.monotonic() >= deadline:
+            return v
+        time.sleep(step)
