@@ -270,6 +270,13 @@ int bs_wb_collect_mode(struct bs_file *file, off_t *pos, off_t end,
 		       size_t max_run, unsigned int flags);
 
 /*
+ * Copy @run's bytes to @dst under the folio lock: a snapshot no writer
+ * changes while it is written (the folio's own memory may be rewritten at
+ * any time by a write that dirties the blocks again).
+ */
+void bs_wb_copy(const struct bs_wb_run *run, void *dst);
+
+/*
  * The write of @run finished with @err (0 or -errno); every collected run
  * must be completed exactly once (truncate and punch wait for it).  Success: blocks not
  * dirtied again become clean and are discharged.  Failure: they become

@@ -11,6 +11,7 @@
 #include "bs_i.h"
 
 #include <stdint.h>
+#include <string.h>
 
 /*
  * Collect the next run of @folio at or after @pos; false if none.  A run
@@ -124,6 +125,13 @@ int bs_wb_collect_mode(struct bs_file *file, off_t *pos, off_t end,
 	if (n < max_runs && *pos >= end)
 		*pos = caller_end;	/* nothing left before it */
 	return n;
+}
+
+void bs_wb_copy(const struct bs_wb_run *run, void *dst)
+{
+	pthread_mutex_lock(&run->folio->lock);
+	memcpy(dst, run->data, run->len);
+	pthread_mutex_unlock(&run->folio->lock);
 }
 
 void bs_wb_complete(struct bs_file *file, struct bs_wb_run *run, int err)

@@ -26,32 +26,56 @@
 #include <time.h>
 #include <unistd.h>
 
+/* Bytes collected per batch: the bounce buffers of one batch. */
+#define WB_BATCH_BYTES (16u << 20)
+
 /* Background retry of a failing file: from this, doubling, up to the max. */
 #define RETRY_MIN_MS 100
 #define RETRY_MAX_MS 10000
 
 /* ---- one pass over one file ---- */
 
-/* Put runs[0..n) into writes: runs contiguous in the file share one. */
+/*
+ * Put runs[0..n) into writes: runs contiguous in the file share one, up
+ * to max_io.  Each write gets one bounce buffer holding a snapshot of its
+ * runs, copied under their folio locks, so a write that lands meanwhile
+ * can neither tear what is written nor race with the I/O (it dirties the
+ * blocks again instead).  Page aligned, for O_DIRECT.  Returns the number
+ * of writes, or -ENOMEM (then nothing is allocated).
+ */
 static int build_groups(struct wb_ctx *ctx, struct bs_wb_run *runs, int n,
 			struct iovec *iov, struct wb_io *io, int *group_of)
 {
+	size_t at = 0;
 	int g = -1;
 
 	for (int i = 0; i < n; i++) {
-		iov[i].iov_base = runs[i].data;
-		iov[i].iov_len = runs[i].len;
 		if (g < 0 || runs[i].off != io[g].off + (off_t)io[g].len ||
 		    io[g].len + runs[i].len > ctx->cfg.max_io) {
 			g++;
-			io[g].iov = &iov[i];
-			io[g].iovcnt = 0;
+			io[g].iov = &iov[g];
+			io[g].iovcnt = 1;
 			io[g].off = runs[i].off;
 			io[g].len = 0;
 		}
-		io[g].iovcnt++;
 		io[g].len += runs[i].len;
 		group_of[i] = g;
+	}
+	for (int k = 0; k <= g; k++) {
+		if (posix_memalign(&iov[k].iov_base, 4096, io[k].len)) {
+			while (k--)
+				free(iov[k].iov_base);
+			return -ENOMEM;
+		}
+		iov[k].iov_len = io[k].len;
+	}
+	for (int i = 0, k = -1; i < n; i++) {
+		if (group_of[i] != k) {
+			k = group_of[i];
+			at = 0;
+		}
+		bs_wb_copy(&runs[i], (char *)iov[k].iov_base + at);
+		at += runs[i].len;
 	}
 	return g + 1;
 }
@@ -124,6 +148,7 @@ int wb_writeback_range(struct wb_file *wbf, off_t start, off_t end)
 	struct bs_wb_run runs[WB_BATCH];
 	struct iovec iov[WB_BATCH];
 	struct wb_io io[WB_BATCH];
+	void *bufs[WB_BATCH];
 	int group_of[WB_BATCH];
 	off_t pos = start;
 	int first_err = 0;
@@ -132,7 +157,7 @@ int wb_writeback_range(struct wb_file *wbf, off_t start, off_t end)
 	pthread_mutex_lock(&wbf->wb_lock);
 	for (;;) {
 		int n = bs_wb_collect_mode(wbf->bs, &pos, end, runs, WB_BATCH,
-					   (size_t)WB_BATCH * ctx->cfg.max_io, ctx->cfg.max_io,
+					   WB_BATCH_BYTES, ctx->cfg.max_io,
 					   (ctx->cfg.whole_folio ? BS_WB_WHOLE_FOLIO : 0) |
 					   (ctx->cfg.backing_direct ? BS_WB_WHOLE_BLOCKS : 0));
 		int groups;
@@ -140,7 +165,19 @@ int wb_writeback_range(struct wb_file *wbf, off_t start, off_t end)
 		if (n == 0)
 			break;
 		groups = build_groups(ctx, runs, n, iov, io, group_of);
+		if (groups < 0) {
+			for (int i = 0; i < n; i++)
+				bs_wb_complete(wbf->bs, &runs[i], groups);
+			if (!first_err)
+				first_err = groups;
+			break;
+		}
+		/* io[g].iov advances as writes complete: keep the buffers. */
+		for (int g = 0; g < groups; g++)
+			bufs[g] = iov[g].iov_base;
 		wb_backing_write(wbf, io, groups);
+		for (int g = 0; g < groups; g++)
+			free(bufs[g]);
 		for (int g = 0; g < groups; g++) {
 			if (io[g].res) {
 				record_error(wbf, io[g].res);
