@@ -93,32 +93,6 @@ EXP_SEED = 20250611
 EXP_FOLIOS = EXP_FILE // EXP_FOLIO          # 512
 
 
-def _exp_mib(i, base):
-    """Content of MiB number i of the sequentially written file."""
-    return i.to_bytes(8, 'little') * 2 + base[16:]
-
-
-def _exp_patches():
-    """(offset, 8 KiB) for each 2 MiB region: the same for every policy."""
-    rng = random.Random(EXP_SEED)
-    out = []
-    for r in range(EXP_FOLIOS):
-        inner = rng.randrange(0, (EXP_FOLIO - EXP_WRITE) // 4096 + 1) * 4096
-        out.append((r * EXP_FOLIO + inner, rng.randbytes(EXP_WRITE)))
-    return out
-
-
-def _exp_expected_hash(base, patches):
-    h = hashlib.blake2b(digest_size=32)
-    per = EXP_FOLIO // MiB
-    for r, (off, data) in enumerate(patches):
-        region = bytearray(b''.join(_exp_mib(r * per + k, base) for k in range(per)))
-        inner = off - r * EXP_FOLIO
-        region[inner:inner + len(data)] = data
-        h.update(region)
-    return h.hexdigest()
-
-
 NAMES = ('nr_dirty', 'nr_dirtied', 'nr_written', 'dirty_bytes_exact',
          'writeback_bytes', 'pinned_bytes', 'app_write_bytes',
          'backing_write_bytes', 'backing_write_ios', 'backing_read_bytes',
@@ -141,8 +115,8 @@ def test_design_experiment_512_writes_of_8k(dirs, policy):
     opts = ['folio_size=2M', 'block_size=4K', 'cache_size=1536M',
             'dirty_account=' + policy, 'flushers=0']
     base = random.Random(EXP_SEED + 1).randbytes(MiB)
-    patches = _exp_patches()
-    expected = _exp_expected_hash(base, patches)
+    patches = util.experiment_patches(EXP_SEED, EXP_FOLIOS, EXP_FOLIO, EXP_WRITE)
+    expected = util.experiment_hash(base, patches, EXP_FOLIO)
     times = {}
     with Mount(b, m, options=opts):
         path = os.path.join(m, 'big')
@@ -151,7 +125,7 @@ def test_design_experiment_512_writes_of_8k(dirs, policy):
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
             for i in range(EXP_FILE // MiB):
-                assert os.pwrite(fd, _exp_mib(i, base), i * MiB) == MiB
+                assert os.pwrite(fd, util.experiment_mib(i, base), i * MiB) == MiB
             seq = stats(m)
             os.fsync(fd)
             times['sequential write + fsync'] = time.monotonic() - t

@@ -121,34 +121,6 @@ AMP_FOLIOS = AMP_FILE // AMP_FOLIO          # 512
 AMP_SEED = 20250612
 
 
-def _amp_mib(i, base):
-    """Content of MiB number i of the sequentially written file: every MiB
-    differs (its number in front), so stale or misplaced data shows."""
-    return i.to_bytes(8, 'little') * 2 + base[16:]
-
-
-def _amp_patches(size):
-    """One (offset, data) of SIZE bytes in each 2 MiB folio, block aligned,
-    not crossing the folio's end."""
-    rng = random.Random(AMP_SEED + size)
-    out = []
-    for r in range(AMP_FOLIOS):
-        inner = rng.randrange(0, (AMP_FOLIO - size) // 4096 + 1) * 4096
-        out.append((r * AMP_FOLIO + inner, rng.randbytes(size)))
-    return out
-
-
-def _amp_expected_hash(base, patches):
-    h = hashlib.blake2b(digest_size=32)
-    per = AMP_FOLIO // MiB
-    for r, (off, data) in enumerate(patches):
-        region = bytearray(b''.join(_amp_mib(r * per + k, base) for k in range(per)))
-        inner = off - r * AMP_FOLIO
-        region[inner:inner + len(data)] = data
-        h.update(region)
-    return h.hexdigest()
-
-
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize('gran,size', [('block', 4 * KiB), ('block', 8 * KiB),
                                        ('folio', 4 * KiB), ('folio', 8 * KiB)],
@@ -161,15 +133,15 @@ def test_write_amplification(dirs, gran, size):
     opts = ['folio_size=2M', 'block_size=4K', 'cache_size=1536M', 'flushers=0',
             'wb_granularity=' + gran]
     base = random.Random(AMP_SEED).randbytes(MiB)
-    patches = _amp_patches(size)
-    expected = _amp_expected_hash(base, patches)
+    patches = util.experiment_patches(AMP_SEED + size, AMP_FOLIOS, AMP_FOLIO, size)
+    expected = util.experiment_hash(base, patches, AMP_FOLIO)
     with Mount(b, m, options=opts) as mnt:
         path = os.path.join(m, 'big')
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
             t = time.monotonic()
             for i in range(AMP_FILE // MiB):
-                assert os.pwrite(fd, _amp_mib(i, base), i * MiB) == MiB
+                assert os.pwrite(fd, util.experiment_mib(i, base), i * MiB) == MiB
             s_seq = stats(m)
             os.fsync(fd)
             s0 = stats(m)

@@ -620,3 +620,38 @@ def poll(cond, timeout, step=0.02):
         if v or time.monotonic() >= deadline:
             return v
         time.sleep(step)
+
+
+# --------------------------------------------------------------------------
+# the 1 GiB experiment of DESIGN.md: a file written sequentially, then one
+# small write into each folio
+
+def experiment_mib(i, base):
+    """Content of MiB number I of the sequentially written file: every MiB
+    differs (its number in front), so stale or misplaced data shows."""
+    return i.to_bytes(8, 'little') * 2 + base[16:]
+
+
+def experiment_patches(seed, nfolios, folio, size):
+    """One (offset, SIZE random bytes) in each FOLIO-sized region, block
+    aligned, not crossing the region's end; the same for a given SEED."""
+    import random
+    rng = random.Random(seed)
+    out = []
+    for r in range(nfolios):
+        inner = rng.randrange(0, (folio - size) // 4096 + 1) * 4096
+        out.append((r * folio + inner, rng.randbytes(size)))
+    return out
+
+
+def experiment_hash(base, patches, folio):
+    """blake2b of the whole file after PATCHES (one per FOLIO region)."""
+    import hashlib
+    h = hashlib.blake2b(digest_size=32)
+    per = folio // (1 << 20)
+    for r, (off, data) in enumerate(patches):
+        region = bytearray(b''.join(experiment_mib(r * per + k, base) for k in range(per)))
+        inner = off - r * folio
+        region[inner:inner + len(data)] = data
+        h.update(region)
+    return h.hexdigest()
