@@ -156,22 +156,6 @@ void wb_ctx_get_fault(struct wb_ctx *ctx, char *buf, size_t len)
 	pthread_mutex_unlock(&ctx->fault_lock);
 }
 
-int wb_ctx_sync_all(struct wb_ctx *ctx)
-{
-	int first_err = 0;
-
-	for (struct wb_file *f = wb_next_file(ctx, NULL); f; f = wb_next_file(ctx, f)) {
-		int ret = wb_fsync(f, true, NULL);
-
-		if (ret) {
-			wb_report(f, "writing back", ret);
-			if (!first_err)
-				first_err = ret;
-		}
-	}
-	return first_err;
-}
-
 size_t wb_ctx_stats(struct wb_ctx *ctx, char *buf, size_t size)
 {
 	const struct bs_config *cfg = bs_cache_config(ctx->cache);

@@ -97,9 +97,6 @@ unsigned int wb_ctx_destroy(struct wb_ctx *ctx);
  */
 int wb_ctx_check(struct wb_ctx *ctx);
 
-/* Write back and sync every file's dirty data; 0 or the first -errno. */
-int wb_ctx_sync_all(struct wb_ctx *ctx);
-
 /* Statistics as "name value" lines (like /proc/vmstat) into @buf; returns the length. */
 size_t wb_ctx_stats(struct wb_ctx *ctx, char *buf, size_t size);
 
