@@ -217,6 +217,9 @@ paste -d '\t' "$TMP/ls.mnt" "$TMP/ls.back" |
 		NR == 1 { printf "%-60s | %s\n", "ls -la (mount)", "ls -la (backing)" }
 		{ printf "%-60s | %s\n", $1, $2 }'
 rm -f "$TMP/ls.mnt" "$TMP/ls.back"
+echo "(hello.txt is still empty in the backing directory: foliofs is a write-back"
+echo " cache, like the page cache it models; the bytes get there at fsync, from the"
+echo " flushers once they are older than dirty_expire_ms, or at unmount, as below)"
 
 say "stat through the mount, and the backing file's size, mode and mtime"
 run stat "$MNT/hello.txt"
