@@ -62,6 +62,8 @@ DEADLINE=$((START + ${FOLIOFS_TEST_BUDGET:-4800}))
 # Sanitizer runtime options.  fast_unwind_on_malloc=0: full allocation
 # stacks through libfuse (built without frame pointers), for ~10% more time.
 ASAN_OPTS="detect_leaks=1:abort_on_error=1:fast_unwind_on_malloc=0"
+# Only glibc's perror() (see the file); print_suppressions=0 keeps stderr clean.
+LSAN_OPTS="suppressions=$ROOT/tests/lsan.supp:print_suppressions=0"
 UBSAN_OPTS="halt_on_error=1:print_stacktrace=1"
 TSAN_OPTS="halt_on_error=1:second_deadlock_stack=1"
 if [ -f "$ROOT/tests/tsan_suppressions.txt" ]; then
@@ -380,10 +382,11 @@ if [ "$QUICK" -eq 0 ]; then
 		-Db_sanitize=address,undefined -Db_lundef=false -Ddebug_checks=true \
 		--buildtype=debugoptimized -Dc_args=-fno-omit-frame-pointer; then
 		unit "d. ASan+UBSan unit tests" build-asan 3 "$T_UNIT_SAN" \
-			ASAN_OPTIONS="$ASAN_OPTS" UBSAN_OPTIONS="$UBSAN_OPTS"
+			ASAN_OPTIONS="$ASAN_OPTS" UBSAN_OPTIONS="$UBSAN_OPTS" LSAN_OPTIONS="$LSAN_OPTS"
 		mounttests "d. ASan+UBSan mount tests" "$ROOT/build-asan/foliofs" \
 			"$ROOT/build-asan/pytest.xml" "$T_PYTEST_SAN" \
-			ASAN_OPTIONS="$ASAN_OPTS" UBSAN_OPTIONS="$UBSAN_OPTS" -- -k "not postgres"
+			ASAN_OPTIONS="$ASAN_OPTS" UBSAN_OPTIONS="$UBSAN_OPTS" LSAN_OPTIONS="$LSAN_OPTS" \
+			-- -k "not postgres"
 	else
 		not_run "d. ASan+UBSan unit tests" "build-asan/ not built"
 		not_run "d. ASan+UBSan mount tests" "build-asan/ not built"
