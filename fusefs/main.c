@@ -153,10 +153,16 @@ static int serve(struct fuse_session *se, const struct ffs_config *cfg)
 	return ret;
 }
 
-/* The loop reports the signal that stopped it; that is a clean exit. */
+/*
+ * The loop reports the signal that stopped it, or how the kernel ended the
+ * connection: unmounted (ENODEV), or aborted while a lazy unmount let go of
+ * it (ECONNABORTED, seen on 6.18).  All are clean ends; what was dirty is
+ * written back after the loop either way.
+ */
 static bool clean_stop(int ret)
 {
-	return ret == 0 || ret == SIGTERM || ret == SIGINT || ret == SIGHUP;
+	return ret == 0 || ret == SIGTERM || ret == SIGINT || ret == SIGHUP ||
+	       ret == -ENODEV || ret == -ECONNABORTED;
 }
 
 int main(int argc, char *argv[])
