@@ -115,20 +115,47 @@ void wb_stamp_mtime(struct wb_file *wbf)
  * Make the backing file's size the cache's once its data is written: direct
  * I/O writes the block holding EOF whole (one too long), and a file whose
  * tail was punched or never written has nothing that would extend it.
+ * The size last set or seen is kept, so this costs no system call when
+ * nothing changed it.
  */
 void wb_sync_size(struct wb_file *wbf)
 {
 	off_t size = bs_file_size(wbf->bs);
 	struct stat st;
 
-	if (wbf->ctx->io == WB_IO_NULL || fstat(wbf->fd, &st) < 0 ||
-	    !S_ISREG(st.st_mode) || st.st_size == size)
+	if (wbf->ctx->io == WB_IO_NULL)
 		return;
-	/* Longer only if direct I/O wrote past EOF; shorter if nothing reached the end. */
-	if (ftruncate(wbf->fd, size) < 0)
-		wb_report(wbf, "setting the size of", -errno);
-	else
+	pthread_mutex_lock(&wbf->size_lock);
+	if (wbf->backing_size == size)
+		goto out;
+	wbf->backing_size = -1;
+	if (fstat(wbf->fd, &st) < 0 || !S_ISREG(st.st_mode))
+		goto out;
+	if (st.st_size != size) {
+		/* Longer only if direct I/O wrote past EOF; shorter if nothing reached the end. */
+		if (ftruncate(wbf->fd, size) < 0) {
+			wb_report(wbf, "setting the size of", -errno);
+			goto out;
+		}
 		atomic_store(&wbf->unsynced, true);
+	}
+	wbf->backing_size = size;
+out:
+	pthread_mutex_unlock(&wbf->size_lock);
+}
+
+/* Writes of @io[0..n) are done: what they tell of the backing file's size. */
+static void note_written_size(struct wb_file *wbf, const struct wb_io *io,
+			      const off_t *end, int n)
+{
+	pthread_mutex_lock(&wbf->size_lock);
+	for (int g = 0; g < n && wbf->backing_size >= 0; g++) {
+		if (io[g].res)
+			wbf->backing_size = -1;	/* a failed write may have extended it */
+		else if (end[g] > wbf->backing_size)
+			wbf->backing_size = end[g];
+	}
+	pthread_mutex_unlock(&wbf->size_lock);
 }
 
 /* The file may have become clean: forget its age unless it is not. */
@@ -149,6 +176,7 @@ int wb_writeback_range(struct wb_file *wbf, off_t start, off_t end)
 	struct iovec iov[WB_BATCH];
 	struct wb_io io[WB_BATCH];
 	void *bufs[WB_BATCH];
+	off_t ends[WB_BATCH];
 	int group_of[WB_BATCH];
 	off_t pos = start;
 	int first_err = 0;
@@ -172,10 +200,13 @@ int wb_writeback_range(struct wb_file *wbf, off_t start, off_t end)
 				first_err = groups;
 			break;
 		}
-		/* io[g].iov advances as writes complete: keep the buffers. */
-		for (int g = 0; g < groups; g++)
+		/* io[g].iov, off and len advance as writes complete: keep them. */
+		for (int g = 0; g < groups; g++) {
 			bufs[g] = iov[g].iov_base;
+			ends[g] = io[g].off + (off_t)io[g].len;
+		}
 		wb_backing_write(wbf, io, groups);
+		note_written_size(wbf, io, ends, groups);
 		for (int g = 0; g < groups; g++)
 			free(bufs[g]);
 		for (int g = 0; g < groups; g++) {

@@ -87,12 +87,27 @@ static ssize_t backing_read(void *ctx, void *buf, size_t len, off_t off)
 
 static int backing_truncate(void *ctx, off_t size)
 {
-	return ftruncate(((struct wb_file *)ctx)->fd, size) < 0 ? -errno : 0;
+	struct wb_file *wbf = ctx;
+	int ret;
+
+	pthread_mutex_lock(&wbf->size_lock);
+	ret = ftruncate(wbf->fd, size) < 0 ? -errno : 0;
+	wbf->backing_size = ret ? -1 : size;
+	pthread_mutex_unlock(&wbf->size_lock);
+	return ret;
 }
 
 static int backing_fallocate(void *ctx, int mode, off_t off, off_t len)
 {
-	return fallocate(((struct wb_file *)ctx)->fd, mode, off, len) < 0 ? -errno : 0;
+	struct wb_file *wbf = ctx;
+	int ret;
+
+	pthread_mutex_lock(&wbf->size_lock);
+	ret = fallocate(wbf->fd, mode, off, len) < 0 ? -errno : 0;
+	if (!(mode & FALLOC_FL_KEEP_SIZE))
+		wbf->backing_size = -1;
+	pthread_mutex_unlock(&wbf->size_lock);
+	return ret;
 }
 
 static const struct bs_backing_ops wb_backing_ops = {
@@ -120,21 +135,20 @@ int wb_file_alloc(struct wb_ctx *ctx, int fd, enum wb_access access,
 	wbf->fd = fd;
 	atomic_init(&wbf->access, access);
 	pthread_mutex_init(&wbf->wb_lock, NULL);
+	pthread_mutex_init(&wbf->size_lock, NULL);
 	if (S_ISBLK(st.st_mode)) {
 		uint64_t bytes;
 
 		if (ioctl(fd, BLKGETSIZE64, &bytes) < 0) {
 			ret = -errno;
-			pthread_mutex_destroy(&wbf->wb_lock);
-			goto out_free;
+			goto out_destroy;
 		}
 		st.st_size = (off_t)bytes;
 	}
+	wbf->backing_size = st.st_size;
 	ret = bs_file_create(ctx->cache, &wb_backing_ops, wbf, st.st_size, &wbf->bs);
-	if (ret) {
-		pthread_mutex_destroy(&wbf->wb_lock);
-		goto out_free;
-	}
+	if (ret)
+		goto out_destroy;
 	if (S_ISBLK(st.st_mode))
 		bs_file_fix_size(wbf->bs);
 	pthread_mutex_lock(&ctx->files_lock);
@@ -146,6 +160,9 @@ int wb_file_alloc(struct wb_ctx *ctx, int fd, enum wb_access access,
 	*out = wbf;
 	return 0;
 
+out_destroy:
+	pthread_mutex_destroy(&wbf->size_lock);
+	pthread_mutex_destroy(&wbf->wb_lock);
 out_free:
 	free(wbf);
 out_close:
@@ -212,6 +229,7 @@ int wb_file_destroy(struct wb_file *wbf, bool force)
 	pthread_mutex_unlock(&ctx->files_lock);
 	bs_file_destroy(wbf->bs);
 	close(wbf->fd);
+	pthread_mutex_destroy(&wbf->size_lock);
 	pthread_mutex_destroy(&wbf->wb_lock);
 	free(wbf);
 	return 0;

@@ -6,6 +6,7 @@
  *   wb_file.wb_lock      one writeback pass of a file at a time
  *   wb_ctx.files_lock    the file list, file references, flusher state
  *   (blockstate's locks, taken inside bs_* calls)
+ *   wb_file.size_lock    the known backing size (leaf)
  * No lock is held across backing I/O except wb_lock.
  */
 #ifndef FOLIOFS_WB_I_H
@@ -121,6 +122,12 @@ struct wb_file {
 	_Atomic int access;
 	struct bs_file *bs;			/* immutable */
 	pthread_mutex_t wb_lock;		/* one writeback pass at a time */
+	pthread_mutex_t size_lock;		/* leaf: protects backing_size */
+	off_t backing_size;			/* the backing file's size as last set
+						 * or seen, -1 if unknown: saves a stat
+						 * per writeback (a stat makes ext4 give
+						 * the next write a fine-grained time, and
+						 * fdatasync then writes the inode) */
 	atomic_bool unsynced;			/* backing written since its last sync */
 	_Atomic int64_t mtime_ns;		/* pending mtime, 0: none */
 	_Atomic int64_t dirtied_ns;		/* when it went from clean to dirty, 0: clean */
