@@ -24,6 +24,7 @@
 
 #define BS_BITS_PER_LONG (sizeof(unsigned long) * CHAR_BIT)
 #define BS_BITS_TO_LONGS(n) (((n) + BS_BITS_PER_LONG - 1) / BS_BITS_PER_LONG)
+#define BS_MAX_BLOCKS_PER_FOLIO (BS_MAX_FOLIO_SIZE / BS_MIN_BLOCK_SIZE)
 
 /* ---- bit ranges (bitmap.c); every range is [start, end) in bits ---- */
 
@@ -75,6 +76,17 @@ struct bs_folio {
 					 * writeback bit but must be waited for */
 	uint64_t price;			/* bytes of dirty budget charged for this folio */
 	/*
+	 * The index tag (bs_index_tag) follows held_blocks != 0, a step
+	 * behind: a change of held state sets tag_stale under the folio
+	 * lock, and whoever unlocks the folio brings the tag up to date
+	 * (bs_folio_unlock) before returning to its caller.  tagged changes
+	 * under the folio lock with the index_lock held.
+	 */
+	bool tagged;
+	bool tag_stale;
+	uint64_t redirty_price;		/* price of the blocks both dirty and
+					 * under writeback (see update_redirty) */
+	/*
 	 * Three bitmaps of nr_blocks bits each, in bits[]: uptodate, dirty,
 	 * writeback.  Dirty or writeback implies uptodate.
 	 */
@@ -109,6 +121,12 @@ void bs_folio_end_writeback(struct bs_folio *folio, uint32_t first_blk,
 			    uint32_t end_blk, bool failed);
 /* Wait until no run of the folio is in flight.  Folio lock held. */
 void bs_folio_wait_writeback(struct bs_folio *folio);
+/*
+ * Unlock the folio, then, if its held state changed, bring its index tag
+ * up to date.  Every path that can change held state unlocks with this.
+ * Context: folio lock held, no index_lock held, a reference held.
+ */
+void bs_folio_unlock(struct bs_folio *folio);
 
 /* Recount held blocks/pages from the bitmaps (for checks). */
 void bs_folio_count_held(const struct bs_folio *folio, uint32_t *blocks, uint32_t *pages);
@@ -143,7 +161,17 @@ struct bs_folio *bs_index_next(const struct bs_index *idx, off_t off);
 unsigned int bs_index_fit(const struct bs_index *idx, off_t off, unsigned int order,
 			  unsigned int min_order);
 int bs_index_insert(struct bs_index *idx, struct bs_folio *folio);
+/* Take @folio out; its tag goes with it.  index_lock held for writing. */
 void bs_index_remove(struct bs_index *idx, struct bs_folio *folio);
+/*
+ * Tag or untag @folio, which is in the index: tagged folios hold dirty or
+ * writeback blocks.  Context: index_lock held (read is enough) and the
+ * folio lock held, or index_lock held for writing.
+ */
+void bs_index_tag(struct bs_index *idx, struct bs_folio *folio, bool set);
+/* The first tagged folio ending after @off, or NULL.  O(tagged folios skipped). */
+struct bs_folio *bs_index_next_tagged(const struct bs_index *idx, off_t off);
+uint64_t bs_index_nr_tagged(const struct bs_index *idx);
 
 /* ---- files and the cache (file.c, cache.c) ---- */
 
@@ -162,6 +190,7 @@ struct bs_file {
 	_Atomic off_t size;			/* grows under invalidate_lock shared
 						 * (compare and swap), set under it
 						 * exclusive */
+	_Atomic uint64_t held_folios;		/* folios with held blocks (exact) */
 	struct bs_file *next;			/* cache files_lock */
 	struct bs_file *prev;
 };

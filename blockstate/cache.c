@@ -268,6 +268,9 @@ static int check_folio(struct bs_folio *folio, struct check_sums *s)
 		bad = 1;
 	if (folio->wb_blocks != bs_bits_count(folio->writeback, 0, nb))
 		bad = 1;
+	/* At rest every tag is up to date. */
+	if (folio->tag_stale || folio->tagged != (blocks != 0))
+		bad = 1;
 	{
 		struct bs_held_state st = {
 			folio->size, cache->cfg.block_size, blocks, pages,
@@ -295,10 +298,24 @@ int bs_cache_check(struct bs_cache *cache)
 
 	pthread_mutex_lock(&cache->files_lock);
 	for (struct bs_file *file = cache->files; file; file = file->next) {
+		uint64_t pinned_before = s.pinned, tagged = 0;
+
 		pthread_rwlock_rdlock(&file->index_lock);
 		for (struct bs_folio *f = bs_index_next(&file->index, 0); f;
-		     f = bs_index_next(&file->index, f->start + f->size))
+		     f = bs_index_next(&file->index, f->start + f->size)) {
 			bad |= check_folio(f, &s);
+			tagged += s.pinned != pinned_before;
+			pinned_before = s.pinned;
+		}
+		/* The tagged walk must visit exactly the held folios. */
+		for (struct bs_folio *f = bs_index_next_tagged(&file->index, 0); f;
+		     f = bs_index_next_tagged(&file->index, f->start + f->size))
+			tagged--;
+		if (tagged || bs_index_nr_tagged(&file->index) !=
+			      atomic_load(&file->held_folios)) {
+			fprintf(stderr, "blockstate: the index tags do not match the held folios\n");
+			bad = 1;
+		}
 		pthread_rwlock_unlock(&file->index_lock);
 	}
 	pthread_mutex_unlock(&cache->files_lock);

@@ -105,7 +105,7 @@ void bs_file_destroy(struct bs_file *file)
 		pthread_mutex_lock(&folio->lock);
 		bs_folio_wait_writeback(folio);
 		bs_folio_clear_dirty(folio, 0, folio->nr_blocks);
-		pthread_mutex_unlock(&folio->lock);
+		bs_folio_unlock(folio);
 		detach(file, folio);
 		bs_folio_put(folio);
 	}
@@ -125,18 +125,7 @@ void bs_file_destroy(struct bs_file *file)
 
 bool bs_file_has_held(struct bs_file *file)
 {
-	struct bs_folio *folio;
-	off_t pos = 0;
-	bool held = false;
-
-	while (!held && (folio = next_folio(file, pos, OFF_MAX))) {
-		pthread_mutex_lock(&folio->lock);
-		held = folio->held_blocks != 0;
-		pthread_mutex_unlock(&folio->lock);
-		pos = folio->start + folio->size;
-		bs_folio_put(folio);
-	}
-	return held;
+	return atomic_load(&file->held_folios) != 0;
 }
 
 /* ---- finding and making folios ---- */
@@ -351,7 +340,7 @@ static size_t for_each_span(struct bs_file *file, off_t off, size_t len,
 						       : (uint32_t)(len - done);
 		pthread_mutex_lock(&folio->lock);
 		*err = fn(file, folio, poff, plen, done, buf);
-		pthread_mutex_unlock(&folio->lock);
+		bs_folio_unlock(folio);
 		bs_folio_put(folio);
 		if (*err)
 			break;
@@ -496,7 +485,7 @@ static void zero_range(struct bs_file *file, off_t start, off_t end)
 		memset(folio->data + (zs - folio->start), 0, (size_t)(ze - zs));
 		if (first_full < end_full)
 			bs_folio_clear_dirty(folio, first_full, end_full);
-		pthread_mutex_unlock(&folio->lock);
+		bs_folio_unlock(folio);
 		if (zs == folio->start && ze == fend)
 			detach(file, folio);
 		pos = fend;

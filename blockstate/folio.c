@@ -183,6 +183,59 @@ static struct held_span held_span(const struct bs_folio *folio, uint32_t first_b
 	return s;
 }
 
+/*
+ * Price of the blocks that are dirty again while under writeback: the
+ * policy's price of a folio holding just those.  Linux counts such a
+ * folio as dirtied a second time (it is written twice), and so do
+ * nr_dirtied and nr_written; the charge, which is for held memory, does
+ * not.
+ */
+static uint64_t redirty_price(const struct bs_folio *folio)
+{
+	const struct bs_cache *cache = folio->file->cache;
+	unsigned long both[BS_BITS_TO_LONGS(BS_MAX_BLOCKS_PER_FOLIO)];
+	size_t longs = BS_BITS_TO_LONGS(folio->nr_blocks);
+	struct bs_held_state st = {
+		.folio_size = folio->size,
+		.block_size = cache->cfg.block_size,
+	};
+
+	if (!folio->wb_blocks)
+		return 0;
+	for (size_t i = 0; i < longs; i++)
+		both[i] = folio->dirty[i] & folio->writeback[i];
+	st.held_blocks = bs_bits_count(both, 0, folio->nr_blocks);
+	if (!st.held_blocks)
+		return 0;
+	if (cache->blk_shift >= BS_PAGE_SHIFT) {
+		st.held_pages = st.held_blocks * pages_per_block(folio);
+	} else {
+		uint32_t per_page = 1u << (BS_PAGE_SHIFT - cache->blk_shift);
+
+		for (uint32_t blk = 0; blk < folio->nr_blocks; blk += per_page)
+			st.held_pages += bs_bits_next_set(both, NULL, blk, blk + per_page) <
+					 blk + per_page;
+	}
+	return cache->cfg.account->price(&st);
+}
+
+/*
+ * After a change of the dirty or writeback bits: count re-dirtying as
+ * dirtied, and its end as written when @completed (the earlier contents
+ * reached the backing store).  Context: folio lock held.
+ */
+static void update_redirty(struct bs_folio *folio, bool completed)
+{
+	struct bs_cache *cache = folio->file->cache;
+	uint64_t price = redirty_price(folio);
+
+	if (price > folio->redirty_price)
+		atomic_fetch_add(&cache->dirtied_bytes, price - folio->redirty_price);
+	else if (price < folio->redirty_price && completed)
+		atomic_fetch_add(&cache->written_bytes, folio->redirty_price - price);
+	folio->redirty_price = price;
+}
+
 static uint64_t folio_price(const struct bs_folio *folio)
 {
 	const struct bs_cache *cache = folio->file->cache;
@@ -220,10 +273,15 @@ static void reprice(struct bs_folio *folio, struct held_span before,
 	} else if (folio->price < old_price) {
 		atomic_fetch_sub(&cache->charged_bytes, old_price - folio->price);
 	}
-	if (!was_pinned && folio->held_blocks)
+	if (!was_pinned && folio->held_blocks) {
 		atomic_fetch_add(&cache->pinned_bytes, folio->size);
-	else if (was_pinned && !folio->held_blocks)
+		atomic_fetch_add(&folio->file->held_folios, 1);
+		folio->tag_stale = true;
+	} else if (was_pinned && !folio->held_blocks) {
 		atomic_fetch_sub(&cache->pinned_bytes, folio->size);
+		atomic_fetch_sub(&folio->file->held_folios, 1);
+		folio->tag_stale = true;
+	}
 }
 
 /*
@@ -252,9 +310,12 @@ static void folio_check(const struct bs_folio *folio)
 	}
 }
 
-/* Change bits of one map over [first_blk, end_blk), repricing. */
+/*
+ * Change bits of one map over [first_blk, end_blk), repricing; @completed:
+ * writeback bits cleared because their write succeeded.
+ */
 static void change_held(struct bs_folio *folio, unsigned long *map, bool set,
-			uint32_t first_blk, uint32_t end_blk)
+			uint32_t first_blk, uint32_t end_blk, bool completed)
 {
 	uint32_t sfirst = first_blk, send = end_blk;
 	struct held_span before, after;
@@ -267,6 +328,8 @@ static void change_held(struct bs_folio *folio, unsigned long *map, bool set,
 		bs_bits_clear(map, first_blk, end_blk);
 	after = held_span(folio, sfirst, send);
 	reprice(folio, before, after);
+	if (folio->wb_blocks || folio->redirty_price)
+		update_redirty(folio, completed);
 	if (BS_DEBUG)
 		folio_check(folio);
 }
@@ -277,12 +340,12 @@ void bs_folio_set_dirty(struct bs_folio *folio, uint32_t first_blk, uint32_t end
 	/* Rewriting dirty blocks (the common case) changes no price. */
 	if (bs_bits_count(folio->dirty, first_blk, end_blk) == end_blk - first_blk)
 		return;
-	change_held(folio, folio->dirty, true, first_blk, end_blk);
+	change_held(folio, folio->dirty, true, first_blk, end_blk, false);
 }
 
 void bs_folio_clear_dirty(struct bs_folio *folio, uint32_t first_blk, uint32_t end_blk)
 {
-	change_held(folio, folio->dirty, false, first_blk, end_blk);
+	change_held(folio, folio->dirty, false, first_blk, end_blk, false);
 }
 
 void bs_folio_start_writeback(struct bs_folio *folio, uint32_t first_blk, uint32_t end_blk)
@@ -308,7 +371,7 @@ void bs_folio_end_writeback(struct bs_folio *folio, uint32_t first_blk,
 	if (failed)
 		bs_bits_or_range(folio->dirty, folio->writeback, first_blk, end_blk);
 	folio->wb_blocks -= n;
-	change_held(folio, folio->writeback, false, first_blk, end_blk);
+	change_held(folio, folio->writeback, false, first_blk, end_blk, !failed);
 	if (folio->price < old_price)
 		atomic_fetch_add(&cache->written_bytes, old_price - folio->price);
 	atomic_fetch_sub(&cache->wb_bytes, (uint64_t)n << cache->blk_shift);
@@ -320,6 +383,27 @@ void bs_folio_wait_writeback(struct bs_folio *folio)
 {
 	while (folio->wb_runs)
 		pthread_cond_wait(&folio->wb_done, &folio->lock);
+}
+
+void bs_folio_unlock(struct bs_folio *folio)
+{
+	struct bs_file *file = folio->file;
+	bool stale = folio->tag_stale;
+
+	pthread_mutex_unlock(&folio->lock);
+	if (!stale)
+		return;
+	/* index_lock before the folio lock (lock order); read is enough. */
+	pthread_rwlock_rdlock(&file->index_lock);
+	pthread_mutex_lock(&folio->lock);
+	if (folio->tag_stale && !folio->detached &&
+	    folio->tagged != (folio->held_blocks != 0)) {
+		folio->tagged = !folio->tagged;
+		bs_index_tag(&file->index, folio, folio->tagged);
+	}
+	folio->tag_stale = false;
+	pthread_mutex_unlock(&folio->lock);
+	pthread_rwlock_unlock(&file->index_lock);
 }
 
 void bs_folio_count_held(const struct bs_folio *folio, uint32_t *blocks, uint32_t *pages)

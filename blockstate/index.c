@@ -9,8 +9,16 @@
  * Folios never cross a chunk, because they are naturally aligned and no
  * larger than a chunk.  Empty chunks and nodes are freed.
  *
- * Context: the caller holds the file's index_lock (read for lookups,
- * write for changes).
+ * Tags mark the folios that hold dirty or writeback blocks, as the
+ * XArray's dirty and writeback marks do, so that writeback finds them
+ * without walking every folio of the file: a chunk has a bit per slot
+ * (set at the first slot of a tagged folio) and a count, every node the
+ * number of tagged folios below it.  The counts are atomics, so tags
+ * change under the index_lock held for reading; a folio's own tag is
+ * serialized by its folio lock (see bs_folio_sync_tag()).
+ *
+ * Context: the caller holds the file's index_lock (read for lookups and
+ * tag changes, write for changes of the tree).
  */
 #include "bs_i.h"
 
@@ -23,13 +31,18 @@
 
 struct rnode {
 	void *slot[RADIX_SLOTS];
-	unsigned int count;	/* non-NULL slots */
+	unsigned int count;		/* non-NULL slots */
+	_Atomic uint32_t tagged;	/* tagged folios below */
 };
 
 struct chunk {
 	unsigned int nr_folios;
+	_Atomic uint32_t tagged;	/* tagged folios in the chunk */
+	_Atomic unsigned long *tag_map;	/* a bit per slot, after slot[] */
 	struct bs_folio *slot[];	/* one per 4 KiB page */
 };
+
+static uint32_t subtree_tagged(void *p, unsigned int level);
 
 void bs_index_init(struct bs_index *idx, unsigned int chunk_shift)
 {
@@ -183,6 +196,7 @@ static int grow(struct bs_index *idx, uint64_t key)
 			return -ENOMEM;
 		node->slot[0] = idx->root;
 		node->count = 1;
+		atomic_init(&node->tagged, subtree_tagged(idx->root, idx->height));
 		idx->root = node;
 		idx->height++;
 	}
@@ -208,9 +222,15 @@ static struct chunk *chunk_create(struct bs_index *idx, uint64_t key)
 		if (!*pp)
 			node->count++;	/* filled below, or undone by the caller */
 	}
-	if (!*pp)
-		*pp = calloc(1, sizeof(struct chunk) +
-			     chunk_slots(idx) * sizeof(struct bs_folio *));
+	if (!*pp) {
+		struct chunk *c = calloc(1, sizeof(struct chunk) +
+					 chunk_slots(idx) * sizeof(struct bs_folio *) +
+					 BS_BITS_TO_LONGS(chunk_slots(idx)) * sizeof(long));
+
+		if (c)
+			c->tag_map = (_Atomic unsigned long *)&c->slot[chunk_slots(idx)];
+		*pp = c;
+	}
 	return *pp;
 }
 
@@ -262,10 +282,124 @@ void bs_index_remove(struct bs_index *idx, struct bs_folio *folio)
 
 	if (!c || c->slot[first] != folio)
 		return;
+	if (folio->tagged) {
+		bs_index_tag(idx, folio, false);
+		folio->tagged = false;
+	}
 	for (unsigned int i = first; i < end; i++)
 		c->slot[i] = NULL;
 	c->nr_folios--;
 	idx->nr_folios--;
 	if (!c->nr_folios)
 		prune(&idx->root, idx->height, key);
+}
+
+/* ---- tags ---- */
+
+void bs_index_tag(struct bs_index *idx, struct bs_folio *folio, bool set)
+{
+	uint64_t key = (uint64_t)folio->start >> idx->chunk_shift;
+	unsigned int slot = page_slot(idx, folio->start);
+	unsigned long bit = 1ul << (slot % BS_BITS_PER_LONG);
+	void *p = idx->root;
+	struct chunk *c;
+
+	if (!key_fits(key, idx->height))
+		return;
+	for (unsigned int level = idx->height; level > 0 && p; level--) {
+		struct rnode *node = p;
+
+		if (set)
+			atomic_fetch_add(&node->tagged, 1);
+		else
+			atomic_fetch_sub(&node->tagged, 1);
+		p = node->slot[key_slot(key, level)];
+	}
+	c = p;
+	if (!c)
+		return;
+	if (set) {
+		atomic_fetch_add(&c->tagged, 1);
+		atomic_fetch_or(&c->tag_map[slot / BS_BITS_PER_LONG], bit);
+	} else {
+		atomic_fetch_sub(&c->tagged, 1);
+		atomic_fetch_and(&c->tag_map[slot / BS_BITS_PER_LONG], ~bit);
+	}
+}
+
+static uint32_t subtree_tagged(void *p, unsigned int level)
+{
+	if (!p)
+		return 0;
+	return level ? atomic_load(&((struct rnode *)p)->tagged)
+		     : atomic_load(&((struct chunk *)p)->tagged);
+}
+
+/* First chunk with tags numbered >= @from under @p at @level; sets *@key. */
+static struct chunk *next_tagged_chunk(void *p, unsigned int level, uint64_t from,
+				       uint64_t base, uint64_t *key)
+{
+	struct rnode *node = p;
+	unsigned int first;
+
+	if (!subtree_tagged(p, level))
+		return NULL;
+	if (level == 0) {
+		*key = base;
+		return p;
+	}
+	first = from > base ? key_slot(from, level) : 0;
+	for (unsigned int i = first; i < RADIX_SLOTS; i++) {
+		uint64_t child_base = base + ((uint64_t)i << (RADIX_SHIFT * (level - 1)));
+		struct chunk *c = next_tagged_chunk(node->slot[i], level - 1,
+						    i == first ? from : child_base,
+						    child_base, key);
+		if (c)
+			return c;
+	}
+	return NULL;
+}
+
+static bool slot_tagged(const struct chunk *c, unsigned int slot)
+{
+	return atomic_load(&c->tag_map[slot / BS_BITS_PER_LONG]) &
+	       (1ul << (slot % BS_BITS_PER_LONG));
+}
+
+struct bs_folio *bs_index_next_tagged(const struct bs_index *idx, off_t off)
+{
+	uint64_t key = (uint64_t)off >> idx->chunk_shift;
+	unsigned int slot = page_slot(idx, off);
+	unsigned int nslots = chunk_slots(idx);
+
+	while (key_fits(key, idx->height)) {
+		uint64_t found;
+		struct chunk *c = next_tagged_chunk(idx->root, idx->height, key, 0, &found);
+		struct bs_folio *folio;
+
+		if (!c)
+			return NULL;
+		if (found != key)
+			slot = 0;
+		/* The folio covering @off starts at or before its slot. */
+		folio = c->slot[slot];
+		if (folio && slot_tagged(c, page_slot(idx, folio->start)))
+			return folio;
+		for (unsigned int i = slot / BS_BITS_PER_LONG; i < BS_BITS_TO_LONGS(nslots); i++) {
+			unsigned long word = atomic_load(&c->tag_map[i]);
+
+			if (i == slot / BS_BITS_PER_LONG)
+				word &= ~0ul << (slot % BS_BITS_PER_LONG);
+			if (word)
+				return c->slot[i * BS_BITS_PER_LONG + (unsigned int)__builtin_ctzl(word)];
+		}
+		key = found + 1;
+		slot = 0;
+	}
+	return NULL;
+}
+
+uint64_t bs_index_nr_tagged(const struct bs_index *idx)
+{
+	return subtree_tagged(idx->root, idx->height);
 }

@@ -98,7 +98,7 @@ int bs_wb_collect_mode(struct bs_file *file, off_t *pos, off_t end,
 		else if (!budget)
 			return n;
 		pthread_rwlock_rdlock(&file->index_lock);
-		folio = bs_index_next(&file->index, *pos);
+		folio = bs_index_next_tagged(&file->index, *pos);
 		if (folio && folio->start < end)
 			bs_folio_get(folio);
 		else
@@ -141,7 +141,7 @@ void bs_wb_complete(struct bs_file *file, struct bs_wb_run *run, int err)
 
 	pthread_mutex_lock(&folio->lock);
 	bs_folio_end_writeback(folio, run->first_blk, run->end_blk, err != 0);
-	pthread_mutex_unlock(&folio->lock);
+	bs_folio_unlock(folio);
 	bs_folio_put(folio);
 	run->folio = NULL;
 }

@@ -1534,6 +1534,63 @@ static void case_failed_writeback(void)
 	h_teardown(&h);
 }
 
+/*
+ * Blocks written again while under writeback are dirtied a second time
+ * and written a second time (Linux counts such a folio twice in
+ * nr_dirtied and nr_written), but charged once: the memory is held once.
+ */
+static void case_redirty_during_writeback(void)
+{
+	static const struct {
+		const char *account;
+		uint32_t block_size;
+		uint64_t dirtied, charged_mid, written_mid;	/* pages */
+	} cases[] = {
+		/* 8 KiB dirty, then two 1 KiB writes into page 0 while in flight */
+		{ "block", 4096, 2 + 1, 2, 1 + 1 },
+		{ "page", 1024, 2 + 1, 2, 1 + 1 },
+		{ "folio", 1024, 16 + 16, 16, 0 + 16 },
+	};
+
+	for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+		struct bs_wb_run runs[4];
+		struct bs_stats st0, st;
+		struct hctx h;
+		char buf[8192], snap[8192];
+		off_t pos = 0;
+
+		h_setup(&h, cases[c].block_size, 65536, 1 << 20, cases[c].account,
+			"fixed", 0, 0);
+		bs_cache_stats(h.cache, &st0);
+		memset(buf, 'a', sizeof(buf));
+		M_CHECK(bs_write(h.file[0], buf, sizeof(buf), 0) == sizeof(buf));
+		M_CHECK(bs_wb_collect(h.file[0], &pos, INT64_MAX, runs, 4, SIZE_MAX) == 1);
+		/* The writeback layer's bounce copy, taken as the run is collected. */
+		M_CHECK(runs[0].off == 0 && runs[0].len == sizeof(snap));
+		bs_wb_copy(&runs[0], snap);
+		/* Two blocks of page 0, by two writes: one more dirtying of the page. */
+		memset(buf, 'b', sizeof(buf));
+		M_CHECK(bs_write(h.file[0], buf, 1024, 0) == 1024);
+		M_CHECK(bs_write(h.file[0], buf, 1024, 2048) == 1024);
+		bs_cache_stats(h.cache, &st);
+		M_CHECK(st.charged_bytes == cases[c].charged_mid * 4096);
+		M_CHECK(st.nr_dirtied - st0.nr_dirtied == cases[c].dirtied);
+		M_CHECK(bs_cache_check(h.cache) == 0);
+		mem_write(&h.mem[0], snap, sizeof(snap), 0);
+		bs_wb_complete(h.file[0], &runs[0], 0);
+		bs_cache_stats(h.cache, &st);
+		M_CHECK(st.nr_written - st0.nr_written == cases[c].written_mid);
+		M_CHECK(bs_file_has_held(h.file[0]) && bs_cache_check(h.cache) == 0);
+		h_sync(&h, 0);
+		bs_cache_stats(h.cache, &st);
+		M_CHECK(st.charged_bytes == 0 && st.nr_written == st.nr_dirtied);
+		M_CHECK(h.mem[0].len == 8192 && !memcmp(h.mem[0].data, buf, 1024) &&
+			h.mem[0].data[1024] == 'a' && !memcmp(h.mem[0].data + 2048, buf, 1024));
+		M_CHECK(bs_cache_check(h.cache) == 0);
+		h_teardown(&h);
+	}
+}
+
 /* A fixed size (a block device): writes stop at it, nothing changes it. */
 static void case_fixed_size(void)
 {
@@ -1854,6 +1911,7 @@ static const struct hcase hcases[] = {
 	{ "failed_truncate", case_failed_truncate },
 	{ "truncate_zeroes", case_truncate_zeroes },
 	{ "failed_writeback", case_failed_writeback },
+	{ "redirty_during_writeback", case_redirty_during_writeback },
 	{ "fixed_size", case_fixed_size },
 	{ "destroy_dirty", case_destroy_dirty },
 	{ "over_budget", case_over_budget },
