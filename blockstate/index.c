@@ -111,14 +111,17 @@ struct bs_folio *bs_index_lookup(const struct bs_index *idx, off_t off)
 	return c ? c->slot[page_slot(idx, off)] : NULL;
 }
 
-/* First chunk with number >= @from under @p at @level; sets *@key. */
+/*
+ * First chunk numbered >= @from under @p at @level (only chunks with
+ * tagged folios if @tagged); sets *@key.
+ */
 static struct chunk *next_chunk(void *p, unsigned int level, uint64_t from,
-				uint64_t base, uint64_t *key)
+				uint64_t base, bool tagged, uint64_t *key)
 {
 	struct rnode *node = p;
 	unsigned int first;
 
-	if (!p)
+	if (!p || (tagged && !subtree_tagged(p, level)))
 		return NULL;
 	if (level == 0) {
 		*key = base;
@@ -129,7 +132,7 @@ static struct chunk *next_chunk(void *p, unsigned int level, uint64_t from,
 		uint64_t child_base = base + ((uint64_t)i << (RADIX_SHIFT * (level - 1)));
 		struct chunk *c = next_chunk(node->slot[i], level - 1,
 					     i == first ? from : child_base,
-					     child_base, key);
+					     child_base, tagged, key);
 		if (c)
 			return c;
 	}
@@ -143,7 +146,7 @@ struct bs_folio *bs_index_next(const struct bs_index *idx, off_t off)
 
 	while (key_fits(key, idx->height)) {
 		uint64_t found;
-		struct chunk *c = next_chunk(idx->root, idx->height, key, 0, &found);
+		struct chunk *c = next_chunk(idx->root, idx->height, key, 0, false, &found);
 
 		if (!c)
 			return NULL;
@@ -335,31 +338,6 @@ static uint32_t subtree_tagged(void *p, unsigned int level)
 		     : atomic_load(&((struct chunk *)p)->tagged);
 }
 
-/* First chunk with tags numbered >= @from under @p at @level; sets *@key. */
-static struct chunk *next_tagged_chunk(void *p, unsigned int level, uint64_t from,
-				       uint64_t base, uint64_t *key)
-{
-	struct rnode *node = p;
-	unsigned int first;
-
-	if (!subtree_tagged(p, level))
-		return NULL;
-	if (level == 0) {
-		*key = base;
-		return p;
-	}
-	first = from > base ? key_slot(from, level) : 0;
-	for (unsigned int i = first; i < RADIX_SLOTS; i++) {
-		uint64_t child_base = base + ((uint64_t)i << (RADIX_SHIFT * (level - 1)));
-		struct chunk *c = next_tagged_chunk(node->slot[i], level - 1,
-						    i == first ? from : child_base,
-						    child_base, key);
-		if (c)
-			return c;
-	}
-	return NULL;
-}
-
 static bool slot_tagged(const struct chunk *c, unsigned int slot)
 {
 	return atomic_load(&c->tag_map[slot / BS_BITS_PER_LONG]) &
@@ -374,7 +352,7 @@ struct bs_folio *bs_index_next_tagged(const struct bs_index *idx, off_t off)
 
 	while (key_fits(key, idx->height)) {
 		uint64_t found;
-		struct chunk *c = next_tagged_chunk(idx->root, idx->height, key, 0, &found);
+		struct chunk *c = next_chunk(idx->root, idx->height, key, 0, true, &found);
 		struct bs_folio *folio;
 
 		if (!c)
