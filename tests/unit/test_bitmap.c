@@ -46,10 +46,7 @@ static uint64_t rng_state = 88172645463325252ull;
 
 static uint64_t rnd(void)
 {
-	rng_state ^= rng_state << 13;
-	rng_state ^= rng_state >> 7;
-	rng_state ^= rng_state << 17;
-	return rng_state;
+	return t_xorshift(&rng_state);
 }
 
 static uint32_t rnd_below(uint32_t n)

@@ -76,10 +76,7 @@ static const char *cur_phase = "setup";
 
 static uint64_t rnd(uint64_t *s)
 {
-	*s ^= *s << 13;
-	*s ^= *s >> 7;
-	*s ^= *s << 17;
-	return *s;
+	return t_xorshift(s);
 }
 
 static uint64_t rnd_below(uint64_t *s, uint64_t n)

@@ -3,6 +3,7 @@
 #ifndef FOLIOFS_TEST_HELPERS_H
 #define FOLIOFS_TEST_HELPERS_H
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -18,5 +19,14 @@
 			exit(T_EXIT_FAIL);                               \
 		}                                                        \
 	} while (0)
+
+/* xorshift64: cheap random numbers that replay exactly from a seed (not 0). */
+static inline uint64_t t_xorshift(uint64_t *state)
+{
+	*state ^= *state << 13;
+	*state ^= *state >> 7;
+	*state ^= *state << 17;
+	return *state;
+}
 
 #endif
