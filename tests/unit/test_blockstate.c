@@ -1781,6 +1781,55 @@ static void case_huge_offset(void)
 }
 
 /*
+ * Index tags across a sparse file whose tree grows while folios are
+ * tagged: collection finds exactly the held folios, in order, within the
+ * range asked, and a failed run stays tagged.
+ */
+static void case_sparse_tags(void)
+{
+	static const off_t offs[] = {
+		0, 3 << 20, (1ll << 30) + 65536, 70ll << 30, 5ll << 40, (1ll << 50) + 4096,
+	};
+	const int n = (int)(sizeof(offs) / sizeof(offs[0]));
+	struct bs_wb_run runs[16];
+	struct hctx h;
+	off_t pos = 0;
+
+	h_setup(&h, 4096, 65536, 64 << 20, "block", "fixed", 0, 0);
+	/* Ascending: each write past the tree grows it above tagged folios. */
+	for (int i = 0; i < n; i++) {
+		M_CHECK(bs_write(h.file[0], "x", 1, offs[i]) == 1);
+		M_CHECK(bs_cache_check(h.cache) == 0);
+	}
+	M_CHECK(bs_wb_collect(h.file[0], &pos, INT64_MAX, runs, 16, SIZE_MAX) == n);
+	for (int i = 0; i < n; i++)	/* the last one ends at EOF */
+		M_CHECK(runs[i].off == offs[i] && runs[i].len == (i < n - 1 ? 4096u : 1u));
+	/* The one at 70 GiB fails: it alone stays held and tagged. */
+	for (int i = 0; i < n; i++)
+		bs_wb_complete(h.file[0], &runs[i], offs[i] == 70ll << 30 ? -EIO : 0);
+	M_CHECK(bs_cache_check(h.cache) == 0 && bs_file_has_held(h.file[0]));
+	pos = 1ll << 30;
+	M_CHECK(bs_wb_collect(h.file[0], &pos, 5ll << 40, runs, 16, SIZE_MAX) == 1);
+	M_CHECK(runs[0].off == 70ll << 30 && pos > runs[0].off);
+	bs_wb_complete(h.file[0], &runs[0], 0);
+	M_CHECK(!bs_file_has_held(h.file[0]) && bs_cache_check(h.cache) == 0);
+	pos = 0;
+	M_CHECK(bs_wb_collect(h.file[0], &pos, INT64_MAX, runs, 16, SIZE_MAX) == 0);
+	/* Dirty again in descending order, then drop everything dirty. */
+	for (int i = n - 1; i >= 0; i--)
+		M_CHECK(bs_write(h.file[0], "y", 1, offs[i] + 1) == 1);
+	pos = (3 << 20) + 4096;	/* past the dirty block at 3 MiB */
+	M_CHECK(bs_wb_collect(h.file[0], &pos, INT64_MAX, runs, 2, SIZE_MAX) == 2);
+	M_CHECK(runs[0].off == (1ll << 30) + 65536 && runs[1].off == 70ll << 30);
+	for (int i = 0; i < 2; i++)
+		bs_wb_complete(h.file[0], &runs[i], 0);
+	M_CHECK(bs_cache_check(h.cache) == 0);
+	M_CHECK(bs_truncate(h.file[0], 0) == 0);
+	M_CHECK(!bs_file_has_held(h.file[0]) && bs_cache_check(h.cache) == 0);
+	h_teardown(&h);
+}
+
+/*
  * bs_wb_collect: "together at most @max_bytes unless the first run alone
  * is larger".  Two dirty runs of 8 KiB, max_bytes 8 KiB + 1: one run.
  */
@@ -1913,6 +1962,7 @@ static const struct hcase hcases[] = {
 	{ "destroy_dirty", case_destroy_dirty },
 	{ "over_budget", case_over_budget },
 	{ "huge_offset", case_huge_offset },
+	{ "sparse_tags", case_sparse_tags },
 	{ "collect_modes", case_collect_modes },
 	{ "collect_max_bytes", case_collect_max_bytes },
 	{ "collect_pos_end", case_collect_pos_end },
