@@ -26,8 +26,8 @@
 #include <time.h>
 #include <unistd.h>
 
-/* Bytes collected per batch: the bounce buffers of one batch. */
-#define WB_BATCH_BYTES (16u << 20)
+/* Bytes collected per batch: the bounce buffer of one batch. */
+#define WB_BATCH_BYTES (4u << 20)
 
 /* Background retry of a failing file: from this, doubling, up to the max. */
 #define RETRY_MIN_MS 100
@@ -36,17 +36,92 @@
 /* ---- one pass over one file ---- */
 
 /*
+ * Bounce memory for one batch.  Each thread keeps one buffer big enough
+ * for any batch (see bounce_keep) between batches: glibc hands freed
+ * memory back to the kernel (munmap, MADV_DONTNEED), so a fresh buffer
+ * per batch would fault in and zero every page again.  Only the pages a
+ * batch used are ever touched.
+ */
+
+struct bounce {
+	void *mem;
+	size_t size;
+};
+
+static pthread_key_t bounce_key;
+static bool bounce_key_ok;		/* set once, under bounce_once */
+static pthread_once_t bounce_once = PTHREAD_ONCE_INIT;
+
+static void bounce_free(void *p)
+{
+	struct bounce *b = p;
+
+	free(b->mem);
+	free(b);
+}
+
+static void bounce_key_init(void)
+{
+	/* Without the key every batch just allocates (see bounce_get). */
+	bounce_key_ok = pthread_key_create(&bounce_key, bounce_free) == 0;
+}
+
+/* The most a batch needs: WB_BATCH_BYTES, one run more, page rounding. */
+static size_t bounce_keep(const struct wb_ctx *ctx)
+{
+	return WB_BATCH_BYTES + ctx->cfg.max_io + (size_t)WB_BATCH * 4096;
+}
+
+/*
+ * Page-aligned memory for @size bytes, or NULL; give it back with
+ * bounce_put().  Memory of the thread's kept buffer if it fits (of at
+ * most @keep bytes), else its own.
+ */
+static void *bounce_get(size_t size, size_t keep)
+{
+	struct bounce *b;
+	void *mem;
+
+	pthread_once(&bounce_once, bounce_key_init);
+	if (size <= keep && bounce_key_ok) {
+		b = pthread_getspecific(bounce_key);
+		if (!b && (b = calloc(1, sizeof(*b))) && pthread_setspecific(bounce_key, b)) {
+			free(b);
+			b = NULL;
+		}
+		if (b && b->size >= size)
+			return b->mem;
+		if (b && !posix_memalign(&mem, 4096, keep)) {
+			free(b->mem);
+			b->mem = mem;
+			b->size = keep;
+			return mem;
+		}
+	}
+	return posix_memalign(&mem, 4096, size) ? NULL : mem;
+}
+
+static void bounce_put(void *mem)
+{
+	struct bounce *b = bounce_key_ok ? pthread_getspecific(bounce_key) : NULL;
+
+	if (!b || mem != b->mem)
+		free(mem);
+}
+
+/*
  * Put runs[0..n) into writes: runs contiguous in the file share one, up
- * to max_io.  Each write gets one bounce buffer holding a snapshot of its
- * runs, copied under their folio locks, so a write that lands meanwhile
- * can neither tear what is written nor race with the I/O (it dirties the
- * blocks again instead).  Page aligned, for O_DIRECT.  Returns the number
- * of writes, or -ENOMEM (then nothing is allocated).
+ * to max_io.  Each write gets a page-aligned piece of one bounce buffer
+ * (for O_DIRECT) holding a snapshot of its runs, copied under their folio
+ * locks, so a write that lands meanwhile can neither tear what is written
+ * nor race with the I/O (it dirties the blocks again instead).  Returns
+ * the number of writes and sets *@mem (for bounce_put), or -ENOMEM (then
+ * nothing is allocated).
  */
 static int build_groups(struct wb_ctx *ctx, struct bs_wb_run *runs, int n,
-			struct iovec *iov, struct wb_io *io, int *group_of)
+			struct iovec *iov, struct wb_io *io, int *group_of, void **mem)
 {
-	size_t at = 0;
+	size_t at = 0, total = 0;
 	int g = -1;
 
 	for (int i = 0; i < n; i++) {
@@ -61,13 +136,15 @@ static int build_groups(struct wb_ctx *ctx, struct bs_wb_run *runs, int n,
 		io[g].len += runs[i].len;
 		group_of[i] = g;
 	}
+	for (int k = 0; k <= g; k++)
+		total += (io[k].len + 4095) & ~(size_t)4095;
+	*mem = bounce_get(total, bounce_keep(ctx));
+	if (!*mem)
+		return -ENOMEM;
 	for (int k = 0; k <= g; k++) {
-		if (posix_memalign(&iov[k].iov_base, 4096, io[k].len)) {
-			while (k--)
-				free(iov[k].iov_base);
-			return -ENOMEM;
-		}
+		iov[k].iov_base = (char *)*mem + at;
 		iov[k].iov_len = io[k].len;
+		at += (io[k].len + 4095) & ~(size_t)4095;
 	}
 	for (int i = 0, k = -1; i < n; i++) {
 		if (group_of[i] != k) {
@@ -175,7 +252,6 @@ int wb_writeback_range(struct wb_file *wbf, off_t start, off_t end)
 	struct bs_wb_run runs[WB_BATCH];
 	struct iovec iov[WB_BATCH];
 	struct wb_io io[WB_BATCH];
-	void *bufs[WB_BATCH];
 	off_t ends[WB_BATCH];
 	int group_of[WB_BATCH];
 	off_t pos = start;
@@ -188,11 +264,12 @@ int wb_writeback_range(struct wb_file *wbf, off_t start, off_t end)
 					   WB_BATCH_BYTES, ctx->cfg.max_io,
 					   (ctx->cfg.whole_folio ? BS_WB_WHOLE_FOLIO : 0) |
 					   (ctx->cfg.backing_direct ? BS_WB_WHOLE_BLOCKS : 0));
+		void *mem;
 		int groups;
 
 		if (n == 0)
 			break;
-		groups = build_groups(ctx, runs, n, iov, io, group_of);
+		groups = build_groups(ctx, runs, n, iov, io, group_of, &mem);
 		if (groups < 0) {
 			for (int i = 0; i < n; i++)
 				bs_wb_complete(wbf->bs, &runs[i], groups);
@@ -200,15 +277,12 @@ int wb_writeback_range(struct wb_file *wbf, off_t start, off_t end)
 				first_err = groups;
 			break;
 		}
-		/* io[g].iov, off and len advance as writes complete: keep them. */
-		for (int g = 0; g < groups; g++) {
-			bufs[g] = iov[g].iov_base;
+		/* io[g].off and len advance as writes complete: keep the ends. */
+		for (int g = 0; g < groups; g++)
 			ends[g] = io[g].off + (off_t)io[g].len;
-		}
 		wb_backing_write(wbf, io, groups);
 		note_written_size(wbf, io, ends, groups);
-		for (int g = 0; g < groups; g++)
-			free(bufs[g]);
+		bounce_put(mem);
 		for (int g = 0; g < groups; g++) {
 			if (io[g].res) {
 				record_error(wbf, io[g].res);
