@@ -138,7 +138,7 @@ void bs_cache_lru_add(struct bs_cache *cache, struct bs_folio *folio)
 }
 
 /* Context: lru_lock held. */
-static void __lru_del(struct bs_cache *cache, struct bs_folio *folio)
+static void lru_del_locked(struct bs_cache *cache, struct bs_folio *folio)
 {
 	if (folio->lru_next == folio) {
 		cache->hand = NULL;
@@ -155,7 +155,7 @@ void bs_cache_lru_del(struct bs_cache *cache, struct bs_folio *folio)
 {
 	pthread_mutex_lock(&cache->lru_lock);
 	if (folio->lru_next)
-		__lru_del(cache, folio);
+		lru_del_locked(cache, folio);
 	pthread_mutex_unlock(&cache->lru_lock);
 }
 
@@ -178,7 +178,7 @@ static bool try_evict(struct bs_cache *cache, struct bs_folio *folio)
 		if (!folio->detached && !folio->held_blocks) {
 			bs_index_remove(&file->index, folio);
 			folio->detached = true;
-			__lru_del(cache, folio);
+			lru_del_locked(cache, folio);
 			evicted = true;
 		}
 		pthread_mutex_unlock(&folio->lock);

@@ -114,7 +114,7 @@ int ffs_itable_init(struct ffs_data *fs, int root_fd)
 	pthread_mutex_init(&fs->itable_lock, NULL);
 	pthread_mutex_init(&fs->handles_lock, NULL);
 	fs->nbuckets = ITABLE_MIN_BUCKETS;
-	fs->buckets = calloc(fs->nbuckets, sizeof(*fs->buckets));
+	fs->buckets = calloc(fs->nbuckets, sizeof(struct ffs_inode *));
 	if (!fs->buckets)
 		return -ENOMEM;
 	inode_init(&fs->root, &st, root_fd);
@@ -163,7 +163,7 @@ static void itable_grow(struct ffs_data *fs)
 {
 	size_t old_n = fs->nbuckets;
 	struct ffs_inode **old = fs->buckets;
-	struct ffs_inode **nb = calloc(old_n * 2, sizeof(*nb));
+	struct ffs_inode **nb = calloc(old_n * 2, sizeof(struct ffs_inode *));
 
 	if (!nb)
 		return;

@@ -757,7 +757,7 @@ static void ffs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	}
 	n = wb_read(ffs_file(fi)->data, buf, size, off);
 	if (n < 0)
-		fuse_reply_err(req, -n);
+		fuse_reply_err(req, (int)-n);
 	else
 		fuse_reply_buf(req, buf, n);
 }
@@ -781,7 +781,7 @@ static void ffs_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 	if (!ret && size)
 		n = wb_write(file->data, buf, size, off);
 	if (n < 0)
-		ret = n;
+		ret = (int)n;
 	/* O_SYNC includes O_DSYNC's bit and adds one asking for metadata. */
 	if (!ret && (file->flags & O_DSYNC))
 		ret = file_fsync(file, (file->flags & O_SYNC) != O_SYNC);
@@ -815,7 +815,7 @@ static void ffs_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
 	else
 		ret = wb_lseek(ffs_file(fi)->data, off, whence);
 	if (ret < 0)
-		fuse_reply_err(req, -ret);
+		fuse_reply_err(req, (int)-ret);
 	else
 		fuse_reply_lseek(req, ret);
 }
@@ -836,7 +836,7 @@ static void ffs_copy_file_range(fuse_req_t req, fuse_ino_t ino_in,
 		ret = wb_copy_range(ffs_file(fi_in)->data, off_in,
 				    ffs_file(fi_out)->data, off_out, len);
 	if (ret < 0)
-		fuse_reply_err(req, -ret);
+		fuse_reply_err(req, (int)-ret);
 	else
 		fuse_reply_write(req, ret);
 }
@@ -927,7 +927,7 @@ static ssize_t add_entry(fuse_req_t req, struct ffs_inode *dir,
 					 (struct ffs_inode *)(uintptr_t)e.ino, 1);
 		return 0;
 	}
-	return used;
+	return (ssize_t)used;
 }
 
 static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
@@ -971,7 +971,7 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
 		if (used < 0) {
 			/* Gone between readdir and lookup: skip it. */
 			if (used != -ENOENT) {
-				err = -used;
+				err = (int)-used;
 				break;
 			}
 		} else if (used == 0) {

@@ -39,7 +39,7 @@ int wb_config_check(const struct wb_config *cfg, char *err, size_t errlen)
 		snprintf(err, errlen, "max_io=%u: a power of two, at least 4096", cfg->max_io);
 		return -EINVAL;
 	}
-	if (cfg->fault && *cfg->fault && strcmp(cfg->fault, "off") &&
+	if (cfg->fault && *cfg->fault && strcmp(cfg->fault, "off") != 0 &&
 	    wb_fault_parse(cfg->fault, &f, err, errlen))
 		return -EINVAL;
 	return 0;
@@ -131,7 +131,7 @@ int wb_ctx_set_fault(struct wb_ctx *ctx, const char *spec, char *err, size_t err
 {
 	struct wb_fault *f = NULL, *old;
 
-	if (*spec && strcmp(spec, "off")) {
+	if (*spec && strcmp(spec, "off") != 0) {
 		f = malloc(sizeof(*f));
 		if (!f)
 			return -ENOMEM;

@@ -107,7 +107,7 @@ int wb_fault_parse(const char *spec, struct wb_fault *out, char *err, size_t err
 	tok = strtok_r(NULL, ":", &save);
 	if (!tok)
 		return fail(err, errlen, spec, "needs a result: an errno name or short");
-	if (strcmp(tok, "short")) {
+	if (strcmp(tok, "short") != 0) {
 		for (i = 0; i < sizeof(errnos) / sizeof(errnos[0]); i++) {
 			if (!strcmp(tok, errnos[i].name))
 				f.err = errnos[i].err;
