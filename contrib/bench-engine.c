@@ -426,9 +426,9 @@ int main(int argc, char **argv)
 		if (!o.quiet) {
 			for (int i = 0; i < o.threads; i++)
 				printf("thread %d: %" PRIu64 " writes in %.3f s, %.0f/s, %.0f ns CPU each\n",
-				       i, w[i].ops, w[i].wall_ns / 1e9,
-				       w[i].ops / (w[i].wall_ns / 1e9),
-				       w[i].ops ? (double)w[i].cpu_ns / w[i].ops : 0);
+				       i, w[i].ops, (double)w[i].wall_ns / 1e9,
+				       (double)w[i].ops / ((double)w[i].wall_ns / 1e9),
+				       w[i].ops ? (double)w[i].cpu_ns / (double)w[i].ops : 0);
 			printf("stats after: nr_dirty %" PRIu64 " nr_dirtied %" PRIu64
 			       " dirty_bytes_exact %" PRIu64 " pinned_bytes %" PRIu64
 			       " cache_bytes %" PRIu64 " folios %" PRIu64
@@ -447,9 +447,9 @@ int main(int argc, char **argv)
 		       " ops_per_s=%.0f ops_per_s_thread=%.0f cpu_ns_op=%.1f rusage_ns_op=%.1f"
 		       " min_thread_ops=%" PRIu64 "\n",
 		       o.memcpy_only ? "_MEMCPY" : "", o.memcpy_only && o.huge ? "_HUGE" : "",
-		       o.threads, o.size, o.account, secs, ops, ops / secs,
-		       ops / secs / o.threads, ops ? (double)cpu / ops : 0,
-		       ops ? (double)(ru1 - ru0) / ops : 0, per[0]);
+		       o.threads, o.size, o.account, secs, ops, (double)ops / secs,
+		       (double)ops / secs / o.threads, ops ? (double)cpu / (double)ops : 0,
+		       ops ? (double)(ru1 - ru0) / (double)ops : 0, per[0]);
 		free(per);
 	}
 

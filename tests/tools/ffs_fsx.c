@@ -92,7 +92,7 @@ static void check_read(struct fsx *x, size_t off, size_t len)
 	size_t done = 0;
 
 	while (done < len) {
-		ssize_t n = pread(x->fd, x->buf + done, len - done, off + done);
+		ssize_t n = pread(x->fd, x->buf + done, len - done, (off_t)(off + done));
 
 		if (n < 0)
 			fail(x, "read", errno);
@@ -120,7 +120,7 @@ static void do_write(struct fsx *x, size_t off, size_t len)
 {
 	for (size_t i = 0; i < len; i++)
 		x->buf[i] = (unsigned char)(rnd(x) | 1);
-	if (pwrite(x->fd, x->buf, len, off) != (ssize_t)len)
+	if (pwrite(x->fd, x->buf, len, (off_t)off) != (ssize_t)len)
 		fail(x, "write", errno);
 	grow(x, off + len > x->size ? off + len : x->size);
 	memcpy(x->shadow + off, x->buf, len);
@@ -130,7 +130,7 @@ static void do_truncate(struct fsx *x)
 {
 	size_t size = below(x, x->max_size);
 
-	if (ftruncate(x->fd, size) < 0)
+	if (ftruncate(x->fd, (off_t)size) < 0)
 		fail(x, "truncate", errno);
 	grow(x, size);
 }
@@ -143,7 +143,7 @@ static void do_fallocate(struct fsx *x, size_t off, size_t len)
 
 	if (len == 0)
 		return;
-	if (fallocate(x->fd, mode, off, len) < 0)
+	if (fallocate(x->fd, mode, (off_t)off, (off_t)len) < 0)
 		fail(x, punch ? "punch hole" : "zero range", errno);
 	if (!punch)
 		grow(x, off + len > x->size ? off + len : x->size);
@@ -155,7 +155,7 @@ static void do_fallocate(struct fsx *x, size_t off, size_t len)
 static void do_copy(struct fsx *x, size_t off, size_t len)
 {
 	size_t dst = below(x, x->max_size - len);
-	loff_t in = off, out;
+	loff_t in = (loff_t)off, out;
 	size_t avail = off >= x->size ? 0 : (off + len > x->size ? x->size - off : len);
 	ssize_t n;
 
@@ -165,7 +165,7 @@ static void do_copy(struct fsx *x, size_t off, size_t len)
 		return;
 	if (x->direct && avail % ALIGN)
 		return;	/* the kernel's O_DIRECT splice fallback wants whole blocks */
-	out = dst;
+	out = (loff_t)dst;
 	n = copy_file_range(x->fd, &in, x->fd, &out, avail, 0);
 	if (n < 0)
 		fail(x, "copy_file_range", errno);
@@ -235,7 +235,7 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	}
-	if (optind != argc - 1 || x.max_len == 0 || x.max_size < 2 * ALIGN ||
+	if (optind != argc - 1 || x.max_len == 0 || x.max_size < 2 * (size_t)ALIGN ||
 	    x.max_len > x.max_size) {
 		fprintf(stderr, "ffs_fsx: need one FILE, 0 < maxlen <= maxsize, maxsize >= 8192\n");
 		return 2;

@@ -377,15 +377,15 @@ static uint64_t walk_folios(struct tctx *t, bool deep)
 				M_CHECK(!bit(f->writeback, b));
 				if (d != (mf->dirty[b0 + b] != 0)) {
 					fprintf(stderr, "file %d block %llu: dirty %d, model %d\n",
-						i, (unsigned long long)(b0 + b), d, mf->dirty[b0 + b]);
+						i, (unsigned long long)b0 + b, d, mf->dirty[b0 + b]);
 					M_CHECK(d == (mf->dirty[b0 + b] != 0));
 				}
 				any |= d;
 				if (deep && bit(f->uptodate, b) &&
 				    memcmp(f->data + (size_t)b * t->bsize,
-					   mf->shadow + (b0 + b) * t->bsize, t->bsize)) {
+					   mf->shadow + (b0 + b) * t->bsize, t->bsize) != 0) {
 					fprintf(stderr, "file %d block %llu (folio %lld+%u): uptodate bytes differ from the model (size %zu)\n",
-						i, (unsigned long long)(b0 + b), (long long)f->start,
+						i, (unsigned long long)b0 + b, (long long)f->start,
 						f->size, mf->size);
 					M_CHECK(!"uptodate block holds the file's bytes");
 				}
@@ -803,7 +803,7 @@ static void op_read(struct tctx *t, int fi, bool fault)
 			M_CHECK(f->mem.fail_reads == 0);
 		f->mem.fail_reads = 0;
 	}
-	if (ret > 0 && memcmp(t->buf, f->shadow + off, (size_t)ret)) {
+	if (ret > 0 && memcmp(t->buf, f->shadow + off, (size_t)ret) != 0) {
 		for (size_t i = 0; i < (size_t)ret; i++) {
 			if (t->buf[i] != f->shadow[off + i]) {
 				fprintf(stderr, "file %d read [%zu, +%zu): byte %zu is %#x, model %#x\n",
@@ -1427,7 +1427,7 @@ static void case_arguments(void)
 	M_CHECK(bs_config_check(&cfg, err, sizeof(err)) == -EINVAL);
 	cfg.block_size = 4096, cfg.folio_size = 4u << 20;
 	M_CHECK(bs_config_check(&cfg, err, sizeof(err)) == -EINVAL);
-	cfg.folio_size = 65536, cfg.cache_size = 3 * 65536;
+	cfg.folio_size = 65536, cfg.cache_size = 3ull * 65536;
 	M_CHECK(bs_config_check(&cfg, err, sizeof(err)) == -EINVAL);
 	cfg.cache_size = 1 << 20, cfg.account = NULL;
 	M_CHECK(bs_config_check(&cfg, err, sizeof(err)) == -EINVAL);
@@ -1636,7 +1636,7 @@ static void case_collect_modes(void)
 	h_setup(&h, 4096, 65536, 1 << 20, "block", "fixed", 65536 + 5000, 4);
 	M_CHECK(bs_read(h.file[0], buf, sizeof(buf), 0) == sizeof(buf));
 	memset(buf, 'w', 4096);
-	M_CHECK(bs_write(h.file[0], buf, 4096, 8 * 4096) == 4096);
+	M_CHECK(bs_write(h.file[0], buf, 4096, (off_t)8 * 4096) == 4096);
 	M_CHECK(bs_wb_collect_mode(h.file[0], &pos, INT64_MAX, runs, 4, SIZE_MAX, SIZE_MAX,
 				   BS_WB_WHOLE_FOLIO) == 1);
 	M_CHECK(runs[0].off == 0 && runs[0].len == 65536);
@@ -1658,7 +1658,7 @@ static void case_collect_modes(void)
 	pos = 0;
 	M_CHECK(bs_wb_collect_mode(h.file[0], &pos, 65536, runs, 4, SIZE_MAX, 16384, 0) == 4);
 	for (int i = 0; i < 4; i++) {
-		M_CHECK(runs[i].off == i * 16384 && runs[i].len == 16384);
+		M_CHECK(runs[i].off == (off_t)i * 16384 && runs[i].len == 16384);
 		M_CHECK(runs[i].first_blk == (uint32_t)i * 4 && runs[i].end_blk == (uint32_t)i * 4 + 4);
 		mem_write(&h.mem[0], runs[i].data, runs[i].len, runs[i].off);
 		bs_wb_complete(h.file[0], &runs[i], 0);
@@ -1721,24 +1721,25 @@ static void case_over_budget(void)
 {
 	static const struct bs_cache_ops ops = { .need_clean = need_clean_nothing };
 	struct bs_config cfg = {
-		.block_size = 4096, .folio_size = 65536, .cache_size = 4 * 65536,
+		.block_size = 4096, .folio_size = 65536, .cache_size = 4ull * 65536,
 		.account = bs_account_policy_find("page"), .size = bs_size_policy_find("fixed"),
 	};
 	struct mem_file mem = { 0 };
 	struct bs_cache *cache;
 	struct bs_file *file;
 	struct bs_stats st;
-	char *buf = malloc(10 * 65536);
+	const size_t len = (size_t)10 * 65536;	/* ten folios */
+	char *buf = malloc(len);
 
 	M_CHECK(buf);
-	memset(buf, 'o', 10 * 65536);
+	memset(buf, 'o', len);
 	M_CHECK(bs_cache_create(&cfg, &ops, NULL, &cache) == 0);
 	M_CHECK(bs_file_create(cache, &mem_ops, &mem, 0, &file) == 0);
-	M_CHECK(bs_write(file, buf, 10 * 65536, 0) == 10 * 65536);
+	M_CHECK(bs_write(file, buf, len, 0) == (ssize_t)len);
 	bs_cache_stats(cache, &st);
-	M_CHECK(st.folios == 10 && st.cache_bytes == 10 * 65536);
+	M_CHECK(st.folios == 10 && st.cache_bytes == len);
 	M_CHECK(st.reclaim_stalls == (uint64_t)nc_calls && nc_calls >= 6);
-	M_CHECK(bs_read(file, buf, 10 * 65536, 0) == 10 * 65536);
+	M_CHECK(bs_read(file, buf, len, 0) == (ssize_t)len);
 	M_CHECK(bs_cache_check(cache) == 0);
 	bs_file_destroy(file);
 	bs_cache_destroy(cache);
@@ -1771,7 +1772,7 @@ static void case_huge_offset(void)
 		M_CHECK(n == 1);
 		if (runs[0].off + (off_t)(runs[0].len - 1) != off + 4)
 			fprintf(stderr, "run at %lld, %zu bytes: past EOF %lld\n",
-				(long long)runs[0].off, runs[0].len, (long long)(off + 5));
+				(long long)runs[0].off, runs[0].len, (long long)off + 5);
 		bs_wb_complete(h.file[0], &runs[0], -EIO);
 		M_CHECK(runs[0].len == 4096 - 5);
 		M_CHECK(bs_truncate(h.file[0], 0) == 0);
@@ -2012,7 +2013,7 @@ static double now(void)
 	struct timespec ts;
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
 static int run_jobs(struct job *jobs, int njobs, bool nofork)
@@ -2095,7 +2096,7 @@ int main(void)
 	for (int i = 0; i < NR_HCASES; i++) {
 		struct job *j = &jobs[njobs];
 
-		if (env_case && strcmp(env_case, hcases[i].name))
+		if (env_case && strcmp(env_case, hcases[i].name) != 0)
 			continue;
 		j->hc = &hcases[i];
 		snprintf(j->name, sizeof(j->name), "%s", hcases[i].name);
@@ -2105,7 +2106,7 @@ int main(void)
 		struct job *j = &jobs[njobs];
 
 		combo_name(&combos[c], j->name, sizeof(j->name));
-		if (env_case && strcmp(env_case, j->name))
+		if (env_case && strcmp(env_case, j->name) != 0)
 			continue;
 		j->combo = combos[c];
 		j->steps = env_steps ? atoi(env_steps) : default_steps(&combos[c]);

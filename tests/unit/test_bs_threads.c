@@ -97,7 +97,7 @@ struct mem_file {
 };
 
 /* Context: mf->lock held. */
-static void __mem_set_len(struct mem_file *mf, size_t len)
+static void mem_set_len_locked(struct mem_file *mf, size_t len)
 {
 	if (len > mf->cap) {
 		size_t cap = mf->cap ? mf->cap : 65536;
@@ -130,7 +130,7 @@ static void mem_write(struct mem_file *mf, const void *buf, size_t len, off_t of
 {
 	pthread_mutex_lock(&mf->lock);
 	if ((size_t)off + len > mf->len)
-		__mem_set_len(mf, (size_t)off + len);
+		mem_set_len_locked(mf, (size_t)off + len);
 	memcpy(mf->data + off, buf, len);
 	pthread_mutex_unlock(&mf->lock);
 }
@@ -154,7 +154,7 @@ static int mem_truncate(void *ctx, off_t size)
 	struct mem_file *mf = ctx;
 
 	pthread_mutex_lock(&mf->lock);
-	__mem_set_len(mf, (size_t)size);
+	mem_set_len_locked(mf, (size_t)size);
 	pthread_mutex_unlock(&mf->lock);
 	if (mf->after_truncate)
 		mf->after_truncate(mf->after_truncate_arg);
@@ -177,7 +177,7 @@ static int mem_fallocate(void *ctx, int mode, off_t off, off_t len)
 			memset(mf->data + off, 0, zend - (size_t)off);
 	}
 	if (!keep && end > mf->len)
-		__mem_set_len(mf, end);
+		mem_set_len_locked(mf, end);
 	pthread_mutex_unlock(&mf->lock);
 	return 0;
 }
@@ -228,7 +228,7 @@ static void run_copy(struct tfile *tf, struct bs_wb_run *r, unsigned int flags)
 	size = bs_file_size(tf->bs);
 	pthread_mutex_lock(&tf->mem.lock);
 	if (tf->mem.len > (size_t)size && r->off + (off_t)r->len > size)
-		__mem_set_len(&tf->mem, (size_t)size);
+		mem_set_len_locked(&tf->mem, (size_t)size);
 	pthread_mutex_unlock(&tf->mem.lock);
 }
 
@@ -342,7 +342,7 @@ static void files_settle(int nfiles)
 		P_CHECK(buf && !bs_file_has_held(tf->bs));
 		P_CHECK(bs_read(tf->bs, buf, size + 1, 0) == (ssize_t)size);
 		n = tf->mem.len < size ? tf->mem.len : size;
-		if (memcmp(buf, tf->mem.data, n)) {
+		if (memcmp(buf, tf->mem.data, n) != 0) {
 			for (size_t k = 0; k < n; k++) {
 				if (buf[k] != tf->mem.data[k]) {
 					fprintf(stderr, "file %d byte %zu: cache %#x, backing %#x\n",
@@ -415,7 +415,7 @@ static void d_check_read(struct djob *j, struct bs_file *f, size_t off, size_t l
 
 	/* The size only moves in thread 0's tail, by thread 0: it is known. */
 	P_CHECK(n == (ssize_t)expect);
-	if (n > 0 && memcmp(buf, j->shadow + (off - base), (size_t)n)) {
+	if (n > 0 && memcmp(buf, j->shadow + (off - base), (size_t)n) != 0) {
 		for (ssize_t k = 0; k < n; k++) {
 			if (buf[k] != j->shadow[off - base + (size_t)k]) {
 				fprintf(stderr, "thread %d: byte %zu reads %#x, wrote %#x\n",
@@ -443,8 +443,8 @@ static void *d_thread(void *arg)
 		size_t base = tail ? j->tail_start : j->start;
 		size_t lim = tail ? j->tail_max : j->end;
 		size_t off = base + rnd_below(&rs, lim - base);
-		size_t len = rnd_below(&rs, 4) ? 1 + rnd_below(&rs, 3 * T.bsize) :
-						 1 + rnd_below(&rs, 2 * T.fsize);
+		size_t len = rnd_below(&rs, 4) ? 1 + rnd_below(&rs, 3 * (uint64_t)T.bsize) :
+						 1 + rnd_below(&rs, 2 * (uint64_t)T.fsize);
 		unsigned int r = (unsigned int)rnd_below(&rs, 100);
 
 		if (off + len > lim)
@@ -783,7 +783,7 @@ static double now(void)
 	struct timespec ts;
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
 static void run_config(uint32_t bsize, uint32_t fsize, uint32_t cache_folios,

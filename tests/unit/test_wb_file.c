@@ -75,30 +75,30 @@ static void step(struct wb_file *f, struct model *m, unsigned char *buf)
 	case 0: case 1: case 2:	/* write */
 		for (size_t i = 0; i < len; i++)
 			buf[i] = (unsigned char)rnd();
-		M_CHECK(wb_write(f, buf, len, off) == (ssize_t)len);
+		M_CHECK(wb_write(f, buf, len, (off_t)off) == (ssize_t)len);
 		if (off + len > m->size)
 			model_resize(m, off + len);
 		memcpy(m->bytes + off, buf, len);
 		break;
 	case 3:	/* read */
-		n = wb_read(f, buf, len, off);
+		n = wb_read(f, buf, len, (off_t)off);
 		M_CHECK(n == (ssize_t)(off >= m->size ? 0 :
 				       (off + len > m->size ? m->size - off : len)));
 		M_CHECK(memcmp(buf, m->bytes + off, n) == 0);
 		break;
 	case 4:	/* truncate */
-		M_CHECK(wb_truncate(f, off) == 0);
+		M_CHECK(wb_truncate(f, (off_t)off) == 0);
 		model_resize(m, off);
 		break;
 	case 5:	/* punch or zero */
 		if (rnd() & 1) {
 			M_CHECK(wb_fallocate(f, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
-					     off, len) == 0);
+					     (off_t)off, (off_t)len) == 0);
 			if (off < m->size)
 				memset(m->bytes + off, 0,
 				       (off + len > m->size ? m->size : off + len) - off);
 		} else {
-			M_CHECK(wb_fallocate(f, FALLOC_FL_ZERO_RANGE, off, len) == 0);
+			M_CHECK(wb_fallocate(f, FALLOC_FL_ZERO_RANGE, (off_t)off, (off_t)len) == 0);
 			if (off + len > m->size)
 				model_resize(m, off + len);
 			memset(m->bytes + off, 0, len);
@@ -109,7 +109,7 @@ static void step(struct wb_file *f, struct model *m, unsigned char *buf)
 		size_t avail = off >= m->size ? 0 :
 			       (off + len > m->size ? m->size - off : len);
 
-		n = wb_copy_range(f, off, f, dst, len);
+		n = wb_copy_range(f, (off_t)off, f, (off_t)dst, len);
 		if ((dst < off ? off - dst : dst - off) < len) {
 			M_CHECK(n == -EINVAL);
 			break;
