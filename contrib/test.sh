@@ -9,6 +9,8 @@
 #   d. ASan+UBSan build in build-asan/: the unit tests, then the mount tests
 #      against build-asan/foliofs (without the PostgreSQL test, for time)
 #   e. TSan build in build-tsan/ (clang): the unit tests
+#   f. clang-tidy's bugprone checks on every C file (with build/'s
+#      compile_commands.json): one test per file, failed if it warns
 #
 # Every stage runs even when an earlier one failed (except the tests of a
 # build that failed).  Results are counted exactly: meson tests from
@@ -186,7 +188,7 @@ EOF
 # --------------------------------------------------------------------------
 # a. dependencies
 
-PKGS=(meson ninja-build pkg-config gcc clang libfuse3-dev fuse3 liburing-dev
+PKGS=(meson ninja-build pkg-config gcc clang clang-tidy libfuse3-dev fuse3 liburing-dev
 	python3-pytest fio postgresql-15 postgresql-contrib valgrind)
 
 stage_install() {
@@ -403,6 +405,40 @@ if [ "$QUICK" -eq 0 ]; then
 	else
 		not_run "e. TSan" "clang is not installed"
 	fi
+fi
+
+# tidy NAME: clang-tidy's bugprone checks (but the one that flags any two
+# adjacent parameters of one type) on each C file; one test per file.
+tidy() {
+	local name=$1 t0 t f rc p=0 fails=0 out
+	t0=$(date +%s)
+	header "$name: clang-tidy -checks=bugprone-* on every C file"
+	if ! command -v clang-tidy >/dev/null; then
+		not_run "$name" "clang-tidy is not installed"
+		return
+	fi
+	if [ ! -f build/compile_commands.json ]; then
+		not_run "$name" "build/compile_commands.json is missing"
+		return
+	fi
+	for f in $(git ls-files '*.c' 2>/dev/null || find blockstate writeback fusefs tests contrib -name '*.c'); do
+		t=$(stage_timeout 300) || { not_run "$name" "out of time budget"; return; }
+		out=$(run_limited "$t" clang-tidy -p build --quiet \
+			--checks='-*,bugprone-*,-bugprone-easily-swappable-parameters' "$f" 2>/dev/null)
+		rc=$?
+		out=$(printf '%s\n' "$out" | grep -E 'warning:|error:|timed out')
+		if [ -n "$out" ] || [ "$rc" -ne 0 ]; then
+			printf '%s: %s\n' "$f" "${out:-clang-tidy exited with $rc}"
+			fails=$((fails + 1))
+		else
+			p=$((p + 1))
+		fi
+	done
+	record "$name" $(($(date +%s) - t0)) "$p" "$fails" 0
+}
+
+if [ "$QUICK" -eq 0 ]; then
+	tidy "f. clang-tidy bugprone"
 fi
 
 header "summary (total $(($(date +%s) - START))s)"
