@@ -305,6 +305,47 @@ def test_background_writeback_by_threshold(dirs):
         mnt.umount()
 
 
+def test_background_writeback_stops_at_threshold(dirs):
+    """Over the background threshold the flushers write until the charge is
+    under it, not everything (the kernel's wb_over_bg_thresh() check between
+    chunks).  32 MiB are dirtied while backing writes fail, so that no
+    writeback can happen meanwhile; once the fault is cleared, with an
+    8 MiB threshold, between 4 and 8 MiB stay dirty (writeback goes by
+    batches of at most 4 MiB) until fsync."""
+    _, b, m = dirs
+    opts = ['dirty_background_bytes=8M', 'dirty_expire_ms=600000',
+            'writeback_interval_ms=100', 'folio_size=64K', 'fault=write:EIO']
+    data = random.Random(3).randbytes(32 * MiB)
+    with Mount(b, m, options=opts) as mnt:
+        fd = os.open(os.path.join(m, 'bulk'), os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            assert os.pwrite(fd, data, 0) == len(data)
+            assert stats(m)['dirty_bytes_exact'] == len(data)
+            set_fault(m, 'off')
+
+            def settled():
+                s1 = stats(m)
+                if s1['nr_dirty'] > s1['bg_thresh']:
+                    return None
+                time.sleep(0.3)   # three flusher intervals
+                s2 = stats(m)
+                return s2 if s2['dirty_bytes_exact'] == s1['dirty_bytes_exact'] else None
+            st = poll(settled, 30)
+            assert st, 'background writeback did not settle: %r' % stats(m)
+            print('\nsettled: %r' % {k: st[k] for k in ('nr_dirty', 'bg_thresh',
+                                                        'dirty_bytes_exact',
+                                                        'backing_write_bytes')})
+            assert 4 * MiB <= st['dirty_bytes_exact'] <= 8 * MiB
+            # The failed writes are reported once (errseq), then it is clean.
+            assert fsync_errno(fd) == errno.EIO
+            os.fsync(fd)
+            assert stats(m)['dirty_bytes_exact'] == 0
+        finally:
+            os.close(fd)
+        assert_file(os.path.join(b, 'bulk'), data)
+        mnt.umount()
+
+
 # --------------------------------------------------------------------------
 # durability
 

@@ -159,11 +159,16 @@ static int build_groups(struct wb_ctx *ctx, struct bs_wb_run *runs, int n,
 
 static void record_error(struct wb_file *wbf, int err)
 {
-	uint32_t backoff = atomic_load(&wbf->backoff_ms);
-
 	atomic_store(&wbf->err, err);
 	atomic_fetch_add(&wbf->err_seq, 1);
 	atomic_fetch_add(&wbf->ctx->wb_errors, 1);
+}
+
+/* A pass failed: the flushers retry it after a backoff that doubles per pass. */
+static void back_off(struct wb_file *wbf)
+{
+	uint32_t backoff = atomic_load(&wbf->backoff_ms);
+
 	backoff = backoff ? (backoff * 2 > RETRY_MAX_MS ? RETRY_MAX_MS : backoff * 2)
 			  : RETRY_MIN_MS;
 	atomic_store(&wbf->backoff_ms, backoff);
@@ -246,7 +251,20 @@ static void update_dirtied(struct wb_file *wbf)
 		atomic_compare_exchange_strong(&wbf->dirtied_ns, &zero, old);
 }
 
-int wb_writeback_range(struct wb_file *wbf, off_t start, off_t end)
+static bool over_background(struct wb_ctx *ctx)
+{
+	return bs_cache_charged(ctx->cache) > atomic_load(&ctx->bg_thresh);
+}
+
+/*
+ * Write back the dirty runs of [start, end), batch by batch.  With
+ * @background, stop after the batch that brings the charge under the
+ * background threshold, as the kernel's wb_writeback() checks
+ * wb_over_bg_thresh() between chunks; *@next gets where the pass stopped
+ * (@end when it went through).
+ */
+static int writeback_pass(struct wb_file *wbf, off_t start, off_t end,
+			  bool background, off_t *next)
 {
 	struct wb_ctx *ctx = wbf->ctx;
 	struct bs_wb_run runs[WB_BATCH];
@@ -256,7 +274,7 @@ int wb_writeback_range(struct wb_file *wbf, off_t start, off_t end)
 	int group_of[WB_BATCH];
 	off_t pos = start;
 	int first_err = 0;
-	bool wrote = false;
+	bool wrote = false, stopped = false;
 
 	pthread_mutex_lock(&wbf->wb_lock);
 	for (;;) {
@@ -294,16 +312,50 @@ int wb_writeback_range(struct wb_file *wbf, off_t start, off_t end)
 		}
 		for (int i = 0; i < n; i++)
 			bs_wb_complete(wbf->bs, &runs[i], io[group_of[i]].res);
+		if (background && !over_background(ctx) && pos < end) {
+			stopped = true;
+			break;
+		}
 	}
+	if (next)
+		*next = stopped ? pos : end;
 	if (wrote)
 		atomic_store(&wbf->unsynced, true);
-	if (!first_err && end >= bs_file_size(wbf->bs))
+	if (!first_err && !stopped && end >= bs_file_size(wbf->bs))
 		wb_sync_size(wbf);
-	if (!first_err)
+	if (first_err)
+		back_off(wbf);
+	else
 		atomic_store(&wbf->backoff_ms, 0);
 	update_dirtied(wbf);
 	pthread_mutex_unlock(&wbf->wb_lock);
 	return first_err;
+}
+
+int wb_writeback_range(struct wb_file *wbf, off_t start, off_t end)
+{
+	return writeback_pass(wbf, start, end, false, NULL);
+}
+
+/*
+ * Background writeback of one file: from where the last one stopped, round
+ * to the start, until the charge is under the background threshold (like
+ * the kernel's writeback_index, so that the same blocks are not written
+ * over and over while the rest of the file waits).
+ */
+static int writeback_background(struct wb_file *wbf)
+{
+	off_t size = bs_file_size(wbf->bs);
+	off_t from = atomic_load(&wbf->bg_next), next = size;
+	int ret;
+
+	if (from >= size)
+		from = 0;
+	ret = writeback_pass(wbf, from, size, true, &next);
+	if (!ret && next >= size && from > 0 && over_background(wbf->ctx))
+		ret = writeback_pass(wbf, 0, from, true, &next);
+	atomic_store(&wbf->bg_next, next);
+	return ret;
 }
 
 /* ---- walking the files ---- */
@@ -334,11 +386,6 @@ void wb_need_clean(void *arg)
 
 /* ---- flusher threads ---- */
 
-static bool over_background(struct wb_ctx *ctx)
-{
-	return bs_cache_charged(ctx->cache) > atomic_load(&ctx->bg_thresh);
-}
-
 void wb_flushers_poke(struct wb_ctx *ctx)
 {
 	if (!ctx->nr_flushers || !over_background(ctx))
@@ -349,34 +396,59 @@ void wb_flushers_poke(struct wb_ctx *ctx)
 	pthread_mutex_unlock(&ctx->flush_lock);
 }
 
-/* Whether the flushers should write @f back now. */
-static bool wants_writeback(struct wb_ctx *ctx, struct wb_file *f, int64_t now)
+static bool expired(struct wb_ctx *ctx, struct wb_file *f, int64_t now)
 {
 	int64_t dirtied = atomic_load(&f->dirtied_ns);
 
-	if (!dirtied || atomic_load(&f->retry_ns) > now)
-		return false;
-	return over_background(ctx) ||
-	       now - dirtied >= (int64_t)atomic_load(&ctx->expire_ms) * 1000000;
+	return dirtied && now - dirtied >= (int64_t)atomic_load(&ctx->expire_ms) * 1000000;
 }
 
+/*
+ * Write @f back if it is due: all of it once its data has been dirty for
+ * dirty_expire_ms, else, over the background threshold, until under it.
+ */
+static void flush_file(struct wb_ctx *ctx, struct wb_file *f, int64_t now)
+{
+	bool old = expired(ctx, f, now);
+	int ret;
+
+	if (!atomic_load(&f->dirtied_ns) || atomic_load(&f->retry_ns) > now ||
+	    (!old && !over_background(ctx)))
+		return;
+	/* Another flusher or an fsync has it: move on. */
+	if (pthread_mutex_trylock(&f->wb_lock))
+		return;
+	pthread_mutex_unlock(&f->wb_lock);
+	/* Up to today's end: a pass does not chase an appending writer. */
+	ret = old ? wb_writeback_range(f, 0, bs_file_size(f->bs)) : writeback_background(f);
+	if (ret)
+		atomic_fetch_add(&ctx->wb_retries, 1);
+	else
+		wb_stamp_mtime(f);
+}
+
+/*
+ * One look at every file.  Each pass starts one file further down the
+ * list, so that background writeback, which stops at the threshold, does
+ * not always fall on the same files.
+ */
 static void flush_pass(struct wb_ctx *ctx)
 {
+	unsigned int first = atomic_fetch_add(&ctx->flusher_passes, 1), nr = 0, i;
 	int64_t now = wb_now_ns();
+	struct wb_file *f;
 
-	atomic_fetch_add(&ctx->flusher_passes, 1);
-	for (struct wb_file *f = wb_next_file(ctx, NULL); f; f = wb_next_file(ctx, f)) {
-		if (!wants_writeback(ctx, f, now))
-			continue;
-		/* Another flusher or an fsync has it: move on. */
-		if (pthread_mutex_trylock(&f->wb_lock))
-			continue;
-		pthread_mutex_unlock(&f->wb_lock);
-		/* Up to today's end: a pass does not chase an appending writer. */
-		if (wb_writeback_range(f, 0, bs_file_size(f->bs)))
-			atomic_fetch_add(&ctx->wb_retries, 1);
-		else
-			wb_stamp_mtime(f);
+	for (f = wb_next_file(ctx, NULL); f; f = wb_next_file(ctx, f))
+		nr++;
+	if (!nr)
+		return;
+	first %= nr;
+	for (int round = 0; round < 2; round++) {
+		i = 0;
+		for (f = wb_next_file(ctx, NULL); f; f = wb_next_file(ctx, f), i++) {
+			if ((round == 0) == (i >= first))
+				flush_file(ctx, f, now);
+		}
 	}
 }
 

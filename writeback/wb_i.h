@@ -132,6 +132,7 @@ struct wb_file {
 	_Atomic int64_t mtime_ns;		/* pending mtime, 0: none */
 	_Atomic int64_t dirtied_ns;		/* when it went from clean to dirty, 0: clean */
 	_Atomic int64_t retry_ns;		/* background retry not before this */
+	_Atomic off_t bg_next;			/* where background writeback goes on */
 	_Atomic uint32_t backoff_ms;		/* current retry backoff */
 
 	/* errseq: the last error, and a counter bumped by every failure */
