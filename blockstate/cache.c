@@ -247,6 +247,7 @@ void bs_cache_make_room(struct bs_cache *cache, size_t bytes)
 
 struct check_sums {
 	uint64_t price, held, wb, pinned, bytes, folios;
+	uint64_t held_folios;	/* of the file being checked */
 };
 
 static int check_folio(struct bs_folio *folio, struct check_sums *s)
@@ -282,6 +283,7 @@ static int check_folio(struct bs_folio *folio, struct check_sums *s)
 	s->held += (uint64_t)blocks << cache->blk_shift;
 	s->wb += (uint64_t)folio->wb_blocks << cache->blk_shift;
 	s->pinned += blocks ? folio->size : 0;
+	s->held_folios += blocks != 0;
 	s->bytes += folio->size;
 	s->folios++;
 	pthread_mutex_unlock(&folio->lock);
@@ -298,21 +300,19 @@ int bs_cache_check(struct bs_cache *cache)
 
 	pthread_mutex_lock(&cache->files_lock);
 	for (struct bs_file *file = cache->files; file; file = file->next) {
-		uint64_t pinned_before = s.pinned, tagged = 0;
+		uint64_t tagged = 0;
 
+		s.held_folios = 0;
 		pthread_rwlock_rdlock(&file->index_lock);
 		for (struct bs_folio *f = bs_index_next(&file->index, 0); f;
-		     f = bs_index_next(&file->index, f->start + f->size)) {
+		     f = bs_index_next(&file->index, f->start + f->size))
 			bad |= check_folio(f, &s);
-			tagged += s.pinned != pinned_before;
-			pinned_before = s.pinned;
-		}
-		/* The tagged walk must visit exactly the held folios. */
+		/* check_folio() saw each tag match; the tagged walk must see them all. */
 		for (struct bs_folio *f = bs_index_next_tagged(&file->index, 0); f;
 		     f = bs_index_next_tagged(&file->index, f->start + f->size))
-			tagged--;
-		if (tagged || bs_index_nr_tagged(&file->index) !=
-			      atomic_load(&file->held_folios)) {
+			tagged++;
+		if (tagged != s.held_folios || bs_index_nr_tagged(&file->index) != tagged ||
+		    atomic_load(&file->held_folios) != tagged) {
 			fprintf(stderr, "blockstate: the index tags do not match the held folios\n");
 			bad = 1;
 		}

@@ -122,25 +122,6 @@ uint32_t bs_folio_end_blk(const struct bs_folio *folio, uint32_t poff, uint32_t 
 	return (uint32_t)(((uint64_t)poff + plen + (1u << shift) - 1) >> shift);
 }
 
-/*
- * Held pages among the pages that overlap blocks [first_blk, end_blk),
- * for blocks smaller than a page: a page is held if any of its blocks is.
- */
-static uint32_t held_pages_in(const struct bs_folio *folio, uint32_t first_blk,
-			      uint32_t end_blk)
-{
-	uint32_t per_page = 1u << (BS_PAGE_SHIFT - folio->file->cache->blk_shift);
-	uint32_t n = 0;
-
-	for (uint32_t blk = first_blk - first_blk % per_page; blk < end_blk;
-	     blk += per_page) {
-		if (bs_bits_next_set(folio->dirty, folio->writeback, blk,
-				     blk + per_page) < blk + per_page)
-			n++;
-	}
-	return n;
-}
-
 /* Pages per block when blocks are at least a page. */
 static uint32_t pages_per_block(const struct bs_folio *folio)
 {
@@ -170,17 +151,51 @@ static void span_range(const struct bs_folio *folio, uint32_t *first_blk,
 	}
 }
 
+/*
+ * Blocks set in @map | @or (@or may be NULL) among [first_blk, end_blk),
+ * and the 4 KiB pages overlapping the range that hold one of them.
+ */
+static struct held_span count_span(const struct bs_folio *folio, const unsigned long *map,
+				   const unsigned long *or, uint32_t first_blk,
+				   uint32_t end_blk)
+{
+	unsigned int shift = folio->file->cache->blk_shift;
+	struct held_span s;
+
+	s.blocks = or ? bs_bits_count_or(map, or, first_blk, end_blk)
+		      : bs_bits_count(map, first_blk, end_blk);
+	if (shift >= BS_PAGE_SHIFT) {
+		s.pages = s.blocks * pages_per_block(folio);
+	} else {
+		uint32_t per_page = 1u << (BS_PAGE_SHIFT - shift);
+
+		s.pages = 0;
+		for (uint32_t blk = first_blk - first_blk % per_page; blk < end_blk;
+		     blk += per_page)
+			s.pages += bs_bits_next_set(map, or, blk, blk + per_page) < blk + per_page;
+	}
+	return s;
+}
+
+/* Blocks dirty or under writeback (held), and their pages. */
 static struct held_span held_span(const struct bs_folio *folio, uint32_t first_blk,
 				  uint32_t end_blk)
 {
-	struct held_span s;
+	return count_span(folio, folio->dirty, folio->writeback, first_blk, end_blk);
+}
 
-	s.blocks = bs_bits_count_or(folio->dirty, folio->writeback, first_blk, end_blk);
-	if (folio->file->cache->blk_shift >= BS_PAGE_SHIFT)
-		s.pages = s.blocks * pages_per_block(folio);
-	else
-		s.pages = held_pages_in(folio, first_blk, end_blk);
-	return s;
+/* The accounting policy's price of a folio holding @s. */
+static uint64_t price_of(const struct bs_folio *folio, struct held_span s)
+{
+	const struct bs_cache *cache = folio->file->cache;
+	struct bs_held_state st = {
+		.folio_size = folio->size,
+		.block_size = cache->cfg.block_size,
+		.held_blocks = s.blocks,
+		.held_pages = s.pages,
+	};
+
+	return s.blocks ? cache->cfg.account->price(&st) : 0;
 }
 
 /*
@@ -192,31 +207,13 @@ static struct held_span held_span(const struct bs_folio *folio, uint32_t first_b
  */
 static uint64_t redirty_price(const struct bs_folio *folio)
 {
-	const struct bs_cache *cache = folio->file->cache;
 	unsigned long both[BS_BITS_TO_LONGS(BS_MAX_BLOCKS_PER_FOLIO)];
-	size_t longs = BS_BITS_TO_LONGS(folio->nr_blocks);
-	struct bs_held_state st = {
-		.folio_size = folio->size,
-		.block_size = cache->cfg.block_size,
-	};
 
 	if (!folio->wb_blocks)
 		return 0;
-	for (size_t i = 0; i < longs; i++)
+	for (size_t i = 0; i < BS_BITS_TO_LONGS(folio->nr_blocks); i++)
 		both[i] = folio->dirty[i] & folio->writeback[i];
-	st.held_blocks = bs_bits_count(both, 0, folio->nr_blocks);
-	if (!st.held_blocks)
-		return 0;
-	if (cache->blk_shift >= BS_PAGE_SHIFT) {
-		st.held_pages = st.held_blocks * pages_per_block(folio);
-	} else {
-		uint32_t per_page = 1u << (BS_PAGE_SHIFT - cache->blk_shift);
-
-		for (uint32_t blk = 0; blk < folio->nr_blocks; blk += per_page)
-			st.held_pages += bs_bits_next_set(both, NULL, blk, blk + per_page) <
-					 blk + per_page;
-	}
-	return cache->cfg.account->price(&st);
+	return price_of(folio, count_span(folio, both, NULL, 0, folio->nr_blocks));
 }
 
 /*
@@ -238,15 +235,7 @@ static void update_redirty(struct bs_folio *folio, bool completed)
 
 static uint64_t folio_price(const struct bs_folio *folio)
 {
-	const struct bs_cache *cache = folio->file->cache;
-	struct bs_held_state st = {
-		.folio_size = folio->size,
-		.block_size = cache->cfg.block_size,
-		.held_blocks = folio->held_blocks,
-		.held_pages = folio->held_pages,
-	};
-
-	return folio->held_blocks ? cache->cfg.account->price(&st) : 0;
+	return price_of(folio, (struct held_span){ folio->held_blocks, folio->held_pages });
 }
 
 /*

@@ -15,7 +15,7 @@
  * (set at the first slot of a tagged folio) and a count, every node the
  * number of tagged folios below it.  The counts are atomics, so tags
  * change under the index_lock held for reading; a folio's own tag is
- * serialized by its folio lock (see bs_folio_sync_tag()).
+ * serialized by its folio lock (see bs_folio_unlock()).
  *
  * Context: the caller holds the file's index_lock (read for lookups and
  * tag changes, write for changes of the tree).

@@ -185,26 +185,38 @@ static void ffs_forget_multi(fuse_req_t req, size_t count,
 
 /* ---- attributes ---- */
 
-static void ffs_getattr(fuse_req_t req, fuse_ino_t ino,
-			struct fuse_file_info *fi)
+/* What the kernel is told of @inode: its backing stat, as the cache sees it. */
+static int inode_attr(struct ffs_data *fs, struct ffs_inode *inode, struct stat *st)
 {
-	struct ffs_inode *inode = ffs_inode(req, ino);
-	struct stat st;
-	int ret = 0;
-	(void)fi;
+	int ret;
 
-	if (inode->ctl)
-		ffs_ctl_getattr(ffs_data(req), inode, &st);
-	else
-		ret = stat_fd(inode->fd, &st);
-	if (!ret) {
-		root_attr(ffs_data(req), inode, &st);
-		ffs_data_fix_stat(inode, &st);
+	if (inode->ctl) {
+		ffs_ctl_getattr(fs, inode, st);
+		return 0;
 	}
+	ret = stat_fd(inode->fd, st);
+	if (ret)
+		return ret;
+	root_attr(fs, inode, st);
+	ffs_data_fix_stat(inode, st);
+	return 0;
+}
+
+static void reply_attr(fuse_req_t req, int ret, const struct stat *st)
+{
 	if (ret)
 		fuse_reply_err(req, -ret);
 	else
-		fuse_reply_attr(req, &st, ffs_data(req)->cfg->attr_timeout);
+		fuse_reply_attr(req, st, ffs_data(req)->cfg->attr_timeout);
+}
+
+static void ffs_getattr(fuse_req_t req, fuse_ino_t ino,
+			struct fuse_file_info *fi)
+{
+	struct stat st;
+	(void)fi;
+
+	reply_attr(req, inode_attr(ffs_data(req), ffs_inode(req, ino), &st), &st);
 }
 
 static int set_size(struct ffs_data *fs, struct ffs_inode *inode,
@@ -317,15 +329,8 @@ static void ffs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		ffs_creds_leave(&c);
 	}
 	if (!ret)
-		ret = stat_fd(inode->fd, &st);
-	if (!ret) {
-		root_attr(ffs_data(req), inode, &st);
-		ffs_data_fix_stat(inode, &st);
-	}
-	if (ret)
-		fuse_reply_err(req, -ret);
-	else
-		fuse_reply_attr(req, &st, ffs_data(req)->cfg->attr_timeout);
+		ret = inode_attr(ffs_data(req), inode, &st);
+	reply_attr(req, ret, &st);
 }
 
 /* ---- creating and removing names ---- */

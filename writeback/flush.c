@@ -66,10 +66,15 @@ static void bounce_key_init(void)
 	bounce_key_ok = pthread_key_create(&bounce_key, bounce_free) == 0;
 }
 
+static size_t page_round(size_t len)
+{
+	return (len + BS_PAGE_SIZE - 1) & ~(size_t)(BS_PAGE_SIZE - 1);
+}
+
 /* The most a batch needs: WB_BATCH_BYTES, one run more, page rounding. */
 static size_t bounce_keep(const struct wb_ctx *ctx)
 {
-	return WB_BATCH_BYTES + ctx->cfg.max_io + (size_t)WB_BATCH * 4096;
+	return WB_BATCH_BYTES + ctx->cfg.max_io + (size_t)WB_BATCH * BS_PAGE_SIZE;
 }
 
 /*
@@ -91,14 +96,14 @@ static void *bounce_get(size_t size, size_t keep)
 		}
 		if (b && b->size >= size)
 			return b->mem;
-		if (b && !posix_memalign(&mem, 4096, keep)) {
+		if (b && !posix_memalign(&mem, BS_PAGE_SIZE, keep)) {
 			free(b->mem);
 			b->mem = mem;
 			b->size = keep;
 			return mem;
 		}
 	}
-	return posix_memalign(&mem, 4096, size) ? NULL : mem;
+	return posix_memalign(&mem, BS_PAGE_SIZE, size) ? NULL : mem;
 }
 
 static void bounce_put(void *mem)
@@ -137,14 +142,14 @@ static int build_groups(struct wb_ctx *ctx, struct bs_wb_run *runs, int n,
 		group_of[i] = g;
 	}
 	for (int k = 0; k <= g; k++)
-		total += (io[k].len + 4095) & ~(size_t)4095;
+		total += page_round(io[k].len);
 	*mem = bounce_get(total, bounce_keep(ctx));
 	if (!*mem)
 		return -ENOMEM;
 	for (int k = 0; k <= g; k++) {
 		iov[k].iov_base = (char *)*mem + at;
 		iov[k].iov_len = io[k].len;
-		at += (io[k].len + 4095) & ~(size_t)4095;
+		at += page_round(io[k].len);
 	}
 	for (int i = 0, k = -1; i < n; i++) {
 		if (group_of[i] != k) {
