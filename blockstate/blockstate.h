@@ -209,6 +209,14 @@ ssize_t bs_read(struct bs_file *file, void *buf, size_t len, off_t off);
  */
 ssize_t bs_write(struct bs_file *file, const void *buf, size_t len, off_t off);
 
+/*
+ * Bytes of dirty budget this thread has charged since its last call (and
+ * reset to 0): a writer's own share of nr_dirtied, as the kernel keeps it
+ * in current->nr_dirtied for balance_dirty_pages().  Call it before and
+ * after bs_write() on the same thread.
+ */
+uint64_t bs_thread_dirtied_take(void);
+
 /* Shrink or extend; dropped blocks lose their dirty state. */
 int bs_truncate(struct bs_file *file, off_t size);
 

@@ -184,6 +184,21 @@ static struct held_span held_span(const struct bs_folio *folio, uint32_t first_b
 	return count_span(folio, folio->dirty, folio->writeback, first_blk, end_blk);
 }
 
+/*
+ * Charged by this thread since bs_thread_dirtied_take(): only writes raise
+ * a price, and a write runs on its caller's thread, so this is the
+ * writer's own share (current->nr_dirtied in the kernel).
+ */
+static __thread uint64_t thread_dirtied;
+
+uint64_t bs_thread_dirtied_take(void)
+{
+	uint64_t n = thread_dirtied;
+
+	thread_dirtied = 0;
+	return n;
+}
+
 /* The accounting policy's price of a folio holding @s. */
 static uint64_t price_of(const struct bs_folio *folio, struct held_span s)
 {
@@ -226,9 +241,10 @@ static void update_redirty(struct bs_folio *folio, bool completed)
 	struct bs_cache *cache = folio->file->cache;
 	uint64_t price = redirty_price(folio);
 
-	if (price > folio->redirty_price)
+	if (price > folio->redirty_price) {
 		atomic_fetch_add(&cache->dirtied_bytes, price - folio->redirty_price);
-	else if (price < folio->redirty_price && completed)
+		thread_dirtied += price - folio->redirty_price;
+	} else if (price < folio->redirty_price && completed)
 		atomic_fetch_add(&cache->written_bytes, folio->redirty_price - price);
 	folio->redirty_price = price;
 }
@@ -259,6 +275,7 @@ static void reprice(struct bs_folio *folio, struct held_span before,
 	if (folio->price > old_price) {
 		atomic_fetch_add(&cache->charged_bytes, folio->price - old_price);
 		atomic_fetch_add(&cache->dirtied_bytes, folio->price - old_price);
+		thread_dirtied += folio->price - old_price;
 	} else if (folio->price < old_price) {
 		atomic_fetch_sub(&cache->charged_bytes, old_price - folio->price);
 	}

@@ -784,7 +784,7 @@ static void ffs_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 	}
 
 	if (!ret && size)
-		n = wb_write(file->data, buf, size, off);
+		n = wb_write(file->data, buf, size, off, NULL);
 	if (n < 0)
 		ret = (int)n;
 	/* O_SYNC includes O_DSYNC's bit and adds one asking for metadata. */

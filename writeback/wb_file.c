@@ -201,21 +201,11 @@ int wb_file_flush(struct wb_file *wbf)
 	return ret;
 }
 
-int wb_file_destroy(struct wb_file *wbf, bool force)
+/* Unlink @wbf from the context once no walker uses it, then free it. */
+static void file_release(struct wb_file *wbf)
 {
 	struct wb_ctx *ctx = wbf->ctx;
-	int ret = wb_file_flush(wbf);
 
-	if (ret) {
-		wb_report(wbf, force ? "giving up on unwritten data of" : "writing back", ret);
-		if (!force) {
-			pthread_mutex_lock(&ctx->files_lock);
-			wbf->orphan = true;	/* the flushers keep retrying */
-			pthread_mutex_unlock(&ctx->files_lock);
-			return ret;
-		}
-		atomic_fetch_add(&ctx->lost_files, 1);
-	}
 	pthread_mutex_lock(&ctx->files_lock);
 	wbf->dying = true;
 	while (wbf->refs)
@@ -232,6 +222,29 @@ int wb_file_destroy(struct wb_file *wbf, bool force)
 	pthread_mutex_destroy(&wbf->size_lock);
 	pthread_mutex_destroy(&wbf->wb_lock);
 	free(wbf);
+}
+
+void wb_file_discard(struct wb_file *wbf)
+{
+	file_release(wbf);
+}
+
+int wb_file_destroy(struct wb_file *wbf, bool force)
+{
+	struct wb_ctx *ctx = wbf->ctx;
+	int ret = wb_file_flush(wbf);
+
+	if (ret) {
+		wb_report(wbf, force ? "giving up on unwritten data of" : "writing back", ret);
+		if (!force) {
+			pthread_mutex_lock(&ctx->files_lock);
+			wbf->orphan = true;	/* the flushers keep retrying */
+			pthread_mutex_unlock(&ctx->files_lock);
+			return ret;
+		}
+		atomic_fetch_add(&ctx->lost_files, 1);
+	}
+	file_release(wbf);
 	return 0;
 }
 
@@ -252,9 +265,15 @@ ssize_t wb_read(struct wb_file *wbf, void *buf, size_t len, off_t off)
 	return bs_read(wbf->bs, buf, len, off);
 }
 
-ssize_t wb_write(struct wb_file *wbf, const void *buf, size_t len, off_t off)
+ssize_t wb_write(struct wb_file *wbf, const void *buf, size_t len, off_t off,
+		 uint64_t *dirtied)
 {
-	ssize_t n = bs_write(wbf->bs, buf, len, off);
+	ssize_t n;
+
+	bs_thread_dirtied_take();	/* what an earlier caller left unclaimed */
+	n = bs_write(wbf->bs, buf, len, off);
+	if (dirtied)
+		*dirtied = bs_thread_dirtied_take();
 
 	if (n > 0) {
 		int64_t now = wb_now_ns(), zero = 0;
@@ -402,7 +421,7 @@ ssize_t wb_copy_range(struct wb_file *src, off_t src_off,
 				done = (size_t)got;
 			break;
 		}
-		put = wb_write(dst, buf, (size_t)got, dst_off + (off_t)done);
+		put = wb_write(dst, buf, (size_t)got, dst_off + (off_t)done, NULL);
 		if (put < 0) {
 			if (done == 0)
 				done = (size_t)put;

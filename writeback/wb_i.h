@@ -82,6 +82,9 @@ void wb_backing_exit(struct wb_ctx *ctx);
 
 /* ---- the context and files ---- */
 
+struct wb_throttle;
+struct wb_statslog;
+
 struct wb_ctx {
 	struct wb_config cfg;			/* immutable (tunables below are not) */
 	struct bs_cache *cache;
@@ -101,6 +104,9 @@ struct wb_ctx {
 	pthread_mutex_t fault_lock;		/* protects fault */
 	struct wb_fault *fault;			/* NULL: none */
 	atomic_bool fault_on;			/* fault != NULL, read without the lock */
+
+	struct wb_throttle *throttle;		/* thresholds and the throttler (throttle.h) */
+	struct wb_statslog *statslog;		/* statslog.c, NULL: off */
 
 	_Atomic uint64_t bg_thresh;		/* bytes of charge that wake the flushers */
 	_Atomic uint32_t expire_ms;
@@ -161,6 +167,13 @@ void wb_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void wb_report(struct wb_file *wbf, const char *what, int err);
 /* Backing path of @wbf for messages and fault matching. */
 void wb_file_path(struct wb_file *wbf, char *buf, size_t len);
+
+/* ---- stats log (statslog.c) ---- */
+
+/* Start the stats log thread if cfg.stats_log is set: 0 or -errno (message logged). */
+int wb_statslog_start(struct wb_ctx *ctx);
+/* Stop it (a last line is written); safe when it never started. */
+void wb_statslog_stop(struct wb_ctx *ctx);
 
 /* ---- writeback (flush.c) ---- */
 

@@ -54,6 +54,17 @@ struct wb_config {
 	bool backing_direct;			/* backing files are opened with O_DIRECT */
 	uint32_t max_io;			/* largest merged write, bytes */
 	const char *fault;			/* initial fault spec, or NULL */
+
+	/* Dirty throttling (throttle.c); all of these are tunables too. */
+	unsigned int dirty_ratio;		/* % of cache_size: the writers' threshold */
+	uint64_t dirty_bytes;			/* overrides the ratio when non-zero */
+	unsigned int dirty_pinned_ratio;	/* % of cache_size pinned by held folios; 0: off */
+	uint64_t dirty_pinned_bytes;		/* overrides the ratio when non-zero */
+	const char *throttle;			/* throttle policy name; NULL: "bdp" */
+
+	/* Stats log (statslog.c): one JSON object per line every interval. */
+	const char *stats_log;			/* file name, or NULL: off */
+	uint32_t stats_interval_ms;		/* default 1000 */
 };
 
 /*
@@ -131,6 +142,14 @@ enum wb_access wb_file_access(const struct wb_file *wbf);
  */
 int wb_file_free(struct wb_file *wbf);
 
+/*
+ * wb_file_discard - free @wbf without writing its dirty data back: the
+ * backing file has no name left and nobody can read it again (the kernel
+ * drops the pages of an unlinked, closed file the same way).  The dirty
+ * data is discharged.  Context: no other call on @wbf in flight.
+ */
+void wb_file_discard(struct wb_file *wbf);
+
 /* Write back and sync everything dirty, keeping the cache: 0 or -errno. */
 int wb_file_flush(struct wb_file *wbf);
 
@@ -151,8 +170,14 @@ void wb_file_mtime_set(struct wb_file *wbf, const struct timespec *mtime);
 /* Read up to @len bytes at @off; short only at end of file. */
 ssize_t wb_read(struct wb_file *wbf, void *buf, size_t len, off_t off);
 
-/* Write all @len bytes at @off; returns @len or -errno (nothing partial). */
-ssize_t wb_write(struct wb_file *wbf, const void *buf, size_t len, off_t off);
+/*
+ * Write all @len bytes at @off; returns @len or -errno (nothing partial).
+ * @dirtied, when not NULL, gets the bytes of dirty budget this write
+ * charged (by the accounting policy: the writer's share, as the kernel's
+ * current->nr_dirtied), to hand to wb_balance_dirty().
+ */
+ssize_t wb_write(struct wb_file *wbf, const void *buf, size_t len, off_t off,
+		 uint64_t *dirtied);
 
 /*
  * Make every byte written so far durable in the backing store.  @seen is
@@ -183,5 +208,72 @@ off_t wb_lseek(struct wb_file *wbf, off_t off, int whence);
  */
 ssize_t wb_copy_range(struct wb_file *src, off_t src_off,
 		      struct wb_file *dst, off_t dst_off, size_t len);
+
+/* ---- dirty throttling (throttle.c) ---- */
+
+/*
+ * wb_balance_dirty - balance_dirty_pages() for one write: process @pid
+ * has just charged @dirtied bytes (from wb_write()).  Returns how long,
+ * in ns, the reply to that write must be held back (0: reply now).  The
+ * caller holds the reply, not the thread: nothing here sleeps.
+ * Context: any thread; takes the throttler's lock briefly.
+ */
+int64_t wb_balance_dirty(struct wb_ctx *ctx, pid_t pid, uint64_t dirtied);
+
+/*
+ * wb_balance_dirty_again - @pid's pause has ended.  Returns 0 to send the
+ * reply, or ns to hold it again: above the hard limit a writer waits
+ * max_pause at a time until the charge is under it, as the kernel's loop
+ * does.  Also call it for every held writer when the throttle notifier
+ * fires (the policy or a threshold changed): a writer that the new
+ * setting does not pause is released at once.
+ */
+int64_t wb_balance_dirty_again(struct wb_ctx *ctx, pid_t pid);
+
+/* Held writers, for the throttled_writers stat: +1 when a reply is held, -1 when sent. */
+void wb_throttle_held(struct wb_ctx *ctx, int delta);
+
+/*
+ * The layer above holds replies; @fn(@arg) is called (from the thread that
+ * changed a tunable, no writeback lock held) after throttling settings
+ * change, so that it re-evaluates held writers with
+ * wb_balance_dirty_again().  One notifier; NULL removes it.
+ */
+void wb_set_throttle_notify(struct wb_ctx *ctx, void (*fn)(void *arg), void *arg);
+
+/* ---- tunables (tunables.c) ---- */
+
+/*
+ * Run-time settings by name, like /proc/sys/vm: dirty_ratio, dirty_bytes,
+ * dirty_background_ratio, dirty_background_bytes, dirty_pinned_ratio,
+ * dirty_pinned_bytes, dirty_expire_ms, writeback_interval_ms,
+ * dirty_account, throttle.  Values are text without a newline.
+ */
+const char *wb_tunable_name(size_t i);	/* the i-th name, NULL past the last */
+/* Current value into @buf: its length, or -ENOENT for an unknown name. */
+int wb_tunable_get(struct wb_ctx *ctx, const char *name, char *buf, size_t len);
+/*
+ * Set @name to @val (surrounding blanks and one trailing newline are
+ * ignored): 0; -ENOENT for an unknown name; -EINVAL with a line naming the
+ * tunable and the value in @err for a bad value, which changes nothing.
+ */
+int wb_tunable_set(struct wb_ctx *ctx, const char *name, const char *val,
+		   char *err, size_t errlen);
+
+/* ---- the writeback queue and sync-all (for foliofsctl) ---- */
+
+/*
+ * wb_ctx_files - the writeback queue as text, one line per file with dirty
+ * or under-writeback data, into a malloc'ed buffer (*@out, its length
+ * returned): "dirty_bytes writeback_bytes oldest_dirty_age_ms errors PATH".
+ * -ENOMEM on failure.
+ */
+ssize_t wb_ctx_files(struct wb_ctx *ctx, char **out);
+/*
+ * wb_ctx_sync_all - write back and sync every file (the syncfs(2) that
+ * Linux does not send to FUSE servers).  Returns 0 or the first -errno;
+ * files that failed stay dirty and are reported.  Context: may block long.
+ */
+int wb_ctx_sync_all(struct wb_ctx *ctx);
 
 #endif /* FOLIOFS_WRITEBACK_H */

@@ -75,7 +75,7 @@ static void step(struct wb_file *f, struct model *m, unsigned char *buf)
 	case 0: case 1: case 2:	/* write */
 		for (size_t i = 0; i < len; i++)
 			buf[i] = (unsigned char)rnd();
-		M_CHECK(wb_write(f, buf, len, (off_t)off) == (ssize_t)len);
+		M_CHECK(wb_write(f, buf, len, (off_t)off, NULL) == (ssize_t)len);
 		if (off + len > m->size)
 			model_resize(m, off + len);
 		memcpy(m->bytes + off, buf, len);
@@ -184,7 +184,7 @@ static void test_edges(void)
 	T_CHECK(wb_fallocate(f, 0, INT64_MAX - 10, 100) == -EFBIG);
 	T_CHECK(wb_lseek(f, 0, SEEK_SET) == -EINVAL);
 	T_CHECK(wb_lseek(f, 0, SEEK_DATA) == -ENXIO);
-	T_CHECK(wb_write(f, "x", 1, 1 << 20) == 1);
+	T_CHECK(wb_write(f, "x", 1, 1 << 20, NULL) == 1);
 	T_CHECK(wb_lseek(f, 0, SEEK_HOLE) == 0);
 	T_CHECK(wb_lseek(f, 0, SEEK_DATA) == (1 << 20) - ((1 << 20) % 4096));
 	T_CHECK(wb_copy_range(f, 0, f, 10, 100) == -EINVAL);
