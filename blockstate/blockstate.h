@@ -127,7 +127,19 @@ int bs_cache_create(const struct bs_config *cfg, const struct bs_cache_ops *ops,
 		    void *ctx, struct bs_cache **out);
 /* Every file must have been destroyed. */
 void bs_cache_destroy(struct bs_cache *cache);
+/* The configuration the cache was made with (account: see bs_cache_account()). */
 const struct bs_config *bs_cache_config(const struct bs_cache *cache);
+
+/* The accounting policy in force now. */
+const struct bs_account_policy *bs_cache_account(struct bs_cache *cache);
+/*
+ * Switch the accounting policy on a live cache: every folio is repriced
+ * under its lock by @policy, so the charge stays exactly the sum of the
+ * prices.  Repricing moves only the charge: nr_dirtied and nr_written
+ * count what writers and writeback did, not a change of policy.
+ * Context: any thread; takes each file's index lock and each folio's lock.
+ */
+void bs_cache_set_account(struct bs_cache *cache, const struct bs_account_policy *policy);
 
 /*
  * Exact counters, read without stopping writers (each one is exact; a

@@ -196,7 +196,13 @@ struct bs_file {
 };
 
 struct bs_cache {
-	struct bs_config cfg;			/* immutable */
+	struct bs_config cfg;			/* immutable but cfg.account (see account) */
+	/*
+	 * The accounting policy in force: read at every price, switched at
+	 * run time by bs_cache_set_account() (account_switch.c), which then
+	 * reprices every folio under its lock.
+	 */
+	const struct bs_account_policy *_Atomic account;
 	const struct bs_cache_ops *ops;
 	void *ctx;
 	unsigned int blk_shift;

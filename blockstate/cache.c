@@ -64,6 +64,7 @@ int bs_cache_create(const struct bs_config *cfg, const struct bs_cache_ops *ops,
 	if (!cache)
 		return -ENOMEM;
 	cache->cfg = *cfg;
+	atomic_init(&cache->account, cfg->account);
 	cache->ops = ops;
 	cache->ctx = ctx;
 	cache->blk_shift = (unsigned int)__builtin_ctz(cfg->block_size);
@@ -276,7 +277,7 @@ static int check_folio(struct bs_folio *folio, struct check_sums *s)
 		struct bs_held_state st = {
 			folio->size, cache->cfg.block_size, blocks, pages,
 		};
-		if (folio->price != (blocks ? cache->cfg.account->price(&st) : 0))
+		if (folio->price != (blocks ? atomic_load(&cache->account)->price(&st) : 0))
 			bad = 1;
 	}
 	s->price += folio->price;

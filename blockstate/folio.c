@@ -210,7 +210,7 @@ static uint64_t price_of(const struct bs_folio *folio, struct held_span s)
 		.held_pages = s.pages,
 	};
 
-	return s.blocks ? cache->cfg.account->price(&st) : 0;
+	return s.blocks ? atomic_load(&cache->account)->price(&st) : 0;
 }
 
 /*
