@@ -202,6 +202,12 @@ off_t bs_file_size(struct bs_file *file);
  */
 void bs_file_fix_size(struct bs_file *file);
 
+/*
+ * Bytes of the file in blocks that are dirty, and under writeback, now
+ * (file_stat.c: walks the file's tagged folios; for foliofsctl files).
+ */
+void bs_file_held_bytes(struct bs_file *file, uint64_t *dirty, uint64_t *writeback);
+
 /* Whether any block of the file is dirty or under writeback. */
 bool bs_file_has_held(struct bs_file *file);
 
