@@ -83,6 +83,7 @@ void wb_backing_exit(struct wb_ctx *ctx);
 /* ---- the context and files ---- */
 
 struct wb_throttle;
+struct wb_tunables;
 struct wb_statslog;
 
 struct wb_ctx {
@@ -105,7 +106,8 @@ struct wb_ctx {
 	struct wb_fault *fault;			/* NULL: none */
 	atomic_bool fault_on;			/* fault != NULL, read without the lock */
 
-	struct wb_throttle *throttle;		/* thresholds and the throttler (throttle.h) */
+	struct wb_throttle *throttle;		/* the throttler (throttle.h) */
+	struct wb_tunables *tunables;		/* run-time settings (tunables.c) */
 	struct wb_statslog *statslog;		/* statslog.c, NULL: off */
 
 	_Atomic uint64_t bg_thresh;		/* bytes of charge that wake the flushers */
