@@ -6,6 +6,20 @@
  * The table is a chained hash keyed by (st_dev, st_ino) under one mutex.
  * It is used by lookup, create and forget only; reads and writes reach
  * their inode through the fuse_ino_t and never take it.
+ *
+ * Lifetime: an inode lives while the kernel holds lookups of it, and after
+ * that until its data is written back.  The forget that takes nlookup to
+ * zero marks the inode `forgetting` and writes it back with the table lock
+ * dropped.  The inode stays in the table meanwhile, so a lookup of the same
+ * backing inode in that window gets this inode and its cache again: one
+ * file never has two caches, whose older data could land after newer.  A
+ * forget of such a lookup finds `forgetting` set and leaves the work to
+ * the forget in progress, which writes again when the inode was looked up
+ * (and so maybe written) meanwhile.  Once a writeback round passes with no
+ * lookup, that forget drops the cache under the inode's lock (an open in
+ * the meantime waits, then makes a new cache), and if still nobody looked
+ * the inode up, removes it from the table and frees it.  No other path
+ * frees an inode before teardown.
  */
 #include "fusefs.h"
 #include "writeback.h"
@@ -208,6 +222,8 @@ int ffs_inode_get(struct ffs_data *fs, const struct stat *st, int fd,
 	inode = itable_find(fs, st->st_ino, st->st_dev);
 	if (inode) {
 		inode->nlookup++;
+		if (inode->forgetting)
+			inode->relooked = true;	/* may be opened and written */
 	} else if (fresh) {
 		size_t h;
 
@@ -233,11 +249,85 @@ int ffs_inode_get(struct ffs_data *fs, const struct stat *st, int fd,
 	return 0;
 }
 
+/* Context: itable_lock held; @inode is in the table. */
+static void itable_remove(struct ffs_data *fs, struct ffs_inode *inode)
+{
+	struct ffs_inode **pp;
+
+	pp = &fs->buckets[inode_hash(fs, inode->src_ino, inode->src_dev)];
+	while (*pp != inode)
+		pp = &(*pp)->hnext;
+	*pp = inode->hnext;
+	inode->in_table = false;
+	fs->ninodes--;
+}
+
+/*
+ * Whether the backing file of @inode has no name left.  Its data can then
+ * never be read again once nobody has it open, so the kernel's eviction
+ * drops such pages unwritten, and so do we.  A failed fstat says no: the
+ * data is written as usual.
+ */
+static bool backing_unlinked(const struct ffs_inode *inode)
+{
+	struct stat st;
+
+	return fstat(inode->fd, &st) == 0 && st.st_nlink == 0;
+}
+
+/*
+ * Make a forgotten inode's data safe to drop: write it back and sync it,
+ * or, for a file without names or open handles, let *@discard say that it
+ * may be dropped unwritten.  0 when the inode may go, -errno while its data
+ * cannot be written.
+ * Context: the forget that marked @inode forgetting, no lock held; may block.
+ */
+static int forget_writeback(struct ffs_inode *inode, bool *discard)
+{
+	struct wb_file *data;
+	unsigned int nopen;
+
+	/* A lookup in the window may open the file, setting inode->data. */
+	pthread_mutex_lock(&inode->lock);
+	data = inode->data;
+	nopen = inode->nopen;
+	pthread_mutex_unlock(&inode->lock);
+	*discard = data && !nopen && backing_unlinked(inode);
+	if (!data || *discard)
+		return 0;
+	return wb_file_flush(data);
+}
+
+/*
+ * Drop the cache of a forgotten inode whose data is written back (or
+ * unreachable, with @discard).  The inode's lock is held throughout, so
+ * that an open by a lookup made meanwhile waits and then makes a new
+ * cache: one file never has two.  Nothing is dirty, so this does no
+ * backing I/O (at most a time stamp) and the lock is held briefly.
+ * Context: itable_lock held on entry and on return, dropped in between.
+ */
+static void forget_drop_data(struct ffs_data *fs, struct ffs_inode *inode,
+			     bool discard)
+{
+	struct wb_file *data;
+
+	pthread_mutex_lock(&inode->lock);
+	pthread_mutex_unlock(&fs->itable_lock);
+	data = inode->data;
+	inode->data = NULL;
+	if (data && discard)
+		wb_file_discard(data);
+	else if (data)
+		wb_file_free(data);
+	pthread_mutex_unlock(&inode->lock);
+	pthread_mutex_lock(&fs->itable_lock);
+}
+
 void ffs_inode_forget(struct ffs_data *fs, struct ffs_inode *inode,
 		      uint64_t n)
 {
-	struct ffs_inode **pp;
-	bool gone = false;
+	bool discard = false;
+	int ret;
 
 	if (inode == &fs->root || inode->ctl)
 		return;
@@ -248,35 +338,43 @@ void ffs_inode_forget(struct ffs_data *fs, struct ffs_inode *inode,
 		n = inode->nlookup;
 	}
 	inode->nlookup -= n;
-	gone = inode->nlookup == 0;
-	pthread_mutex_unlock(&fs->itable_lock);
-	if (!gone)
-		return;
+	/* A forget already writing it back sees this and finishes for us. */
+	if (inode->nlookup || inode->forgetting)
+		goto out_unlock;
 	/*
 	 * The cache goes with the inode once its data is on the backing
 	 * file.  While that fails, the inode stays in the table with its
 	 * cache, so that a later lookup of the same backing inode finds both
 	 * (a second cache of one file would let old data overwrite new); the
 	 * flushers keep retrying, and unmount reports what never made it.
-	 * Nobody has it open: the kernel forgets only closed inodes.
+	 * Nobody has it open: the kernel forgets only closed inodes.  A
+	 * lookup during the writeback may have opened and written it, so it
+	 * is written again until a round passes without one.
 	 */
-	if (inode->data && wb_file_flush(inode->data)) {
+	inode->forgetting = true;
+	do {
+		inode->relooked = false;
+		pthread_mutex_unlock(&fs->itable_lock);
+		ret = forget_writeback(inode, &discard);
+		pthread_mutex_lock(&fs->itable_lock);
+		if (!inode->nlookup && !inode->relooked && !ret)
+			forget_drop_data(fs, inode, discard);
+	} while (!inode->nlookup && inode->relooked);
+	inode->forgetting = false;
+	if (inode->nlookup)
+		goto out_unlock;	/* known again: its own forget comes later */
+	if (ret) {
 		atomic_fetch_add(&fs->kept_inodes, 1);
-		return;
+		goto out_unlock;
 	}
-	pthread_mutex_lock(&fs->itable_lock);
-	gone = inode->nlookup == 0 && inode->in_table;
-	if (gone) {
-		pp = &fs->buckets[inode_hash(fs, inode->src_ino, inode->src_dev)];
-		while (*pp != inode)
-			pp = &(*pp)->hnext;
-		*pp = inode->hnext;
-		inode->in_table = false;
-		fs->ninodes--;
-	}
+	/* No cache left and unknown to the kernel: nothing can reach it. */
+	itable_remove(fs, inode);
 	pthread_mutex_unlock(&fs->itable_lock);
-	if (gone)
-		inode_free(inode);
+	inode_free(inode);
+	return;
+
+out_unlock:
+	pthread_mutex_unlock(&fs->itable_lock);
 }
 
 /* Open the backing file behind @inode's O_PATH descriptor. */
