@@ -4,6 +4,7 @@
  * the file list, statistics and the fault switch.
  */
 #include "wb_i.h"
+#include "throttle.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -19,6 +20,8 @@ void wb_config_default(struct wb_config *cfg)
 		.writeback_interval_ms = 5000,
 		.backing_io = WB_IO_URING,
 		.max_io = 1u << 20,
+		.dirty_ratio = 20,
+		.stats_interval_ms = 1000,
 	};
 }
 
@@ -33,6 +36,30 @@ int wb_config_check(const struct wb_config *cfg, char *err, size_t errlen)
 	if (cfg->dirty_background_ratio > 100) {
 		snprintf(err, errlen, "dirty_background_ratio=%u: out of range [0, 100]",
 			 cfg->dirty_background_ratio);
+		return -EINVAL;
+	}
+	if (cfg->dirty_ratio < 1 || cfg->dirty_ratio > 100) {
+		snprintf(err, errlen, "dirty_ratio=%u: out of range [1, 100]", cfg->dirty_ratio);
+		return -EINVAL;
+	}
+	if (cfg->dirty_bytes && cfg->dirty_bytes < 2 * BS_PAGE_SIZE) {
+		snprintf(err, errlen, "dirty_bytes=%llu: 0 or at least %u",
+			 (unsigned long long)cfg->dirty_bytes, 2 * BS_PAGE_SIZE);
+		return -EINVAL;
+	}
+	if (cfg->dirty_pinned_ratio > 100) {
+		snprintf(err, errlen, "dirty_pinned_ratio=%u: out of range [0, 100]",
+			 cfg->dirty_pinned_ratio);
+		return -EINVAL;
+	}
+	if (cfg->throttle && !wb_throttle_policy_find(cfg->throttle)) {
+		snprintf(err, errlen, "throttle=%s: unknown policy (bdp, strictlimit or none)",
+			 cfg->throttle);
+		return -EINVAL;
+	}
+	if (cfg->stats_interval_ms < 10 || cfg->stats_interval_ms > 3600000) {
+		snprintf(err, errlen, "stats_interval_ms=%u: out of range [10, 3600000]",
+			 cfg->stats_interval_ms);
 		return -EINVAL;
 	}
 	if (cfg->max_io < 4096 || (cfg->max_io & (cfg->max_io - 1))) {
@@ -57,11 +84,23 @@ const char *wb_backing_io_name(enum wb_backing_io io)
 	}
 }
 
-static uint64_t bg_thresh_of(const struct wb_config *cfg, const struct bs_config *bs)
+/* The settings, the throttler, and the flushers' threshold they imply. */
+static int throttle_create(struct wb_ctx *ctx)
 {
-	if (cfg->dirty_background_bytes)
-		return cfg->dirty_background_bytes;
-	return bs->cache_size / 100 * cfg->dirty_background_ratio;
+	const struct wb_throttle_policy *policy =
+		wb_throttle_policy_find(ctx->cfg.throttle ? ctx->cfg.throttle : "bdp");
+	struct wb_throttle_limits l;
+	int ret;
+
+	if (!policy)
+		return -EINVAL;
+	ctx->cfg.throttle = NULL;	/* not owned: the policy is kept instead */
+	ret = wb_tunables_create(ctx);
+	if (ret)
+		return ret;
+	wb_tunables_limits(ctx, &l);
+	atomic_init(&ctx->bg_thresh, l.bg_thresh * BS_PAGE_SIZE);
+	return wb_throttle_create(policy, &l, wb_throttle_now(), &ctx->throttle);
 }
 
 int wb_ctx_create(const struct bs_config *bs_cfg, const struct wb_config *cfg,
@@ -81,10 +120,11 @@ int wb_ctx_create(const struct bs_config *bs_cfg, const struct wb_config *cfg,
 	pthread_mutex_init(&ctx->flush_lock, NULL);
 	pthread_cond_init(&ctx->flush_cond, NULL);
 	pthread_mutex_init(&ctx->fault_lock, NULL);
-	atomic_init(&ctx->bg_thresh, bg_thresh_of(cfg, bs_cfg));
 	atomic_init(&ctx->expire_ms, cfg->dirty_expire_ms);
 	atomic_init(&ctx->interval_ms, cfg->writeback_interval_ms);
 	ret = bs_cache_create(bs_cfg, &cache_ops, ctx, &ctx->cache);
+	if (!ret)
+		ret = throttle_create(ctx);
 	if (!ret && cfg->fault)
 		ret = wb_ctx_set_fault(ctx, cfg->fault, err, sizeof(err));
 	if (!ret)
@@ -92,7 +132,10 @@ int wb_ctx_create(const struct bs_config *bs_cfg, const struct wb_config *cfg,
 	if (!ret)
 		ret = wb_flushers_start(ctx);
 	if (ret) {
-		bs_cache_destroy(ctx->cache);
+		wb_throttle_destroy(ctx->throttle);
+		wb_tunables_destroy(ctx);
+		if (ctx->cache)
+			bs_cache_destroy(ctx->cache);
 		free(ctx->fault);
 		free(ctx);
 		return ret;
@@ -111,6 +154,8 @@ unsigned int wb_ctx_destroy(struct wb_ctx *ctx)
 		wb_file_destroy(ctx->files, true);
 	lost = atomic_load(&ctx->lost_files);
 	wb_backing_exit(ctx);
+	wb_throttle_destroy(ctx->throttle);
+	wb_tunables_destroy(ctx);
 	bs_cache_destroy(ctx->cache);
 	free(ctx->fault);
 	pthread_mutex_destroy(&ctx->files_lock);
@@ -156,48 +201,77 @@ void wb_ctx_get_fault(struct wb_ctx *ctx, char *buf, size_t len)
 	pthread_mutex_unlock(&ctx->fault_lock);
 }
 
+/* Append "name value\n" to @buf at *@used. */
+static void put_stat(char *buf, size_t size, size_t *used, const char *name, uint64_t v)
+{
+	int n;
+
+	if (*used >= size)
+		return;
+	n = snprintf(buf + *used, size - *used, "%s %llu\n", name, (unsigned long long)v);
+	if (n > 0)
+		*used += (size_t)n;
+}
+
+/* KB/s from pages/s, as the kernel's tracepoints report rates. */
+#define KBPS(pages) ((pages) * (BS_PAGE_SIZE / 1024))
+#define MS(ns) ((uint64_t)((ns) < 0 ? 0 : (ns) / 1000000))
+
 size_t wb_ctx_stats(struct wb_ctx *ctx, char *buf, size_t size)
 {
 	const struct bs_config *cfg = bs_cache_config(ctx->cache);
+	struct wb_throttle_sample sample;
+	struct wb_throttle_stats ts;
 	struct bs_stats st;
-	int n;
+	size_t used = 0;
 
+	/* Keep the bandwidth estimate moving while nobody is throttled. */
+	wb_throttle_sample_of(ctx, &sample);
+	wb_throttle_update(ctx->throttle, &sample, wb_throttle_now());
+	wb_throttle_stats(ctx->throttle, &ts);
 	bs_cache_stats(ctx->cache, &st);
-	n = snprintf(buf, size,
-		     "nr_dirty %llu\n" "nr_dirtied %llu\n" "nr_written %llu\n"
-		     "dirty_bytes_exact %llu\n" "writeback_bytes %llu\n"
-		     "pinned_bytes %llu\n" "app_write_bytes %llu\n"
-		     "app_read_bytes %llu\n" "backing_read_bytes %llu\n"
-		     "backing_read_ios %llu\n" "backing_write_bytes %llu\n"
-		     "backing_write_ios %llu\n" "backing_write_submits %llu\n"
-		     "wb_errors %llu\n" "wb_retries %llu\n" "faults_injected %llu\n"
-		     "flusher_passes %llu\n" "bg_thresh %llu\n"
-		     "cache_bytes %llu\n" "cache_size %llu\n" "folios %llu\n"
-		     "reclaimed_folios %llu\n" "reclaim_stalls %llu\n"
-		     "block_size %u\n" "folio_size %u\n",
-		     (unsigned long long)st.nr_dirty, (unsigned long long)st.nr_dirtied,
-		     (unsigned long long)st.nr_written,
-		     (unsigned long long)st.dirty_bytes_exact,
-		     (unsigned long long)st.writeback_bytes,
-		     (unsigned long long)st.pinned_bytes,
-		     (unsigned long long)st.app_write_bytes,
-		     (unsigned long long)st.app_read_bytes,
-		     (unsigned long long)st.backing_read_bytes,
-		     (unsigned long long)st.backing_read_ios,
-		     (unsigned long long)atomic_load(&ctx->backing_write_bytes),
-		     (unsigned long long)atomic_load(&ctx->backing_write_ios),
-		     (unsigned long long)atomic_load(&ctx->backing_write_submits),
-		     (unsigned long long)atomic_load(&ctx->wb_errors),
-		     (unsigned long long)atomic_load(&ctx->wb_retries),
-		     (unsigned long long)atomic_load(&ctx->faults_injected),
-		     (unsigned long long)atomic_load(&ctx->flusher_passes),
-		     (unsigned long long)(atomic_load(&ctx->bg_thresh) >> 12),
-		     (unsigned long long)st.cache_bytes,
-		     (unsigned long long)cfg->cache_size, (unsigned long long)st.folios,
-		     (unsigned long long)st.reclaimed_folios,
-		     (unsigned long long)st.reclaim_stalls, cfg->block_size,
-		     cfg->folio_size);
-	if (n < 0)
-		return 0;
-	return (size_t)n < size ? (size_t)n : size - 1;
+	put_stat(buf, size, &used, "nr_dirty", st.nr_dirty);
+	put_stat(buf, size, &used, "nr_dirtied", st.nr_dirtied);
+	put_stat(buf, size, &used, "nr_written", st.nr_written);
+	put_stat(buf, size, &used, "dirty_bytes_exact", st.dirty_bytes_exact);
+	put_stat(buf, size, &used, "writeback_bytes", st.writeback_bytes);
+	put_stat(buf, size, &used, "pinned_bytes", st.pinned_bytes);
+	put_stat(buf, size, &used, "app_write_bytes", st.app_write_bytes);
+	put_stat(buf, size, &used, "app_read_bytes", st.app_read_bytes);
+	put_stat(buf, size, &used, "backing_read_bytes", st.backing_read_bytes);
+	put_stat(buf, size, &used, "backing_read_ios", st.backing_read_ios);
+	put_stat(buf, size, &used, "backing_write_bytes", atomic_load(&ctx->backing_write_bytes));
+	put_stat(buf, size, &used, "backing_write_ios", atomic_load(&ctx->backing_write_ios));
+	put_stat(buf, size, &used, "backing_write_submits", atomic_load(&ctx->backing_write_submits));
+	put_stat(buf, size, &used, "wb_errors", atomic_load(&ctx->wb_errors));
+	put_stat(buf, size, &used, "wb_retries", atomic_load(&ctx->wb_retries));
+	put_stat(buf, size, &used, "faults_injected", atomic_load(&ctx->faults_injected));
+	put_stat(buf, size, &used, "flusher_passes", atomic_load(&ctx->flusher_passes));
+	put_stat(buf, size, &used, "dirty_thresh", ts.limits.thresh);
+	put_stat(buf, size, &used, "bg_thresh", ts.limits.bg_thresh);
+	put_stat(buf, size, &used, "dirty_limit", ts.dirty_limit);
+	put_stat(buf, size, &used, "setpoint", ts.setpoint);
+	put_stat(buf, size, &used, "pinned_thresh", ts.limits.pinned_thresh);
+	put_stat(buf, size, &used, "pinned_limit", ts.pinned_limit);
+	put_stat(buf, size, &used, "write_bw", KBPS(ts.write_bw));
+	put_stat(buf, size, &used, "avg_write_bw", KBPS(ts.avg_write_bw));
+	put_stat(buf, size, &used, "dirty_rate", KBPS(ts.dirty_rate));
+	put_stat(buf, size, &used, "dirty_ratelimit", KBPS(ts.dirty_ratelimit));
+	put_stat(buf, size, &used, "balanced_dirty_ratelimit", KBPS(ts.balanced_dirty_ratelimit));
+	put_stat(buf, size, &used, "task_ratelimit", KBPS(ts.task_ratelimit));
+	put_stat(buf, size, &used, "pos_ratio", ts.pos_ratio);
+	put_stat(buf, size, &used, "throttle_events", ts.throttle_events);
+	put_stat(buf, size, &used, "throttle_ms", MS((int64_t)ts.throttle_ns));
+	put_stat(buf, size, &used, "throttled_writers", ts.throttled_writers);
+	put_stat(buf, size, &used, "pause", MS(ts.pause_ns));
+	put_stat(buf, size, &used, "period", MS(ts.period_ns));
+	put_stat(buf, size, &used, "think", MS(ts.think_ns));
+	put_stat(buf, size, &used, "cache_bytes", st.cache_bytes);
+	put_stat(buf, size, &used, "cache_size", cfg->cache_size);
+	put_stat(buf, size, &used, "folios", st.folios);
+	put_stat(buf, size, &used, "reclaimed_folios", st.reclaimed_folios);
+	put_stat(buf, size, &used, "reclaim_stalls", st.reclaim_stalls);
+	put_stat(buf, size, &used, "block_size", cfg->block_size);
+	put_stat(buf, size, &used, "folio_size", cfg->folio_size);
+	return used < size ? used : size - 1;
 }

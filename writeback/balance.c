@@ -1,0 +1,54 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * balance.c - the throttler on a live mount: real time, the cache's
+ * counters, and the entry points the FUSE layer calls after each write
+ * (writeback.h).  The throttler itself (throttle.c) never reads a clock or
+ * the cache.
+ */
+#include "wb_i.h"
+#include "throttle.h"
+
+#include <time.h>
+
+int64_t wb_throttle_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * WB_NSEC_PER_SEC + ts.tv_nsec;
+}
+
+void wb_throttle_sample_of(struct wb_ctx *ctx, struct wb_throttle_sample *s)
+{
+	struct bs_stats st;
+
+	bs_cache_stats(ctx->cache, &st);
+	s->dirty = st.nr_dirty;
+	s->pinned = (st.pinned_bytes + BS_PAGE_SIZE - 1) / BS_PAGE_SIZE;
+	s->dirtied = st.nr_dirtied;
+	s->written = st.nr_written;
+}
+
+int64_t wb_balance_dirty(struct wb_ctx *ctx, pid_t pid, uint64_t dirtied)
+{
+	struct wb_throttle_sample s;
+	int64_t now = wb_throttle_now();
+
+	if (!dirtied || !wb_throttle_charge(ctx->throttle, pid, dirtied, now))
+		return 0;
+	wb_throttle_sample_of(ctx, &s);
+	return wb_throttle_balance(ctx->throttle, pid, &s, now);
+}
+
+int64_t wb_balance_dirty_again(struct wb_ctx *ctx, pid_t pid)
+{
+	struct wb_throttle_sample s;
+
+	wb_throttle_sample_of(ctx, &s);
+	return wb_throttle_again(ctx->throttle, pid, &s, wb_throttle_now());
+}
+
+void wb_throttle_held(struct wb_ctx *ctx, int delta)
+{
+	wb_throttle_held_add(ctx->throttle, delta);
+}

@@ -1,0 +1,738 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * throttle.c - the machinery balance_dirty_pages() is made of, for one
+ * device: thresholds, the write bandwidth and dirty rate estimates, the
+ * rate limit every writer is held to, per-writer bookkeeping, and the
+ * sizing of each pause.  The policies (throttle_bdp.c, throttle_strict.c,
+ * throttle_none.c) only say where a writer stands; everything here is
+ * shared.  Pure logic: time and counters are arguments (throttle.h).
+ *
+ * The control law
+ * ---------------
+ * A writer that dirties pages faster than the device writes them must be
+ * slowed down to the device's speed, shared fairly between writers, with
+ * the amount of dirty memory held near a target.  Two quantities do that:
+ *
+ *   task_ratelimit = dirty_ratelimit * pos_ratio
+ *
+ * dirty_ratelimit (pages/s) is the rate each writer would get if dirty
+ * memory sat exactly at the setpoint: about write_bw / N for N writers.
+ * It moves slowly, once per WB_BW_INTERVAL_NS, toward a "balanced" rate
+ * estimated from what the last interval showed:
+ *
+ *   balanced = task_ratelimit * write_bw / dirty_rate
+ *
+ * If N writers each ran at task_ratelimit, dirty_rate was N times that,
+ * so balanced comes out as write_bw / N whatever N is; no writer count is
+ * needed.  Because the estimate is noisy, dirty_ratelimit only takes a
+ * step toward it when task_ratelimit is on the same side (we are below
+ * the setpoint and the writers are allowed to go faster, or above it and
+ * they are being slowed), and the step shrinks as the gap closes (an
+ * eighth of it, divided further when it is small against the rate), so
+ * the rate settles instead of oscillating.
+ *
+ * pos_ratio (a ratio, 1.0 = WB_RATIO_ONE) corrects for where dirty memory
+ * is now.  It is the policy's; for bdp it is a cubic through the setpoint:
+ *
+ *   f(dirty) = 1 + ((setpoint - dirty) / (limit - setpoint))^3
+ *
+ *   with  f(freerun) ~ 2, f(setpoint) = 1, f(limit) = 0, f never rising,
+ *   and flat near the setpoint (small errors are left to dirty_ratelimit),
+ *   steep near the edges (large errors are corrected at once).
+ *
+ *       2 +-----.
+ *         |      `.
+ *         |        `-.
+ *       1 +-----------+--.___
+ *         |           .      `--.
+ *         |           .          `.
+ *       0 +-----------+-----------+-> dirty
+ *      freerun     setpoint     limit
+ *
+ * Below the freerun point ((thresh + bg_thresh) / 2) nobody is paused:
+ * the flushers, woken at bg_thresh, are expected to keep up.  The limit is
+ * thresh, except that when thresh is lowered at run time the limit
+ * follows it down by 1/32 of the gap per interval (never below the dirty
+ * count), so a writer is not stopped dead by a tunable change.
+ *
+ * The pause
+ * ---------
+ * A writer is checked only after it has dirtied nr_dirtied_pause pages
+ * since its last check (below the freerun point that is about the square
+ * root of the headroom, so checks get frequent as the threshold nears).
+ * At a check it owes
+ *
+ *   period = pages_dirtied / task_ratelimit
+ *
+ * of time, minus the time since its previous pause ended, which it spent
+ * thinking (not dirtying), so a writer that dirties in bursts is not
+ * punished for its bursts.  Pauses shorter than min_pause are not taken
+ * (the debt is carried into the next period, forgiven after a second);
+ * pauses longer than max_pause are cut to it.  max_pause is at most
+ * 200 ms, less when little is dirty (sleeping longer than it takes the
+ * device to write an eighth of the dirty data could let the device go
+ * idle).  nr_dirtied_pause is then chosen so the next pause is about
+ * 10 ms for one writer (10 ms more per doubling of write_bw over the rate,
+ * so many writers pause less often), and at least 32 pages when possible.
+ * At or above the hard limit the task rate is 0: the writer waits
+ * max_pause at a time until the count is under the limit.
+ *
+ * Locking: struct wb_throttle's mutex protects all of its state; every
+ * entry point takes it once.  The policies are called under it and are
+ * pure.
+ */
+#include "throttle.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define PAGE_BYTES 4096u
+/* Below this many pages per pause, pauses are stretched toward max_pause. */
+#define DIRTY_POLL_THRESH 32
+/* A writer idle this long is forgotten (its next write starts afresh). */
+#define WRITER_IDLE_NS (10 * WB_NSEC_PER_SEC)
+/* The bandwidth estimate's averaging window: 2^32 ns, about 4.3 s. */
+#define BW_PERIOD_SHIFT 32
+#define WRITER_BUCKETS 256
+/* At the limit, writers wait until it is passed or this little is dirty. */
+#define WB_STAT_ERROR 32
+
+/* What the kernel keeps in task_struct for each dirtier. */
+struct wb_writer {
+	pid_t pid;
+	uint64_t nr_dirtied;		/* bytes charged since the last check */
+	uint64_t nr_dirtied_pause;	/* pages: check again after this many */
+	int64_t dirty_paused_when;	/* when its last pause ended (ns), 0: never */
+	uint64_t pages_dirtied;		/* what the last pause was for */
+	int64_t last_seen;		/* ns */
+	bool again;			/* paused at the hard limit: re-check at its end */
+	struct wb_writer *next;		/* hash chain */
+};
+
+/* The dirty limit of one domain, following its threshold down slowly. */
+struct wb_domain_limit {
+	uint64_t dirty_limit;
+	int64_t stamp;
+};
+
+struct wb_throttle {
+	pthread_mutex_t lock;		/* protects everything below */
+	const struct wb_throttle_policy *policy;
+	struct wb_throttle_limits limits;
+	struct wb_domain_limit dom[2];	/* [0] dirty, [1] pinned */
+
+	/* Estimates, updated every WB_BW_INTERVAL_NS. */
+	int64_t bw_time_stamp;
+	uint64_t dirtied_stamp;
+	uint64_t written_stamp;
+	uint64_t write_bw;
+	uint64_t avg_write_bw;
+	uint64_t dirty_rate;
+	uint64_t dirty_ratelimit;
+	uint64_t balanced_dirty_ratelimit;
+	bool dirty_exceeded;
+	uint64_t ratelimit_bytes;	/* charged by any writer since one was checked */
+
+	struct wb_writer *writers[WRITER_BUCKETS];
+	uint64_t nr_writers;
+
+	/* Stats. */
+	uint64_t pos_ratio;
+	uint64_t task_ratelimit;
+	uint64_t throttle_events;
+	uint64_t throttle_ns;
+	int64_t held;
+	int64_t pause_ns, period_ns, think_ns;
+};
+
+/* ---- small maths ---- */
+
+static unsigned int ilog2_u64(uint64_t v)
+{
+	return v ? 63u - (unsigned int)__builtin_clzll(v) : 0;
+}
+
+static uint64_t min_u64(uint64_t a, uint64_t b)
+{
+	return a < b ? a : b;
+}
+
+static uint64_t max_u64(uint64_t a, uint64_t b)
+{
+	return a > b ? a : b;
+}
+
+static uint64_t mul_div(uint64_t a, uint64_t b, uint64_t c)
+{
+	unsigned __int128 p = (unsigned __int128)a * b / (c ? c : 1);
+
+	return p > UINT64_MAX ? UINT64_MAX : (uint64_t)p;
+}
+
+static uint64_t pages_of(uint64_t bytes)
+{
+	return (bytes + PAGE_BYTES - 1) / PAGE_BYTES;
+}
+
+uint64_t wb_pos_ratio_polynom(uint64_t setpoint, uint64_t dirty, uint64_t limit)
+{
+	int64_t span = (int64_t)(limit > setpoint ? limit - setpoint : 0) | 1;
+	/* x = (setpoint - dirty) / (limit - setpoint), fixed point */
+	__int128 x = (((__int128)setpoint - (__int128)dirty) << WB_RATIO_SHIFT) / span;
+	__int128 r;
+
+	/* Far below the setpoint x^3 would overflow; the result is clamped to 2 anyway. */
+	if (x > (__int128)(4 * WB_RATIO_ONE))
+		return 2 * WB_RATIO_ONE;
+	if (x < -(__int128)(4 * WB_RATIO_ONE))
+		return 0;
+	r = x * x >> WB_RATIO_SHIFT;
+	r = r * x >> WB_RATIO_SHIFT;
+	r += WB_RATIO_ONE;
+	if (r < 0)
+		return 0;
+	if (r > (__int128)(2 * WB_RATIO_ONE))
+		return 2 * WB_RATIO_ONE;
+	return (uint64_t)r;
+}
+
+void wb_throttle_limits_of(uint64_t mem_bytes, unsigned int ratio, uint64_t bytes,
+			   unsigned int bg_ratio, uint64_t bg_bytes,
+			   unsigned int pinned_ratio, uint64_t pinned_bytes,
+			   struct wb_throttle_limits *out)
+{
+	uint64_t mem_pages = mem_bytes / PAGE_BYTES;
+
+	out->thresh = bytes ? pages_of(bytes) : mem_pages * ratio / 100;
+	out->bg_thresh = bg_bytes ? pages_of(bg_bytes) : mem_pages * bg_ratio / 100;
+	if (out->bg_thresh >= out->thresh)
+		out->bg_thresh = out->thresh / 2;
+	out->pinned_thresh = pinned_bytes ? pages_of(pinned_bytes) : mem_pages * pinned_ratio / 100;
+	out->pinned_bg_thresh = out->thresh ?
+		mul_div(out->pinned_thresh, out->bg_thresh, out->thresh) : 0;
+}
+
+/* ---- lifetime and settings ---- */
+
+int wb_throttle_create(const struct wb_throttle_policy *policy,
+		       const struct wb_throttle_limits *limits, int64_t now_ns,
+		       struct wb_throttle **out)
+{
+	struct wb_throttle *t = calloc(1, sizeof(*t));
+
+	if (!t)
+		return -ENOMEM;
+	pthread_mutex_init(&t->lock, NULL);
+	t->policy = policy;
+	t->limits = *limits;
+	t->dom[0].dirty_limit = limits->thresh;
+	t->dom[1].dirty_limit = limits->pinned_thresh;
+	t->dom[0].stamp = t->dom[1].stamp = now_ns;
+	t->bw_time_stamp = now_ns;
+	t->write_bw = t->avg_write_bw = WB_INIT_BW;
+	t->dirty_ratelimit = t->balanced_dirty_ratelimit = WB_INIT_BW;
+	t->pos_ratio = WB_RATIO_ONE;
+	*out = t;
+	return 0;
+}
+
+void wb_throttle_destroy(struct wb_throttle *t)
+{
+	if (!t)
+		return;
+	for (size_t i = 0; i < WRITER_BUCKETS; i++) {
+		while (t->writers[i]) {
+			struct wb_writer *w = t->writers[i];
+
+			t->writers[i] = w->next;
+			free(w);
+		}
+	}
+	pthread_mutex_destroy(&t->lock);
+	free(t);
+}
+
+void wb_throttle_set_policy(struct wb_throttle *t, const struct wb_throttle_policy *policy)
+{
+	pthread_mutex_lock(&t->lock);
+	t->policy = policy;
+	pthread_mutex_unlock(&t->lock);
+}
+
+const struct wb_throttle_policy *wb_throttle_get_policy(struct wb_throttle *t)
+{
+	const struct wb_throttle_policy *p;
+
+	pthread_mutex_lock(&t->lock);
+	p = t->policy;
+	pthread_mutex_unlock(&t->lock);
+	return p;
+}
+
+void wb_throttle_set_limits(struct wb_throttle *t, const struct wb_throttle_limits *limits)
+{
+	pthread_mutex_lock(&t->lock);
+	t->limits = *limits;
+	/* A raised threshold takes effect at once; a lowered one is followed down. */
+	t->dom[0].dirty_limit = max_u64(t->dom[0].dirty_limit, limits->thresh);
+	if (!limits->pinned_thresh)
+		t->dom[1].dirty_limit = 0;
+	else
+		t->dom[1].dirty_limit = max_u64(t->dom[1].dirty_limit, limits->pinned_thresh);
+	pthread_mutex_unlock(&t->lock);
+}
+
+void wb_throttle_get_limits(struct wb_throttle *t, struct wb_throttle_limits *limits)
+{
+	pthread_mutex_lock(&t->lock);
+	*limits = t->limits;
+	pthread_mutex_unlock(&t->lock);
+}
+
+/* ---- domains ---- */
+
+/* Fill @dtc for domain @d (0: dirty, 1: pinned); false if the domain is off. */
+static bool dtc_fill(struct wb_throttle *t, int d, const struct wb_throttle_sample *s,
+		     struct wb_dtc *dtc)
+{
+	const struct wb_throttle_limits *l = &t->limits;
+
+	if (d == 0) {
+		dtc->dirty = s->dirty;
+		dtc->thresh = l->thresh;
+		dtc->bg_thresh = l->bg_thresh;
+	} else {
+		if (!l->pinned_thresh)
+			return false;
+		dtc->dirty = s->pinned;
+		dtc->thresh = l->pinned_thresh;
+		dtc->bg_thresh = l->pinned_bg_thresh;
+	}
+	dtc->limit = max_u64(dtc->thresh, t->dom[d].dirty_limit);
+	dtc->freerun = wb_freerun_ceiling(dtc->thresh, dtc->bg_thresh);
+	dtc->setpoint = (dtc->freerun + dtc->limit) / 2;
+	/* One device: it gets the whole threshold. */
+	dtc->wb_thresh = dtc->thresh;
+	dtc->wb_bg_thresh = dtc->bg_thresh;
+	dtc->write_bw = t->avg_write_bw;
+	return true;
+}
+
+/* The hard limit follows the threshold up at once and down by 1/32 a step. */
+static void update_dirty_limit(struct wb_domain_limit *dom, const struct wb_dtc *dtc,
+			       int64_t now_ns)
+{
+	uint64_t target;
+
+	if (now_ns - dom->stamp < WB_BW_INTERVAL_NS)
+		return;
+	dom->stamp = now_ns;
+	if (dom->dirty_limit < dtc->thresh) {
+		dom->dirty_limit = dtc->thresh;
+		return;
+	}
+	/* Never below what is dirty now: the limit must stay above it. */
+	target = max_u64(dtc->thresh, dtc->dirty);
+	if (dom->dirty_limit > target)
+		dom->dirty_limit -= (dom->dirty_limit - target) >> 5;
+}
+
+/*
+ * The domain a writer is throttled by: the one with the lower position
+ * ratio (the pinned-memory domain plays the role the kernel gives a
+ * memory cgroup).  Returns its ratio.
+ */
+static uint64_t pick_domain(struct wb_throttle *t, const struct wb_throttle_sample *s,
+			    struct wb_dtc *out)
+{
+	struct wb_dtc dtc[2];
+	uint64_t pos0, pos1;
+
+	dtc_fill(t, 0, s, &dtc[0]);
+	pos0 = t->policy->pos_ratio(&dtc[0]);
+	*out = dtc[0];
+	if (!dtc_fill(t, 1, s, &dtc[1]))
+		return pos0;
+	pos1 = t->policy->pos_ratio(&dtc[1]);
+	if (pos1 < pos0) {
+		*out = dtc[1];
+		return pos1;
+	}
+	return pos0;
+}
+
+/* ---- estimates ---- */
+
+static void update_write_bw(struct wb_throttle *t, int64_t elapsed, uint64_t written)
+{
+	const int64_t period = (int64_t)1 << BW_PERIOD_SHIFT;
+	uint64_t done = written - min_u64(written, t->written_stamp);
+	uint64_t avg = t->avg_write_bw, old = t->write_bw;
+	unsigned __int128 bw;
+
+	if (elapsed > period) {
+		/* A long gap: the last interval alone is the estimate. */
+		bw = (unsigned __int128)done * WB_NSEC_PER_SEC / (uint64_t)elapsed;
+		avg = (uint64_t)bw;
+	} else {
+		/* Blend the interval's rate into a window of `period`. */
+		bw = (unsigned __int128)done * WB_NSEC_PER_SEC +
+		     (unsigned __int128)t->write_bw * (uint64_t)(period - elapsed);
+		bw >>= BW_PERIOD_SHIFT;
+		/* Second stage: follow old only when bw confirms the direction. */
+		if (avg > old && old >= (uint64_t)bw)
+			avg -= (avg - old) >> 3;
+		if (avg < old && old <= (uint64_t)bw)
+			avg += (old - avg) >> 3;
+	}
+	t->write_bw = (uint64_t)bw;
+	t->avg_write_bw = max_u64(avg, 1);
+}
+
+static void update_dirty_ratelimit(struct wb_throttle *t, const struct wb_throttle_sample *s,
+				   int64_t elapsed)
+{
+	uint64_t rate = t->dirty_ratelimit, write_bw = t->avg_write_bw;
+	uint64_t task, balanced, step = 0, x, shift, dirty, setpoint;
+	struct wb_dtc dtc;
+	uint64_t pos = pick_domain(t, s, &dtc);
+
+	task = (rate * pos >> WB_RATIO_SHIFT) + 1;	/* +1: lets a tiny rate ramp up */
+	balanced = mul_div(task, write_bw, t->dirty_rate | 1);
+	if (balanced > write_bw)
+		balanced = write_bw;
+
+	t->policy->rate_target(&dtc, &dirty, &setpoint);
+	if (dirty < setpoint) {
+		x = min_u64(min_u64(t->balanced_dirty_ratelimit, balanced), task);
+		if (rate < x)
+			step = x - rate;
+	} else {
+		x = max_u64(max_u64(t->balanced_dirty_ratelimit, balanced), task);
+		if (rate > x)
+			step = rate - x;
+	}
+	/* Smaller steps as the gap closes, relative to the rate itself. */
+	shift = rate / (2 * step + 1);
+	step = shift < 64 ? ((step >> shift) + 7) / 8 : 0;
+	if (rate < balanced)
+		rate += step;
+	else
+		rate -= min_u64(step, rate);
+	t->dirty_ratelimit = max_u64(rate, 1);
+	t->balanced_dirty_ratelimit = balanced;
+	(void)elapsed;
+}
+
+static void forget_idle_writers(struct wb_throttle *t, int64_t now_ns)
+{
+	for (size_t i = 0; i < WRITER_BUCKETS; i++) {
+		struct wb_writer **pp = &t->writers[i];
+
+		while (*pp) {
+			struct wb_writer *w = *pp;
+
+			if (now_ns - w->last_seen > WRITER_IDLE_NS && !w->again) {
+				*pp = w->next;
+				free(w);
+				t->nr_writers--;
+			} else {
+				pp = &w->next;
+			}
+		}
+	}
+}
+
+/*
+ * Once per interval: the hard limits and (when writers are being
+ * throttled) the rate limit, then the bandwidth.  Context: lock held.
+ */
+static void __update(struct wb_throttle *t, const struct wb_throttle_sample *s,
+		     int64_t now_ns, bool update_ratelimit)
+{
+	int64_t elapsed = now_ns - t->bw_time_stamp;
+	struct wb_dtc dtc;
+
+	if (elapsed < WB_BW_INTERVAL_NS)
+		return;
+	t->dirty_rate = mul_div(s->dirtied - min_u64(s->dirtied, t->dirtied_stamp),
+				WB_NSEC_PER_SEC, (uint64_t)elapsed);
+	if (update_ratelimit) {
+		for (int d = 0; d < 2; d++)
+			if (dtc_fill(t, d, s, &dtc))
+				update_dirty_limit(&t->dom[d], &dtc, now_ns);
+		update_dirty_ratelimit(t, s, elapsed);
+	}
+	update_write_bw(t, elapsed, s->written);
+	t->dirtied_stamp = s->dirtied;
+	t->written_stamp = s->written;
+	t->bw_time_stamp = now_ns;
+	forget_idle_writers(t, now_ns);
+}
+
+void wb_throttle_update(struct wb_throttle *t, const struct wb_throttle_sample *s,
+			int64_t now_ns)
+{
+	pthread_mutex_lock(&t->lock);
+	__update(t, s, now_ns, false);
+	pthread_mutex_unlock(&t->lock);
+}
+
+/* ---- writers ---- */
+
+static struct wb_writer *writer_get(struct wb_throttle *t, pid_t pid, int64_t now_ns)
+{
+	struct wb_writer **head = &t->writers[(uint32_t)pid * 2654435761u % WRITER_BUCKETS];
+	struct wb_writer *w;
+
+	for (w = *head; w; w = w->next)
+		if (w->pid == pid)
+			break;
+	if (!w) {
+		w = calloc(1, sizeof(*w));
+		if (!w)
+			return NULL;	/* not tracked: runs free this time */
+		w->pid = pid;
+		w->next = *head;
+		*head = w;
+		t->nr_writers++;
+	}
+	w->last_seen = now_ns;
+	return w;
+}
+
+/* Below the freerun point: check again after about sqrt(headroom) pages. */
+static uint64_t dirty_poll_interval(uint64_t dirty, uint64_t thresh)
+{
+	if (thresh > dirty)
+		return 1ull << (ilog2_u64(thresh - dirty) >> 1);
+	return 1;
+}
+
+/* The longest pause: at most 200 ms, and the time to write 1/8 of what is dirty. */
+static int64_t max_pause_of(uint64_t write_bw, uint64_t dirty)
+{
+	int64_t t = (int64_t)mul_div(dirty, WB_NSEC_PER_SEC / 8, write_bw + 1) + WB_NSEC_PER_MSEC;
+
+	return t < WB_MAX_PAUSE_NS ? t : WB_MAX_PAUSE_NS;
+}
+
+/*
+ * The shortest pause worth taking, and (in *@pages) how many pages the
+ * writer may dirty before its next check, aiming at ~10 ms pauses.
+ */
+static int64_t min_pause_of(struct wb_throttle *t, int64_t max_pause, uint64_t task_rate,
+			    uint64_t *pages)
+{
+	unsigned int hi = ilog2_u64(t->avg_write_bw), lo = ilog2_u64(t->dirty_ratelimit);
+	int64_t target = 10 * WB_NSEC_PER_MSEC, pause;
+	uint64_t n;
+
+	/* N times 10 ms for 2^N writers sharing the bandwidth: fewer wake-ups. */
+	if (hi > lo)
+		target += (int64_t)(hi - lo) * 10 * WB_NSEC_PER_MSEC;
+	/* Keep the target well under max_pause so n stays stable. */
+	if (target > WB_NSEC_PER_MSEC + max_pause / 2)
+		target = WB_NSEC_PER_MSEC + max_pause / 2;
+	n = mul_div(t->dirty_ratelimit, (uint64_t)target, WB_NSEC_PER_SEC);
+	/* Very short pauses hurt throughput: stretch toward 32 pages. */
+	if (n < DIRTY_POLL_THRESH) {
+		target = max_pause;
+		n = mul_div(t->dirty_ratelimit, (uint64_t)target, WB_NSEC_PER_SEC);
+		if (n > DIRTY_POLL_THRESH) {
+			n = DIRTY_POLL_THRESH;
+			target = (int64_t)mul_div(WB_NSEC_PER_SEC, DIRTY_POLL_THRESH,
+						  t->dirty_ratelimit);
+		}
+	}
+	/* The pause n pages will cost at the task's rate must fit max_pause. */
+	pause = (int64_t)mul_div(WB_NSEC_PER_SEC, n, task_rate + 1);
+	if (pause > max_pause) {
+		target = max_pause;
+		n = mul_div(task_rate, (uint64_t)target, WB_NSEC_PER_SEC);
+	}
+	*pages = n;
+	return n >= DIRTY_POLL_THRESH ? WB_NSEC_PER_MSEC + target / 2 : target;
+}
+
+/* One round of the kernel's loop for @w: the pause, or 0. Context: lock held. */
+static int64_t balance_once(struct wb_throttle *t, struct wb_writer *w,
+			    const struct wb_throttle_sample *s, int64_t now_ns)
+{
+	uint64_t pages_dirtied = w->pages_dirtied, task_rate, pos, next_pause_pages;
+	int64_t max_pause, min_pause, period, pause;
+	struct wb_dtc dtc, pinned;
+	bool freerun, has_pinned;
+
+	dtc_fill(t, 0, s, &dtc);
+	has_pinned = dtc_fill(t, 1, s, &pinned);
+	freerun = t->policy->freerun(&dtc) && (!has_pinned || t->policy->freerun(&pinned));
+	__update(t, s, now_ns, !freerun);
+	w->again = false;
+	if (freerun) {
+		uint64_t intv = dirty_poll_interval(dtc.dirty, dtc.thresh);
+
+		if (has_pinned)
+			intv = min_u64(intv, dirty_poll_interval(pinned.dirty, pinned.thresh));
+		w->dirty_paused_when = now_ns;
+		w->nr_dirtied_pause = intv;
+		t->dirty_exceeded = false;
+		return 0;
+	}
+	pos = pick_domain(t, s, &dtc);
+	t->dirty_exceeded = dtc.dirty > dtc.thresh;
+	t->pos_ratio = pos;
+	task_rate = t->dirty_ratelimit * pos >> WB_RATIO_SHIFT;
+	max_pause = max_pause_of(t->avg_write_bw, dtc.dirty);
+	min_pause = min_pause_of(t, max_pause, task_rate, &next_pause_pages);
+	t->task_ratelimit = task_rate;
+
+	if (task_rate == 0) {
+		/*
+		 * At the hard limit: wait max_pause, then look again, unless
+		 * almost nothing is dirty (a limit of a few pages).
+		 */
+		period = pause = max_pause;
+		w->again = dtc.dirty > WB_STAT_ERROR;
+	} else {
+		period = (int64_t)mul_div(WB_NSEC_PER_SEC, pages_dirtied, task_rate);
+		pause = period;
+		if (w->dirty_paused_when)
+			pause -= now_ns - w->dirty_paused_when;	/* think time is credited */
+		if (pause < min_pause) {
+			/* Too short to sleep: carry the debt, or forget it after 1 s. */
+			if (pause < -WB_NSEC_PER_SEC)
+				w->dirty_paused_when = now_ns;
+			else if (period)
+				w->dirty_paused_when += period;
+			else if (w->nr_dirtied_pause <= pages_dirtied)
+				w->nr_dirtied_pause += pages_dirtied;
+			if (!period)	/* nothing was owed: keep counting */
+				w->nr_dirtied = pages_dirtied * PAGE_BYTES;
+			return 0;
+		}
+		if (pause > max_pause) {
+			/* An occasional dip of the task rate: keep part of the debt. */
+			now_ns += pause - max_pause < max_pause ? pause - max_pause : max_pause;
+			pause = max_pause;
+		}
+	}
+	t->think_ns = w->dirty_paused_when ? now_ns - w->dirty_paused_when : 0;
+	t->pause_ns = pause;
+	t->period_ns = period;
+	t->throttle_events++;
+	t->throttle_ns += (uint64_t)pause;
+	w->dirty_paused_when = now_ns + pause;
+	w->nr_dirtied_pause = next_pause_pages;
+	return pause;
+}
+
+bool wb_throttle_charge(struct wb_throttle *t, pid_t pid, uint64_t dirtied_bytes,
+			int64_t now_ns)
+{
+	uint64_t check_pages, ratelimit_pages;
+	struct wb_writer *w;
+	bool due = false;
+
+	pthread_mutex_lock(&t->lock);
+	w = writer_get(t, pid, now_ns);
+	if (!w)
+		goto out;
+	w->nr_dirtied += dirtied_bytes;
+	t->ratelimit_bytes += dirtied_bytes;
+	check_pages = w->nr_dirtied_pause;
+	/* Over the threshold, every writer is checked often. */
+	if (t->dirty_exceeded)
+		check_pages = min_u64(check_pages, 8);
+	/*
+	 * Many writers that each stay under their own check point must not
+	 * escape together: after thresh/32 pages from anyone, the next
+	 * writer is checked (the kernel's per-CPU ratelimit_pages).
+	 */
+	ratelimit_pages = max_u64(t->limits.thresh / 32, 16);
+	due = w->nr_dirtied >= check_pages * PAGE_BYTES ||
+	      t->ratelimit_bytes >= ratelimit_pages * PAGE_BYTES;
+out:
+	pthread_mutex_unlock(&t->lock);
+	return due;
+}
+
+int64_t wb_throttle_balance(struct wb_throttle *t, pid_t pid,
+			    const struct wb_throttle_sample *s, int64_t now_ns)
+{
+	struct wb_writer *w;
+	int64_t pause = 0;
+
+	pthread_mutex_lock(&t->lock);
+	w = writer_get(t, pid, now_ns);
+	if (w) {
+		t->ratelimit_bytes = 0;
+		w->pages_dirtied = pages_of(w->nr_dirtied);
+		w->nr_dirtied = 0;
+		pause = balance_once(t, w, s, now_ns);
+	}
+	pthread_mutex_unlock(&t->lock);
+	return pause;
+}
+
+int64_t wb_throttle_again(struct wb_throttle *t, pid_t pid,
+			  const struct wb_throttle_sample *s, int64_t now_ns)
+{
+	struct wb_writer *w;
+	int64_t pause = 0;
+
+	pthread_mutex_lock(&t->lock);
+	w = writer_get(t, pid, now_ns);
+	if (w && w->again)
+		pause = balance_once(t, w, s, now_ns);
+	pthread_mutex_unlock(&t->lock);
+	return pause;
+}
+
+bool wb_throttle_over_bg(struct wb_throttle *t, const struct wb_throttle_sample *s)
+{
+	bool over;
+
+	pthread_mutex_lock(&t->lock);
+	over = s->dirty > t->limits.bg_thresh ||
+	       (t->limits.pinned_thresh && s->pinned > t->limits.pinned_bg_thresh);
+	pthread_mutex_unlock(&t->lock);
+	return over;
+}
+
+void wb_throttle_held_add(struct wb_throttle *t, int delta)
+{
+	pthread_mutex_lock(&t->lock);
+	t->held += delta;
+	pthread_mutex_unlock(&t->lock);
+}
+
+void wb_throttle_stats(struct wb_throttle *t, struct wb_throttle_stats *st)
+{
+	struct wb_throttle_sample none = { 0 };
+	struct wb_dtc dtc;
+
+	pthread_mutex_lock(&t->lock);
+	st->limits = t->limits;
+	dtc_fill(t, 0, &none, &dtc);
+	st->dirty_limit = dtc.limit;
+	st->setpoint = dtc.setpoint;
+	st->pinned_limit = dtc_fill(t, 1, &none, &dtc) ? dtc.limit : 0;
+	st->write_bw = t->write_bw;
+	st->avg_write_bw = t->avg_write_bw;
+	st->dirty_rate = t->dirty_rate;
+	st->dirty_ratelimit = t->dirty_ratelimit;
+	st->balanced_dirty_ratelimit = t->balanced_dirty_ratelimit;
+	st->pos_ratio = t->pos_ratio;
+	st->task_ratelimit = t->task_ratelimit;
+	st->throttle_events = t->throttle_events;
+	st->throttle_ns = t->throttle_ns;
+	st->throttled_writers = t->held > 0 ? (uint64_t)t->held : 0;
+	st->pause_ns = t->pause_ns;
+	st->period_ns = t->period_ns;
+	st->think_ns = t->think_ns;
+	st->writers = t->nr_writers;
+	pthread_mutex_unlock(&t->lock);
+}

@@ -1,0 +1,229 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * throttle.h - dirty throttling: the writers' thresholds, the write
+ * bandwidth estimate and the pauses of balance_dirty_pages(), for one
+ * device (the mount's backing store).
+ *
+ * The throttler is pure logic on a clock it is handed: every entry point
+ * takes the time (ns on a monotonic clock) and a sample of the counters it
+ * needs, and returns a pause; it never sleeps, never reads a clock and
+ * never looks at the cache itself.  The mount feeds it real time and the
+ * cache's counters (balance.c); unit tests and a simulator feed it a
+ * virtual clock.
+ *
+ * What differs between throttle policies (bdp, strictlimit, none) is small
+ * and sits behind struct wb_throttle_policy: whether a writer runs free,
+ * the position ratio, and the point the rate limit is steered around.  The
+ * machinery they share (rate estimation, dirty_ratelimit, per-writer
+ * state, pause sizing) is in throttle.c, as it is shared in
+ * mm/page-writeback.c.
+ *
+ * Units: pages are 4 KiB (BS_PAGE_SIZE); rates are pages per second;
+ * ratios are fixed point with WB_RATIO_SHIFT fractional bits.
+ */
+#ifndef FOLIOFS_THROTTLE_H
+#define FOLIOFS_THROTTLE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define WB_RATIO_SHIFT 10
+#define WB_RATIO_ONE (1ull << WB_RATIO_SHIFT)
+
+#define WB_NSEC_PER_SEC 1000000000ll
+#define WB_NSEC_PER_MSEC 1000000ll
+
+/* How often the bandwidth, the rate limit and the hard limit are updated. */
+#define WB_BW_INTERVAL_NS (200 * WB_NSEC_PER_MSEC)
+/* The longest single pause (the kernel's MAX_PAUSE, HZ/5). */
+#define WB_MAX_PAUSE_NS (200 * WB_NSEC_PER_MSEC)
+/* Bandwidth before anything was measured: 100 MB/s, as the kernel's INIT_BW. */
+#define WB_INIT_BW ((100u << 20) >> 12)
+
+/*
+ * One dirty domain as a policy sees it, in pages (the kernel's
+ * dirty_throttle_control for a single bdi_writeback): the dirty budget, or
+ * the pinned-memory budget when dirty_pinned_* is set.  With one device,
+ * the device's share of the threshold is the whole threshold, capped by
+ * max_ratio.
+ */
+struct wb_dtc {
+	uint64_t dirty;		/* charged now (dirty + under writeback) */
+	uint64_t thresh;	/* the writers' threshold */
+	uint64_t bg_thresh;	/* background writeback starts above this */
+	uint64_t limit;		/* hard limit: max(thresh, dirty_limit) */
+	uint64_t freerun;	/* (thresh + bg_thresh) / 2: no throttling below */
+	uint64_t setpoint;	/* (freerun + limit) / 2: where dirty should settle */
+	uint64_t wb_thresh;	/* the device's share of thresh */
+	uint64_t wb_bg_thresh;	/* the device's share of bg_thresh */
+	uint64_t write_bw;	/* smoothed write bandwidth, pages/s */
+};
+
+/*
+ * A throttle policy: three pure functions of a domain.  None of them may
+ * keep state, sleep or read a clock.
+ */
+struct wb_throttle_policy {
+	const char *name;
+	const char *help;	/* one line for --help and README */
+	/* Whether a writer at @dtc is not throttled at all. */
+	bool (*freerun)(const struct wb_dtc *dtc);
+	/*
+	 * The position ratio: how fast, relative to dirty_ratelimit, a writer
+	 * may dirty now (WB_RATIO_ONE at the setpoint, 0 at or above the
+	 * limit).
+	 */
+	uint64_t (*pos_ratio)(const struct wb_dtc *dtc);
+	/*
+	 * The dirty count and setpoint that dirty_ratelimit is steered
+	 * around: it only moves toward the balanced rate when the task rate
+	 * agrees with the side of the setpoint the count is on.
+	 */
+	void (*rate_target)(const struct wb_dtc *dtc, uint64_t *dirty, uint64_t *setpoint);
+};
+
+/*
+ * The policies, each in its own file; adding one means its file, a line in
+ * throttle_policies.c and one in meson.build.
+ */
+extern const struct wb_throttle_policy wb_throttle_bdp;
+extern const struct wb_throttle_policy wb_throttle_strictlimit;
+extern const struct wb_throttle_policy wb_throttle_none;
+
+/* Registered throttle policies by name (throttle_policies.c); the first is the default. */
+const struct wb_throttle_policy *wb_throttle_policy_find(const char *name);
+const struct wb_throttle_policy *wb_throttle_policy_at(size_t i);
+
+/* Helpers the policies share (throttle.c). */
+/*
+ * The cubic control line through (setpoint, 1) that is 0 at @limit and 2
+ * below about setpoint - (limit - setpoint): see the derivation there.
+ */
+uint64_t wb_pos_ratio_polynom(uint64_t setpoint, uint64_t dirty, uint64_t limit);
+/* (thresh + bg_thresh) / 2 */
+static inline uint64_t wb_freerun_ceiling(uint64_t thresh, uint64_t bg_thresh)
+{
+	return (thresh + bg_thresh) / 2;
+}
+
+/* ---- the throttler ---- */
+
+struct wb_throttle;
+
+/* The counters the throttler reads, in pages (rounded up). */
+struct wb_throttle_sample {
+	uint64_t dirty;		/* charged now, by the accounting policy */
+	uint64_t pinned;	/* memory of folios holding dirty or writeback blocks */
+	uint64_t dirtied;	/* charged, monotonic */
+	uint64_t written;	/* discharged by completed writeback, monotonic */
+};
+
+/* Thresholds in pages; pinned_thresh 0: no pinned-memory limit. */
+struct wb_throttle_limits {
+	uint64_t thresh;
+	uint64_t bg_thresh;
+	uint64_t pinned_thresh;
+	uint64_t pinned_bg_thresh;
+};
+
+/*
+ * wb_throttle_limits_of - the kernel's rules for thresholds, in pages, from
+ * a memory size and the /proc/sys/vm-style settings: the bytes override
+ * the ratio when not 0; a background threshold not below the writers'
+ * becomes half of it.  The pinned background threshold keeps the
+ * background/writers proportion.
+ */
+void wb_throttle_limits_of(uint64_t mem_bytes, unsigned int ratio, uint64_t bytes,
+			   unsigned int bg_ratio, uint64_t bg_bytes,
+			   unsigned int pinned_ratio, uint64_t pinned_bytes,
+			   struct wb_throttle_limits *out);
+
+int wb_throttle_create(const struct wb_throttle_policy *policy,
+		       const struct wb_throttle_limits *limits, int64_t now_ns,
+		       struct wb_throttle **out);
+void wb_throttle_destroy(struct wb_throttle *t);
+
+void wb_throttle_set_policy(struct wb_throttle *t, const struct wb_throttle_policy *policy);
+const struct wb_throttle_policy *wb_throttle_get_policy(struct wb_throttle *t);
+void wb_throttle_set_limits(struct wb_throttle *t, const struct wb_throttle_limits *limits);
+void wb_throttle_get_limits(struct wb_throttle *t, struct wb_throttle_limits *limits);
+
+/*
+ * wb_throttle_charge - writer @pid has charged @dirtied_bytes more at
+ * @now_ns.  Returns true when it has reached its next check point
+ * (nr_dirtied_pause, or thresh/32 pages charged by anyone since the last
+ * check): then call wb_throttle_balance() with fresh counters.  Cheap: one
+ * lock, one hash lookup.  Context: any thread.
+ */
+bool wb_throttle_charge(struct wb_throttle *t, pid_t pid, uint64_t dirtied_bytes,
+			int64_t now_ns);
+
+/*
+ * wb_throttle_balance - one check of writer @pid at @now_ns with the
+ * counters @s: the pause in ns, 0 for none.  Context: any thread; takes
+ * the throttler's mutex.
+ */
+int64_t wb_throttle_balance(struct wb_throttle *t, pid_t pid,
+			    const struct wb_throttle_sample *s, int64_t now_ns);
+
+/*
+ * wb_throttle_again - @pid's pause ended at @now_ns.  0 when the writer
+ * may go on; else the next pause: only above the hard limit (a task rate
+ * of 0) does the kernel loop, sleeping max_pause until under it.
+ */
+int64_t wb_throttle_again(struct wb_throttle *t, pid_t pid,
+			  const struct wb_throttle_sample *s, int64_t now_ns);
+
+/*
+ * wb_throttle_update - update the bandwidth estimate, the rate limit and
+ * the hard limit if WB_BW_INTERVAL_NS has passed since the last update
+ * (writers do this too; call it from writeback so the estimate follows
+ * completions when no writer is throttled).
+ */
+void wb_throttle_update(struct wb_throttle *t, const struct wb_throttle_sample *s,
+			int64_t now_ns);
+
+/* Whether background writeback should run: dirty or pinned over its background threshold. */
+bool wb_throttle_over_bg(struct wb_throttle *t, const struct wb_throttle_sample *s);
+
+/* Held writers (the layer above holds their replies). */
+void wb_throttle_held_add(struct wb_throttle *t, int delta);
+
+/* What the stats show; names as the kernel's writeback tracepoints. */
+struct wb_throttle_stats {
+	struct wb_throttle_limits limits;
+	uint64_t dirty_limit;		/* pages: the hard limit, following thresh down slowly */
+	uint64_t setpoint;		/* pages, for the dirty budget */
+	uint64_t pinned_limit;		/* pages, 0 when no pinned limit */
+	uint64_t write_bw;		/* pages/s */
+	uint64_t avg_write_bw;		/* pages/s */
+	uint64_t dirty_rate;		/* pages/s */
+	uint64_t dirty_ratelimit;	/* pages/s */
+	uint64_t balanced_dirty_ratelimit;	/* pages/s */
+	uint64_t pos_ratio;		/* of the last balance, WB_RATIO_ONE = 1 */
+	uint64_t task_ratelimit;	/* of the last pause, pages/s */
+	uint64_t throttle_events;	/* pauses */
+	uint64_t throttle_ns;		/* total pause time */
+	uint64_t throttled_writers;	/* held now */
+	int64_t pause_ns, period_ns, think_ns;	/* of the last pause */
+	uint64_t writers;		/* writers tracked */
+};
+void wb_throttle_stats(struct wb_throttle *t, struct wb_throttle_stats *st);
+
+/* ---- the mount's side (balance.c, tunables.c) ---- */
+
+struct wb_ctx;
+
+/* The settings from ctx->cfg, and the throttler; at context creation. */
+int wb_tunables_create(struct wb_ctx *ctx);
+void wb_tunables_destroy(struct wb_ctx *ctx);
+/* Thresholds in pages from the current settings. */
+void wb_tunables_limits(struct wb_ctx *ctx, struct wb_throttle_limits *l);
+/* The cache's counters in the throttler's units. */
+void wb_throttle_sample_of(struct wb_ctx *ctx, struct wb_throttle_sample *s);
+/* Monotonic time for the throttler, ns. */
+int64_t wb_throttle_now(void);
+
+#endif /* FOLIOFS_THROTTLE_H */

@@ -1,0 +1,331 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * tunables.c - the mount's run-time settings by name, like /proc/sys/vm:
+ * thresholds, expiry and interval of writeback, the accounting policy and
+ * the throttle policy.  A value is parsed and checked completely before
+ * anything changes; a change of thresholds or policy is pushed to the
+ * throttler and the flushers, and the layer holding paused writers is
+ * told (wb_set_throttle_notify) so it can re-evaluate them.
+ */
+#include "wb_i.h"
+#include "throttle.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The settings thresholds are computed from. */
+struct wb_tunables {
+	pthread_mutex_t lock;		/* protects everything below; serializes sets */
+	unsigned int dirty_ratio;	/* % of cache_size */
+	uint64_t dirty_bytes;		/* overrides the ratio when not 0 */
+	unsigned int bg_ratio;
+	uint64_t bg_bytes;
+	unsigned int pinned_ratio;	/* 0 and pinned_bytes 0: no pinned limit */
+	uint64_t pinned_bytes;
+	void (*notify)(void *arg);	/* the layer that holds paused writers */
+	void *notify_arg;
+};
+
+/* Smallest writers' threshold in bytes, as /proc/sys/vm/dirty_bytes. */
+#define MIN_DIRTY_BYTES (2 * BS_PAGE_SIZE)
+
+enum tunable_kind { T_RATIO, T_BYTES, T_MS, T_ACCOUNT, T_THROTTLE };
+
+struct tunable {
+	const char *name;
+	enum tunable_kind kind;
+	size_t field;		/* offset in struct wb_tunables (ratios, bytes) */
+	size_t pair;		/* its pair's offset: set one, zero the other */
+};
+
+#define TF(f) offsetof(struct wb_tunables, f)
+
+static const struct tunable tunables[] = {
+	{ "dirty_ratio", T_RATIO, TF(dirty_ratio), TF(dirty_bytes) },
+	{ "dirty_bytes", T_BYTES, TF(dirty_bytes), TF(dirty_ratio) },
+	{ "dirty_background_ratio", T_RATIO, TF(bg_ratio), TF(bg_bytes) },
+	{ "dirty_background_bytes", T_BYTES, TF(bg_bytes), TF(bg_ratio) },
+	{ "dirty_pinned_ratio", T_RATIO, TF(pinned_ratio), TF(pinned_bytes) },
+	{ "dirty_pinned_bytes", T_BYTES, TF(pinned_bytes), TF(pinned_ratio) },
+	{ "dirty_expire_ms", T_MS, 0, 0 },
+	{ "writeback_interval_ms", T_MS, 0, 0 },
+	{ "dirty_account", T_ACCOUNT, 0, 0 },
+	{ "throttle", T_THROTTLE, 0, 0 },
+};
+
+#define NR_TUNABLES (sizeof(tunables) / sizeof(tunables[0]))
+
+const char *wb_tunable_name(size_t i)
+{
+	return i < NR_TUNABLES ? tunables[i].name : NULL;
+}
+
+static const struct tunable *find(const char *name)
+{
+	for (size_t i = 0; i < NR_TUNABLES; i++)
+		if (!strcmp(tunables[i].name, name))
+			return &tunables[i];
+	return NULL;
+}
+
+static unsigned int *ratio_at(struct wb_tunables *tn, size_t off)
+{
+	return (unsigned int *)((char *)tn + off);
+}
+
+static uint64_t *bytes_at(struct wb_tunables *tn, size_t off)
+{
+	return (uint64_t *)((char *)tn + off);
+}
+
+int wb_tunables_create(struct wb_ctx *ctx)
+{
+	struct wb_tunables *tn = calloc(1, sizeof(*tn));
+
+	if (!tn)
+		return -ENOMEM;
+	pthread_mutex_init(&tn->lock, NULL);
+	tn->dirty_ratio = ctx->cfg.dirty_ratio;
+	tn->dirty_bytes = ctx->cfg.dirty_bytes;
+	tn->bg_ratio = ctx->cfg.dirty_background_ratio;
+	tn->bg_bytes = ctx->cfg.dirty_background_bytes;
+	tn->pinned_ratio = ctx->cfg.dirty_pinned_ratio;
+	tn->pinned_bytes = ctx->cfg.dirty_pinned_bytes;
+	ctx->tunables = tn;
+	return 0;
+}
+
+void wb_tunables_destroy(struct wb_ctx *ctx)
+{
+	if (!ctx->tunables)
+		return;
+	pthread_mutex_destroy(&ctx->tunables->lock);
+	free(ctx->tunables);
+	ctx->tunables = NULL;
+}
+
+/* Thresholds in pages from the settings.  Context: tunables lock held, or before sharing. */
+void wb_tunables_limits(struct wb_ctx *ctx, struct wb_throttle_limits *l)
+{
+	struct wb_tunables *tn = ctx->tunables;
+
+	wb_throttle_limits_of(bs_cache_config(ctx->cache)->cache_size,
+			      tn->dirty_ratio, tn->dirty_bytes, tn->bg_ratio, tn->bg_bytes,
+			      tn->pinned_ratio, tn->pinned_bytes, l);
+}
+
+/* Push new thresholds to the throttler and the flushers.  Context: tunables lock held. */
+static void apply_limits(struct wb_ctx *ctx)
+{
+	struct wb_throttle_limits l;
+
+	wb_tunables_limits(ctx, &l);
+	wb_throttle_set_limits(ctx->throttle, &l);
+	atomic_store(&ctx->bg_thresh, l.bg_thresh * BS_PAGE_SIZE);
+}
+
+void wb_set_throttle_notify(struct wb_ctx *ctx, void (*fn)(void *arg), void *arg)
+{
+	pthread_mutex_lock(&ctx->tunables->lock);
+	ctx->tunables->notify = fn;
+	ctx->tunables->notify_arg = arg;
+	pthread_mutex_unlock(&ctx->tunables->lock);
+}
+
+/* ---- values ---- */
+
+/* A decimal integer with an optional K, M, G or T suffix (powers of 1024). */
+static int parse_u64(const char *val, bool suffix, uint64_t *out)
+{
+	unsigned int shift = 0;
+	char *end;
+	uint64_t v;
+
+	if (!isdigit((unsigned char)*val))
+		return -EINVAL;
+	errno = 0;
+	v = strtoull(val, &end, 10);
+	if (errno)
+		return -EINVAL;
+	if (suffix && *end) {
+		const char *units = "KMGT", *u = strchr(units, toupper((unsigned char)*end));
+
+		if (!u)
+			return -EINVAL;
+		shift = 10 * (unsigned int)(u - units + 1);
+		end++;
+	}
+	if (*end)
+		return -EINVAL;
+	if (shift && v > (UINT64_MAX >> shift))
+		return -EINVAL;
+	*out = v << shift;
+	return 0;
+}
+
+/* @val without surrounding blanks and one trailing newline, into @buf. */
+static void trim(const char *val, char *buf, size_t len)
+{
+	size_t n;
+
+	while (isspace((unsigned char)*val))
+		val++;
+	snprintf(buf, len, "%s", val);
+	n = strlen(buf);
+	while (n && isspace((unsigned char)buf[n - 1]))
+		buf[--n] = '\0';
+}
+
+int wb_tunable_get(struct wb_ctx *ctx, const char *name, char *buf, size_t len)
+{
+	const struct tunable *t = find(name);
+	struct wb_tunables *tn = ctx->tunables;
+	int n;
+
+	if (!t)
+		return -ENOENT;
+	pthread_mutex_lock(&tn->lock);
+	switch (t->kind) {
+	case T_RATIO:
+		n = snprintf(buf, len, "%u", *ratio_at(tn, t->field));
+		break;
+	case T_BYTES:
+		n = snprintf(buf, len, "%" PRIu64, *bytes_at(tn, t->field));
+		break;
+	case T_MS:
+		n = snprintf(buf, len, "%u", atomic_load(!strcmp(name, "dirty_expire_ms") ?
+							 &ctx->expire_ms : &ctx->interval_ms));
+		break;
+	case T_ACCOUNT:
+		n = snprintf(buf, len, "%s", bs_cache_account(ctx->cache)->name);
+		break;
+	default:
+		n = snprintf(buf, len, "%s", wb_throttle_get_policy(ctx->throttle)->name);
+		break;
+	}
+	pthread_mutex_unlock(&tn->lock);
+	return n < 0 ? 0 : n;
+}
+
+/* A list of the names of @kind's policies, for error messages. */
+static void policy_names(enum tunable_kind kind, char *buf, size_t len)
+{
+	size_t used = 0;
+
+	buf[0] = '\0';
+	for (size_t i = 0;; i++) {
+		const char *name;
+
+		if (kind == T_ACCOUNT)
+			name = bs_account_policy_at(i) ? bs_account_policy_at(i)->name : NULL;
+		else
+			name = wb_throttle_policy_at(i) ? wb_throttle_policy_at(i)->name : NULL;
+		if (!name || used >= len)
+			break;
+		used += (size_t)snprintf(buf + used, len - used, "%s%s", i ? ", " : "", name);
+	}
+}
+
+static int set_number(struct wb_ctx *ctx, const struct tunable *t, const char *val,
+		      char *err, size_t errlen)
+{
+	struct wb_tunables *tn = ctx->tunables;
+	uint64_t v;
+
+	if (parse_u64(val, t->kind == T_BYTES, &v))
+		goto bad;
+	switch (t->kind) {
+	case T_RATIO:
+		if (v > 100 || (v == 0 && t->field == TF(dirty_ratio)))
+			goto bad;
+		*ratio_at(tn, t->field) = (unsigned int)v;
+		if (v || t->field != TF(pinned_ratio))
+			*bytes_at(tn, t->pair) = 0;
+		break;
+	case T_BYTES:
+		if (t->field == TF(dirty_bytes) && v && v < MIN_DIRTY_BYTES)
+			goto bad;
+		if (v > UINT64_MAX / 2)
+			goto bad;
+		*bytes_at(tn, t->field) = v;
+		if (v)
+			*ratio_at(tn, t->pair) = 0;
+		break;
+	default:
+		if (v > 24u * 3600 * 1000)
+			goto bad;
+		atomic_store(!strcmp(t->name, "dirty_expire_ms") ? &ctx->expire_ms : &ctx->interval_ms,
+			     (uint32_t)v);
+		return 0;
+	}
+	apply_limits(ctx);
+	return 0;
+bad:
+	switch (t->kind) {
+	case T_RATIO:
+		snprintf(err, errlen, "%s=%s: a whole percentage in [%d, 100]", t->name, val,
+			 t->field == TF(dirty_ratio) ? 1 : 0);
+		break;
+	case T_BYTES:
+		snprintf(err, errlen, "%s=%s: a byte count (suffix K, M, G or T)%s", t->name, val,
+			 t->field == TF(dirty_bytes) ? ", 0 or at least 8192" : "");
+		break;
+	default:
+		snprintf(err, errlen, "%s=%s: milliseconds in [0, 86400000]", t->name, val);
+		break;
+	}
+	return -EINVAL;
+}
+
+int wb_tunable_set(struct wb_ctx *ctx, const char *name, const char *val,
+		   char *err, size_t errlen)
+{
+	const struct tunable *t = find(name);
+	struct wb_tunables *tn = ctx->tunables;
+	void (*notify)(void *arg);
+	void *notify_arg;
+	char v[128], names[256];
+	int ret = 0;
+
+	if (!t) {
+		snprintf(err, errlen, "%s: no such tunable", name);
+		return -ENOENT;
+	}
+	trim(val, v, sizeof(v));
+	pthread_mutex_lock(&tn->lock);
+	if (t->kind == T_ACCOUNT) {
+		const struct bs_account_policy *p = bs_account_policy_find(v);
+
+		if (p)
+			bs_cache_set_account(ctx->cache, p);
+		else
+			ret = -EINVAL;
+	} else if (t->kind == T_THROTTLE) {
+		const struct wb_throttle_policy *p = wb_throttle_policy_find(v);
+
+		if (p)
+			wb_throttle_set_policy(ctx->throttle, p);
+		else
+			ret = -EINVAL;
+	} else {
+		ret = set_number(ctx, t, v, err, errlen);
+	}
+	if (ret && (t->kind == T_ACCOUNT || t->kind == T_THROTTLE)) {
+		policy_names(t->kind, names, sizeof(names));
+		snprintf(err, errlen, "%s=%s: unknown policy (one of %s)", t->name, v, names);
+	}
+	notify = tn->notify;
+	notify_arg = tn->notify_arg;
+	pthread_mutex_unlock(&tn->lock);
+	if (ret)
+		return ret;
+	/* Writers held under the old settings may go now, or must wait longer. */
+	if (notify)
+		notify(notify_arg);
+	wb_flushers_poke(ctx);
+	return 0;
+}
