@@ -131,6 +131,11 @@ int wb_ctx_create(const struct bs_config *bs_cfg, const struct wb_config *cfg,
 		ret = wb_backing_init(ctx);
 	if (!ret)
 		ret = wb_flushers_start(ctx);
+	if (!ret) {
+		ret = wb_statslog_start(ctx);
+		if (ret)
+			wb_flushers_stop(ctx);
+	}
 	if (ret) {
 		wb_throttle_destroy(ctx->throttle);
 		wb_tunables_destroy(ctx);
@@ -148,6 +153,7 @@ unsigned int wb_ctx_destroy(struct wb_ctx *ctx)
 {
 	unsigned int lost;
 
+	wb_statslog_stop(ctx);
 	wb_flushers_stop(ctx);
 	/* Files kept because their data could not be written: a last try. */
 	while (ctx->files)
