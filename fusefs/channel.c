@@ -12,10 +12,21 @@
  * libfuse lets a server read requests and write replies itself
  * (fuse_session_custom_io).  We pass every message through unchanged, but
  * note the unique id of INIT, OPEN and CREATE requests on the worker
- * thread that read them (libfuse replies on the same thread, and our
- * handlers never defer a reply), and set the flag in that reply.  A flag
- * is only set when the kernel offered it (INIT) or direct I/O was chosen
- * (OPEN/CREATE), so older kernels see exactly what libfuse sent.
+ * thread that read them, and set the flag in the reply with that unique
+ * id.  A flag is only set when the kernel offered it (INIT) or direct I/O
+ * was chosen (OPEN/CREATE), so older kernels see exactly what libfuse sent.
+ *
+ * This relies on INIT, OPEN and CREATE being answered by the thread that
+ * read them, before it reads its next request: their handlers never defer
+ * a reply.  Other replies may leave on other threads, and may leave on
+ * this thread before the noted one:
+ *  - held WRITE replies (defer.c) leave on the reply timer thread, which
+ *    never reads a request, so it has nothing noted and amends nothing;
+ *    and a WRITE is never noted, so a write reply is never amended;
+ *  - libfuse answers a queued INTERRUPT with EAGAIN on the thread that
+ *    read some other request, before that request's handler runs.
+ * So a reply is amended only when its unique id is the noted one, and a
+ * reply with another id leaves the note in place for the right reply.
  */
 #include "fusefs.h"
 
@@ -90,8 +101,7 @@ static void amend_reply(struct iovec *iov, int count)
 	struct fuse_init_out *init;
 	char *body;
 
-	if (iov[0].iov_len < sizeof(*out) || out->unique != pending_unique ||
-	    out->error)
+	if (out->error)
 		return;
 	switch (pending_opcode) {
 	case FUSE_INIT:
@@ -115,12 +125,21 @@ static void amend_reply(struct iovec *iov, int count)
 		open_out->open_flags |= FOPEN_PARALLEL_DIRECT_WRITES;
 }
 
+/* Whether @iov is the reply to the request this thread noted. */
+static bool is_noted_reply(const struct iovec *iov)
+{
+	const struct fuse_out_header *out = iov[0].iov_base;
+
+	return pending_unique && iov[0].iov_len >= sizeof(*out) &&
+	       out->unique == pending_unique;
+}
+
 static ssize_t ch_writev(int fd, struct iovec *iov, int count, void *userdata)
 {
 	ssize_t n;
 	(void)userdata;
 
-	if (pending_unique) {
+	if (is_noted_reply(iov)) {
 		amend_reply(iov, count);
 		pending_unique = 0;
 	}

@@ -51,6 +51,8 @@ struct ffs_config {
 	struct bs_config bs;	/* block_size, folio_size, cache_size, policies */
 	struct wb_config wb;	/* flushers, thresholds, backing I/O, faults */
 	char *fault;		/* fault= (owned; wb.fault points here) */
+	char *stats_log;	/* stats_log= made absolute (owned; wb.stats_log points here) */
+	char *throttle;		/* throttle= (owned; wb.throttle points here) */
 	struct fuse_args args;	/* what is left for fuse_session_new() */
 };
 
@@ -164,6 +166,9 @@ struct ffs_data {
 
 	/* Forgotten inodes kept because their data could not be written. */
 	_Atomic uint64_t kept_inodes;
+
+	/* Held write replies (defer.c): set before the session loop, cleared after. */
+	struct ffs_defer *defer;
 };
 
 int ffs_itable_init(struct ffs_data *fs, int root_fd);
@@ -255,6 +260,25 @@ void ffs_ctl_readdir(fuse_req_t req, struct ffs_data *fs, size_t size, off_t off
 /* Whether a backing directory entry is hidden (the reserved name at the root). */
 bool ffs_ctl_hides(const struct ffs_data *fs, const struct ffs_inode *dir,
 		   const char *name);
+
+/* ---- held write replies (defer.c) ---- */
+
+/*
+ * Answer a WRITE of @count bytes that charged @dirtied bytes of dirty
+ * budget, after the data is in the cache: at once, or held on the timer
+ * thread for as long as the throttler (wb_balance_dirty) pauses the writer,
+ * without holding the calling worker thread.
+ * Context: FUSE worker thread; no lock held; replies exactly once.
+ */
+void ffs_defer_reply_write(struct ffs_data *fs, fuse_req_t req, size_t count,
+			   uint64_t dirtied);
+/* Start the timer thread (after fs->wb exists and after daemonizing): 0 or -errno. */
+int ffs_defer_start(struct ffs_data *fs);
+/*
+ * After the session loop has returned: answer every held request, stop
+ * the timer thread.  Before the session is unmounted or destroyed.
+ */
+void ffs_defer_stop(struct ffs_data *fs);
 
 /* ---- operations (ops.c) ---- */
 

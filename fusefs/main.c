@@ -132,6 +132,24 @@ static int open_backing(const struct ffs_config *cfg, int *fd, mode_t *type)
 	return 0;
 }
 
+/*
+ * Create the stats log now, as the user who mounts and before mounting, so
+ * that a path that cannot be written is reported like any bad option; the
+ * stats log itself opens it again once the daemon runs.
+ */
+static int create_stats_log(const struct ffs_config *cfg)
+{
+	int fd;
+
+	if (!cfg->stats_log)
+		return 0;
+	fd = open(cfg->stats_log, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return usage_error("stats_log=%s: %s", cfg->stats_log, strerror(errno));
+	close(fd);
+	return 0;
+}
+
 static int serve(struct fuse_session *se, const struct ffs_config *cfg)
 {
 	struct fuse_loop_config *lc;
@@ -195,6 +213,12 @@ int main(int argc, char *argv[])
 		ffs_config_free(&cfg);
 		return ret;
 	}
+	ret = create_stats_log(&cfg);
+	if (ret) {
+		close(root_fd);
+		ffs_config_free(&cfg);
+		return ret;
+	}
 
 	/* Modes arrive with the caller's umask applied by the kernel. */
 	umask(0);
@@ -224,10 +248,16 @@ int main(int argc, char *argv[])
 		openlog("foliofs", LOG_PID, LOG_DAEMON);
 		log_to_syslog = true;
 	}
-	/* Threads (flushers) only after fork. */
+	/* Threads (flushers, the reply timer) only after fork. */
 	ret = wb_ctx_create(&cfg.bs, &cfg.wb, &fs.wb);
 	if (ret) {
 		fuse_log(FUSE_LOG_ERR, "error: cannot set up the cache: %s\n", strerror(-ret));
+		goto out_unmount;
+	}
+	ret = ffs_defer_start(&fs);
+	if (ret) {
+		fuse_log(FUSE_LOG_ERR, "error: cannot start the reply timer: %s\n",
+			 strerror(-ret));
 		goto out_unmount;
 	}
 
@@ -235,6 +265,15 @@ int main(int argc, char *argv[])
 	status = clean_stop(ret) ? 0 : 1;
 	if (status)
 		fuse_log(FUSE_LOG_ERR, "session ended with error %d\n", ret);
+	/*
+	 * Held write replies go out while the channel is still open, so that
+	 * paused writers get their answers rather than an aborted connection
+	 * when we unmount below.  The loop has reset the session's exit flag:
+	 * set it again, so that a reply to a connection the kernel has already
+	 * ended fails quietly.
+	 */
+	fuse_session_exit(se);
+	ffs_defer_stop(&fs);
 #ifdef FOLIOFS_DEBUG_CHECKS
 	/* No request is in flight any more: the sums must add up. */
 	if (wb_ctx_check(fs.wb)) {

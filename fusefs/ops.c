@@ -771,7 +771,8 @@ static void ffs_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 		      size_t size, off_t off, struct fuse_file_info *fi)
 {
 	struct ffs_file *file = ffs_file(fi);
-	int ret = check_range(off, size);
+	int sync_flags, ret = check_range(off, size);
+	uint64_t dirtied = 0;
 	ssize_t n = 0;
 
 	if (ffs_inode(req, ino)->ctl) {
@@ -784,16 +785,30 @@ static void ffs_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 	}
 
 	if (!ret && size)
-		n = wb_write(file->data, buf, size, off, NULL);
+		n = wb_write(file->data, buf, size, off, &dirtied);
 	if (n < 0)
 		ret = (int)n;
-	/* O_SYNC includes O_DSYNC's bit and adds one asking for metadata. */
-	if (!ret && (file->flags & O_DSYNC))
-		ret = file_fsync(file, (file->flags & O_SYNC) != O_SYNC);
-	if (ret)
+	/*
+	 * O_DSYNC/O_SYNC from the open, or from this write alone: for a
+	 * direct-I/O file the kernel puts pwritev2()'s RWF_DSYNC/RWF_SYNC
+	 * (and the file's own flags) in the request's flags and syncs
+	 * nothing itself.  O_SYNC includes O_DSYNC's bit and adds one
+	 * asking for metadata.
+	 */
+	sync_flags = (file->flags | fi->flags) & O_SYNC;
+	if (!ret && (sync_flags & O_DSYNC))
+		ret = file_fsync(file, sync_flags != O_SYNC);
+	if (ret) {
 		fuse_reply_err(req, -ret);
-	else
-		fuse_reply_write(req, n);
+		return;
+	}
+	/*
+	 * The kernel pauses a writer (balance_dirty_pages) before it syncs
+	 * (generic_write_sync); we sync first, on this thread, so that a held
+	 * reply never waits for I/O on the timer thread.  The sync only
+	 * lowers the dirty charge, so the pause it sees is never longer.
+	 */
+	ffs_defer_reply_write(ffs_data(req), req, (size_t)n, dirtied);
 }
 
 static void ffs_fallocate(fuse_req_t req, fuse_ino_t ino, int mode,
