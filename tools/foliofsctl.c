@@ -1,0 +1,700 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * foliofsctl - watch and steer a live foliofs mount through its control
+ * directory MOUNTPOINT/.foliofs (fusefs/ctl.c); it needs nothing else from
+ * the daemon and links nothing of it.
+ *
+ *   stat      a vmstat-like table from .foliofs/stats, one line per interval
+ *   get, set  .foliofs/tunables/NAME
+ *   files     .foliofs/files, the writeback queue
+ *   sync      a write of .foliofs/sync (on a second thread), with progress
+ *             from .foliofs/stats on stderr meanwhile
+ *
+ * Exit status: 0 done; 2 usage, not a foliofs mount, an unknown tunable or
+ * a value the daemon refused (one line on stderr naming it); 1 anything
+ * else (an I/O error, a refused permission, a failed sync).
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define EXIT_USAGE 2
+#define CTL_DIR ".foliofs"
+#define MAX_STATS 256
+#define HEADER_EVERY 20
+#define PAGE_BYTES 4096.0
+#define MIB (1024.0 * 1024.0)
+
+static const char *progname = "foliofsctl";
+
+static void usage(FILE *out)
+{
+	fprintf(out,
+"usage: %s COMMAND MOUNTPOINT [ARGS]\n"
+"\n"
+"Watch and change a live foliofs mount through MOUNTPOINT/.foliofs.\n"
+"\n"
+"  stat MNT [-i SECONDS] [-c COUNT]\n"
+"      a table like vmstat, one line every SECONDS (default 1), COUNT lines\n"
+"      (default: until interrupted), a header every %d lines.  Columns:\n"
+"        dirty    charged dirty (nr_dirty), MiB\n"
+"        exact    bytes in dirty or writeback blocks (dirty_bytes_exact), MiB\n"
+"        pinned   memory of folios holding such blocks, MiB\n"
+"        wback    under writeback (nr_writeback, or writeback_bytes), MiB\n"
+"        bg thresh limit setpt   bg_thresh, dirty_thresh, dirty_limit,\n"
+"                 setpoint, MiB\n"
+"        wr_bw    estimated write bandwidth (write_bw), MiB/s\n"
+"        dirtd/s writn/s   pages dirtied and written back, MiB/s\n"
+"        pauses paused_ms  writer pauses and time paused, this interval\n"
+"      A stat the daemon does not have shows as \"-\".\n"
+"  get MNT [NAME...]\n"
+"      print \"NAME VALUE\" for each tunable named (default: all of them)\n"
+"  set MNT NAME=VALUE...\n"
+"      set tunables in the order given.  The first bad name or value stops\n"
+"      with one line naming it and the daemon's reason; the ones before it\n"
+"      stay set.  Only the mounting user and root may set tunables.\n"
+"  files MNT\n"
+"      the writeback queue: every file holding dirty or writeback data,\n"
+"      those bytes, the age of its oldest dirty data and its writeback\n"
+"      errors (count:last)\n"
+"  sync MNT\n"
+"      write back and sync every file of the mount and wait (the syncfs\n"
+"      that Linux does not send to FUSE), printing the dirty data left to\n"
+"      stderr every 0.5 s\n"
+"  -h, --help\n"
+"      this text\n"
+"\n"
+"Exit status: 0 done; 2 bad usage, not a foliofs mount, an unknown\n"
+"tunable or a refused value; 1 any other failure.\n",
+		progname, HEADER_EVERY);
+}
+
+static void __attribute__((format(printf, 1, 2))) say(const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "%s: ", progname);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+/* ---- the control directory ---- */
+
+static char *ctl_path(const char *mnt, const char *name)
+{
+	char *p;
+
+	if (asprintf(&p, "%s/" CTL_DIR "/%s", mnt, name) < 0) {
+		say("out of memory");
+		exit(1);
+	}
+	return p;
+}
+
+/* Exit 2 unless @mnt has MNT/.foliofs/stats. */
+static void check_mount(const char *mnt)
+{
+	char *p = ctl_path(mnt, "stats");
+	struct stat st;
+
+	if (stat(p, &st) < 0 || !S_ISREG(st.st_mode)) {
+		say("%s: not a foliofs mount (no %s)", mnt, p);
+		exit(EXIT_USAGE);
+	}
+	free(p);
+}
+
+/* The whole file at @path, NUL-terminated, into *@out: 0 or -errno. */
+static int read_all(const char *path, char **out, size_t *len_out)
+{
+	size_t len = 0, cap = 4096;
+	char *buf = malloc(cap);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	int ret = 0;
+
+	if (!buf || fd < 0) {
+		ret = !buf ? -ENOMEM : -errno;
+		goto out;
+	}
+	for (;;) {
+		ssize_t n;
+
+		if (cap - len < 2) {
+			char *p = realloc(buf, cap * 2);
+
+			if (!p) {
+				ret = -ENOMEM;
+				goto out;
+			}
+			buf = p;
+			cap *= 2;
+		}
+		n = read(fd, buf + len, cap - len - 1);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			ret = -errno;
+			goto out;
+		}
+		if (n == 0)
+			break;
+		len += (size_t)n;
+	}
+	buf[len] = '\0';
+	*out = buf;
+	buf = NULL;
+	if (len_out)
+		*len_out = len;
+out:
+	if (fd >= 0)
+		close(fd);
+	free(buf);
+	return ret;
+}
+
+/* ---- stats ---- */
+
+struct stats {
+	size_t n;
+	char *names[MAX_STATS];
+	double vals[MAX_STATS];
+	char *text;
+};
+
+static void stats_free(struct stats *s)
+{
+	free(s->text);
+	s->text = NULL;
+	s->n = 0;
+}
+
+/* Read and parse MNT/.foliofs/stats: 0 or -errno. */
+static int stats_read(const char *mnt, struct stats *s)
+{
+	char *path = ctl_path(mnt, "stats"), *line, *save = NULL;
+	int ret = read_all(path, &s->text, NULL);
+
+	free(path);
+	s->n = 0;
+	if (ret)
+		return ret;
+	for (line = strtok_r(s->text, "\n", &save); line && s->n < MAX_STATS;
+	     line = strtok_r(NULL, "\n", &save)) {
+		char *sp = strchr(line, ' '), *end;
+
+		if (!sp)
+			continue;
+		*sp = '\0';
+		s->vals[s->n] = strtod(sp + 1, &end);
+		if (end == sp + 1)
+			continue;
+		s->names[s->n++] = line;
+	}
+	return 0;
+}
+
+/* The stat @name, or false when the daemon does not have it. */
+static bool stat_get(const struct stats *s, const char *name, double *val)
+{
+	for (size_t i = 0; i < s->n; i++) {
+		if (!strcmp(s->names[i], name)) {
+			*val = s->vals[i];
+			return true;
+		}
+	}
+	return false;
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* One column: @v, or "-" when @have is false (the daemon lacks the stat). */
+static void col(bool have, double v, int width, int prec)
+{
+	if (have)
+		printf(" %*.*f", width, prec, v);
+	else
+		printf(" %*s", width, "-");
+}
+
+/* A stat in pages, printed in MiB. */
+static void col_pages(const struct stats *s, const char *name, int width)
+{
+	double v = 0;
+	bool have = stat_get(s, name, &v);
+
+	col(have, v * PAGE_BYTES / MIB, width, 1);
+}
+
+static void col_bytes(const struct stats *s, const char *name, int width)
+{
+	double v = 0;
+	bool have = stat_get(s, name, &v);
+
+	col(have, v / MIB, width, 1);
+}
+
+/* The increase of @name from @prev to @cur, times @scale; "-" when absent. */
+static void col_delta(const struct stats *prev, const struct stats *cur, const char *name,
+		      double scale, int width, int prec)
+{
+	double a = 0, b = 0;
+	bool have = stat_get(prev, name, &a) && stat_get(cur, name, &b);
+
+	col(have, (b - a) * scale, width, prec);
+}
+
+static void stat_header(void)
+{
+	printf("%8s %8s %8s %8s %7s %7s %7s %7s %7s %8s %8s %6s %9s\n",
+	       "dirty", "exact", "pinned", "wback", "bg", "thresh", "limit", "setpt",
+	       "wr_bw", "dirtd/s", "writn/s", "pauses", "paused_ms");
+}
+
+static void stat_line(const struct stats *prev, const struct stats *cur, double dt)
+{
+	double wb = 0, bw = 0;
+	bool have;
+
+	col_pages(cur, "nr_dirty", 8);
+	col_bytes(cur, "dirty_bytes_exact", 8);
+	col_bytes(cur, "pinned_bytes", 8);
+	if (stat_get(cur, "nr_writeback", &wb))
+		col(true, wb * PAGE_BYTES / MIB, 8, 1);
+	else
+		col_bytes(cur, "writeback_bytes", 8);
+	col_pages(cur, "bg_thresh", 7);
+	col_pages(cur, "dirty_thresh", 7);
+	col_pages(cur, "dirty_limit", 7);
+	col_pages(cur, "setpoint", 7);
+	have = stat_get(cur, "write_bw", &bw);
+	col(have, bw / 1024.0, 7, 1);	/* KB/s to MiB/s */
+	col_delta(prev, cur, "nr_dirtied", PAGE_BYTES / MIB / dt, 8, 1);
+	col_delta(prev, cur, "nr_written", PAGE_BYTES / MIB / dt, 8, 1);
+	col_delta(prev, cur, "throttle_events", 1, 6, 0);
+	col_delta(prev, cur, "throttle_ms", 1, 9, 0);
+	putchar('\n');
+	fflush(stdout);
+}
+
+static void sleep_s(double secs)
+{
+	struct timespec ts = { .tv_sec = (time_t)secs,
+			       .tv_nsec = (long)((secs - (double)(time_t)secs) * 1e9) };
+
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+}
+
+/* Parse a positive number for @opt, or exit 2. */
+static double parse_positive(const char *opt, const char *val, bool integer)
+{
+	char *end;
+	double v;
+
+	errno = 0;
+	v = integer ? (double)strtoull(val, &end, 10) : strtod(val, &end);
+	if (!*val || *end || errno || !(v > 0) || (integer && *val == '-') || v > 1e9) {
+		say("%s %s: not a positive %s", opt, val, integer ? "integer" : "number");
+		exit(EXIT_USAGE);
+	}
+	return v;
+}
+
+static int cmd_stat(const char *mnt, int argc, char **argv)
+{
+	struct stats prev = { 0 }, cur = { 0 };
+	double interval = 1, t_prev, t_cur;
+	unsigned long long count = 0;	/* 0: forever */
+	int ret;
+
+	for (int i = 0; i < argc; i++) {
+		if ((!strcmp(argv[i], "-i") || !strcmp(argv[i], "-c")) && i + 1 < argc) {
+			if (argv[i][1] == 'i')
+				interval = parse_positive("-i", argv[i + 1], false);
+			else
+				count = (unsigned long long)parse_positive("-c", argv[i + 1], true);
+			i++;
+		} else {
+			say("stat: unexpected argument '%s' (see %s -h)", argv[i], progname);
+			return EXIT_USAGE;
+		}
+	}
+	ret = stats_read(mnt, &prev);
+	t_prev = now_s();
+	for (unsigned long long line = 0; !ret && (!count || line < count); line++) {
+		sleep_s(interval);
+		ret = stats_read(mnt, &cur);
+		if (ret)
+			break;
+		t_cur = now_s();
+		if (line % HEADER_EVERY == 0)
+			stat_header();
+		stat_line(&prev, &cur, t_cur - t_prev > 1e-6 ? t_cur - t_prev : 1e-6);
+		stats_free(&prev);
+		prev = cur;
+		cur = (struct stats){ 0 };
+		t_prev = t_cur;
+	}
+	stats_free(&prev);
+	stats_free(&cur);
+	if (ret) {
+		say("%s/" CTL_DIR "/stats: %s", mnt, strerror(-ret));
+		return 1;
+	}
+	return 0;
+}
+
+/* ---- tunables ---- */
+
+/* A tunable name must be one path component, without leading dot. */
+static bool tunable_name_ok(const char *name)
+{
+	return *name && *name != '.' && !strchr(name, '/');
+}
+
+/* Exit status for a failed open of tunable @name (errno @err), with the line said. */
+static int tunable_open_error(const char *name, int err)
+{
+	if (err == ENOENT) {
+		say("%s: no such tunable", name);
+		return EXIT_USAGE;
+	}
+	if (err == EACCES || err == EPERM) {
+		say("%s: %s (only the mounting user and root may set tunables)", name,
+		    strerror(err));
+		return 1;
+	}
+	say("%s: %s", name, strerror(err));
+	return 1;
+}
+
+static int print_tunable(const char *mnt, const char *name)
+{
+	char *rel, *path, *val;
+	size_t len;
+	int ret;
+
+	if (!tunable_name_ok(name)) {
+		say("%s: no such tunable", name);
+		return EXIT_USAGE;
+	}
+	if (asprintf(&rel, "tunables/%s", name) < 0)
+		return 1;
+	path = ctl_path(mnt, rel);
+	free(rel);
+	ret = read_all(path, &val, &len);
+	free(path);
+	if (ret)
+		return tunable_open_error(name, -ret);
+	while (len && val[len - 1] == '\n')
+		val[--len] = '\0';
+	printf("%s %s\n", name, val);
+	free(val);
+	return 0;
+}
+
+static int cmd_get(const char *mnt, int argc, char **argv)
+{
+	char *dir_path;
+	struct dirent *d;
+	DIR *dir;
+	int ret = 0;
+
+	for (int i = 0; i < argc; i++) {
+		ret = print_tunable(mnt, argv[i]);
+		if (ret)
+			return ret;
+	}
+	if (argc)
+		return 0;
+	dir_path = ctl_path(mnt, "tunables");
+	dir = opendir(dir_path);
+	if (!dir) {
+		say("%s: %s", dir_path, strerror(errno));
+		free(dir_path);
+		return 1;
+	}
+	free(dir_path);
+	while (!ret && (d = readdir(dir))) {
+		if (d->d_name[0] != '.')
+			ret = print_tunable(mnt, d->d_name);
+	}
+	closedir(dir);
+	return ret;
+}
+
+/*
+ * Write @val to tunable @name.  A refused value: the daemon's reason is
+ * what a read through the same open file gives (ctl.c).
+ */
+static int set_tunable(const char *mnt, const char *name, const char *val)
+{
+	char *rel, *path, *data, reason[512];
+	ssize_t n;
+	int fd, err;
+
+	if (!tunable_name_ok(name)) {
+		say("%s: no such tunable", name);
+		return EXIT_USAGE;
+	}
+	if (asprintf(&rel, "tunables/%s", name) < 0)
+		return 1;
+	path = ctl_path(mnt, rel);
+	free(rel);
+	fd = open(path, O_RDWR | O_CLOEXEC);
+	free(path);
+	if (fd < 0)
+		return tunable_open_error(name, errno);
+	if (asprintf(&data, "%s\n", val) < 0) {
+		close(fd);
+		return 1;
+	}
+	n = write(fd, data, strlen(data));
+	err = n < 0 ? errno : 0;
+	free(data);
+	if (!err && (size_t)n != strlen(val) + 1)
+		err = EIO;
+	if (err == EINVAL) {
+		n = pread(fd, reason, sizeof(reason) - 1, 0);
+		reason[n > 0 ? n : 0] = '\0';
+		reason[strcspn(reason, "\n")] = '\0';
+		/* The daemon's reason names the tunable already, as a rule. */
+		if (n > 0 && !strncmp(reason, name, strlen(name)))
+			say("%s", reason);
+		else
+			say("%s=%s: %s", name, val, n > 0 ? reason : strerror(err));
+	} else if (err) {
+		say("%s=%s: %s", name, val, strerror(err));
+	}
+	if (close(fd) < 0 && !err) {
+		err = errno;
+		say("%s=%s: %s", name, val, strerror(err));
+	}
+	return !err ? 0 : err == EINVAL ? EXIT_USAGE : 1;
+}
+
+static int cmd_set(const char *mnt, int argc, char **argv)
+{
+	if (!argc) {
+		say("set: no NAME=VALUE given (see %s -h)", progname);
+		return EXIT_USAGE;
+	}
+	for (int i = 0; i < argc; i++) {
+		char *eq = strchr(argv[i], '=');
+		int ret;
+
+		if (!eq || eq == argv[i]) {
+			say("%s: not NAME=VALUE", argv[i]);
+			return EXIT_USAGE;
+		}
+		*eq = '\0';
+		ret = set_tunable(mnt, argv[i], eq + 1);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+/* ---- files ---- */
+
+/* @bytes as a short human size (like ls -h) into @buf. */
+static const char *human(char *buf, size_t len, unsigned long long bytes)
+{
+	static const char units[] = "BKMGTP";
+	double v = (double)bytes;
+	int u = 0;
+
+	while (v >= 1024 && u < 5) {
+		v /= 1024;
+		u++;
+	}
+	if (u == 0)
+		snprintf(buf, len, "%lluB", bytes);
+	else
+		snprintf(buf, len, v < 10 ? "%.1f%c" : "%.0f%c", v, units[u]);
+	return buf;
+}
+
+static int cmd_files(const char *mnt, int argc, char **argv)
+{
+	char *path, *text, *line, *save = NULL;
+	int ret;
+
+	if (argc) {
+		say("files: unexpected argument '%s'", argv[0]);
+		return EXIT_USAGE;
+	}
+	path = ctl_path(mnt, "files");
+	ret = read_all(path, &text, NULL);
+	if (ret) {
+		say("%s: %s", path, strerror(-ret));
+		free(path);
+		return 1;
+	}
+	free(path);
+	printf("%8s %8s %9s %8s  %s\n", "DIRTY", "WBACK", "AGE_S", "ERRORS", "PATH");
+	for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		unsigned long long dirty, wb;
+		long long age_ms;
+		char errs[64], a[16], b[16];
+		int off = 0;
+
+		if (sscanf(line, "%llu %llu %lld %63s %n", &dirty, &wb, &age_ms, errs, &off) < 4 ||
+		    !off) {
+			printf("%s\n", line);	/* a format this tool does not know */
+			continue;
+		}
+		printf("%8s %8s %9.1f %8s  %s\n", human(a, sizeof(a), dirty),
+		       human(b, sizeof(b), wb), (double)age_ms / 1000, errs, line + off);
+	}
+	free(text);
+	return 0;
+}
+
+/* ---- sync ---- */
+
+struct sync_job {
+	const char *path;
+	int err;			/* 0 or errno, once done */
+	bool done;			/* lock */
+	pthread_mutex_t lock;
+	pthread_cond_t cond;		/* CLOCK_MONOTONIC; done changed */
+};
+
+static void *sync_main(void *arg)
+{
+	struct sync_job *job = arg;
+	int fd = open(job->path, O_WRONLY | O_CLOEXEC);
+	int err = 0;
+
+	if (fd < 0) {
+		err = errno;
+	} else {
+		if (write(fd, "1\n", 2) < 0)
+			err = errno;
+		if (close(fd) < 0 && !err)
+			err = errno;
+	}
+	pthread_mutex_lock(&job->lock);
+	job->err = err;
+	job->done = true;
+	pthread_cond_signal(&job->cond);
+	pthread_mutex_unlock(&job->lock);
+	return NULL;
+}
+
+static void sync_progress(const char *mnt, double t0)
+{
+	struct stats s = { 0 };
+	double v;
+
+	if (!stats_read(mnt, &s) && stat_get(&s, "dirty_bytes_exact", &v))
+		fprintf(stderr, "%s: sync: %.1f MiB dirty left (%.1f s)\n", progname,
+			v / MIB, now_s() - t0);
+	stats_free(&s);
+}
+
+static int cmd_sync(const char *mnt, int argc, char **argv)
+{
+	struct sync_job job = { .path = ctl_path(mnt, "sync") };
+	pthread_condattr_t attr;
+	pthread_t thread;
+	double t0 = now_s();
+	int ret;
+
+	if (argc) {
+		say("sync: unexpected argument '%s'", argv[0]);
+		return EXIT_USAGE;
+	}
+	pthread_mutex_init(&job.lock, NULL);
+	pthread_condattr_init(&attr);
+	pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+	pthread_cond_init(&job.cond, &attr);
+	pthread_condattr_destroy(&attr);
+	ret = pthread_create(&thread, NULL, sync_main, &job);
+	if (ret) {
+		say("sync: cannot start a thread: %s", strerror(ret));
+		return 1;
+	}
+	pthread_mutex_lock(&job.lock);
+	while (!job.done) {
+		struct timespec ts;
+
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		ts.tv_nsec += 500000000;
+		if (ts.tv_nsec >= 1000000000) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000;
+		}
+		if (pthread_cond_timedwait(&job.cond, &job.lock, &ts) == ETIMEDOUT && !job.done) {
+			pthread_mutex_unlock(&job.lock);
+			sync_progress(mnt, t0);
+			pthread_mutex_lock(&job.lock);
+		}
+	}
+	pthread_mutex_unlock(&job.lock);
+	pthread_join(thread, NULL);
+	if (job.err)
+		say("sync %s: %s", mnt, strerror(job.err));
+	free((char *)job.path);
+	pthread_cond_destroy(&job.cond);
+	pthread_mutex_destroy(&job.lock);
+	return job.err ? 1 : 0;
+}
+
+/* ---- main ---- */
+
+static const struct {
+	const char *name;
+	int (*fn)(const char *mnt, int argc, char **argv);
+} commands[] = {
+	{ "stat", cmd_stat },
+	{ "get", cmd_get },
+	{ "set", cmd_set },
+	{ "files", cmd_files },
+	{ "sync", cmd_sync },
+};
+
+int main(int argc, char **argv)
+{
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+			usage(stdout);
+			return 0;
+		}
+	}
+	if (argc < 2) {
+		usage(stderr);
+		return EXIT_USAGE;
+	}
+	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
+		if (strcmp(argv[1], commands[i].name) != 0)
+			continue;
+		if (argc < 3) {
+			say("%s: no mount point given (see %s -h)", argv[1], progname);
+			return EXIT_USAGE;
+		}
+		check_mount(argv[2]);
+		return commands[i].fn(argv[2], argc - 3, argv + 3);
+	}
+	say("%s: unknown command (see %s -h)", argv[1], progname);
+	return EXIT_USAGE;
+}
