@@ -40,6 +40,13 @@ enum {
 	KEY_MAX_IO,
 	KEY_FAULT,
 	KEY_BACKING_DIRECT,
+	KEY_DIRTY_RATIO,
+	KEY_DIRTY_BYTES,
+	KEY_PINNED_RATIO,
+	KEY_PINNED_BYTES,
+	KEY_THROTTLE,
+	KEY_STATS_LOG,
+	KEY_STATS_INTERVAL,
 };
 
 static const struct fuse_opt ffs_opt_spec[] = {
@@ -65,6 +72,13 @@ static const struct fuse_opt ffs_opt_spec[] = {
 	FUSE_OPT_KEY("max_io=", KEY_MAX_IO),
 	FUSE_OPT_KEY("fault=", KEY_FAULT),
 	FUSE_OPT_KEY("backing_direct", KEY_BACKING_DIRECT),
+	FUSE_OPT_KEY("dirty_ratio=", KEY_DIRTY_RATIO),
+	FUSE_OPT_KEY("dirty_bytes=", KEY_DIRTY_BYTES),
+	FUSE_OPT_KEY("dirty_pinned_ratio=", KEY_PINNED_RATIO),
+	FUSE_OPT_KEY("dirty_pinned_bytes=", KEY_PINNED_BYTES),
+	FUSE_OPT_KEY("throttle=", KEY_THROTTLE),
+	FUSE_OPT_KEY("stats_log=", KEY_STATS_LOG),
+	FUSE_OPT_KEY("stats_interval_ms=", KEY_STATS_INTERVAL),
 	FUSE_OPT_END
 };
 
@@ -89,6 +103,11 @@ static const struct {
 	{ "flushers=N", "2", "background writeback threads (0 .. 64; 0: writeback only at fsync, reclaim, unmount)" },
 	{ "dirty_background_ratio=N", "10", "% of cache_size charged dirty that starts background writeback" },
 	{ "dirty_background_bytes=BYTES", "0", "the same in bytes; overrides the ratio when not 0" },
+	{ "dirty_ratio=N", "20", "% of cache_size charged dirty at which writers are throttled (1 .. 100)" },
+	{ "dirty_bytes=BYTES", "0", "the same in bytes (0, or at least 8K); overrides the ratio when not 0" },
+	{ "dirty_pinned_ratio=N", "0", "% of cache_size that folios holding dirty data may pin before writers are throttled (0: no limit)" },
+	{ "dirty_pinned_bytes=BYTES", "0", "the same in bytes; overrides the ratio when not 0" },
+	{ "throttle=NAME", "bdp", "dirty throttling policy: bdp (balance_dirty_pages), strictlimit (as Linux treats FUSE), none" },
 	{ "dirty_expire_ms=N", "30000", "dirty data older than this is written back" },
 	{ "writeback_interval_ms=N", "5000", "how often the flushers look (0: only when woken)" },
 	{ "backing_io=NAME", "uring", "uring (batched io_uring, falls back to psync), psync (pwritev), null (discard writes, read zeros: measures FUSE and cache cost)" },
@@ -96,6 +115,8 @@ static const struct {
 	{ "max_io=BYTES", "1M", "largest merged backing write (power of two, >= 4K)" },
 	{ "backing_direct", "off", "open backing files with O_DIRECT (block-aligned I/O from the cache's memory)" },
 	{ "fault=SPEC", "off", "inject backing I/O faults, for tests (see README)" },
+	{ "stats_log=FILE", "off", "append the stats as one JSON object per line every stats_interval_ms" },
+	{ "stats_interval_ms=N", "1000", "stats_log period (10 .. 3600000)" },
 	{ "max_threads=N", "10", "most FUSE worker threads (libfuse)" },
 };
 
@@ -301,6 +322,88 @@ static int parse_choice(const char *name, const char *val, const char *const *na
 	return -EINVAL;
 }
 
+/* Replace the owned string *@dst with a copy of @val. */
+static int set_string(char **dst, const char *val)
+{
+	char *copy = strdup(val);
+
+	if (!copy)
+		return -ENOMEM;
+	free(*dst);
+	*dst = copy;
+	return 0;
+}
+
+/*
+ * stats_log=FILE, made absolute against the current directory: the daemon
+ * changes to / when it goes to the background, long before the log opens.
+ */
+static int parse_stats_log(struct ffs_config *cfg, const char *val, char *err)
+{
+	char *cwd, *path;
+	int ret;
+
+	if (!*val)
+		return set_err(err, "%s=%s: %s", "stats_log", val, "empty file name");
+	if (val[0] == '/')
+		return set_string(&cfg->stats_log, val);
+	cwd = getcwd(NULL, 0);
+	if (!cwd)
+		return set_err(err, "%s=%s: %s", "stats_log", val, strerror(errno));
+	ret = asprintf(&path, "%s/%s", cwd, val);
+	free(cwd);
+	if (ret < 0)
+		return -ENOMEM;
+	free(cfg->stats_log);
+	cfg->stats_log = path;
+	return 0;
+}
+
+/* The throttling options and the stats log. */
+static int parse_throttle_opt(struct ffs_config *cfg, int key, const char *val, char *err)
+{
+	struct wb_config *wb = &cfg->wb;
+	uint64_t v;
+
+	switch (key) {
+	case KEY_DIRTY_RATIO:
+		return parse_u32("dirty_ratio", val, 1, 100, &wb->dirty_ratio, err);
+	case KEY_DIRTY_BYTES:
+		if (ffs_parse_size("dirty_bytes", val, 0, UINT64_MAX / 2, &v, err))
+			return -EINVAL;
+		/* As /proc/sys/vm/dirty_bytes: at least two pages. */
+		if (v && v < 8192)
+			return set_err(err, "%s=%s: %s", "dirty_bytes", val,
+				       "at least 8K (or 0: use dirty_ratio)");
+		wb->dirty_bytes = v;
+		return 0;
+	case KEY_PINNED_RATIO:
+		return parse_u32("dirty_pinned_ratio", val, 0, 100, &wb->dirty_pinned_ratio, err);
+	case KEY_PINNED_BYTES:
+		return ffs_parse_size("dirty_pinned_bytes", val, 0, UINT64_MAX / 2,
+				      &wb->dirty_pinned_bytes, err);
+	case KEY_THROTTLE:
+		if (!*val)
+			return set_err(err, "%s=%s: %s", "throttle", val, "empty policy name");
+		if (set_string(&cfg->throttle, val))
+			return -ENOMEM;
+		wb->throttle = cfg->throttle;
+		return 0;
+	case KEY_STATS_LOG:
+		if (parse_stats_log(cfg, val, err))
+			return -EINVAL;
+		wb->stats_log = cfg->stats_log;
+		return 0;
+	case KEY_STATS_INTERVAL:
+		if (ffs_parse_uint("stats_interval_ms", val, 10, 3600000, &v, err))
+			return -EINVAL;
+		wb->stats_interval_ms = (uint32_t)v;
+		return 0;
+	default:
+		return -EINVAL;
+	}
+}
+
 static int parse_wb_opt(struct ffs_config *cfg, int key, const char *val, char *err)
 {
 	static const char *const ios[] = { "uring", "psync", "null" };
@@ -339,10 +442,10 @@ static int parse_wb_opt(struct ffs_config *cfg, int key, const char *val, char *
 		wb->max_io = (uint32_t)v;
 		return 0;
 	case KEY_FAULT:
-		free(cfg->fault);
-		cfg->fault = strdup(val);
+		if (set_string(&cfg->fault, val))
+			return -ENOMEM;
 		wb->fault = cfg->fault;
-		return cfg->fault ? 0 : -ENOMEM;
+		return 0;
 	default:
 		return -EINVAL;
 	}
@@ -404,6 +507,9 @@ static int opt_proc(void *data, const char *arg, int key,
 	case KEY_INTERVAL_MS: case KEY_BACKING_IO: case KEY_WB_GRANULARITY:
 	case KEY_MAX_IO: case KEY_FAULT:
 		return parse_wb_opt(cfg, key, strchr(arg, '=') + 1, ps->err) ? -1 : 0;
+	case KEY_DIRTY_RATIO: case KEY_DIRTY_BYTES: case KEY_PINNED_RATIO:
+	case KEY_PINNED_BYTES: case KEY_THROTTLE: case KEY_STATS_LOG: case KEY_STATS_INTERVAL:
+		return parse_throttle_opt(cfg, key, strchr(arg, '=') + 1, ps->err) ? -1 : 0;
 	default:
 		return 1;
 	}
@@ -468,6 +574,15 @@ int ffs_parse_args(int argc, char **argv, struct ffs_config *cfg, char *err)
 	if (bs_config_check(&cfg->bs, err, FFS_ERRLEN) ||
 	    wb_config_check(&cfg->wb, err, FFS_ERRLEN))
 		return -EINVAL;
+	/*
+	 * A byte limit wins over its ratio, whichever came first, and the
+	 * ratio then reads 0 (as /proc/sys/vm shows after dirty_bytes is
+	 * written).  After the check, which wants a dirty_ratio of at least 1.
+	 */
+	if (cfg->wb.dirty_bytes)
+		cfg->wb.dirty_ratio = 0;
+	if (cfg->wb.dirty_pinned_bytes)
+		cfg->wb.dirty_pinned_ratio = 0;
 	if (!cfg->backing) {
 		snprintf(err, FFS_ERRLEN,
 			 "missing BACKING and MOUNTPOINT (usage: foliofs [options] BACKING MOUNTPOINT)");
@@ -499,6 +614,8 @@ void ffs_config_free(struct ffs_config *cfg)
 	free(cfg->backing);
 	free(cfg->mountpoint);
 	free(cfg->fault);
+	free(cfg->stats_log);
+	free(cfg->throttle);
 	fuse_opt_free_args(&cfg->args);
 	memset(cfg, 0, sizeof(*cfg));
 }

@@ -4,7 +4,10 @@
 #include "test_helpers.h"
 
 #include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static void test_size(void)
 {
@@ -104,10 +107,117 @@ static void test_args(void)
 	ffs_config_free(&cfg);
 }
 
+/* One bad option: -EINVAL and an error line that names it (and its value). */
+static void check_bad(const char *opt, const char *want)
+{
+	char err[FFS_ERRLEN];
+	struct ffs_config cfg;
+	const char *argv[] = { "foliofs", "-o", opt, "/b", "/tmp" };
+
+	T_CHECK(parse(&cfg, err, 5, argv) == -EINVAL);
+	if (!strstr(err, want)) {
+		fprintf(stderr, "-o %s: error line \"%s\" does not name \"%s\"\n", opt, err, want);
+		T_CHECK(0);
+	}
+	ffs_config_free(&cfg);
+}
+
+static void test_throttle_opts(void)
+{
+	char err[FFS_ERRLEN];
+	struct ffs_config cfg;
+	struct wb_config def;
+	char *cwd;
+
+	wb_config_default(&def);
+	const char *deflt[] = { "foliofs", "/b", "/tmp" };
+	T_CHECK(parse(&cfg, err, 3, deflt) == 0);
+	T_CHECK(cfg.wb.dirty_ratio == 20 && cfg.wb.dirty_ratio == def.dirty_ratio);
+	T_CHECK(cfg.wb.dirty_bytes == 0);
+	T_CHECK(cfg.wb.dirty_pinned_ratio == 0 && cfg.wb.dirty_pinned_bytes == 0);
+	T_CHECK(cfg.wb.throttle == NULL);
+	T_CHECK(cfg.wb.stats_log == NULL);
+	T_CHECK(cfg.wb.stats_interval_ms == 1000);
+	ffs_config_free(&cfg);
+
+	const char *ok[] = { "foliofs", "-o",
+			     "dirty_ratio=35,dirty_pinned_ratio=5,throttle=strictlimit,"
+			     "stats_log=/var/tmp/x.jsonl,stats_interval_ms=10",
+			     "/b", "/tmp" };
+	T_CHECK(parse(&cfg, err, 5, ok) == 0);
+	T_CHECK(cfg.wb.dirty_ratio == 35 && cfg.wb.dirty_bytes == 0);
+	T_CHECK(cfg.wb.dirty_pinned_ratio == 5 && cfg.wb.dirty_pinned_bytes == 0);
+	T_CHECK(cfg.wb.throttle && !strcmp(cfg.wb.throttle, "strictlimit"));
+	T_CHECK(cfg.wb.stats_log && !strcmp(cfg.wb.stats_log, "/var/tmp/x.jsonl"));
+	T_CHECK(cfg.wb.stats_interval_ms == 10);
+	ffs_config_free(&cfg);
+
+	const char *edges[] = { "foliofs", "-o",
+				"dirty_ratio=100,dirty_pinned_ratio=100,stats_interval_ms=3600000,"
+				"throttle=none,throttle=bdp",
+				"/b", "/tmp" };
+	T_CHECK(parse(&cfg, err, 5, edges) == 0);
+	T_CHECK(cfg.wb.dirty_ratio == 100 && cfg.wb.dirty_pinned_ratio == 100);
+	T_CHECK(cfg.wb.stats_interval_ms == 3600000);
+	T_CHECK(cfg.wb.throttle && !strcmp(cfg.wb.throttle, "bdp"));	/* the last one */
+	ffs_config_free(&cfg);
+
+	/* Bytes win over the ratio in either order; the ratio reads 0, as in /proc/sys/vm. */
+	const char *bytes_last[] = { "foliofs", "-o", "dirty_ratio=30,dirty_bytes=64M,"
+				     "dirty_pinned_ratio=7,dirty_pinned_bytes=1G", "/b", "/tmp" };
+	T_CHECK(parse(&cfg, err, 5, bytes_last) == 0);
+	T_CHECK(cfg.wb.dirty_bytes == 64u << 20 && cfg.wb.dirty_ratio == 0);
+	T_CHECK(cfg.wb.dirty_pinned_bytes == 1u << 30 && cfg.wb.dirty_pinned_ratio == 0);
+	ffs_config_free(&cfg);
+	const char *bytes_first[] = { "foliofs", "-o", "dirty_bytes=8K,dirty_ratio=30,"
+				      "dirty_pinned_bytes=4096,dirty_pinned_ratio=7", "/b", "/tmp" };
+	T_CHECK(parse(&cfg, err, 5, bytes_first) == 0);
+	T_CHECK(cfg.wb.dirty_bytes == 8192 && cfg.wb.dirty_ratio == 0);
+	T_CHECK(cfg.wb.dirty_pinned_bytes == 4096 && cfg.wb.dirty_pinned_ratio == 0);
+	ffs_config_free(&cfg);
+	/* dirty_bytes=0 means "use the ratio". */
+	const char *bytes_zero[] = { "foliofs", "-o", "dirty_bytes=0,dirty_ratio=30", "/b", "/tmp" };
+	T_CHECK(parse(&cfg, err, 5, bytes_zero) == 0);
+	T_CHECK(cfg.wb.dirty_bytes == 0 && cfg.wb.dirty_ratio == 30);
+	ffs_config_free(&cfg);
+
+	/* A relative stats_log is made absolute against the current directory. */
+	const char *rel[] = { "foliofs", "-o", "stats_log=logs/s.jsonl", "/b", "/tmp" };
+	T_CHECK(parse(&cfg, err, 5, rel) == 0);
+	cwd = getcwd(NULL, 0);
+	T_CHECK(cwd && cfg.wb.stats_log && cfg.wb.stats_log[0] == '/');
+	if (cwd && cfg.wb.stats_log) {
+		size_t n = strlen(cwd);
+
+		T_CHECK(!strncmp(cfg.wb.stats_log, cwd, n) &&
+			!strcmp(cfg.wb.stats_log + n, "/logs/s.jsonl"));
+	}
+	free(cwd);
+	ffs_config_free(&cfg);
+
+	check_bad("dirty_ratio=101", "dirty_ratio=101");
+	check_bad("dirty_ratio=0", "dirty_ratio=0");
+	check_bad("dirty_ratio=-1", "dirty_ratio=-1");
+	check_bad("dirty_ratio=ten", "dirty_ratio=ten");
+	check_bad("dirty_bytes=4K", "dirty_bytes=4K");
+	check_bad("dirty_bytes=lots", "dirty_bytes=lots");
+	check_bad("dirty_bytes=1.5G", "dirty_bytes=1.5G");
+	check_bad("dirty_pinned_ratio=101", "dirty_pinned_ratio=101");
+	check_bad("dirty_pinned_ratio=x", "dirty_pinned_ratio=x");
+	check_bad("dirty_pinned_bytes=12Q", "dirty_pinned_bytes=12Q");
+	check_bad("throttle=", "throttle=");
+	check_bad("throttle=sleepy", "throttle=sleepy");
+	check_bad("stats_log=", "stats_log=");
+	check_bad("stats_interval_ms=9", "stats_interval_ms=9");
+	check_bad("stats_interval_ms=3600001", "stats_interval_ms=3600001");
+	check_bad("stats_interval_ms=1s", "stats_interval_ms=1s");
+}
+
 int main(void)
 {
 	test_size();
 	test_uint_double();
 	test_args();
+	test_throttle_opts();
 	return T_EXIT_PASS;
 }
