@@ -27,6 +27,7 @@ void wb_throttle_sample_of(struct wb_ctx *ctx, struct wb_throttle_sample *s)
 	s->pinned = (st.pinned_bytes + BS_PAGE_SIZE - 1) / BS_PAGE_SIZE;
 	s->dirtied = st.nr_dirtied;
 	s->written = st.nr_written;
+	s->writeback = (st.writeback_bytes + BS_PAGE_SIZE - 1) / BS_PAGE_SIZE;
 }
 
 int64_t wb_balance_dirty(struct wb_ctx *ctx, pid_t pid, uint64_t dirtied)

@@ -457,6 +457,17 @@ static void __update(struct wb_throttle *t, const struct wb_throttle_sample *s,
 
 	if (elapsed < WB_BW_INTERVAL_NS)
 		return;
+	if (s->written == t->written_stamp && !s->writeback) {
+		/*
+		 * The device was idle: measuring across the idle time would
+		 * drag the bandwidth toward 0, so the window starts now (the
+		 * kernel restarts it when writeback starts after a pause).
+		 */
+		t->dirtied_stamp = s->dirtied;
+		t->bw_time_stamp = now_ns;
+		forget_idle_writers(t, now_ns);
+		return;
+	}
 	t->dirty_rate = mul_div(s->dirtied - min_u64(s->dirtied, t->dirtied_stamp),
 				WB_NSEC_PER_SEC, (uint64_t)elapsed);
 	if (update_ratelimit) {

@@ -118,6 +118,7 @@ struct wb_throttle_sample {
 	uint64_t pinned;	/* memory of folios holding dirty or writeback blocks */
 	uint64_t dirtied;	/* charged, monotonic */
 	uint64_t written;	/* discharged by completed writeback, monotonic */
+	uint64_t writeback;	/* under writeback now */
 };
 
 /* Thresholds in pages; pinned_thresh 0: no pinned-memory limit. */
