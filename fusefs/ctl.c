@@ -13,6 +13,26 @@
  *                    read it to see it, write a spec to set it ("off" to
  *                    clear); a bad spec fails with EINVAL and changes
  *                    nothing.  Writable by the mounting user only.
+ *   .foliofs/files   the writeback queue, one line per file holding dirty
+ *                    or writeback data (wb_ctx_files()); a snapshot at
+ *                    open.  Readable by the mounting user only: it names
+ *                    backing paths.
+ *   .foliofs/sync    write anything to write back and sync every file;
+ *                    the write returns when that is done, or fails with
+ *                    the first error.  Anyone may, as anyone may sync(1).
+ *   .foliofs/tunables/NAME
+ *                    one file per run-time setting (wb_tunable_name()),
+ *                    like /proc/sys/vm: read gives the value and a
+ *                    newline, a write sets it.  A bad value fails with
+ *                    EINVAL and changes nothing; the reason is logged and
+ *                    is what a read through the same open file then
+ *                    gives.  Writable by the mounting user only.
+ *
+ * "Writable by the mounting user only" is the mode: 0644 owned by the
+ * daemon's user, which the kernel enforces (the mount always has
+ * default_permissions), root passing as everywhere.  A write of fault or
+ * of a tunable takes everything written through that open file so far as
+ * the value, so a value split over several write() calls still works.
  */
 #include "fusefs.h"
 #include "writeback.h"
@@ -27,22 +47,88 @@
 
 /* st_ino of the control files: far from real inode numbers. */
 #define CTL_INO_BASE 0x7f0f0f0f00000000ull
-#define CTL_STATS_MAX 8192
+#define CTL_INO_TUNABLE (CTL_INO_BASE + 0x100)	/* + the tunable's index */
+#define CTL_STATS_MAX 16384
+/* More tunables than this are not shown (checked in ctl_nr_tunables). */
+#define CTL_TUNABLES_MAX 64
 
-static struct ffs_inode ctl_dir = { .fd = -1, .type = S_IFDIR, .ctl = FFS_CTL_DIR };
-static struct ffs_inode ctl_stats = { .fd = -1, .type = S_IFREG, .ctl = FFS_CTL_STATS };
-static struct ffs_inode ctl_fault = { .fd = -1, .type = S_IFREG, .ctl = FFS_CTL_FAULT };
+#define CTL_INODE(kind, mode) { .fd = -1, .type = (mode), .ctl = (kind) }
 
+static struct ffs_inode ctl_dir = CTL_INODE(FFS_CTL_DIR, S_IFDIR);
+static struct ffs_inode ctl_stats = CTL_INODE(FFS_CTL_STATS, S_IFREG);
+static struct ffs_inode ctl_fault = CTL_INODE(FFS_CTL_FAULT, S_IFREG);
+static struct ffs_inode ctl_files = CTL_INODE(FFS_CTL_FILES, S_IFREG);
+static struct ffs_inode ctl_sync = CTL_INODE(FFS_CTL_SYNC, S_IFREG);
+static struct ffs_inode ctl_tunables = CTL_INODE(FFS_CTL_TUNABLES, S_IFDIR);
+/* tunables/NAME: the i-th is wb_tunable_name(i). */
+static struct ffs_inode ctl_tunable[CTL_TUNABLES_MAX] = {
+	[0 ... CTL_TUNABLES_MAX - 1] = CTL_INODE(FFS_CTL_TUNABLE, S_IFREG),
+};
+
+/* The entries of .foliofs after "." and "..", in readdir order. */
+static struct {
+	const char *name;
+	struct ffs_inode *inode;
+} const ctl_names[] = {
+	{ "stats", &ctl_stats },
+	{ "fault", &ctl_fault },
+	{ "files", &ctl_files },
+	{ "sync", &ctl_sync },
+	{ "tunables", &ctl_tunables },
+};
+
+#define CTL_NR_NAMES (sizeof(ctl_names) / sizeof(ctl_names[0]))
+
+/*
+ * Per open control file; fuse_file_info.fh points to it.  Threads sharing
+ * one open file may write it at once: every access stays within cap, what
+ * such a race sets is whatever the last write made of it.
+ */
 struct ctl_buf {
 	struct ffs_handle h;	/* first: teardown frees through it */
+	char *data;		/* what a read returns, or what was written */
 	size_t len;
-	char data[];
+	size_t cap;
+	char msg[FFS_ERRLEN];	/* why the last write failed: read gives it */
+	size_t msg_len;
 };
+
+static size_t ctl_nr_tunables(void)
+{
+	size_t n = 0;
+
+	while (n < CTL_TUNABLES_MAX && wb_tunable_name(n))
+		n++;
+	return n;
+}
+
+static const char *ctl_tunable_name(const struct ffs_inode *inode)
+{
+	return wb_tunable_name((size_t)(inode - ctl_tunable));
+}
 
 bool ffs_ctl_hides(const struct ffs_data *fs, const struct ffs_inode *dir,
 		   const char *name)
 {
 	return dir == &fs->root && !strcmp(name, FFS_CTL_NAME);
+}
+
+static mode_t ctl_mode(const struct ffs_inode *inode)
+{
+	switch (inode->ctl) {
+	case FFS_CTL_DIR:
+	case FFS_CTL_TUNABLES:
+		return 0555;
+	case FFS_CTL_FAULT:
+	case FFS_CTL_TUNABLE:
+		return 0644;
+	case FFS_CTL_FILES:
+		return 0400;
+	case FFS_CTL_SYNC:
+		return 0222;
+	default:
+		return 0444;
+	}
 }
 
 void ffs_ctl_getattr(struct ffs_data *fs, struct ffs_inode *inode, struct stat *st)
@@ -53,14 +139,36 @@ void ffs_ctl_getattr(struct ffs_data *fs, struct ffs_inode *inode, struct stat *
 		clock_gettime(CLOCK_REALTIME, &mounted);
 	(void)fs;
 	memset(st, 0, sizeof(*st));
-	st->st_ino = CTL_INO_BASE + inode->ctl;
-	st->st_mode = inode->type | (inode->type == S_IFDIR ? 0555 :
-				     inode->ctl == FFS_CTL_FAULT ? 0644 : 0444);
+	st->st_ino = inode->ctl == FFS_CTL_TUNABLE ?
+		CTL_INO_TUNABLE + (uint64_t)(inode - ctl_tunable) : CTL_INO_BASE + inode->ctl;
+	st->st_mode = inode->type | ctl_mode(inode);
 	st->st_nlink = inode->type == S_IFDIR ? 2 : 1;
 	st->st_uid = geteuid();
 	st->st_gid = getegid();
 	st->st_blksize = 4096;
 	st->st_atim = st->st_mtim = st->st_ctim = mounted;
+}
+
+int ffs_ctl_setattr(struct ffs_data *fs, struct ffs_inode *inode, const struct stat *attr,
+		    int valid)
+{
+	const int times = FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_ATIME_NOW |
+			  FUSE_SET_ATTR_MTIME_NOW | FUSE_SET_ATTR_CTIME | FUSE_SET_ATTR_FORCE |
+			  FUSE_SET_ATTR_KILL_SUID | FUSE_SET_ATTR_KILL_SGID |
+			  FUSE_SET_ATTR_KILL_PRIV | FUSE_SET_ATTR_FILE | FUSE_SET_ATTR_OPEN |
+			  FUSE_SET_ATTR_TIMES_SET | FUSE_SET_ATTR_TOUCH;
+	bool writable = ctl_mode(inode) & 0200;
+
+	(void)fs;
+	/*
+	 * The times of a control file are the mount's and stay so; the kernel
+	 * sends a time update when a written file is closed (with the
+	 * writeback cache), and failing it would fail the close.  Truncating
+	 * a writable one to 0 (a shell's ">") is what opening it does anyway.
+	 */
+	if ((valid & FUSE_SET_ATTR_SIZE) && writable && attr->st_size == 0)
+		valid &= ~FUSE_SET_ATTR_SIZE;
+	return valid & ~times ? -EPERM : 0;
 }
 
 static void ctl_entry(struct ffs_data *fs, struct ffs_inode *inode,
@@ -73,65 +181,148 @@ static void ctl_entry(struct ffs_data *fs, struct ffs_inode *inode,
 	ffs_ctl_getattr(fs, inode, &e->attr);
 }
 
+static struct ffs_inode *ctl_child(const struct ffs_inode *dir, const char *name)
+{
+	if (dir->ctl == FFS_CTL_DIR) {
+		for (size_t i = 0; i < CTL_NR_NAMES; i++) {
+			if (!strcmp(name, ctl_names[i].name))
+				return ctl_names[i].inode;
+		}
+		return NULL;
+	}
+	for (size_t i = 0, n = ctl_nr_tunables(); i < n; i++) {
+		if (!strcmp(name, wb_tunable_name(i)))
+			return &ctl_tunable[i];
+	}
+	return NULL;
+}
+
 bool ffs_ctl_lookup(struct ffs_data *fs, struct ffs_inode *parent,
 		    const char *name, struct fuse_entry_param *e, int *err)
 {
+	struct ffs_inode *child;
+
 	*err = 0;
 	if (parent == &fs->root && !strcmp(name, FFS_CTL_NAME)) {
 		ctl_entry(fs, &ctl_dir, e);
 		return true;
 	}
-	switch (parent->ctl) {
-	case FFS_CTL_NONE:
+	if (!parent->ctl)
 		return false;
-	case FFS_CTL_DIR:
-		if (!strcmp(name, "stats"))
-			ctl_entry(fs, &ctl_stats, e);
-		else if (!strcmp(name, "fault"))
-			ctl_entry(fs, &ctl_fault, e);
-		else if (!strcmp(name, "."))
+	if (parent->type != S_IFDIR) {
+		*err = -ENOTDIR;
+		return true;
+	}
+	if (!strcmp(name, ".")) {
+		ctl_entry(fs, parent, e);
+	} else if (!strcmp(name, "..")) {
+		if (parent == &ctl_tunables) {
 			ctl_entry(fs, &ctl_dir, e);
-		else if (!strcmp(name, "..")) {
+		} else {
 			memset(e, 0, sizeof(*e));
 			e->ino = FUSE_ROOT_ID;
 			*err = -ENOENT;	/* the kernel resolves ".." itself */
-		} else
-			*err = -ENOENT;
-		return true;
+		}
+	} else if ((child = ctl_child(parent, name))) {
+		ctl_entry(fs, child, e);
+	} else {
+		*err = -ENOENT;
+	}
+	return true;
+}
+
+/* A handle with room for @cap bytes, or NULL. */
+static struct ctl_buf *ctl_buf_alloc(size_t cap)
+{
+	struct ctl_buf *buf = calloc(1, sizeof(*buf));
+
+	if (buf && cap) {
+		buf->data = malloc(cap);
+		if (!buf->data) {
+			free(buf);
+			return NULL;
+		}
+		buf->cap = cap;
+	}
+	return buf;
+}
+
+static void ctl_buf_free(struct ctl_buf *buf)
+{
+	free(buf->data);
+	free(buf);
+}
+
+static void ctl_fill_stats(struct ffs_data *fs, struct ctl_buf *buf)
+{
+	size_t used = wb_ctx_stats(fs->wb, buf->data, buf->cap);
+	size_t ninodes;
+	int n;
+
+	pthread_mutex_lock(&fs->itable_lock);
+	ninodes = fs->ninodes;
+	pthread_mutex_unlock(&fs->itable_lock);
+	n = snprintf(buf->data + used, buf->cap - used,
+		     "inodes %zu\n" "kept_inodes %llu\n", ninodes,
+		     (unsigned long long)atomic_load(&fs->kept_inodes));
+	buf->len = used + (n > 0 && (size_t)n < buf->cap - used ? (size_t)n : 0);
+}
+
+/* What a read of a file opened read-only gives: its contents now. */
+static int ctl_fill(struct ffs_data *fs, struct ffs_inode *inode, struct ctl_buf *buf)
+{
+	ssize_t n;
+	int len;
+
+	switch (inode->ctl) {
+	case FFS_CTL_STATS:
+		ctl_fill_stats(fs, buf);
+		return 0;
+	case FFS_CTL_FILES:
+		free(buf->data);
+		buf->data = NULL;
+		n = wb_ctx_files(fs->wb, &buf->data);
+		if (n < 0)
+			return (int)n;
+		buf->len = buf->cap = (size_t)n;
+		return 0;
+	case FFS_CTL_FAULT:
+		wb_ctx_get_fault(fs->wb, buf->data, buf->cap - 1);
+		buf->len = strlen(buf->data);
+		buf->data[buf->len++] = '\n';
+		return 0;
+	case FFS_CTL_TUNABLE:
+		len = wb_tunable_get(fs->wb, ctl_tunable_name(inode), buf->data, buf->cap - 1);
+		if (len < 0)
+			return len;
+		buf->len = (size_t)len < buf->cap - 1 ? (size_t)len : buf->cap - 1;
+		buf->data[buf->len++] = '\n';
+		return 0;
 	default:
-		*err = -ENOTDIR;
-		return true;
+		return 0;	/* sync: nothing to read */
 	}
 }
 
 int ffs_ctl_open(struct ffs_data *fs, struct ffs_inode *inode, struct fuse_file_info *fi)
 {
+	bool rdonly = (fi->flags & O_ACCMODE) == O_RDONLY;
 	struct ctl_buf *buf;
+	int ret = 0;
 
-	if (inode->ctl == FFS_CTL_DIR)
+	if (inode->type == S_IFDIR)
 		return -EISDIR;
-	if (inode->ctl == FFS_CTL_STATS &&
-	    ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC)))
+	/* Root passes the kernel's mode check: these are read-only for all. */
+	if ((inode->ctl == FFS_CTL_STATS || inode->ctl == FFS_CTL_FILES) &&
+	    (!rdonly || (fi->flags & O_TRUNC)))
 		return -EACCES;
-	buf = calloc(1, sizeof(*buf) + CTL_STATS_MAX);
+	buf = ctl_buf_alloc(inode->ctl == FFS_CTL_SYNC ? 0 : CTL_STATS_MAX);
 	if (!buf)
 		return -ENOMEM;
-	if (inode->ctl == FFS_CTL_STATS) {
-		size_t used = wb_ctx_stats(fs->wb, buf->data, CTL_STATS_MAX);
-		size_t ninodes;
-		int n;
-
-		pthread_mutex_lock(&fs->itable_lock);
-		ninodes = fs->ninodes;
-		pthread_mutex_unlock(&fs->itable_lock);
-		n = snprintf(buf->data + used, CTL_STATS_MAX - used,
-			     "inodes %zu\n" "kept_inodes %llu\n", ninodes,
-			     (unsigned long long)atomic_load(&fs->kept_inodes));
-		buf->len = used + (n > 0 && (size_t)n < CTL_STATS_MAX - used ? (size_t)n : 0);
-	} else if ((fi->flags & O_ACCMODE) == O_RDONLY) {
-		wb_ctx_get_fault(fs->wb, buf->data, CTL_STATS_MAX - 1);
-		buf->len = strlen(buf->data);
-		buf->data[buf->len++] = '\n';
+	if (rdonly)
+		ret = ctl_fill(fs, inode, buf);
+	if (ret) {
+		ctl_buf_free(buf);
+		return ret;
 	}
 	ffs_handle_add(fs, &buf->h, FFS_H_CTL);
 	fi->fh = (uintptr_t)buf;
@@ -139,53 +330,97 @@ int ffs_ctl_open(struct ffs_data *fs, struct ffs_inode *inode, struct fuse_file_
 	return 0;
 }
 
-int ffs_ctl_write(struct ffs_data *fs, struct ffs_inode *inode, struct fuse_file_info *fi,
-		  const char *data, size_t size, off_t off)
+/* Apply @spec to the fault or tunable @inode: 0 or -errno with a reason in @err. */
+static int ctl_set(struct ffs_data *fs, struct ffs_inode *inode, const char *spec,
+		   char *err, size_t errlen)
 {
-	struct ctl_buf *buf = (struct ctl_buf *)(uintptr_t)fi->fh;
+	if (inode->ctl == FFS_CTL_FAULT)
+		return wb_ctx_set_fault(fs->wb, spec, err, errlen);
+	return wb_tunable_set(fs->wb, ctl_tunable_name(inode), spec, err, errlen);
+}
+
+static int ctl_write_value(struct ffs_data *fs, struct ffs_inode *inode, struct ctl_buf *buf,
+			   const char *data, size_t size, off_t off)
+{
 	char spec[CTL_STATS_MAX], err[FFS_ERRLEN];
 	size_t len;
 	int ret;
 
-	if (inode->ctl != FFS_CTL_FAULT)
-		return -EBADF;
 	if (off < 0 || (size_t)off > buf->len || size >= CTL_STATS_MAX - (size_t)off)
 		return -EINVAL;
-	/* The spec is everything written through this handle so far. */
+	/* The value is everything written through this handle so far. */
 	memcpy(spec, buf->data, (size_t)off);
 	memcpy(spec + off, data, size);
 	len = (size_t)off + size;
 	while (len && (spec[len - 1] == '\n' || spec[len - 1] == ' '))
 		len--;
 	spec[len] = '\0';
-	ret = wb_ctx_set_fault(fs->wb, spec, err, sizeof(err));
+	err[0] = '\0';
+	ret = ctl_set(fs, inode, spec, err, sizeof(err));
 	if (ret) {
-		fprintf(stderr, "foliofs: .foliofs/fault: %s\n", err);
+		if (!err[0])
+			snprintf(err, sizeof(err), "%s", strerror(-ret));
+		fprintf(stderr, "foliofs: .foliofs/%s%s: %s\n",
+			inode->ctl == FFS_CTL_FAULT ? "fault" : "tunables/",
+			inode->ctl == FFS_CTL_FAULT ? "" : ctl_tunable_name(inode), err);
+		buf->msg_len = (size_t)snprintf(buf->msg, sizeof(buf->msg) - 1, "%s", err);
+		if (buf->msg_len > sizeof(buf->msg) - 2)
+			buf->msg_len = sizeof(buf->msg) - 2;
+		buf->msg[buf->msg_len++] = '\n';
 		return ret;
 	}
+	buf->msg_len = 0;
 	memcpy(buf->data + off, data, size);
 	buf->len = (size_t)off + size;
 	return (int)size;
 }
 
+int ffs_ctl_write(struct ffs_data *fs, struct ffs_inode *inode, struct fuse_file_info *fi,
+		  const char *data, size_t size, off_t off)
+{
+	struct ctl_buf *buf = (struct ctl_buf *)(uintptr_t)fi->fh;
+	int ret;
+
+	switch (inode->ctl) {
+	case FFS_CTL_FAULT:
+	case FFS_CTL_TUNABLE:
+		return ctl_write_value(fs, inode, buf, data, size, off);
+	case FFS_CTL_SYNC:
+		if (size > INT32_MAX)
+			size = INT32_MAX;	/* taken whole, whatever it says */
+		ret = wb_ctx_sync_all(fs->wb);
+		return ret ? ret : (int)size;
+	default:
+		return -EBADF;
+	}
+}
+
 void ffs_ctl_read(fuse_req_t req, size_t size, off_t off, struct fuse_file_info *fi)
 {
 	struct ctl_buf *buf = (struct ctl_buf *)(uintptr_t)fi->fh;
-	char copy[CTL_STATS_MAX];
+	const char *src = buf->msg_len ? buf->msg : buf->data;
+	size_t len = buf->msg_len ? buf->msg_len : buf->len;
+	char *copy;
 
-	if (off < 0 || (size_t)off >= buf->len) {
+	if (off < 0 || (size_t)off >= len) {
 		fuse_reply_buf(req, NULL, 0);
 		return;
 	}
-	if (size > buf->len - (size_t)off)
-		size = buf->len - (size_t)off;
+	if (size > len - (size_t)off)
+		size = len - (size_t)off;
 	/*
 	 * Reply from a copy: once the reader has its bytes it may close, and
 	 * the release (on another thread) frees the buffer while writev() is
 	 * still returning here.
 	 */
-	memcpy(copy, buf->data + off, size);
+	copy = malloc(size);
+	if (!copy) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	memcpy(copy, src + off, size);
 	fuse_reply_buf(req, copy, size);
+	free(copy);
 }
 
 void ffs_ctl_release(struct ffs_data *fs, struct fuse_file_info *fi)
@@ -193,41 +428,82 @@ void ffs_ctl_release(struct ffs_data *fs, struct fuse_file_info *fi)
 	struct ctl_buf *buf = (struct ctl_buf *)(uintptr_t)fi->fh;
 
 	ffs_handle_del(fs, &buf->h);
-	free(buf);
+	ctl_buf_free(buf);
 }
 
-void ffs_ctl_readdir(fuse_req_t req, struct ffs_data *fs, size_t size, off_t off,
-		     bool plus)
+/* The @i-th entry of @dir after "." and "..", or NULL past the last. */
+static struct ffs_inode *ctl_nth(const struct ffs_inode *dir, size_t i, const char **name)
 {
-	static const char *const names[] = { ".", "..", "stats", "fault" };
+	if (dir->ctl == FFS_CTL_DIR) {
+		if (i >= CTL_NR_NAMES)
+			return NULL;
+		*name = ctl_names[i].name;
+		return ctl_names[i].inode;
+	}
+	if (i >= ctl_nr_tunables())
+		return NULL;
+	*name = wb_tunable_name(i);
+	return &ctl_tunable[i];
+}
+
+/* Fill @e for entry @i of @dir (0 ".", 1 ".."); false past the last. */
+static bool ctl_dirent(struct ffs_data *fs, struct ffs_inode *dir, off_t i,
+		       struct fuse_entry_param *e, const char **name)
+{
+	struct ffs_inode *child;
+
+	memset(e, 0, sizeof(*e));
+	if (i < 2) {
+		/* No ino in the entry: readdirplus must not count a lookup. */
+		*name = i == 0 ? "." : "..";
+		if (i == 0 || dir == &ctl_tunables)
+			e->attr.st_ino = CTL_INO_BASE + (i == 0 ? dir->ctl : FFS_CTL_DIR);
+		else
+			e->attr.st_ino = FUSE_ROOT_ID;
+		e->attr.st_mode = S_IFDIR;
+		return true;
+	}
+	child = ctl_nth(dir, (size_t)i - 2, name);
+	if (!child)
+		return false;
+	ctl_entry(fs, child, e);
+	return true;
+}
+
+void ffs_ctl_list(fuse_req_t req, struct ffs_data *fs, struct ffs_inode *dir,
+		  size_t size, off_t off, bool plus)
+{
 	char *buf = calloc(1, size ? size : 1);
+	struct fuse_entry_param e;
+	const char *name;
 	size_t used = 0;
 
 	if (!buf) {
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	for (off_t i = off; i < 4; i++) {
-		struct fuse_entry_param e;
+	if (dir->type != S_IFDIR) {
+		free(buf);
+		fuse_reply_err(req, ENOTDIR);
+		return;
+	}
+	for (off_t i = off < 0 ? 0 : off; ctl_dirent(fs, dir, i, &e, &name); i++) {
 		size_t n;
 
-		memset(&e, 0, sizeof(e));
-		if (i >= 2) {
-			ctl_entry(fs, i == 2 ? &ctl_stats : &ctl_fault, &e);
-		} else {
-			e.attr.st_ino = i == 0 ? CTL_INO_BASE + FFS_CTL_DIR : 1;
-			e.attr.st_mode = S_IFDIR;
-		}
 		if (plus)
-			n = fuse_add_direntry_plus(req, buf + used, size - used,
-						   names[i], &e, i + 1);
+			n = fuse_add_direntry_plus(req, buf + used, size - used, name, &e, i + 1);
 		else
-			n = fuse_add_direntry(req, buf + used, size - used,
-					      names[i], &e.attr, i + 1);
+			n = fuse_add_direntry(req, buf + used, size - used, name, &e.attr, i + 1);
 		if (n > size - used)
 			break;
 		used += n;
 	}
 	fuse_reply_buf(req, buf, used);
 	free(buf);
+}
+
+void ffs_ctl_readdir(fuse_req_t req, struct ffs_data *fs, size_t size, off_t off,
+		     bool plus)
+{
+	ffs_ctl_list(req, fs, &ctl_dir, size, off, plus);
 }

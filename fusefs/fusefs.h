@@ -88,6 +88,10 @@ enum ffs_ctl {
 	FFS_CTL_DIR,	/* .foliofs */
 	FFS_CTL_STATS,	/* .foliofs/stats */
 	FFS_CTL_FAULT,	/* .foliofs/fault: fault injection for tests */
+	FFS_CTL_FILES,	/* .foliofs/files: the writeback queue */
+	FFS_CTL_SYNC,	/* .foliofs/sync: a write syncs every file */
+	FFS_CTL_TUNABLES,	/* .foliofs/tunables (a directory) */
+	FFS_CTL_TUNABLE,	/* .foliofs/tunables/NAME */
 };
 
 /*
@@ -255,8 +259,19 @@ void ffs_ctl_read(fuse_req_t req, size_t size, off_t off, struct fuse_file_info 
 int ffs_ctl_write(struct ffs_data *fs, struct ffs_inode *inode, struct fuse_file_info *fi,
 		  const char *data, size_t size, off_t off);
 void ffs_ctl_release(struct ffs_data *fs, struct fuse_file_info *fi);
+/* readdir of the control directory @dir (type S_IFDIR): replies. */
+void ffs_ctl_list(fuse_req_t req, struct ffs_data *fs, struct ffs_inode *dir,
+		  size_t size, off_t off, bool plus);
+/* readdir of .foliofs itself (ffs_ctl_list() of it). */
 void ffs_ctl_readdir(fuse_req_t req, struct ffs_data *fs, size_t size, off_t off,
 		     bool plus);
+/*
+ * setattr of a control file: 0 for what must not fail a close (time
+ * updates, truncation to 0 of a writable one), changing nothing; -EPERM
+ * for anything else.
+ */
+int ffs_ctl_setattr(struct ffs_data *fs, struct ffs_inode *inode, const struct stat *attr,
+		    int valid);
 /* Whether a backing directory entry is hidden (the reserved name at the root). */
 bool ffs_ctl_hides(const struct ffs_data *fs, const struct ffs_inode *dir,
 		   const char *name);
