@@ -226,14 +226,11 @@ static void put_stat(char *buf, size_t size, size_t *used, const char *name, uin
 size_t wb_ctx_stats(struct wb_ctx *ctx, char *buf, size_t size)
 {
 	const struct bs_config *cfg = bs_cache_config(ctx->cache);
-	struct wb_throttle_sample sample;
 	struct wb_throttle_stats ts;
 	struct bs_stats st;
 	size_t used = 0;
 
-	/* Keep the bandwidth estimate moving while nobody is throttled. */
-	wb_throttle_sample_of(ctx, &sample);
-	wb_throttle_update(ctx->throttle, &sample, wb_throttle_now());
+	/* Reading the stats must not move the estimates: no update here. */
 	wb_throttle_stats(ctx->throttle, &ts);
 	bs_cache_stats(ctx->cache, &st);
 	put_stat(buf, size, &used, "nr_dirty", st.nr_dirty);

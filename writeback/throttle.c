@@ -580,7 +580,6 @@ static int64_t balance_once(struct wb_throttle *t, struct wb_writer *w,
 	dtc_fill(t, 0, s, &dtc);
 	has_pinned = dtc_fill(t, 1, s, &pinned);
 	freerun = t->policy->freerun(&dtc) && (!has_pinned || t->policy->freerun(&pinned));
-	__update(t, s, now_ns, !freerun);
 	w->again = false;
 	if (freerun) {
 		uint64_t intv = dirty_poll_interval(dtc.dirty, dtc.thresh);
@@ -592,6 +591,8 @@ static int64_t balance_once(struct wb_throttle *t, struct wb_writer *w,
 		t->dirty_exceeded = false;
 		return 0;
 	}
+	/* Only throttled writers steer the rate (writeback moves the bandwidth). */
+	__update(t, s, now_ns, true);
 	pos = pick_domain(t, s, &dtc);
 	t->dirty_exceeded = dtc.dirty > dtc.thresh;
 	t->pos_ratio = pos;
