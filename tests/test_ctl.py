@@ -1,0 +1,404 @@
+"""The control directory MOUNTPOINT/.foliofs beyond stats and fault:
+tunables/NAME, files (the writeback queue), sync, and the foliofsctl tool
+that drives them; and the stats log (-o stats_log=FILE).
+
+Every test mounts its own foliofs (as root, -o allow_other), so tunables
+changed by one test do not leak into another.  Tests that must see dirty
+data stay dirty mount with flushers=0: nothing but the test writes back.
+
+foliofsctl is $FOLIOFSCTL, by default tools/foliofsctl next to the
+fusefs/ directory of $FOLIOFS (the layout of a meson build directory).
+"""
+
+import errno
+import json
+import os
+import subprocess
+
+import pytest
+
+import util
+from util import FOLIOFS, Mount, poll, run_as, stats
+
+KiB = 1 << 10
+MiB = 1 << 20
+
+FOLIOFSCTL = os.environ.get(
+    'FOLIOFSCTL',
+    os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(FOLIOFS))),
+                 'tools', 'foliofsctl'))
+
+# The tunables writeback.h promises (wb_tunable_name()).
+TUNABLES = ('dirty_ratio', 'dirty_bytes', 'dirty_background_ratio',
+            'dirty_background_bytes', 'dirty_pinned_ratio', 'dirty_pinned_bytes',
+            'dirty_expire_ms', 'writeback_interval_ms', 'dirty_account', 'throttle')
+
+# Stats that .foliofs/stats has from the FUSE layer, not from writeback
+# (so the stats log, which writeback writes, does not have them).
+FUSE_STATS = ('inodes', 'kept_inodes')
+
+
+def ctl(mnt, *parts):
+    return os.path.join(mnt, '.foliofs', *parts)
+
+
+def tunable(mnt, name):
+    return ctl(mnt, 'tunables', name)
+
+
+def read_tunable(mnt, name):
+    with open(tunable(mnt, name)) as f:
+        return f.read()
+
+
+def write_tunable(mnt, name, value):
+    """One write of VALUE and a newline, as `echo VALUE > FILE` does
+    (O_TRUNC included); close() must succeed too."""
+    with open(tunable(mnt, name), 'w') as f:
+        f.write(value + '\n')
+
+
+@pytest.fixture
+def mount(dirs, request):
+    """A fresh mount; more -o options by indirect parametrization
+    (NO_FLUSHERS below)."""
+    _, b, mnt = dirs
+    util.test_user()
+    with Mount(b, mnt, options=['allow_other'] + getattr(request, 'param', [])) as mt:
+        mt.backing = b
+        yield mt
+
+
+# A mount where only the test writes dirty data back.
+NO_FLUSHERS = pytest.mark.parametrize('mount', [['flushers=0']], indirect=True,
+                                      ids=['flushers0'])
+
+
+def run_ctl(*args, user=None, timeout=60):
+    if not os.path.exists(FOLIOFSCTL):
+        pytest.fail('%s does not exist: build it or set $FOLIOFSCTL' % FOLIOFSCTL)
+    return subprocess.run([FOLIOFSCTL] + [str(a) for a in args], stdin=subprocess.DEVNULL,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          timeout=timeout, preexec_fn=util._preexec(user))
+
+
+def one_line(text):
+    lines = text.splitlines()
+    assert len(lines) == 1, 'expected one line, got %r' % text
+    return lines[0]
+
+
+# --------------------------------------------------------------------------
+# the directory
+
+def test_control_directory_hidden_from_root_listing(mount):
+    """.foliofs is found by name but listed neither by readdir of the root
+    nor under another name; its own listing has the new entries."""
+    assert '.foliofs' not in os.listdir(mount.mnt)
+    assert os.path.isdir(ctl(mount.mnt))
+    assert set(os.listdir(ctl(mount.mnt))) == {'stats', 'fault', 'files', 'sync', 'tunables'}
+    assert os.path.isdir(ctl(mount.mnt, 'tunables'))
+
+
+def test_tunables_listed_and_read(mount):
+    """tunables/ lists one file per tunable; each reads as its value and a
+    newline, and a name that is not a tunable does not exist."""
+    names = os.listdir(ctl(mount.mnt, 'tunables'))
+    assert len(names) == len(set(names))
+    assert set(TUNABLES) <= set(names), names
+    for name in names:
+        val = read_tunable(mount.mnt, name)
+        assert val.endswith('\n') and val.count('\n') == 1 and val.strip(), (name, val)
+    assert read_tunable(mount.mnt, 'dirty_ratio') == '20\n'
+    assert not os.path.exists(tunable(mount.mnt, 'no_such_tunable'))
+    with pytest.raises(PermissionError):   # EPERM: nothing is made in .foliofs
+        open(tunable(mount.mnt, 'no_such_tunable'), 'w').close()
+    st = os.stat(tunable(mount.mnt, 'dirty_ratio'))
+    assert (st.st_mode & 0o777, st.st_uid) == (0o644, os.geteuid())
+
+
+@pytest.mark.parametrize('cache', ['direct', 'kernel_cache'])
+def test_tunable_write(dirs, cache):
+    """A write sets the value and close() returns 0.  Under kernel_cache
+    the kernel updates the file's times at close; that setattr used to
+    be refused with EPERM and made close() of a written control file
+    (tunables, fault) fail."""
+    _, b, mnt = dirs
+    opts = ['allow_other'] + (['kernel_cache'] if cache == 'kernel_cache' else [])
+    with Mount(b, mnt, options=opts):
+        write_tunable(mnt, 'dirty_ratio', '30')
+        assert read_tunable(mnt, 'dirty_ratio') == '30\n'
+        write_tunable(mnt, 'dirty_expire_ms', '12345')
+        assert read_tunable(mnt, 'dirty_expire_ms') == '12345\n'
+        with open(ctl(mnt, 'fault'), 'w') as f:
+            f.write('off\n')
+
+
+def test_tunable_bad_value(mount):
+    """A bad value fails the write with EINVAL and changes nothing; a read
+    through the same open file gives the daemon's reason."""
+    mnt = mount.mnt
+    before = {n: read_tunable(mnt, n) for n in TUNABLES}
+    for name, bad in [('dirty_ratio', 'abc'), ('dirty_ratio', '101'),
+                      ('dirty_ratio', '-1'), ('dirty_bytes', '12x'),
+                      ('throttle', 'no_such_policy'), ('dirty_account', 'no_such_policy'),
+                      ('dirty_expire_ms', '')]:
+        fd = os.open(tunable(mnt, name), os.O_RDWR)
+        try:
+            with pytest.raises(OSError) as e:
+                os.write(fd, bad.encode() + b'\n')
+            assert e.value.errno == errno.EINVAL, (name, bad)
+            reason = os.pread(fd, 4096, 0).decode()
+            assert name in reason and reason.endswith('\n'), (name, bad, reason)
+        finally:
+            os.close(fd)
+    assert {n: read_tunable(mnt, n) for n in TUNABLES} == before
+
+
+def test_tunable_other_user_eacces(mount):
+    """Only the mounting user (here root) may write a tunable: another user
+    gets EACCES and the value stays; reading is open to all."""
+    mnt = mount.mnt
+    before = read_tunable(mnt, 'dirty_ratio')
+
+    def write_as_other():
+        fd = os.open(tunable(mnt, 'dirty_ratio'), os.O_WRONLY)
+        os.close(fd)
+
+    with pytest.raises(PermissionError) as e:
+        run_as('nobody', write_as_other)
+    assert e.value.errno == errno.EACCES
+    assert run_as('nobody', read_tunable, mnt, 'dirty_ratio') == before
+    assert read_tunable(mnt, 'dirty_ratio') == before
+    write_tunable(mnt, 'dirty_ratio', '25')   # root, the mounting user, may
+    assert read_tunable(mnt, 'dirty_ratio') == '25\n'
+
+
+def test_tunable_mounting_user(dirs, tuser):
+    """A mount by an unprivileged user: that user may set tunables.  (Root
+    and others reach such a mount only with allow_other, which needs
+    user_allow_other in /etc/fuse.conf; the root-mounted tests above show
+    that the mode check lets the owner write and refuses others.)"""
+    root, b, mnt = dirs
+    name, uid, gid = tuser
+    os.chown(b, uid, gid)
+    os.chown(mnt, uid, gid)
+    with Mount(b, mnt, user=name):
+        run_as(name, write_tunable, mnt, 'dirty_ratio', '31')
+        assert run_as(name, read_tunable, mnt, 'dirty_ratio') == '31\n'
+        st = run_as(name, os.stat, tunable(mnt, 'dirty_ratio'))
+        assert (st.st_uid, st.st_mode & 0o777) == (uid, 0o644)
+
+
+# --------------------------------------------------------------------------
+# files and sync
+
+def queue(mnt):
+    """The writeback queue: {path: (dirty, writeback, age_ms, errors)}."""
+    out = {}
+    with open(ctl(mnt, 'files')) as f:
+        for line in f:
+            d, w, age, errs, path = line.rstrip('\n').split(' ', 4)
+            out[path] = (int(d), int(w), int(age), errs)
+    return out
+
+
+@NO_FLUSHERS
+def test_files_lists_dirty_file(mount):
+    """A file with dirty data is listed with its dirty bytes (whole blocks)
+    until fsync writes it back."""
+    mnt, back = mount.mnt, mount.backing
+    assert queue(mnt) == {}
+    with open(os.path.join(mnt, 'f'), 'wb') as f:
+        f.write(b'x' * (100 * KiB + 1))
+        f.flush()
+        q = queue(mnt)
+        path = os.path.realpath(os.path.join(back, 'f'))
+        assert list(q) == [path], q
+        dirty, wb, age, errs = q[path]
+        assert dirty == 104 * KiB and wb == 0 and age >= 0 and errs == '0', q
+        os.fsync(f.fileno())
+        assert queue(mnt) == {}
+
+
+@NO_FLUSHERS
+def test_files_readable_by_mounting_user_only(mount):
+    with pytest.raises(PermissionError):
+        run_as('nobody', util.read_file, ctl(mount.mnt, 'files'))
+
+
+@NO_FLUSHERS
+def test_sync_writes_everything_back(mount):
+    """A write of .foliofs/sync returns once every file is written back:
+    nothing dirty is left and the backing files hold the data."""
+    mnt, back = mount.mnt, mount.backing
+    data = {'a': os.urandom(300 * KiB), 'b': os.urandom(5 * KiB + 7)}
+    files = []
+    for name, d in data.items():
+        f = open(os.path.join(mnt, name), 'wb')
+        f.write(d)
+        f.flush()
+        files.append(f)
+    try:
+        assert stats(mnt)['dirty_bytes_exact'] > 0
+        assert len(queue(mnt)) == 2
+        fd = os.open(ctl(mnt, 'sync'), os.O_WRONLY)
+        try:
+            assert os.write(fd, b'1\n') == 2
+        finally:
+            os.close(fd)
+        assert stats(mnt)['dirty_bytes_exact'] == 0
+        assert queue(mnt) == {}
+        for name, d in data.items():
+            assert util.read_file(os.path.join(back, name)) == d
+    finally:
+        for f in files:
+            f.close()
+
+
+# --------------------------------------------------------------------------
+# foliofsctl
+
+STAT_COLUMNS = 13
+
+
+def test_foliofsctl_stat(mount):
+    r = run_ctl('stat', mount.mnt, '-c', 2, '-i', 0.2)
+    assert r.returncode == 0 and not r.stderr, r
+    lines = r.stdout.splitlines()
+    assert len(lines) == 3, r.stdout
+    assert lines[0].split()[:2] == ['dirty', 'exact']
+    for line in lines[1:]:
+        cols = line.split()
+        assert len(cols) == STAT_COLUMNS, line
+        # Every stat the table uses exists in this daemon: no "-".
+        assert '-' not in cols, line
+
+
+def test_foliofsctl_get_set(mount):
+    mnt = mount.mnt
+    r = run_ctl('get', mnt)
+    assert r.returncode == 0 and not r.stderr, r
+    got = dict(line.split(' ', 1) for line in r.stdout.splitlines())
+    assert set(TUNABLES) <= set(got)
+    assert got['dirty_ratio'] == '20'
+    r = run_ctl('set', mnt, 'dirty_ratio=35', 'dirty_expire_ms=9000')
+    assert r.returncode == 0 and not r.stderr and not r.stdout, r
+    r = run_ctl('get', mnt, 'dirty_ratio', 'dirty_expire_ms')
+    assert r.stdout == 'dirty_ratio 35\ndirty_expire_ms 9000\n', r
+
+
+def test_foliofsctl_bad_name_or_value(mount):
+    """Exit 2 with one line naming the problem; a set stops at the first
+    bad one and the ones before it stay set."""
+    mnt = mount.mnt
+    r = run_ctl('get', mnt, 'no_such_tunable')
+    assert r.returncode == 2 and 'no_such_tunable' in one_line(r.stderr), r
+    r = run_ctl('set', mnt, 'no_such_tunable=1')
+    assert r.returncode == 2 and 'no_such_tunable' in one_line(r.stderr), r
+    r = run_ctl('set', mnt, 'dirty_expire_ms=7000', 'dirty_ratio=abc', 'dirty_bytes=1')
+    assert r.returncode == 2 and 'dirty_ratio' in one_line(r.stderr), r
+    assert read_tunable(mnt, 'dirty_expire_ms') == '7000\n'
+    assert read_tunable(mnt, 'dirty_ratio') == '20\n'
+    assert read_tunable(mnt, 'dirty_bytes') == '0\n'
+    r = run_ctl('set', mnt, 'dirty_ratio')
+    assert r.returncode == 2 and one_line(r.stderr), r
+    r = run_ctl('stat', mnt, '-i', 'x')
+    assert r.returncode == 2 and one_line(r.stderr), r
+
+
+def test_foliofsctl_not_a_mount(tmp_path):
+    for cmd in (['stat'], ['get'], ['set', 'dirty_ratio=1'], ['files'], ['sync']):
+        r = run_ctl(cmd[0], tmp_path, *cmd[1:])
+        assert r.returncode == 2 and not r.stdout, r
+        assert str(tmp_path) in one_line(r.stderr), r
+
+
+def test_foliofsctl_usage():
+    r = run_ctl('-h')
+    assert r.returncode == 0 and 'foliofsctl stat' not in r.stderr
+    for word in ('stat', 'get', 'set', 'files', 'sync', 'stay set'):
+        assert word in r.stdout
+    r = run_ctl()
+    assert r.returncode == 2
+    r = run_ctl('no_such_command', '/')
+    assert r.returncode == 2 and one_line(r.stderr)
+
+
+@NO_FLUSHERS
+def test_foliofsctl_files_and_sync(mount):
+    mnt, back = mount.mnt, mount.backing
+    data = os.urandom(200 * KiB)
+    with open(os.path.join(mnt, 'f'), 'wb') as f:
+        f.write(data)
+        f.flush()
+        r = run_ctl('files', mnt)
+        assert r.returncode == 0 and not r.stderr, r
+        lines = r.stdout.splitlines()
+        assert len(lines) == 2 and lines[0].split()[-1] == 'PATH', r.stdout
+        assert lines[1].endswith(os.path.join(os.path.realpath(back), 'f')), r.stdout
+        r = run_ctl('sync', mnt)
+        assert r.returncode == 0, r
+        assert stats(mnt)['dirty_bytes_exact'] == 0
+        assert util.read_file(os.path.join(back, 'f')) == data
+        r = run_ctl('files', mnt)
+        assert r.returncode == 0 and len(r.stdout.splitlines()) == 1, r
+
+
+# --------------------------------------------------------------------------
+# the stats log
+
+def has_option(name):
+    r = subprocess.run([FOLIOFS, '--help'], stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, text=True)
+    return name in r.stdout
+
+
+def read_log(path):
+    with open(path) as f:
+        text = f.read()
+    assert not text or text.endswith('\n'), 'the last line is not whole: %r' % text[-200:]
+    return [json.loads(line) for line in text.splitlines()]
+
+
+@pytest.mark.timeout(60)
+def test_stats_log(dirs):
+    """Every line of the log is one JSON object with the times and exactly
+    the stats of .foliofs/stats that writeback keeps; lines come every
+    interval and one more at unmount."""
+    if not has_option('stats_log'):
+        pytest.skip('this foliofs has no stats_log option')
+    root, b, mnt = dirs
+    log = os.path.join(root, 'stats.jsonl')
+    with Mount(b, mnt, options=['allow_other', 'stats_log=' + log,
+                                'stats_interval_ms=100']) as m:
+        with open(os.path.join(mnt, 'f'), 'wb') as f:
+            f.write(b'y' * MiB)
+        assert poll(lambda: os.path.exists(log) and len(read_log(log)) >= 3, 20)
+        keys = set(stats(mnt)) - set(FUSE_STATS)
+        lines = read_log(log)
+        m.umount()
+    after = read_log(log)
+    assert len(after) > len(lines)
+    assert after[:len(lines)] == lines
+    times = [d['time_ms'] for d in after]
+    assert times == sorted(times) and times[0] >= 0
+    for d in after:
+        assert set(d) == keys | {'time_ms', 'unix_ms'}, set(d) ^ (keys | {'time_ms', 'unix_ms'})
+        assert all(isinstance(v, (int, float)) for v in d.values()), d
+    assert max(d['app_write_bytes'] for d in after) == MiB
+
+
+def test_stats_log_unwritable(dirs):
+    """A log that cannot be opened fails the mount with one line naming it."""
+    if not has_option('stats_log'):
+        pytest.skip('this foliofs has no stats_log option')
+    root, b, mnt = dirs
+    log = os.path.join(root, 'no_such_dir', 'stats.jsonl')
+    r = subprocess.run([FOLIOFS, '-f', '-o', 'stats_log=' + log, b, mnt],
+                       stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, text=True, timeout=30)
+    if util.is_fuse_mounted(mnt):
+        subprocess.run([util.FUSERMOUNT, '-u', '-z', mnt])
+    assert r.returncode != 0
+    assert log in r.stdout, r.stdout
