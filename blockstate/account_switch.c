@@ -42,8 +42,15 @@ static void reprice_folio(struct bs_cache *cache, struct bs_folio *folio)
 	folio->price = price;
 }
 
+bool bs_account_switching(struct bs_cache *cache)
+{
+	return atomic_load(&cache->account_switching) & 1;
+}
+
 void bs_cache_set_account(struct bs_cache *cache, const struct bs_account_policy *policy)
 {
+	/* Odd while folios may still carry old prices (for debug checks). */
+	atomic_fetch_add(&cache->account_switching, 1);
 	atomic_store(&cache->account, policy);
 	/*
 	 * Every folio, not only the tagged ones: a folio a writer priced by
@@ -65,4 +72,5 @@ void bs_cache_set_account(struct bs_cache *cache, const struct bs_account_policy
 		pthread_rwlock_unlock(&file->index_lock);
 	}
 	pthread_mutex_unlock(&cache->files_lock);
+	atomic_fetch_add(&cache->account_switching, 1);
 }

@@ -44,6 +44,13 @@ bool bs_bits_all_set(const unsigned long *map, uint32_t start, uint32_t end);
 void bs_bits_or_range(unsigned long *dst, const unsigned long *src, uint32_t start,
 		      uint32_t end);
 
+/*
+ * Whether a switch of accounting policy may have left folios priced by
+ * the old policy (account_switch.c): debug checks of one folio's price
+ * hold only when not.
+ */
+bool bs_account_switching(struct bs_cache *cache);
+
 /* ---- folios (folio.c) ---- */
 
 struct bs_folio {
@@ -83,16 +90,31 @@ struct bs_folio {
 	 * under the folio lock with the index_lock held.
 	 */
 	bool tagged;
-	bool tag_stale;
+	bool tag_stale;			/* also for utagged */
+	bool utagged;			/* the unsynced mark, following
+					 * unsynced_blocks != 0 the same way
+					 * (set at once by bs_wb_complete) */
+	/*
+	 * Blocks written to the backing file since its last successful
+	 * sync (see bs_sync_begin()): they are clean but not yet durable,
+	 * so the folio is pinned until a sync succeeds, and a failed sync
+	 * makes them dirty again.  sync_gen is the file's sync_gen when a
+	 * block was last marked.
+	 */
+	uint32_t unsynced_blocks;
+	uint64_t sync_gen;
 	uint64_t redirty_price;		/* price of the blocks both dirty and
 					 * under writeback (see update_redirty) */
 	/*
-	 * Three bitmaps of nr_blocks bits each, in bits[]: uptodate, dirty,
-	 * writeback.  Dirty or writeback implies uptodate.
+	 * Four bitmaps of nr_blocks bits each, in bits[]: uptodate, dirty,
+	 * writeback, unsynced.  Dirty, writeback or unsynced implies
+	 * uptodate.  A block may be both unsynced and dirty (written again
+	 * after its writeback).
 	 */
 	unsigned long *uptodate;
 	unsigned long *dirty;
 	unsigned long *writeback;
+	unsigned long *unsynced;
 	unsigned long bits[];
 };
 
@@ -119,6 +141,26 @@ void bs_folio_start_writeback(struct bs_folio *folio, uint32_t first_blk, uint32
  */
 void bs_folio_end_writeback(struct bs_folio *folio, uint32_t first_blk,
 			    uint32_t end_blk, bool failed);
+/*
+ * Blocks [first_blk, end_blk) (uptodate) were written to the backing
+ * file: unsynced until a sync that starts later succeeds.  The caller
+ * has marked the folio in the index (utagged) before: see bs_wb_complete().
+ * Context: folio lock held.
+ */
+void bs_folio_set_unsynced(struct bs_folio *folio, uint32_t first_blk, uint32_t end_blk);
+void bs_folio_clear_unsynced(struct bs_folio *folio, uint32_t first_blk, uint32_t end_blk);
+/* A sync failed: every unsynced block becomes dirty again.  Folio lock held. */
+void bs_folio_redirty_unsynced(struct bs_folio *folio);
+/* Holds blocks that keep it from reclaim: held or unsynced. */
+static inline bool bs_folio_pinned(const struct bs_folio *folio)
+{
+	return folio->held_blocks || folio->unsynced_blocks;
+}
+/*
+ * Bring the folio's index marks up to date with its state.
+ * Context: index_lock held (read is enough) and the folio lock held.
+ */
+void bs_folio_sync_tags(struct bs_folio *folio);
 /* Wait until no run of the folio is in flight.  Folio lock held. */
 void bs_folio_wait_writeback(struct bs_folio *folio);
 /*
@@ -163,13 +205,21 @@ unsigned int bs_index_fit(const struct bs_index *idx, off_t off, unsigned int or
 int bs_index_insert(struct bs_index *idx, struct bs_folio *folio);
 /* Take @folio out; its tag goes with it.  index_lock held for writing. */
 void bs_index_remove(struct bs_index *idx, struct bs_folio *folio);
+/* Marks (index.c): the held mark is "the tag". */
+enum { BS_MARK_HELD, BS_MARK_UNSYNCED, BS_NR_MARKS };
+
 /*
- * Tag or untag @folio, which is in the index: tagged folios hold dirty or
- * writeback blocks.  Context: index_lock held (read is enough) and the
- * folio lock held, or index_lock held for writing.
+ * Mark or unmark @folio, which is in the index: @mark BS_MARK_HELD for
+ * folios holding dirty or writeback blocks, BS_MARK_UNSYNCED for folios
+ * holding unsynced blocks.  Context: index_lock held (read is enough) and
+ * the folio lock held, or index_lock held for writing.
  */
+void bs_index_mark(struct bs_index *idx, struct bs_folio *folio, int mark, bool set);
+/* The first folio marked @mark ending after @off, or NULL.  O(marked folios skipped). */
+struct bs_folio *bs_index_next_marked(const struct bs_index *idx, off_t off, int mark);
+uint64_t bs_index_nr_marked(const struct bs_index *idx, int mark);
+/* The same for BS_MARK_HELD. */
 void bs_index_tag(struct bs_index *idx, struct bs_folio *folio, bool set);
-/* The first tagged folio ending after @off, or NULL.  O(tagged folios skipped). */
 struct bs_folio *bs_index_next_tagged(const struct bs_index *idx, off_t off);
 uint64_t bs_index_nr_tagged(const struct bs_index *idx);
 
@@ -191,6 +241,9 @@ struct bs_file {
 						 * (compare and swap), set under it
 						 * exclusive */
 	_Atomic uint64_t held_folios;		/* folios with held blocks (exact) */
+	_Atomic uint64_t unsynced_folios;	/* folios with unsynced blocks (exact) */
+	_Atomic uint64_t unsynced_bytes;	/* their memory */
+	_Atomic uint64_t sync_gen;		/* bumped by every bs_sync_begin() */
 	struct bs_file *next;			/* cache files_lock */
 	struct bs_file *prev;
 };
@@ -203,6 +256,7 @@ struct bs_cache {
 	 * reprices every folio under its lock.
 	 */
 	const struct bs_account_policy *_Atomic account;
+	_Atomic uint64_t account_switching;	/* odd while a switch reprices */
 	const struct bs_cache_ops *ops;
 	void *ctx;
 	unsigned int blk_shift;
@@ -220,7 +274,8 @@ struct bs_cache {
 	_Atomic uint64_t written_bytes;
 	_Atomic uint64_t held_bytes;
 	_Atomic uint64_t wb_bytes;
-	_Atomic uint64_t pinned_bytes;
+	_Atomic uint64_t pinned_bytes;		/* folios held or unsynced */
+	_Atomic uint64_t unsynced_bytes;	/* folios holding unsynced blocks */
 	_Atomic uint64_t app_write_bytes;
 	_Atomic uint64_t app_read_bytes;
 	_Atomic uint64_t backing_read_bytes;

@@ -59,7 +59,7 @@ struct bs_folio *bs_folio_alloc(struct bs_file *file, off_t start, uint32_t size
 	struct bs_cache *cache = file->cache;
 	uint32_t nr_blocks = size >> cache->blk_shift;
 	size_t longs = BS_BITS_TO_LONGS(nr_blocks);
-	struct bs_folio *folio = calloc(1, sizeof(*folio) + 3 * longs * sizeof(long));
+	struct bs_folio *folio = calloc(1, sizeof(*folio) + 4 * longs * sizeof(long));
 
 	if (!folio)
 		return NULL;
@@ -75,6 +75,7 @@ struct bs_folio *bs_folio_alloc(struct bs_file *file, off_t start, uint32_t size
 	folio->uptodate = folio->bits;
 	folio->dirty = folio->bits + longs;
 	folio->writeback = folio->bits + 2 * longs;
+	folio->unsynced = folio->bits + 3 * longs;
 	atomic_init(&folio->refs, 1);
 	atomic_init(&folio->referenced, true);
 	pthread_mutex_init(&folio->lock, NULL);
@@ -94,7 +95,7 @@ static void folio_free(struct bs_folio *folio)
 	struct bs_cache *cache = folio->file->cache;
 
 	/* Held state was discharged when the blocks were dropped. */
-	if (BS_DEBUG && (folio->held_blocks || folio->price))
+	if (BS_DEBUG && (folio->held_blocks || folio->price || folio->unsynced_blocks))
 		abort();
 	atomic_fetch_sub(&cache->cache_bytes, folio->size);
 	atomic_fetch_sub(&cache->nr_folios, 1);
@@ -255,6 +256,20 @@ static uint64_t folio_price(const struct bs_folio *folio)
 }
 
 /*
+ * The folio became pinned (held or unsynced) or stopped being: move its
+ * memory in or out of pinned_bytes.  Context: folio lock held.
+ */
+static void update_pinned(struct bs_folio *folio, bool was_pinned)
+{
+	struct bs_cache *cache = folio->file->cache;
+
+	if (!was_pinned && bs_folio_pinned(folio))
+		atomic_fetch_add(&cache->pinned_bytes, folio->size);
+	else if (was_pinned && !bs_folio_pinned(folio))
+		atomic_fetch_sub(&cache->pinned_bytes, folio->size);
+}
+
+/*
  * Apply the change in held counts from @before to @after and reprice.
  * Context: folio lock held.
  */
@@ -262,7 +277,7 @@ static void reprice(struct bs_folio *folio, struct held_span before,
 		    struct held_span after)
 {
 	struct bs_cache *cache = folio->file->cache;
-	bool was_pinned = folio->held_blocks != 0;
+	bool was_held = folio->held_blocks != 0, was_pinned = bs_folio_pinned(folio);
 	uint64_t old_price = folio->price;
 	int64_t delta_blocks = (int64_t)after.blocks - before.blocks;
 
@@ -279,15 +294,14 @@ static void reprice(struct bs_folio *folio, struct held_span before,
 	} else if (folio->price < old_price) {
 		atomic_fetch_sub(&cache->charged_bytes, old_price - folio->price);
 	}
-	if (!was_pinned && folio->held_blocks) {
-		atomic_fetch_add(&cache->pinned_bytes, folio->size);
+	if (!was_held && folio->held_blocks) {
 		atomic_fetch_add(&folio->file->held_folios, 1);
 		folio->tag_stale = true;
-	} else if (was_pinned && !folio->held_blocks) {
-		atomic_fetch_sub(&cache->pinned_bytes, folio->size);
+	} else if (was_held && !folio->held_blocks) {
 		atomic_fetch_sub(&folio->file->held_folios, 1);
 		folio->tag_stale = true;
 	}
+	update_pinned(folio, was_pinned);
 }
 
 /*
@@ -302,16 +316,18 @@ static void folio_check(const struct bs_folio *folio)
 	bool held_not_uptodate = false;
 
 	for (size_t i = 0; i < longs; i++)
-		held_not_uptodate |= ((folio->dirty[i] | folio->writeback[i]) &
-				      ~folio->uptodate[i]) != 0;
+		held_not_uptodate |= ((folio->dirty[i] | folio->writeback[i] |
+				       folio->unsynced[i]) & ~folio->uptodate[i]) != 0;
 	bs_folio_count_held(folio, &blocks, &pages);
 	if (held_not_uptodate || blocks != folio->held_blocks ||
-	    pages != folio->held_pages || folio->price != folio_price(folio) ||
-	    bs_bits_count(folio->writeback, 0, folio->nr_blocks) != folio->wb_blocks) {
+	    pages != folio->held_pages ||
+	    (folio->price != folio_price(folio) && !bs_account_switching(folio->file->cache)) ||
+	    bs_bits_count(folio->writeback, 0, folio->nr_blocks) != folio->wb_blocks ||
+	    bs_bits_count(folio->unsynced, 0, folio->nr_blocks) != folio->unsynced_blocks) {
 		fprintf(stderr, "blockstate: folio at %lld: held %u/%u blocks, %u/%u pages, price %llu%s\n",
 			(long long)folio->start, folio->held_blocks, blocks, folio->held_pages,
 			pages, (unsigned long long)folio->price,
-			held_not_uptodate ? ", a held block is not uptodate" : "");
+			held_not_uptodate ? ", a held or unsynced block is not uptodate" : "");
 		abort();
 	}
 }
@@ -385,6 +401,82 @@ void bs_folio_end_writeback(struct bs_folio *folio, uint32_t first_blk,
 		pthread_cond_broadcast(&folio->wb_done);
 }
 
+/*
+ * Set or clear unsynced bits [first_blk, end_blk), keeping the counts of
+ * the file and the cache.  Context: folio lock held.
+ */
+static void change_unsynced(struct bs_folio *folio, bool set, uint32_t first_blk,
+			    uint32_t end_blk)
+{
+	struct bs_file *file = folio->file;
+	struct bs_cache *cache = file->cache;
+	bool had = folio->unsynced_blocks != 0, was_pinned = bs_folio_pinned(folio);
+	uint32_t before = bs_bits_count(folio->unsynced, first_blk, end_blk);
+
+	if (set) {
+		bs_bits_set(folio->unsynced, first_blk, end_blk);
+		folio->unsynced_blocks += end_blk - first_blk - before;
+		folio->sync_gen = atomic_load(&file->sync_gen);
+	} else {
+		bs_bits_clear(folio->unsynced, first_blk, end_blk);
+		folio->unsynced_blocks -= before;
+	}
+	if (!had && folio->unsynced_blocks) {
+		atomic_fetch_add(&file->unsynced_folios, 1);
+		atomic_fetch_add(&file->unsynced_bytes, folio->size);
+		atomic_fetch_add(&cache->unsynced_bytes, folio->size);
+		folio->tag_stale = true;
+	} else if (had && !folio->unsynced_blocks) {
+		atomic_fetch_sub(&file->unsynced_folios, 1);
+		atomic_fetch_sub(&file->unsynced_bytes, folio->size);
+		atomic_fetch_sub(&cache->unsynced_bytes, folio->size);
+		folio->tag_stale = true;
+	}
+	update_pinned(folio, was_pinned);
+	if (BS_DEBUG)
+		folio_check(folio);
+}
+
+void bs_folio_set_unsynced(struct bs_folio *folio, uint32_t first_blk, uint32_t end_blk)
+{
+	change_unsynced(folio, true, first_blk, end_blk);
+}
+
+void bs_folio_clear_unsynced(struct bs_folio *folio, uint32_t first_blk, uint32_t end_blk)
+{
+	if (folio->unsynced_blocks)
+		change_unsynced(folio, false, first_blk, end_blk);
+}
+
+void bs_folio_redirty_unsynced(struct bs_folio *folio)
+{
+	uint32_t blk = 0, end = folio->nr_blocks;
+
+	/* Dirty first: the folio stays pinned throughout. */
+	while ((blk = bs_bits_next_set(folio->unsynced, NULL, blk, end)) < end) {
+		uint32_t stop = bs_bits_next_clear(folio->unsynced, blk, end);
+
+		bs_folio_set_dirty(folio, blk, stop);
+		blk = stop;
+	}
+	bs_folio_clear_unsynced(folio, 0, end);
+}
+
+void bs_folio_sync_tags(struct bs_folio *folio)
+{
+	struct bs_index *idx = &folio->file->index;
+
+	if (!folio->detached && folio->tagged != (folio->held_blocks != 0)) {
+		folio->tagged = !folio->tagged;
+		bs_index_tag(idx, folio, folio->tagged);
+	}
+	if (!folio->detached && folio->utagged != (folio->unsynced_blocks != 0)) {
+		folio->utagged = !folio->utagged;
+		bs_index_mark(idx, folio, BS_MARK_UNSYNCED, folio->utagged);
+	}
+	folio->tag_stale = false;
+}
+
 void bs_folio_wait_writeback(struct bs_folio *folio)
 {
 	while (folio->wb_runs)
@@ -402,12 +494,8 @@ void bs_folio_unlock(struct bs_folio *folio)
 	/* index_lock before the folio lock (lock order); read is enough. */
 	pthread_rwlock_rdlock(&file->index_lock);
 	pthread_mutex_lock(&folio->lock);
-	if (folio->tag_stale && !folio->detached &&
-	    folio->tagged != (folio->held_blocks != 0)) {
-		folio->tagged = !folio->tagged;
-		bs_index_tag(&file->index, folio, folio->tagged);
-	}
-	folio->tag_stale = false;
+	if (folio->tag_stale)
+		bs_folio_sync_tags(folio);
 	pthread_mutex_unlock(&folio->lock);
 	pthread_rwlock_unlock(&file->index_lock);
 }
