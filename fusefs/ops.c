@@ -321,10 +321,10 @@ static void ffs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 	 * flushes; only the daemon may apply times it decided.
 	 */
 	if (inode->ctl)
-		ret = -EPERM;
+		ret = ffs_ctl_setattr(ffs_data(req), inode, attr, valid);
 	else if (!(valid & FUSE_SET_ATTR_CTIME))
 		ret = ffs_creds_enter(ffs_data(req), req, &c);
-	if (!ret) {
+	if (!ret && !inode->ctl) {
 		ret = do_setattr(ffs_data(req), inode, attr, valid, fi);
 		ffs_creds_leave(&c);
 	}
@@ -870,7 +870,7 @@ static void ffs_opendir(fuse_req_t req, fuse_ino_t ino,
 	int fd, ret = 0;
 
 	if (ffs_inode(req, ino)->ctl) {
-		if (ffs_inode(req, ino)->ctl != FFS_CTL_DIR) {
+		if (ffs_inode(req, ino)->type != S_IFDIR) {
 			fuse_reply_err(req, ENOTDIR);
 			return;
 		}
@@ -960,7 +960,7 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
 	int err = 0;
 
 	if (dir->ctl) {
-		ffs_ctl_readdir(req, ffs_data(req), size, offset, plus);
+		ffs_ctl_list(req, ffs_data(req), dir, size, offset, plus);
 		return;
 	}
 	buf = calloc(1, size ? size : 1);
