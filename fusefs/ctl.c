@@ -501,9 +501,3 @@ void ffs_ctl_list(fuse_req_t req, struct ffs_data *fs, struct ffs_inode *dir,
 	fuse_reply_buf(req, buf, used);
 	free(buf);
 }
-
-void ffs_ctl_readdir(fuse_req_t req, struct ffs_data *fs, size_t size, off_t off,
-		     bool plus)
-{
-	ffs_ctl_list(req, fs, &ctl_dir, size, off, plus);
-}

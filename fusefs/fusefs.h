@@ -262,9 +262,6 @@ void ffs_ctl_release(struct ffs_data *fs, struct fuse_file_info *fi);
 /* readdir of the control directory @dir (type S_IFDIR): replies. */
 void ffs_ctl_list(fuse_req_t req, struct ffs_data *fs, struct ffs_inode *dir,
 		  size_t size, off_t off, bool plus);
-/* readdir of .foliofs itself (ffs_ctl_list() of it). */
-void ffs_ctl_readdir(fuse_req_t req, struct ffs_data *fs, size_t size, off_t off,
-		     bool plus);
 /*
  * setattr of a control file: 0 for what must not fail a close (time
  * updates, truncation to 0 of a writable one), changing nothing; -EPERM

@@ -153,11 +153,12 @@ unsigned int wb_ctx_destroy(struct wb_ctx *ctx)
 {
 	unsigned int lost;
 
-	wb_statslog_stop(ctx);
 	wb_flushers_stop(ctx);
 	/* Files kept because their data could not be written: a last try. */
 	while (ctx->files)
 		wb_file_destroy(ctx->files, true);
+	/* Its last line shows the state after everything was written. */
+	wb_statslog_stop(ctx);
 	lost = atomic_load(&ctx->lost_files);
 	wb_backing_exit(ctx);
 	wb_throttle_destroy(ctx->throttle);
