@@ -55,6 +55,7 @@ struct ffs_held {
 	size_t count;		/* bytes written: the reply */
 	pid_t pid;		/* the writer, as the throttler knows it */
 	int64_t deadline_ns;	/* CLOCK_MONOTONIC; 0 with release */
+	int64_t held_ns;	/* when it was held (CLOCK_MONOTONIC) */
 	bool release;		/* answer at once, without asking the throttler */
 };
 
@@ -163,26 +164,18 @@ static void release_req(struct ffs_defer *d, fuse_req_t req)
 
 /*
  * Ask the throttler about every held writer (settings changed).  A writer
- * it would not pause is released; the others keep the sooner of the two
- * deadlines.
+ * the new settings let run free is released; the others keep their
+ * pauses as they were.
  */
 static void reevaluate(struct ffs_defer *d)
 {
-	int64_t now = now_ns();
-
 	for (size_t i = 0; i < d->nr_held; i++) {
 		struct ffs_held *h = &d->heap[i];
-		int64_t ns;
 
-		if (h->release)
+		if (h->release || wb_balance_dirty_recheck(d->wb, h->pid))
 			continue;
-		ns = wb_balance_dirty_again(d->wb, h->pid);
-		if (ns <= 0) {
-			h->release = true;
-			h->deadline_ns = 0;
-		} else if (now + ns < h->deadline_ns) {
-			h->deadline_ns = now + ns;
-		}
+		h->release = true;
+		h->deadline_ns = 0;
 	}
 	for (size_t i = d->nr_held / 2; i-- > 0;)
 		sift_down(d->heap, d->nr_held, i);
@@ -234,6 +227,7 @@ static bool next_due(struct ffs_defer *d, struct ffs_held *out)
 			}
 		}
 		*out = heap_pop(d);
+		out->release |= d->stop;	/* before its pause ended */
 		return true;
 	}
 }
@@ -248,7 +242,7 @@ static void *defer_main(void *arg)
 		pthread_mutex_unlock(&d->lock);
 		/* Fails only on a dead connection; the request is freed either way. */
 		fuse_reply_write(h.req, h.count);
-		wb_throttle_held(d->wb, -1);
+		wb_throttle_unheld(d->wb, h.pid, now_ns() - h.held_ns, h.release);
 		pthread_mutex_lock(&d->lock);
 	}
 	pthread_mutex_unlock(&d->lock);
@@ -288,6 +282,8 @@ static int hold(struct ffs_defer *d, fuse_req_t req, size_t count, pid_t pid,
 		.req = req, .count = count, .pid = pid,
 		.deadline_ns = now_ns() + pause_ns,
 	};
+
+	h.held_ns = h.deadline_ns - pause_ns;
 	int ret;
 
 	/*
@@ -299,7 +295,7 @@ static int hold(struct ffs_defer *d, fuse_req_t req, size_t count, pid_t pid,
 	pthread_mutex_lock(&d->lock);
 	ret = d->stop ? -ESHUTDOWN : heap_push(d, &h);
 	if (!ret) {
-		wb_throttle_held(d->wb, +1);
+		wb_throttle_held(d->wb);
 		if (fuse_req_interrupted(req))
 			release_req(d, req);
 		else if (d->heap[0].req == req)

@@ -807,8 +807,15 @@ static void ffs_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 	 * (generic_write_sync); we sync first, on this thread, so that a held
 	 * reply never waits for I/O on the timer thread.  The sync only
 	 * lowers the dirty charge, so the pause it sees is never longer.
+	 * A write from the kernel's own writeback (kernel_cache mode) is
+	 * not throttled: the kernel already throttled its writer against
+	 * the FUSE mount's strict limit, and pausing its flusher would only
+	 * stall every file's writeback.
 	 */
-	ffs_defer_reply_write(ffs_data(req), req, (size_t)n, dirtied);
+	if (fi->writepage)
+		fuse_reply_write(req, (size_t)n);
+	else
+		ffs_defer_reply_write(ffs_data(req), req, (size_t)n, dirtied);
 }
 
 static void ffs_fallocate(fuse_req_t req, fuse_ino_t ino, int mode,

@@ -33,12 +33,16 @@ void wb_throttle_sample_of(struct wb_ctx *ctx, struct wb_throttle_sample *s)
 int64_t wb_balance_dirty(struct wb_ctx *ctx, pid_t pid, uint64_t dirtied)
 {
 	struct wb_throttle_sample s;
-	int64_t now = wb_throttle_now();
+	int64_t now = wb_throttle_now(), pause;
 
 	if (!dirtied || !wb_throttle_charge(ctx->throttle, pid, dirtied, now))
 		return 0;
 	wb_throttle_sample_of(ctx, &s);
-	return wb_throttle_balance(ctx->throttle, pid, &s, now);
+	pause = wb_throttle_balance(ctx->throttle, pid, &s, now);
+	/* Past the freerun point writeback must be running (as the kernel starts it). */
+	if (pause)
+		wb_flushers_poke(ctx);
+	return pause;
 }
 
 int64_t wb_balance_dirty_again(struct wb_ctx *ctx, pid_t pid)
@@ -49,7 +53,20 @@ int64_t wb_balance_dirty_again(struct wb_ctx *ctx, pid_t pid)
 	return wb_throttle_again(ctx->throttle, pid, &s, wb_throttle_now());
 }
 
-void wb_throttle_held(struct wb_ctx *ctx, int delta)
+bool wb_balance_dirty_recheck(struct wb_ctx *ctx, pid_t pid)
 {
-	wb_throttle_held_add(ctx->throttle, delta);
+	struct wb_throttle_sample s;
+
+	wb_throttle_sample_of(ctx, &s);
+	return wb_throttle_recheck(ctx->throttle, pid, &s, wb_throttle_now());
+}
+
+void wb_throttle_held(struct wb_ctx *ctx)
+{
+	wb_throttle_held_add(ctx->throttle, 1);
+}
+
+void wb_throttle_unheld(struct wb_ctx *ctx, pid_t pid, int64_t held_ns, bool early)
+{
+	wb_throttle_unheld_at(ctx->throttle, pid, held_ns, early);
 }

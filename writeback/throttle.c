@@ -53,7 +53,10 @@
  * the flushers, woken at bg_thresh, are expected to keep up.  The limit is
  * thresh, except that when thresh is lowered at run time the limit
  * follows it down by 1/32 of the gap per interval (never below the dirty
- * count), so a writer is not stopped dead by a tunable change.
+ * count), so writers are not stopped dead when the memory a ratio is
+ * taken from shrinks.  (Here that memory is cache_size, which is fixed,
+ * and a threshold set by hand applies at once, as in the kernel, so the
+ * limit equals the threshold unless a later change makes them differ.)
  *
  * The pause
  * ---------
@@ -124,9 +127,10 @@ struct wb_throttle {
 	struct wb_domain_limit dom[2];	/* [0] dirty, [1] pinned */
 
 	/* Estimates, updated every WB_BW_INTERVAL_NS. */
-	int64_t bw_time_stamp;
-	uint64_t dirtied_stamp;
+	int64_t bw_time_stamp;		/* write bandwidth window start */
 	uint64_t written_stamp;
+	int64_t rl_time_stamp;		/* rate limit window start */
+	uint64_t dirtied_stamp;
 	uint64_t write_bw;
 	uint64_t avg_write_bw;
 	uint64_t dirty_rate;
@@ -230,7 +234,7 @@ int wb_throttle_create(const struct wb_throttle_policy *policy,
 	t->dom[0].dirty_limit = limits->thresh;
 	t->dom[1].dirty_limit = limits->pinned_thresh;
 	t->dom[0].stamp = t->dom[1].stamp = now_ns;
-	t->bw_time_stamp = now_ns;
+	t->bw_time_stamp = t->rl_time_stamp = now_ns;
 	t->write_bw = t->avg_write_bw = WB_INIT_BW;
 	t->dirty_ratelimit = t->balanced_dirty_ratelimit = WB_INIT_BW;
 	t->pos_ratio = WB_RATIO_ONE;
@@ -275,12 +279,13 @@ void wb_throttle_set_limits(struct wb_throttle *t, const struct wb_throttle_limi
 {
 	pthread_mutex_lock(&t->lock);
 	t->limits = *limits;
-	/* A raised threshold takes effect at once; a lowered one is followed down. */
-	t->dom[0].dirty_limit = max_u64(t->dom[0].dirty_limit, limits->thresh);
-	if (!limits->pinned_thresh)
-		t->dom[1].dirty_limit = 0;
-	else
-		t->dom[1].dirty_limit = max_u64(t->dom[1].dirty_limit, limits->pinned_thresh);
+	/*
+	 * A threshold set by hand takes effect at once, up or down, as the
+	 * kernel's dirty_ratio/dirty_bytes handlers reset the domain's limit;
+	 * only a threshold that drops by itself is followed down slowly.
+	 */
+	t->dom[0].dirty_limit = limits->thresh;
+	t->dom[1].dirty_limit = limits->pinned_thresh;
 	pthread_mutex_unlock(&t->lock);
 }
 
@@ -391,8 +396,7 @@ static void update_write_bw(struct wb_throttle *t, int64_t elapsed, uint64_t wri
 	t->avg_write_bw = max_u64(avg, 1);
 }
 
-static void update_dirty_ratelimit(struct wb_throttle *t, const struct wb_throttle_sample *s,
-				   int64_t elapsed)
+static void update_dirty_ratelimit(struct wb_throttle *t, const struct wb_throttle_sample *s)
 {
 	uint64_t rate = t->dirty_ratelimit, write_bw = t->avg_write_bw;
 	uint64_t task, balanced, step = 0, x, shift, dirty, setpoint;
@@ -423,64 +427,53 @@ static void update_dirty_ratelimit(struct wb_throttle *t, const struct wb_thrott
 		rate -= min_u64(step, rate);
 	t->dirty_ratelimit = max_u64(rate, 1);
 	t->balanced_dirty_ratelimit = balanced;
-	(void)elapsed;
-}
-
-static void forget_idle_writers(struct wb_throttle *t, int64_t now_ns)
-{
-	for (size_t i = 0; i < WRITER_BUCKETS; i++) {
-		struct wb_writer **pp = &t->writers[i];
-
-		while (*pp) {
-			struct wb_writer *w = *pp;
-
-			if (now_ns - w->last_seen > WRITER_IDLE_NS && !w->again) {
-				*pp = w->next;
-				free(w);
-				t->nr_writers--;
-			} else {
-				pp = &w->next;
-			}
-		}
-	}
 }
 
 /*
- * Once per interval: the hard limits and (when writers are being
- * throttled) the rate limit, then the bandwidth.  Context: lock held.
+ * Once per interval: the write bandwidth (whoever comes first: writeback
+ * after a batch, or a throttled writer) and, for throttled writers only,
+ * the hard limits and the rate limit.  The kernel shares one 200 ms slot
+ * between the two, so when writeback updates often the rate limit seldom
+ * moves; each has its own slot here, and dirty_rate is measured over the
+ * rate limit's own interval.  Context: lock held.
  */
 static void __update(struct wb_throttle *t, const struct wb_throttle_sample *s,
 		     int64_t now_ns, bool update_ratelimit)
 {
-	int64_t elapsed = now_ns - t->bw_time_stamp;
+	int64_t elapsed = now_ns - t->rl_time_stamp;
 	struct wb_dtc dtc;
 
-	if (elapsed < WB_BW_INTERVAL_NS)
-		return;
-	if (s->written == t->written_stamp && !s->writeback) {
-		/*
-		 * The device was idle: measuring across the idle time would
-		 * drag the bandwidth toward 0, so the window starts now (the
-		 * kernel restarts it when writeback starts after a pause).
-		 */
-		t->dirtied_stamp = s->dirtied;
-		t->bw_time_stamp = now_ns;
-		forget_idle_writers(t, now_ns);
-		return;
-	}
-	t->dirty_rate = mul_div(s->dirtied - min_u64(s->dirtied, t->dirtied_stamp),
-				WB_NSEC_PER_SEC, (uint64_t)elapsed);
-	if (update_ratelimit) {
+	if (update_ratelimit && elapsed >= WB_BW_INTERVAL_NS) {
+		t->dirty_rate = mul_div(s->dirtied - min_u64(s->dirtied, t->dirtied_stamp),
+					WB_NSEC_PER_SEC, (uint64_t)elapsed);
 		for (int d = 0; d < 2; d++)
 			if (dtc_fill(t, d, s, &dtc))
 				update_dirty_limit(&t->dom[d], &dtc, now_ns);
-		update_dirty_ratelimit(t, s, elapsed);
+		update_dirty_ratelimit(t, s);
+		t->dirtied_stamp = s->dirtied;
+		t->rl_time_stamp = now_ns;
 	}
-	update_write_bw(t, elapsed, s->written);
-	t->dirtied_stamp = s->dirtied;
-	t->written_stamp = s->written;
-	t->bw_time_stamp = now_ns;
-	forget_idle_writers(t, now_ns);
+	elapsed = now_ns - t->bw_time_stamp;
+	if (elapsed >= WB_BW_INTERVAL_NS) {
+		update_write_bw(t, elapsed, s->written);
+		t->written_stamp = s->written;
+		t->bw_time_stamp = now_ns;
+	}
+}
+
+void wb_throttle_writeback_start(struct wb_throttle *t, const struct wb_throttle_sample *s,
+				 int64_t now_ns)
+{
+	pthread_mutex_lock(&t->lock);
+	/*
+	 * After an idle spell the window starts now: measuring across the
+	 * idle time would drag the bandwidth toward 0.
+	 */
+	if (now_ns - t->bw_time_stamp > WB_BW_INTERVAL_NS / 2 && !s->writeback) {
+		t->written_stamp = s->written;
+		t->bw_time_stamp = now_ns;
+	}
+	pthread_mutex_unlock(&t->lock);
 }
 
 void wb_throttle_update(struct wb_throttle *t, const struct wb_throttle_sample *s,
@@ -493,14 +486,30 @@ void wb_throttle_update(struct wb_throttle *t, const struct wb_throttle_sample *
 
 /* ---- writers ---- */
 
+/*
+ * The state of writer @pid, made on first use.  Idle writers met on the
+ * way are freed, so the table stays as small as the set of recent writers
+ * whether or not anyone is throttled.
+ */
 static struct wb_writer *writer_get(struct wb_throttle *t, pid_t pid, int64_t now_ns)
 {
 	struct wb_writer **head = &t->writers[(uint32_t)pid * 2654435761u % WRITER_BUCKETS];
-	struct wb_writer *w;
+	struct wb_writer **pp = head, *w = NULL;
 
-	for (w = *head; w; w = w->next)
-		if (w->pid == pid)
-			break;
+	while (*pp) {
+		struct wb_writer *cur = *pp;
+
+		if (cur->pid == pid) {
+			w = cur;
+			pp = &cur->next;
+		} else if (now_ns - cur->last_seen > WRITER_IDLE_NS && !cur->again) {
+			*pp = cur->next;
+			free(cur);
+			t->nr_writers--;
+		} else {
+			pp = &cur->next;
+		}
+	}
 	if (!w) {
 		w = calloc(1, sizeof(*w));
 		if (!w)
@@ -573,7 +582,7 @@ static int64_t balance_once(struct wb_throttle *t, struct wb_writer *w,
 			    const struct wb_throttle_sample *s, int64_t now_ns)
 {
 	uint64_t pages_dirtied = w->pages_dirtied, task_rate, pos, next_pause_pages;
-	int64_t max_pause, min_pause, period, pause;
+	int64_t max_pause, min_pause, period, pause, think;
 	struct wb_dtc dtc, pinned;
 	bool freerun, has_pinned;
 
@@ -593,13 +602,14 @@ static int64_t balance_once(struct wb_throttle *t, struct wb_writer *w,
 	}
 	/* Only throttled writers steer the rate (writeback moves the bandwidth). */
 	__update(t, s, now_ns, true);
+	t->dirty_exceeded = dtc.dirty > dtc.thresh || (has_pinned && pinned.dirty > pinned.thresh);
 	pos = pick_domain(t, s, &dtc);
-	t->dirty_exceeded = dtc.dirty > dtc.thresh;
 	t->pos_ratio = pos;
 	task_rate = t->dirty_ratelimit * pos >> WB_RATIO_SHIFT;
 	max_pause = max_pause_of(t->avg_write_bw, dtc.dirty);
 	min_pause = min_pause_of(t, max_pause, task_rate, &next_pause_pages);
 	t->task_ratelimit = task_rate;
+	think = w->dirty_paused_when ? now_ns - w->dirty_paused_when : 0;
 
 	if (task_rate == 0) {
 		/*
@@ -631,11 +641,10 @@ static int64_t balance_once(struct wb_throttle *t, struct wb_writer *w,
 			pause = max_pause;
 		}
 	}
-	t->think_ns = w->dirty_paused_when ? now_ns - w->dirty_paused_when : 0;
+	t->think_ns = think;
 	t->pause_ns = pause;
 	t->period_ns = period;
 	t->throttle_events++;
-	t->throttle_ns += (uint64_t)pause;
 	w->dirty_paused_when = now_ns + pause;
 	w->nr_dirtied_pause = next_pause_pages;
 	return pause;
@@ -701,6 +710,43 @@ int64_t wb_throttle_again(struct wb_throttle *t, pid_t pid,
 		pause = balance_once(t, w, s, now_ns);
 	pthread_mutex_unlock(&t->lock);
 	return pause;
+}
+
+bool wb_throttle_recheck(struct wb_throttle *t, pid_t pid,
+			 const struct wb_throttle_sample *s, int64_t now_ns)
+{
+	struct wb_dtc dtc, pinned;
+	bool paused = true;
+
+	pthread_mutex_lock(&t->lock);
+	dtc_fill(t, 0, s, &dtc);
+	if (t->policy->freerun(&dtc) &&
+	    (!dtc_fill(t, 1, s, &pinned) || t->policy->freerun(&pinned))) {
+		struct wb_writer *w = writer_get(t, pid, now_ns);
+
+		paused = false;
+		if (w) {
+			w->again = false;
+			w->dirty_paused_when = now_ns;
+		}
+	}
+	pthread_mutex_unlock(&t->lock);
+	return paused;
+}
+
+void wb_throttle_unheld_at(struct wb_throttle *t, pid_t pid, int64_t held_ns, bool early)
+{
+	struct wb_writer *w;
+
+	pthread_mutex_lock(&t->lock);
+	t->held--;
+	t->throttle_ns += (uint64_t)(held_ns > 0 ? held_ns : 0);
+	if (early) {
+		for (w = t->writers[(uint32_t)pid * 2654435761u % WRITER_BUCKETS]; w; w = w->next)
+			if (w->pid == pid)
+				w->again = false;
+	}
+	pthread_mutex_unlock(&t->lock);
 }
 
 bool wb_throttle_over_bg(struct wb_throttle *t, const struct wb_throttle_sample *s)

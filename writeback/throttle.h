@@ -186,10 +186,32 @@ int64_t wb_throttle_again(struct wb_throttle *t, pid_t pid,
 void wb_throttle_update(struct wb_throttle *t, const struct wb_throttle_sample *s,
 			int64_t now_ns);
 
+/*
+ * wb_throttle_recheck - the settings changed while @pid is held: false if
+ * it would now run free (the holder then releases it), true to keep its
+ * current pause.  Nothing else changes, so a change that does not concern
+ * a writer leaves its pause as it was.
+ */
+bool wb_throttle_recheck(struct wb_throttle *t, pid_t pid,
+			 const struct wb_throttle_sample *s, int64_t now_ns);
+
+/*
+ * A held writer's reply went after @held_ns (counted in throttle_ms);
+ * @early: before its pause ended (interrupt, unmount, a settings change).
+ */
+void wb_throttle_unheld_at(struct wb_throttle *t, pid_t pid, int64_t held_ns, bool early);
+
+/*
+ * Writeback is starting: after an idle spell the bandwidth window
+ * restarts now, so idle time does not count as slow writing.
+ */
+void wb_throttle_writeback_start(struct wb_throttle *t, const struct wb_throttle_sample *s,
+				 int64_t now_ns);
+
 /* Whether background writeback should run: dirty or pinned over its background threshold. */
 bool wb_throttle_over_bg(struct wb_throttle *t, const struct wb_throttle_sample *s);
 
-/* Held writers (the layer above holds their replies). */
+/* A writer's reply is held (the layer above holds replies). */
 void wb_throttle_held_add(struct wb_throttle *t, int delta);
 
 /* What the stats show; names as the kernel's writeback tracepoints. */

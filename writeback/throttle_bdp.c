@@ -38,9 +38,11 @@ static uint64_t bdp_pos_ratio(const struct wb_dtc *dtc)
 
 	if (wb_thresh > dtc->thresh)
 		wb_thresh = dtc->thresh;
-	/* An idle device still gets a useful share. */
+	/* An idle device still gets a useful share, never more than all of it. */
 	if (wb_thresh < (dtc->limit - dtc->dirty) / 8)
 		wb_thresh = (dtc->limit - dtc->dirty) / 8;
+	if (wb_thresh > dtc->thresh)
+		wb_thresh = dtc->thresh;
 	/* The device's share of the threshold, 16-bit fixed point. */
 	share = (wb_thresh << 16) / (dtc->thresh | 1);
 	wb_setpoint = dtc->setpoint * share >> 16;

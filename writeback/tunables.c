@@ -247,7 +247,8 @@ static int set_number(struct wb_ctx *ctx, const struct tunable *t, const char *v
 			*bytes_at(tn, t->pair) = 0;
 		break;
 	case T_BYTES:
-		if (t->field == TF(dirty_bytes) && v && v < MIN_DIRTY_BYTES)
+		/* As /proc/sys/vm/dirty_bytes: 0 would leave no threshold at all. */
+		if (t->field == TF(dirty_bytes) && v < MIN_DIRTY_BYTES)
 			goto bad;
 		if (v > UINT64_MAX / 2)
 			goto bad;
@@ -272,7 +273,8 @@ bad:
 		break;
 	case T_BYTES:
 		snprintf(err, errlen, "%s=%s: a byte count (suffix K, M, G or T)%s", t->name, val,
-			 t->field == TF(dirty_bytes) ? ", 0 or at least 8192" : "");
+			 t->field == TF(dirty_bytes) ?
+			 ", at least 8192 (write dirty_ratio to go back to a ratio)" : "");
 		break;
 	default:
 		snprintf(err, errlen, "%s=%s: milliseconds in [0, 86400000]", t->name, val);
@@ -323,8 +325,8 @@ int wb_tunable_set(struct wb_ctx *ctx, const char *name, const char *val,
 	pthread_mutex_unlock(&tn->lock);
 	if (ret)
 		return ret;
-	/* Writers held under the old settings may go now, or must wait longer. */
-	if (notify)
+	/* Writers held under the old settings may go now. */
+	if (notify && t->kind != T_MS)
 		notify(notify_arg);
 	wb_flushers_poke(ctx);
 	return 0;

@@ -230,14 +230,28 @@ int64_t wb_balance_dirty(struct wb_ctx *ctx, pid_t pid, uint64_t dirtied);
  */
 int64_t wb_balance_dirty_again(struct wb_ctx *ctx, pid_t pid);
 
-/* Held writers, for the throttled_writers stat: +1 when a reply is held, -1 when sent. */
-void wb_throttle_held(struct wb_ctx *ctx, int delta);
+/*
+ * wb_balance_dirty_recheck - throttling settings changed while @pid's reply
+ * is held: false if @pid would now run free (send the reply now), true to
+ * keep its pause as it is.
+ */
+bool wb_balance_dirty_recheck(struct wb_ctx *ctx, pid_t pid);
+
+/* A reply is held: the throttled_writers stat. */
+void wb_throttle_held(struct wb_ctx *ctx);
+/*
+ * @pid's held reply was sent after @held_ns (throttle_ms counts it);
+ * @early: before its pause ended (interrupt, unmount, a settings change).
+ */
+void wb_throttle_unheld(struct wb_ctx *ctx, pid_t pid, int64_t held_ns, bool early);
 
 /*
  * The layer above holds replies; @fn(@arg) is called (from the thread that
  * changed a tunable, no writeback lock held) after throttling settings
- * change, so that it re-evaluates held writers with
- * wb_balance_dirty_again().  One notifier; NULL removes it.
+ * change, so that it rechecks held writers with
+ * wb_balance_dirty_recheck().  One notifier; NULL removes it, and may
+ * only be done once no tunable can be set any more (a call in progress is
+ * not waited for).
  */
 void wb_set_throttle_notify(struct wb_ctx *ctx, void (*fn)(void *arg), void *arg);
 

@@ -18,7 +18,7 @@
 
 #define MS WB_NSEC_PER_MSEC
 #define SEC WB_NSEC_PER_SEC
-#define MAX_WRITERS 8
+#define MAX_WRITERS 32
 
 struct model {
 	struct wb_throttle *t;
@@ -38,6 +38,8 @@ struct model {
 	/* observations */
 	uint64_t max_dirty;
 	int64_t max_pause;
+	int64_t pause_over_max;		/* pauses longer than the max_pause they were due */
+	bool device_busy;
 	uint64_t pauses;
 	double dirty_sum;
 	uint64_t dirty_samples;
@@ -64,8 +66,15 @@ static void device_step(struct model *m, int64_t dt)
 	double pages;
 	uint64_t n;
 
-	if (m->s.dirty <= m->limits.bg_thresh)
+	if (m->s.dirty <= m->limits.bg_thresh) {
+		m->device_busy = false;
 		return;
+	}
+	if (!m->device_busy) {
+		/* Writeback starts after an idle spell, as the flushers tell it. */
+		wb_throttle_writeback_start(m->t, &m->s, m->now);
+		m->device_busy = true;
+	}
 	pages = (double)m->device_bw * (double)dt / (double)SEC + m->written_frac;
 	n = (uint64_t)pages;
 	m->written_frac = pages - (double)n;
@@ -73,12 +82,28 @@ static void device_step(struct model *m, int64_t dt)
 		n = m->s.dirty;
 	m->s.dirty -= n;
 	m->s.written += n;
+	/* The flushers update the estimate after each batch. */
+	wb_throttle_update(m->t, &m->s, m->now);
+}
+
+/* The longest pause the kernel allows with @dirty pages at @bw pages/s. */
+static int64_t expected_max_pause(uint64_t dirty, uint64_t bw)
+{
+	int64_t t = (int64_t)((double)dirty * (SEC / 8) / (double)(bw + 1)) + MS;
+
+	return t < WB_MAX_PAUSE_NS ? t : WB_MAX_PAUSE_NS;
 }
 
 static void note_pause(struct model *m, int w, int64_t pause)
 {
+	struct wb_throttle_stats st;
+
 	T_CHECK(pause >= 0);
 	T_CHECK(pause <= WB_MAX_PAUSE_NS);
+	wb_throttle_stats(m->t, &st);
+	/* 1 ms of slack: the bandwidth may have been updated in this very call. */
+	if (pause > expected_max_pause(m->s.dirty, st.avg_write_bw) + MS)
+		m->pause_over_max++;
 	if (pause > m->max_pause)
 		m->max_pause = pause;
 	if (pause) {
@@ -100,6 +125,7 @@ static void model_run(struct model *m, int64_t dur, int64_t warmup)
 			if (m->now < m->resume[w] || m->now < m->next_write[w])
 				continue;
 			if (m->held_again[w]) {
+				/* Every pause ends with a look (it loops only at the limit). */
 				int64_t p = wb_throttle_again(m->t, 100 + w, &m->s, m->now);
 
 				m->held_again[w] = p > 0;
@@ -116,8 +142,7 @@ static void model_run(struct model *m, int64_t dur, int64_t warmup)
 				int64_t p = wb_throttle_balance(m->t, 100 + w, &m->s, m->now);
 
 				note_pause(m, w, p);
-				/* Paused at the limit: the kernel loops; so do we. */
-				m->held_again[w] = p == WB_MAX_PAUSE_NS;
+				m->held_again[w] = p > 0;
 			}
 		}
 		if (m->now >= measure) {
@@ -161,9 +186,13 @@ static void test_one_writer(void)
 	dump("bdp, 1 writer", &m);
 	wb_throttle_stats(m.t, &st);
 	T_CHECK(m.pauses > 0);
-	/* Settled: the average within 10% of the setpoint's distance from freerun. */
-	T_CHECK(avg_dirty(&m) > st.setpoint - (st.setpoint - m.limits.bg_thresh) / 2);
-	T_CHECK(avg_dirty(&m) < st.dirty_limit);
+	/* Settled near the setpoint: within half the way to the limit. */
+	T_CHECK(avg_dirty(&m) > st.setpoint - (st.dirty_limit - st.setpoint) / 2);
+	T_CHECK(avg_dirty(&m) < st.setpoint + (st.dirty_limit - st.setpoint) / 2);
+	T_CHECK(m.pause_over_max == 0);
+	/* One writer: the balanced rate is the device's bandwidth. */
+	T_CHECK(st.balanced_dirty_ratelimit > 12800 * 9 / 10 &&
+		st.balanced_dirty_ratelimit < 12800 * 11 / 10);
 	/* Never past the limit by more than one check batch (thresh / 32 pages). */
 	T_CHECK(m.max_dirty <= st.dirty_limit + m.limits.thresh / 32);
 	/* The rate limit found the device's bandwidth (within 25%). */
@@ -190,6 +219,10 @@ static void test_fairness(void)
 		(unsigned long long)lo, (unsigned long long)hi, (unsigned long long)total);
 	T_CHECK(hi - lo <= total / 4 / 5);	/* within 20% of a fair share */
 	wb_throttle_stats(m.t, &st);
+	T_CHECK(m.pause_over_max == 0);
+	/* Four writers: the balanced rate is a quarter of the bandwidth. */
+	T_CHECK(st.balanced_dirty_ratelimit > 3200 * 9 / 10 &&
+		st.balanced_dirty_ratelimit < 3200 * 11 / 10);
 	/* Each writer's rate is about a quarter of the device's. */
 	T_CHECK(st.dirty_ratelimit > 12800 / 4 * 3 / 4 && st.dirty_ratelimit < 12800 / 4 * 5 / 4);
 	T_CHECK(m.max_dirty <= st.dirty_limit + m.limits.thresh / 32);
@@ -246,8 +279,8 @@ static void test_think_time(void)
 	int64_t t0 = 5 * SEC, pa, pb, pa2, pb2;
 
 	wb_throttle_limits_of(1ull << 30, 20, 0, 10, 0, 0, 0, &l);
-	T_CHECK(wb_throttle_create(&wb_throttle_bdp, &l, 0, &a) == 0);
-	T_CHECK(wb_throttle_create(&wb_throttle_bdp, &l, 0, &b) == 0);
+	T_CHECK(wb_throttle_create(&wb_throttle_bdp, &l, t0, &a) == 0);
+	T_CHECK(wb_throttle_create(&wb_throttle_bdp, &l, t0, &b) == 0);
 	/* Between the freerun point and the setpoint. */
 	s.dirty = (l.thresh + l.bg_thresh) / 2 + 4000;
 	wb_throttle_charge(a, 1, 2048 * 4096, t0);
@@ -278,7 +311,7 @@ static void test_hard_limit_and_switch(void)
 	int64_t now = 5 * SEC, p;
 
 	wb_throttle_limits_of(1ull << 30, 20, 0, 10, 0, 0, 0, &l);
-	T_CHECK(wb_throttle_create(&wb_throttle_bdp, &l, 0, &t) == 0);
+	T_CHECK(wb_throttle_create(&wb_throttle_bdp, &l, now, &t) == 0);
 	s.dirty = l.thresh + 100;
 	T_CHECK(wb_throttle_charge(t, 7, 1024 * 4096, now));
 	p = wb_throttle_balance(t, 7, &s, now);
@@ -313,7 +346,7 @@ static void test_pinned_limit(void)
 	/* 1 GiB, dirty 20%, pinned 5%. */
 	wb_throttle_limits_of(1ull << 30, 20, 0, 10, 0, 5, 0, &l);
 	T_CHECK(l.pinned_thresh == 13107 && l.pinned_bg_thresh == 6553);
-	T_CHECK(wb_throttle_create(&wb_throttle_bdp, &l, 0, &t) == 0);
+	T_CHECK(wb_throttle_create(&wb_throttle_bdp, &l, now, &t) == 0);
 	s.dirty = 100;
 	s.pinned = l.pinned_thresh + 10;
 	T_CHECK(wb_throttle_over_bg(t, &s));
@@ -325,6 +358,105 @@ static void test_pinned_limit(void)
 	T_CHECK(!wb_throttle_over_bg(t, &s));
 	now += WB_MAX_PAUSE_NS;
 	T_CHECK(wb_throttle_again(t, 9, &s, now) == 0);
+	wb_throttle_destroy(t);
+}
+
+/* Many writers, each under its own check point, still stop near the limit. */
+static void test_many_writers(void)
+{
+	struct wb_throttle_stats st;
+	struct model m;
+
+	model_init(&m, &wb_throttle_bdp, 32, 12800, 2000);
+	model_run(&m, 40 * SEC, 20 * SEC);
+	dump("bdp, 32 writers", &m);
+	wb_throttle_stats(m.t, &st);
+	T_CHECK(m.max_dirty <= st.dirty_limit + m.limits.thresh / 32);
+	T_CHECK(m.pause_over_max == 0);
+	wb_throttle_destroy(m.t);
+}
+
+/* The bandwidth estimate survives an idle spell: idle time is not slow writing. */
+static void test_idle_gap(void)
+{
+	struct wb_throttle_stats st;
+	struct model m;
+
+	model_init(&m, &wb_throttle_bdp, 1, 12800, 128000);
+	model_run(&m, 20 * SEC, 0);
+	/* The writer stops for a minute; the device drains, then idles. */
+	for (int64_t end = m.now + 60 * SEC; m.now < end; m.now += MS)
+		device_step(&m, MS);
+	model_run(&m, 3 * SEC, 0);
+	wb_throttle_stats(m.t, &st);
+	fprintf(stderr, "idle gap: avg_write_bw %llu after a minute idle\n",
+		(unsigned long long)st.avg_write_bw);
+	T_CHECK(st.avg_write_bw > 12800 * 8 / 10 && st.avg_write_bw < 12800 * 12 / 10);
+	wb_throttle_destroy(m.t);
+}
+
+/* A lowered threshold applies at once (as the kernel's sysctl handlers do). */
+static void test_lower_at_once(void)
+{
+	struct wb_throttle_limits l, low;
+	struct wb_throttle_stats st;
+	struct wb_throttle *t;
+
+	wb_throttle_limits_of(4ull << 30, 20, 0, 10, 0, 0, 0, &l);
+	T_CHECK(wb_throttle_create(&wb_throttle_bdp, &l, 0, &t) == 0);
+	wb_throttle_limits_of(4ull << 30, 20, 16ull << 20, 10, 0, 0, 0, &low);
+	wb_throttle_set_limits(t, &low);
+	wb_throttle_stats(t, &st);
+	T_CHECK(st.dirty_limit == 4096 && st.limits.thresh == 4096 && st.limits.bg_thresh == 2048);
+	wb_throttle_destroy(t);
+}
+
+/*
+ * Pauses too short to take are a debt: a writer checked again and again
+ * without thinking accumulates them until one is worth sleeping.
+ */
+static void test_debt(void)
+{
+	struct wb_throttle_limits l;
+	struct wb_throttle_sample s = { 0 };
+	struct wb_throttle *t;
+	int64_t now = 5 * SEC, p = 0;
+	int calls = 0;
+
+	wb_throttle_limits_of(1ull << 30, 20, 0, 10, 0, 0, 0, &l);
+	T_CHECK(wb_throttle_create(&wb_throttle_bdp, &l, now, &t) == 0);
+	s.dirty = (l.thresh + l.bg_thresh) / 2 + 100;	/* just past freerun */
+	while (p == 0 && calls < 1000) {
+		T_CHECK(wb_throttle_charge(t, 3, 16 * 4096, now));
+		p = wb_throttle_balance(t, 3, &s, now);
+		calls++;
+	}
+	fprintf(stderr, "debt: first pause after %d short checks\n", calls);
+	T_CHECK(p > 0 && calls > 1 && calls < 1000);
+	wb_throttle_destroy(t);
+}
+
+/* A settings change releases only writers it lets run free. */
+static void test_recheck(void)
+{
+	struct wb_throttle_limits l;
+	struct wb_throttle_sample s = { 0 };
+	struct wb_throttle *t;
+	int64_t now = 5 * SEC;
+
+	wb_throttle_limits_of(1ull << 30, 20, 0, 10, 0, 0, 0, &l);
+	T_CHECK(wb_throttle_create(&wb_throttle_bdp, &l, now, &t) == 0);
+	s.dirty = (l.thresh + l.bg_thresh) / 2 + 4000;
+	T_CHECK(wb_throttle_charge(t, 4, 2048 * 4096, now));
+	T_CHECK(wb_throttle_balance(t, 4, &s, now) > 0);
+	T_CHECK(wb_throttle_recheck(t, 4, &s, now + MS));	/* nothing changed: stays */
+	wb_throttle_set_limits(t, &l);
+	T_CHECK(wb_throttle_recheck(t, 4, &s, now + MS));	/* same limits: stays */
+	s.dirty = l.bg_thresh;
+	T_CHECK(!wb_throttle_recheck(t, 4, &s, now + MS));	/* under freerun: goes */
+	s.dirty = l.thresh + 10;
+	wb_throttle_set_policy(t, &wb_throttle_none);
+	T_CHECK(!wb_throttle_recheck(t, 4, &s, now + MS));	/* none: goes */
 	wb_throttle_destroy(t);
 }
 
@@ -350,6 +482,9 @@ static void test_limits_of(void)
 int main(void)
 {
 	test_limits_of();
+	test_lower_at_once();
+	test_debt();
+	test_recheck();
 	test_think_time();
 	test_hard_limit_and_switch();
 	test_pinned_limit();
@@ -357,5 +492,7 @@ int main(void)
 	test_one_writer();
 	test_fairness();
 	test_strictlimit();
+	test_many_writers();
+	test_idle_gap();
 	return T_EXIT_PASS;
 }
