@@ -116,9 +116,11 @@ int bs_config_check(const struct bs_config *cfg, char *err, size_t errlen);
 /* What the cache asks of the layer above. */
 struct bs_cache_ops {
 	/*
-	 * Reclaim found no clean folio to drop: write back dirty data so
-	 * that some folio becomes clean.  May block; called without any
-	 * blockstate lock held, possibly from several threads at once.
+	 * Reclaim found no clean folio to drop: write back dirty data and
+	 * sync backing files holding unsynced data (bs_sync_begin()) so that
+	 * some folio becomes clean.  May block; called without any
+	 * blockstate lock held, possibly from several threads at once (and
+	 * from a writer's thread inside bs_write()).
 	 */
 	void (*need_clean)(void *ctx);
 };
@@ -161,10 +163,14 @@ struct bs_stats {
 	uint64_t folios;		/* folios now */
 	uint64_t reclaimed_folios;	/* clean folios dropped by reclaim */
 	uint64_t reclaim_stalls;	/* times reclaim had to wait for writeback */
+	uint64_t unsynced_bytes;	/* memory of folios holding blocks written
+					 * back but not synced yet (in pinned_bytes) */
 };
 void bs_cache_stats(struct bs_cache *cache, struct bs_stats *st);
 /* The exact charge now, in bytes (one atomic read: for hot paths). */
 uint64_t bs_cache_charged(struct bs_cache *cache);
+/* Memory of folios holding unsynced blocks now (one atomic read). */
+uint64_t bs_cache_unsynced(struct bs_cache *cache);
 
 /*
  * Debug check of the accounting invariant: walks every folio of every
@@ -304,10 +310,36 @@ void bs_wb_copy(const struct bs_wb_run *run, void *dst);
 
 /*
  * The write of @run finished with @err (0 or -errno); every collected run
- * must be completed exactly once (truncate and punch wait for it).  Success: blocks not
- * dirtied again become clean and are discharged.  Failure: they become
- * dirty again, nothing is lost.  Drops the run's folio reference.
+ * must be completed exactly once (truncate and punch wait for it).
+ * Success: blocks not dirtied again become clean and are discharged, and
+ * the run's blocks are unsynced (below).  Failure: they become dirty
+ * again, nothing is lost.  Drops the run's folio reference.
  */
 void bs_wb_complete(struct bs_file *file, struct bs_wb_run *run, int err);
+
+/*
+ * Syncs of the backing file.  Blocks written back successfully are
+ * "unsynced": not dirty, not charged, but their folio stays pinned (in
+ * pinned_bytes and unsynced_bytes, not reclaimable) until a sync of the
+ * backing file that started after their write succeeds.  If a sync
+ * fails, every unsynced block of the file becomes dirty again, so that
+ * the data is written again before a later sync can succeed: a sync that
+ * succeeds then means that everything written before it is durable.
+ *
+ *	token = bs_sync_begin(file);
+ *	err = fdatasync(backing);
+ *	bs_sync_end(file, token, err);
+ *
+ * Success clears the unsynced blocks of every folio whose blocks were all
+ * written before bs_sync_begin() (a folio also written after it stays
+ * unsynced: folio granularity).  Several syncs of one file may overlap.
+ * Context: any thread, no blockstate lock held; bs_sync_end() walks the
+ * folios marked unsynced.
+ */
+uint64_t bs_sync_begin(struct bs_file *file);
+void bs_sync_end(struct bs_file *file, uint64_t token, int err);
+/* Whether any block of the file is unsynced, and the memory of those folios. */
+bool bs_file_has_unsynced(struct bs_file *file);
+uint64_t bs_file_unsynced_bytes(struct bs_file *file);
 
 #endif /* FOLIOFS_BLOCKSTATE_H */

@@ -6,8 +6,9 @@
  * Reclaim is a clock over all folios (second chance, as an approximation
  * of least recently used that needs no lock on the read/write path: a use
  * only sets the folio's referenced bit).  The hand skips folios in use and
- * folios holding dirty or writeback blocks (pinned); when a whole sweep
- * frees nothing, the layer above is asked to write back (a reclaim stall).
+ * folios holding dirty, writeback or unsynced blocks (pinned); when a
+ * whole sweep frees nothing, the layer above is asked to write back and
+ * sync (a reclaim stall).
  */
 #include "bs_i.h"
 
@@ -111,6 +112,7 @@ void bs_cache_stats(struct bs_cache *cache, struct bs_stats *st)
 	st->folios = atomic_load(&cache->nr_folios);
 	st->reclaimed_folios = atomic_load(&cache->reclaimed_folios);
 	st->reclaim_stalls = atomic_load(&cache->reclaim_stalls);
+	st->unsynced_bytes = atomic_load(&cache->unsynced_bytes);
 }
 
 uint64_t bs_cache_charged(struct bs_cache *cache)
@@ -118,6 +120,11 @@ uint64_t bs_cache_charged(struct bs_cache *cache)
 	int64_t charged = atomic_load(&cache->charged_bytes);
 
 	return charged > 0 ? (uint64_t)charged : 0;
+}
+
+uint64_t bs_cache_unsynced(struct bs_cache *cache)
+{
+	return atomic_load(&cache->unsynced_bytes);
 }
 
 /* ---- the clock ---- */
@@ -176,7 +183,7 @@ static bool try_evict(struct bs_cache *cache, struct bs_folio *folio)
 	/* refs == 1 under the index lock: nobody else has it or can get it. */
 	if (atomic_load(&folio->refs) == 1) {
 		pthread_mutex_lock(&folio->lock);
-		if (!folio->detached && !folio->held_blocks) {
+		if (!folio->detached && !bs_folio_pinned(folio)) {
 			bs_index_remove(&file->index, folio);
 			folio->detached = true;
 			lru_del_locked(cache, folio);
@@ -247,8 +254,9 @@ void bs_cache_make_room(struct bs_cache *cache, size_t bytes)
 /* ---- invariant check ---- */
 
 struct check_sums {
-	uint64_t price, held, wb, pinned, bytes, folios;
+	uint64_t price, held, wb, pinned, unsynced, bytes, folios;
 	uint64_t held_folios;	/* of the file being checked */
+	uint64_t unsynced_folios, unsynced_bytes;	/* of the file being checked */
 };
 
 static int check_folio(struct bs_folio *folio, struct check_sums *s)
@@ -263,15 +271,19 @@ static int check_folio(struct bs_folio *folio, struct check_sums *s)
 		bool up = bs_bits_count(folio->uptodate, i, i + 1);
 
 		if (!up && (bs_bits_count(folio->dirty, i, i + 1) ||
-			    bs_bits_count(folio->writeback, i, i + 1)))
+			    bs_bits_count(folio->writeback, i, i + 1) ||
+			    bs_bits_count(folio->unsynced, i, i + 1)))
 			bad = 1;
 	}
 	if (blocks != folio->held_blocks || pages != folio->held_pages)
 		bad = 1;
 	if (folio->wb_blocks != bs_bits_count(folio->writeback, 0, nb))
 		bad = 1;
-	/* At rest every tag is up to date. */
-	if (folio->tag_stale || folio->tagged != (blocks != 0))
+	if (folio->unsynced_blocks != bs_bits_count(folio->unsynced, 0, nb))
+		bad = 1;
+	/* At rest every mark is up to date. */
+	if (folio->tag_stale || folio->tagged != (blocks != 0) ||
+	    folio->utagged != (folio->unsynced_blocks != 0))
 		bad = 1;
 	{
 		struct bs_held_state st = {
@@ -283,8 +295,11 @@ static int check_folio(struct bs_folio *folio, struct check_sums *s)
 	s->price += folio->price;
 	s->held += (uint64_t)blocks << cache->blk_shift;
 	s->wb += (uint64_t)folio->wb_blocks << cache->blk_shift;
-	s->pinned += blocks ? folio->size : 0;
+	s->pinned += blocks || folio->unsynced_blocks ? folio->size : 0;
+	s->unsynced += folio->unsynced_blocks ? folio->size : 0;
 	s->held_folios += blocks != 0;
+	s->unsynced_folios += folio->unsynced_blocks != 0;
+	s->unsynced_bytes += folio->unsynced_blocks ? folio->size : 0;
 	s->bytes += folio->size;
 	s->folios++;
 	pthread_mutex_unlock(&folio->lock);
@@ -301,9 +316,11 @@ int bs_cache_check(struct bs_cache *cache)
 
 	pthread_mutex_lock(&cache->files_lock);
 	for (struct bs_file *file = cache->files; file; file = file->next) {
-		uint64_t tagged = 0;
+		uint64_t tagged = 0, utagged = 0;
 
 		s.held_folios = 0;
+		s.unsynced_folios = 0;
+		s.unsynced_bytes = 0;
 		pthread_rwlock_rdlock(&file->index_lock);
 		for (struct bs_folio *f = bs_index_next(&file->index, 0); f;
 		     f = bs_index_next(&file->index, f->start + f->size))
@@ -312,9 +329,20 @@ int bs_cache_check(struct bs_cache *cache)
 		for (struct bs_folio *f = bs_index_next_tagged(&file->index, 0); f;
 		     f = bs_index_next_tagged(&file->index, f->start + f->size))
 			tagged++;
+		for (struct bs_folio *f = bs_index_next_marked(&file->index, 0, BS_MARK_UNSYNCED);
+		     f; f = bs_index_next_marked(&file->index, f->start + f->size,
+						 BS_MARK_UNSYNCED))
+			utagged++;
 		if (tagged != s.held_folios || bs_index_nr_tagged(&file->index) != tagged ||
 		    atomic_load(&file->held_folios) != tagged) {
 			fprintf(stderr, "blockstate: the index tags do not match the held folios\n");
+			bad = 1;
+		}
+		if (utagged != s.unsynced_folios ||
+		    bs_index_nr_marked(&file->index, BS_MARK_UNSYNCED) != utagged ||
+		    atomic_load(&file->unsynced_folios) != utagged ||
+		    atomic_load(&file->unsynced_bytes) != s.unsynced_bytes) {
+			fprintf(stderr, "blockstate: the unsynced marks do not match the unsynced folios\n");
 			bad = 1;
 		}
 		pthread_rwlock_unlock(&file->index_lock);
@@ -324,6 +352,7 @@ int bs_cache_check(struct bs_cache *cache)
 	    s.held != atomic_load(&cache->held_bytes) ||
 	    s.wb != atomic_load(&cache->wb_bytes) ||
 	    s.pinned != atomic_load(&cache->pinned_bytes) ||
+	    s.unsynced != atomic_load(&cache->unsynced_bytes) ||
 	    s.bytes != atomic_load(&cache->cache_bytes) ||
 	    s.folios != atomic_load(&cache->nr_folios)) {
 		fprintf(stderr,

@@ -105,6 +105,7 @@ void bs_file_destroy(struct bs_file *file)
 		pthread_mutex_lock(&folio->lock);
 		bs_folio_wait_writeback(folio);
 		bs_folio_clear_dirty(folio, 0, folio->nr_blocks);
+		bs_folio_clear_unsynced(folio, 0, folio->nr_blocks);
 		bs_folio_unlock(folio);
 		detach(file, folio);
 		bs_folio_put(folio);
@@ -483,8 +484,11 @@ static void zero_range(struct bs_file *file, off_t start, off_t end)
 		pthread_mutex_lock(&folio->lock);
 		bs_folio_wait_writeback(folio);
 		memset(folio->data + (zs - folio->start), 0, (size_t)(ze - zs));
-		if (first_full < end_full)
+		/* Gone from the backing file too: nothing left to sync. */
+		if (first_full < end_full) {
 			bs_folio_clear_dirty(folio, first_full, end_full);
+			bs_folio_clear_unsynced(folio, first_full, end_full);
+		}
 		bs_folio_unlock(folio);
 		if (zs == folio->start && ze == fend)
 			detach(file, folio);

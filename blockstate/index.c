@@ -9,13 +9,16 @@
  * Folios never cross a chunk, because they are naturally aligned and no
  * larger than a chunk.  Empty chunks and nodes are freed.
  *
- * Tags mark the folios that hold dirty or writeback blocks, as the
- * XArray's dirty and writeback marks do, so that writeback finds them
- * without walking every folio of the file: a chunk has a bit per slot
- * (set at the first slot of a tagged folio) and a count, every node the
- * number of tagged folios below it.  The counts are atomics, so tags
- * change under the index_lock held for reading; a folio's own tag is
- * serialized by its folio lock (see bs_folio_unlock()).
+ * Marks tag folios, as the XArray's dirty and writeback marks do, so that
+ * writeback finds them without walking every folio of the file: the held
+ * mark (BS_MARK_HELD, "the tag") the folios holding dirty or writeback
+ * blocks, the unsynced mark (BS_MARK_UNSYNCED) those holding blocks
+ * written to the backing file since its last successful sync.  For each
+ * mark a chunk has a bit per slot (set at the first slot of a marked
+ * folio) and a count, every node the number of marked folios below it.
+ * The counts are atomics, so marks change under the index_lock held for
+ * reading; a folio's own marks are serialized by its folio lock (see
+ * bs_folio_unlock()).
  *
  * Context: the caller holds the file's index_lock (read for lookups and
  * tag changes, write for changes of the tree).
@@ -32,17 +35,17 @@
 struct rnode {
 	void *slot[RADIX_SLOTS];
 	unsigned int count;		/* non-NULL slots */
-	_Atomic uint32_t tagged;	/* tagged folios below */
+	_Atomic uint32_t tagged[BS_NR_MARKS];	/* marked folios below, per mark */
 };
 
 struct chunk {
 	unsigned int nr_folios;
-	_Atomic uint32_t tagged;	/* tagged folios in the chunk */
-	_Atomic unsigned long *tag_map;	/* a bit per slot, after slot[] */
+	_Atomic uint32_t tagged[BS_NR_MARKS];	/* marked folios in the chunk */
+	_Atomic unsigned long *tag_map[BS_NR_MARKS];	/* a bit per slot, after slot[] */
 	struct bs_folio *slot[];	/* one per 4 KiB page */
 };
 
-static uint32_t subtree_tagged(void *p, unsigned int level);
+static uint32_t subtree_tagged(void *p, unsigned int level, int mark);
 
 void bs_index_init(struct bs_index *idx, unsigned int chunk_shift)
 {
@@ -113,15 +116,15 @@ struct bs_folio *bs_index_lookup(const struct bs_index *idx, off_t off)
 
 /*
  * First chunk numbered >= @from under @p at @level (only chunks with
- * tagged folios if @tagged); sets *@key.
+ * folios marked @mark if @mark >= 0); sets *@key.
  */
 static struct chunk *next_chunk(void *p, unsigned int level, uint64_t from,
-				uint64_t base, bool tagged, uint64_t *key)
+				uint64_t base, int mark, uint64_t *key)
 {
 	struct rnode *node = p;
 	unsigned int first;
 
-	if (!p || (tagged && !subtree_tagged(p, level)))
+	if (!p || (mark >= 0 && !subtree_tagged(p, level, mark)))
 		return NULL;
 	if (level == 0) {
 		*key = base;
@@ -132,7 +135,7 @@ static struct chunk *next_chunk(void *p, unsigned int level, uint64_t from,
 		uint64_t child_base = base + ((uint64_t)i << (RADIX_SHIFT * (level - 1)));
 		struct chunk *c = next_chunk(node->slot[i], level - 1,
 					     i == first ? from : child_base,
-					     child_base, tagged, key);
+					     child_base, mark, key);
 		if (c)
 			return c;
 	}
@@ -146,7 +149,7 @@ struct bs_folio *bs_index_next(const struct bs_index *idx, off_t off)
 
 	while (key_fits(key, idx->height)) {
 		uint64_t found;
-		struct chunk *c = next_chunk(idx->root, idx->height, key, 0, false, &found);
+		struct chunk *c = next_chunk(idx->root, idx->height, key, 0, -1, &found);
 
 		if (!c)
 			return NULL;
@@ -199,7 +202,8 @@ static int grow(struct bs_index *idx, uint64_t key)
 			return -ENOMEM;
 		node->slot[0] = idx->root;
 		node->count = 1;
-		atomic_init(&node->tagged, subtree_tagged(idx->root, idx->height));
+		for (int m = 0; m < BS_NR_MARKS; m++)
+			atomic_init(&node->tagged[m], subtree_tagged(idx->root, idx->height, m));
 		idx->root = node;
 		idx->height++;
 	}
@@ -226,12 +230,14 @@ static struct chunk *chunk_create(struct bs_index *idx, uint64_t key)
 			node->count++;	/* filled below, or undone by the caller */
 	}
 	if (!*pp) {
+		size_t longs = BS_BITS_TO_LONGS(chunk_slots(idx));
 		struct chunk *c = calloc(1, sizeof(struct chunk) +
 					 chunk_slots(idx) * sizeof(struct bs_folio *) +
-					 BS_BITS_TO_LONGS(chunk_slots(idx)) * sizeof(long));
+					 BS_NR_MARKS * longs * sizeof(long));
 
-		if (c)
-			c->tag_map = (_Atomic unsigned long *)&c->slot[chunk_slots(idx)];
+		for (int m = 0; c && m < BS_NR_MARKS; m++)
+			c->tag_map[m] = (_Atomic unsigned long *)&c->slot[chunk_slots(idx)] +
+					(size_t)m * longs;
 		*pp = c;
 	}
 	return *pp;
@@ -289,6 +295,10 @@ void bs_index_remove(struct bs_index *idx, struct bs_folio *folio)
 		bs_index_tag(idx, folio, false);
 		folio->tagged = false;
 	}
+	if (folio->utagged) {
+		bs_index_mark(idx, folio, BS_MARK_UNSYNCED, false);
+		folio->utagged = false;
+	}
 	for (unsigned int i = first; i < end; i++)
 		c->slot[i] = NULL;
 	c->nr_folios--;
@@ -297,9 +307,9 @@ void bs_index_remove(struct bs_index *idx, struct bs_folio *folio)
 		prune(&idx->root, idx->height, key);
 }
 
-/* ---- tags ---- */
+/* ---- marks ---- */
 
-void bs_index_tag(struct bs_index *idx, struct bs_folio *folio, bool set)
+void bs_index_mark(struct bs_index *idx, struct bs_folio *folio, int mark, bool set)
 {
 	uint64_t key = (uint64_t)folio->start >> idx->chunk_shift;
 	unsigned int slot = page_slot(idx, folio->start);
@@ -313,38 +323,43 @@ void bs_index_tag(struct bs_index *idx, struct bs_folio *folio, bool set)
 		struct rnode *node = p;
 
 		if (set)
-			atomic_fetch_add(&node->tagged, 1);
+			atomic_fetch_add(&node->tagged[mark], 1);
 		else
-			atomic_fetch_sub(&node->tagged, 1);
+			atomic_fetch_sub(&node->tagged[mark], 1);
 		p = node->slot[key_slot(key, level)];
 	}
 	c = p;
 	if (!c)
 		return;
 	if (set) {
-		atomic_fetch_add(&c->tagged, 1);
-		atomic_fetch_or(&c->tag_map[slot / BS_BITS_PER_LONG], bit);
+		atomic_fetch_add(&c->tagged[mark], 1);
+		atomic_fetch_or(&c->tag_map[mark][slot / BS_BITS_PER_LONG], bit);
 	} else {
-		atomic_fetch_sub(&c->tagged, 1);
-		atomic_fetch_and(&c->tag_map[slot / BS_BITS_PER_LONG], ~bit);
+		atomic_fetch_sub(&c->tagged[mark], 1);
+		atomic_fetch_and(&c->tag_map[mark][slot / BS_BITS_PER_LONG], ~bit);
 	}
 }
 
-static uint32_t subtree_tagged(void *p, unsigned int level)
+void bs_index_tag(struct bs_index *idx, struct bs_folio *folio, bool set)
+{
+	bs_index_mark(idx, folio, BS_MARK_HELD, set);
+}
+
+static uint32_t subtree_tagged(void *p, unsigned int level, int mark)
 {
 	if (!p)
 		return 0;
-	return level ? atomic_load(&((struct rnode *)p)->tagged)
-		     : atomic_load(&((struct chunk *)p)->tagged);
+	return level ? atomic_load(&((struct rnode *)p)->tagged[mark])
+		     : atomic_load(&((struct chunk *)p)->tagged[mark]);
 }
 
-static bool slot_tagged(const struct chunk *c, unsigned int slot)
+static bool slot_tagged(const struct chunk *c, unsigned int slot, int mark)
 {
-	return atomic_load(&c->tag_map[slot / BS_BITS_PER_LONG]) &
+	return atomic_load(&c->tag_map[mark][slot / BS_BITS_PER_LONG]) &
 	       (1ul << (slot % BS_BITS_PER_LONG));
 }
 
-struct bs_folio *bs_index_next_tagged(const struct bs_index *idx, off_t off)
+struct bs_folio *bs_index_next_marked(const struct bs_index *idx, off_t off, int mark)
 {
 	uint64_t key = (uint64_t)off >> idx->chunk_shift;
 	unsigned int slot = page_slot(idx, off);
@@ -352,7 +367,7 @@ struct bs_folio *bs_index_next_tagged(const struct bs_index *idx, off_t off)
 
 	while (key_fits(key, idx->height)) {
 		uint64_t found;
-		struct chunk *c = next_chunk(idx->root, idx->height, key, 0, true, &found);
+		struct chunk *c = next_chunk(idx->root, idx->height, key, 0, mark, &found);
 		struct bs_folio *folio;
 
 		if (!c)
@@ -361,10 +376,10 @@ struct bs_folio *bs_index_next_tagged(const struct bs_index *idx, off_t off)
 			slot = 0;
 		/* The folio covering @off starts at or before its slot. */
 		folio = c->slot[slot];
-		if (folio && slot_tagged(c, page_slot(idx, folio->start)))
+		if (folio && slot_tagged(c, page_slot(idx, folio->start), mark))
 			return folio;
 		for (unsigned int i = slot / BS_BITS_PER_LONG; i < BS_BITS_TO_LONGS(nslots); i++) {
-			unsigned long word = atomic_load(&c->tag_map[i]);
+			unsigned long word = atomic_load(&c->tag_map[mark][i]);
 
 			if (i == slot / BS_BITS_PER_LONG)
 				word &= ~0ul << (slot % BS_BITS_PER_LONG);
@@ -377,7 +392,17 @@ struct bs_folio *bs_index_next_tagged(const struct bs_index *idx, off_t off)
 	return NULL;
 }
 
+struct bs_folio *bs_index_next_tagged(const struct bs_index *idx, off_t off)
+{
+	return bs_index_next_marked(idx, off, BS_MARK_HELD);
+}
+
+uint64_t bs_index_nr_marked(const struct bs_index *idx, int mark)
+{
+	return subtree_tagged(idx->root, idx->height, mark);
+}
+
 uint64_t bs_index_nr_tagged(const struct bs_index *idx)
 {
-	return subtree_tagged(idx->root, idx->height);
+	return bs_index_nr_marked(idx, BS_MARK_HELD);
 }

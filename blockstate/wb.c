@@ -7,6 +7,12 @@
  * to writeback; the folio stays referenced until the run completes.
  * Held state (dirty or writeback) does not change while a run is in
  * flight, so the charge stays until completion discharges it.
+ *
+ * A run written successfully leaves its blocks unsynced: clean, not
+ * charged, but pinned until the backing file is synced
+ * (bs_sync_begin()/bs_sync_end()), and dirty again if that sync fails, so
+ * that a later sync that succeeds has rewritten them (the lesson of
+ * fsyncgate: after a failed fsync, Linux may have dropped the pages).
  */
 #include "bs_i.h"
 
@@ -137,11 +143,84 @@ void bs_wb_copy(const struct bs_wb_run *run, void *dst)
 void bs_wb_complete(struct bs_file *file, struct bs_wb_run *run, int err)
 {
 	struct bs_folio *folio = run->folio;
-	(void)file;
 
+	/*
+	 * The index_lock (read) is held so that the unsynced mark is set
+	 * before the blocks are marked and the file's sync_gen is read: a
+	 * bs_sync_end() whose walk misses the mark then knows the blocks
+	 * were written after its sync began (see bs_sync_begin()).
+	 */
+	pthread_rwlock_rdlock(&file->index_lock);
 	pthread_mutex_lock(&folio->lock);
 	bs_folio_end_writeback(folio, run->first_blk, run->end_blk, err != 0);
-	bs_folio_unlock(folio);
+	if (!err && !folio->detached) {
+		if (!folio->utagged) {
+			folio->utagged = true;
+			bs_index_mark(&file->index, folio, BS_MARK_UNSYNCED, true);
+		}
+		/* The whole run: with whole folios it rewrote clean blocks too. */
+		bs_folio_set_unsynced(folio, run->first_blk, run->end_blk);
+	}
+	bs_folio_sync_tags(folio);
+	pthread_mutex_unlock(&folio->lock);
+	pthread_rwlock_unlock(&file->index_lock);
 	bs_folio_put(folio);
 	run->folio = NULL;
+}
+
+/* ---- syncs of the backing file ---- */
+
+uint64_t bs_sync_begin(struct bs_file *file)
+{
+	/*
+	 * Blocks marked from now on record a later generation.  A block
+	 * marked with this one (or an earlier one) was written before the
+	 * increment, so before the sync the caller starts next.
+	 */
+	return atomic_fetch_add(&file->sync_gen, 1);
+}
+
+/* The first folio marked unsynced ending after @pos, referenced; NULL if none. */
+static struct bs_folio *next_unsynced(struct bs_file *file, off_t pos)
+{
+	struct bs_folio *folio;
+
+	pthread_rwlock_rdlock(&file->index_lock);
+	folio = bs_index_next_marked(&file->index, pos, BS_MARK_UNSYNCED);
+	if (folio)
+		bs_folio_get(folio);
+	pthread_rwlock_unlock(&file->index_lock);
+	return folio;
+}
+
+void bs_sync_end(struct bs_file *file, uint64_t token, int err)
+{
+	struct bs_folio *folio;
+	off_t pos = 0;
+
+	while (atomic_load(&file->unsynced_folios) && (folio = next_unsynced(file, pos))) {
+		pthread_mutex_lock(&folio->lock);
+		/*
+		 * A failed sync may have lost anything not known to be durable:
+		 * every unsynced block is written again (those marked after
+		 * the sync began too: rewriting them costs only I/O).
+		 */
+		if (err)
+			bs_folio_redirty_unsynced(folio);
+		else if (folio->sync_gen <= token)
+			bs_folio_clear_unsynced(folio, 0, folio->nr_blocks);
+		pos = folio->start + folio->size;
+		bs_folio_unlock(folio);
+		bs_folio_put(folio);
+	}
+}
+
+bool bs_file_has_unsynced(struct bs_file *file)
+{
+	return atomic_load(&file->unsynced_folios) != 0;
+}
+
+uint64_t bs_file_unsynced_bytes(struct bs_file *file)
+{
+	return atomic_load(&file->unsynced_bytes);
 }

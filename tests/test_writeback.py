@@ -762,7 +762,8 @@ def test_persistent_fault_backs_off(dirs):
 
 def test_fsync_fault(dirs):
     """fsync:EIO: the writes succeed, the backing fsync fails: fsync reports
-    it (once per failure), and succeeds once the fault is gone."""
+    it (once per failure), the data is dirty again (a failed sync makes
+    nothing durable), and fsync succeeds once the fault is gone."""
     _, b, m = dirs
     with Mount(b, m, options=['flushers=0']) as mnt:
         fd = os.open(os.path.join(m, 'f'), os.O_RDWR | os.O_CREAT, 0o644)
@@ -772,9 +773,13 @@ def test_fsync_fault(dirs):
             assert fsync_errno(fd) == errno.EIO
             assert fsync_errno(fd, datasync=True) == errno.EIO
             st = stats(m)
-            assert st['faults_injected'] >= 2 and st['dirty_bytes_exact'] == 0
+            # Three 4 KiB blocks, written back twice and dirty again.
+            assert st['faults_injected'] >= 2 and st['dirty_bytes_exact'] == 3 * 4096
+            assert st['backing_write_bytes'] == 2 * 10000
             set_fault(m, 'off')
             assert fsync_errno(fd) == 0
+            st = stats(m)
+            assert st['dirty_bytes_exact'] == 0 and st['pinned_bytes'] == 0
         finally:
             os.close(fd)
         assert util.read_file(os.path.join(b, 'f')) == b'z' * 10000

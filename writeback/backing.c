@@ -9,7 +9,7 @@
  * for the rest, so callers only see whole writes or an errno.  Each thread
  * that writes back (flushers, and FUSE workers doing fsync) has its own
  * ring, made on first use.  Faults are applied to each completion, so the
- * same spec hits every backend.
+ * same spec hits every backend; an fsync fault replaces the sync itself.
  */
 #include "wb_i.h"
 
@@ -109,11 +109,19 @@ ssize_t wb_backing_read(struct wb_file *wbf, void *buf, size_t len, off_t off)
 
 int wb_backing_fsync(struct wb_file *wbf, bool datasync)
 {
-	int ret = 0;
+	/*
+	 * An fsync fault stands for a device flush that failed: it fires
+	 * instead of the real call, so nothing written since the last sync
+	 * is known to be durable (a fault after a sync that succeeded would
+	 * test nothing).
+	 */
+	int ret = (int)fault_apply(wbf, WB_FAULT_FSYNC, 0, 0, 0);
 
+	if (ret)
+		return ret;
 	if (wbf->ctx->io != WB_IO_NULL && (datasync ? fdatasync(wbf->fd) : fsync(wbf->fd)) < 0)
 		ret = -errno;
-	return (int)fault_apply(wbf, WB_FAULT_FSYNC, 0, 0, ret);
+	return ret;
 }
 
 /* ---- writes ---- */

@@ -3,7 +3,8 @@
  * fault.c - parsing and printing fault specs (grammar in wb_i.h).
  *
  * Faults are injected where backing I/O completes (backing.c), so they hit
- * io_uring and pwritev alike, which an LD_PRELOAD shim could not.  A spec
+ * io_uring and pwritev alike, which an LD_PRELOAD shim could not; an fsync
+ * fault fires instead of the sync (a failed device flush).  A spec
  * is deterministic: every=, after=, count= and prob= with seed= make the
  * same calls fail on every run.
  */

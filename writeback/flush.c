@@ -169,6 +169,15 @@ static void record_error(struct wb_file *wbf, int err)
 	atomic_fetch_add(&wbf->ctx->wb_errors, 1);
 }
 
+/* The file holds dirty data again: give it an age if it has none. */
+static void note_dirtied(struct wb_file *wbf)
+{
+	int64_t zero = 0;
+
+	if (bs_file_has_held(wbf->bs))
+		atomic_compare_exchange_strong(&wbf->dirtied_ns, &zero, wb_now_ns());
+}
+
 /* A pass failed: the flushers retry it after a backoff that doubles per pass. */
 static void back_off(struct wb_file *wbf)
 {
@@ -342,6 +351,24 @@ int wb_writeback_range(struct wb_file *wbf, off_t start, off_t end)
 	return writeback_pass(wbf, start, end, false, NULL);
 }
 
+int wb_sync_file(struct wb_file *wbf, bool datasync)
+{
+	uint64_t token = bs_sync_begin(wbf->bs);
+	int ret;
+
+	atomic_store(&wbf->unsynced, false);
+	ret = wb_backing_fsync(wbf, datasync);
+	/* Failure: what was written since the last good sync is dirty again. */
+	bs_sync_end(wbf->bs, token, ret);
+	if (ret) {
+		atomic_store(&wbf->unsynced, true);
+		record_error(wbf, ret);
+		note_dirtied(wbf);
+		back_off(wbf);
+	}
+	return ret;
+}
+
 /*
  * Background writeback of one file: from where the last one stopped, round
  * to the start, until the charge is under the background threshold (like
@@ -385,8 +412,12 @@ void wb_need_clean(void *arg)
 {
 	struct wb_ctx *ctx = arg;
 
-	for (struct wb_file *f = wb_next_file(ctx, NULL); f; f = wb_next_file(ctx, f))
+	for (struct wb_file *f = wb_next_file(ctx, NULL); f; f = wb_next_file(ctx, f)) {
 		wb_writeback_range(f, 0, bs_file_size(f->bs));
+		/* Written but not synced is pinned as well. */
+		if (bs_file_has_unsynced(f->bs))
+			wb_sync_file(f, true);
+	}
 }
 
 /* ---- flusher threads ---- */
@@ -409,27 +440,45 @@ static bool expired(struct wb_ctx *ctx, struct wb_file *f, int64_t now)
 }
 
 /*
+ * Memory pinned by unsynced folios that makes the flushers sync the files
+ * holding them: the background threshold, so that written data does not
+ * pin more memory than dirty data may before writeback starts.
+ */
+static bool over_unsynced(struct wb_ctx *ctx)
+{
+	return bs_cache_unsynced(ctx->cache) > atomic_load(&ctx->bg_thresh);
+}
+
+/*
  * Write @f back if it is due: all of it once its data has been dirty for
  * dirty_expire_ms, else, over the background threshold, until under it.
+ * Then sync it if it has just been written whole for its age (as a
+ * journal commit would make old data durable), or if unsynced folios
+ * pin too much memory.
  */
 static void flush_file(struct wb_ctx *ctx, struct wb_file *f, int64_t now)
 {
-	bool old = expired(ctx, f, now);
+	bool old = expired(ctx, f, now), wrote_old = false;
 	int ret;
 
-	if (!atomic_load(&f->dirtied_ns) || atomic_load(&f->retry_ns) > now ||
-	    (!old && !over_background(ctx)))
+	if (atomic_load(&f->retry_ns) > now)
 		return;
-	/* Another flusher or an fsync has it: move on. */
-	if (pthread_mutex_trylock(&f->wb_lock))
-		return;
-	pthread_mutex_unlock(&f->wb_lock);
-	/* Up to today's end: a pass does not chase an appending writer. */
-	ret = old ? wb_writeback_range(f, 0, bs_file_size(f->bs)) : writeback_background(f);
-	if (ret)
-		atomic_fetch_add(&ctx->wb_retries, 1);
-	else
+	if (atomic_load(&f->dirtied_ns) && (old || over_background(ctx)) &&
+	    !pthread_mutex_trylock(&f->wb_lock)) {
+		/* (Otherwise another flusher or an fsync has it: move on.) */
+		pthread_mutex_unlock(&f->wb_lock);
+		/* Up to today's end: a pass does not chase an appending writer. */
+		ret = old ? wb_writeback_range(f, 0, bs_file_size(f->bs)) : writeback_background(f);
+		if (ret) {
+			atomic_fetch_add(&ctx->wb_retries, 1);
+			return;
+		}
 		wb_stamp_mtime(f);
+		wrote_old = old;
+	}
+	if (bs_file_has_unsynced(f->bs) && (wrote_old || over_unsynced(ctx)) &&
+	    wb_sync_file(f, true))
+		atomic_fetch_add(&ctx->wb_retries, 1);
 }
 
 /*

@@ -193,11 +193,8 @@ int wb_file_flush(struct wb_file *wbf)
 
 	if (!ret)
 		wb_stamp_mtime(wbf);
-	if (!ret && atomic_exchange(&wbf->unsynced, false)) {
-		ret = wb_backing_fsync(wbf, true);
-		if (ret)
-			atomic_store(&wbf->unsynced, true);
-	}
+	if (!ret && (atomic_load(&wbf->unsynced) || bs_file_has_unsynced(wbf->bs)))
+		ret = wb_sync_file(wbf, true);
 	return ret;
 }
 
@@ -325,14 +322,8 @@ int wb_fsync(struct wb_file *wbf, bool datasync, uint64_t *seen)
 		 */
 		if (!datasync)
 			wb_stamp_mtime(wbf);
-		atomic_store(&wbf->unsynced, false);
-		ret = wb_backing_fsync(wbf, datasync);
-		if (ret) {
-			atomic_store(&wbf->unsynced, true);
-			atomic_store(&wbf->err, ret);
-			atomic_fetch_add(&wbf->err_seq, 1);
-			atomic_fetch_add(&wbf->ctx->wb_errors, 1);
-		}
+		/* A failure leaves the data dirty: a later fsync writes it again. */
+		ret = wb_sync_file(wbf, datasync);
 	}
 	/* errseq: each cursor hears of each error once. */
 	seq = atomic_load(&wbf->err_seq);

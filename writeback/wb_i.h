@@ -27,7 +27,8 @@
 enum wb_fault_op { WB_FAULT_WRITE, WB_FAULT_READ, WB_FAULT_FSYNC };
 
 /*
- * A fault injected at the completion of backing I/O.  Grammar (one spec):
+ * A fault injected at the completion of backing I/O (for fsync: instead of
+ * the sync, as a device flush that failed).  Grammar (one spec):
  *   OP:RESULT[:SELECTOR]...
  *   OP        write | read | fsync
  *   RESULT    an errno name (EIO, ENOSPC, ...) or "short" (the I/O does
@@ -184,6 +185,13 @@ void wb_statslog_stop(struct wb_ctx *ctx);
  * runs stay dirty, the error is recorded for fsync).
  */
 int wb_writeback_range(struct wb_file *wbf, off_t start, off_t end);
+/*
+ * Sync the backing file (fdatasync with @datasync, else fsync) so that
+ * what was written back before becomes durable; on failure that data is
+ * dirty again (bs_sync_end()), the error is recorded for fsync and the
+ * flushers back off.  0 or -errno.
+ */
+int wb_sync_file(struct wb_file *wbf, bool datasync);
 void wb_need_clean(void *ctx);
 /*
  * Writeback moved the backing file's mtime to now: put back the time of

@@ -244,6 +244,8 @@ struct mfile {
 	size_t size;
 	uint8_t *dirty;		/* one per block: dirty or under writeback */
 	size_t ndirty;
+	uint8_t *unsynced;	/* one per block: written back, not synced */
+	size_t nunsynced;
 	bool fixed;		/* bs_file_fix_size(): a block device */
 };
 
@@ -278,6 +280,29 @@ static void model_mark(struct tctx *t, struct mfile *f, uint64_t start, uint64_t
 	}
 }
 
+/* Mark the blocks of the bytes [start, end) unsynced: a run was written. */
+static void model_unsynced(struct tctx *t, struct mfile *f, uint64_t start, uint64_t end)
+{
+	for (uint64_t b = start / t->bsize; b * t->bsize < end; b++) {
+		M_CHECK(b < t->nblocks);
+		f->nunsynced += !f->unsynced[b];
+		f->unsynced[b] = 1;
+	}
+}
+
+/* A sync of @f ended: success forgets the unsynced blocks, failure dirties them. */
+static void model_sync(struct mfile *f, size_t nblocks, bool failed)
+{
+	for (size_t b = 0; failed && b < nblocks; b++) {
+		if (f->unsynced[b] && !f->dirty[b]) {
+			f->dirty[b] = 1;
+			f->ndirty++;
+		}
+	}
+	memset(f->unsynced, 0, nblocks);
+	f->nunsynced = 0;
+}
+
 /* Clear the blocks wholly inside [start, end): what zeroing drops. */
 static void model_clear_inside(struct tctx *t, struct mfile *f, uint64_t start, uint64_t end)
 {
@@ -289,6 +314,9 @@ static void model_clear_inside(struct tctx *t, struct mfile *f, uint64_t start, 
 		if (f->dirty[b])
 			f->ndirty--;
 		f->dirty[b] = 0;
+		if (f->unsynced[b])
+			f->nunsynced--;
+		f->unsynced[b] = 0;
 	}
 }
 
@@ -297,6 +325,7 @@ static void model_clear_all(struct tctx *t)
 	for (int i = 0; i < NFILES; i++) {
 		memset(t->f[i].dirty, 0, t->nblocks);
 		t->f[i].ndirty = 0;
+		model_sync(&t->f[i], t->nblocks, false);
 	}
 }
 
@@ -342,13 +371,14 @@ static bool bit(const unsigned long *map, uint32_t i)
 
 /*
  * Walk every folio of every file (internals): check its shape, that its
- * dirty bits are the model's and nothing is under writeback and, when
- * @deep, that every uptodate block holds the shadow's bytes.  Returns the
- * folio policy's price (sum of sizes of folios holding a dirty block).
+ * dirty and unsynced bits are the model's and nothing is under writeback
+ * and, when @deep, that every uptodate block holds the shadow's bytes.
+ * Returns the folio policy's price (sum of sizes of folios holding a
+ * dirty block); pinned and unsynced memory are checked here.
  */
 static uint64_t walk_folios(struct tctx *t, bool deep)
 {
-	uint64_t price = 0, cached = 0, nr = 0;
+	uint64_t price = 0, cached = 0, nr = 0, pinned = 0, unsynced = 0;
 	struct bs_stats st;
 
 	for (int i = 0; i < NFILES; i++) {
@@ -360,7 +390,7 @@ static uint64_t walk_folios(struct tctx *t, bool deep)
 		for (struct bs_folio *f = bs_index_next(&file->index, 0); f;
 		     f = bs_index_next(&file->index, f->start + f->size)) {
 			uint64_t b0 = (uint64_t)f->start / t->bsize;
-			bool any = false;
+			bool any = false, anyu = false;
 
 			M_CHECK(f->start >= prev_end);
 			M_CHECK((f->size & (f->size - 1)) == 0 && f->size <= t->fsize);
@@ -381,6 +411,13 @@ static uint64_t walk_folios(struct tctx *t, bool deep)
 					M_CHECK(d == (mf->dirty[b0 + b] != 0));
 				}
 				any |= d;
+				if (bit(f->unsynced, b) != (mf->unsynced[b0 + b] != 0)) {
+					fprintf(stderr, "file %d block %llu: unsynced %d, model %d\n",
+						i, (unsigned long long)b0 + b, bit(f->unsynced, b),
+						mf->unsynced[b0 + b]);
+					M_CHECK(!"unsynced bits are the model's");
+				}
+				anyu |= bit(f->unsynced, b);
 				if (deep && bit(f->uptodate, b) &&
 				    memcmp(f->data + (size_t)b * t->bsize,
 					   mf->shadow + (b0 + b) * t->bsize, t->bsize) != 0) {
@@ -393,6 +430,10 @@ static uint64_t walk_folios(struct tctx *t, bool deep)
 			pthread_mutex_unlock(&f->lock);
 			if (any)
 				price += f->size;
+			if (any || anyu)
+				pinned += f->size;
+			if (anyu)
+				unsynced += f->size;
 			cached += f->size;
 			nr++;
 		}
@@ -400,7 +441,7 @@ static uint64_t walk_folios(struct tctx *t, bool deep)
 	}
 	bs_cache_stats(t->cache, &st);
 	M_CHECK(st.cache_bytes == cached && st.folios == nr);
-	M_CHECK(st.pinned_bytes == price);
+	M_CHECK(st.pinned_bytes == pinned && st.unsynced_bytes == unsynced);
 	return price;
 }
 
@@ -414,6 +455,7 @@ static void check_state(struct tctx *t, bool deep)
 	for (int i = 0; i < NFILES; i++) {
 		M_CHECK(bs_file_size(t->f[i].bs) == (off_t)t->f[i].size);
 		M_CHECK(bs_file_has_held(t->f[i].bs) == (t->f[i].ndirty != 0));
+		M_CHECK(bs_file_has_unsynced(t->f[i].bs) == (t->f[i].nunsynced != 0));
 		held += (uint64_t)t->f[i].ndirty * t->bsize;
 	}
 	folio_price = walk_folios(t, deep);
@@ -429,7 +471,8 @@ static void check_state(struct tctx *t, bool deep)
 	M_CHECK(st.nr_dirty == (st.charged_bytes + BS_PAGE_SIZE - 1) / BS_PAGE_SIZE);
 	M_CHECK(st.writeback_bytes == 0);
 	if (!held)
-		M_CHECK(st.charged_bytes == 0 && st.nr_dirty == 0 && st.pinned_bytes == 0);
+		M_CHECK(st.charged_bytes == 0 && st.nr_dirty == 0 &&
+			(st.pinned_bytes == 0) == (st.unsynced_bytes == 0));
 }
 
 /* The backing store of @f equals the shadow for [0, size), zero past it. */
@@ -624,10 +667,14 @@ static int writeback(struct tctx *t, int fi, off_t start, off_t end, unsigned in
 				continue;
 			}
 			run_write(mf, &runs[i], flags);
-			if (model)
-				model_mark(t, mf, (uint64_t)runs[i].off,
-					   (uint64_t)runs[i].off + (uint64_t)(runs[i].end_blk -
-						runs[i].first_blk) * t->bsize, false);
+			if (model) {
+				uint64_t rs = (uint64_t)runs[i].off;
+				uint64_t re = rs + (uint64_t)(runs[i].end_blk -
+							      runs[i].first_blk) * t->bsize;
+
+				model_mark(t, mf, rs, re, false);
+				model_unsynced(t, mf, rs, re);
+			}
 			bs_wb_complete(mf->bs, &runs[i], 0);
 		}
 	}
@@ -651,8 +698,18 @@ static const struct bs_size_policy wrap_size = {
 	.order = wrap_order,
 };
 
+/* Sync @fi's backing file (nothing to do for memory), failing with @err. */
+static void sync_file(struct tctx *t, int fi, int err, bool model)
+{
+	uint64_t token = bs_sync_begin(t->f[fi].bs);
+
+	bs_sync_end(t->f[fi].bs, token, err);
+	if (model)
+		model_sync(&t->f[fi], t->nblocks, err != 0);
+}
+
 /*
- * Reclaim found nothing clean: write every file back.  Called inside
+ * Reclaim found nothing clean: write every file back and sync it.  Called inside
  * bs_read()/bs_write() right after the sizing policy was asked for the
  * folio at last_order_off: everything dirty until then becomes clean, and
  * the op goes on from there.  One writeback of a file at a time (as
@@ -666,10 +723,13 @@ static void need_clean(void *arg)
 	t->nc_calls++;
 	if (t->in_flight)
 		return;
-	for (int i = 0; i < NFILES; i++)
+	for (int i = 0; i < NFILES; i++) {
 		writeback(t, i, 0, INT64_MAX, 0, false);
+		sync_file(t, i, 0, false);
+	}
 	bs_cache_stats(t->cache, &st);
 	M_CHECK(st.dirty_bytes_exact == 0 && st.charged_bytes == 0);
+	M_CHECK(st.unsynced_bytes == 0 && st.pinned_bytes == 0);
 	t->nc_happened = true;
 	t->nc_pos = last_order_off;
 }
@@ -890,7 +950,10 @@ static void op_fallocate(struct tctx *t, int fi)
 		f->size = end;
 }
 
-/* Full writeback of every file; then each backing file equals its model. */
+/*
+ * Full writeback and a sync of every file; then each backing file equals
+ * its model and nothing is pinned.
+ */
 static void op_fsync(struct tctx *t)
 {
 	cur_op = "fsync";
@@ -898,7 +961,22 @@ static void op_fsync(struct tctx *t)
 		M_CHECK(writeback(t, i, 0, INT64_MAX, 0, true) == 0);
 		M_CHECK(t->f[i].ndirty == 0);
 		check_backing(t, &t->f[i]);
+		sync_file(t, i, 0, true);
+		M_CHECK(t->f[i].nunsynced == 0);
 	}
+}
+
+/*
+ * A sync of one file, failing now and then: failure makes every block
+ * written since the last good sync dirty again (checked against the model
+ * after the step), success forgets them.
+ */
+static void op_sync(struct tctx *t, int fi)
+{
+	bool fail = chance(40);
+
+	cur_op = fail ? "failing sync" : "sync";
+	sync_file(t, fi, fail ? -EIO : 0, true);
 }
 
 /* Writeback of part of one file, some or all runs failing. */
@@ -961,6 +1039,7 @@ static void op_write_in_flight(struct tctx *t, int fi)
 		}
 		run_write(f, &runs[i], flags);
 		bs_wb_complete(f->bs, &runs[i], 0);
+		model_unsynced(t, f, rs, re);
 		/* Clean, but for the blocks the write dirtied again. */
 		for (uint64_t b = rs / t->bsize; b < re / t->bsize; b++) {
 			uint64_t bs = b * t->bsize;
@@ -1004,8 +1083,10 @@ static void step(struct tctx *t)
 		op_truncate(t, fi);
 	else if (r < 68)
 		op_fallocate(t, fi);
-	else if (r < 74)
+	else if (r < 72)
 		op_fsync(t);
+	else if (r < 74)
+		op_sync(t, fi);
 	else if (r < 84)
 		op_writeback_part(t, fi);
 	else if (r < 93 || (t->fsize >= (2u << 20) && r < 98))
@@ -1126,7 +1207,8 @@ static void run_combo(const struct combo *c, unsigned long long seed, int steps)
 
 		f->shadow = calloc(1, t.max_size);
 		f->dirty = calloc(1, t.nblocks);
-		T_CHECK(f->shadow && f->dirty);
+		f->unsynced = calloc(1, t.nblocks);
+		T_CHECK(f->shadow && f->dirty && f->unsynced);
 		/* An existing backing file with random contents. */
 		mem_set_len(&f->mem, init);
 		if (init) {
@@ -1153,6 +1235,7 @@ static void run_combo(const struct combo *c, unsigned long long seed, int steps)
 		free(t.f[i].mem.data);
 		free(t.f[i].shadow);
 		free(t.f[i].dirty);
+		free(t.f[i].unsynced);
 	}
 	{
 		struct bs_stats st;
@@ -1223,6 +1306,7 @@ static void h_sync(struct hctx *h, int i)
 	}
 	/* As the writeback layer does after a complete pass (blockstate.h). */
 	mem_set_len(&h->mem[i], (size_t)bs_file_size(h->file[i]));
+	bs_sync_end(h->file[i], bs_sync_begin(h->file[i]), 0);
 }
 
 static uint64_t h_ios(struct hctx *h)
@@ -1401,8 +1485,13 @@ static void case_charge_512_folios(void)
 			}
 			M_CHECK(total == 512);
 		}
+		/* Written, not synced: still pinned, no longer charged. */
 		bs_cache_stats(h.cache, &st);
-		M_CHECK(st.charged_bytes == 0 && st.nr_dirty == 0 && st.pinned_bytes == 0);
+		M_CHECK(st.charged_bytes == 0 && st.nr_dirty == 0 && st.dirty_bytes_exact == 0);
+		M_CHECK(st.pinned_bytes == 512ull << 21 && st.unsynced_bytes == 512ull << 21);
+		bs_sync_end(h.file[0], bs_sync_begin(h.file[0]), 0);
+		bs_cache_stats(h.cache, &st);
+		M_CHECK(st.pinned_bytes == 0 && st.unsynced_bytes == 0);
 		M_CHECK(st.nr_written == cases[i].expect / 4096);
 		h_teardown(&h);
 	}
@@ -1944,6 +2033,122 @@ static void case_failed_punch(void)
 	}
 }
 
+/* Full writeback of @file (every run succeeding) into @mem. */
+static void wb_all(struct bs_file *file, struct mem_file *mem)
+{
+	struct bs_wb_run runs[MAX_RUNS];
+	off_t pos = 0;
+	int n;
+
+	while ((n = bs_wb_collect(file, &pos, INT64_MAX, runs, MAX_RUNS, SIZE_MAX)) > 0) {
+		for (int k = 0; k < n; k++) {
+			mem_write(mem, runs[k].data, runs[k].len, runs[k].off);
+			bs_wb_complete(file, &runs[k], 0);
+		}
+	}
+}
+
+static int nc_syncs;
+
+/* Reclaim found nothing clean: write back and sync the one file of case_unsynced. */
+static void need_clean_sync(void *arg)
+{
+	struct hctx *h = arg;
+
+	nc_syncs++;
+	wb_all(h->file[0], &h->mem[0]);
+	bs_sync_end(h->file[0], bs_sync_begin(h->file[0]), 0);
+}
+
+/*
+ * Blocks written back stay pinned (unsynced, not charged) until a sync
+ * that began after their write succeeds; a failed sync makes them dirty
+ * again, so that nothing is known durable that was not synced
+ * (fsyncgate).  A folio written again after the sync began stays
+ * unsynced.  Punched blocks forget the state.  Reclaim that finds only
+ * unsynced folios asks need_clean, which syncs.
+ */
+static void case_unsynced(void)
+{
+	static const struct bs_cache_ops ops = { .need_clean = need_clean_sync };
+	struct bs_config cfg = {
+		.block_size = 4096, .folio_size = 65536, .cache_size = 4ull * 65536,
+		.account = bs_account_policy_find("page"), .size = bs_size_policy_find("fixed"),
+	};
+	char buf[3 * 65536];
+	struct bs_stats st;
+	struct hctx h;
+	uint64_t token;
+
+	memset(&h, 0, sizeof(h));
+	memset(buf, 'u', sizeof(buf));
+	M_CHECK(bs_cache_create(&cfg, &ops, &h, &h.cache) == 0);
+	for (int i = 0; i < 2; i++)
+		M_CHECK(bs_file_create(h.cache, &mem_ops, &h.mem[i], 0, &h.file[i]) == 0);
+	/* Folio 0: two blocks; folio 1: one block. */
+	M_CHECK(bs_write(h.file[0], buf, 8192, 0) == 8192);
+	M_CHECK(bs_write(h.file[0], buf, 4096, 65536) == 4096);
+	wb_all(h.file[0], &h.mem[0]);
+	bs_cache_stats(h.cache, &st);
+	M_CHECK(st.dirty_bytes_exact == 0 && st.charged_bytes == 0);
+	M_CHECK(st.unsynced_bytes == 2 * 65536 && st.pinned_bytes == 2 * 65536);
+	M_CHECK(bs_file_has_unsynced(h.file[0]) && !bs_file_has_unsynced(h.file[1]));
+	M_CHECK(bs_file_unsynced_bytes(h.file[0]) == 2 * 65536);
+	M_CHECK(bs_cache_check(h.cache) == 0);
+
+	/* Folio 1 is written again while a sync runs: it stays unsynced. */
+	token = bs_sync_begin(h.file[0]);
+	M_CHECK(bs_write(h.file[0], buf, 4096, 65536 + 8192) == 4096);
+	wb_all(h.file[0], &h.mem[0]);
+	bs_sync_end(h.file[0], token, 0);
+	bs_cache_stats(h.cache, &st);
+	M_CHECK(st.unsynced_bytes == 65536 && st.pinned_bytes == 65536);
+	M_CHECK(bs_cache_check(h.cache) == 0);
+
+	/* A failed sync: both of folio 1's unsynced blocks are dirty again. */
+	token = bs_sync_begin(h.file[0]);
+	bs_sync_end(h.file[0], token, -EIO);
+	bs_cache_stats(h.cache, &st);
+	M_CHECK(st.unsynced_bytes == 0 && st.pinned_bytes == 65536);
+	M_CHECK(st.dirty_bytes_exact == 2 * 4096 && st.charged_bytes == 2 * 4096);
+	M_CHECK(!bs_file_has_unsynced(h.file[0]) && bs_file_has_held(h.file[0]));
+	M_CHECK(bs_cache_check(h.cache) == 0);
+	/* Written and synced again: nothing pinned. */
+	wb_all(h.file[0], &h.mem[0]);
+	bs_sync_end(h.file[0], bs_sync_begin(h.file[0]), 0);
+	bs_cache_stats(h.cache, &st);
+	M_CHECK(st.pinned_bytes == 0 && st.dirty_bytes_exact == 0 && st.unsynced_bytes == 0);
+
+	/* A punch of a written block forgets it; the rest of the folio stays. */
+	M_CHECK(bs_write(h.file[0], buf, 8192, 0) == 8192);
+	wb_all(h.file[0], &h.mem[0]);
+	M_CHECK(bs_fallocate(h.file[0], FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+			     4096, 4096) == 0);
+	bs_cache_stats(h.cache, &st);
+	M_CHECK(st.unsynced_bytes == 65536);
+	M_CHECK(bs_cache_check(h.cache) == 0);
+	M_CHECK(bs_truncate(h.file[0], 0) == 0);
+	bs_cache_stats(h.cache, &st);
+	M_CHECK(st.unsynced_bytes == 0 && st.pinned_bytes == 0);
+
+	/*
+	 * Four folios written back, none synced: the cache is full of pinned
+	 * memory.  A fifth folio needs reclaim, which must get a sync.
+	 */
+	nc_syncs = 0;
+	M_CHECK(bs_write(h.file[0], buf, 3 * 65536, 0) == 3 * 65536);
+	M_CHECK(bs_write(h.file[0], buf, 65536, 3 * 65536) == 65536);
+	wb_all(h.file[0], &h.mem[0]);
+	bs_cache_stats(h.cache, &st);
+	M_CHECK(st.unsynced_bytes == 4 * 65536 && st.cache_bytes == 4 * 65536);
+	M_CHECK(bs_write(h.file[1], buf, 100, 0) == 100);
+	bs_cache_stats(h.cache, &st);
+	M_CHECK(nc_syncs >= 1 && st.cache_bytes <= 4 * 65536);
+	M_CHECK(st.unsynced_bytes == 0);
+	M_CHECK(memcmp(h.mem[0].data, buf, 4 * 65536 > sizeof(buf) ? sizeof(buf) : 4 * 65536) == 0);
+	h_teardown(&h);
+}
+
 struct hcase {
 	const char *name;
 	void (*fn)(void);
@@ -1969,6 +2174,7 @@ static const struct hcase hcases[] = {
 	{ "collect_pos_end", case_collect_pos_end },
 	{ "punch_dirty_tail_size", case_punch_dirty_tail_size },
 	{ "failed_punch", case_failed_punch },
+	{ "unsynced", case_unsynced },
 };
 
 #define NR_HCASES (int)(sizeof(hcases) / sizeof(hcases[0]))

@@ -264,7 +264,20 @@ static void writeback(struct tfile *tf, off_t start, off_t end, unsigned int fai
 	pthread_mutex_unlock(&tf->wb_lock);
 }
 
-/* Reclaim found nothing clean: write back every file of the phase. */
+/*
+ * A sync of @tf's backing file (memory: nothing to do) that fails with
+ * @err: written blocks become durable, or dirty again.  Syncs may overlap
+ * each other and writeback.
+ */
+static void sync_file(struct tfile *tf, int err)
+{
+	uint64_t token = bs_sync_begin(tf->bs);
+
+	sched_yield();
+	bs_sync_end(tf->bs, token, err);
+}
+
+/* Reclaim found nothing clean: write back and sync every file of the phase. */
 static void need_clean(void *arg)
 {
 	uint64_t rs = (uint64_t)(uintptr_t)&rs ^ 0x5555;
@@ -272,8 +285,10 @@ static void need_clean(void *arg)
 
 	(void)arg;
 	atomic_fetch_add(&T.nc_calls, 1);
-	for (int i = 0; i < nfiles; i++)
+	for (int i = 0; i < nfiles; i++) {
 		writeback(&T.files[i], 0, INT64_MAX, 0, 0, &rs);
+		sync_file(&T.files[i], 0);
+	}
 }
 
 static const struct bs_cache_ops cache_ops = {
@@ -300,6 +315,8 @@ static void *wb_thread(void *arg)
 		writeback(tf, rnd_below(&rs, 3) ? 0 : start, end,
 			  rnd_below(&rs, 10) ? 0 : 30,
 			  flag_sets[rnd_below(&rs, sizeof(flag_sets) / sizeof(flag_sets[0]))], &rs);
+		if (rnd_below(&rs, 2))
+			sync_file(tf, rnd_below(&rs, 5) ? 0 : -EIO);
 		sched_yield();
 	}
 	return NULL;
@@ -327,12 +344,14 @@ static void files_settle(int nfiles)
 	struct bs_stats st;
 
 	P_CHECK(bs_cache_check(T.cache) == 0);
-	for (int i = 0; i < nfiles; i++)
+	for (int i = 0; i < nfiles; i++) {
 		writeback(&T.files[i], 0, INT64_MAX, 0, 0, &rs);
+		sync_file(&T.files[i], 0);
+	}
 	P_CHECK(bs_cache_check(T.cache) == 0);
 	bs_cache_stats(T.cache, &st);
 	P_CHECK(st.dirty_bytes_exact == 0 && st.charged_bytes == 0 && st.nr_dirty == 0);
-	P_CHECK(st.writeback_bytes == 0 && st.pinned_bytes == 0);
+	P_CHECK(st.writeback_bytes == 0 && st.pinned_bytes == 0 && st.unsynced_bytes == 0);
 	for (int i = 0; i < nfiles; i++) {
 		struct tfile *tf = &T.files[i];
 		size_t size = (size_t)bs_file_size(tf->bs);
