@@ -272,7 +272,12 @@ struct bs_wb_run {
  * larger): their blocks go from dirty to writeback.  Nothing at or past
  * the file size is collected, and a run holding it is trimmed to it.
  * *@pos is advanced past what was collected (to @end when nothing is
- * left).  Returns the number of runs; runs come in file order.
+ * left).  Returns the number of runs, 0 only when nothing is left (fewer
+ * than @max_runs does not say so); runs come in file order.
+ *
+ * While a hole punch or zero range of the file is in flight, collection
+ * waits for it to end (after returning the runs it has, if any): the
+ * caller must have completed the runs of its earlier calls.
  *
  * A write that lands on a run while it is in flight dirties its blocks
  * again; they are written by a later pass.  After a pass that wrote

@@ -39,6 +39,8 @@ int bs_file_create(struct bs_cache *cache, const struct bs_backing_ops *ops,
 	file->ctx = ctx;
 	pthread_rwlock_init(&file->invalidate_lock, NULL);
 	pthread_rwlock_init(&file->index_lock, NULL);
+	pthread_mutex_init(&file->punch_lock, NULL);
+	pthread_cond_init(&file->punch_done, NULL);
 	bs_index_init(&file->index, cache->max_order);
 	atomic_init(&file->size, size);
 	pthread_mutex_lock(&cache->files_lock);
@@ -121,6 +123,8 @@ void bs_file_destroy(struct bs_file *file)
 	bs_index_destroy(&file->index);
 	pthread_rwlock_destroy(&file->index_lock);
 	pthread_rwlock_destroy(&file->invalidate_lock);
+	pthread_cond_destroy(&file->punch_done);
+	pthread_mutex_destroy(&file->punch_lock);
 	free(file);
 }
 
@@ -549,15 +553,23 @@ int bs_fallocate(struct bs_file *file, int mode, off_t off, off_t len)
 		 * The backing store first, so that a failure changes nothing.
 		 * Meanwhile no run may be collected: a dirty block of the range
 		 * written after the punch would bring old bytes back.
+		 * Collectors wait (bs_wb_collect_mode), so that an fsync still
+		 * writes what was dirty before it.
 		 */
+		pthread_mutex_lock(&file->punch_lock);
 		atomic_store(&file->no_collect, true);
+		pthread_mutex_unlock(&file->punch_lock);
 		wait_range(file, off, off + len);
 	}
 	ret = file->ops->fallocate(file->ctx, mode, off, len);
 	if (!ret && zeroes)
 		zero_range(file, off, off + len);
-	if (zeroes)
+	if (zeroes) {
+		pthread_mutex_lock(&file->punch_lock);
 		atomic_store(&file->no_collect, false);
+		pthread_cond_broadcast(&file->punch_done);
+		pthread_mutex_unlock(&file->punch_lock);
+	}
 	if (!ret && !(mode & FALLOC_FL_KEEP_SIZE))
 		size_grow(file, off + len);
 	pthread_rwlock_unlock(&file->invalidate_lock);

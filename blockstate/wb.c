@@ -19,12 +19,16 @@
 #include <stdint.h>
 #include <string.h>
 
+enum collected { COLLECT_NONE, COLLECT_RUN, COLLECT_PUNCH };
+
 /*
- * Collect the next run of @folio at or after @pos; false if none.  A run
- * is a stretch of dirty blocks, or with @whole_folio a stretch of uptodate
+ * Collect the next run of @folio at or after @pos: COLLECT_RUN, or
+ * COLLECT_NONE if it has none, or COLLECT_PUNCH if a punch of the file is
+ * in flight (nothing may be collected until it is done).  A run is a
+ * stretch of dirty blocks, or with @whole_folio a stretch of uptodate
  * blocks of a folio that has any dirty block.
  */
-static bool collect_one(struct bs_folio *folio, off_t pos, off_t end,
+static enum collected collect_one(struct bs_folio *folio, off_t pos, off_t end,
 			size_t max_run, unsigned int flags, struct bs_wb_run *run)
 {
 	bool whole_folio = flags & BS_WB_WHOLE_FOLIO;
@@ -44,18 +48,25 @@ static bool collect_one(struct bs_folio *folio, off_t pos, off_t end,
 
 	if (end < fend)
 		end_blk = bs_folio_end_blk(folio, 0, (uint32_t)(end - folio->start));
-	if (folio->detached || atomic_load(&folio->file->no_collect))
-		return false;
+	/*
+	 * Under the folio lock: a punch marks the file before it waits for
+	 * writeback folio by folio, so either it waits for this run or this
+	 * sees the mark.
+	 */
+	if (atomic_load(&folio->file->no_collect))
+		return COLLECT_PUNCH;
+	if (folio->detached)
+		return COLLECT_NONE;
 	/*
 	 * Whole folios: one with a dirty block, or with blocks this pass
 	 * already moved to writeback (a folio longer than max_run is
 	 * collected in pieces).
 	 */
 	if (whole_folio && !folio->held_blocks)
-		return false;
+		return COLLECT_NONE;
 	blk = bs_bits_next_set(map, NULL, first_blk, end_blk);
 	if (blk == end_blk || (folio->start + ((off_t)blk << shift)) >= size)
-		return false;
+		return COLLECT_NONE;
 	stop = bs_bits_next_clear(map, blk, end_blk);
 	if (((size_t)(stop - blk) << shift) > max_run)
 		stop = blk + (uint32_t)(max_run >> shift);
@@ -68,7 +79,16 @@ static bool collect_one(struct bs_folio *folio, off_t pos, off_t end,
 	if (run->off + (off_t)run->len > size && !(flags & BS_WB_WHOLE_BLOCKS))
 		run->len = (size_t)(size - run->off);
 	run->data = folio->data + ((size_t)blk << shift);
-	return true;
+	return COLLECT_RUN;
+}
+
+/* Wait until no punch of @file is in flight.  Context: no blockstate lock held. */
+static void wait_punch(struct bs_file *file)
+{
+	pthread_mutex_lock(&file->punch_lock);
+	while (atomic_load(&file->no_collect))
+		pthread_cond_wait(&file->punch_done, &file->punch_lock);
+	pthread_mutex_unlock(&file->punch_lock);
 }
 
 int bs_wb_collect(struct bs_file *file, off_t *pos, off_t end,
@@ -94,7 +114,7 @@ int bs_wb_collect_mode(struct bs_file *file, off_t *pos, off_t end,
 	while (n < max_runs && *pos < end) {
 		size_t budget = bytes < max_bytes ? max_bytes - bytes : 0;
 		struct bs_folio *folio;
-		bool got;
+		enum collected got;
 
 		/* Whole blocks within what is left of max_bytes; the first run
 		 * alone may be larger. */
@@ -118,7 +138,19 @@ int bs_wb_collect_mode(struct bs_file *file, off_t *pos, off_t end,
 		got = collect_one(folio, *pos, end, budget < max_run ? budget : max_run,
 				  flags, &runs[n]);
 		pthread_mutex_unlock(&folio->lock);
-		if (!got) {
+		if (got == COLLECT_PUNCH) {
+			bs_folio_put(folio);
+			/*
+			 * Runs already collected go back first: the punch waits
+			 * for them.  Then wait for it and look again (an fsync
+			 * must not return having skipped dirty data).
+			 */
+			if (n)
+				return n;
+			wait_punch(file);
+			continue;
+		}
+		if (got == COLLECT_NONE) {
 			*pos = folio->start + folio->size;
 			bs_folio_put(folio);
 			continue;
