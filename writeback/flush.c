@@ -216,12 +216,20 @@ void wb_stamp_mtime(struct wb_file *wbf)
  */
 void wb_sync_size(struct wb_file *wbf)
 {
-	off_t size = bs_file_size(wbf->bs);
 	struct stat st;
+	off_t size;
 
 	if (wbf->ctx->io == WB_IO_NULL)
 		return;
 	pthread_mutex_lock(&wbf->size_lock);
+	/*
+	 * The size is read under size_lock, with no truncate in flight: one
+	 * that starts later waits for the lock, so this cannot put back a
+	 * size from before it (that one sets the backing size itself).
+	 */
+	if (wbf->resizing)
+		goto out;
+	size = bs_file_size(wbf->bs);
 	if (wbf->backing_size == size)
 		goto out;
 	wbf->backing_size = -1;

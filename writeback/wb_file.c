@@ -335,13 +335,40 @@ int wb_fsync(struct wb_file *wbf, bool datasync, uint64_t *seen)
 	return ret;
 }
 
+/*
+ * A change of the file's size begins or ends: while one is in flight, a
+ * writeback pass must not set the backing file's size (wb_sync_size), or
+ * it could put back the size it read before the change.  Not the
+ * writeback lock: a writer waiting in reclaim holds the file's
+ * invalidate_lock and may need that lock, which truncate would then wait
+ * for with it held.
+ */
+static void resize_begin(struct wb_file *wbf)
+{
+	pthread_mutex_lock(&wbf->size_lock);
+	wbf->resizing++;
+	pthread_mutex_unlock(&wbf->size_lock);
+}
+
+static void resize_end(struct wb_file *wbf)
+{
+	pthread_mutex_lock(&wbf->size_lock);
+	wbf->resizing--;
+	pthread_mutex_unlock(&wbf->size_lock);
+}
+
 int wb_truncate(struct wb_file *wbf, off_t size)
 {
+	int ret;
+
 	if (size < 0)
 		return -EINVAL;
 	/* ftruncate stamps the backing file itself; a pending time is older. */
 	atomic_store(&wbf->mtime_ns, 0);
-	return bs_truncate(wbf->bs, size);
+	resize_begin(wbf);
+	ret = bs_truncate(wbf->bs, size);
+	resize_end(wbf);
+	return ret;
 }
 
 int wb_fallocate(struct wb_file *wbf, int mode, off_t off, off_t len)
@@ -358,7 +385,12 @@ int wb_fallocate(struct wb_file *wbf, int mode, off_t off, off_t len)
 		if (ret)
 			return ret;
 	}
-	return bs_fallocate(wbf->bs, mode, off, len);
+	if (mode & FALLOC_FL_KEEP_SIZE)
+		return bs_fallocate(wbf->bs, mode, off, len);
+	resize_begin(wbf);
+	ret = bs_fallocate(wbf->bs, mode, off, len);
+	resize_end(wbf);
+	return ret;
 }
 
 off_t wb_lseek(struct wb_file *wbf, off_t off, int whence)

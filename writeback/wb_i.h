@@ -131,12 +131,15 @@ struct wb_file {
 	_Atomic int access;
 	struct bs_file *bs;			/* immutable */
 	pthread_mutex_t wb_lock;		/* one writeback pass at a time */
-	pthread_mutex_t size_lock;		/* leaf: protects backing_size */
+	pthread_mutex_t size_lock;		/* leaf: protects backing_size, resizing */
 	off_t backing_size;			/* the backing file's size as last set
 						 * or seen, -1 if unknown: saves a stat
 						 * per writeback (a stat makes ext4 give
 						 * the next write a fine-grained time, and
 						 * fdatasync then writes the inode) */
+	unsigned int resizing;			/* truncates and size-changing fallocates
+						 * in flight: the size fix-up (wb_sync_size)
+						 * leaves the backing size to them */
 	atomic_bool unsynced;			/* backing written since its last sync */
 	_Atomic int64_t mtime_ns;		/* pending mtime, 0: none */
 	_Atomic int64_t dirtied_ns;		/* when it went from clean to dirty, 0: clean */

@@ -12,9 +12,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/falloc.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define MAX_SIZE (4u << 20)
@@ -193,6 +196,85 @@ static void test_edges(void)
 	T_CHECK(wb_file_free(f) == 0);
 }
 
+/*
+ * Truncate racing the size fix-up at the end of a writeback pass: in each
+ * round one thread truncates (to a larger, then a smaller size) while
+ * another runs passes back to back until the truncate has returned
+ * (SEEK_DATA writes back first, and a complete pass sets the backing
+ * file's size to the cache's).  Once both are done the backing file must
+ * have the size truncate set.  A pass used to read the cache's size
+ * before the truncate stored it, then set the backing file back to that
+ * old size.
+ */
+#define RACE_ROUNDS 5000
+
+static pthread_barrier_t race_barrier;
+
+struct race {
+	struct wb_file *f;
+	int rounds;
+	atomic_bool truncated;		/* this round's truncate has returned */
+};
+
+static void *race_pass(void *arg)
+{
+	struct race *r = arg;
+
+	for (int i = 0; i < r->rounds; i++) {
+		pthread_barrier_wait(&race_barrier);
+		while (!atomic_load(&r->truncated))
+			wb_lseek(r->f, 0, SEEK_DATA);	/* -ENXIO past the size: fine */
+		pthread_barrier_wait(&race_barrier);
+	}
+	return NULL;
+}
+
+static void test_truncate_vs_size_fixup(void)
+{
+	struct bs_config cfg = {
+		.block_size = 4096, .folio_size = 64 << 10, .cache_size = 1 << 20,
+		.account = bs_account_policy_find("page"),
+		.size = bs_size_policy_find("fixed"),
+	};
+	char path[] = "/tmp/foliofs-wbtest-XXXXXX";
+	struct wb_config wcfg;
+	struct wb_ctx *rctx;
+	struct race r = { .rounds = RACE_ROUNDS, .truncated = false };
+	int fd = mkstemp(path), bad = 0;
+	pthread_t thr;
+
+	wb_config_default(&wcfg);
+	wcfg.flushers = 0;
+	T_CHECK(fd >= 0);
+	T_CHECK(wb_ctx_create(&cfg, &wcfg, &rctx) == 0);
+	T_CHECK(wb_file_alloc(rctx, fd, WB_RDWR, &r.f) == 0);
+	T_CHECK(pthread_barrier_init(&race_barrier, NULL, 2) == 0);
+	T_CHECK(pthread_create(&thr, NULL, race_pass, &r) == 0);
+	for (int i = 0; i < r.rounds; i++) {
+		off_t size = i % 2 ? 4096 : 1 << 20;
+		struct stat st;
+
+		atomic_store(&r.truncated, false);
+		pthread_barrier_wait(&race_barrier);
+		T_CHECK(wb_truncate(r.f, size) == 0);
+		atomic_store(&r.truncated, true);
+		pthread_barrier_wait(&race_barrier);
+		T_CHECK(stat(path, &st) == 0);
+		if (st.st_size != size && !bad++)
+			fprintf(stderr, "round %d: truncated to %lld, the backing file has %lld bytes\n",
+				i, (long long)size, (long long)st.st_size);
+	}
+	T_CHECK(pthread_join(thr, NULL) == 0);
+	pthread_barrier_destroy(&race_barrier);
+	T_CHECK(wb_file_free(r.f) == 0);
+	T_CHECK(wb_ctx_destroy(rctx) == 0);
+	unlink(path);
+	if (bad)
+		fprintf(stderr, "%d of %d rounds left the backing file at the wrong size\n",
+			bad, r.rounds);
+	T_CHECK(!bad);
+}
+
 int main(void)
 {
 	unsigned char *buf = malloc(MAX_SIZE + 4096);
@@ -213,6 +295,7 @@ int main(void)
 	wcfg.writeback_interval_ms = 5;
 	wcfg.dirty_expire_ms = 10;
 	T_CHECK(buf && m.bytes);
+	test_truncate_vs_size_fixup();
 	T_CHECK(wb_ctx_create(&cfg, &wcfg, &ctx) == 0);
 	test_edges();
 	if (env) {
