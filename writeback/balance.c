@@ -35,6 +35,13 @@ int64_t wb_balance_dirty(struct wb_ctx *ctx, pid_t pid, uint64_t dirtied)
 	struct wb_throttle_sample s;
 	int64_t now = wb_throttle_now(), pause;
 
+	/*
+	 * Throttling waits for background writeback; with no flushers
+	 * nothing would write the data back while a writer waits at the
+	 * limit (only fsync, reclaim and unmount write), so nobody is paused.
+	 */
+	if (!ctx->nr_flushers)
+		return 0;
 	if (!dirtied || !wb_throttle_charge(ctx->throttle, pid, dirtied, now))
 		return 0;
 	wb_throttle_sample_of(ctx, &s);
