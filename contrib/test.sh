@@ -11,6 +11,11 @@
 #   e. TSan build in build-tsan/ (clang): the unit tests
 #   f. clang-tidy's bugprone checks on every C file (with build/'s
 #      compile_commands.json): one test per file, failed if it warns
+#   g. libFuzzer build in build-fuzz/ (clang, -Dfuzz=true, ASan+UBSan):
+#      each target of tests/fuzz replays its regress/ inputs, then fuzzes
+#      for FOLIOFS_FUZZ_SECONDS (default 12) from its corpus/; one test per
+#      target, passed when it exits 0; skipped when clang cannot link
+#      -fsanitize=fuzzer
 #
 # Every stage runs even when an earlier one failed (except the tests of a
 # build that failed).  Results are counted exactly: meson tests from
@@ -25,6 +30,7 @@
 # Environment: FOLIOFS_TEST_BUDGET (seconds, default 4800): wall-clock budget
 # for the whole run; each stage's timeout is cut to what is left of it, so
 # that the summary is printed before CI's own limit.
+# FOLIOFS_FUZZ_SECONDS (default 12): fuzzing time of each target in stage g.
 
 set -uo pipefail
 
@@ -68,6 +74,9 @@ ASAN_OPTS="detect_leaks=1:abort_on_error=1:fast_unwind_on_malloc=0"
 LSAN_OPTS="suppressions=$ROOT/tests/lsan.supp:print_suppressions=0"
 UBSAN_OPTS="halt_on_error=1:print_stacktrace=1"
 TSAN_OPTS="halt_on_error=1:second_deadlock_stack=1"
+# Fuzzing: full allocation stacks would cost most of the executions.
+FUZZ_ASAN_OPTS="detect_leaks=1:abort_on_error=1"
+FUZZ_SECONDS=${FOLIOFS_FUZZ_SECONDS:-12}
 if [ -f "$ROOT/tests/tsan_suppressions.txt" ]; then
 	TSAN_OPTS="$TSAN_OPTS:suppressions=$ROOT/tests/tsan_suppressions.txt"
 fi
@@ -188,8 +197,8 @@ EOF
 # --------------------------------------------------------------------------
 # a. dependencies
 
-PKGS=(meson ninja-build pkg-config gcc clang clang-tidy libfuse3-dev fuse3 liburing-dev
-	python3-pytest fio postgresql-15 postgresql-contrib valgrind)
+PKGS=(meson ninja-build pkg-config gcc clang clang-tidy libclang-rt-dev libfuse3-dev fuse3
+	liburing-dev python3-pytest fio postgresql-15 postgresql-contrib valgrind)
 
 stage_install() {
 	local t0 p note missing=()
@@ -439,6 +448,110 @@ tidy() {
 
 if [ "$QUICK" -eq 0 ]; then
 	tidy "f. clang-tidy bugprone"
+fi
+
+# fuzz_env CMD...: CMD (a shell function too) with the sanitizers' options.
+fuzz_env() {
+	(
+		export ASAN_OPTIONS="$FUZZ_ASAN_OPTS" UBSAN_OPTIONS="$UBSAN_OPTS"
+		export LSAN_OPTIONS="$LSAN_OPTS"
+		"$@"
+	)
+}
+
+# fuzz_one NAME TARGET BIN: replay tests/fuzz/regress/TARGET/*, then fuzz
+# for FUZZ_SECONDS from tests/fuzz/corpus/TARGET (new inputs go to
+# build-fuzz/fuzz-corpus/TARGET, crashes to build-fuzz/fuzz-crashes/).
+# Prints libFuzzer's final stats; returns its exit status.
+fuzz_one() {
+	local name=$1 tgt=$2 bin=$3 t log rc=0 work=$ROOT/build-fuzz
+	local -a regress=() dirs=("$work/fuzz-corpus/$tgt" "$ROOT/tests/fuzz/corpus/$tgt")
+	log=$work/fuzz-$tgt.log
+	mkdir -p "$work/fuzz-corpus/$tgt" "$work/fuzz-crashes"
+	: >"$log"
+	if [ -d "$ROOT/tests/fuzz/regress/$tgt" ]; then
+		dirs+=("$ROOT/tests/fuzz/regress/$tgt")
+		mapfile -t regress < <(find "$ROOT/tests/fuzz/regress/$tgt" -type f | sort)
+	fi
+	if [ "${#regress[@]}" -gt 0 ]; then
+		t=$(stage_timeout 120) || return 124
+		fuzz_env run_limited "$t" "$bin" "${regress[@]}" >>"$log" 2>&1
+		rc=$?
+		if [ "$rc" -ne 0 ]; then
+			echo "$tgt: a regress input fails (exit $rc):"
+			tail -n 40 "$log"
+			return "$rc"
+		fi
+		echo "$tgt: ${#regress[@]} regress input(s) pass"
+	fi
+	t=$(stage_timeout $((FUZZ_SECONDS + 60))) || return 124
+	fuzz_env run_limited "$t" "$bin" -max_total_time="$FUZZ_SECONDS" \
+		-timeout=25 -rss_limit_mb=2048 -print_final_stats=1 \
+		-artifact_prefix="$work/fuzz-crashes/$tgt-" "${dirs[@]}" >>"$log" 2>&1
+	rc=$?
+	if [ "$rc" -ne 0 ]; then
+		echo "$tgt: libFuzzer exited $rc; crash inputs in build-fuzz/fuzz-crashes/:"
+		tail -n 60 "$log"
+	fi
+	# "Done N runs in S second(s)" and the executions per second.
+	printf '%s: %s (%s exec/s)\n' "$tgt" \
+		"$(grep -a '^Done [0-9]* runs' "$log" | tail -n 1)" \
+		"$(grep -a '^stat::average_exec_per_sec' "$log" | awk '{ print $2 }')"
+	return "$rc"
+}
+
+# fuzzing NAME: stage g.
+fuzzing() {
+	local name=$1 t0 tgt bin p=0 fails=0 runs=0 n secs targets=()
+	t0=$(date +%s)
+	header "$name: libFuzzer targets of tests/fuzz, ${FUZZ_SECONDS}s each"
+	for tgt in "$ROOT"/tests/fuzz/corpus/*/; do
+		[ -d "$tgt" ] && targets+=("$(basename "$tgt")")
+	done
+	if [ "${#targets[@]}" -eq 0 ]; then
+		not_run "$name" "no targets in tests/fuzz/corpus/"
+		return
+	fi
+	# libFuzzer's runtime (libclang-rt-dev) is separate from clang itself.
+	if ! command -v clang >/dev/null ||
+		! printf '%s\n' '#include <stddef.h>' '#include <stdint.h>' \
+			'int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n);' \
+			'int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) { (void)d; (void)n; return 0; }' |
+		clang -x c -fsanitize=fuzzer -o /dev/null - 2>/dev/null; then
+		echo "clang cannot link -fsanitize=fuzzer (install clang and libclang-rt-dev)"
+		record "$name" $(($(date +%s) - t0)) 0 0 "${#targets[@]}" "no libFuzzer runtime"
+		return
+	fi
+	if ! build "g. fuzz build" build-fuzz clang -Dfuzz=true \
+		-Db_sanitize=address,undefined -Db_lundef=false -Ddebug_checks=true \
+		--buildtype=debugoptimized \
+		"-Dc_args=-fsanitize=fuzzer-no-link -fno-omit-frame-pointer"; then
+		not_run "$name" "build-fuzz/ not built"
+		return
+	fi
+	t0=$(date +%s)
+	for tgt in "${targets[@]}"; do
+		bin=$ROOT/build-fuzz/tests/fuzz/fuzz_$tgt
+		if [ ! -x "$bin" ]; then
+			echo "$tgt: build-fuzz/tests/fuzz/fuzz_$tgt was not built (is tests/fuzz in meson.build?)"
+			fails=$((fails + 1))
+			continue
+		fi
+		if fuzz_one "$name" "$tgt" "$bin"; then
+			p=$((p + 1))
+		else
+			fails=$((fails + 1))
+		fi
+		n=$(grep -a '^stat::number_of_executed_units' "$ROOT/build-fuzz/fuzz-$tgt.log" |
+			tail -n 1 | awk '{ print $2 }')
+		runs=$((runs + ${n:-0}))
+	done
+	secs=$(($(date +%s) - t0))
+	record "$name" "$secs" "$p" "$fails" 0 "$runs executions"
+}
+
+if [ "$QUICK" -eq 0 ]; then
+	fuzzing "g. fuzzing"
 fi
 
 header "summary (total $(($(date +%s) - START))s)"
