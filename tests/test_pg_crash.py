@@ -89,6 +89,7 @@ class Run:
         self.next_id = 1
         self.cycle = 0
         self.lines = []
+        self.log_pos = 0
 
     def setup(self):
         c = self.c
@@ -181,6 +182,21 @@ class Run:
             c.mount_fs()
         return c.checksums(), fresh
 
+    def stats(self):
+        """The mount's statistics (read as the mounting user)."""
+        return util.run_as(self.c.user, util.stats, self.c.mnt)
+
+    def panics(self):
+        """PANIC lines the server logged since the last call."""
+        try:
+            with open(self.c.logfile, "rb") as f:
+                f.seek(self.log_pos)
+                text = f.read()
+        except OSError:
+            return 0
+        self.log_pos += len(text)
+        return text.count(b" PANIC: ")
+
     def report(self, text):
         line = "cycle %d: %s" % (self.cycle, text)
         self.lines.append(line)
@@ -217,14 +233,19 @@ def _run_loop(options, cycles, faults, capsys):
                     time.sleep(ckpt)
                     cp = run.checkpoint_soon()
                 time.sleep(max(0.0, delay - (time.monotonic() - t0)))
+                st = run.stats()
                 order = run.crash()
                 acked = run.end_load(server_up=False)
                 if ckpt is not None:
                     cp.kill()
                     cp.wait(60)
-                what = "crash after %.2f s (%skill %s)" % (
-                    delay, "checkpoint at %.2f s, " % ckpt if ckpt else "",
-                    order)
+                what = ("crash after %.2f s (%skill %s; daemon had %d pauses,"
+                        " %d replies held, %d KiB dirty)" % (
+                            delay,
+                            "checkpoint at %.2f s, " % ckpt if ckpt else "",
+                            order, st["throttle_events"],
+                            st["throttled_writers"],
+                            st["dirty_bytes_exact"] // 1024))
             else:
                 spec = rng.choice(FAULT_SPECS)
                 if (cycle - 1) % len(modes) == 0:
@@ -233,11 +254,12 @@ def _run_loop(options, cycles, faults, capsys):
                 before = rng.uniform(0.5, 2.0)
                 during = rng.uniform(0.5, 2.5)
                 time.sleep(before)
+                st0 = run.stats()
                 cluster.set_fault(spec)
                 cp = run.checkpoint_soon()
                 time.sleep(during)
                 cluster.set_fault("off")
-                st = util.run_as(user, util.stats, cluster.mnt)
+                st = run.stats()
                 time.sleep(1.0)
                 cp.kill()
                 cp.wait(60)
@@ -256,19 +278,20 @@ def _run_loop(options, cycles, faults, capsys):
                         pass
                 what = ("fault %s from %.2f s for %.2f s (%d injected, %d"
                         " writeback errors), then %s"
-                        % (spec, before, during, st["faults_injected"],
-                           st["wb_errors"], mode))
+                        % (spec, before, during,
+                           st["faults_injected"] - st0["faults_injected"],
+                           st["wb_errors"] - st0["wb_errors"], mode))
             if not cluster.server_running():
                 cluster.start()          # crash recovery
             elif not cluster.wait_ready():
                 cluster.start()
             found, history = run.check()
             blocks, fresh = run.stop_and_checksum()
-            run.report("%s; %d rows acknowledged this cycle, %d in all, %d"
-                       " rows found; pgbench history %d; pg_checksums %d"
-                       " blocks%s, 0 bad" % (
-                           what, acked, len(run.acked), found, history, blocks,
-                           " (fresh mount)" if fresh else ""))
+            run.report("%s; %d server PANICs; %d rows acknowledged this"
+                       " cycle, %d in all, %d rows found; pgbench history %d;"
+                       " pg_checksums %d blocks%s, 0 bad" % (
+                           what, run.panics(), acked, len(run.acked), found,
+                           history, blocks, " (fresh mount)" if fresh else ""))
         cluster.umount_clean()
         ok = True
     finally:
