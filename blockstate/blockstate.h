@@ -165,6 +165,9 @@ struct bs_stats {
 	uint64_t reclaim_stalls;	/* times reclaim had to wait for writeback */
 	uint64_t unsynced_bytes;	/* memory of folios holding blocks written
 					 * back but not synced yet (in pinned_bytes) */
+	uint64_t full_events;		/* times writes began to fail with -ENOSPC
+					 * because pinned data that writeback could
+					 * not free filled the cache */
 };
 void bs_cache_stats(struct bs_cache *cache, struct bs_stats *st);
 /* The exact charge now, in bytes (one atomic read: for hot paths). */
@@ -230,7 +233,14 @@ ssize_t bs_read(struct bs_file *file, void *buf, size_t len, off_t off);
  * zeroed past EOF); copied blocks become uptodate and dirty and the
  * accounting policy is charged.  Extends the file size.  Returns @len, or
  * a shorter count if a later folio could not be had (then -errno if none).
+ *
+ * A write that needs a new folio when the cache is full of pinned data
+ * that writeback cannot free (the backing store fails) waits up to
+ * BS_FULL_WAIT_MS for writeback to free some, then fails with -ENOSPC
+ * (at once while the cache stays so; stats full_events counts such
+ * episodes).  Reads go over the budget instead.
  */
+#define BS_FULL_WAIT_MS 5000
 ssize_t bs_write(struct bs_file *file, const void *buf, size_t len, off_t off);
 
 /*

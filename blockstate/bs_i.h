@@ -288,10 +288,28 @@ struct bs_cache {
 	_Atomic uint64_t nr_folios;
 	_Atomic uint64_t reclaimed_folios;
 	_Atomic uint64_t reclaim_stalls;
+	_Atomic uint64_t unpinned_bytes;	/* memory of folios that stopped being
+						 * pinned, monotonic: reclaim's progress */
+	/*
+	 * full: the cache is full of pinned data that writeback could not
+	 * free.  A writer that finds no room waits up to full_wait_ms for
+	 * writeback to free memory, then sets it and fails; while it is set,
+	 * writers fail after their writeback rounds, and any progress (or
+	 * room) clears it.
+	 */
+	atomic_bool full;
+	_Atomic uint64_t full_events;		/* times it became full */
+	uint32_t full_wait_ms;			/* set before use (tests shorten it) */
 };
 
-/* Make room for @bytes more folio memory: reclaim, or ask for writeback. */
-void bs_cache_make_room(struct bs_cache *cache, size_t bytes);
+/*
+ * Make room for @bytes more folio memory: reclaim, or ask for writeback.
+ * With @may_fail (a write), when pinned data fills the cache and
+ * writeback frees nothing for a while, -ENOSPC; else (a read, whose
+ * clean folio is reclaimable as soon as it is done) the cache goes over
+ * its budget after a few writeback rounds.  0 when there is room.
+ */
+int bs_cache_make_room(struct bs_cache *cache, size_t bytes, bool may_fail);
 void bs_cache_lru_add(struct bs_cache *cache, struct bs_folio *folio);
 void bs_cache_lru_del(struct bs_cache *cache, struct bs_folio *folio);
 

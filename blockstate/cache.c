@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static bool is_pow2(uint64_t v)
 {
@@ -71,6 +72,7 @@ int bs_cache_create(const struct bs_config *cfg, const struct bs_cache_ops *ops,
 	cache->blk_shift = (unsigned int)__builtin_ctz(cfg->block_size);
 	cache->max_order = (unsigned int)__builtin_ctz(cfg->folio_size);
 	cache->min_order = cache->blk_shift > BS_PAGE_SHIFT ? cache->blk_shift : BS_PAGE_SHIFT;
+	cache->full_wait_ms = BS_FULL_WAIT_MS;
 	pthread_mutex_init(&cache->lru_lock, NULL);
 	pthread_mutex_init(&cache->files_lock, NULL);
 	*out = cache;
@@ -113,6 +115,7 @@ void bs_cache_stats(struct bs_cache *cache, struct bs_stats *st)
 	st->reclaimed_folios = atomic_load(&cache->reclaimed_folios);
 	st->reclaim_stalls = atomic_load(&cache->reclaim_stalls);
 	st->unsynced_bytes = atomic_load(&cache->unsynced_bytes);
+	st->full_events = atomic_load(&cache->full_events);
 }
 
 uint64_t bs_cache_charged(struct bs_cache *cache)
@@ -229,26 +232,91 @@ static size_t reclaim_some(struct bs_cache *cache, size_t need)
 
 /* Writeback rounds before letting the cache run over its budget. */
 #define MAX_STALLS 3
+/* Pause between writeback rounds while pinned data fills the cache. */
+#define FULL_PAUSE_MS 10
 
-void bs_cache_make_room(struct bs_cache *cache, size_t bytes)
+static int64_t now_ms(void)
 {
-	for (int stalls = 0;;) {
-		uint64_t used = atomic_load(&cache->cache_bytes);
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void pause_ms(unsigned int ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000 };
+
+	while (nanosleep(&ts, &ts) && errno == EINTR)
+		;
+}
+
+/*
+ * No room, and nothing reclaimable after writeback rounds.  If what is
+ * not reclaimable is folios in use, they will be put back soon: go over
+ * budget rather than wait for users that may be waiting for us.  If it is
+ * pinned data (dirty, writeback or unsynced) that writeback does not
+ * free, as when the backing store fails every write, a writer may not
+ * grow the cache: it is held, and fails once that lasted full_wait_ms
+ * without progress (or at once while the cache stays full), so that a
+ * failing backing store costs errors, not all memory.  Nothing already
+ * written is dropped.  Returns 0 to go over budget, -EAGAIN to try again,
+ * -ENOSPC to fail.
+ */
+static int room_stalled(struct bs_cache *cache, size_t bytes, bool may_fail,
+			int64_t *deadline)
+{
+	uint64_t pinned = atomic_load(&cache->pinned_bytes);
+
+	if (!may_fail || pinned + bytes <= cache->cfg.cache_size)
+		return 0;
+	if (atomic_load(&cache->full))
+		return -ENOSPC;
+	if (!*deadline) {
+		*deadline = now_ms() + cache->full_wait_ms;
+	} else if (now_ms() >= *deadline) {
+		if (!atomic_exchange(&cache->full, true))
+			atomic_fetch_add(&cache->full_events, 1);
+		return -ENOSPC;
+	}
+	pause_ms(FULL_PAUSE_MS);
+	return -EAGAIN;
+}
+
+int bs_cache_make_room(struct bs_cache *cache, size_t bytes, bool may_fail)
+{
+	uint64_t unpinned = atomic_load(&cache->unpinned_bytes);
+	int64_t deadline = 0;
+	int stalls = 0;
+
+	for (;;) {
+		uint64_t used = atomic_load(&cache->cache_bytes), now_unpinned;
 
 		if (used + bytes <= cache->cfg.cache_size)
-			return;
+			break;
 		if (reclaim_some(cache, used + bytes - cache->cfg.cache_size))
 			continue;
-		/*
-		 * Nothing clean and unused.  After a few writeback rounds
-		 * everything left is in use: go over budget rather than wait
-		 * for users that may be waiting for us.
-		 */
-		if (stalls++ == MAX_STALLS || !cache->ops || !cache->ops->need_clean)
-			return;
+		if (!cache->ops || !cache->ops->need_clean)
+			return 0;
+		if (stalls >= MAX_STALLS) {
+			int ret = room_stalled(cache, bytes, may_fail, &deadline);
+
+			if (ret != -EAGAIN)
+				return ret;
+		}
+		stalls++;
 		atomic_fetch_add(&cache->reclaim_stalls, 1);
 		cache->ops->need_clean(cache->ctx);
+		/* Writeback freed something: the wait starts again. */
+		now_unpinned = atomic_load(&cache->unpinned_bytes);
+		if (now_unpinned != unpinned) {
+			unpinned = now_unpinned;
+			deadline = 0;
+			atomic_store(&cache->full, false);
+		}
 	}
+	atomic_store(&cache->full, false);
+	return 0;
 }
 
 /* ---- invariant check ---- */

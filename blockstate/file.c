@@ -195,7 +195,7 @@ static int insert(struct bs_file *file, struct bs_folio *folio, off_t off,
  * [off, off + len)) if there is none.  Returns it referenced.
  * Context: no folio lock held (may reclaim and wait for writeback).
  */
-static int folio_get(struct bs_file *file, off_t off, size_t len,
+static int folio_get(struct bs_file *file, off_t off, size_t len, bool write,
 		     struct bs_folio **out)
 {
 	for (;;) {
@@ -210,7 +210,9 @@ static int folio_get(struct bs_file *file, off_t off, size_t len,
 		order = choose_order(file, off, len);
 		if (!order)
 			continue;
-		bs_cache_make_room(file->cache, (size_t)1 << order);
+		ret = bs_cache_make_room(file->cache, (size_t)1 << order, write);
+		if (ret)
+			return ret;
 		folio = bs_folio_alloc(file, off & ~(((off_t)1 << order) - 1),
 				       1u << order);
 		if (!folio)
@@ -327,7 +329,7 @@ typedef int (*span_fn)(struct bs_file *file, struct bs_folio *folio, uint32_t po
  * short.  Context: invalidate_lock shared.
  */
 static size_t for_each_span(struct bs_file *file, off_t off, size_t len,
-			    span_fn fn, void *buf, int *err)
+			    span_fn fn, void *buf, bool write, int *err)
 {
 	size_t done = 0;
 
@@ -337,7 +339,7 @@ static size_t for_each_span(struct bs_file *file, off_t off, size_t len,
 		struct bs_folio *folio;
 		uint32_t poff, plen;
 
-		*err = folio_get(file, pos, len - done, &folio);
+		*err = folio_get(file, pos, len - done, write, &folio);
 		if (*err)
 			break;
 		poff = (uint32_t)(pos - folio->start);
@@ -379,7 +381,7 @@ ssize_t bs_read(struct bs_file *file, void *buf, size_t len, off_t off)
 		len = 0;
 	else if (len > (uint64_t)(size - off))
 		len = (size_t)(size - off);
-	done = for_each_span(file, off, len, read_span, buf, &ret);
+	done = for_each_span(file, off, len, read_span, buf, false, &ret);
 	pthread_rwlock_unlock(&file->invalidate_lock);
 	atomic_fetch_add(&file->cache->app_read_bytes, done);
 	return done || !ret ? (ssize_t)done : ret;
@@ -445,7 +447,7 @@ ssize_t bs_write(struct bs_file *file, const void *buf, size_t len, off_t off)
 	}
 	pthread_rwlock_rdlock(&file->invalidate_lock);
 	/* The span callback only reads the buffer; the cast drops const for the walk. */
-	done = for_each_span(file, off, len, write_span, (void *)(uintptr_t)buf, &ret);
+	done = for_each_span(file, off, len, write_span, (void *)(uintptr_t)buf, true, &ret);
 	pthread_rwlock_unlock(&file->invalidate_lock);
 	atomic_fetch_add(&file->cache->app_write_bytes, done);
 	return done || !ret ? (ssize_t)done : ret;

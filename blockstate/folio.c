@@ -263,10 +263,12 @@ static void update_pinned(struct bs_folio *folio, bool was_pinned)
 {
 	struct bs_cache *cache = folio->file->cache;
 
-	if (!was_pinned && bs_folio_pinned(folio))
+	if (!was_pinned && bs_folio_pinned(folio)) {
 		atomic_fetch_add(&cache->pinned_bytes, folio->size);
-	else if (was_pinned && !bs_folio_pinned(folio))
+	} else if (was_pinned && !bs_folio_pinned(folio)) {
 		atomic_fetch_sub(&cache->pinned_bytes, folio->size);
+		atomic_fetch_add(&cache->unpinned_bytes, folio->size);
+	}
 }
 
 /*

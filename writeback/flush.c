@@ -419,8 +419,16 @@ struct wb_file *wb_next_file(struct wb_ctx *ctx, struct wb_file *prev)
 void wb_need_clean(void *arg)
 {
 	struct wb_ctx *ctx = arg;
+	int64_t now = wb_now_ns();
 
 	for (struct wb_file *f = wb_next_file(ctx, NULL); f; f = wb_next_file(ctx, f)) {
+		/*
+		 * A file whose writeback keeps failing waits for its backoff
+		 * here too: reclaim asks again and again while the cache is
+		 * full, and each try is a write that fails.
+		 */
+		if (atomic_load(&f->retry_ns) > now)
+			continue;
 		wb_writeback_range(f, 0, bs_file_size(f->bs));
 		/* Written but not synced is pinned as well. */
 		if (bs_file_has_unsynced(f->bs))

@@ -262,6 +262,25 @@ ssize_t wb_read(struct wb_file *wbf, void *buf, size_t len, off_t off)
 	return bs_read(wbf->bs, buf, len, off);
 }
 
+/*
+ * A write failed because the cache is full of data that cannot be
+ * written back: say so once each time it happens (the writer only sees
+ * ENOSPC).
+ */
+static void report_full(struct wb_ctx *ctx)
+{
+	struct bs_stats st;
+	uint64_t logged = atomic_load(&ctx->full_logged);
+
+	bs_cache_stats(ctx->cache, &st);
+	if (st.full_events == logged ||
+	    !atomic_compare_exchange_strong(&ctx->full_logged, &logged, st.full_events))
+		return;
+	wb_log("writes fail with ENOSPC: the cache (cache_size=%llu) is full of data that cannot be written back (%llu bytes dirty, %llu pinned)",
+	       (unsigned long long)bs_cache_config(ctx->cache)->cache_size,
+	       (unsigned long long)st.dirty_bytes_exact, (unsigned long long)st.pinned_bytes);
+}
+
 ssize_t wb_write(struct wb_file *wbf, const void *buf, size_t len, off_t off,
 		 uint64_t *dirtied)
 {
@@ -271,6 +290,8 @@ ssize_t wb_write(struct wb_file *wbf, const void *buf, size_t len, off_t off,
 	n = bs_write(wbf->bs, buf, len, off);
 	if (dirtied)
 		*dirtied = bs_thread_dirtied_take();
+	if (n == -ENOSPC)
+		report_full(wbf->ctx);
 
 	if (n > 0) {
 		int64_t now = wb_now_ns(), zero = 0;

@@ -123,6 +123,7 @@ struct wb_ctx {
 	_Atomic uint64_t faults_injected;
 	_Atomic uint64_t flusher_passes;
 	_Atomic unsigned int lost_files;
+	_Atomic uint64_t full_logged;		/* the cache's full_events last logged */
 };
 
 struct wb_file {

@@ -1005,7 +1005,7 @@ static void op_write_in_flight(struct tctx *t, int fi)
 	struct collect_args ca = pick_collect(t);
 	unsigned int flags = ca.flags;
 	bool fail = chance(30);
-	ssize_t expect;
+	ssize_t expect, ret;
 	int n;
 
 	cur_op = "write during writeback";
@@ -1019,7 +1019,20 @@ static void op_write_in_flight(struct tctx *t, int fi)
 		wlen = pick_len(t, woff);
 		fill_random(t->buf, wlen);
 		expect = write_expect(f, woff, wlen);
-		M_CHECK(bs_write(f->bs, t->buf, wlen, (off_t)woff) == expect);
+		ret = bs_write(f->bs, t->buf, wlen, (off_t)woff);
+		/*
+		 * need_clean can do nothing while our runs are in flight: a
+		 * write that needs a folio when they fill the cache fails
+		 * (short, or -ENOSPC), and says so in full_events.
+		 */
+		if (ret != expect) {
+			struct bs_stats st;
+
+			bs_cache_stats(t->cache, &st);
+			M_CHECK(ret == -ENOSPC || (ret >= 0 && ret < expect));
+			M_CHECK(st.full_events > 0 && atomic_load(&t->cache->full));
+			expect = ret;
+		}
 		wlen = expect > 0 ? (size_t)expect : 0;
 		memcpy(f->shadow + woff, t->buf, wlen);
 		if (wlen && woff + wlen > f->size)
@@ -1196,6 +1209,8 @@ static void run_combo(const struct combo *c, unsigned long long seed, int steps)
 	t.buf = malloc(t.max_size + 4 * (size_t)c->fsize);
 	T_CHECK(t.buf);
 	M_CHECK(bs_cache_create(&cfg, &test_cache_ops, &t, &t.cache) == 0);
+	/* Writes with our runs in flight may find the cache full: fail fast. */
+	t.cache->full_wait_ms = 0;
 	for (int i = 0; i < NFILES; i++) {
 		struct mfile *f = &t.f[i];
 		size_t init = chance(30) ? 0 : rnd_below(t.max_size / 2);
@@ -1795,16 +1810,28 @@ static void case_destroy_dirty(void)
 }
 
 static int nc_calls;
+static struct bs_file *nc_file;		/* need_clean_nothing writes it back when set */
+static struct mem_file *nc_mem;
+
+static void wb_all(struct bs_file *file, struct mem_file *mem);
 
 static void need_clean_nothing(void *arg)
 {
 	(void)arg;
 	nc_calls++;
+	if (nc_file) {
+		wb_all(nc_file, nc_mem);
+		bs_sync_end(nc_file, bs_sync_begin(nc_file), 0);
+	}
 }
 
 /*
- * When writeback cleans nothing, reclaim stalls a few times and then lets
- * the cache go over its budget rather than wait forever.
+ * When writeback cleans nothing and dirty data fills the cache (a backing
+ * store that fails every write), a writer is held a while and then fails
+ * with -ENOSPC instead of growing the cache; what it wrote before stays.
+ * While the cache stays full, writes fail at once.  Reads go over the
+ * budget (their folios are clean).  Once writeback works again, so do
+ * writes.
  */
 static void case_over_budget(void)
 {
@@ -1813,27 +1840,57 @@ static void case_over_budget(void)
 		.block_size = 4096, .folio_size = 65536, .cache_size = 4ull * 65536,
 		.account = bs_account_policy_find("page"), .size = bs_size_policy_find("fixed"),
 	};
-	struct mem_file mem = { 0 };
+	struct mem_file mem = { 0 }, mem2 = { 0 };
 	struct bs_cache *cache;
-	struct bs_file *file;
+	struct bs_file *file, *file2;
 	struct bs_stats st;
 	const size_t len = (size_t)10 * 65536;	/* ten folios */
-	char *buf = malloc(len);
+	char *buf = malloc(len), *rbuf = malloc(len);
 
-	M_CHECK(buf);
+	M_CHECK(buf && rbuf);
 	memset(buf, 'o', len);
+	nc_calls = 0;
+	nc_file = NULL;
 	M_CHECK(bs_cache_create(&cfg, &ops, NULL, &cache) == 0);
+	cache->full_wait_ms = 50;
 	M_CHECK(bs_file_create(cache, &mem_ops, &mem, 0, &file) == 0);
-	M_CHECK(bs_write(file, buf, len, 0) == (ssize_t)len);
+	mem_set_len(&mem2, len);
+	memset(mem2.data, 'r', len);
+	M_CHECK(bs_file_create(cache, &mem_ops, &mem2, (off_t)len, &file2) == 0);
+	/* Four folios fit; the fifth waits, then the write comes back short. */
+	M_CHECK(bs_write(file, buf, len, 0) == 4 * 65536);
 	bs_cache_stats(cache, &st);
-	M_CHECK(st.folios == 10 && st.cache_bytes == len);
-	M_CHECK(st.reclaim_stalls == (uint64_t)nc_calls && nc_calls >= 6);
-	M_CHECK(bs_read(file, buf, len, 0) == (ssize_t)len);
+	M_CHECK(st.folios == 4 && st.cache_bytes == 4 * 65536 && st.full_events == 1);
+	M_CHECK(st.dirty_bytes_exact == 4 * 65536);
+	M_CHECK(st.reclaim_stalls == (uint64_t)nc_calls && nc_calls >= 4);
+	/* Still full: the next write fails. */
+	M_CHECK(bs_write(file, buf, 100, 4 * 65536) == -ENOSPC);
+	bs_cache_stats(cache, &st);
+	M_CHECK(st.folios == 4 && st.full_events == 1);
+	/* A read goes over the budget; its folios are reclaimed later. */
+	M_CHECK(bs_read(file2, rbuf, len, 0) == (ssize_t)len);
+	M_CHECK(memcmp(rbuf, mem2.data, len) == 0);
+	M_CHECK(bs_read(file, rbuf, len, 0) == 4 * 65536);
+	M_CHECK(memcmp(rbuf, buf, 4 * 65536) == 0);
+	M_CHECK(bs_cache_check(cache) == 0);
+	/* Writeback works again: so do writes, and the cache is back in budget. */
+	nc_file = file;
+	nc_mem = &mem;
+	M_CHECK(bs_write(file, buf + 4 * 65536, len - 4 * 65536, 4 * 65536) ==
+		(ssize_t)(len - 4 * 65536));
+	bs_cache_stats(cache, &st);
+	M_CHECK(st.cache_bytes <= 4 * 65536 && st.full_events == 1);
+	wb_all(file, &mem);
+	M_CHECK(mem.len == len && memcmp(mem.data, buf, len) == 0);
+	nc_file = NULL;
 	M_CHECK(bs_cache_check(cache) == 0);
 	bs_file_destroy(file);
+	bs_file_destroy(file2);
 	bs_cache_destroy(cache);
 	free(buf);
+	free(rbuf);
 	free(mem.data);
+	free(mem2.data);
 }
 
 /*
