@@ -17,7 +17,9 @@
 #include <liburing.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sched.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 /* ---- faults ---- */
@@ -170,6 +172,7 @@ static void write_psync(struct wb_file *wbf, struct wb_io *io)
 
 static __thread struct io_uring ring;
 static __thread bool ring_ready;
+static __thread bool ring_broken;	/* failed once: this thread uses pwritev */
 static pthread_key_t ring_key;
 static pthread_once_t ring_once = PTHREAD_ONCE_INIT;
 
@@ -193,6 +196,8 @@ static struct io_uring *thread_ring(void)
 {
 	if (ring_ready)
 		return &ring;
+	if (ring_broken)
+		return NULL;
 	pthread_once(&ring_once, ring_key_init);
 	if (io_uring_queue_init(WB_BATCH, &ring, 0) < 0)
 		return NULL;
@@ -202,23 +207,71 @@ static struct io_uring *thread_ring(void)
 }
 
 /*
- * Submit every unfinished write of @io[0..n) and reap their completions;
- * returns how many are still unfinished (short completions).
+ * The ring could not take the rest of a batch.  No write of ours is in
+ * flight any more (every submitted one has been reaped), but the ones
+ * that were not submitted still sit in its submission queue, where the
+ * next io_uring_enter() would start them: the ring goes, and this thread
+ * writes with pwritev from now on.
  */
-/* The ring failed: finish what is unfinished with pwritev. */
-static int uring_fallback(struct wb_file *wbf, struct wb_io *io, int n)
+static void ring_break(int err)
 {
-	for (int i = 0; i < n; i++) {
-		if (!io[i].res && io[i].len)
-			write_psync(wbf, &io[i]);
-	}
-	return 0;
+	static atomic_bool said;
+
+	ring_exit(NULL);
+	ring_broken = true;
+	if (!atomic_exchange(&said, true))
+		wb_log("notice: io_uring submission failed (%s); backing writes use pwritev",
+		       strerror(-err));
 }
 
+/*
+ * Wait for one completion.  Every write submitted completes, and the
+ * completion queue (twice the submission queue) cannot overflow, so an
+ * error here is transient: retry it, never give the write up while the
+ * kernel may still be doing it (writing it again meanwhile, or reusing
+ * its buffer, would race with it).
+ */
+static struct io_uring_cqe *reap_one(struct io_uring *r)
+{
+	struct io_uring_cqe *cqe;
+	int ret;
+
+	while ((ret = io_uring_wait_cqe(r, &cqe)) < 0) {
+		if (ret != -EINTR && ret != -EAGAIN) {
+			struct timespec ts = { 0, 1000000 };
+
+			nanosleep(&ts, NULL);
+		}
+	}
+	return cqe;
+}
+
+/* Account a completion of @w that returned @res. */
+static bool uring_done(struct wb_file *wbf, struct wb_io *w, int res)
+{
+	ssize_t out = fault_apply(wbf, WB_FAULT_WRITE, w->off, w->len, res);
+
+	if (out < 0) {
+		w->res = (int)out;
+	} else if (out == 0) {
+		w->res = -EIO;
+	} else {
+		atomic_fetch_add(&wbf->ctx->backing_write_bytes, (uint64_t)out);
+		return !io_advance(w, (size_t)out);
+	}
+	return false;
+}
+
+/*
+ * Submit every unfinished write of @io[0..n) and reap their completions;
+ * returns how many are still unfinished (short completions, to submit
+ * again), or -errno if the ring failed: then every write that was
+ * submitted has completed, and the others are in @io with nothing done.
+ */
 static int uring_round(struct wb_file *wbf, struct io_uring *r, struct wb_io *io, int n)
 {
 	struct wb_ctx *ctx = wbf->ctx;
-	int queued = 0, pending = 0, ret;
+	int queued = 0, submitted = 0, reaped = 0, pending = 0, err = 0, busy = 0;
 
 	for (int i = 0; i < n; i++) {
 		struct io_uring_sqe *sqe;
@@ -231,36 +284,32 @@ static int uring_round(struct wb_file *wbf, struct io_uring *r, struct wb_io *io
 		io_uring_sqe_set_data64(sqe, (uint64_t)i);
 		queued++;
 	}
-	if (!queued)
-		return 0;
-	ret = io_uring_submit_and_wait(r, (unsigned int)queued);
-	atomic_fetch_add(&ctx->backing_write_submits, 1);
-	if (ret < 0 && ret != -EINTR)
-		return uring_fallback(wbf, io, n);
-	for (int reaped = 0; reaped < queued; reaped++) {
+	while (reaped < queued) {
 		struct io_uring_cqe *cqe;
-		struct wb_io *w;
-		ssize_t res;
 
-		do
-			ret = io_uring_wait_cqe(r, &cqe);
-		while (ret == -EINTR);
-		if (ret < 0)
-			return uring_fallback(wbf, io, n);
-		w = &io[io_uring_cqe_get_data64(cqe)];
-		res = fault_apply(wbf, WB_FAULT_WRITE, w->off, w->len, cqe->res);
-		io_uring_cqe_seen(r, cqe);
-		if (res < 0) {
-			w->res = (int)res;
-		} else if (res == 0) {
-			w->res = -EIO;
-		} else {
-			atomic_fetch_add(&ctx->backing_write_bytes, (uint64_t)res);
-			if (!io_advance(w, (size_t)res))
-				pending++;
+		if (submitted < queued && !err) {
+			int ret = io_uring_submit(r);
+
+			atomic_fetch_add(&ctx->backing_write_submits, 1);
+			if (ret > 0) {
+				submitted += ret;
+			} else if ((ret != -EINTR && ret != -EAGAIN && ret != -EBUSY) ||
+				   busy++ == 1000) {
+				err = ret < 0 ? ret : -EIO;
+			} else if (submitted == reaped) {
+				/* Busy with nothing of ours to wait for: try again. */
+				sched_yield();
+				continue;
+			}
 		}
+		if (reaped == submitted)
+			break;		/* the ring failed: nothing of ours in flight */
+		cqe = reap_one(r);
+		pending += uring_done(wbf, &io[io_uring_cqe_get_data64(cqe)], cqe->res);
+		io_uring_cqe_seen(r, cqe);
+		reaped++;
 	}
-	return pending;
+	return err ? err : pending;
 }
 
 void wb_backing_write(struct wb_file *wbf, struct wb_io *io, int n)
@@ -287,8 +336,21 @@ void wb_backing_write(struct wb_file *wbf, struct wb_io *io, int n)
 			write_psync(wbf, &io[i]);
 		return;
 	}
-	while (uring_round(wbf, r, io, n))
-		;
+	for (;;) {
+		int ret = uring_round(wbf, r, io, n);
+
+		if (!ret)
+			return;
+		if (ret < 0) {
+			/* Nothing in flight: finish the rest with pwritev. */
+			ring_break(ret);
+			for (int i = 0; i < n; i++) {
+				if (!io[i].res && io[i].len)
+					write_psync(wbf, &io[i]);
+			}
+			return;
+		}
+	}
 }
 
 int wb_backing_init(struct wb_ctx *ctx)

@@ -278,16 +278,26 @@ static bool over_background(struct wb_ctx *ctx)
 	return bs_cache_charged(ctx->cache) > atomic_load(&ctx->bg_thresh);
 }
 
+/* Flags of writeback_pass(). */
+enum {
+	/* Stop after the batch that brings the charge under the threshold. */
+	PASS_BACKGROUND = 1,
+	/* Another pass of the file is running (a flusher or an fsync): do
+	 * nothing and return -EBUSY, rather than wait and repeat its work. */
+	PASS_TRY = 2,
+};
+
 /*
  * Write back the dirty runs of [start, end), batch by batch.  With
- * @background, stop after the batch that brings the charge under the
+ * PASS_BACKGROUND, stop after the batch that brings the charge under the
  * background threshold, as the kernel's wb_writeback() checks
  * wb_over_bg_thresh() between chunks; *@next gets where the pass stopped
  * (@end when it went through).
  */
 static int writeback_pass(struct wb_file *wbf, off_t start, off_t end,
-			  bool background, off_t *next)
+			  unsigned int flags, off_t *next)
 {
+	bool background = flags & PASS_BACKGROUND;
 	struct wb_ctx *ctx = wbf->ctx;
 	struct bs_wb_run runs[WB_BATCH];
 	struct iovec iov[WB_BATCH];
@@ -298,7 +308,10 @@ static int writeback_pass(struct wb_file *wbf, off_t start, off_t end,
 	int first_err = 0;
 	bool wrote = false, stopped = false;
 
-	pthread_mutex_lock(&wbf->wb_lock);
+	if (!(flags & PASS_TRY))
+		pthread_mutex_lock(&wbf->wb_lock);
+	else if (pthread_mutex_trylock(&wbf->wb_lock))
+		return -EBUSY;
 	for (;;) {
 		int n = bs_wb_collect_mode(wbf->bs, &pos, end, runs, WB_BATCH,
 					   WB_BATCH_BYTES, ctx->cfg.max_io,
@@ -356,7 +369,7 @@ static int writeback_pass(struct wb_file *wbf, off_t start, off_t end,
 
 int wb_writeback_range(struct wb_file *wbf, off_t start, off_t end)
 {
-	return writeback_pass(wbf, start, end, false, NULL);
+	return writeback_pass(wbf, start, end, 0, NULL);
 }
 
 int wb_sync_file(struct wb_file *wbf, bool datasync)
@@ -391,9 +404,14 @@ static int writeback_background(struct wb_file *wbf)
 
 	if (from >= size)
 		from = 0;
-	ret = writeback_pass(wbf, from, size, true, &next);
-	if (!ret && next >= size && from > 0 && over_background(wbf->ctx))
-		ret = writeback_pass(wbf, 0, from, true, &next);
+	ret = writeback_pass(wbf, from, size, PASS_BACKGROUND | PASS_TRY, &next);
+	if (ret == -EBUSY)
+		return ret;
+	if (!ret && next >= size && from > 0 && over_background(wbf->ctx)) {
+		ret = writeback_pass(wbf, 0, from, PASS_BACKGROUND | PASS_TRY, &next);
+		if (ret == -EBUSY)
+			next = size;	/* someone else is at it: go on from the start */
+	}
 	atomic_store(&wbf->bg_next, next);
 	return ret;
 }
@@ -479,12 +497,16 @@ static void flush_file(struct wb_ctx *ctx, struct wb_file *f, int64_t now)
 
 	if (atomic_load(&f->retry_ns) > now)
 		return;
-	if (atomic_load(&f->dirtied_ns) && (old || over_background(ctx)) &&
-	    !pthread_mutex_trylock(&f->wb_lock)) {
-		/* (Otherwise another flusher or an fsync has it: move on.) */
-		pthread_mutex_unlock(&f->wb_lock);
-		/* Up to today's end: a pass does not chase an appending writer. */
-		ret = old ? wb_writeback_range(f, 0, bs_file_size(f->bs)) : writeback_background(f);
+	if (atomic_load(&f->dirtied_ns) && (old || over_background(ctx))) {
+		/*
+		 * Up to today's end: a pass does not chase an appending writer.
+		 * If another flusher or an fsync has the file, move on: waiting
+		 * for it and then passing again would repeat its work.
+		 */
+		ret = old ? writeback_pass(f, 0, bs_file_size(f->bs), PASS_TRY, NULL)
+			  : writeback_background(f);
+		if (ret == -EBUSY)
+			return;
 		if (ret) {
 			atomic_fetch_add(&ctx->wb_retries, 1);
 			return;
@@ -533,7 +555,8 @@ static void *flusher_main(void *arg)
 		if (!ctx->kicks) {
 			struct timespec ts;
 
-			clock_gettime(CLOCK_REALTIME, &ts);
+			/* On the monotonic clock, whatever clock flush_cond was made with. */
+			clock_gettime(CLOCK_MONOTONIC, &ts);
 			/* interval 0: expiry is still checked, once a second */
 			ms = ms ? ms : 1000;
 			ts.tv_sec += ms / 1000;
@@ -542,7 +565,8 @@ static void *flusher_main(void *arg)
 				ts.tv_sec++;
 				ts.tv_nsec -= 1000000000;
 			}
-			pthread_cond_timedwait(&ctx->flush_cond, &ctx->flush_lock, &ts);
+			pthread_cond_clockwait(&ctx->flush_cond, &ctx->flush_lock,
+					       CLOCK_MONOTONIC, &ts);
 		}
 		ctx->kicks = 0;
 		if (ctx->stopping)

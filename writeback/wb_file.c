@@ -31,6 +31,15 @@ int64_t wb_now_ns(void)
 {
 	struct timespec ts;
 
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* Wall-clock time for file times (mtime), which a clock step must move. */
+static int64_t wall_ns(void)
+{
+	struct timespec ts;
+
 	clock_gettime(CLOCK_REALTIME, &ts);
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
@@ -294,10 +303,10 @@ ssize_t wb_write(struct wb_file *wbf, const void *buf, size_t len, off_t off,
 		report_full(wbf->ctx);
 
 	if (n > 0) {
-		int64_t now = wb_now_ns(), zero = 0;
+		int64_t zero = 0;
 
-		atomic_store(&wbf->mtime_ns, now);
-		atomic_compare_exchange_strong(&wbf->dirtied_ns, &zero, now);
+		atomic_store(&wbf->mtime_ns, wall_ns());
+		atomic_compare_exchange_strong(&wbf->dirtied_ns, &zero, wb_now_ns());
 		wb_flushers_poke(wbf->ctx);
 	}
 	return n;

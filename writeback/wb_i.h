@@ -168,6 +168,10 @@ int wb_file_destroy(struct wb_file *wbf, bool force);
 /* The next live file after @prev (NULL: the first), referenced; drops @prev's reference. */
 struct wb_file *wb_next_file(struct wb_ctx *ctx, struct wb_file *prev);
 
+/*
+ * CLOCK_MONOTONIC in ns: ages, expiry and backoff (a step of the wall
+ * clock must not make data look ancient or delay a retry for hours).
+ */
 int64_t wb_now_ns(void);
 /* A message line, through the logger (wb_set_logger). */
 void wb_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
