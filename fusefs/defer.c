@@ -55,7 +55,7 @@ struct ffs_held {
 	size_t count;		/* bytes written: the reply */
 	pid_t pid;		/* the writer, as the throttler knows it */
 	int64_t deadline_ns;	/* CLOCK_MONOTONIC; 0 with release */
-	int64_t held_ns;	/* when it was held (CLOCK_MONOTONIC) */
+	int64_t since_ns;	/* when it was held (CLOCK_MONOTONIC) */
 	bool release;		/* answer at once, without asking the throttler */
 };
 
@@ -242,7 +242,7 @@ static void *defer_main(void *arg)
 		pthread_mutex_unlock(&d->lock);
 		/* Fails only on a dead connection; the request is freed either way. */
 		fuse_reply_write(h.req, h.count);
-		wb_throttle_unheld(d->wb, h.pid, now_ns() - h.held_ns, h.release);
+		wb_throttle_unheld(d->wb, h.pid, now_ns() - h.since_ns, h.release);
 		pthread_mutex_lock(&d->lock);
 	}
 	pthread_mutex_unlock(&d->lock);
@@ -278,12 +278,11 @@ static void on_throttle_change(void *arg)
 static int hold(struct ffs_defer *d, fuse_req_t req, size_t count, pid_t pid,
 		int64_t pause_ns)
 {
+	int64_t now = now_ns();
 	struct ffs_held h = {
 		.req = req, .count = count, .pid = pid,
-		.deadline_ns = now_ns() + pause_ns,
+		.deadline_ns = now + pause_ns, .since_ns = now,
 	};
-
-	h.held_ns = h.deadline_ns - pause_ns;
 	int ret;
 
 	/*
