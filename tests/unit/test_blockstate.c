@@ -1809,6 +1809,9 @@ static void case_destroy_dirty(void)
 	bs_cache_destroy(h.cache);
 }
 
+/* A 64 KiB folio, in size_t so that products do not overflow int. */
+#define F64K ((size_t)65536)
+
 static int nc_calls;
 static struct bs_file *nc_file;		/* need_clean_nothing writes it back when set */
 static struct mem_file *nc_mem;
@@ -1844,7 +1847,7 @@ static void case_over_budget(void)
 	struct bs_cache *cache;
 	struct bs_file *file, *file2;
 	struct bs_stats st;
-	const size_t len = (size_t)10 * 65536;	/* ten folios */
+	const size_t len = (size_t)10 * F64K;	/* ten folios */
 	char *buf = malloc(len), *rbuf = malloc(len);
 
 	M_CHECK(buf && rbuf);
@@ -1858,28 +1861,28 @@ static void case_over_budget(void)
 	memset(mem2.data, 'r', len);
 	M_CHECK(bs_file_create(cache, &mem_ops, &mem2, (off_t)len, &file2) == 0);
 	/* Four folios fit; the fifth waits, then the write comes back short. */
-	M_CHECK(bs_write(file, buf, len, 0) == 4 * 65536);
+	M_CHECK(bs_write(file, buf, len, 0) == 4 * F64K);
 	bs_cache_stats(cache, &st);
-	M_CHECK(st.folios == 4 && st.cache_bytes == 4 * 65536 && st.full_events == 1);
-	M_CHECK(st.dirty_bytes_exact == 4 * 65536);
+	M_CHECK(st.folios == 4 && st.cache_bytes == 4 * F64K && st.full_events == 1);
+	M_CHECK(st.dirty_bytes_exact == 4 * F64K);
 	M_CHECK(st.reclaim_stalls == (uint64_t)nc_calls && nc_calls >= 4);
 	/* Still full: the next write fails. */
-	M_CHECK(bs_write(file, buf, 100, 4 * 65536) == -ENOSPC);
+	M_CHECK(bs_write(file, buf, 100, 4 * F64K) == -ENOSPC);
 	bs_cache_stats(cache, &st);
 	M_CHECK(st.folios == 4 && st.full_events == 1);
 	/* A read goes over the budget; its folios are reclaimed later. */
 	M_CHECK(bs_read(file2, rbuf, len, 0) == (ssize_t)len);
 	M_CHECK(memcmp(rbuf, mem2.data, len) == 0);
-	M_CHECK(bs_read(file, rbuf, len, 0) == 4 * 65536);
-	M_CHECK(memcmp(rbuf, buf, 4 * 65536) == 0);
+	M_CHECK(bs_read(file, rbuf, len, 0) == 4 * F64K);
+	M_CHECK(memcmp(rbuf, buf, 4 * F64K) == 0);
 	M_CHECK(bs_cache_check(cache) == 0);
 	/* Writeback works again: so do writes, and the cache is back in budget. */
 	nc_file = file;
 	nc_mem = &mem;
-	M_CHECK(bs_write(file, buf + 4 * 65536, len - 4 * 65536, 4 * 65536) ==
-		(ssize_t)(len - 4 * 65536));
+	M_CHECK(bs_write(file, buf + 4 * F64K, len - 4 * F64K, 4 * F64K) ==
+		(ssize_t)(len - 4 * F64K));
 	bs_cache_stats(cache, &st);
-	M_CHECK(st.cache_bytes <= 4 * 65536 && st.full_events == 1);
+	M_CHECK(st.cache_bytes <= 4 * F64K && st.full_events == 1);
 	wb_all(file, &mem);
 	M_CHECK(mem.len == len && memcmp(mem.data, buf, len) == 0);
 	nc_file = NULL;
@@ -2132,7 +2135,7 @@ static void case_unsynced(void)
 		.block_size = 4096, .folio_size = 65536, .cache_size = 4ull * 65536,
 		.account = bs_account_policy_find("page"), .size = bs_size_policy_find("fixed"),
 	};
-	char buf[3 * 65536];
+	char buf[3 * F64K];
 	struct bs_stats st;
 	struct hctx h;
 	uint64_t token;
@@ -2148,9 +2151,9 @@ static void case_unsynced(void)
 	wb_all(h.file[0], &h.mem[0]);
 	bs_cache_stats(h.cache, &st);
 	M_CHECK(st.dirty_bytes_exact == 0 && st.charged_bytes == 0);
-	M_CHECK(st.unsynced_bytes == 2 * 65536 && st.pinned_bytes == 2 * 65536);
+	M_CHECK(st.unsynced_bytes == 2 * F64K && st.pinned_bytes == 2 * F64K);
 	M_CHECK(bs_file_has_unsynced(h.file[0]) && !bs_file_has_unsynced(h.file[1]));
-	M_CHECK(bs_file_unsynced_bytes(h.file[0]) == 2 * 65536);
+	M_CHECK(bs_file_unsynced_bytes(h.file[0]) == 2 * F64K);
 	M_CHECK(bs_cache_check(h.cache) == 0);
 
 	/* Folio 1 is written again while a sync runs: it stays unsynced. */
@@ -2167,7 +2170,7 @@ static void case_unsynced(void)
 	bs_sync_end(h.file[0], token, -EIO);
 	bs_cache_stats(h.cache, &st);
 	M_CHECK(st.unsynced_bytes == 0 && st.pinned_bytes == 65536);
-	M_CHECK(st.dirty_bytes_exact == 2 * 4096 && st.charged_bytes == 2 * 4096);
+	M_CHECK(st.dirty_bytes_exact == 2 * (size_t)4096 && st.charged_bytes == 2 * (size_t)4096);
 	M_CHECK(!bs_file_has_unsynced(h.file[0]) && bs_file_has_held(h.file[0]));
 	M_CHECK(bs_cache_check(h.cache) == 0);
 	/* Written and synced again: nothing pinned. */
@@ -2193,16 +2196,16 @@ static void case_unsynced(void)
 	 * memory.  A fifth folio needs reclaim, which must get a sync.
 	 */
 	nc_syncs = 0;
-	M_CHECK(bs_write(h.file[0], buf, 3 * 65536, 0) == 3 * 65536);
-	M_CHECK(bs_write(h.file[0], buf, 65536, 3 * 65536) == 65536);
+	M_CHECK(bs_write(h.file[0], buf, 3 * F64K, 0) == 3 * F64K);
+	M_CHECK(bs_write(h.file[0], buf, 65536, 3 * F64K) == 65536);
 	wb_all(h.file[0], &h.mem[0]);
 	bs_cache_stats(h.cache, &st);
-	M_CHECK(st.unsynced_bytes == 4 * 65536 && st.cache_bytes == 4 * 65536);
+	M_CHECK(st.unsynced_bytes == 4 * F64K && st.cache_bytes == 4 * F64K);
 	M_CHECK(bs_write(h.file[1], buf, 100, 0) == 100);
 	bs_cache_stats(h.cache, &st);
-	M_CHECK(nc_syncs >= 1 && st.cache_bytes <= 4 * 65536);
+	M_CHECK(nc_syncs >= 1 && st.cache_bytes <= 4 * F64K);
 	M_CHECK(st.unsynced_bytes == 0);
-	M_CHECK(memcmp(h.mem[0].data, buf, 4 * 65536 > sizeof(buf) ? sizeof(buf) : 4 * 65536) == 0);
+	M_CHECK(memcmp(h.mem[0].data, buf, 4 * F64K > sizeof(buf) ? sizeof(buf) : 4 * F64K) == 0);
 	h_teardown(&h);
 }
 
