@@ -6,7 +6,7 @@ Every test mounts its own foliofs (as root, -o allow_other), so tunables
 changed by one test do not leak into another.  Tests that must see dirty
 data stay dirty mount with flushers=0: nothing but the test writes back.
 
-foliofsctl is $FOLIOFSCTL, by default tools/foliofsctl next to the
+foliofsctl is $FOLIOFSCTL, by default tools/foliofsctl in the build directory of the
 fusefs/ directory of $FOLIOFS (the layout of a meson build directory).
 """
 
@@ -25,8 +25,7 @@ MiB = 1 << 20
 
 FOLIOFSCTL = os.environ.get(
     'FOLIOFSCTL',
-    os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(FOLIOFS))),
-                 'tools', 'foliofsctl'))
+    os.path.join(os.path.dirname(os.path.abspath(FOLIOFS)), 'tools', 'foliofsctl'))
 
 # The tunables writeback.h promises (wb_tunable_name()).
 TUNABLES = ('dirty_ratio', 'dirty_bytes', 'dirty_background_ratio',
