@@ -6,8 +6,8 @@ Every test mounts its own foliofs (as root, -o allow_other), so tunables
 changed by one test do not leak into another.  Tests that must see dirty
 data stay dirty mount with flushers=0: nothing but the test writes back.
 
-foliofsctl is $FOLIOFSCTL, by default tools/foliofsctl in the build directory of the
-fusefs/ directory of $FOLIOFS (the layout of a meson build directory).
+foliofsctl is $FOLIOFSCTL, by default tools/foliofsctl in the build directory
+that holds $FOLIOFS (the layout of a meson build directory).
 """
 
 import errno
