@@ -61,6 +61,8 @@ static int parse_selector(struct wb_fault *f, char *sel, const char *spec,
 		return 0;
 	if (!strcmp(sel, "seed") && parse_u64(val, &seed)) {
 		f->rng = seed * 0x9e3779b97f4a7c15ull + 1;
+		f->seed = seed;
+		f->seed_given = true;
 		return 0;
 	}
 	if (!strcmp(sel, "file") && *val && strlen(val) < sizeof(f->file)) {
@@ -148,6 +150,9 @@ void wb_fault_format(const struct wb_fault *f, char *buf, size_t len)
 	if (f->range_end && n > 0 && (size_t)n < len)
 		n += snprintf(buf + n, len - (size_t)n, ":range=%llu-%llu",
 			      (unsigned long long)f->range_start, (unsigned long long)f->range_end);
+	/* Exactly what was given, so a spec read back and written again is the same fault. */
 	if (f->prob >= 0 && n > 0 && (size_t)n < len)
-		snprintf(buf + n, len - (size_t)n, ":prob=%g", f->prob);
+		n += snprintf(buf + n, len - (size_t)n, ":prob=%.17g", f->prob);
+	if (f->seed_given && n > 0 && (size_t)n < len)
+		snprintf(buf + n, len - (size_t)n, ":seed=%llu", (unsigned long long)f->seed);
 }

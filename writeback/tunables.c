@@ -167,17 +167,24 @@ static int parse_u64(const char *val, bool suffix, uint64_t *out)
 	return 0;
 }
 
-/* @val without surrounding blanks and one trailing newline, into @buf. */
-static void trim(const char *val, char *buf, size_t len)
+/*
+ * @val without surrounding blanks (a trailing newline among them) into
+ * @buf: 0, or -EINVAL if what is left does not fit (never cut silently).
+ */
+static int trim(const char *val, char *buf, size_t len)
 {
 	size_t n;
 
 	while (isspace((unsigned char)*val))
 		val++;
-	snprintf(buf, len, "%s", val);
-	n = strlen(buf);
-	while (n && isspace((unsigned char)buf[n - 1]))
-		buf[--n] = '\0';
+	n = strlen(val);
+	while (n && isspace((unsigned char)val[n - 1]))
+		n--;
+	if (n >= len)
+		return -EINVAL;
+	memcpy(buf, val, n);
+	buf[n] = '\0';
+	return 0;
 }
 
 int wb_tunable_get(struct wb_ctx *ctx, const char *name, char *buf, size_t len)
@@ -297,7 +304,11 @@ int wb_tunable_set(struct wb_ctx *ctx, const char *name, const char *val,
 		snprintf(err, errlen, "%s: no such tunable", name);
 		return -ENOENT;
 	}
-	trim(val, v, sizeof(v));
+	if (trim(val, v, sizeof(v))) {
+		snprintf(err, errlen, "%s: a value of %zu characters or more is not one we take",
+			 t->name, sizeof(v));
+		return -EINVAL;
+	}
 	pthread_mutex_lock(&tn->lock);
 	if (t->kind == T_ACCOUNT) {
 		const struct bs_account_policy *p = bs_account_policy_find(v);

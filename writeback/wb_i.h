@@ -49,6 +49,8 @@ struct wb_fault {
 	uint64_t range_start, range_end;	/* [start, end); end 0: all */
 	double prob;		/* < 0: not a selector */
 	uint64_t rng;		/* xorshift state, from seed */
+	uint64_t seed;		/* seed=, as given (for wb_fault_format) */
+	bool seed_given;
 	uint64_t calls;		/* matching calls seen */
 	uint64_t fired;		/* faults injected */
 };
