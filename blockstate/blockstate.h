@@ -172,6 +172,8 @@ struct bs_stats {
 void bs_cache_stats(struct bs_cache *cache, struct bs_stats *st);
 /* The exact charge now, in bytes (one atomic read: for hot paths). */
 uint64_t bs_cache_charged(struct bs_cache *cache);
+/* Memory of folios holding held or unsynced blocks now (one atomic read). */
+uint64_t bs_cache_pinned(struct bs_cache *cache);
 /* Memory of folios holding unsynced blocks now (one atomic read). */
 uint64_t bs_cache_unsynced(struct bs_cache *cache);
 

@@ -125,6 +125,11 @@ uint64_t bs_cache_charged(struct bs_cache *cache)
 	return charged > 0 ? (uint64_t)charged : 0;
 }
 
+uint64_t bs_cache_pinned(struct bs_cache *cache)
+{
+	return atomic_load(&cache->pinned_bytes);
+}
+
 uint64_t bs_cache_unsynced(struct bs_cache *cache)
 {
 	return atomic_load(&cache->unsynced_bytes);

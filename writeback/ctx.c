@@ -100,6 +100,7 @@ static int throttle_create(struct wb_ctx *ctx)
 		return ret;
 	wb_tunables_limits(ctx, &l);
 	atomic_init(&ctx->bg_thresh, l.bg_thresh * BS_PAGE_SIZE);
+	atomic_init(&ctx->pinned_bg_thresh, l.pinned_thresh ? l.pinned_bg_thresh * BS_PAGE_SIZE : 0);
 	return wb_throttle_create(policy, &l, wb_throttle_now(), &ctx->throttle);
 }
 
@@ -240,6 +241,7 @@ size_t wb_ctx_stats(struct wb_ctx *ctx, char *buf, size_t size)
 	put_stat(buf, size, &used, "dirty_bytes_exact", st.dirty_bytes_exact);
 	put_stat(buf, size, &used, "writeback_bytes", st.writeback_bytes);
 	put_stat(buf, size, &used, "pinned_bytes", st.pinned_bytes);
+	put_stat(buf, size, &used, "unsynced_bytes", st.unsynced_bytes);
 	put_stat(buf, size, &used, "app_write_bytes", st.app_write_bytes);
 	put_stat(buf, size, &used, "app_read_bytes", st.app_read_bytes);
 	put_stat(buf, size, &used, "backing_read_bytes", st.backing_read_bytes);
@@ -275,6 +277,7 @@ size_t wb_ctx_stats(struct wb_ctx *ctx, char *buf, size_t size)
 	put_stat(buf, size, &used, "folios", st.folios);
 	put_stat(buf, size, &used, "reclaimed_folios", st.reclaimed_folios);
 	put_stat(buf, size, &used, "reclaim_stalls", st.reclaim_stalls);
+	put_stat(buf, size, &used, "full_events", st.full_events);
 	put_stat(buf, size, &used, "block_size", cfg->block_size);
 	put_stat(buf, size, &used, "folio_size", cfg->folio_size);
 	return used < size ? used : size - 1;

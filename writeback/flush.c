@@ -16,6 +16,7 @@
  * been dirty longer than dirty_expire_ms.
  */
 #include "wb_i.h"
+#include "throttle.h"
 
 #include <errno.h>
 #include <stdint.h>
@@ -273,9 +274,29 @@ static void update_dirtied(struct wb_file *wbf)
 		atomic_compare_exchange_strong(&wbf->dirtied_ns, &zero, old);
 }
 
+/*
+ * Whether background writeback should run: the charge over its background
+ * threshold, or, with a pinned-memory limit, pinned memory over its own
+ * (writing back is what unpins folios).  Cheap: called after every write.
+ */
 static bool over_background(struct wb_ctx *ctx)
 {
-	return bs_cache_charged(ctx->cache) > atomic_load(&ctx->bg_thresh);
+	uint64_t pinned_bg = atomic_load(&ctx->pinned_bg_thresh);
+
+	return bs_cache_charged(ctx->cache) > atomic_load(&ctx->bg_thresh) ||
+	       (pinned_bg && bs_cache_pinned(ctx->cache) > pinned_bg);
+}
+
+/* The throttler's bandwidth estimate follows writeback (kernel: do_writepages). */
+static void throttle_note(struct wb_ctx *ctx, bool starting)
+{
+	struct wb_throttle_sample s;
+
+	wb_throttle_sample_of(ctx, &s);
+	if (starting)
+		wb_throttle_writeback_start(ctx->throttle, &s, wb_throttle_now());
+	else
+		wb_throttle_update(ctx->throttle, &s, wb_throttle_now());
 }
 
 /* Flags of writeback_pass(). */
@@ -312,6 +333,7 @@ static int writeback_pass(struct wb_file *wbf, off_t start, off_t end,
 		pthread_mutex_lock(&wbf->wb_lock);
 	else if (pthread_mutex_trylock(&wbf->wb_lock))
 		return -EBUSY;
+	throttle_note(ctx, true);
 	for (;;) {
 		int n = bs_wb_collect_mode(wbf->bs, &pos, end, runs, WB_BATCH,
 					   WB_BATCH_BYTES, ctx->cfg.max_io,
@@ -347,6 +369,7 @@ static int writeback_pass(struct wb_file *wbf, off_t start, off_t end,
 		}
 		for (int i = 0; i < n; i++)
 			bs_wb_complete(wbf->bs, &runs[i], io[group_of[i]].res);
+		throttle_note(ctx, false);
 		if (background && !over_background(ctx) && pos < end) {
 			stopped = true;
 			break;

@@ -126,6 +126,7 @@ static void apply_limits(struct wb_ctx *ctx)
 	wb_tunables_limits(ctx, &l);
 	wb_throttle_set_limits(ctx->throttle, &l);
 	atomic_store(&ctx->bg_thresh, l.bg_thresh * BS_PAGE_SIZE);
+	atomic_store(&ctx->pinned_bg_thresh, l.pinned_thresh ? l.pinned_bg_thresh * BS_PAGE_SIZE : 0);
 }
 
 void wb_set_throttle_notify(struct wb_ctx *ctx, void (*fn)(void *arg), void *arg)

@@ -114,6 +114,8 @@ struct wb_ctx {
 	struct wb_statslog *statslog;		/* statslog.c, NULL: off */
 
 	_Atomic uint64_t bg_thresh;		/* bytes of charge that wake the flushers */
+	_Atomic uint64_t pinned_bg_thresh;	/* bytes of pinned memory that do; 0: no
+						 * pinned limit (both set by tunables.c) */
 	_Atomic uint32_t expire_ms;
 	_Atomic uint32_t interval_ms;
 
