@@ -145,6 +145,9 @@ class Cluster:
             pytest.fail("fusermount3 -uz %s failed (%d): %s"
                         % (self.mnt, r.returncode,
                            r.stdout.decode(errors="replace")))
+        if not self.faulted:
+            # Killed, but until then it had nothing to complain about.
+            util.check_output(self.mount.output(), "killed daemon")
         self._retire_mount("killed")
 
     def umount_clean(self):
