@@ -7,9 +7,11 @@ the stats, on which writes returned and with what, and on things
 completing at all (with generous timeouts that only guard against hangs).
 
 To keep a writer paused for as long as a test needs, most tests mount with
-flushers=0 and a small dirty_bytes: nothing writes back, so once the charge
+a small dirty_bytes and fault=write:EIO: the flusher runs (with no flusher
+nobody is throttled) but cannot write anything back, so once the charge
 passes the hard limit the throttler pauses the writer again and again until
-something (a sync, a switch of policy, the daemon's exit) lets it go.
+something (the fault removed and a sync, a switch of policy, a signal, the
+daemon's exit) lets it go.
 
 Writers are separate processes (the throttler keys its state by pid) that
 report each write on stdout: "S i" before write i, "D i n" after it
@@ -137,6 +139,15 @@ def set_tunable(mnt, name, value):
         os.close(fd)
 
 
+def set_fault(mnt, spec):
+    fd = os.open(os.path.join(mnt, '.foliofs', 'fault'), os.O_WRONLY)
+    try:
+        data = spec.encode() + b'\n'
+        assert os.write(fd, data) == len(data)
+    finally:
+        os.close(fd)
+
+
 def sync_all(mnt):
     """Write back every file through MNT/.foliofs/sync.  Not fsync(2) of a
     writer's file: a writer held in a write keeps that file's inode lock
@@ -149,10 +160,17 @@ def sync_all(mnt):
         os.close(fd)
 
 
-# Nothing is written back unless asked (flushers=0, no expiry), and the
-# hard limit is small: a writer past it stays held.
-HOLD_OPTS = ['flushers=0', 'dirty_bytes=8M', 'dirty_expire_ms=600000',
-             'writeback_interval_ms=600000', 'cache_size=256M']
+def drain(mnt):
+    """Let writeback succeed again and write everything back."""
+    set_fault(mnt, 'off')
+    sync_all(mnt)
+
+
+# Nothing can be written back until the fault is removed, and the hard
+# limit is small: a writer past it stays held.
+HOLD_OPTS = ['flushers=1', 'fault=write:EIO', 'dirty_bytes=8M',
+             'dirty_expire_ms=600000', 'writeback_interval_ms=600000',
+             'cache_size=256M']
 
 
 # --------------------------------------------------------------------------
@@ -170,12 +188,14 @@ def test_seed_random_overwrites(dirs, account):
     small fraction of the limit.  Under dirty_account=page the updates
     charge 24 MiB at most, under the freerun point: nobody is paused.
 
-    Writeback is done by this test, not by flushers: a sync of everything
-    each time the writer is seen held.  With flushers the outcome would
-    depend on whether they keep up with the writer (on a fast backing
-    store they often do, and nothing is paused under either policy); this
-    way the writer can only get through its updates under folio by being
-    paused at the limit, and under page it is never stopped."""
+    Writeback is in this test's hands: a flusher runs, but an injected
+    write fault keeps it from cleaning anything except when the test,
+    seeing the writer held, lifts the fault and syncs everything.  Left to
+    itself the outcome would depend on whether the flusher keeps up with
+    the writer (on a fast backing store it often does, and nothing is
+    paused under either policy); this way the writer can only get through
+    its updates under folio by being paused at the limit, and under page
+    it is never stopped."""
     _, b, m = dirs
     limit = 64 * MiB
     nfolios, updates = 256, 3072
@@ -183,13 +203,14 @@ def test_seed_random_overwrites(dirs, account):
     with open(os.path.join(b, 'table'), 'wb') as f:
         f.write(table)
     opts = ['dirty_account=' + account, 'cache_size=1G', 'folio_size=2M',
-            'dirty_bytes=%d' % limit, 'flushers=0', 'dirty_expire_ms=600000',
+            'dirty_bytes=%d' % limit, 'flushers=1', 'dirty_expire_ms=600000',
             'writeback_interval_ms=600000']
     with Mount(b, m, options=opts):
         path = os.path.join(m, 'table')
         with open(path, 'rb', buffering=0) as f:
             for i in range(nfolios):
                 assert f.read(2 * MiB) == table[i * 2 * MiB:(i + 1) * 2 * MiB]
+        set_fault(m, 'write:EIO')
         before = stats(m)
         # The updates come from a process of their own (the throttler keys
         # its state by pid).
@@ -214,13 +235,15 @@ os.close(fd)
                 if st['throttled_writers']:
                     holds += 1
                     exact_held = max(exact_held, st['dirty_bytes_exact'])
-                    sync_all(m)
+                    drain(m)
+                    set_fault(m, 'write:EIO')
                 time.sleep(0.01)
         finally:
             if proc.poll() is None:
                 proc.kill()
             proc.wait()
         assert proc.returncode == 0
+        set_fault(m, 'off')
         after = stats(m)
         events = after['throttle_events'] - before['throttle_events']
         print('\n%s: %d pauses, %d ms paused, writer seen held %d times with at most '
@@ -260,6 +283,7 @@ def test_switch_to_none_releases_held_writer(dirs):
             assert w.result(stuck) == ('D', chunk)
             assert all(w.result(i) == ('D', chunk) for i in range(count))
             assert poll(lambda: held(m) == 0, HANG), stats(m)
+            drain(m)
         finally:
             w.kill()
         with open(os.path.join(m, 'f'), 'rb') as f:
@@ -282,10 +306,12 @@ def test_paused_writers_hold_no_thread(dirs):
     chunk, count = 256 * KiB, 64      # each writer alone is twice the limit
     with Mount(b, m, options=HOLD_OPTS + ['max_threads=2']):
         other = os.urandom(4 * MiB)
+        set_fault(m, 'off')
         with open(os.path.join(m, 'other'), 'wb') as f:
             f.write(other)
             f.flush()
             os.fsync(f.fileno())
+        set_fault(m, 'write:EIO')
         writers = [Writer(os.path.join(m, 'w%d' % k), chunk, count) for k in range(3)]
         try:
             wait_held(m, 3, writers)
@@ -313,6 +339,7 @@ os.stat(sys.argv[1]); os.listdir(os.path.dirname(sys.argv[1]))
             ow = Writer(os.path.join(m, 'other2'), 64 * KiB, 4)
             writers.append(ow)
             deadline = time.monotonic() + HANG * 2
+            set_fault(m, 'off')
             while not all(w.done() for w in writers):
                 if time.monotonic() > deadline:
                     pytest.fail('writers not done: %s' % [w.lines()[-3:] for w in writers])
@@ -346,6 +373,10 @@ def test_exit_answers_held_writers(dirs):
             wait_held(m, 2, writers)
             stuck = [w.started() for w in writers]
             assert all(w.result(i) is None for w, i in zip(writers, stuck))
+            # The data must be written back at exit.  (Without the fault the
+            # flusher may release the writers before the signal lands,
+            # after its retry backoff; the assertions hold either way.)
+            set_fault(m, 'off')
             mnt.proc.send_signal(signal.SIGTERM)
             mnt.wait_exit()
             mnt._unmounted = True
@@ -400,6 +431,7 @@ def test_interrupt_answers_held_write(dirs):
             assert poll(lambda: (w.started() > stuck and held(m) == 1 and
                                  w.result(w.started()) is None), HANG), \
                 (stats(m), w.lines()[-5:])
+            set_fault(m, 'off')
             while not w.done():
                 sync_all(m)
                 time.sleep(0.05)
