@@ -32,6 +32,7 @@ left to restart itself after its PANIC.  Then the same checks.
 The seed of the random schedule is printed; FOLIOFS_CRASH_SEED=N replays
 it (as far as timing allows).  FOLIOFS_CRASH_CYCLES=N runs N cycles of each
 loop (the long form: 50); by default 5 crash cycles and 3 fault cycles.
+FOLIOFS_CRASH_OPTIONS=a,b adds -o options to every mount (e.g. kernel_cache).
 Each test prints, per cycle, the rows acknowledged and found.
 
 No assertion depends on timing: the waits are the random schedule, and
@@ -53,7 +54,7 @@ LONG = os.environ.get("FOLIOFS_CRASH_CYCLES")
 CRASH_CYCLES = int(LONG) if LONG else 5
 FAULT_CYCLES = int(LONG) if LONG else 3
 
-SCALE = 2           # pgbench -i -s: 200,000 accounts, 27 MiB
+SCALE = 2           # pgbench -i -s: 200,000 accounts, about 30 MiB
 CLIENTS = 3
 
 # Small shared buffers so that pages are evicted and read back through the
@@ -62,11 +63,13 @@ SERVER_CONF = ("shared_buffers=2MB", "max_wal_size=32MB",
                "checkpoint_timeout=30s", "log_checkpoints=on",
                "restart_after_crash=on")
 
-# (spec, what it hits).  file= selects backing paths containing the text.
+# Every backing write; only WAL (commits fail: PANIC at once); only data
+# files (a checkpoint's fsync fails: PANIC); one write in three.
 FAULT_SPECS = ("write:EIO", "write:EIO:file=pg_wal", "write:EIO:file=base/",
                "write:EIO:every=3")
 
 TABLE = "crash_rows"
+
 
 # Setup ~15 s, a cycle ~10 s; a test of N cycles gets 120 s plus 60 s per
 # cycle before it counts as hung.
@@ -90,6 +93,7 @@ class Run:
         self.cycle = 0
         self.lines = []
         self.log_pos = 0
+        self.amchecked = (0, 0)
 
     def setup(self):
         c = self.c
@@ -152,7 +156,7 @@ class Run:
     def check(self):
         """The recovered, running cluster is whole; returns rows found."""
         c = self.c
-        c.amcheck()
+        self.amchecked = c.amcheck()
         out = c.psql("COPY (SELECT id FROM %s ORDER BY id) TO STDOUT" % TABLE,
                      timeout=120, quiet=True)
         found = set(int(x) for x in out.split())
@@ -204,94 +208,111 @@ class Run:
         sys.stdout.flush()
 
 
+def _crash_cycle(run):
+    """Load, then kill -9 at a random moment (sometimes with a checkpoint
+    under way) and remount; returns (description, rows acknowledged)."""
+    rng = run.rng
+    delay = rng.uniform(1.0, 4.0)
+    ckpt = rng.uniform(0, delay) if rng.random() < 0.5 else None
+    cp = None
+    t0 = time.monotonic()
+    run.start_load()
+    if ckpt is not None:
+        time.sleep(ckpt)
+        cp = run.checkpoint_soon()
+    time.sleep(max(0.0, delay - (time.monotonic() - t0)))
+    st = run.stats()
+    order = run.crash()
+    acked = run.end_load(server_up=False)
+    if cp is not None:
+        cp.kill()
+        cp.wait(60)
+    what = ("crash after %.2f s (%skill %s; daemon had %d pauses, %d replies"
+            " held, %d KiB dirty)" % (
+                delay, "" if ckpt is None else "checkpoint at %.2f s, " % ckpt,
+                order, st["throttle_events"], st["throttled_writers"],
+                st["dirty_bytes_exact"] // 1024))
+    return what, acked
+
+
+FAULT_ENDS = ("remount", "kill server", "let it restart")
+
+
+def _fault_cycle(run):
+    """Load, backing writes failing for a while (with a checkpoint asked
+    for meanwhile, so that data files are written back too), the fault off,
+    then one of FAULT_ENDS (each once in every len(FAULT_ENDS) cycles);
+    returns (description, rows acknowledged)."""
+    rng, c = run.rng, run.c
+    spec = rng.choice(FAULT_SPECS)
+    if (run.cycle - 1) % len(FAULT_ENDS) == 0:
+        run.ends = list(FAULT_ENDS)
+        rng.shuffle(run.ends)
+    end = run.ends[(run.cycle - 1) % len(FAULT_ENDS)]
+    before = rng.uniform(0.5, 2.0)
+    during = rng.uniform(0.5, 2.5)
+    run.start_load()
+    time.sleep(before)
+    st0 = run.stats()
+    c.set_fault(spec)
+    cp = run.checkpoint_soon()
+    time.sleep(during)
+    c.set_fault("off")
+    st = run.stats()
+    time.sleep(1.0)       # let the server PANIC, restart or carry on
+    cp.kill()
+    cp.wait(60)
+    if end == "remount":
+        run.crash()
+        acked = run.end_load(server_up=False)
+    elif end == "kill server":
+        c.kill_server()
+        acked = run.end_load(server_up=False)
+    else:
+        # Up from before any PANIC, or after restarting itself; or gone
+        # (its startup failed while the fault was on).
+        up = c.server_running() and c.wait_ready()
+        acked = run.end_load(server_up=up)
+    what = ("fault %s from %.2f s for %.2f s (%d injected, %d writeback"
+            " errors), then %s" % (
+                spec, before, during,
+                st["faults_injected"] - st0["faults_injected"],
+                st["wb_errors"] - st0["wb_errors"], end))
+    return what, acked
+
+
 def _run_loop(options, cycles, faults, capsys):
     bindir = pg_bindir_or_skip()
     user = util.test_user() if os.geteuid() == 0 else None
+    extra = os.environ.get("FOLIOFS_CRASH_OPTIONS")
+    options = tuple(options) + (tuple(extra.split(",")) if extra else ())
     seed = _seed()
-    rng = random.Random(seed)
     head = ("pg crash loop%s, options %s: seed %d (FOLIOFS_CRASH_SEED=%d to"
             " replay), %d cycles" % (" with faults" if faults else "",
                                      ",".join(options) or "(defaults)",
                                      seed, seed, cycles))
     sys.stdout.write(head + "\n")
     cluster = Cluster(user, bindir, options=options, server_conf=SERVER_CONF)
-    run = Run(cluster, rng)
+    run = Run(cluster, random.Random(seed))
     ok = False
     try:
         run.setup()
-        modes = ["remount", "kill server", "let it restart"]
         for cycle in range(1, cycles + 1):
             run.cycle = cycle
             if not cluster.server_running():
                 cluster.start()
-            run.start_load()
-            if not faults:
-                delay = rng.uniform(1.0, 4.0)
-                ckpt = rng.uniform(0, delay) if rng.random() < 0.5 else None
-                t0 = time.monotonic()
-                if ckpt is not None:
-                    time.sleep(ckpt)
-                    cp = run.checkpoint_soon()
-                time.sleep(max(0.0, delay - (time.monotonic() - t0)))
-                st = run.stats()
-                order = run.crash()
-                acked = run.end_load(server_up=False)
-                if ckpt is not None:
-                    cp.kill()
-                    cp.wait(60)
-                what = ("crash after %.2f s (%skill %s; daemon had %d pauses,"
-                        " %d replies held, %d KiB dirty)" % (
-                            delay,
-                            "checkpoint at %.2f s, " % ckpt if ckpt else "",
-                            order, st["throttle_events"],
-                            st["throttled_writers"],
-                            st["dirty_bytes_exact"] // 1024))
-            else:
-                spec = rng.choice(FAULT_SPECS)
-                if (cycle - 1) % len(modes) == 0:
-                    rng.shuffle(modes)
-                mode = modes[(cycle - 1) % len(modes)]
-                before = rng.uniform(0.5, 2.0)
-                during = rng.uniform(0.5, 2.5)
-                time.sleep(before)
-                st0 = run.stats()
-                cluster.set_fault(spec)
-                cp = run.checkpoint_soon()
-                time.sleep(during)
-                cluster.set_fault("off")
-                st = run.stats()
-                time.sleep(1.0)
-                cp.kill()
-                cp.wait(60)
-                if mode == "remount":
-                    run.crash()
-                    acked = run.end_load(server_up=False)
-                elif mode == "kill server":
-                    cluster.kill_server()
-                    acked = run.end_load(server_up=False)
-                else:
-                    up = cluster.server_running() and cluster.wait_ready()
-                    acked = run.end_load(server_up=up)
-                    if up:
-                        # The load is off; the server may still be up from
-                        # before any PANIC, or after its own restart.
-                        pass
-                what = ("fault %s from %.2f s for %.2f s (%d injected, %d"
-                        " writeback errors), then %s"
-                        % (spec, before, during,
-                           st["faults_injected"] - st0["faults_injected"],
-                           st["wb_errors"] - st0["wb_errors"], mode))
-            if not cluster.server_running():
+            what, acked = (_fault_cycle if faults else _crash_cycle)(run)
+            if not (cluster.server_running() and cluster.wait_ready()):
                 cluster.start()          # crash recovery
-            elif not cluster.wait_ready():
-                cluster.start()
             found, history = run.check()
             blocks, fresh = run.stop_and_checksum()
             run.report("%s; %d server PANICs; %d rows acknowledged this"
                        " cycle, %d in all, %d rows found; pgbench history %d;"
-                       " pg_checksums %d blocks%s, 0 bad" % (
+                       " pg_amcheck %d relations, %d pages; pg_checksums"
+                       " %d blocks%s, 0 bad" % (
                            what, run.panics(), acked, len(run.acked), found,
-                           history, blocks, " (fresh mount)" if fresh else ""))
+                           history, run.amchecked[0], run.amchecked[1],
+                           blocks, " (fresh mount)" if fresh else ""))
         cluster.umount_clean()
         ok = True
     finally:
