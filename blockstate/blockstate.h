@@ -137,7 +137,7 @@ const struct bs_account_policy *bs_cache_account(struct bs_cache *cache);
 /*
  * Switch the accounting policy on a live cache: every folio is repriced
  * under its lock by @policy, so the charge stays exactly the sum of the
- * prices.  Repricing moves only the charge: nr_dirtied and nr_written
+ * prices.  Repricing moves only the charge: nr_dirtied and nr_discharged
  * count what writers and writeback did, not a change of policy.
  * Context: any thread; takes each file's index lock and each folio's lock.
  */
@@ -150,7 +150,18 @@ void bs_cache_set_account(struct bs_cache *cache, const struct bs_account_policy
 struct bs_stats {
 	uint64_t nr_dirty;		/* pages charged now (rounded up) */
 	uint64_t nr_dirtied;		/* pages charged, monotonic */
-	uint64_t nr_written;		/* pages discharged by completed writeback */
+	/*
+	 * Writeback as the kernel counts it, whatever the accounting policy:
+	 * whole folios, as NR_WRITEBACK and WB_WRITTEN count them.
+	 */
+	uint64_t nr_writeback;		/* pages of folios with a run in flight */
+	uint64_t nr_written;		/* pages of folios whose writeback ended
+					 * having written, monotonic */
+	uint64_t nr_discharged;		/* pages of charge discharged by completed
+					 * writeback (by the policy), monotonic */
+	uint64_t nr_reclaimable;	/* pages charged for dirty blocks not under
+					 * writeback (rounded up): what background
+					 * writeback compares with its threshold */
 	uint64_t charged_bytes;		/* exact charge now, bytes */
 	uint64_t dirty_bytes_exact;	/* bytes in blocks dirty or under writeback */
 	uint64_t writeback_bytes;	/* bytes in blocks under writeback */
@@ -172,6 +183,11 @@ struct bs_stats {
 void bs_cache_stats(struct bs_cache *cache, struct bs_stats *st);
 /* The exact charge now, in bytes (one atomic read: for hot paths). */
 uint64_t bs_cache_charged(struct bs_cache *cache);
+/*
+ * The part of it charged for dirty blocks not under writeback, in bytes
+ * (one atomic read): the kernel's NR_FILE_DIRTY, priced by the policy.
+ */
+uint64_t bs_cache_dirty_charged(struct bs_cache *cache);
 /* Memory of folios holding held or unsynced blocks now (one atomic read). */
 uint64_t bs_cache_pinned(struct bs_cache *cache);
 /* Memory of folios holding unsynced blocks now (one atomic read). */

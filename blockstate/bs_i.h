@@ -106,6 +106,21 @@ struct bs_folio {
 	uint64_t redirty_price;		/* price of the blocks both dirty and
 					 * under writeback (see update_redirty) */
 	/*
+	 * The dirty part alone (blocks dirty and not under writeback, the
+	 * kernel's WB_RECLAIMABLE): its blocks, their 4 KiB pages, and the
+	 * policy's price of a folio holding just those, priced by the policy
+	 * in force when dirty_gen was the cache's account_switching (see
+	 * bs_folio_reprice_dirty()).  Background writeback compares the sum
+	 * of these prices, not the charge, with its threshold.
+	 */
+	uint32_t dirty_blocks;
+	uint32_t dirty_pages;
+	uint64_t dirty_price;
+	uint64_t dirty_gen;
+	bool wb_ok;			/* a run of the writeback in flight succeeded
+					 * (counted in written_folio_bytes when the
+					 * last run ends) */
+	/*
 	 * Four bitmaps of nr_blocks bits each, in bits[]: uptodate, dirty,
 	 * writeback, unsynced.  Dirty, writeback or unsynced implies
 	 * uptodate.  A block may be both unsynced and dirty (written again
@@ -169,6 +184,13 @@ void bs_folio_wait_writeback(struct bs_folio *folio);
  * Context: folio lock held, no index_lock held, a reference held.
  */
 void bs_folio_unlock(struct bs_folio *folio);
+
+/*
+ * Price the folio's dirty part again by the policy in force (after a
+ * switch of policy; every change of the dirty bits does it anyway).
+ * Context: folio lock held.
+ */
+void bs_folio_reprice_dirty(struct bs_folio *folio);
 
 /* Recount held blocks/pages from the bitmaps (for checks). */
 void bs_folio_count_held(const struct bs_folio *folio, uint32_t *blocks, uint32_t *pages);
@@ -275,7 +297,13 @@ struct bs_cache {
 	/* Counters: atomics, exact, no lock. */
 	_Atomic int64_t charged_bytes;
 	_Atomic uint64_t dirtied_bytes;
-	_Atomic uint64_t written_bytes;
+	_Atomic uint64_t written_bytes;		/* discharged by writeback (policy) */
+	_Atomic int64_t dirty_charged_bytes;	/* sum of the folios' dirty_price */
+	_Atomic uint64_t wb_folio_bytes;	/* memory of folios with a run in
+						 * flight (the kernel's NR_WRITEBACK) */
+	_Atomic uint64_t written_folio_bytes;	/* memory of folios whose writeback
+						 * ended with data written, monotonic
+						 * (the kernel's WB_WRITTEN) */
 	_Atomic uint64_t held_bytes;
 	_Atomic uint64_t wb_bytes;
 	_Atomic uint64_t pinned_bytes;		/* folios held or unsynced */

@@ -102,7 +102,11 @@ void bs_cache_stats(struct bs_cache *cache, struct bs_stats *st)
 	st->nr_dirty = (st->charged_bytes + BS_PAGE_SIZE - 1) >> BS_PAGE_SHIFT;
 	/* All three round up: a 512-byte block charged is a page in flight. */
 	st->nr_dirtied = (atomic_load(&cache->dirtied_bytes) + BS_PAGE_SIZE - 1) >> BS_PAGE_SHIFT;
-	st->nr_written = (atomic_load(&cache->written_bytes) + BS_PAGE_SIZE - 1) >> BS_PAGE_SHIFT;
+	st->nr_discharged = (atomic_load(&cache->written_bytes) + BS_PAGE_SIZE - 1) >> BS_PAGE_SHIFT;
+	st->nr_reclaimable = (bs_cache_dirty_charged(cache) + BS_PAGE_SIZE - 1) >> BS_PAGE_SHIFT;
+	/* Folios are whole pages: exact. */
+	st->nr_writeback = atomic_load(&cache->wb_folio_bytes) >> BS_PAGE_SHIFT;
+	st->nr_written = atomic_load(&cache->written_folio_bytes) >> BS_PAGE_SHIFT;
 	st->dirty_bytes_exact = atomic_load(&cache->held_bytes);
 	st->writeback_bytes = atomic_load(&cache->wb_bytes);
 	st->pinned_bytes = atomic_load(&cache->pinned_bytes);
@@ -121,6 +125,13 @@ void bs_cache_stats(struct bs_cache *cache, struct bs_stats *st)
 uint64_t bs_cache_charged(struct bs_cache *cache)
 {
 	int64_t charged = atomic_load(&cache->charged_bytes);
+
+	return charged > 0 ? (uint64_t)charged : 0;
+}
+
+uint64_t bs_cache_dirty_charged(struct bs_cache *cache)
+{
+	int64_t charged = atomic_load(&cache->dirty_charged_bytes);
 
 	return charged > 0 ? (uint64_t)charged : 0;
 }
@@ -328,6 +339,7 @@ int bs_cache_make_room(struct bs_cache *cache, size_t bytes, bool may_fail)
 
 struct check_sums {
 	uint64_t price, held, wb, pinned, unsynced, bytes, folios;
+	uint64_t dirty_price, wb_folio;
 	uint64_t held_folios;	/* of the file being checked */
 	uint64_t unsynced_folios, unsynced_bytes;	/* of the file being checked */
 };
@@ -366,6 +378,8 @@ static int check_folio(struct bs_folio *folio, struct check_sums *s)
 			bad = 1;
 	}
 	s->price += folio->price;
+	s->dirty_price += folio->dirty_price;
+	s->wb_folio += folio->wb_runs ? folio->size : 0;
 	s->held += (uint64_t)blocks << cache->blk_shift;
 	s->wb += (uint64_t)folio->wb_blocks << cache->blk_shift;
 	s->pinned += blocks || folio->unsynced_blocks ? folio->size : 0;
@@ -427,10 +441,14 @@ int bs_cache_check(struct bs_cache *cache)
 	    s.pinned != atomic_load(&cache->pinned_bytes) ||
 	    s.unsynced != atomic_load(&cache->unsynced_bytes) ||
 	    s.bytes != atomic_load(&cache->cache_bytes) ||
-	    s.folios != atomic_load(&cache->nr_folios)) {
+	    s.folios != atomic_load(&cache->nr_folios) ||
+	    (int64_t)s.dirty_price != atomic_load(&cache->dirty_charged_bytes) ||
+	    s.wb_folio != atomic_load(&cache->wb_folio_bytes)) {
 		fprintf(stderr,
-			"blockstate: counters do not match folios: charged %lld/%llu held %llu/%llu wb %llu/%llu pinned %llu/%llu bytes %llu/%llu folios %llu/%llu\n",
+			"blockstate: counters do not match folios: charged %lld/%llu dirty part %lld/%llu wb folios %llu/%llu held %llu/%llu wb %llu/%llu pinned %llu/%llu bytes %llu/%llu folios %llu/%llu\n",
 			(long long)atomic_load(&cache->charged_bytes), (unsigned long long)s.price,
+			(long long)atomic_load(&cache->dirty_charged_bytes), (unsigned long long)s.dirty_price,
+			(unsigned long long)atomic_load(&cache->wb_folio_bytes), (unsigned long long)s.wb_folio,
 			(unsigned long long)atomic_load(&cache->held_bytes), (unsigned long long)s.held,
 			(unsigned long long)atomic_load(&cache->wb_bytes), (unsigned long long)s.wb,
 			(unsigned long long)atomic_load(&cache->pinned_bytes), (unsigned long long)s.pinned,

@@ -95,7 +95,8 @@ static void folio_free(struct bs_folio *folio)
 	struct bs_cache *cache = folio->file->cache;
 
 	/* Held state was discharged when the blocks were dropped. */
-	if (BS_DEBUG && (folio->held_blocks || folio->price || folio->unsynced_blocks))
+	if (BS_DEBUG && (folio->held_blocks || folio->price || folio->unsynced_blocks ||
+			 folio->dirty_price || folio->wb_runs))
 		abort();
 	atomic_fetch_sub(&cache->cache_bytes, folio->size);
 	atomic_fetch_sub(&cache->nr_folios, 1);
@@ -255,6 +256,48 @@ static uint64_t folio_price(const struct bs_folio *folio)
 	return price_of(folio, (struct held_span){ folio->held_blocks, folio->held_pages });
 }
 
+static uint64_t dirty_part_price(const struct bs_folio *folio)
+{
+	return price_of(folio, (struct held_span){ folio->dirty_blocks, folio->dirty_pages });
+}
+
+void bs_folio_reprice_dirty(struct bs_folio *folio)
+{
+	struct bs_cache *cache = folio->file->cache;
+	/*
+	 * The generation first: a price stamped with an even generation
+	 * that is still current was made by the policy of that generation
+	 * (a switch bumps it before publishing its policy).
+	 */
+	uint64_t gen = atomic_load(&cache->account_switching);
+	uint64_t price = dirty_part_price(folio);
+
+	atomic_fetch_add(&cache->dirty_charged_bytes,
+			 (int64_t)price - (int64_t)folio->dirty_price);
+	folio->dirty_price = price;
+	folio->dirty_gen = gen;
+}
+
+/* Dirty blocks (not under writeback) of [first_blk, end_blk), and their pages. */
+static struct held_span dirty_span(const struct bs_folio *folio, uint32_t first_blk,
+				   uint32_t end_blk)
+{
+	return count_span(folio, folio->dirty, NULL, first_blk, end_blk);
+}
+
+/*
+ * Apply a change of the dirty bits within a span from @before to @after,
+ * and reprice the dirty part.  Context: folio lock held.
+ */
+static void move_dirty(struct bs_folio *folio, struct held_span before, struct held_span after)
+{
+	folio->dirty_blocks += after.blocks - before.blocks;
+	folio->dirty_pages += after.pages - before.pages;
+	if (after.blocks != before.blocks || after.pages != before.pages ||
+	    folio->dirty_gen != atomic_load(&folio->file->cache->account_switching))
+		bs_folio_reprice_dirty(folio);
+}
+
 /*
  * The folio became pinned (held or unsynced) or stopped being: move its
  * memory in or out of pinned_bytes.  Context: folio lock held.
@@ -321,6 +364,21 @@ static void folio_check(const struct bs_folio *folio)
 		held_not_uptodate |= ((folio->dirty[i] | folio->writeback[i] |
 				       folio->unsynced[i]) & ~folio->uptodate[i]) != 0;
 	bs_folio_count_held(folio, &blocks, &pages);
+	{
+		struct held_span d = dirty_span(folio, 0, folio->nr_blocks);
+		/* The price first: if a switch began since, the generation shows it. */
+		uint64_t price = dirty_part_price(folio);
+		bool current = !(folio->dirty_gen & 1) &&
+			folio->dirty_gen == atomic_load(&folio->file->cache->account_switching);
+
+		if (d.blocks != folio->dirty_blocks || d.pages != folio->dirty_pages ||
+		    (current && folio->dirty_price != price)) {
+			fprintf(stderr, "blockstate: folio at %lld: dirty part %u/%u blocks, %u/%u pages\n",
+				(long long)folio->start, folio->dirty_blocks, d.blocks,
+				folio->dirty_pages, d.pages);
+			abort();
+		}
+	}
 	if (held_not_uptodate || blocks != folio->held_blocks ||
 	    pages != folio->held_pages ||
 	    (folio->price != folio_price(folio) && !bs_account_switching(folio->file->cache)) ||
@@ -342,16 +400,20 @@ static void change_held(struct bs_folio *folio, unsigned long *map, bool set,
 			uint32_t first_blk, uint32_t end_blk, bool completed)
 {
 	uint32_t sfirst = first_blk, send = end_blk;
-	struct held_span before, after;
+	struct held_span before, after, dbefore = { 0, 0 };
 
 	span_range(folio, &sfirst, &send);
 	before = held_span(folio, sfirst, send);
+	if (map == folio->dirty)
+		dbefore = dirty_span(folio, sfirst, send);
 	if (set)
 		bs_bits_set(map, first_blk, end_blk);
 	else
 		bs_bits_clear(map, first_blk, end_blk);
 	after = held_span(folio, sfirst, send);
 	reprice(folio, before, after);
+	if (map == folio->dirty)
+		move_dirty(folio, dbefore, dirty_span(folio, sfirst, send));
 	if (folio->wb_blocks || folio->redirty_price)
 		update_redirty(folio, completed);
 	if (BS_DEBUG)
@@ -376,13 +438,27 @@ void bs_folio_start_writeback(struct bs_folio *folio, uint32_t first_blk, uint32
 {
 	struct bs_cache *cache = folio->file->cache;
 	uint32_t n = bs_bits_count(folio->dirty, first_blk, end_blk);
+	uint32_t sfirst = first_blk, send = end_blk;
+	struct held_span dbefore;
 
+	span_range(folio, &sfirst, &send);
+	dbefore = dirty_span(folio, sfirst, send);
 	/* Held state is unchanged: each block moves from one map to the other. */
 	bs_bits_or_range(folio->writeback, folio->dirty, first_blk, end_blk);
 	bs_bits_clear(folio->dirty, first_blk, end_blk);
 	folio->wb_blocks += n;
-	folio->wb_runs++;
+	/*
+	 * The folio is under writeback from its first run to the end of its
+	 * last, as the kernel's folio is from folio_start_writeback() to
+	 * folio_end_writeback(): NR_WRITEBACK counts all of its pages,
+	 * however few of its blocks are being written.
+	 */
+	if (!folio->wb_runs++)
+		atomic_fetch_add(&cache->wb_folio_bytes, folio->size);
 	atomic_fetch_add(&cache->wb_bytes, (uint64_t)n << cache->blk_shift);
+	move_dirty(folio, dbefore, dirty_span(folio, sfirst, send));
+	if (BS_DEBUG)
+		folio_check(folio);
 }
 
 void bs_folio_end_writeback(struct bs_folio *folio, uint32_t first_blk,
@@ -392,15 +468,36 @@ void bs_folio_end_writeback(struct bs_folio *folio, uint32_t first_blk,
 	uint32_t n = bs_bits_count(folio->writeback, first_blk, end_blk);
 	uint64_t old_price = folio->price;
 
-	if (failed)
+	if (failed) {
+		uint32_t sfirst = first_blk, send = end_blk;
+		struct held_span dbefore;
+
+		span_range(folio, &sfirst, &send);
+		dbefore = dirty_span(folio, sfirst, send);
 		bs_bits_or_range(folio->dirty, folio->writeback, first_blk, end_blk);
+		move_dirty(folio, dbefore, dirty_span(folio, sfirst, send));
+	}
 	folio->wb_blocks -= n;
 	change_held(folio, folio->writeback, false, first_blk, end_blk, !failed);
 	if (folio->price < old_price)
 		atomic_fetch_add(&cache->written_bytes, old_price - folio->price);
 	atomic_fetch_sub(&cache->wb_bytes, (uint64_t)n << cache->blk_shift);
-	if (!--folio->wb_runs)
+	folio->wb_ok |= !failed;
+	if (!--folio->wb_runs) {
+		/*
+		 * The kernel's WB_WRITTEN grows by the whole folio when its
+		 * writeback ends (__folio_end_writeback), policy or not, and
+		 * also when the write failed: Linux then drops the data as if
+		 * written.  Here a failed write leaves its blocks dirty, to be
+		 * written (and counted) again, so only a writeback that wrote
+		 * something counts.
+		 */
+		atomic_fetch_sub(&cache->wb_folio_bytes, folio->size);
+		if (folio->wb_ok)
+			atomic_fetch_add(&cache->written_folio_bytes, folio->size);
+		folio->wb_ok = false;
 		pthread_cond_broadcast(&folio->wb_done);
+	}
 }
 
 /*

@@ -93,7 +93,7 @@ EXP_SEED = 20250611
 EXP_FOLIOS = EXP_FILE // EXP_FOLIO          # 512
 
 
-NAMES = ('nr_dirty', 'nr_dirtied', 'nr_written', 'dirty_bytes_exact',
+NAMES = ('nr_dirty', 'nr_dirtied', 'nr_written', 'nr_discharged', 'dirty_bytes_exact',
          'writeback_bytes', 'pinned_bytes', 'app_write_bytes',
          'backing_write_bytes', 'backing_write_ios', 'backing_read_bytes',
          'cache_bytes', 'folios', 'reclaimed_folios', 'reclaim_stalls')
@@ -154,9 +154,9 @@ def test_design_experiment_512_writes_of_8k(dirs, policy):
         _show(policy, '512 writes, no fsync', s1)
         _show(policy, 'after fsync', s2)
         d = {n: delta(s2, s0, n) for n in NAMES}
-        print('[%s] nr_dirtied delta %d, nr_written delta %d, backing_write_bytes '
+        print('[%s] nr_dirtied delta %d, nr_discharged delta %d, backing_write_bytes '
               'delta %d (%d ios), app_write_bytes delta %d, charged/written x%.1f'
-              % (policy, delta(s1, s0, 'nr_dirtied'), delta(s2, s1, 'nr_written'),
+              % (policy, delta(s1, s0, 'nr_dirtied'), delta(s2, s1, 'nr_discharged'),
                  d['backing_write_bytes'], d['backing_write_ios'],
                  d['app_write_bytes'],
                  delta(s1, s0, 'nr_dirtied') * 4096 / max(d['backing_write_bytes'], 1)))
@@ -171,7 +171,8 @@ def test_design_experiment_512_writes_of_8k(dirs, policy):
         assert s0['nr_dirty'] == 0 and s0['dirty_bytes_exact'] == 0
         assert s0['pinned_bytes'] == 0
         assert s0['folios'] == EXP_FOLIOS and s0['cache_bytes'] == EXP_FILE
-        assert s0['nr_dirtied'] == s0['nr_written'] == EXP_FILE // 4096
+        assert s0['nr_dirtied'] == s0['nr_discharged'] == EXP_FILE // 4096
+        assert s0['nr_written'] == EXP_FILE // 4096 and s0['nr_writeback'] == 0
 
         # Before fsync: 4 MiB dirty in 1024 pages of 512 folios (nothing
         # writes back before fsync: no flushers, and no reclaim since
@@ -182,6 +183,7 @@ def test_design_experiment_512_writes_of_8k(dirs, policy):
         assert s1['nr_dirty'] == want_pages
         assert delta(s1, s0, 'nr_dirtied') == want_pages
         assert delta(s1, s0, 'nr_written') == 0
+        assert delta(s1, s0, 'nr_discharged') == 0
         assert delta(s1, s0, 'backing_write_bytes') == 0, 'written back before fsync'
         assert delta(s1, s0, 'app_write_bytes') == 4 * MiB
         assert delta(s1, s0, 'backing_read_bytes') == 0, 'cached blocks were read'
@@ -191,7 +193,10 @@ def test_design_experiment_512_writes_of_8k(dirs, policy):
         assert delta(s2, s1, 'backing_write_bytes') == 4 * MiB
         assert s2['nr_dirty'] == 0
         assert s2['dirty_bytes_exact'] == 0 and s2['pinned_bytes'] == 0
-        assert delta(s2, s1, 'nr_written') == want_pages
+        assert delta(s2, s1, 'nr_discharged') == want_pages
+        # The kernel's WB_WRITTEN, whatever the policy: 512 whole folios.
+        assert delta(s2, s1, 'nr_written') == EXP_FOLIOS * (EXP_FOLIO // 4096)
+        assert s2['nr_writeback'] == 0
         assert delta(s2, s0, 'nr_dirtied') == want_pages
 
         assert h_mnt == h_back, 'the backing file differs from the file seen through the mount'
@@ -226,7 +231,10 @@ def test_block_policy_sub_page_block(dirs):
             # block between them nor the rest of their page.
             assert delta(s3, s0, 'backing_write_bytes') == 1024
             # Page counts round up, like nr_dirty: 1024 bytes is one page.
-            assert delta(s3, s0, 'nr_written') == 1
+            assert delta(s3, s0, 'nr_discharged') == 1
+            # Written back: the one folio, whole (the kernel's WB_WRITTEN).
+            assert s3['folios'] == 1
+            assert delta(s3, s0, 'nr_written') == s3['cache_bytes'] // 4096
             assert delta(s3, s0, 'nr_dirtied') == 1
         finally:
             os.close(fd)
@@ -261,7 +269,8 @@ def test_control_directory(dirs):
         ctl = os.path.join(m, '.foliofs')
         sp = os.path.join(ctl, 'stats')
         st = parse_stats(util.read_file(sp, 'r'))
-        for n in ('nr_dirty', 'nr_dirtied', 'nr_written', 'dirty_bytes_exact',
+        for n in ('nr_dirty', 'nr_dirtied', 'nr_written', 'nr_writeback',
+                  'nr_discharged', 'nr_reclaimable', 'dirty_bytes_exact',
                   'pinned_bytes', 'app_write_bytes', 'backing_write_bytes',
                   'backing_write_ios', 'cache_bytes', 'folios', 'reclaim_stalls',
                   'reclaimed_folios', 'backing_read_bytes'):

@@ -9,8 +9,9 @@
  * the error for fsync (errseq) and a backoff before the flushers retry.
  *
  * Flushers wake every writeback_interval_ms, or at once when a write
- * pushes the charged dirty budget over the background threshold
- * (dirty_background_bytes, or dirty_background_ratio of cache_size), like
+ * pushes the charge of dirty data (not under writeback) over the
+ * background threshold (dirty_background_bytes, or dirty_background_ratio
+ * of cache_size), like
  * the kernel's wb_workfn: over the threshold they write back files
  * round-robin until under it; otherwise they write files whose data has
  * been dirty longer than dirty_expire_ms.
@@ -275,15 +276,20 @@ static void update_dirtied(struct wb_file *wbf)
 }
 
 /*
- * Whether background writeback should run: the charge over its background
- * threshold, or, with a pinned-memory limit, pinned memory over its own
- * (writing back is what unpins folios).  Cheap: called after every write.
+ * Whether background writeback should run: the charge of dirty blocks not
+ * yet under writeback over its background threshold, as the kernel's
+ * wb_over_bg_thresh() compares NR_FILE_DIRTY without NR_WRITEBACK (data
+ * in flight is already on its way: writing more would not make it go
+ * faster); or, with a pinned-memory limit, pinned memory over its own
+ * (writing back is what unpins folios).  The dirty part is priced by the
+ * accounting policy, so with dirty_account=folio this is the kernel's
+ * comparison exactly.  Cheap: called after every write.
  */
 static bool over_background(struct wb_ctx *ctx)
 {
 	uint64_t pinned_bg = atomic_load(&ctx->pinned_bg_thresh);
 
-	return bs_cache_charged(ctx->cache) > atomic_load(&ctx->bg_thresh) ||
+	return bs_cache_dirty_charged(ctx->cache) > atomic_load(&ctx->bg_thresh) ||
 	       (pinned_bg && bs_cache_pinned(ctx->cache) > pinned_bg);
 }
 

@@ -1507,7 +1507,9 @@ static void case_charge_512_folios(void)
 		bs_sync_end(h.file[0], bs_sync_begin(h.file[0]), 0);
 		bs_cache_stats(h.cache, &st);
 		M_CHECK(st.pinned_bytes == 0 && st.unsynced_bytes == 0);
-		M_CHECK(st.nr_written == cases[i].expect / 4096);
+		/* The policy's charge is discharged; the written folios count whole. */
+		M_CHECK(st.nr_discharged == cases[i].expect / 4096);
+		M_CHECK(st.nr_written == 512ull * 512 && st.nr_writeback == 0);
 		h_teardown(&h);
 	}
 }
@@ -1680,14 +1682,92 @@ static void case_redirty_during_writeback(void)
 		mem_write(&h.mem[0], snap, sizeof(snap), 0);
 		bs_wb_complete(h.file[0], &runs[0], 0);
 		bs_cache_stats(h.cache, &st);
-		M_CHECK(st.nr_written - st0.nr_written == cases[c].written_mid);
+		M_CHECK(st.nr_discharged - st0.nr_discharged == cases[c].written_mid);
+		/* One whole 64 KiB folio written, whatever the policy. */
+		M_CHECK(st.nr_written - st0.nr_written == 16);
 		M_CHECK(bs_file_has_held(h.file[0]) && bs_cache_check(h.cache) == 0);
 		h_sync(&h, 0);
 		bs_cache_stats(h.cache, &st);
-		M_CHECK(st.charged_bytes == 0 && st.nr_written == st.nr_dirtied);
+		M_CHECK(st.charged_bytes == 0 && st.nr_discharged == st.nr_dirtied);
+		M_CHECK(st.nr_written - st0.nr_written == 2ull * 16);
 		M_CHECK(h.mem[0].len == 8192 && !memcmp(h.mem[0].data, buf, 1024) &&
 			h.mem[0].data[1024] == 'a' && !memcmp(h.mem[0].data + 2048, buf, 1024));
 		M_CHECK(bs_cache_check(h.cache) == 0);
+		h_teardown(&h);
+	}
+}
+
+/*
+ * The writeback counters are the kernel's, whatever the policy:
+ * nr_writeback counts every page of a folio with a run in flight (as
+ * NR_WRITEBACK counts a folio under writeback), nr_written the pages of a
+ * folio when its writeback ends having written (WB_WRITTEN), once however
+ * many runs it took; nr_discharged is the policy's charge going away, and
+ * nr_reclaimable the policy's charge of dirty blocks not under writeback.
+ */
+static void case_writeback_counters(void)
+{
+	static const struct {
+		const char *account;
+		uint64_t price0, price1;	/* pages: folio 0 (3 blocks), folio 1 (1 block) */
+	} cases[] = {
+		{ "page", 3, 1 },
+		{ "block", 3, 1 },
+		{ "folio", 16, 16 },
+	};
+
+	for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+		uint64_t p0 = cases[c].price0, p1 = cases[c].price1;
+		struct bs_wb_run runs[4];
+		struct bs_stats st;
+		struct hctx h;
+		char buf[8192];
+		off_t pos = 0;
+
+		h_setup(&h, 4096, 65536, 1 << 20, cases[c].account, "fixed", 0, 0);
+		memset(buf, 'w', sizeof(buf));
+		/* Folio 0: blocks 1-2 and 4 (two runs); folio 1: block 2. */
+		M_CHECK(bs_write(h.file[0], buf, 8192, 4096) == 8192);
+		M_CHECK(bs_write(h.file[0], buf, 4096, (off_t)4 * 4096) == 4096);
+		M_CHECK(bs_write(h.file[0], buf, 4096, 65536 + 8192) == 4096);
+		bs_cache_stats(h.cache, &st);
+		M_CHECK(st.nr_dirty == p0 + p1 && st.nr_reclaimable == p0 + p1);
+		M_CHECK(st.nr_writeback == 0 && st.nr_written == 0 && st.nr_discharged == 0);
+
+		M_CHECK(bs_wb_collect(h.file[0], &pos, INT64_MAX, runs, 4, SIZE_MAX) == 3);
+		bs_cache_stats(h.cache, &st);
+		/* All in flight: still charged, nothing left for background writeback. */
+		M_CHECK(st.nr_dirty == p0 + p1 && st.nr_reclaimable == 0);
+		M_CHECK(st.nr_writeback == 2ull * 16);
+		M_CHECK(bs_cache_check(h.cache) == 0);
+
+		/* The first run of folio 0 ends: the folio is still under writeback. */
+		bs_wb_complete(h.file[0], &runs[0], 0);
+		bs_cache_stats(h.cache, &st);
+		M_CHECK(st.nr_writeback == 2ull * 16 && st.nr_written == 0);
+		bs_wb_complete(h.file[0], &runs[1], 0);
+		bs_cache_stats(h.cache, &st);
+		M_CHECK(st.nr_writeback == 16 && st.nr_written == 16);
+		M_CHECK(st.nr_discharged == p0 && st.nr_dirty == p1);
+		/* Folio 1's write fails: dirty again, nothing written. */
+		bs_wb_complete(h.file[0], &runs[2], -EIO);
+		bs_cache_stats(h.cache, &st);
+		M_CHECK(st.nr_writeback == 0 && st.nr_written == 16 && st.nr_discharged == p0);
+		M_CHECK(st.nr_dirty == p1 && st.nr_reclaimable == p1);
+		M_CHECK(bs_cache_check(h.cache) == 0);
+
+		/* Written again: dirty again while in flight counts twice. */
+		pos = 0;
+		M_CHECK(bs_wb_collect(h.file[0], &pos, INT64_MAX, runs, 4, SIZE_MAX) == 1);
+		M_CHECK(bs_write(h.file[0], buf, 4096, 65536 + 8192) == 4096);
+		bs_cache_stats(h.cache, &st);
+		M_CHECK(st.nr_writeback == 16 && st.nr_reclaimable == p1);
+		bs_wb_complete(h.file[0], &runs[0], 0);
+		h_sync(&h, 0);
+		bs_cache_stats(h.cache, &st);
+		M_CHECK(st.nr_written == 3ull * 16 && st.nr_writeback == 0);
+		M_CHECK(st.nr_discharged == st.nr_dirtied && st.nr_dirtied == p0 + 2 * p1);
+		M_CHECK(st.nr_dirty == 0 && st.nr_reclaimable == 0);
 		h_teardown(&h);
 	}
 }
@@ -2219,6 +2299,7 @@ static const struct hcase hcases[] = {
 	{ "partial_block_read", case_partial_block_read },
 	{ "alternate_blocks", case_alternate_blocks },
 	{ "charge_512_folios", case_charge_512_folios },
+	{ "writeback_counters", case_writeback_counters },
 	{ "arguments", case_arguments },
 	{ "failed_truncate", case_failed_truncate },
 	{ "truncate_zeroes", case_truncate_zeroes },

@@ -1,0 +1,67 @@
+"""Writeback as the kernel does it, whatever the accounting policy (issue 9,
+"Fidelity"): the writeback counters (nr_writeback, nr_written) count whole
+folios as the kernel's NR_WRITEBACK and WB_WRITTEN do.
+
+Every test mounts its own foliofs, so counters start from zero.  Nothing
+asserts on timing: waits are bounded polls for a state.
+"""
+
+import os
+
+import pytest
+
+import util
+from util import Mount, poll, stats
+
+KiB = 1 << 10
+MiB = 1 << 20
+
+
+def ctl(mnt, *parts):
+    return os.path.join(mnt, '.foliofs', *parts)
+
+
+def set_tunable(mnt, name, value):
+    with open(ctl(mnt, 'tunables', name), 'w') as f:
+        f.write(value)
+
+
+def queue(mnt):
+    """{path: dirty_bytes} of .foliofs/files."""
+    out = {}
+    with open(ctl(mnt, 'files')) as f:
+        for line in f:
+            dirty, _wb, _age, _err, path = line.rstrip('\n').split(' ', 4)
+            out[os.path.basename(path)] = int(dirty)
+    return out
+
+
+@pytest.mark.parametrize('policy', ['page', 'folio', 'block'])
+def test_written_counts_whole_folios_whatever_the_policy(dirs, policy):
+    """8 KiB dirty in each of 16 folios of 2 MiB, then fsync: nr_written
+    grows by 16 whole folios (8192 pages) under every policy, as WB_WRITTEN
+    would; the policy's charge discharged (nr_discharged) is 2 pages per
+    folio under page and block, 512 under folio."""
+    _, b, m = dirs
+    opts = ['folio_size=2M', 'folio_policy=fixed', 'block_size=4K',
+            'dirty_account=' + policy, 'flushers=0']
+    with Mount(b, m, options=opts) as mnt:
+        fd = os.open(os.path.join(m, 'f'), os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            s0 = stats(m)
+            for k in range(16):
+                assert os.pwrite(fd, b'w' * (8 * KiB), k * 2 * MiB + 4 * KiB) == 8 * KiB
+            s1 = stats(m)
+            price = 2 if policy != 'folio' else 512
+            assert s1['nr_dirty'] == 16 * price
+            assert s1['nr_reclaimable'] == 16 * price
+            assert s1['nr_writeback'] == 0
+            os.fsync(fd)
+            s2 = stats(m)
+        finally:
+            os.close(fd)
+        assert s2['nr_written'] - s0['nr_written'] == 16 * 512
+        assert s2['nr_discharged'] - s0['nr_discharged'] == 16 * price
+        assert s2['nr_writeback'] == 0 and s2['nr_reclaimable'] == 0
+        assert s2['backing_write_bytes'] - s0['backing_write_bytes'] == 16 * 8 * KiB
+        mnt.umount()
