@@ -162,6 +162,10 @@ struct bs_stats {
 	uint64_t nr_reclaimable;	/* pages charged for dirty blocks not under
 					 * writeback (rounded up): what background
 					 * writeback compares with its threshold */
+	uint64_t wb_budget_pages;	/* pages of writeback budget used
+					 * (bs_wb_collect_budget()), monotonic */
+	uint64_t wb_dirty_pages_written;	/* pages holding the blocks those
+						 * collections took, monotonic */
 	uint64_t charged_bytes;		/* exact charge now, bytes */
 	uint64_t dirty_bytes_exact;	/* bytes in blocks dirty or under writeback */
 	uint64_t writeback_bytes;	/* bytes in blocks under writeback */
@@ -333,6 +337,33 @@ enum {
 int bs_wb_collect_mode(struct bs_file *file, off_t *pos, off_t end,
 		       struct bs_wb_run *runs, int max_runs, size_t max_bytes,
 		       size_t max_run, unsigned int flags);
+
+/*
+ * A writeback budget in 4 KiB pages, the kernel's wbc->nr_to_write: each
+ * folio a collection takes runs from costs all of its pages, however few
+ * of its blocks are dirty, as writeback_iter() charges folio_nr_pages()
+ * for every folio it writes.  A folio once begun is collected to its end
+ * (the kernel writes a folio whole), so the budget may go below 0.
+ */
+struct bs_wb_budget {
+	int64_t nr_to_write;	/* pages left */
+	off_t paid_end;		/* end of the last folio paid for */
+	off_t page_end;		/* end of the last page counted in dirty_pages */
+	uint64_t folio_pages;	/* pages of budget used */
+	uint64_t dirty_pages;	/* pages holding the blocks collected */
+};
+void bs_wb_budget_init(struct bs_wb_budget *budget, int64_t nr_to_write);
+
+/*
+ * As bs_wb_collect_mode(), paying for each folio from @budget: no run of
+ * a folio not yet paid for is collected once the budget is used up, so 0
+ * is returned also when it is (then *@pos is before @end).  The cache
+ * counts what budgets pay and collect (stats wb_budget_pages,
+ * wb_dirty_pages_written).
+ */
+int bs_wb_collect_budget(struct bs_file *file, off_t *pos, off_t end,
+			 struct bs_wb_run *runs, int max_runs, size_t max_bytes,
+			 size_t max_run, unsigned int flags, struct bs_wb_budget *budget);
 
 /*
  * Copy @run's bytes to @dst under the folio lock: a snapshot no writer

@@ -304,6 +304,8 @@ struct bs_cache {
 	_Atomic uint64_t written_folio_bytes;	/* memory of folios whose writeback
 						 * ended with data written, monotonic
 						 * (the kernel's WB_WRITTEN) */
+	_Atomic uint64_t wb_budget_pages;	/* see struct bs_wb_budget */
+	_Atomic uint64_t wb_dirty_pages;
 	_Atomic uint64_t held_bytes;
 	_Atomic uint64_t wb_bytes;
 	_Atomic uint64_t pinned_bytes;		/* folios held or unsynced */

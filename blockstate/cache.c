@@ -107,6 +107,8 @@ void bs_cache_stats(struct bs_cache *cache, struct bs_stats *st)
 	/* Folios are whole pages: exact. */
 	st->nr_writeback = atomic_load(&cache->wb_folio_bytes) >> BS_PAGE_SHIFT;
 	st->nr_written = atomic_load(&cache->written_folio_bytes) >> BS_PAGE_SHIFT;
+	st->wb_budget_pages = atomic_load(&cache->wb_budget_pages);
+	st->wb_dirty_pages_written = atomic_load(&cache->wb_dirty_pages);
 	st->dirty_bytes_exact = atomic_load(&cache->held_bytes);
 	st->writeback_bytes = atomic_load(&cache->wb_bytes);
 	st->pinned_bytes = atomic_load(&cache->pinned_bytes);

@@ -101,6 +101,50 @@ int bs_wb_collect_mode(struct bs_file *file, off_t *pos, off_t end,
 		       struct bs_wb_run *runs, int max_runs, size_t max_bytes,
 		       size_t max_run, unsigned int flags)
 {
+	return bs_wb_collect_budget(file, pos, end, runs, max_runs, max_bytes, max_run,
+				    flags, NULL);
+}
+
+void bs_wb_budget_init(struct bs_wb_budget *budget, int64_t nr_to_write)
+{
+	*budget = (struct bs_wb_budget){ .nr_to_write = nr_to_write, .paid_end = -1,
+					 .page_end = -1 };
+}
+
+/*
+ * @run was collected from @folio: pay for the folio if it is a new one,
+ * and count the pages holding the run's blocks (a page shared with the
+ * run before it counts once).
+ */
+static void budget_pay(struct bs_cache *cache, struct bs_wb_budget *budget,
+		       const struct bs_folio *folio, const struct bs_wb_run *run)
+{
+	off_t run_end = run->off + ((off_t)(run->end_blk - run->first_blk) << cache->blk_shift);
+	off_t first_page = run->off >> BS_PAGE_SHIFT;
+	off_t end_page = (run_end + BS_PAGE_SIZE - 1) >> BS_PAGE_SHIFT;
+	uint64_t pages;
+
+	if (folio->start >= budget->paid_end) {
+		pages = folio->size >> BS_PAGE_SHIFT;
+		budget->nr_to_write -= (int64_t)pages;
+		budget->folio_pages += pages;
+		budget->paid_end = folio->start + folio->size;
+		atomic_fetch_add(&cache->wb_budget_pages, pages);
+	}
+	if (first_page < budget->page_end)
+		first_page = budget->page_end;
+	if (end_page > first_page) {
+		pages = (uint64_t)(end_page - first_page);
+		budget->dirty_pages += pages;
+		budget->page_end = end_page;
+		atomic_fetch_add(&cache->wb_dirty_pages, pages);
+	}
+}
+
+int bs_wb_collect_budget(struct bs_file *file, off_t *pos, off_t end,
+			 struct bs_wb_run *runs, int max_runs, size_t max_bytes,
+			 size_t max_run, unsigned int flags, struct bs_wb_budget *wbc)
+{
 	uint32_t bsize = file->cache->cfg.block_size;
 	off_t size = atomic_load(&file->size), caller_end = end;
 	size_t bytes = 0;
@@ -134,6 +178,13 @@ int bs_wb_collect_mode(struct bs_file *file, off_t *pos, off_t end,
 			*pos = end;
 			break;
 		}
+		/* Budget used up: stop before a folio not paid for. */
+		if (wbc && wbc->nr_to_write <= 0 && folio->start >= wbc->paid_end) {
+			if (*pos < folio->start)
+				*pos = folio->start;
+			bs_folio_put(folio);
+			return n;
+		}
 		pthread_mutex_lock(&folio->lock);
 		got = collect_one(folio, *pos, end, budget < max_run ? budget : max_run,
 				  flags, &runs[n]);
@@ -157,6 +208,8 @@ int bs_wb_collect_mode(struct bs_file *file, off_t *pos, off_t end,
 		}
 		*pos = runs[n].off + ((off_t)(runs[n].end_blk - runs[n].first_blk)
 				      << file->cache->blk_shift);
+		if (wbc)
+			budget_pay(file->cache, wbc, folio, &runs[n]);
 		bytes += runs[n].len;
 		n++;
 	}

@@ -270,7 +270,8 @@ def test_control_directory(dirs):
         sp = os.path.join(ctl, 'stats')
         st = parse_stats(util.read_file(sp, 'r'))
         for n in ('nr_dirty', 'nr_dirtied', 'nr_written', 'nr_writeback',
-                  'nr_discharged', 'nr_reclaimable', 'dirty_bytes_exact',
+                  'nr_discharged', 'nr_reclaimable', 'wb_budget_pages',
+                  'wb_dirty_pages_written', 'dirty_bytes_exact',
                   'pinned_bytes', 'app_write_bytes', 'backing_write_bytes',
                   'backing_write_ios', 'cache_bytes', 'folios', 'reclaim_stalls',
                   'reclaimed_folios', 'backing_read_bytes'):

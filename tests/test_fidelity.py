@@ -1,6 +1,7 @@
 """Writeback as the kernel does it, whatever the accounting policy (issue 9,
 "Fidelity"): the writeback counters (nr_writeback, nr_written) count whole
-folios as the kernel's NR_WRITEBACK and WB_WRITTEN do.
+folios as the kernel's NR_WRITEBACK and WB_WRITTEN do; and a background
+chunk's budget is paid in folio pages (write_cache_pages).
 
 Every test mounts its own foliofs, so counters start from zero.  Nothing
 asserts on timing: waits are bounded polls for a state.
@@ -64,4 +65,34 @@ def test_written_counts_whole_folios_whatever_the_policy(dirs, policy):
         assert s2['nr_discharged'] - s0['nr_discharged'] == 16 * price
         assert s2['nr_writeback'] == 0 and s2['nr_reclaimable'] == 0
         assert s2['backing_write_bytes'] - s0['backing_write_bytes'] == 16 * 8 * KiB
+        mnt.umount()
+
+
+def test_background_budget_paid_in_folio_pages(dirs):
+    """dirty_account=page, 8 KiB dirty in each of 64 folios of 2 MiB, a
+    256 KiB background threshold: each folio background writeback writes
+    uses 512 pages of its chunk's budget for 2 pages of dirty data, so
+    wb_budget_pages is exactly 256 times wb_dirty_pages_written."""
+    _, b, m = dirs
+    opts = ['folio_size=2M', 'folio_policy=fixed', 'block_size=4K',
+            'dirty_account=page', 'flushers=1', 'dirty_background_bytes=256K',
+            'dirty_expire_ms=600000', 'writeback_interval_ms=100']
+    with Mount(b, m, options=opts) as mnt:
+        fd = os.open(os.path.join(m, 'f'), os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            for k in range(64):
+                assert os.pwrite(fd, b'b' * (8 * KiB), k * 2 * MiB) == 8 * KiB
+            st = poll(lambda: (lambda s: s if s['nr_reclaimable'] <= s['bg_thresh']
+                               and s['nr_writeback'] == 0 else None)(stats(m)), 30)
+            assert st, 'background writeback did not settle: %r' % stats(m)
+            print('\nbudget %d pages for %d dirty pages, %d bytes written'
+                  % (st['wb_budget_pages'], st['wb_dirty_pages_written'],
+                     st['backing_write_bytes']))
+            assert st['wb_dirty_pages_written'] > 0
+            assert st['wb_budget_pages'] == 256 * st['wb_dirty_pages_written']
+            # Only background writeback ran (no fsync, nothing expired).
+            assert st['backing_write_bytes'] == st['wb_dirty_pages_written'] * 4096
+            os.fsync(fd)
+        finally:
+            os.close(fd)
         mnt.umount()

@@ -306,10 +306,12 @@ def test_background_writeback_stops_at_threshold(dirs):
     under it, not everything (the kernel's wb_over_bg_thresh() check between
     chunks).  32 MiB are dirtied while backing writes fail, so that no
     writeback can happen meanwhile; once the fault is cleared, with an
-    8 MiB threshold, between 4 and 8 MiB stay dirty (writeback goes by
-    batches of at most 4 MiB) until fsync."""
+    8 MiB threshold, between 4 and 8 MiB stay dirty until fsync: a chunk
+    (the kernel's writeback_chunk_size()) is min(avg_write_bw / 2,
+    dirty_limit / 8) + 4 MiB rounded down to 4 MiB, 4 or 8 MiB with
+    dirty_bytes=40M, and 32 MiB less such chunks first falls to 8 or 4."""
     _, b, m = dirs
-    opts = ['dirty_background_bytes=8M', 'dirty_expire_ms=600000',
+    opts = ['dirty_background_bytes=8M', 'dirty_bytes=40M', 'dirty_expire_ms=600000',
             'writeback_interval_ms=100', 'folio_size=64K', 'fault=write:EIO']
     data = random.Random(3).randbytes(32 * MiB)
     with Mount(b, m, options=opts) as mnt:

@@ -241,6 +241,8 @@ size_t wb_ctx_stats(struct wb_ctx *ctx, char *buf, size_t size)
 	put_stat(buf, size, &used, "nr_writeback", st.nr_writeback);
 	put_stat(buf, size, &used, "nr_discharged", st.nr_discharged);
 	put_stat(buf, size, &used, "nr_reclaimable", st.nr_reclaimable);
+	put_stat(buf, size, &used, "wb_budget_pages", st.wb_budget_pages);
+	put_stat(buf, size, &used, "wb_dirty_pages_written", st.wb_dirty_pages_written);
 	put_stat(buf, size, &used, "dirty_bytes_exact", st.dirty_bytes_exact);
 	put_stat(buf, size, &used, "writeback_bytes", st.writeback_bytes);
 	put_stat(buf, size, &used, "pinned_bytes", st.pinned_bytes);

@@ -11,10 +11,10 @@
  * Flushers wake every writeback_interval_ms, or at once when a write
  * pushes the charge of dirty data (not under writeback) over the
  * background threshold (dirty_background_bytes, or dirty_background_ratio
- * of cache_size), like
- * the kernel's wb_workfn: over the threshold they write back files
- * round-robin until under it; otherwise they write files whose data has
- * been dirty longer than dirty_expire_ms.
+ * of cache_size), like the kernel's wb_workfn: over the threshold they
+ * write back files round-robin, chunk by chunk of writeback budget,
+ * until under it; otherwise they write files whose data has been dirty
+ * longer than dirty_expire_ms.
  */
 #include "wb_i.h"
 #include "throttle.h"
@@ -30,6 +30,16 @@
 
 /* Bytes collected per batch: the bounce buffer of one batch. */
 #define WB_BATCH_BYTES (4u << 20)
+
+/*
+ * The budget of one background chunk, as the kernel's writeback_chunk_size()
+ * sizes it for background (WB_SYNC_NONE) work: half a second of writeback
+ * at the smoothed bandwidth, but at most 1/DIRTY_SCOPE of the dirty limit,
+ * plus MIN_CHUNK_PAGES (4 MiB of pages) and rounded down to a multiple of
+ * it, so a chunk is never under 4 MiB of folio pages.
+ */
+#define DIRTY_SCOPE 8
+#define MIN_CHUNK_PAGES ((4u << 20) / BS_PAGE_SIZE)
 
 /* Background retry of a failing file: from this, doubling, up to the max. */
 #define RETRY_MIN_MS 100
@@ -293,6 +303,20 @@ static bool over_background(struct wb_ctx *ctx)
 	       (pinned_bg && bs_cache_pinned(ctx->cache) > pinned_bg);
 }
 
+/* Pages of writeback budget for one background chunk (see DIRTY_SCOPE). */
+static int64_t writeback_chunk_size(struct wb_ctx *ctx)
+{
+	struct wb_throttle_stats ts;
+	uint64_t pages;
+
+	wb_throttle_stats(ctx->throttle, &ts);
+	pages = ts.avg_write_bw / 2;
+	if (pages > ts.dirty_limit / DIRTY_SCOPE)
+		pages = ts.dirty_limit / DIRTY_SCOPE;
+	pages += MIN_CHUNK_PAGES;
+	return (int64_t)(pages - pages % MIN_CHUNK_PAGES);
+}
+
 /* The throttler's bandwidth estimate follows writeback (kernel: do_writepages). */
 static void throttle_note(struct wb_ctx *ctx, bool starting)
 {
@@ -307,24 +331,23 @@ static void throttle_note(struct wb_ctx *ctx, bool starting)
 
 /* Flags of writeback_pass(). */
 enum {
-	/* Stop after the batch that brings the charge under the threshold. */
-	PASS_BACKGROUND = 1,
 	/* Another pass of the file is running (a flusher or an fsync): do
 	 * nothing and return -EBUSY, rather than wait and repeat its work. */
-	PASS_TRY = 2,
+	PASS_TRY = 1,
 };
 
 /*
- * Write back the dirty runs of [start, end), batch by batch.  With
- * PASS_BACKGROUND, stop after the batch that brings the charge under the
- * background threshold, as the kernel's wb_writeback() checks
- * wb_over_bg_thresh() between chunks; *@next gets where the pass stopped
- * (@end when it went through).
+ * Write back the dirty runs of [start, end), batch by batch.  With a
+ * @budget (background writeback), stop where it is used up: each folio
+ * written costs all its pages (see struct bs_wb_budget).  The background
+ * threshold is not looked at within the chunk: as in the kernel, where
+ * wb_writeback() checks wb_over_bg_thresh() between chunks, the caller
+ * looks at it between files.  *@next gets where the pass stopped (@end
+ * when it went through).
  */
 static int writeback_pass(struct wb_file *wbf, off_t start, off_t end,
-			  unsigned int flags, off_t *next)
+			  unsigned int flags, struct bs_wb_budget *budget, off_t *next)
 {
-	bool background = flags & PASS_BACKGROUND;
 	struct wb_ctx *ctx = wbf->ctx;
 	struct bs_wb_run runs[WB_BATCH];
 	struct iovec iov[WB_BATCH];
@@ -341,10 +364,11 @@ static int writeback_pass(struct wb_file *wbf, off_t start, off_t end,
 		return -EBUSY;
 	throttle_note(ctx, true);
 	for (;;) {
-		int n = bs_wb_collect_mode(wbf->bs, &pos, end, runs, WB_BATCH,
-					   WB_BATCH_BYTES, ctx->cfg.max_io,
-					   (ctx->cfg.whole_folio ? BS_WB_WHOLE_FOLIO : 0) |
-					   (ctx->cfg.backing_direct ? BS_WB_WHOLE_BLOCKS : 0));
+		int n = bs_wb_collect_budget(wbf->bs, &pos, end, runs, WB_BATCH,
+					     WB_BATCH_BYTES, ctx->cfg.max_io,
+					     (ctx->cfg.whole_folio ? BS_WB_WHOLE_FOLIO : 0) |
+					     (ctx->cfg.backing_direct ? BS_WB_WHOLE_BLOCKS : 0),
+					     budget);
 		void *mem;
 		int groups;
 
@@ -376,11 +400,9 @@ static int writeback_pass(struct wb_file *wbf, off_t start, off_t end,
 		for (int i = 0; i < n; i++)
 			bs_wb_complete(wbf->bs, &runs[i], io[group_of[i]].res);
 		throttle_note(ctx, false);
-		if (background && !over_background(ctx) && pos < end) {
-			stopped = true;
-			break;
-		}
 	}
+	/* Only a used-up budget (or a failed allocation) ends a pass early. */
+	stopped = pos < end;
 	if (next)
 		*next = stopped ? pos : end;
 	if (wrote)
@@ -398,7 +420,7 @@ static int writeback_pass(struct wb_file *wbf, off_t start, off_t end,
 
 int wb_writeback_range(struct wb_file *wbf, off_t start, off_t end)
 {
-	return writeback_pass(wbf, start, end, 0, NULL);
+	return writeback_pass(wbf, start, end, 0, NULL, NULL);
 }
 
 int wb_sync_file(struct wb_file *wbf, bool datasync)
@@ -420,28 +442,35 @@ int wb_sync_file(struct wb_file *wbf, bool datasync)
 }
 
 /*
- * Background writeback of one file: from where the last one stopped, round
- * to the start, until the charge is under the background threshold (like
- * the kernel's writeback_index, so that the same blocks are not written
- * over and over while the rest of the file waits).
+ * Background writeback of one file, chunk after chunk of
+ * writeback_chunk_size() pages, from where the last one stopped, round
+ * to the start once, until the charge is under the background threshold
+ * (like the kernel's writeback_index, so that the same blocks are not
+ * written over and over while the rest of the file waits).
  */
 static int writeback_background(struct wb_file *wbf)
 {
 	off_t size = bs_file_size(wbf->bs);
 	off_t from = atomic_load(&wbf->bg_next), next = size;
-	int ret;
+	bool wrapped = false;
+	int ret = 0;
 
-	if (from >= size)
-		from = 0;
-	ret = writeback_pass(wbf, from, size, PASS_BACKGROUND | PASS_TRY, &next);
-	if (ret == -EBUSY)
-		return ret;
-	if (!ret && next >= size && from > 0 && over_background(wbf->ctx)) {
-		ret = writeback_pass(wbf, 0, from, PASS_BACKGROUND | PASS_TRY, &next);
+	while (!ret && over_background(wbf->ctx)) {
+		struct bs_wb_budget budget;
+
+		if (from >= size) {
+			if (wrapped)
+				break;
+			wrapped = true;
+			from = 0;
+		}
+		bs_wb_budget_init(&budget, writeback_chunk_size(wbf->ctx));
+		ret = writeback_pass(wbf, from, size, PASS_TRY, &budget, &next);
 		if (ret == -EBUSY)
-			next = size;	/* someone else is at it: go on from the start */
+			return ret;
+		from = next;
 	}
-	atomic_store(&wbf->bg_next, next);
+	atomic_store(&wbf->bg_next, from);
 	return ret;
 }
 
@@ -532,7 +561,7 @@ static void flush_file(struct wb_ctx *ctx, struct wb_file *f, int64_t now)
 		 * If another flusher or an fsync has the file, move on: waiting
 		 * for it and then passing again would repeat its work.
 		 */
-		ret = old ? writeback_pass(f, 0, bs_file_size(f->bs), PASS_TRY, NULL)
+		ret = old ? writeback_pass(f, 0, bs_file_size(f->bs), PASS_TRY, NULL, NULL)
 			  : writeback_background(f);
 		if (ret == -EBUSY)
 			return;
