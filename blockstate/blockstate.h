@@ -44,6 +44,8 @@
 #define BS_MAX_BLOCK_SIZE 65536u
 #define BS_MIN_FOLIO_SIZE BS_PAGE_SIZE
 #define BS_MAX_FOLIO_SIZE (2u << 20)
+/* Folio sizes there are: 2^12 .. 2^21 bytes. */
+#define BS_NR_FOLIO_ORDERS 10
 
 struct bs_cache;
 struct bs_file;
@@ -78,6 +80,17 @@ struct bs_account_policy {
 struct bs_size_state {
 	off_t next_off;		/* end of the last folio made */
 	unsigned int order;	/* its order (log2 bytes); 0 before the first */
+	unsigned int access;	/* what asks for this folio: enum bs_size_access
+				 * (set before each call) */
+};
+
+/* The access a new folio is made for (bs_size_state.access). */
+enum bs_size_access {
+	BS_SIZE_WRITE,		/* a write of [off, off + len) */
+	BS_SIZE_READ,		/* a read of [off, off + len) readahead did not cover */
+	BS_SIZE_READAHEAD,	/* a folio of a readahead window starting at off: len
+				 * is the size readahead asks for (a power of two,
+				 * aligned, within the window and EOF) */
 };
 
 /*
@@ -108,7 +121,21 @@ struct bs_config {
 	uint64_t cache_size;	/* memory budget for folio data, bytes */
 	const struct bs_account_policy *account;
 	const struct bs_size_policy *size;
+	/*
+	 * Largest readahead window, KiB (Linux's read_ahead_kb); 0: no
+	 * readahead, a read fetches only the blocks it needs.  Values above
+	 * BS_READAHEAD_KB_MAX count as that.
+	 */
+	uint32_t readahead_kb;
 };
+
+/*
+ * 2 MiB: Linux's own default is 128 KiB, but a device with a large
+ * optimal I/O size (the seed's RAID0) gets twice that size, and only a
+ * window as large as the largest folio lets readahead ramp up to it.
+ */
+#define BS_READAHEAD_KB_DEFAULT 2048u
+#define BS_READAHEAD_KB_MAX 65536u
 
 /* Check @cfg; on error fill @err (one line naming the option) and return -EINVAL. */
 int bs_config_check(const struct bs_config *cfg, char *err, size_t errlen);
@@ -183,6 +210,12 @@ struct bs_stats {
 	uint64_t full_events;		/* times writes began to fail with -ENOSPC
 					 * because pinned data that writeback could
 					 * not free filled the cache */
+	uint64_t ra_pages;		/* 4 KiB pages read by readahead (also
+					 * in backing_read_bytes) */
+	uint64_t ra_ios;		/* backing reads readahead issued (also
+					 * in backing_read_ios) */
+	/* Folios now by size: [0] 4 KiB, [1] 8 KiB, ... [9] 2 MiB. */
+	uint64_t folios_order[BS_NR_FOLIO_ORDERS];
 };
 void bs_cache_stats(struct bs_cache *cache, struct bs_stats *st);
 /* The exact charge now, in bytes (one atomic read: for hot paths). */

@@ -245,6 +245,48 @@ void bs_index_tag(struct bs_index *idx, struct bs_folio *folio, bool set);
 struct bs_folio *bs_index_next_tagged(const struct bs_index *idx, off_t off);
 uint64_t bs_index_nr_tagged(const struct bs_index *idx);
 
+/* ---- readahead (readahead.c) ---- */
+
+/*
+ * A file's readahead state, like the kernel's file_ra_state, in 4 KiB
+ * pages: the last window [start, start + size), of which the last
+ * async_size pages were read ahead of the reader.  Its folio holding page
+ * start + size - async_size, if the window made it, is marked: a read
+ * touching [mark, mark_end) reads the next window.  Protected by the
+ * file's ra_lock.
+ */
+struct bs_ra_state {
+	uint64_t start;
+	uint64_t size;
+	uint64_t async_size;
+	uint64_t mark;			/* pages of the marked folio; */
+	uint64_t mark_end;		/* mark == mark_end: none */
+	unsigned int order;		/* page order of the window's folios */
+	bool have_prev;			/* prev_end is valid */
+	off_t prev_end;			/* byte after the previous read */
+};
+
+/*
+ * Before a read of [off, off + len) (within the file) is served: start
+ * the windows it calls for.  After it: remember where it ended.
+ * Context: invalidate_lock shared, no other blockstate lock; may read the
+ * backing store and reclaim.
+ */
+void bs_ra_before_read(struct bs_file *file, off_t off, size_t len);
+void bs_ra_after_read(struct bs_file *file, off_t end);
+/*
+ * For readahead (file.c): a new folio covering @off, sized by the policy
+ * for access BS_SIZE_READAHEAD with @len, returned referenced; -EEXIST
+ * when one covers @off already.  And: copy @buf, the bytes of blocks
+ * [first_blk, end_blk) of @folio, into those still not uptodate (folio
+ * lock held).
+ */
+int bs_file_ra_folio(struct bs_file *file, off_t off, size_t len, struct bs_folio **out);
+void bs_file_install(struct bs_folio *folio, const char *buf, uint32_t first_blk,
+		     uint32_t end_blk);
+/* The folio covering @off, referenced, or NULL (file.c). */
+struct bs_folio *bs_file_lookup(struct bs_file *file, off_t off);
+
 /* ---- files and the cache (file.c, cache.c) ---- */
 
 struct bs_file {
@@ -270,6 +312,8 @@ struct bs_file {
 	_Atomic uint64_t unsynced_folios;	/* folios with unsynced blocks (exact) */
 	_Atomic uint64_t unsynced_bytes;	/* their memory */
 	_Atomic uint64_t sync_gen;		/* bumped by every bs_sync_begin() */
+	pthread_mutex_t ra_lock;		/* leaf: protects ra */
+	struct bs_ra_state ra;
 	struct bs_file *next;			/* cache files_lock */
 	struct bs_file *prev;
 };
@@ -329,6 +373,10 @@ struct bs_cache {
 	 */
 	atomic_bool full;
 	_Atomic uint64_t full_events;		/* times it became full */
+	_Atomic uint64_t ra_bytes;		/* read by readahead (stats ra_pages) */
+	_Atomic uint64_t ra_ios;
+	/* Folios now by order - BS_PAGE_SHIFT (folio.c: made and freed). */
+	_Atomic uint64_t folios_order[BS_NR_FOLIO_ORDERS];
 	uint32_t full_wait_ms;			/* set before use (tests shorten it) */
 };
 

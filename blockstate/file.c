@@ -12,6 +12,9 @@
  *
  * Bytes of cached blocks past the file size are always zero, so extending
  * the file (write or truncate) exposes zeros without touching the cache.
+ *
+ * A read first lets readahead (readahead.c) read the windows it calls
+ * for; whatever is still not uptodate is then read block run by block run.
  */
 #include "bs_i.h"
 
@@ -41,6 +44,7 @@ int bs_file_create(struct bs_cache *cache, const struct bs_backing_ops *ops,
 	pthread_rwlock_init(&file->index_lock, NULL);
 	pthread_mutex_init(&file->punch_lock, NULL);
 	pthread_cond_init(&file->punch_done, NULL);
+	pthread_mutex_init(&file->ra_lock, NULL);
 	bs_index_init(&file->index, cache->max_order);
 	atomic_init(&file->size, size);
 	pthread_mutex_lock(&cache->files_lock);
@@ -125,6 +129,7 @@ void bs_file_destroy(struct bs_file *file)
 	pthread_rwlock_destroy(&file->invalidate_lock);
 	pthread_cond_destroy(&file->punch_done);
 	pthread_mutex_destroy(&file->punch_lock);
+	pthread_mutex_destroy(&file->ra_lock);
 	free(file);
 }
 
@@ -149,14 +154,24 @@ static struct bs_folio *lookup_get(struct bs_file *file, off_t off)
 	return folio;
 }
 
-/* Order of the folio to make for [off, off + len); 0 if one appeared. */
-static unsigned int choose_order(struct bs_file *file, off_t off, size_t len)
+struct bs_folio *bs_file_lookup(struct bs_file *file, off_t off)
+{
+	return lookup_get(file, off);
+}
+
+/*
+ * Order of the folio to make for an @access (enum bs_size_access) of
+ * [off, off + len); 0 if one appeared.
+ */
+static unsigned int choose_order(struct bs_file *file, off_t off, size_t len,
+				 unsigned int access)
 {
 	struct bs_cache *cache = file->cache;
 	unsigned int order = 0;
 
 	pthread_rwlock_wrlock(&file->index_lock);
 	if (!bs_index_lookup(&file->index, off)) {
+		file->size_state.access = access;
 		order = cache->cfg.size->order(&file->size_state, off, len,
 					       cache->max_order);
 		if (order < cache->min_order)
@@ -191,12 +206,13 @@ static int insert(struct bs_file *file, struct bs_folio *folio, off_t off,
 }
 
 /*
- * The folio covering @off, made (sized by the policy for an access of
- * [off, off + len)) if there is none.  Returns it referenced.
+ * The folio covering @off, made (sized by the policy for an @access of
+ * [off, off + len)) if there is none, or with @excl -EEXIST if there is.
+ * Returns it referenced.
  * Context: no folio lock held (may reclaim and wait for writeback).
  */
-static int folio_get(struct bs_file *file, off_t off, size_t len, bool write,
-		     struct bs_folio **out)
+static int folio_get(struct bs_file *file, off_t off, size_t len, unsigned int access,
+		     bool excl, struct bs_folio **out)
 {
 	for (;;) {
 		struct bs_folio *folio = lookup_get(file, off);
@@ -204,13 +220,18 @@ static int folio_get(struct bs_file *file, off_t off, size_t len, bool write,
 		int ret;
 
 		if (folio) {
+			if (excl) {
+				bs_folio_put(folio);
+				return -EEXIST;
+			}
 			*out = folio;
 			return 0;
 		}
-		order = choose_order(file, off, len);
+		order = choose_order(file, off, len, access);
 		if (!order)
 			continue;
-		ret = bs_cache_make_room(file->cache, (size_t)1 << order, write);
+		ret = bs_cache_make_room(file->cache, (size_t)1 << order,
+					 access == BS_SIZE_WRITE);
 		if (ret)
 			return ret;
 		folio = bs_folio_alloc(file, off & ~(((off_t)1 << order) - 1),
@@ -229,6 +250,11 @@ static int folio_get(struct bs_file *file, off_t off, size_t len, bool write,
 	}
 }
 
+int bs_file_ra_folio(struct bs_file *file, off_t off, size_t len, struct bs_folio **out)
+{
+	return folio_get(file, off, len, BS_SIZE_READAHEAD, true, out);
+}
+
 /* ---- making blocks uptodate ---- */
 
 static off_t folio_blk_off(const struct bs_folio *folio, uint32_t blk)
@@ -236,9 +262,8 @@ static off_t folio_blk_off(const struct bs_folio *folio, uint32_t blk)
 	return folio->start + ((off_t)blk << folio->file->cache->blk_shift);
 }
 
-/* Copy @buf (the bytes of blocks [first_blk, end_blk)) into blocks still not uptodate. */
-static void install(struct bs_folio *folio, const char *buf, uint32_t first_blk,
-		    uint32_t end_blk)
+void bs_file_install(struct bs_folio *folio, const char *buf, uint32_t first_blk,
+		     uint32_t end_blk)
 {
 	unsigned int shift = folio->file->cache->blk_shift;
 
@@ -307,7 +332,7 @@ static int fill_blocks(struct bs_file *file, struct bs_folio *folio,
 		ret = read_run(file, folio, buf, blk, stop);
 		pthread_mutex_lock(&folio->lock);
 		if (!ret)
-			install(folio, buf, blk, stop);
+			bs_file_install(folio, buf, blk, stop);
 		free(buf);
 		if (ret)
 			return ret;
@@ -339,7 +364,8 @@ static size_t for_each_span(struct bs_file *file, off_t off, size_t len,
 		struct bs_folio *folio;
 		uint32_t poff, plen;
 
-		*err = folio_get(file, pos, len - done, write, &folio);
+		*err = folio_get(file, pos, len - done,
+				 write ? BS_SIZE_WRITE : BS_SIZE_READ, false, &folio);
 		if (*err)
 			break;
 		poff = (uint32_t)(pos - folio->start);
@@ -381,7 +407,11 @@ ssize_t bs_read(struct bs_file *file, void *buf, size_t len, off_t off)
 		len = 0;
 	else if (len > (uint64_t)(size - off))
 		len = (size_t)(size - off);
+	if (len)
+		bs_ra_before_read(file, off, len);
 	done = for_each_span(file, off, len, read_span, buf, false, &ret);
+	if (done)
+		bs_ra_after_read(file, off + (off_t)done);
 	pthread_rwlock_unlock(&file->invalidate_lock);
 	atomic_fetch_add(&file->cache->app_read_bytes, done);
 	return done || !ret ? (ssize_t)done : ret;

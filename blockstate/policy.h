@@ -16,5 +16,6 @@ extern const struct bs_account_policy bs_account_block;
 
 extern const struct bs_size_policy bs_size_fixed;
 extern const struct bs_size_policy bs_size_ramp;
+extern const struct bs_size_policy bs_size_kernel;
 
 #endif
