@@ -129,6 +129,7 @@ struct wb_throttle {
 	/* Estimates, updated every WB_BW_INTERVAL_NS. */
 	int64_t bw_time_stamp;		/* write bandwidth window start */
 	uint64_t written_stamp;
+	int64_t last_note_ns;		/* writeback's last wb_throttle_update() */
 	int64_t rl_time_stamp;		/* rate limit window start */
 	uint64_t dirtied_stamp;
 	uint64_t write_bw;
@@ -467,9 +468,13 @@ void wb_throttle_writeback_start(struct wb_throttle *t, const struct wb_throttle
 	pthread_mutex_lock(&t->lock);
 	/*
 	 * After an idle spell the window starts now: measuring across the
-	 * idle time would drag the bandwidth toward 0.
+	 * idle time would drag the bandwidth toward 0.  What the last burst
+	 * wrote is first counted over the time it was active (up to its last
+	 * batch), so short bursts still move the estimate.
 	 */
 	if (now_ns - t->bw_time_stamp > WB_BW_INTERVAL_NS / 2 && !s->writeback) {
+		if (s->written > t->written_stamp && t->last_note_ns > t->bw_time_stamp)
+			update_write_bw(t, t->last_note_ns - t->bw_time_stamp, s->written);
 		t->written_stamp = s->written;
 		t->bw_time_stamp = now_ns;
 	}
@@ -480,6 +485,7 @@ void wb_throttle_update(struct wb_throttle *t, const struct wb_throttle_sample *
 			int64_t now_ns)
 {
 	pthread_mutex_lock(&t->lock);
+	t->last_note_ns = now_ns;
 	__update(t, s, now_ns, false);
 	pthread_mutex_unlock(&t->lock);
 }
