@@ -8,7 +8,8 @@
 # normal user (who needs read-write /dev/fuse, as on a stock Debian).
 #
 # Usage: contrib/demo.sh
-# Environment: FOLIOFS=/path/to/foliofs uses that binary instead of building.
+# Environment: FOLIOFS=/path/to/foliofs uses that binary instead of building
+# (and FOLIOFSCTL, or tools/foliofsctl beside it).
 
 set -euo pipefail
 
@@ -91,6 +92,7 @@ build() {
 	local dir=$ROOT/build-demo
 	if [ -n "${FOLIOFS:-}" ]; then
 		[ -x "$FOLIOFS" ] || die "FOLIOFS=$FOLIOFS is not an executable"
+		CTL=${FOLIOFSCTL:-$(dirname "$FOLIOFS")/tools/foliofsctl}
 		return 0
 	fi
 	install_deps
@@ -104,7 +106,8 @@ build() {
 	fi
 	quietly ninja -C "$dir"
 	FOLIOFS=$dir/foliofs
-	echo "built $FOLIOFS"
+	CTL=$dir/tools/foliofsctl
+	echo "built $FOLIOFS and $CTL"
 }
 
 # ---------------------------------------------------------------------------
@@ -235,6 +238,40 @@ if [ -r "$MNT/.foliofs/stats" ]; then
 	echo "daemon counters ($MNT/.foliofs/stats):"
 	grep -E '^(nr_dirtied|nr_written|app_write_bytes|backing_write_bytes|backing_write_ios|folios|cache_bytes) ' \
 		"$MNT/.foliofs/stats" | sed 's/^/  /' || true
+fi
+
+# updates FILE COUNT: COUNT random 8 KiB pwrites into FILE from one process;
+# prints the writes per second it achieved.
+updates() {
+	python3 - "$1" "$2" <<'PY'
+import os, random, sys, time
+fd = os.open(sys.argv[1], os.O_RDWR)
+size, n = os.fstat(fd).st_size, int(sys.argv[2])
+rng, data = random.Random(7), os.urandom(8192)
+t = time.monotonic()
+for _ in range(n):
+    os.pwrite(fd, data, rng.randrange(size // 8192) * 8192)
+os.close(fd)
+print("%d writes of 8 KiB in %.2f s: %.0f writes/s" % (n, time.monotonic() - t, n / (time.monotonic() - t)))
+PY
+}
+
+if [ -x "$CTL" ] && [ -d "$MNT/.foliofs/tunables" ]; then
+	say "The seed's effect: 8 KiB updates of a 256 MiB table, the dirty budget charged per folio, then per page"
+	echo "(2 MiB folios; a 16 MiB dirty limit.  Per folio, each update of a clean folio"
+	echo " charges all 2 MiB, so the writer is throttled while almost nothing is dirty;"
+	echo " per page it is charged 8 KiB and runs free.)"
+	run dd if=/dev/zero of="$MNT/table" bs=1M count=256 conv=fsync status=none
+	for acct in folio page; do
+		run "$CTL" set "$MNT" dirty_bytes=16M dirty_account=$acct
+		"$CTL" stat "$MNT" -i 1 -c 3 &
+		stat_pid=$!
+		updates "$MNT/table" 3000
+		wait "$stat_pid" || true
+		run "$CTL" sync "$MNT"
+	done
+	grep -E '^(throttle_events|throttle_ms|dirty_thresh|write_bw|dirty_ratelimit) ' \
+		"$MNT/.foliofs/stats" | sed 's/^/  /'
 fi
 
 say "Verifying: the source, the file through the mount and the backing file agree"
