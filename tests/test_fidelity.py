@@ -1,7 +1,8 @@
 """Writeback as the kernel does it, whatever the accounting policy (issue 9,
 "Fidelity"): the writeback counters (nr_writeback, nr_written) count whole
-folios as the kernel's NR_WRITEBACK and WB_WRITTEN do; and a background
-chunk's budget is paid in folio pages (write_cache_pages).
+folios as the kernel's NR_WRITEBACK and WB_WRITTEN do; a background chunk's
+budget is paid in folio pages (write_cache_pages); and background writeback
+moves to the next file after each chunk (b_more_io).
 
 Every test mounts its own foliofs, so counters start from zero.  Nothing
 asserts on timing: waits are bounded polls for a state.
@@ -96,3 +97,39 @@ def test_background_budget_paid_in_folio_pages(dirs):
         finally:
             os.close(fd)
         mnt.umount()
+
+
+def test_background_moves_to_next_file_after_a_chunk(dirs):
+    """Two files of 64 MiB each, all dirty; the background threshold is then
+    lowered to 64 MiB.  A chunk is at most dirty_limit / 8 + 4 MiB (28 MiB
+    with dirty_bytes=200M), so writing one chunk per file per turn leaves
+    both files partly written, where staying on one file until the charge
+    is under the threshold writes one of them whole and not the other."""
+    _, b, m = dirs
+    opts = ['folio_size=64K', 'folio_policy=fixed', 'cache_size=512M',
+            'dirty_bytes=200M', 'dirty_background_bytes=150M', 'flushers=1',
+            'dirty_expire_ms=600000', 'writeback_interval_ms=100']
+    size = 64 * MiB
+    data = {n: os.urandom(MiB) * (size // MiB) for n in ('a', 'b')}
+    with Mount(b, m, options=opts) as mnt:
+        for name, buf in data.items():
+            fd = os.open(os.path.join(m, name), os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                for off in range(0, size, 4 * MiB):
+                    assert os.pwrite(fd, buf[off:off + 4 * MiB], off) == 4 * MiB
+            finally:
+                os.close(fd)
+        s = stats(m)
+        assert s['backing_write_bytes'] == 0, 'written back under the threshold'
+        assert queue(m) == {'a': size, 'b': size}
+        set_tunable(m, 'dirty_background_bytes', '64M')
+        st = poll(lambda: (lambda s: s if s['nr_dirty'] <= s['bg_thresh']
+                           and s['writeback_bytes'] == 0 else None)(stats(m)), 60)
+        assert st, 'background writeback did not settle: %r' % stats(m)
+        q = queue(m)
+        print('\nleft dirty: %r' % q)
+        assert set(q) == {'a', 'b'}, 'a file was written whole: %r' % q
+        assert q['a'] < size and q['b'] < size, 'a file was not written at all: %r' % q
+        mnt.umount()
+    for name, buf in data.items():
+        assert util.read_file(os.path.join(b, name)) == buf

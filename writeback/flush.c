@@ -12,9 +12,9 @@
  * pushes the charge of dirty data (not under writeback) over the
  * background threshold (dirty_background_bytes, or dirty_background_ratio
  * of cache_size), like the kernel's wb_workfn: over the threshold they
- * write back files round-robin, chunk by chunk of writeback budget,
- * until under it; otherwise they write files whose data has been dirty
- * longer than dirty_expire_ms.
+ * write back files round-robin, one chunk of writeback budget per file
+ * per turn, until under it; otherwise they write files whose data has
+ * been dirty longer than dirty_expire_ms.
  */
 #include "wb_i.h"
 #include "throttle.h"
@@ -442,35 +442,32 @@ int wb_sync_file(struct wb_file *wbf, bool datasync)
 }
 
 /*
- * Background writeback of one file, chunk after chunk of
- * writeback_chunk_size() pages, from where the last one stopped, round
- * to the start once, until the charge is under the background threshold
- * (like the kernel's writeback_index, so that the same blocks are not
- * written over and over while the rest of the file waits).
+ * One chunk of background writeback of a file: a budget of
+ * writeback_chunk_size() pages, from where the last chunk stopped to the
+ * end of the file (the kernel's writeback_index for range_cyclic
+ * writeback, so that the same blocks are not written over and over while
+ * the rest of the file waits); the chunk after one that reached the end
+ * starts from the start.  Then the flushers move on to the next file,
+ * whether or not this one has more, as the kernel requeues an inode that
+ * used up its chunk on b_more_io.  *@progress is set if a folio was
+ * written or the file's position went back to its start.
  */
-static int writeback_background(struct wb_file *wbf)
+static int writeback_background(struct wb_file *wbf, bool *progress)
 {
 	off_t size = bs_file_size(wbf->bs);
 	off_t from = atomic_load(&wbf->bg_next), next = size;
-	bool wrapped = false;
-	int ret = 0;
+	struct bs_wb_budget budget;
+	int ret;
 
-	while (!ret && over_background(wbf->ctx)) {
-		struct bs_wb_budget budget;
-
-		if (from >= size) {
-			if (wrapped)
-				break;
-			wrapped = true;
-			from = 0;
-		}
-		bs_wb_budget_init(&budget, writeback_chunk_size(wbf->ctx));
-		ret = writeback_pass(wbf, from, size, PASS_TRY, &budget, &next);
-		if (ret == -EBUSY)
-			return ret;
-		from = next;
-	}
-	atomic_store(&wbf->bg_next, from);
+	if (from >= size)
+		from = 0;
+	bs_wb_budget_init(&budget, writeback_chunk_size(wbf->ctx));
+	ret = writeback_pass(wbf, from, size, PASS_TRY, &budget, &next);
+	if (ret == -EBUSY)
+		return ret;
+	if (budget.folio_pages || (from > 0 && next >= size))
+		*progress = true;
+	atomic_store(&wbf->bg_next, next);
 	return ret;
 }
 
@@ -543,12 +540,12 @@ static bool over_unsynced(struct wb_ctx *ctx)
 
 /*
  * Write @f back if it is due: all of it once its data has been dirty for
- * dirty_expire_ms, else, over the background threshold, until under it.
+ * dirty_expire_ms, else, over the background threshold, one chunk.
  * Then sync it if it has just been written whole for its age (as a
  * journal commit would make old data durable), or if unsynced folios
- * pin too much memory.
+ * pin too much memory.  *@progress: see writeback_background().
  */
-static void flush_file(struct wb_ctx *ctx, struct wb_file *f, int64_t now)
+static void flush_file(struct wb_ctx *ctx, struct wb_file *f, int64_t now, bool *progress)
 {
 	bool old = expired(ctx, f, now), wrote_old = false;
 	int ret;
@@ -562,7 +559,7 @@ static void flush_file(struct wb_ctx *ctx, struct wb_file *f, int64_t now)
 		 * for it and then passing again would repeat its work.
 		 */
 		ret = old ? writeback_pass(f, 0, bs_file_size(f->bs), PASS_TRY, NULL, NULL)
-			  : writeback_background(f);
+			  : writeback_background(f, progress);
 		if (ret == -EBUSY)
 			return;
 		if (ret) {
@@ -578,14 +575,19 @@ static void flush_file(struct wb_ctx *ctx, struct wb_file *f, int64_t now)
 }
 
 /*
- * One look at every file.  Each pass starts one file further down the
- * list, so that background writeback, which stops at the threshold, does
- * not always fall on the same files.
+ * Look at every file, one chunk each, starting one file further down the
+ * list each pass (so that the threshold, which ends the writing, does not
+ * always stop it on the same files); over the background threshold, go
+ * round again, and again, as the kernel's wb_writeback() moves b_more_io
+ * back to b_io and goes on while wb_over_bg_thresh().  It stops once under
+ * the threshold, or after two rounds in a row that wrote nothing (all
+ * files busy, failing or clean from where their chunk starts; the second
+ * round starts them from the top).
  */
 static void flush_pass(struct wb_ctx *ctx)
 {
 	unsigned int first = atomic_fetch_add(&ctx->flusher_passes, 1), nr = 0, i;
-	int64_t now = wb_now_ns();
+	bool progress = true, last_progress;
 	struct wb_file *f;
 
 	for (f = wb_next_file(ctx, NULL); f; f = wb_next_file(ctx, f))
@@ -593,13 +595,19 @@ static void flush_pass(struct wb_ctx *ctx)
 	if (!nr)
 		return;
 	first %= nr;
-	for (int round = 0; round < 2; round++) {
-		i = 0;
-		for (f = wb_next_file(ctx, NULL); f; f = wb_next_file(ctx, f), i++) {
-			if ((round == 0) == (i >= first))
-				flush_file(ctx, f, now);
+	do {
+		int64_t now = wb_now_ns();
+
+		last_progress = progress;
+		progress = false;
+		for (int half = 0; half < 2; half++) {
+			i = 0;
+			for (f = wb_next_file(ctx, NULL); f; f = wb_next_file(ctx, f), i++) {
+				if ((half == 0) == (i >= first))
+					flush_file(ctx, f, now, &progress);
+			}
 		}
-	}
+	} while ((progress || last_progress) && over_background(ctx));
 }
 
 static void *flusher_main(void *arg)
