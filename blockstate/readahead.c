@@ -518,6 +518,8 @@ void bs_ra_before_read(struct bs_file *file, off_t off, size_t len)
 
 void bs_ra_after_read(struct bs_file *file, off_t end)
 {
+	if (!max_pages(file->cache))
+		return;		/* no readahead: spare every read the lock */
 	pthread_mutex_lock(&file->ra_lock);
 	file->ra.have_prev = true;
 	file->ra.prev_end = end;
