@@ -67,6 +67,7 @@ void bs_cache_set_account(struct bs_cache *cache, const struct bs_account_policy
 		     f = bs_index_next(&file->index, f->start + f->size)) {
 			pthread_mutex_lock(&f->lock);
 			reprice_folio(cache, f);
+			bs_folio_reprice_dirty(f);
 			pthread_mutex_unlock(&f->lock);
 		}
 		pthread_rwlock_unlock(&file->index_lock);

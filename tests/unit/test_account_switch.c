@@ -113,6 +113,7 @@ static void test_exact(void)
 				T_CHECK(st.charged_bytes == 64ull * 8192);
 			T_CHECK(st.nr_dirtied == before.nr_dirtied);
 			T_CHECK(st.nr_written == before.nr_written);
+			T_CHECK(st.nr_discharged == before.nr_discharged);
 			T_CHECK(st.dirty_bytes_exact == 64ull * 8192);
 			T_CHECK(bs_cache_check(cache) == 0);
 		}
