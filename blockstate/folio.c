@@ -82,6 +82,7 @@ struct bs_folio *bs_folio_alloc(struct bs_file *file, off_t start, uint32_t size
 	pthread_cond_init(&folio->wb_done, NULL);
 	atomic_fetch_add(&cache->cache_bytes, size);
 	atomic_fetch_add(&cache->nr_folios, 1);
+	atomic_fetch_add(&cache->folios_order[__builtin_ctz(size) - BS_PAGE_SHIFT], 1);
 	return folio;
 }
 
@@ -100,6 +101,7 @@ static void folio_free(struct bs_folio *folio)
 		abort();
 	atomic_fetch_sub(&cache->cache_bytes, folio->size);
 	atomic_fetch_sub(&cache->nr_folios, 1);
+	atomic_fetch_sub(&cache->folios_order[__builtin_ctz(folio->size) - BS_PAGE_SHIFT], 1);
 	pthread_cond_destroy(&folio->wb_done);
 	pthread_mutex_destroy(&folio->lock);
 	folio_mem_free(folio->data, folio->size);

@@ -29,6 +29,7 @@ enum {
 	KEY_FOLIO_SIZE,
 	KEY_CACHE_SIZE,
 	KEY_FOLIO_POLICY,
+	KEY_READAHEAD_KB,
 	KEY_DIRTY_ACCOUNT,
 	KEY_FLUSHERS,
 	KEY_BG_RATIO,
@@ -61,6 +62,7 @@ static const struct fuse_opt ffs_opt_spec[] = {
 	FUSE_OPT_KEY("folio_size=", KEY_FOLIO_SIZE),
 	FUSE_OPT_KEY("cache_size=", KEY_CACHE_SIZE),
 	FUSE_OPT_KEY("folio_policy=", KEY_FOLIO_POLICY),
+	FUSE_OPT_KEY("readahead_kb=", KEY_READAHEAD_KB),
 	FUSE_OPT_KEY("dirty_account=", KEY_DIRTY_ACCOUNT),
 	FUSE_OPT_KEY("flushers=", KEY_FLUSHERS),
 	FUSE_OPT_KEY("dirty_background_ratio=", KEY_BG_RATIO),
@@ -98,6 +100,7 @@ static const struct {
 	  "filesystem block: the unit of uptodate and dirty state (512 .. 64K, power of two)" },
 	{ "folio_size=BYTES", "2M", "largest folio (4K .. 2M, power of two, >= block_size)" },
 	{ "folio_policy=NAME", "fixed", "folio sizing policy (see below)" },
+	{ "readahead_kb=N", "2048", "largest readahead window in KiB, like read_ahead_kb (0: no readahead)" },
 	{ "cache_size=BYTES", "1/8 of RAM", "memory for cached file data (at least 4 folios)" },
 	{ "dirty_account=NAME", "page", "dirty accounting policy (see below)" },
 	{ "flushers=N", "2", "background writeback threads (0 .. 64; 0: writeback only at fsync, reclaim, unmount)" },
@@ -500,6 +503,9 @@ static int opt_proc(void *data, const char *arg, int key,
 	case KEY_FOLIO_POLICY:
 		return parse_policy("folio_policy", strchr(arg, '=') + 1, false,
 				    &cfg->bs, ps->err) ? -1 : 0;
+	case KEY_READAHEAD_KB:
+		return parse_u32("readahead_kb", strchr(arg, '=') + 1, 0, BS_READAHEAD_KB_MAX,
+				 &cfg->bs.readahead_kb, ps->err) ? -1 : 0;
 	case KEY_DIRTY_ACCOUNT:
 		return parse_policy("dirty_account", strchr(arg, '=') + 1, true,
 				    &cfg->bs, ps->err) ? -1 : 0;
@@ -559,6 +565,7 @@ int ffs_parse_args(int argc, char **argv, struct ffs_config *cfg, char *err)
 		.cache_size = ffs_default_cache_size(),
 		.account = bs_account_policy_at(0),
 		.size = bs_size_policy_at(0),
+		.readahead_kb = BS_READAHEAD_KB_DEFAULT,
 	};
 	wb_config_default(&cfg->wb);
 	cfg->args = (struct fuse_args)FUSE_ARGS_INIT(argc, argv);

@@ -503,6 +503,7 @@ def test_cache_budget_pinned(dirs):
 # the read path: only the blocks needed come from the backing store
 
 def test_cold_read_reads_one_block(dirs):
+    """Without readahead a read fetches exactly the blocks it lacks."""
     _, b, m = dirs
     data = random.Random(4).randbytes(4 * MiB)
     with Mount(b, m):
@@ -510,7 +511,7 @@ def test_cold_read_reads_one_block(dirs):
         util.write_file(p, data)
         fsync_path(p)
     assert util.read_file(os.path.join(b, 'f')) == data
-    with Mount(b, m):
+    with Mount(b, m, options=['readahead_kb=0']):
         p = os.path.join(m, 'f')
         s0 = stats(m)
         assert s0['cache_bytes'] == 0 and s0['backing_read_bytes'] == 0
@@ -531,3 +532,51 @@ def test_cold_read_reads_one_block(dirs):
         finally:
             os.close(fd)
         assert s3['backing_write_bytes'] == 0 and s3['nr_dirtied'] == 0
+
+
+def test_readahead_sequential_and_random(dirs):
+    """With readahead (the default), a sequential scan in 8 KiB reads is
+    read in large windows; random reads of a cold file read only what they
+    need, and reads of cached data read nothing."""
+    _, b, m = dirs
+    data = random.Random(5).randbytes(16 * MiB)
+    with open(os.path.join(b, 'f'), 'wb') as f:
+        f.write(data)
+    with Mount(b, m):
+        p = os.path.join(m, 'f')
+        s0 = stats(m)
+        with open(p, 'rb', buffering=0) as f:
+            for off in range(0, len(data), 8192):
+                assert f.read(8192) == data[off:off + 8192]
+        s1 = stats(m)
+        scan_ios = delta(s1, s0, 'backing_read_ios')
+        assert delta(s1, s0, 'backing_read_bytes') == len(data)
+        assert delta(s1, s0, 'ra_pages') > 0
+        assert scan_ios < len(data) // 8192 // 16, scan_ios
+        # The cached file again, at random: nothing is read.
+        fd = os.open(p, os.O_RDONLY)
+        try:
+            rng = random.Random(6)
+            for _ in range(256):
+                off = rng.randrange(len(data) // 8192) * 8192
+                assert os.pread(fd, 8192, off) == data[off:off + 8192]
+        finally:
+            os.close(fd)
+        s2 = stats(m)
+        assert delta(s2, s1, 'backing_read_ios') == 0
+    with open(os.path.join(b, 'g'), 'wb') as f:
+        f.write(data)
+    with Mount(b, m):
+        # Cold random reads, never adjacent: no readahead at all.
+        p = os.path.join(m, 'g')
+        s0 = stats(m)
+        fd = os.open(p, os.O_RDONLY)
+        try:
+            for i in range(64):
+                off = (i * 37 % 64) * 256 * KiB + 64 * KiB
+                assert os.pread(fd, 8192, off) == data[off:off + 8192]
+        finally:
+            os.close(fd)
+        s1 = stats(m)
+        assert delta(s1, s0, 'ra_pages') == 0
+        assert delta(s1, s0, 'backing_read_bytes') == 64 * 8192

@@ -251,6 +251,8 @@ size_t wb_ctx_stats(struct wb_ctx *ctx, char *buf, size_t size)
 	put_stat(buf, size, &used, "app_read_bytes", st.app_read_bytes);
 	put_stat(buf, size, &used, "backing_read_bytes", st.backing_read_bytes);
 	put_stat(buf, size, &used, "backing_read_ios", st.backing_read_ios);
+	put_stat(buf, size, &used, "ra_pages", st.ra_pages);
+	put_stat(buf, size, &used, "ra_ios", st.ra_ios);
 	put_stat(buf, size, &used, "backing_write_bytes", atomic_load(&ctx->backing_write_bytes));
 	put_stat(buf, size, &used, "backing_write_ios", atomic_load(&ctx->backing_write_ios));
 	put_stat(buf, size, &used, "backing_write_submits", atomic_load(&ctx->backing_write_submits));
@@ -280,6 +282,12 @@ size_t wb_ctx_stats(struct wb_ctx *ctx, char *buf, size_t size)
 	put_stat(buf, size, &used, "cache_bytes", st.cache_bytes);
 	put_stat(buf, size, &used, "cache_size", cfg->cache_size);
 	put_stat(buf, size, &used, "folios", st.folios);
+	for (int i = 0; i < BS_NR_FOLIO_ORDERS; i++) {
+		char name[24];
+
+		snprintf(name, sizeof(name), "folios_%uk", 4u << i);
+		put_stat(buf, size, &used, name, st.folios_order[i]);
+	}
 	put_stat(buf, size, &used, "reclaimed_folios", st.reclaimed_folios);
 	put_stat(buf, size, &used, "reclaim_stalls", st.reclaim_stalls);
 	put_stat(buf, size, &used, "full_events", st.full_events);
