@@ -19,6 +19,7 @@ returned n, "E i errno" if it failed (and then stop), "END" when done, and
 "SIG" when SIGUSR1 arrives (it is caught, to interrupt a write).
 """
 
+import contextlib
 import errno
 import hashlib
 import os
@@ -30,6 +31,7 @@ import time
 
 import pytest
 
+import conftest
 from util import Mount, poll, stats
 
 KiB = 1 << 10
@@ -112,14 +114,36 @@ class Writer:
             self.proc.wait()
 
 
+@contextlib.contextmanager
+def watched(mount):
+    """Let conftest's watchdog abort MOUNT's connection when the test times
+    out, so that a daemon that stops serving (the bug these tests look for)
+    fails the test instead of leaving it blocked in a read of the mount."""
+    conftest._active_mounts.append(mount)
+    try:
+        yield mount
+    finally:
+        conftest._active_mounts.remove(mount)
+
+
 def held(mnt):
     return stats(mnt)['throttled_writers']
 
 
+def over_limit(st):
+    """Whether the charge is at the hard limit, where a writer's pause
+    only ends when the charge falls (or something lets it go early)."""
+    return st['nr_dirty'] >= max(st['dirty_thresh'], st['dirty_limit'])
+
+
 def wait_held(mnt, n, writers):
-    """Wait until N writers are held; fail (without hanging) otherwise."""
-    if not poll(lambda: held(mnt) >= n, HANG):
-        pytest.fail('%d writers never held (stats %s; writers %s)'
+    """Wait until N writers are held with the charge at the hard limit;
+    fail (without hanging) otherwise.  With the write fault on, nothing
+    lowers the charge, so a writer held then stays held: its pause was
+    reckoned at the limit (an earlier, shorter pause has no successor)."""
+    if not poll(lambda: (lambda st: st['throttled_writers'] >= n and over_limit(st))(
+            stats(mnt)), HANG):
+        pytest.fail('%d writers never held at the limit (stats %s; writers %s)'
                     % (n, stats(mnt), [w.lines()[-3:] for w in writers]))
 
 
@@ -205,7 +229,7 @@ def test_seed_random_overwrites(dirs, account):
     opts = ['dirty_account=' + account, 'cache_size=1G', 'folio_size=2M',
             'dirty_bytes=%d' % limit, 'flushers=1', 'dirty_expire_ms=600000',
             'writeback_interval_ms=600000']
-    with Mount(b, m, options=opts):
+    with Mount(b, m, options=opts) as mnt, watched(mnt):
         path = os.path.join(m, 'table')
         with open(path, 'rb', buffering=0) as f:
             for i in range(nfolios):
@@ -271,7 +295,7 @@ def test_switch_to_none_releases_held_writer(dirs):
     the release, not its promptness.)"""
     _, b, m = dirs
     chunk, count = 256 * KiB, 64      # 16 MiB: twice the limit
-    with Mount(b, m, options=HOLD_OPTS):
+    with Mount(b, m, options=HOLD_OPTS) as mnt, watched(mnt):
         w = Writer(os.path.join(m, 'f'), chunk, count)
         try:
             wait_held(m, 1, [w])
@@ -295,7 +319,7 @@ def test_switch_to_none_releases_held_writer(dirs):
 # --------------------------------------------------------------------------
 # (c) paused writers hold no thread
 
-@pytest.mark.timeout(240)
+@pytest.mark.timeout(150)
 def test_paused_writers_hold_no_thread(dirs):
     """With two worker threads at most (max_threads=2), three writers are
     held at the limit at once; meanwhile another process reads and writes
@@ -304,7 +328,7 @@ def test_paused_writers_hold_no_thread(dirs):
     (not even the stats read) would be served."""
     _, b, m = dirs
     chunk, count = 256 * KiB, 64      # each writer alone is twice the limit
-    with Mount(b, m, options=HOLD_OPTS + ['max_threads=2']):
+    with Mount(b, m, options=HOLD_OPTS + ['max_threads=2']) as mnt, watched(mnt):
         other = os.urandom(4 * MiB)
         set_fault(m, 'off')
         with open(os.path.join(m, 'other'), 'wb') as f:
@@ -367,7 +391,7 @@ def test_exit_answers_held_writers(dirs):
     chunk, count = 256 * KiB, 64
     mnt = Mount(b, m, options=HOLD_OPTS)
     writers = []
-    with mnt:
+    with mnt, watched(mnt):
         try:
             writers = [Writer(os.path.join(m, 'w%d' % k), chunk, count) for k in range(2)]
             wait_held(m, 2, writers)
@@ -412,7 +436,7 @@ def test_interrupt_answers_held_write(dirs):
     next write: the throttler may credit the time it was held)."""
     _, b, m = dirs
     chunk, count = 256 * KiB, 64
-    with Mount(b, m, options=HOLD_OPTS):
+    with Mount(b, m, options=HOLD_OPTS) as mnt, watched(mnt):
         w = Writer(os.path.join(m, 'f'), chunk, count)
         try:
             wait_held(m, 1, [w])
