@@ -140,10 +140,9 @@ static void test_throttle_opts(void)
 	T_CHECK(cfg.wb.stats_interval_ms == 1000);
 	ffs_config_free(&cfg);
 
-	const char *ok[] = { "foliofs", "-o",
-			     "dirty_ratio=35,dirty_pinned_ratio=5,throttle=strictlimit,"
-			     "stats_log=/var/tmp/x.jsonl,stats_interval_ms=10",
-			     "/b", "/tmp" };
+	const char *ok_opts = "dirty_ratio=35,dirty_pinned_ratio=5,throttle=strictlimit,"
+			      "stats_log=/var/tmp/x.jsonl,stats_interval_ms=10";
+	const char *ok[] = { "foliofs", "-o", ok_opts, "/b", "/tmp" };
 	T_CHECK(parse(&cfg, err, 5, ok) == 0);
 	T_CHECK(cfg.wb.dirty_ratio == 35 && cfg.wb.dirty_bytes == 0);
 	T_CHECK(cfg.wb.dirty_pinned_ratio == 5 && cfg.wb.dirty_pinned_bytes == 0);
@@ -152,10 +151,9 @@ static void test_throttle_opts(void)
 	T_CHECK(cfg.wb.stats_interval_ms == 10);
 	ffs_config_free(&cfg);
 
-	const char *edges[] = { "foliofs", "-o",
-				"dirty_ratio=100,dirty_pinned_ratio=100,stats_interval_ms=3600000,"
-				"throttle=none,throttle=bdp",
-				"/b", "/tmp" };
+	const char *edge_opts = "dirty_ratio=100,dirty_pinned_ratio=100,stats_interval_ms=3600000,"
+				"throttle=none,throttle=bdp";
+	const char *edges[] = { "foliofs", "-o", edge_opts, "/b", "/tmp" };
 	T_CHECK(parse(&cfg, err, 5, edges) == 0);
 	T_CHECK(cfg.wb.dirty_ratio == 100 && cfg.wb.dirty_pinned_ratio == 100);
 	T_CHECK(cfg.wb.stats_interval_ms == 3600000);
@@ -163,14 +161,16 @@ static void test_throttle_opts(void)
 	ffs_config_free(&cfg);
 
 	/* Bytes win over the ratio in either order; the ratio reads 0, as in /proc/sys/vm. */
-	const char *bytes_last[] = { "foliofs", "-o", "dirty_ratio=30,dirty_bytes=64M,"
-				     "dirty_pinned_ratio=7,dirty_pinned_bytes=1G", "/b", "/tmp" };
+	const char *last_opts = "dirty_ratio=30,dirty_bytes=64M,"
+				"dirty_pinned_ratio=7,dirty_pinned_bytes=1G";
+	const char *bytes_last[] = { "foliofs", "-o", last_opts, "/b", "/tmp" };
 	T_CHECK(parse(&cfg, err, 5, bytes_last) == 0);
 	T_CHECK(cfg.wb.dirty_bytes == 64u << 20 && cfg.wb.dirty_ratio == 0);
 	T_CHECK(cfg.wb.dirty_pinned_bytes == 1u << 30 && cfg.wb.dirty_pinned_ratio == 0);
 	ffs_config_free(&cfg);
-	const char *bytes_first[] = { "foliofs", "-o", "dirty_bytes=8K,dirty_ratio=30,"
-				      "dirty_pinned_bytes=4096,dirty_pinned_ratio=7", "/b", "/tmp" };
+	const char *first_opts = "dirty_bytes=8K,dirty_ratio=30,"
+				 "dirty_pinned_bytes=4096,dirty_pinned_ratio=7";
+	const char *bytes_first[] = { "foliofs", "-o", first_opts, "/b", "/tmp" };
 	T_CHECK(parse(&cfg, err, 5, bytes_first) == 0);
 	T_CHECK(cfg.wb.dirty_bytes == 8192 && cfg.wb.dirty_ratio == 0);
 	T_CHECK(cfg.wb.dirty_pinned_bytes == 4096 && cfg.wb.dirty_pinned_ratio == 0);
