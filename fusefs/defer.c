@@ -18,10 +18,10 @@
  * holds the request again or answers it.  A reply is sent sooner when
  *
  *  - throttling settings change (wb_set_throttle_notify()): every held
- *    writer is asked about at once, so a switch to throttle=none or a higher
- *    limit releases whoever the new setting would not pause.  The notifier
- *    only ever shortens a pause: a stricter setting applies from the next
- *    deadline on;
+ *    writer is rechecked at once (wb_balance_dirty_recheck()), so a switch
+ *    to throttle=none or a higher limit releases whoever the new settings
+ *    let run free; the other pauses stay as they were, and a stricter
+ *    setting applies from their next deadline on;
  *  - the kernel interrupts the request (the writer got a signal): the data
  *    is in the cache, so the write is answered as the success it is;
  *  - the daemon stops: ffs_defer_stop() answers every held request before
@@ -36,9 +36,10 @@
  *
  * Lock order: libfuse's request lock (held around the interrupt callback),
  * then ffs_defer.lock, then libfuse's session lock (fuse_req_interrupted())
- * or the throttler's lock (wb_balance_dirty_again() is called with
- * ffs_defer.lock held; the throttler never calls into us with its lock
- * held).  No fuse_reply_*() is made with ffs_defer.lock held.
+ * or the throttler's lock (wb_balance_dirty_again(), _recheck() and
+ * wb_throttle_held() are called with ffs_defer.lock held; the tunables
+ * call our notifier with no lock held).  No fuse_reply_*() is made with
+ * ffs_defer.lock held.
  */
 #include "fusefs.h"
 #include "writeback.h"
