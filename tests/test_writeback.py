@@ -790,7 +790,7 @@ def test_read_fault(dirs):
     _, b, m = dirs
     data = random.Random(10).randbytes(300 * KiB)
     util.write_file(os.path.join(b, 'cold'), data)
-    with Mount(b, m, options=['folio_size=64K']) as mnt:
+    with Mount(b, m, options=['folio_size=64K', 'readahead_kb=0']) as mnt:
         fd = os.open(os.path.join(m, 'cold'), os.O_RDONLY)
         try:
             assert os.pread(fd, 64 * KiB, 0) == data[:64 * KiB]   # now cached
