@@ -253,6 +253,11 @@ static void ctl_buf_free(struct ctl_buf *buf)
 	free(buf);
 }
 
+void ffs_ctl_handle_free(struct ffs_handle *h)
+{
+	ctl_buf_free((struct ctl_buf *)h);
+}
+
 static void ctl_fill_stats(struct ffs_data *fs, struct ctl_buf *buf)
 {
 	size_t used = wb_ctx_stats(fs->wb, buf->data, buf->cap);

@@ -259,6 +259,8 @@ void ffs_ctl_read(fuse_req_t req, size_t size, off_t off, struct fuse_file_info 
 int ffs_ctl_write(struct ffs_data *fs, struct ffs_inode *inode, struct fuse_file_info *fi,
 		  const char *data, size_t size, off_t off);
 void ffs_ctl_release(struct ffs_data *fs, struct fuse_file_info *fi);
+/* Teardown: free a control file handle the kernel never released. */
+void ffs_ctl_handle_free(struct ffs_handle *h);
 /* readdir of the control directory @dir (type S_IFDIR): replies. */
 void ffs_ctl_list(fuse_req_t req, struct ffs_data *fs, struct ffs_inode *dir,
 		  size_t size, off_t off, bool plus);

@@ -112,7 +112,9 @@ void ffs_handles_free_all(struct ffs_data *fs)
 			closedir(((struct ffs_dir *)h)->dp);
 			break;
 		case FFS_H_CTL:
-			break;
+			ffs_ctl_handle_free(h);
+			h = next;
+			continue;
 		}
 		free(h);
 		h = next;

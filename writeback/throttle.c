@@ -185,7 +185,7 @@ uint64_t wb_pos_ratio_polynom(uint64_t setpoint, uint64_t dirty, uint64_t limit)
 {
 	int64_t span = (int64_t)(limit > setpoint ? limit - setpoint : 0) | 1;
 	/* x = (setpoint - dirty) / (limit - setpoint), fixed point */
-	__int128 x = (((__int128)setpoint - (__int128)dirty) << WB_RATIO_SHIFT) / span;
+	__int128 x = ((__int128)setpoint - (__int128)dirty) * (__int128)WB_RATIO_ONE / span;
 	__int128 r;
 
 	/* Far below the setpoint x^3 would overflow; the result is clamped to 2 anyway. */
