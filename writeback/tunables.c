@@ -95,6 +95,13 @@ int wb_tunables_create(struct wb_ctx *ctx)
 	tn->bg_bytes = ctx->cfg.dirty_background_bytes;
 	tn->pinned_ratio = ctx->cfg.dirty_pinned_ratio;
 	tn->pinned_bytes = ctx->cfg.dirty_pinned_bytes;
+	/* As in /proc/sys/vm, a byte count in force reads its ratio as 0. */
+	if (tn->dirty_bytes)
+		tn->dirty_ratio = 0;
+	if (tn->bg_bytes)
+		tn->bg_ratio = 0;
+	if (tn->pinned_bytes)
+		tn->pinned_ratio = 0;
 	ctx->tunables = tn;
 	return 0;
 }
