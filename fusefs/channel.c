@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
- * channel.c - a thin layer on the /dev/fuse channel for two kernel
+ * channel.c - a thin layer on the /dev/fuse channel for three kernel
  * features that Debian 12's libfuse (3.14) has no way to ask for:
  *
  *  - FOPEN_PARALLEL_DIRECT_WRITES (Linux 6.2): without it the kernel holds
@@ -8,6 +8,10 @@
  *    queue behind each other even though the daemon could serve them all.
  *  - FUSE_DIRECT_IO_ALLOW_MMAP (Linux 6.6): without it a shared mmap of a
  *    file opened with direct I/O fails with ENODEV.
+ *  - FUSE_HANDLE_KILLPRIV_V2 (Linux 5.11): the daemon clears setuid and
+ *    setgid on write, truncate and O_TRUNC open (see "kill-priv" in
+ *    ops.c).  Without it the kernel asks for that itself with a SETATTR
+ *    mode change sent as the writer, which a non-owner may not make.
  *
  * libfuse lets a server read requests and write replies itself
  * (fuse_session_custom_io).  We pass every message through unchanged, but
@@ -15,6 +19,13 @@
  * thread that read them, and set the flag in the reply with that unique
  * id.  A flag is only set when the kernel offered it (INIT) or direct I/O
  * was chosen (OPEN/CREATE), so older kernels see exactly what libfuse sent.
+ *
+ * With KILLPRIV_V2 the kernel marks the requests whose writer lacks
+ * CAP_FSETID: WRITE in write_flags, OPEN (with O_TRUNC) in open_flags,
+ * fields libfuse 3.14 does not hand on (SETATTR's mark, FATTR_KILL_SUIDGID,
+ * does reach the handler, as FUSE_SET_ATTR_KILL_SUID).  The mark is noted
+ * per thread when the request is read, for its handler, which libfuse runs
+ * on the same thread before that thread reads again.
  *
  * This relies on INIT, OPEN and CREATE being answered by the thread that
  * read them, before it reads its next request: their handlers never defer
@@ -40,26 +51,82 @@
 #ifndef FOPEN_PARALLEL_DIRECT_WRITES
 #define FOPEN_PARALLEL_DIRECT_WRITES (1 << 6)
 #endif
+#ifndef FUSE_HANDLE_KILLPRIV_V2
+#define FUSE_HANDLE_KILLPRIV_V2 (1u << 28)
+#endif
+#ifndef FUSE_WRITE_KILL_SUIDGID
+#define FUSE_WRITE_KILL_SUIDGID (1u << 2)
+#endif
+#ifndef FUSE_OPEN_KILL_SUIDGID
+#define FUSE_OPEN_KILL_SUIDGID (1u << 0)
+#endif
 /* flags2 carries bits 32..63 of the INIT flags. */
 #define FFS_INIT2_DIRECT_IO_ALLOW_MMAP (1u << (36 - 32))
 
 /* Request being served by this thread whose reply we amend, or 0. */
 static __thread uint64_t pending_unique;
 static __thread uint32_t pending_opcode;
-/* INIT flags2 the kernel offered; set once, before any OPEN. */
+/* The request this thread read last asked to clear setuid/setgid. */
+static __thread bool request_kill_suidgid;
+/* INIT flags and flags2 the kernel offered; set once, before any OPEN. */
+static uint32_t kernel_flags;
 static uint32_t kernel_flags2;
+
+/* The request's fixed-size argument of @size bytes, or NULL if short. */
+static const void *request_arg(const void *buf, size_t len, size_t size)
+{
+	const struct fuse_in_header *in = buf;
+
+	return len >= sizeof(*in) + size ? (const void *)(in + 1) : NULL;
+}
+
+/*
+ * Note the kill-suid/sgid mark of a WRITE or OPEN (cleared before).  A
+ * CREATE's mark is left out: the kernel sends CREATE only after a lookup
+ * found no file, so the file is new, nothing is truncated and the mode it
+ * was made with stays, as on a local filesystem.
+ */
+static void note_kill_suidgid(const void *buf, size_t len)
+{
+	const struct fuse_in_header *in = buf;
+	const struct fuse_write_in *write_in;
+	const struct fuse_open_in *open_in;
+
+	switch (in->opcode) {
+	case FUSE_WRITE:
+		write_in = request_arg(buf, len, sizeof(*write_in));
+		request_kill_suidgid = write_in &&
+				       (write_in->write_flags & FUSE_WRITE_KILL_SUIDGID);
+		break;
+	case FUSE_OPEN:
+		open_in = request_arg(buf, len, sizeof(*open_in));
+		request_kill_suidgid = open_in &&
+				       (open_in->open_flags & FUSE_OPEN_KILL_SUIDGID);
+		break;
+	}
+}
+
+bool ffs_channel_kill_suidgid(void)
+{
+	return request_kill_suidgid;
+}
 
 static void note_request(const void *buf, size_t len)
 {
 	const struct fuse_in_header *in = buf;
 
 	pending_unique = 0;
+	request_kill_suidgid = false;
 	if (len < sizeof(*in))
 		return;
+	note_kill_suidgid(buf, len);
 	switch (in->opcode) {
 	case FUSE_INIT: {
 		const struct fuse_init_in *init = (const void *)(in + 1);
 
+		if (len >= sizeof(*in) + offsetof(struct fuse_init_in, flags) +
+			   sizeof(init->flags))
+			kernel_flags = init->flags;
 		/* flags2 exists from protocol 7.36 on, with FUSE_INIT_EXT. */
 		if (len >= sizeof(*in) + offsetof(struct fuse_init_in, flags2) +
 			   sizeof(init->flags2) && (init->flags & FUSE_INIT_EXT))
@@ -110,6 +177,8 @@ static void amend_reply(struct iovec *iov, int count)
 		if (init && (init->flags & FUSE_INIT_EXT) &&
 		    (kernel_flags2 & FFS_INIT2_DIRECT_IO_ALLOW_MMAP))
 			init->flags2 |= FFS_INIT2_DIRECT_IO_ALLOW_MMAP;
+		if (init && (kernel_flags & FUSE_HANDLE_KILLPRIV_V2))
+			init->flags |= FUSE_HANDLE_KILLPRIV_V2;
 		break;
 	case FUSE_OPEN:
 		open_out = reply_body(iov, count, sizeof(*open_out));

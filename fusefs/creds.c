@@ -69,16 +69,39 @@ static int caller_groups(fuse_req_t req, gid_t *stack, gid_t **groups)
 	if (n < 0)
 		return 0;
 	if (n > CREDS_STACK_GROUPS) {
-		gid_t *heap = calloc(n, sizeof(gid_t));
+		int size = n;
+		gid_t *heap = calloc(size, sizeof(gid_t));
 
 		if (!heap)
 			return -ENOMEM;
-		n = fuse_req_getgroups(req, n, heap);
+		n = fuse_req_getgroups(req, size, heap);
 		if (n < 0)
 			n = 0;
+		/* Joined more groups since: only @size were filled in. */
+		if (n > size)
+			n = size;
 		*groups = heap;
 	}
 	return n;
+}
+
+bool ffs_creds_in_group(fuse_req_t req, gid_t gid)
+{
+	gid_t stack[CREDS_STACK_GROUPS], *groups;
+	bool found;
+	int n;
+
+	if (fuse_req_ctx(req)->gid == gid)
+		return true;
+	n = caller_groups(req, stack, &groups);
+	if (n < 0)
+		return false;	/* no memory: as if not a member */
+	found = false;
+	for (int i = 0; i < n && !found; i++)
+		found = groups[i] == gid;
+	if (groups != stack)
+		free(groups);
+	return found;
 }
 
 int ffs_creds_enter(struct ffs_data *fs, fuse_req_t req, struct ffs_creds *c)

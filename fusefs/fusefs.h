@@ -230,15 +230,28 @@ struct ffs_creds {
 int ffs_creds_init(void);
 int ffs_creds_enter(struct ffs_data *fs, fuse_req_t req, struct ffs_creds *c);
 void ffs_creds_leave(struct ffs_creds *c);
+/*
+ * Whether the caller of @req has @gid as its fsgid or a supplementary
+ * group (false when the kernel cannot tell, e.g. the caller has exited).
+ * Context: FUSE worker thread; may allocate.
+ */
+bool ffs_creds_in_group(fuse_req_t req, gid_t gid);
 
 /* ---- channel (channel.c) ---- */
 
 /*
  * Route the mounted session's /dev/fuse traffic through channel.c, which
- * asks for parallel direct writes and shared mmap of direct-I/O files.
- * Call after fuse_session_mount(), before the loop.  0 or -1.
+ * asks for parallel direct writes, shared mmap of direct-I/O files and
+ * FUSE_HANDLE_KILLPRIV_V2.  Call after fuse_session_mount(), before the
+ * loop.  0 or -1.
  */
 int ffs_channel_attach(struct fuse_session *se);
+/*
+ * Whether the WRITE or OPEN being served asks the daemon to clear
+ * setuid/setgid (its caller lacks CAP_FSETID); false for other requests.
+ * Context: the handler of that request, on the worker thread that read it.
+ */
+bool ffs_channel_kill_suidgid(void);
 
 /* ---- control directory (ctl.c) ---- */
 
