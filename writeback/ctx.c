@@ -42,7 +42,7 @@ int wb_config_check(const struct wb_config *cfg, char *err, size_t errlen)
 		snprintf(err, errlen, "dirty_ratio=%u: out of range [1, 100]", cfg->dirty_ratio);
 		return -EINVAL;
 	}
-	if (cfg->dirty_bytes && cfg->dirty_bytes < 2 * BS_PAGE_SIZE) {
+	if (cfg->dirty_bytes && cfg->dirty_bytes < 2ull * BS_PAGE_SIZE) {
 		snprintf(err, errlen, "dirty_bytes=%llu: 0 or at least %u",
 			 (unsigned long long)cfg->dirty_bytes, 2 * BS_PAGE_SIZE);
 		return -EINVAL;

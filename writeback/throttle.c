@@ -438,7 +438,7 @@ static void update_dirty_ratelimit(struct wb_throttle *t, const struct wb_thrott
  * moves; each has its own slot here, and dirty_rate is measured over the
  * rate limit's own interval.  Context: lock held.
  */
-static void __update(struct wb_throttle *t, const struct wb_throttle_sample *s,
+static void update_estimates(struct wb_throttle *t, const struct wb_throttle_sample *s,
 		     int64_t now_ns, bool update_ratelimit)
 {
 	int64_t elapsed = now_ns - t->rl_time_stamp;
@@ -486,7 +486,7 @@ void wb_throttle_update(struct wb_throttle *t, const struct wb_throttle_sample *
 {
 	pthread_mutex_lock(&t->lock);
 	t->last_note_ns = now_ns;
-	__update(t, s, now_ns, false);
+	update_estimates(t, s, now_ns, false);
 	pthread_mutex_unlock(&t->lock);
 }
 
@@ -607,7 +607,7 @@ static int64_t balance_once(struct wb_throttle *t, struct wb_writer *w,
 		return 0;
 	}
 	/* Only throttled writers steer the rate (writeback moves the bandwidth). */
-	__update(t, s, now_ns, true);
+	update_estimates(t, s, now_ns, true);
 	t->dirty_exceeded = dtc.dirty > dtc.thresh || (has_pinned && pinned.dirty > pinned.thresh);
 	pos = pick_domain(t, s, &dtc);
 	t->pos_ratio = pos;

@@ -31,7 +31,7 @@ struct wb_tunables {
 };
 
 /* Smallest writers' threshold in bytes, as /proc/sys/vm/dirty_bytes. */
-#define MIN_DIRTY_BYTES (2 * BS_PAGE_SIZE)
+#define MIN_DIRTY_BYTES (2ull * BS_PAGE_SIZE)
 
 enum tunable_kind { T_RATIO, T_BYTES, T_MS, T_ACCOUNT, T_THROTTLE };
 
@@ -272,7 +272,7 @@ static int set_number(struct wb_ctx *ctx, const struct tunable *t, const char *v
 			*ratio_at(tn, t->pair) = 0;
 		break;
 	default:
-		if (v > 24u * 3600 * 1000)
+		if (v > 24ull * 3600 * 1000)
 			goto bad;
 		atomic_store(!strcmp(t->name, "dirty_expire_ms") ? &ctx->expire_ms : &ctx->interval_ms,
 			     (uint32_t)v);

@@ -182,7 +182,7 @@ static void test_racing(void)
 		T_CHECK(pthread_create(&w[i], NULL, writer, &r) == 0);
 	T_CHECK(pthread_create(&f, NULL, flusher, &r) == 0);
 	for (int i = 0; i < 300; i++) {
-		struct timespec ts = { 0, 300 * 1000 };
+		struct timespec ts = { 0, 300L * 1000 };
 
 		bs_cache_set_account(cache, bs_account_policy_find(policies[i % 3]));
 		nanosleep(&ts, NULL);

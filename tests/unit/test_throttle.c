@@ -89,7 +89,7 @@ static void device_step(struct model *m, int64_t dt)
 /* The longest pause the kernel allows with @dirty pages at @bw pages/s. */
 static int64_t expected_max_pause(uint64_t dirty, uint64_t bw)
 {
-	int64_t t = (int64_t)((double)dirty * (SEC / 8) / (double)(bw + 1)) + MS;
+	int64_t t = (int64_t)((double)dirty * ((double)SEC / 8) / (double)(bw + 1)) + MS;
 
 	return t < WB_MAX_PAUSE_NS ? t : WB_MAX_PAUSE_NS;
 }
@@ -115,7 +115,7 @@ static void note_pause(struct model *m, int w, int64_t pause)
 /* Run for @dur with a step of 100 us; stats are gathered after @warmup. */
 static void model_run(struct model *m, int64_t dur, int64_t warmup)
 {
-	const int64_t step = 100 * 1000;
+	const int64_t step = 100 * 1000LL;
 	int64_t end = m->now + dur, measure = m->now + warmup;
 
 	while (m->now < end) {
@@ -187,8 +187,8 @@ static void test_one_writer(void)
 	wb_throttle_stats(m.t, &st);
 	T_CHECK(m.pauses > 0);
 	/* Settled near the setpoint: within half the way to the limit. */
-	T_CHECK(avg_dirty(&m) > st.setpoint - (st.dirty_limit - st.setpoint) / 2);
-	T_CHECK(avg_dirty(&m) < st.setpoint + (st.dirty_limit - st.setpoint) / 2);
+	T_CHECK(avg_dirty(&m) > (double)st.setpoint - (double)(st.dirty_limit - st.setpoint) / 2);
+	T_CHECK(avg_dirty(&m) < (double)st.setpoint + (double)(st.dirty_limit - st.setpoint) / 2);
 	T_CHECK(m.pause_over_max == 0);
 	/* One writer: the balanced rate is the device's bandwidth. */
 	T_CHECK(st.balanced_dirty_ratelimit > 12800 * 9 / 10 &&
@@ -283,15 +283,15 @@ static void test_think_time(void)
 	T_CHECK(wb_throttle_create(&wb_throttle_bdp, &l, t0, &b) == 0);
 	/* Between the freerun point and the setpoint. */
 	s.dirty = (l.thresh + l.bg_thresh) / 2 + 4000;
-	wb_throttle_charge(a, 1, 2048 * 4096, t0);
-	wb_throttle_charge(b, 1, 2048 * 4096, t0);
+	wb_throttle_charge(a, 1, 2048ULL * 4096, t0);
+	wb_throttle_charge(b, 1, 2048ULL * 4096, t0);
 	pa = wb_throttle_balance(a, 1, &s, t0);
 	pb = wb_throttle_balance(b, 1, &s, t0);
 	fprintf(stderr, "think: first pauses %lld %lld\n", (long long)pa, (long long)pb);
 	T_CHECK(pa == pb && pa > 0);
 	/* Same charge again; b comes back 30 ms later. */
-	wb_throttle_charge(a, 1, 2048 * 4096, t0 + pa);
-	wb_throttle_charge(b, 1, 2048 * 4096, t0 + pb + 30 * MS);
+	wb_throttle_charge(a, 1, 2048ULL * 4096, t0 + pa);
+	wb_throttle_charge(b, 1, 2048ULL * 4096, t0 + pb + 30 * MS);
 	pa2 = wb_throttle_balance(a, 1, &s, t0 + pa);
 	pb2 = wb_throttle_balance(b, 1, &s, t0 + pb + 30 * MS);
 	fprintf(stderr, "think: pauses %lld us, then %lld us without and %lld us after 30 ms of thinking\n",
@@ -313,7 +313,7 @@ static void test_hard_limit_and_switch(void)
 	wb_throttle_limits_of(1ull << 30, 20, 0, 10, 0, 0, 0, &l);
 	T_CHECK(wb_throttle_create(&wb_throttle_bdp, &l, now, &t) == 0);
 	s.dirty = l.thresh + 100;
-	T_CHECK(wb_throttle_charge(t, 7, 1024 * 4096, now));
+	T_CHECK(wb_throttle_charge(t, 7, 1024ULL * 4096, now));
 	p = wb_throttle_balance(t, 7, &s, now);
 	T_CHECK(p > 0 && p <= WB_MAX_PAUSE_NS);
 	/* Still over: again and again. */
@@ -328,7 +328,7 @@ static void test_hard_limit_and_switch(void)
 	T_CHECK(wb_throttle_again(t, 7, &s, now) == 0);
 	/* Over again, then the policy becomes none: released at once. */
 	s.dirty = l.thresh + 100;
-	T_CHECK(wb_throttle_charge(t, 7, 1024 * 4096, now));
+	T_CHECK(wb_throttle_charge(t, 7, 1024ULL * 4096, now));
 	T_CHECK(wb_throttle_balance(t, 7, &s, now) > 0);
 	wb_throttle_set_policy(t, &wb_throttle_none);
 	T_CHECK(wb_throttle_again(t, 7, &s, now + MS) == 0);
@@ -350,7 +350,7 @@ static void test_pinned_limit(void)
 	s.dirty = 100;
 	s.pinned = l.pinned_thresh + 10;
 	T_CHECK(wb_throttle_over_bg(t, &s));
-	T_CHECK(wb_throttle_charge(t, 9, 64 * 4096, now));
+	T_CHECK(wb_throttle_charge(t, 9, 64ULL * 4096, now));
 	T_CHECK(wb_throttle_balance(t, 9, &s, now) > 0);
 	/* Without the pinned limit the same state runs free. */
 	l.pinned_thresh = l.pinned_bg_thresh = 0;
@@ -427,7 +427,7 @@ static void test_debt(void)
 	T_CHECK(wb_throttle_create(&wb_throttle_bdp, &l, now, &t) == 0);
 	s.dirty = (l.thresh + l.bg_thresh) / 2 + 100;	/* just past freerun */
 	while (p == 0 && calls < 1000) {
-		T_CHECK(wb_throttle_charge(t, 3, 16 * 4096, now));
+		T_CHECK(wb_throttle_charge(t, 3, 16ULL * 4096, now));
 		p = wb_throttle_balance(t, 3, &s, now);
 		calls++;
 	}
@@ -447,7 +447,7 @@ static void test_recheck(void)
 	wb_throttle_limits_of(1ull << 30, 20, 0, 10, 0, 0, 0, &l);
 	T_CHECK(wb_throttle_create(&wb_throttle_bdp, &l, now, &t) == 0);
 	s.dirty = (l.thresh + l.bg_thresh) / 2 + 4000;
-	T_CHECK(wb_throttle_charge(t, 4, 2048 * 4096, now));
+	T_CHECK(wb_throttle_charge(t, 4, 2048ULL * 4096, now));
 	T_CHECK(wb_throttle_balance(t, 4, &s, now) > 0);
 	T_CHECK(wb_throttle_recheck(t, 4, &s, now + MS));	/* nothing changed: stays */
 	wb_throttle_set_limits(t, &l);
