@@ -12,19 +12,10 @@ import os
 import random
 
 import util
-from util import Mount, stats
+from util import Mount, set_fault, stats
 
 KiB = 1 << 10
 MiB = 1 << 20
-
-
-def set_fault(mnt, spec):
-    fd = os.open(os.path.join(mnt, '.foliofs', 'fault'), os.O_WRONLY)
-    try:
-        data = spec.encode() + b'\n'
-        assert os.write(fd, data) == len(data)
-    finally:
-        os.close(fd)
 
 
 def fsync_errno(fd):

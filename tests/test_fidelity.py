@@ -13,7 +13,7 @@ import os
 import pytest
 
 import util
-from util import Mount, poll, stats
+from util import Mount, poll, set_tunable, stats
 
 KiB = 1 << 10
 MiB = 1 << 20
@@ -21,11 +21,6 @@ MiB = 1 << 20
 
 def ctl(mnt, *parts):
     return os.path.join(mnt, '.foliofs', *parts)
-
-
-def set_tunable(mnt, name, value):
-    with open(ctl(mnt, 'tunables', name), 'w') as f:
-        f.write(value)
 
 
 def queue(mnt):

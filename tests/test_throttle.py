@@ -32,7 +32,7 @@ import time
 import pytest
 
 import conftest
-from util import Mount, poll, stats
+from util import Mount, poll, set_fault, set_tunable, stats
 
 KiB = 1 << 10
 MiB = 1 << 20
@@ -145,31 +145,6 @@ def wait_held(mnt, n, writers):
             stats(mnt)), HANG):
         pytest.fail('%d writers never held at the limit (stats %s; writers %s)'
                     % (n, stats(mnt), [w.lines()[-3:] for w in writers]))
-
-
-def tunable_path(mnt, name):
-    return os.path.join(mnt, '.foliofs', 'tunables', name)
-
-
-def set_tunable(mnt, name, value):
-    p = tunable_path(mnt, name)
-    if not os.path.exists(p):
-        pytest.skip('no %s: tunables are not there yet' % p)
-    fd = os.open(p, os.O_WRONLY)
-    try:
-        data = value.encode() + b'\n'
-        assert os.write(fd, data) == len(data)
-    finally:
-        os.close(fd)
-
-
-def set_fault(mnt, spec):
-    fd = os.open(os.path.join(mnt, '.foliofs', 'fault'), os.O_WRONLY)
-    try:
-        data = spec.encode() + b'\n'
-        assert os.write(fd, data) == len(data)
-    finally:
-        os.close(fd)
 
 
 def sync_all(mnt):

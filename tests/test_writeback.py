@@ -23,7 +23,7 @@ import time
 import pytest
 
 import util
-from util import FOLIOFS, FUSERMOUNT, Mount, poll, stats
+from util import FOLIOFS, FUSERMOUNT, Mount, get_fault, poll, set_fault, stats
 
 KiB = 1 << 10
 MiB = 1 << 20
@@ -35,25 +35,6 @@ GiB = 1 << 30
 
 
 
-
-
-def fault_path(mnt):
-    return os.path.join(mnt, '.foliofs', 'fault')
-
-
-def set_fault(mnt, spec):
-    """Write SPEC to .foliofs/fault (one write through a fresh handle)."""
-    fd = os.open(fault_path(mnt), os.O_WRONLY)
-    try:
-        data = spec.encode() + b'\n'
-        assert os.write(fd, data) == len(data)
-    finally:
-        os.close(fd)
-
-
-def get_fault(mnt):
-    with open(fault_path(mnt)) as f:
-        return f.read().strip()
 
 
 def hash_path(path, chunk=4 * MiB):

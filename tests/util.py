@@ -611,6 +611,32 @@ def stats(mnt):
         return parse_stats(f.read())
 
 
+def ctl_write(mnt, *parts, value):
+    """Write VALUE and a newline to the control file MNT/.foliofs/PARTS in
+    one write through a fresh handle (raises OSError as the write does)."""
+    fd = os.open(os.path.join(mnt, '.foliofs', *parts), os.O_WRONLY)
+    try:
+        data = value.encode() + b'\n'
+        assert os.write(fd, data) == len(data)
+    finally:
+        os.close(fd)
+
+
+def set_fault(mnt, spec):
+    """Write SPEC to MNT/.foliofs/fault."""
+    ctl_write(mnt, 'fault', value=spec)
+
+
+def get_fault(mnt):
+    with open(os.path.join(mnt, '.foliofs', 'fault')) as f:
+        return f.read().strip()
+
+
+def set_tunable(mnt, name, value):
+    """Write VALUE to MNT/.foliofs/tunables/NAME."""
+    ctl_write(mnt, 'tunables', name, value=value)
+
+
 def poll(cond, timeout, step=0.02):
     """Call cond() until it returns a true value or TIMEOUT seconds pass;
     returns the last value.  Bounded polling, not a sleep."""
