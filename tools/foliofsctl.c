@@ -386,20 +386,35 @@ static int tunable_open_error(const char *name, int err)
 	return 1;
 }
 
-static int print_tunable(const char *mnt, const char *name)
+/*
+ * The path of tunable @name in *@path (malloc'ed): 0, or the exit status
+ * for an unknown name (reported).
+ */
+static int tunable_path(const char *mnt, const char *name, char **path)
 {
-	char *rel, *path, *val;
-	size_t len;
-	int ret;
+	char *rel;
 
 	if (!tunable_name_ok(name)) {
 		say("%s: no such tunable", name);
 		return EXIT_USAGE;
 	}
-	if (asprintf(&rel, "tunables/%s", name) < 0)
+	if (asprintf(&rel, "tunables/%s", name) < 0) {
+		say("out of memory");
 		return 1;
-	path = ctl_path(mnt, rel);
+	}
+	*path = ctl_path(mnt, rel);
 	free(rel);
+	return 0;
+}
+
+static int print_tunable(const char *mnt, const char *name)
+{
+	char *path, *val;
+	size_t len;
+	int ret = tunable_path(mnt, name, &path);
+
+	if (ret)
+		return ret;
 	ret = read_all(path, &val, &len);
 	free(path);
 	if (ret)
@@ -447,18 +462,12 @@ static int cmd_get(const char *mnt, int argc, char **argv)
  */
 static int set_tunable(const char *mnt, const char *name, const char *val)
 {
-	char *rel, *path, *data, reason[512];
+	char *path, *data, reason[512];
 	ssize_t n;
-	int fd, err;
+	int fd, err = tunable_path(mnt, name, &path);
 
-	if (!tunable_name_ok(name)) {
-		say("%s: no such tunable", name);
-		return EXIT_USAGE;
-	}
-	if (asprintf(&rel, "tunables/%s", name) < 0)
-		return 1;
-	path = ctl_path(mnt, rel);
-	free(rel);
+	if (err)
+		return err;
 	fd = open(path, O_RDWR | O_CLOEXEC);
 	free(path);
 	if (fd < 0)
