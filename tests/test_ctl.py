@@ -133,6 +133,35 @@ def test_tunable_write(dirs, cache):
             f.write('off\n')
 
 
+def test_dirty_account_switch_reprices(dirs):
+    """Switching dirty_account on a live mount reprices every held folio:
+    64 folios of 2 MiB with one 8 KiB write each are charged 128 pages per
+    page, 32768 per folio, and back again; the exact dirty bytes and
+    nr_dirtied do not move, and a final sync discharges all of it."""
+    _, b, mnt = dirs
+    opts = ['flushers=0', 'folio_size=2M', 'cache_size=512M', 'dirty_account=page']
+    with Mount(b, mnt, options=opts):
+        fd = os.open(os.path.join(mnt, 'f'), os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            for i in range(64):
+                assert os.pwrite(fd, b'x' * 8192, i * 2 * 1024 * 1024 + 4096) == 8192
+        finally:
+            os.close(fd)
+        s0 = stats(mnt)
+        assert s0['nr_dirty'] == 128 and s0['dirty_bytes_exact'] == 64 * 8192
+        for account, pages in [('folio', 64 * 512), ('block', 128), ('folio', 64 * 512),
+                               ('page', 128)]:
+            write_tunable(mnt, 'dirty_account', account)
+            st = stats(mnt)
+            assert st['nr_dirty'] == pages, (account, st['nr_dirty'])
+            assert st['dirty_bytes_exact'] == s0['dirty_bytes_exact']
+            assert st['nr_dirtied'] == s0['nr_dirtied']
+        with open(ctl(mnt, 'sync'), 'w') as f:
+            f.write('1\n')
+        st = stats(mnt)
+        assert st['nr_dirty'] == 0 and st['dirty_bytes_exact'] == 0
+
+
 def test_tunable_bad_value(mount):
     """A bad value fails the write with EINVAL and changes nothing; a read
     through the same open file gives the daemon's reason."""
