@@ -98,9 +98,7 @@ static int throttle_create(struct wb_ctx *ctx)
 	ret = wb_tunables_create(ctx);
 	if (ret)
 		return ret;
-	wb_tunables_limits(ctx, &l);
-	atomic_init(&ctx->bg_thresh, l.bg_thresh * BS_PAGE_SIZE);
-	atomic_init(&ctx->pinned_bg_thresh, l.pinned_thresh ? l.pinned_bg_thresh * BS_PAGE_SIZE : 0);
+	wb_tunables_publish(ctx, &l);
 	return wb_throttle_create(policy, &l, wb_throttle_now(), &ctx->throttle);
 }
 

@@ -290,13 +290,6 @@ void wb_throttle_set_limits(struct wb_throttle *t, const struct wb_throttle_limi
 	pthread_mutex_unlock(&t->lock);
 }
 
-void wb_throttle_get_limits(struct wb_throttle *t, struct wb_throttle_limits *limits)
-{
-	pthread_mutex_lock(&t->lock);
-	*limits = t->limits;
-	pthread_mutex_unlock(&t->lock);
-}
-
 /* ---- domains ---- */
 
 /* Fill @dtc for domain @d (0: dirty, 1: pinned); false if the domain is off. */

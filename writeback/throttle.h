@@ -149,7 +149,6 @@ void wb_throttle_destroy(struct wb_throttle *t);
 void wb_throttle_set_policy(struct wb_throttle *t, const struct wb_throttle_policy *policy);
 const struct wb_throttle_policy *wb_throttle_get_policy(struct wb_throttle *t);
 void wb_throttle_set_limits(struct wb_throttle *t, const struct wb_throttle_limits *limits);
-void wb_throttle_get_limits(struct wb_throttle *t, struct wb_throttle_limits *limits);
 
 /*
  * wb_throttle_charge - writer @pid has charged @dirtied_bytes more at
@@ -242,8 +241,8 @@ struct wb_ctx;
 /* The settings from ctx->cfg, and the throttler; at context creation. */
 int wb_tunables_create(struct wb_ctx *ctx);
 void wb_tunables_destroy(struct wb_ctx *ctx);
-/* Thresholds in pages from the current settings. */
-void wb_tunables_limits(struct wb_ctx *ctx, struct wb_throttle_limits *l);
+/* Thresholds in pages from the current settings, published to the flushers too. */
+void wb_tunables_publish(struct wb_ctx *ctx, struct wb_throttle_limits *l);
 /* The cache's counters in the throttler's units. */
 void wb_throttle_sample_of(struct wb_ctx *ctx, struct wb_throttle_sample *s);
 /* Monotonic time for the throttler, ns. */

@@ -115,14 +115,22 @@ void wb_tunables_destroy(struct wb_ctx *ctx)
 	ctx->tunables = NULL;
 }
 
-/* Thresholds in pages from the settings.  Context: tunables lock held, or before sharing. */
-void wb_tunables_limits(struct wb_ctx *ctx, struct wb_throttle_limits *l)
+/*
+ * Thresholds in pages from the settings, also published to the flushers
+ * (ctx->bg_thresh, pinned_bg_thresh).  Context: tunables lock held, or
+ * before the context is shared.
+ */
+void wb_tunables_publish(struct wb_ctx *ctx, struct wb_throttle_limits *l)
 {
 	struct wb_tunables *tn = ctx->tunables;
 
 	wb_throttle_limits_of(bs_cache_config(ctx->cache)->cache_size,
 			      tn->dirty_ratio, tn->dirty_bytes, tn->bg_ratio, tn->bg_bytes,
 			      tn->pinned_ratio, tn->pinned_bytes, l);
+	/* The flushers' copies, read without a lock after every write. */
+	atomic_store(&ctx->bg_thresh, l->bg_thresh * BS_PAGE_SIZE);
+	atomic_store(&ctx->pinned_bg_thresh,
+		     l->pinned_thresh ? l->pinned_bg_thresh * BS_PAGE_SIZE : 0);
 }
 
 /* Push new thresholds to the throttler and the flushers.  Context: tunables lock held. */
@@ -130,10 +138,8 @@ static void apply_limits(struct wb_ctx *ctx)
 {
 	struct wb_throttle_limits l;
 
-	wb_tunables_limits(ctx, &l);
+	wb_tunables_publish(ctx, &l);
 	wb_throttle_set_limits(ctx->throttle, &l);
-	atomic_store(&ctx->bg_thresh, l.bg_thresh * BS_PAGE_SIZE);
-	atomic_store(&ctx->pinned_bg_thresh, l.pinned_thresh ? l.pinned_bg_thresh * BS_PAGE_SIZE : 0);
 }
 
 void wb_set_throttle_notify(struct wb_ctx *ctx, void (*fn)(void *arg), void *arg)
