@@ -118,7 +118,8 @@ const struct bs_size_policy *bs_size_policy_at(size_t i);
 struct bs_config {
 	uint32_t block_size;	/* power of two, BS_MIN..BS_MAX_BLOCK_SIZE */
 	uint32_t folio_size;	/* largest folio; power of two, >= block_size */
-	uint64_t cache_size;	/* memory budget for folio data, bytes */
+	uint64_t cache_size;	/* memory budget for folio data, bytes: folios
+				 * and the pool of freed folio memory */
 	const struct bs_account_policy *account;
 	const struct bs_size_policy *size;
 	/*
@@ -202,6 +203,14 @@ struct bs_stats {
 	uint64_t backing_read_bytes;	/* bytes read from the backing store */
 	uint64_t backing_read_ios;
 	uint64_t cache_bytes;		/* folio memory now */
+	/*
+	 * Memory of freed folios kept touched for new ones (counts against
+	 * cache_size with cache_bytes), and folios made with pooled or with
+	 * fresh memory, monotonic.
+	 */
+	uint64_t pool_bytes;
+	uint64_t pool_hits;
+	uint64_t pool_misses;
 	uint64_t folios;		/* folios now */
 	uint64_t reclaimed_folios;	/* clean folios dropped by reclaim */
 	uint64_t reclaim_stalls;	/* times reclaim had to wait for writeback */

@@ -11,6 +11,7 @@
  *                             trylocks an index_lock while holding it)
  *   bs_folio.lock             bitmaps, counters and bytes of one folio
  *   bs_cache.files_lock       the list of files (leaf)
+ *   bs_pool.lock              the free folio memory (leaf)
  * No backing I/O is done with an index_lock, lru_lock or folio lock held.
  */
 #ifndef FOLIOFS_BS_I_H
@@ -50,6 +51,48 @@ void bs_bits_or_range(unsigned long *dst, const unsigned long *src, uint32_t sta
  * hold only when not.
  */
 bool bs_account_switching(struct bs_cache *cache);
+
+/* ---- folio memory (pool.c) ---- */
+
+/*
+ * Memory of freed folios, kept touched for the next folios of its size.
+ * Bound: cache_bytes + bytes <= cfg.cache_size (see pool.c).
+ */
+struct bs_pool {
+	pthread_mutex_t lock;		/* leaf: protects free and nr_free */
+	/* LIFO lists of free chunks by size class ([0] 4 KiB .. [9] 2 MiB);
+	 * a chunk's first word links to the next. */
+	void *free[BS_NR_FOLIO_ORDERS];
+	uint64_t nr_free[BS_NR_FOLIO_ORDERS];
+	/* Counters: atomics, exact, no lock (bytes changes under lock). */
+	_Atomic uint64_t bytes;		/* memory in the lists */
+	_Atomic uint64_t hits;		/* folios made with pooled memory */
+	_Atomic uint64_t misses;	/* folios made with fresh memory */
+	_Atomic uint64_t released;	/* chunks given back to the system */
+};
+
+void bs_pool_init(struct bs_pool *pool);
+/* Give every pooled chunk back.  Context: no user of the pool left. */
+void bs_pool_destroy(struct bs_pool *pool);
+/*
+ * Memory for a folio of @size bytes: pooled if there is some of that
+ * size, else fresh; NULL when the system has none.  Not zeroed.
+ * Context: any thread, any blockstate lock held.
+ */
+char *bs_pool_take(struct bs_cache *cache, uint32_t size);
+/*
+ * The memory of a freed folio (cache_bytes already without it): pooled
+ * while the bound allows, else given back.  Context: as bs_pool_take().
+ */
+void bs_pool_put(struct bs_cache *cache, char *mem, uint32_t size);
+/* Whether a chunk of @size bytes is pooled now. */
+bool bs_pool_has(struct bs_cache *cache, uint32_t size);
+/*
+ * Give back up to @bytes (rounded up to chunks) of pooled memory, chunks
+ * of other sizes than @want_size first, and never the last chunk of
+ * @want_size.  Returns the bytes given back.  Context: no pool lock held.
+ */
+uint64_t bs_pool_trim(struct bs_cache *cache, uint64_t bytes, uint32_t want_size);
 
 /* ---- folios (folio.c) ---- */
 
@@ -358,7 +401,7 @@ struct bs_cache {
 	_Atomic uint64_t app_read_bytes;
 	_Atomic uint64_t backing_read_bytes;
 	_Atomic uint64_t backing_read_ios;
-	_Atomic uint64_t cache_bytes;
+	_Atomic uint64_t cache_bytes;		/* memory of folios (not the pool's) */
 	_Atomic uint64_t nr_folios;
 	_Atomic uint64_t reclaimed_folios;
 	_Atomic uint64_t reclaim_stalls;
@@ -378,10 +421,13 @@ struct bs_cache {
 	/* Folios now by order - BS_PAGE_SHIFT (folio.c: made and freed). */
 	_Atomic uint64_t folios_order[BS_NR_FOLIO_ORDERS];
 	uint32_t full_wait_ms;			/* set before use (tests shorten it) */
+	struct bs_pool pool;			/* free folio memory */
 };
 
 /*
- * Make room for @bytes more folio memory: reclaim, or ask for writeback.
+ * Make room for a folio of @bytes (a folio size): pooled memory of that
+ * size needs none; else give back pooled memory of other sizes, reclaim,
+ * or ask for writeback, until cache_bytes + pool bytes + @bytes fits.
  * With @may_fail (a write), when pinned data fills the cache and
  * writeback frees nothing for a while, -ENOSPC; else (a read, whose
  * clean folio is reclaimable as soon as it is done) the cache goes over

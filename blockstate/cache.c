@@ -75,6 +75,7 @@ int bs_cache_create(const struct bs_config *cfg, const struct bs_cache_ops *ops,
 	cache->full_wait_ms = BS_FULL_WAIT_MS;
 	pthread_mutex_init(&cache->lru_lock, NULL);
 	pthread_mutex_init(&cache->files_lock, NULL);
+	bs_pool_init(&cache->pool);
 	*out = cache;
 	return 0;
 }
@@ -83,6 +84,7 @@ void bs_cache_destroy(struct bs_cache *cache)
 {
 	if (!cache)
 		return;
+	bs_pool_destroy(&cache->pool);
 	pthread_mutex_destroy(&cache->lru_lock);
 	pthread_mutex_destroy(&cache->files_lock);
 	free(cache);
@@ -117,6 +119,9 @@ void bs_cache_stats(struct bs_cache *cache, struct bs_stats *st)
 	st->backing_read_bytes = atomic_load(&cache->backing_read_bytes);
 	st->backing_read_ios = atomic_load(&cache->backing_read_ios);
 	st->cache_bytes = atomic_load(&cache->cache_bytes);
+	st->pool_bytes = atomic_load(&cache->pool.bytes);
+	st->pool_hits = atomic_load(&cache->pool.hits);
+	st->pool_misses = atomic_load(&cache->pool.misses);
 	st->folios = atomic_load(&cache->nr_folios);
 	st->reclaimed_folios = atomic_load(&cache->reclaimed_folios);
 	st->reclaim_stalls = atomic_load(&cache->reclaim_stalls);
@@ -312,11 +317,17 @@ int bs_cache_make_room(struct bs_cache *cache, size_t bytes, bool may_fail)
 	int stalls = 0;
 
 	for (;;) {
-		uint64_t used = atomic_load(&cache->cache_bytes), now_unpinned;
+		uint64_t used = atomic_load(&cache->cache_bytes) +
+				atomic_load(&cache->pool.bytes), now_unpinned;
+		/* Pooled memory of the size is already counted in @used. */
+		size_t need = bs_pool_has(cache, (uint32_t)bytes) ? 0 : bytes;
+		uint64_t over;
 
-		if (used + bytes <= cache->cfg.cache_size)
+		if (used + need <= cache->cfg.cache_size)
 			break;
-		if (reclaim_some(cache, used + bytes - cache->cfg.cache_size))
+		over = used + need - cache->cfg.cache_size;
+		/* Idle memory goes before cached data; reclaimed folios refill the pool. */
+		if (bs_pool_trim(cache, over, (uint32_t)bytes) || reclaim_some(cache, over))
 			continue;
 		if (!cache->ops || !cache->ops->need_clean)
 			return 0;

@@ -12,47 +12,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
-#include <sys/mman.h>
 #include <string.h>
-
-/*
- * Folio memory.  A PMD-sized folio gets its own naturally aligned mapping
- * with MADV_HUGEPAGE, as the kernel backs a large folio with one huge page
- * where it can: fewer TLB misses on copies, and no 4 KiB of alignment
- * padding per folio.  Smaller folios come from the heap, page aligned.
- */
-#define BS_HUGE_SIZE (2u << 20)
-
-static char *folio_mem_alloc(uint32_t size)
-{
-	char *p, *aligned;
-	size_t head;
-
-	if (size != BS_HUGE_SIZE) {
-		void *mem;
-
-		return posix_memalign(&mem, BS_PAGE_SIZE, size) ? NULL : mem;
-	}
-	p = mmap(NULL, 2 * (size_t)size, PROT_READ | PROT_WRITE,
-		 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (p == MAP_FAILED)
-		return NULL;
-	aligned = (char *)(((uintptr_t)p + size - 1) & ~((uintptr_t)size - 1));
-	head = (size_t)(aligned - p);
-	if (head)
-		munmap(p, head);
-	munmap(aligned + size, size - head);
-	madvise(aligned, size, MADV_HUGEPAGE);	/* a hint: failure is fine */
-	return aligned;
-}
-
-static void folio_mem_free(char *mem, uint32_t size)
-{
-	if (size == BS_HUGE_SIZE)
-		munmap(mem, size);
-	else
-		free(mem);
-}
 
 struct bs_folio *bs_folio_alloc(struct bs_file *file, off_t start, uint32_t size)
 {
@@ -63,7 +23,7 @@ struct bs_folio *bs_folio_alloc(struct bs_file *file, off_t start, uint32_t size
 
 	if (!folio)
 		return NULL;
-	folio->data = folio_mem_alloc(size);
+	folio->data = bs_pool_take(cache, size);
 	if (!folio->data) {
 		free(folio);
 		return NULL;
@@ -104,7 +64,7 @@ static void folio_free(struct bs_folio *folio)
 	atomic_fetch_sub(&cache->folios_order[__builtin_ctz(folio->size) - BS_PAGE_SHIFT], 1);
 	pthread_cond_destroy(&folio->wb_done);
 	pthread_mutex_destroy(&folio->lock);
-	folio_mem_free(folio->data, folio->size);
+	bs_pool_put(cache, folio->data, folio->size);
 	free(folio);
 }
 

@@ -1,0 +1,355 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * test_bs_pool.c - the folio memory pool (blockstate/pool.c).
+ *
+ * - reuse: memory of dropped folios makes the next folios (pool_hits, the
+ *   same addresses), and what it held never shows through: after a file
+ *   of 0xaa bytes is dropped, a second file made in its memory reads
+ *   zeros in holes, in the unwritten rest of partly written blocks,
+ *   past a short backing read, after truncate extends it, and in a
+ *   punched range; for block sizes below, at and above the page size.
+ * - reclaim refills the pool: a sequential read of 4x cache_size takes
+ *   fresh memory for the first cache_size only.
+ * - the bound: cache_bytes + pool_bytes never exceed cache_size, and a
+ *   folio of a size the pool lacks is made by giving back pooled memory
+ *   of another size, not by reclaiming cached data.
+ * Single threaded: every count is exact.  Run under ASan, the end of each
+ * case (bs_cache_destroy) also checks that the pool gives everything back.
+ */
+#include "bs_i.h"
+#include "test_helpers.h"
+
+#include <errno.h>
+#include <linux/falloc.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define KiB ((size_t)1 << 10)
+#define F64K (64 * KiB)
+#define FILL 0xaa
+
+/* ---- an in-memory backing file ---- */
+
+struct mem_file {
+	unsigned char *data;
+	size_t cap;
+	size_t size;
+};
+
+static ssize_t mem_read(void *ctx, void *buf, size_t len, off_t off)
+{
+	struct mem_file *m = ctx;
+	size_t n = 0;
+
+	if ((size_t)off < m->size)
+		n = m->size - (size_t)off < len ? m->size - (size_t)off : len;
+	memcpy(buf, m->data + off, n);
+	return (ssize_t)n;
+}
+
+static int mem_truncate(void *ctx, off_t size)
+{
+	struct mem_file *m = ctx;
+
+	if ((size_t)size > m->cap)
+		return -EFBIG;
+	if ((size_t)size > m->size)
+		memset(m->data + m->size, 0, (size_t)size - m->size);
+	m->size = (size_t)size;
+	return 0;
+}
+
+static int mem_fallocate(void *ctx, int mode, off_t off, off_t len)
+{
+	struct mem_file *m = ctx;
+
+	if (mode != (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE))
+		return -EOPNOTSUPP;
+	if ((size_t)off < m->size)
+		memset(m->data + off, 0,
+		       (size_t)len < m->size - (size_t)off ? (size_t)len : m->size - (size_t)off);
+	return 0;
+}
+
+static const struct bs_backing_ops mem_ops = {
+	.read = mem_read,
+	.truncate = mem_truncate,
+	.fallocate = mem_fallocate,
+};
+
+static void mem_init(struct mem_file *m, size_t cap, size_t size, int byte)
+{
+	m->data = malloc(cap);
+	T_CHECK(m->data);
+	m->cap = cap;
+	m->size = size;
+	memset(m->data, byte, cap);
+}
+
+/* ---- helpers ---- */
+
+static struct bs_cache *cache_new(uint32_t block_size, uint32_t folio_size,
+				  uint64_t cache_size, const char *sizing)
+{
+	struct bs_config cfg = {
+		.block_size = block_size,
+		.folio_size = folio_size,
+		.cache_size = cache_size,
+		.account = bs_account_policy_find("page"),
+		.size = bs_size_policy_find(sizing),
+		.readahead_kb = 0,
+	};
+	struct bs_cache *cache;
+
+	T_CHECK(bs_cache_create(&cfg, NULL, NULL, &cache) == 0);
+	return cache;
+}
+
+static struct bs_stats stats(struct bs_cache *cache)
+{
+	struct bs_stats st;
+
+	T_CHECK(bs_cache_check(cache) == 0);
+	bs_cache_stats(cache, &st);
+	T_CHECK(st.cache_bytes + st.pool_bytes <= bs_cache_config(cache)->cache_size);
+	return st;
+}
+
+/* [off, off + len) of @file reads as @byte. */
+static void check_reads(struct bs_file *file, off_t off, size_t len, int byte)
+{
+	unsigned char *buf = malloc(len);
+
+	T_CHECK(buf);
+	T_CHECK(bs_read(file, buf, len, off) == (ssize_t)len);
+	for (size_t i = 0; i < len; i++) {
+		if (buf[i] != byte) {
+			fprintf(stderr, "byte %lld reads 0x%02x, not 0x%02x\n",
+				(long long)off + (long long)i, buf[i], byte);
+			exit(T_EXIT_FAIL);
+		}
+	}
+	free(buf);
+}
+
+static void write_bytes(struct bs_file *file, off_t off, size_t len, int byte)
+{
+	unsigned char *buf = malloc(len);
+
+	T_CHECK(buf);
+	memset(buf, byte, len);
+	T_CHECK(bs_write(file, buf, len, off) == (ssize_t)len);
+	free(buf);
+}
+
+static char *folio_data(struct bs_file *file, off_t off)
+{
+	struct bs_folio *folio = bs_file_lookup(file, off);
+	char *data;
+
+	T_CHECK(folio);
+	data = folio->data;
+	bs_folio_put(folio);
+	return data;
+}
+
+/* ---- reuse ---- */
+
+#define OLD_FOLIOS 16
+
+/*
+ * Fill the cache with OLD_FOLIOS clean folios of FILL bytes (a file read
+ * whole), drop them, and return their addresses in @addrs.
+ */
+static void fill_pool(struct bs_cache *cache, char **addrs)
+{
+	struct mem_file m;
+	struct bs_file *file;
+	struct bs_stats st;
+
+	mem_init(&m, OLD_FOLIOS * F64K, OLD_FOLIOS * F64K, FILL);
+	T_CHECK(bs_file_create(cache, &mem_ops, &m, (off_t)m.size, &file) == 0);
+	check_reads(file, 0, m.size, FILL);
+	for (int i = 0; i < OLD_FOLIOS; i++)
+		addrs[i] = folio_data(file, (off_t)i * (off_t)F64K);
+	st = stats(cache);
+	T_CHECK(st.pool_misses == OLD_FOLIOS && st.pool_hits == 0 && st.pool_bytes == 0);
+	bs_file_destroy(file);
+	st = stats(cache);
+	T_CHECK(st.cache_bytes == 0 && st.pool_bytes == OLD_FOLIOS * F64K);
+	free(m.data);
+}
+
+static bool is_old(char *const *addrs, const char *data)
+{
+	for (int i = 0; i < OLD_FOLIOS; i++)
+		if (addrs[i] == data)
+			return true;
+	return false;
+}
+
+static void test_reuse(uint32_t block_size)
+{
+	struct bs_cache *cache = cache_new(block_size, F64K, 2 * OLD_FOLIOS * F64K, "fixed");
+	char *addrs[OLD_FOLIOS];
+	struct mem_file m;
+	struct bs_file *file;
+	struct bs_stats st;
+
+	fill_pool(cache, addrs);
+	mem_init(&m, 8 * F64K, 0, 0);
+	T_CHECK(bs_file_create(cache, &mem_ops, &m, 0, &file) == 0);
+
+	/* Folio 0: two short writes, a hole of whole blocks between them. */
+	write_bytes(file, 100, 100, 'a');
+	T_CHECK(is_old(addrs, folio_data(file, 0)));
+	write_bytes(file, (off_t)F64K - 300, 100, 'b');
+	check_reads(file, 0, 100, 0);
+	check_reads(file, 100, 100, 'a');
+	check_reads(file, 200, F64K - 500, 0);
+	check_reads(file, (off_t)F64K - 300, 100, 'b');
+
+	/* Folio 1: a short backing file read, then extended by truncate. */
+	m.size = F64K + 100;
+	memset(m.data + F64K, 'c', 100);
+	T_CHECK(bs_truncate(file, (off_t)m.size) == 0);
+	check_reads(file, (off_t)F64K - 200, 200, 0);	/* the old EOF's block */
+	check_reads(file, F64K, 100, 'c');
+	T_CHECK(bs_truncate(file, 2 * (off_t)F64K + 10) == 0);
+	check_reads(file, F64K + 100, F64K - 100 + 10, 0);
+
+	/* Folios 2 and 3: written whole, then a range punched, then cut by truncate. */
+	write_bytes(file, 2 * (off_t)F64K, 2 * F64K, 'd');
+	T_CHECK(bs_fallocate(file, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+			     2 * (off_t)F64K + 1000, 5000) == 0);
+	check_reads(file, 2 * (off_t)F64K + 1000, 5000, 0);
+	check_reads(file, 2 * (off_t)F64K + 6000, F64K - 6000, 'd');
+	T_CHECK(bs_truncate(file, 3 * (off_t)F64K + 50) == 0);
+	T_CHECK(bs_truncate(file, 4 * (off_t)F64K) == 0);
+	check_reads(file, 3 * (off_t)F64K + 50, F64K - 50, 0);
+
+	/* Folio 4: made by a read past everything written. */
+	T_CHECK(bs_truncate(file, 5 * (off_t)F64K) == 0);
+	check_reads(file, 4 * (off_t)F64K, F64K, 0);
+	T_CHECK(is_old(addrs, folio_data(file, 4 * (off_t)F64K)));
+
+	st = stats(cache);
+	T_CHECK(st.pool_misses == OLD_FOLIOS && st.pool_hits == 5 &&
+		st.pool_bytes == (OLD_FOLIOS - 5) * F64K);
+	bs_file_destroy(file);
+	bs_cache_destroy(cache);
+	free(m.data);
+}
+
+/* The last folio memory given back is the first taken (warmest in the CPU caches). */
+static void test_lifo(void)
+{
+	struct bs_cache *cache = cache_new(4096, F64K, 8 * F64K, "fixed");
+	struct mem_file m;
+	struct bs_file *file;
+	char *data;
+
+	mem_init(&m, 4 * F64K, 0, 0);
+	T_CHECK(bs_file_create(cache, &mem_ops, &m, 0, &file) == 0);
+	write_bytes(file, 0, 4 * F64K, 'x');
+	data = folio_data(file, 2 * (off_t)F64K);
+	T_CHECK(bs_fallocate(file, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+			     2 * (off_t)F64K, F64K) == 0);
+	T_CHECK(stats(cache).pool_bytes == F64K);
+	check_reads(file, 2 * (off_t)F64K, F64K, 0);
+	T_CHECK(folio_data(file, 2 * (off_t)F64K) == data);
+	T_CHECK(stats(cache).pool_hits == 1);
+	bs_file_destroy(file);
+	bs_cache_destroy(cache);
+	free(m.data);
+}
+
+/* ---- reclaim refills the pool ---- */
+
+static void test_reclaim_refills(void)
+{
+	const size_t cached = 16, total = 64;
+	struct bs_cache *cache = cache_new(4096, F64K, cached * F64K, "fixed");
+	struct mem_file m;
+	struct bs_file *file;
+	struct bs_stats st = stats(cache);
+
+	mem_init(&m, total * F64K, total * F64K, FILL);
+	for (size_t i = 0; i < total; i++)
+		m.data[i * F64K] = (unsigned char)i;
+	T_CHECK(bs_file_create(cache, &mem_ops, &m, (off_t)m.size, &file) == 0);
+	for (size_t i = 0; i < total; i++) {
+		unsigned char buf[F64K];
+
+		T_CHECK(bs_read(file, buf, F64K, (off_t)(i * F64K)) == (ssize_t)F64K);
+		T_CHECK(buf[0] == (unsigned char)i && buf[1] == FILL && buf[F64K - 1] == FILL);
+		st = stats(cache);
+	}
+	T_CHECK(st.pool_misses == cached && st.pool_hits == total - cached);
+	T_CHECK(st.reclaimed_folios == total - cached && st.cache_bytes == cached * F64K);
+	bs_file_destroy(file);
+	T_CHECK(stats(cache).pool_bytes == cached * F64K);
+	bs_cache_destroy(cache);
+	free(m.data);
+}
+
+/* ---- the bound, with folios of several sizes ---- */
+
+static void test_bound_mixed_sizes(void)
+{
+	const size_t budget = 16 * F64K;
+	struct bs_cache *cache = cache_new(4096, F64K, budget, "kernel");
+	struct mem_file mx, my;
+	struct bs_file *x, *y;
+	struct bs_stats st;
+
+	/* 64 KiB writes at 64 KiB offsets: 64 KiB folios, then all dropped. */
+	mem_init(&mx, budget, 0, 0);
+	T_CHECK(bs_file_create(cache, &mem_ops, &mx, 0, &x) == 0);
+	for (size_t i = 0; i < 16; i++)
+		write_bytes(x, (off_t)(i * F64K), F64K, 'x');
+	T_CHECK(stats(cache).folios_order[4] == 16);
+	T_CHECK(bs_truncate(x, 0) == 0);
+	st = stats(cache);
+	T_CHECK(st.cache_bytes == 0 && st.pool_bytes == budget);
+
+	/* Cached clean data that must not be reclaimed while idle memory can go. */
+	mem_init(&my, budget, 4096, 'y');
+	T_CHECK(bs_file_create(cache, &mem_ops, &my, 4096, &y) == 0);
+	/* The pool has no 4 KiB chunk: one 64 KiB chunk is given back for it... */
+	check_reads(y, 0, 4096, 'y');
+	st = stats(cache);
+	T_CHECK(st.pool_bytes == budget - F64K && st.cache_bytes == 4096);
+	/* ...and the room it leaves takes fifteen more 4 KiB folios. */
+	for (size_t i = 1; i < 16; i++)
+		write_bytes(x, (off_t)(i * 3 * 4096), 4096, 'z');
+	st = stats(cache);
+	T_CHECK(st.folios_order[0] == 16 && st.pool_bytes == budget - F64K);
+	T_CHECK(st.reclaimed_folios == 0);
+	/* A 64 KiB folio comes from the pool with no reclaim either. */
+	write_bytes(x, 4 * (off_t)F64K, F64K, 'w');
+	st = stats(cache);
+	T_CHECK(st.reclaimed_folios == 0 && st.pool_hits == 1);
+	check_reads(y, 0, 4096, 'y');
+	bs_file_destroy(x);
+	bs_file_destroy(y);
+	/* Every folio dropped: the pool holds no more than the budget. */
+	T_CHECK(stats(cache).pool_bytes <= budget);
+	bs_cache_destroy(cache);
+	free(mx.data);
+	free(my.data);
+}
+
+int main(void)
+{
+	test_reuse(512);
+	test_reuse(4096);
+	test_reuse(16384);
+	test_lifo();
+	test_reclaim_refills();
+	test_bound_mixed_sizes();
+	return T_EXIT_PASS;
+}
