@@ -270,17 +270,19 @@ def updates():
                 peak[k] = max(peak[k], s[k])
     sampler = threading.Thread(target=sample)
     sampler.start()
-    fd = os.open(path, os.O_RDWR)
-    blocks, rng, data = os.fstat(fd).st_size // 8192, random.Random(7), os.urandom(8192)
-    t0 = time.monotonic()
-    n = 0
-    while n < count and time.monotonic() - t0 < secs:
-        os.pwrite(fd, data, rng.randrange(blocks) * 8192)
-        n += 1
-    t = time.monotonic() - t0
-    os.close(fd)
-    done.set()
-    sampler.join()
+    try:
+        fd = os.open(path, os.O_RDWR)
+        blocks, rng, data = os.fstat(fd).st_size // 8192, random.Random(7), os.urandom(8192)
+        t0 = time.monotonic()
+        n = 0
+        while n < count and time.monotonic() - t0 < secs:
+            os.pwrite(fd, data, rng.randrange(blocks) * 8192)
+            n += 1
+        t = time.monotonic() - t0
+        os.close(fd)
+    finally:
+        done.set()
+        sampler.join()
     return n, t, peak['nr_dirty'], peak['dirty_bytes_exact']
 
 rows = []
