@@ -78,8 +78,8 @@ def size_str(n):
 
 
 def offsets(size):
-    """One byte in each 2 MiB, on a different page of each folio (so no
-    run depends on the first page being special)."""
+    """One byte in each 2 MiB, at a different page of each folio: where
+    in the folio the store falls must not change what is written."""
     return [i * FOLIO + (i * 37 % (FOLIO // PAGE)) * PAGE + 123
             for i in range(size // FOLIO)]
 
