@@ -1,0 +1,1140 @@
+#!/usr/bin/python3
+"""pgcompare.py: PostgreSQL under foliofs configurations, side by side.
+
+The comparison of seed 000 (per-folio against per-page dirty charging under
+pgbench simple-update), on one machine, in one command.  Each configuration
+is a set of foliofs -o options (or `native`: a plain directory on the same
+disk).  For each one the script mounts foliofs over its own scratch backing
+directory, creates a cluster with data checksums and loads it once with
+`pgbench -i`; then, ITERS times, every configuration in turn (the first one
+rotating, so that drift of the machine hits all alike) starts its server,
+runs `pgbench -N -M prepared` for SECONDS and stops it (a shutdown
+checkpoint, which writes back what the run dirtied).  Only one server runs
+at a time; every daemon stays mounted for the whole run and logs its stats
+every second (-o stats_log).  The stats are also read right before and after
+each pgbench run and after each stop, for exact per-iteration deltas.
+
+Output (-O DIR): report.md (settings, the seed's tps table, the accounting
+and throttling table), iterations.csv (one row per configuration and
+iteration), samples.csv (every one-second stats sample, tagged with its
+iteration and phase), tps.png, dirty.png, pauses.png, and logs/.
+
+As root, the daemons, servers and pgbench run as the unprivileged user
+foliofs-test (created if missing; /dev/fuse is made 0666 for it).  On any
+failure, ^C or SIGTERM, running servers are stopped, daemons unmounted and
+the scratch directory removed (unless -k), and the exit status is non-zero.
+
+Environment: FOLIOFS (daemon, default <repo>/build/foliofs), PGBIN
+(PostgreSQL bindir, default /usr/lib/postgresql/15/bin, else
+`pg_config --bindir`).
+"""
+
+import argparse
+import csv
+import datetime
+import json
+import os
+import pwd
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RUN_USER = "foliofs-test"
+PAGE = 4096
+MIB = 1 << 20
+
+# Sized for a 2-core, 24 GiB machine: a scale-20 database (~300 MiB) is ten
+# times the 32 MiB dirty limit, and 8 KiB page writes scattered over it
+# dirty one block of a different 2 MiB folio each, so per-folio charging
+# reaches the limit with a few MiB really dirty while per-page charging
+# stays under it.  The cache holds the whole database, so reads do not
+# compete with writeback.
+DEFAULTS = {"scale": 20, "iters": 10, "duration": 40, "clients": 8,
+            "fillfactor": 90}
+QUICK = {"iters": 3, "duration": 20}
+COMMON_OPTS = "folio_size=2M,cache_size=2G,dirty_bytes=32M,throttle=bdp"
+DEFAULT_CONFIGS = ("folio=dirty_account=folio", "page=dirty_account=page")
+PG_CONF = ("shared_buffers=128MB", "max_wal_size=1GB")
+# Options the script sets itself on every mount.
+RESERVED_OPTS = ("stats_log", "stats_interval_ms")
+STATS_INTERVAL_MS = 1000
+
+# Counters whose per-iteration deltas go to iterations.csv: over the pgbench
+# run (run_*) and from its start to the end of the server's stop (total_*).
+COUNTERS = ("nr_dirtied", "nr_written", "nr_discharged", "backing_write_bytes",
+            "backing_write_ios", "app_write_bytes", "throttle_events",
+            "throttle_ms")
+
+# Hang guards, not expectations.
+TIMEOUT_MOUNT = 30
+TIMEOUT_STEP = 600
+TIMEOUT_UMOUNT = 600
+
+
+class Failure(Exception):
+    """A step failed; the message says which and why."""
+
+
+class Interrupted(Exception):
+    """SIGINT or SIGTERM: clean up and exit with 128 + signal."""
+
+    def __init__(self, signum):
+        super().__init__("interrupted by signal %d" % signum)
+        self.signum = signum
+
+
+def log(msg):
+    sys.stderr.write("[%s] %s\n" % (time.strftime("%H:%M:%S"), msg))
+    sys.stderr.flush()
+
+
+def now_ms():
+    return int(time.time() * 1000)
+
+
+# ---------------------------------------------------------------- options
+
+def positive_int(text):
+    try:
+        v = int(text)
+    except ValueError:
+        v = 0
+    if v <= 0:
+        raise argparse.ArgumentTypeError("'%s' is not a positive integer" % text)
+    return v
+
+
+def parse_opts(text):
+    """'a=1,b,c=2' -> {'a': '1', 'b': None, 'c': '2'} (order kept)."""
+    opts = {}
+    for item in text.split(","):
+        if not item:
+            continue
+        k, eq, v = item.partition("=")
+        opts[k] = v if eq else None
+    return opts
+
+
+def join_opts(opts):
+    return ",".join(k if v is None else "%s=%s" % (k, v) for k, v in opts.items())
+
+
+class FoliofsHelp:
+    """What `foliofs --help` lists: its -o option names, and the policies of
+    each policy option (so a configuration can be named by a policy)."""
+
+    def __init__(self, foliofs):
+        try:
+            r = subprocess.run([foliofs, "--help"], capture_output=True,
+                               text=True, timeout=30)
+        except OSError as e:
+            raise Failure("cannot run %s --help: %s" % (foliofs, e))
+        text = r.stdout + r.stderr
+        self.options = set(re.findall(r"^\s+-o (\w+)", text, re.M))
+        self.policies = {}      # policy name -> option that selects it
+        key = None
+        for line in text.splitlines():
+            m = re.match(r"^\S.*\((\w+)=\):$", line)
+            if m:
+                key = m.group(1)
+                continue
+            m = re.match(r"^\s{4}(\w+)\s{2,}", line)
+            if key and m:
+                self.policies[m.group(1)] = key
+            elif not line.strip():
+                key = None
+        # Throttle policies are listed in the option's own help line.
+        m = re.search(r"-o throttle=NAME.*policy: (.*)$", text, re.M)
+        if m:
+            for name in re.findall(r"(\w+)(?: \([^)]*\))?(?:,|$)", m.group(1)):
+                self.policies[name] = "throttle"
+        if "dirty_account" not in self.options:
+            raise Failure("%s --help lists no dirty_account option: not foliofs?"
+                          % foliofs)
+
+
+class Config:
+    """One configuration: a name and its foliofs options (None: native)."""
+
+    def __init__(self, name, opts):
+        self.name = name
+        self.opts = opts            # extra -o options, or None for native
+        self.top = self.backing = self.mnt = self.sock = self.pgdata = None
+        self.stats_log = None
+        self.daemon = None          # Popen of foliofs -f while mounted
+        self.daemon_log = None
+        self.load_s = None
+
+    @property
+    def native(self):
+        return self.opts is None
+
+
+def short_name(opts):
+    """A name for an unnamed configuration: policy values alone, other
+    options as key=value, joined by '+'."""
+    parts = []
+    for k, v in opts.items():
+        if k in ("dirty_account", "throttle", "folio_policy") and v:
+            parts.append(v)
+        else:
+            parts.append(k if v is None else "%s=%s" % (k, v))
+    return "+".join(parts) or "foliofs"
+
+
+def parse_config(spec, fhelp):
+    """--config [NAME=]native|POLICY|OPTIONS -> Config."""
+    where = "--config '%s'" % spec
+    name = None
+    body = spec
+    head, eq, rest = spec.partition("=")
+    if eq and head not in fhelp.options:
+        name, body = head, rest
+    if body == "native":
+        opts = None
+    elif body and "=" not in body and "," not in body and body in fhelp.policies:
+        opts = {fhelp.policies[body]: body}
+    elif body and "=" not in body and "," not in body and body not in fhelp.options:
+        raise Failure("%s: '%s' is not 'native', a policy (%s) or a foliofs"
+                      " option" % (where, body, ", ".join(sorted(fhelp.policies))))
+    else:
+        opts = parse_opts(body)
+        for k in opts:
+            if k in RESERVED_OPTS:
+                raise Failure("%s: %s is set by the script" % (where, k))
+    if name is None:
+        if opts is None:
+            name = "native"
+        elif not opts:
+            raise Failure("%s: a configuration of the common options only"
+                          " needs a name (NAME=)" % where)
+        else:
+            name = short_name(opts)
+    if not re.match(r"^[A-Za-z0-9][A-Za-z0-9_.+=-]*$", name):
+        raise Failure("%s: name '%s' may hold only letters, digits and _.+=-"
+                      % (where, name))
+    return Config(name, opts)
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(
+        prog="pgcompare.py",
+        description="pgbench simple-update under foliofs configurations"
+        " (per-folio against per-page dirty charging by default), with a"
+        " Markdown report, CSVs and plots.",
+        epilog="CONFIG is [NAME=]SPEC; SPEC is 'native' (a plain directory on"
+        " the same disk), a policy name (folio, page, block, strictlimit,"
+        " none, ...: sets its option) or comma-separated foliofs -o options"
+        " (added to the common ones, overriding them). Examples:"
+        " --config folio --config page --config native;"
+        " --config pinned=dirty_account=page,dirty_pinned_ratio=5;"
+        " --config strict=dirty_account=folio,throttle=strictlimit."
+        " Default: %s. Sized for 2 cores and 24 GiB: the default run takes"
+        " about 15 minutes, --quick about 3." % " ".join(
+            "--config " + c for c in DEFAULT_CONFIGS))
+    p.add_argument("--config", action="append", metavar="CONFIG",
+                   help="a configuration (repeat for more)")
+    p.add_argument("-o", "--common", metavar="OPTIONS", default="",
+                   help="foliofs -o options for every configuration, over"
+                   " the default %s" % COMMON_OPTS)
+    p.add_argument("-s", "--scale", type=positive_int, metavar="SCALE",
+                   help="pgbench scale factor (default %d)" % DEFAULTS["scale"])
+    p.add_argument("-r", "--iters", type=positive_int, metavar="ITERS",
+                   help="iterations (default %d, --quick %d)"
+                   % (DEFAULTS["iters"], QUICK["iters"]))
+    p.add_argument("-T", "--duration", type=positive_int, metavar="SECONDS",
+                   help="seconds of each pgbench run (default %d, --quick %d)"
+                   % (DEFAULTS["duration"], QUICK["duration"]))
+    p.add_argument("-c", "--clients", type=positive_int, metavar="CLIENTS",
+                   help="pgbench clients (default %d)" % DEFAULTS["clients"])
+    p.add_argument("-j", "--threads", type=positive_int, metavar="THREADS",
+                   help="pgbench threads (default min(CLIENTS, nproc))")
+    p.add_argument("-F", "--fillfactor", type=positive_int, metavar="PCT",
+                   help="pgbench -i fill factor (default %d, as the seed)"
+                   % DEFAULTS["fillfactor"])
+    p.add_argument("--pg-conf", action="append", metavar="NAME=VALUE",
+                   default=[], help="server setting, over the defaults %s"
+                   " (repeat for more)" % ", ".join(PG_CONF))
+    p.add_argument("--quick", action="store_true",
+                   help="%d iterations of %d s (about 3 minutes)"
+                   % (QUICK["iters"], QUICK["duration"]))
+    p.add_argument("-O", "--output", metavar="DIR",
+                   help="report directory (default"
+                   " /var/tmp/pgcompare-YYYYmmdd-HHMMSS); must be new or empty")
+    p.add_argument("-d", "--workdir", metavar="DIR", default="/var/tmp",
+                   help="directory on the disk under test; a scratch"
+                   " directory is made in it (default /var/tmp)")
+    p.add_argument("-k", "--keep", action="store_true",
+                   help="keep the scratch directory (clusters, backing files)")
+    a = p.parse_args(argv)
+    for key, val in DEFAULTS.items():
+        if getattr(a, key) is None:
+            setattr(a, key, QUICK[key] if a.quick and key in QUICK else val)
+    if a.threads is None:
+        a.threads = min(a.clients, os.cpu_count() or 1)
+    if a.threads > a.clients:
+        p.error("argument -j/--threads: %d threads for %d clients (pgbench"
+                " needs THREADS <= CLIENTS)" % (a.threads, a.clients))
+    for conf in a.pg_conf:
+        if not re.match(r"^\w+=\S.*$", conf):
+            p.error("argument --pg-conf: '%s' is not NAME=VALUE" % conf)
+    if a.output is None:
+        a.output = "/var/tmp/pgcompare-" + time.strftime("%Y%m%d-%H%M%S")
+    return a
+
+
+# -------------------------------------------------------------- processes
+
+class Runner:
+    """Runs programs as the unprivileged user (or as ourselves if not
+    root), each in its own session so that a ^C reaches only this script,
+    which then stops them in order."""
+
+    def __init__(self, pgbin, cwd):
+        self.pgbin = pgbin
+        self.cwd = cwd
+        self.user = None
+        self.env = dict(os.environ, LC_ALL="C", LANG="C", TZ="UTC")
+        for k in ("PGHOST", "PGPORT", "PGUSER", "PGDATA", "PGDATABASE",
+                  "PGOPTIONS", "PGSERVICE", "PGPASSFILE"):
+            self.env.pop(k, None)
+        if os.geteuid() == 0:
+            try:
+                pwd.getpwnam(RUN_USER)
+            except KeyError:
+                self.check(["useradd", "-M", "-s", "/usr/sbin/nologin",
+                            RUN_USER], "useradd %s" % RUN_USER, as_user=False)
+            os.chmod("/dev/fuse", 0o666)
+            self.user = pwd.getpwnam(RUN_USER)
+            self.env.update(HOME=cwd, USER=RUN_USER, LOGNAME=RUN_USER)
+
+    def _preexec(self):
+        pw = self.user
+        if pw is None:
+            return None
+
+        def drop():
+            os.initgroups(pw.pw_name, pw.pw_gid)
+            os.setgid(pw.pw_gid)
+            os.setuid(pw.pw_uid)
+        return drop
+
+    def chown(self, path):
+        if self.user is not None:
+            os.chown(path, self.user.pw_uid, self.user.pw_gid)
+
+    def prog(self, name):
+        return os.path.join(self.pgbin, name)
+
+    def popen(self, cmd, out, as_user=True):
+        return subprocess.Popen(cmd, cwd=self.cwd, env=self.env,
+                                stdin=subprocess.DEVNULL, stdout=out,
+                                stderr=subprocess.STDOUT,
+                                start_new_session=True,
+                                preexec_fn=self._preexec() if as_user else None)
+
+    def run(self, cmd, timeout=TIMEOUT_STEP, stdin=None, as_user=True):
+        """Run CMD to its end; (returncode, output)."""
+        try:
+            r = subprocess.run(cmd, cwd=self.cwd, env=self.env, input=stdin,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               stdin=None if stdin is not None else subprocess.DEVNULL,
+                               start_new_session=True, timeout=timeout,
+                               preexec_fn=self._preexec() if as_user else None)
+        except subprocess.TimeoutExpired as e:
+            out = e.output.decode(errors="replace") if e.output else ""
+            return -1, out + "\n(timed out after %d s)" % timeout
+        except OSError as e:
+            return -1, "%s: %s" % (cmd[0], e)
+        return r.returncode, r.stdout.decode(errors="replace")
+
+    def check(self, cmd, what, timeout=TIMEOUT_STEP, stdin=None, as_user=True):
+        rc, out = self.run(cmd, timeout=timeout, stdin=stdin, as_user=as_user)
+        if rc != 0:
+            raise Failure("%s failed (%s):\n%s" % (
+                what, "exit %d" % rc if rc >= 0 else "not run", out[-4000:]))
+        return out
+
+
+def find_pgbin():
+    cands = [os.environ.get("PGBIN"), "/usr/lib/postgresql/15/bin"]
+    try:
+        r = subprocess.run(["pg_config", "--bindir"], capture_output=True,
+                           text=True, timeout=10)
+        if r.returncode == 0:
+            cands.append(r.stdout.strip())
+    except (OSError, subprocess.TimeoutExpired):
+        pass
+    need = ("initdb", "pg_ctl", "postgres", "pgbench")
+    for d in cands:
+        if d and all(os.access(os.path.join(d, p), os.X_OK) for p in need):
+            return d
+    raise Failure("PostgreSQL programs (%s) not found: set PGBIN or install"
+                  " postgresql-15" % ", ".join(need))
+
+
+def is_fuse_mounted(mnt):
+    target = os.path.realpath(mnt)
+    found = None
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            pre, _, post = line.partition(" - ")
+            if pre.split(" ")[4] == target:
+                found = post.split(" ")[0]
+    return found is not None and found.startswith("fuse")
+
+
+class Comparison:
+    def __init__(self, args, configs, common, foliofs, pgbin):
+        self.a = args
+        self.configs = configs
+        self.common = common
+        self.foliofs = foliofs
+        self.fusermount = shutil.which("fusermount3") or "/usr/bin/fusermount3"
+        self.out = os.path.realpath(args.output)
+        os.makedirs(args.workdir, exist_ok=True)
+        self.scratch = tempfile.mkdtemp(prefix="pgcompare.",
+                                        dir=os.path.realpath(args.workdir))
+        os.chmod(self.scratch, 0o755)
+        self.r = Runner(pgbin, self.scratch)
+        self.r.chown(self.scratch)
+        self.logs = os.path.join(self.scratch, "logs")
+        self.mkdir(self.logs)
+        self.pg_conf = dict(c.partition("=")[::2] for c in PG_CONF)
+        self.pg_conf.update(c.partition("=")[::2] for c in args.pg_conf)
+        self.running = None         # Config whose server is up
+        self.iterations = []        # dicts, one per config and iteration
+        self.wall_s = None
+
+    def mkdir(self, path, mode=0o755):
+        os.mkdir(path, mode)
+        self.r.chown(path)
+
+    def setting_lines(self):
+        pg = self.r.run([self.r.prog("postgres"), "--version"], as_user=False)[1]
+        src = subprocess.run(["findmnt", "-rn", "-T", self.scratch, "-o",
+                              "FSTYPE,SOURCE"], capture_output=True, text=True)
+        rev = subprocess.run(["git", "-C", REPO, "describe", "--always",
+                              "--dirty"], capture_output=True, text=True)
+        lines = [
+            "pgbench -i -s %d -F %d once per configuration; then %d iterations of"
+            " pgbench -N -M prepared -c %d -j %d -T %d, configurations taking"
+            " turns (the first rotating), each server stopped after its run"
+            % (self.a.scale, self.a.fillfactor, self.a.iters, self.a.clients,
+               self.a.threads, self.a.duration),
+            "server: %s; %s; fsync on, data checksums, Unix socket"
+            % (pg.strip(), ", ".join("%s=%s" % kv for kv in self.pg_conf.items())),
+            "foliofs %s (%s), common options: %s; stats every %d ms"
+            % (self.foliofs, rev.stdout.strip() or "?", join_opts(self.common),
+               STATS_INTERVAL_MS),
+            "disk: %s (%s)" % (self.scratch, src.stdout.strip().splitlines()[-1]
+                               if src.stdout.strip() else "?"),
+            "machine: %d CPUs, %.1f GiB RAM, kernel %s" % (
+                os.cpu_count() or 0,
+                os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / (1 << 30),
+                os.uname().release),
+            "run as: %s" % (self.r.user.pw_name if self.r.user else
+                            pwd.getpwuid(os.getuid()).pw_name),
+        ]
+        for c in self.configs:
+            lines.append("configuration %s: %s" % (
+                c.name, "plain directory (native)" if c.native else
+                "foliofs -o " + join_opts(self.mount_opts(c))))
+        return lines
+
+    def mount_opts(self, c):
+        opts = dict(self.common)
+        opts.update(c.opts)
+        return opts
+
+    # ------------------------------------------------------------ mounts
+
+    def mount(self, c):
+        opts = self.mount_opts(c)
+        opts.update(stats_log=c.stats_log, stats_interval_ms=str(STATS_INTERVAL_MS))
+        cmd = [self.foliofs, "-f", "-o", join_opts(opts), c.backing, c.mnt]
+        log("%s: mounting: %s" % (c.name, " ".join(cmd)))
+        c.daemon_log = open(os.path.join(self.logs, "foliofs-%s.log" % c.name), "wb")
+        c.daemon = self.r.popen(cmd, c.daemon_log)
+        deadline = time.monotonic() + TIMEOUT_MOUNT
+        while not is_fuse_mounted(c.mnt):
+            if c.daemon.poll() is not None:
+                c.daemon = None
+                raise Failure("%s: foliofs exited before the mount appeared:\n%s"
+                              % (c.name, self.daemon_output(c)))
+            if time.monotonic() > deadline:
+                raise Failure("%s: %s not mounted after %d s"
+                              % (c.name, c.mnt, TIMEOUT_MOUNT))
+            time.sleep(0.05)
+
+    def daemon_output(self, c):
+        with open(os.path.join(self.logs, "foliofs-%s.log" % c.name),
+                  errors="replace") as f:
+            return f.read()[-4000:]
+
+    def umount(self, c, clean=True):
+        """Unmount C; the daemon writes everything back and must exit 0
+        (when CLEAN; otherwise it is killed if it does not exit)."""
+        if c.daemon is None:
+            return
+        if is_fuse_mounted(c.mnt):
+            rc, out = self.r.run([self.fusermount, "-u", c.mnt], timeout=60)
+            if rc != 0:
+                if clean:
+                    raise Failure("%s: fusermount3 -u failed: %s" % (c.name, out))
+                self.r.run([self.fusermount, "-u", "-z", c.mnt], timeout=60)
+        try:
+            rc = c.daemon.wait(TIMEOUT_UMOUNT if clean else 60)
+        except subprocess.TimeoutExpired:
+            c.daemon.kill()
+            rc = c.daemon.wait()
+        c.daemon = None
+        c.daemon_log.close()
+        if clean and rc != 0:
+            raise Failure("%s: foliofs exited with status %d after unmount:\n%s"
+                          % (c.name, rc, self.daemon_output(c)))
+
+    def check_daemon(self, c):
+        if c.native:
+            return
+        if c.daemon.poll() is not None or not is_fuse_mounted(c.mnt):
+            raise Failure("%s: the foliofs daemon died or the mount is gone:\n%s"
+                          % (c.name, self.daemon_output(c)))
+
+    def snapshot(self, c):
+        """The stats now, read through the mount as its user; {} for native."""
+        if c.native:
+            return {}
+        out = self.r.check(["cat", os.path.join(c.mnt, ".foliofs", "stats")],
+                           "%s: reading .foliofs/stats" % c.name, timeout=60)
+        snap = {}
+        for line in out.splitlines():
+            k, _, v = line.partition(" ")
+            if v.strip().lstrip("-").isdigit():
+                snap[k] = int(v)
+        snap["unix_ms"] = now_ms()
+        return snap
+
+    # ----------------------------------------------------------- servers
+
+    def pg_init(self, c):
+        log("%s: initdb --data-checksums %s" % (c.name, c.pgdata))
+        self.r.check([self.r.prog("initdb"), "--data-checksums", "-D", c.pgdata,
+                      "-U", "postgres", "--auth=trust", "--locale=C",
+                      "--encoding=UTF8"], "%s: initdb" % c.name)
+        conf = ["", "# pgcompare.py: the same for every configuration",
+                "listen_addresses = ''", "unix_socket_directories = '%s'" % c.sock,
+                "port = 5432"]
+        conf += ["%s = '%s'" % kv for kv in self.pg_conf.items()]
+        self.r.check(["sh", "-c", 'cat >> "$1"', "sh",
+                      os.path.join(c.pgdata, "postgresql.conf")],
+                     "%s: writing postgresql.conf" % c.name,
+                     stdin=("\n".join(conf) + "\n").encode())
+
+    def server_log(self, c):
+        return os.path.join(self.logs, "server-%s.log" % c.name)
+
+    def tail_server_log(self, c):
+        try:
+            with open(self.server_log(c), errors="replace") as f:
+                return "".join(f.readlines()[-30:])
+        except OSError:
+            return ""
+
+    def pg_start(self, c):
+        self.running = c
+        rc, out = self.r.run([self.r.prog("pg_ctl"), "start", "-w", "-t", "300",
+                              "-D", c.pgdata, "-l", self.server_log(c)])
+        if rc != 0:
+            raise Failure("%s: the server did not start: %s\n%s"
+                          % (c.name, out, self.tail_server_log(c)))
+
+    def pg_stop(self, c):
+        rc, out = self.r.run([self.r.prog("pg_ctl"), "stop", "-m", "fast", "-w",
+                              "-t", str(TIMEOUT_STEP), "-D", c.pgdata])
+        if rc != 0:
+            raise Failure("%s: the server did not stop: %s\n%s"
+                          % (c.name, out, self.tail_server_log(c)))
+        self.running = None
+
+    def pgbench(self, c, args, what, logname):
+        cmd = [self.r.prog("pgbench"), "-h", c.sock, "-p", "5432", "-U",
+               "postgres", *args, "postgres"]
+        rc, out = self.r.run(cmd, timeout=self.a.duration + TIMEOUT_STEP)
+        with open(os.path.join(self.logs, logname), "w") as f:
+            f.write("$ %s\n%s" % (" ".join(cmd), out))
+        if rc != 0:
+            raise Failure("%s: %s failed (exit %d):\n%s\n%s" % (
+                c.name, what, rc, out[-3000:], self.tail_server_log(c)))
+        return out
+
+    def load(self, c):
+        self.pg_start(c)
+        log("%s: pgbench -i -s %d -F %d" % (c.name, self.a.scale, self.a.fillfactor))
+        t0 = time.monotonic()
+        self.pgbench(c, ["-i", "-s", str(self.a.scale), "-F",
+                         str(self.a.fillfactor)], "pgbench -i",
+                     "pgbench-init-%s.log" % c.name)
+        self.pg_stop(c)
+        c.load_s = time.monotonic() - t0
+
+    def iteration(self, c, it, position):
+        self.check_daemon(c)
+        self.pg_start(c)
+        before = self.snapshot(c)
+        start = now_ms()
+        out = self.pgbench(c, ["-N", "-M", "prepared", "-c", str(self.a.clients),
+                               "-j", str(self.a.threads), "-T", str(self.a.duration)],
+                           "pgbench -N", "pgbench-%s-%d.log" % (c.name, it))
+        end = now_ms()
+        after_run = self.snapshot(c)
+        self.pg_stop(c)
+        after_stop = self.snapshot(c)
+        stop_end = now_ms()
+        self.check_daemon(c)
+        row = {"config": c.name, "iteration": it, "position": position,
+               "start_unix_ms": start, "end_unix_ms": end,
+               "stop_end_unix_ms": stop_end}
+        row.update(parse_pgbench(out, c.name))
+        for k in COUNTERS:
+            run = after_run.get(k, 0) - before.get(k, 0) if before else ""
+            tot = after_stop.get(k, 0) - before.get(k, 0) if before else ""
+            row["run_" + k] = run
+            row["total_" + k] = tot
+        self.iterations.append(row)
+        log("%s: iteration %d: %.1f tps%s" % (
+            c.name, it, row["tps"], "" if c.native else
+            ", %d pauses (%.1f s)" % (row["run_throttle_events"],
+                                      row["run_throttle_ms"] / 1000)))
+
+    # --------------------------------------------------------------- run
+
+    def run(self):
+        t0 = time.monotonic()
+        for c in self.configs:
+            c.top = os.path.join(self.scratch, c.name)
+            self.mkdir(c.top)
+            c.sock = os.path.join(c.top, "sock")
+            self.mkdir(c.sock, 0o700)
+            if c.native:
+                c.pgdata = os.path.join(c.top, "pgdata")
+                continue
+            c.backing = os.path.join(c.top, "backing")
+            c.mnt = os.path.join(c.top, "mnt")
+            self.mkdir(c.backing)
+            self.mkdir(c.mnt)
+            c.pgdata = os.path.join(c.mnt, "pgdata")
+            c.stats_log = os.path.join(self.logs, "stats-%s.jsonl" % c.name)
+        # Every mount first: a bad option fails before anything is loaded.
+        for c in self.configs:
+            if not c.native:
+                self.mount(c)
+        for c in self.configs:
+            self.pg_init(c)
+            self.load(c)
+        n = len(self.configs)
+        for it in range(1, self.a.iters + 1):
+            k = (it - 1) % n
+            for pos, c in enumerate(self.configs[k:] + self.configs[:k], 1):
+                self.iteration(c, it, pos)
+        for c in self.configs:
+            if not c.native:
+                log("%s: unmounting (the daemon writes back and syncs)" % c.name)
+                self.umount(c)
+        self.wall_s = time.monotonic() - t0
+
+    def cleanup(self, ok):
+        """Stop what runs, unmount, copy the logs out, remove the scratch
+        directory (unless -k).  Never raises."""
+        if self.running is not None:
+            c = self.running
+            log("%s: stopping the server" % c.name)
+            self.r.run([self.r.prog("pg_ctl"), "stop", "-m", "immediate", "-w",
+                        "-t", "60", "-D", c.pgdata], timeout=90)
+            self.running = None
+        for c in self.configs:
+            if c.daemon is not None:
+                log("%s: unmounting" % c.name)
+                try:
+                    self.umount(c, clean=False)
+                except (Failure, OSError) as e:
+                    log(str(e))
+        try:
+            dst = os.path.join(self.out, "logs")
+            shutil.copytree(self.logs, dst, dirs_exist_ok=True)
+            if not ok:
+                log("logs in %s" % dst)
+        except OSError as e:
+            log("could not copy the logs to %s: %s" % (self.out, e))
+        if self.a.keep:
+            log("kept %s" % self.scratch)
+        elif any(is_fuse_mounted(c.mnt) for c in self.configs if c.mnt):
+            log("a mount is still there: kept %s" % self.scratch)
+        else:
+            shutil.rmtree(self.scratch, ignore_errors=True)
+
+
+def parse_pgbench(out, name):
+    def grab(pattern, conv=float):
+        m = re.search(pattern, out, re.M)
+        if not m:
+            raise Failure("%s: pgbench printed no '%s' line:\n%s"
+                          % (name, pattern, out[-2000:]))
+        return conv(m.group(1))
+    row = {"tps": grab(r"^tps = ([0-9.]+)"),
+           "transactions": grab(r"^number of transactions actually processed:"
+                                r" (\d+)", int),
+           "failed": grab(r"^number of failed transactions: (\d+)", int),
+           "latency_avg_ms": grab(r"^latency average = ([0-9.]+) ms")}
+    if row["failed"]:
+        raise Failure("%s: pgbench: %d failed transactions" % (name, row["failed"]))
+    return row
+
+
+# ----------------------------------------------------------------- report
+
+def read_samples(cmp):
+    """Every stats-log line of every foliofs configuration, tagged with the
+    iteration and phase its unix time falls in: 'run' (pgbench), 'stop'
+    (the server's shutdown checkpoint after it), 'idle' otherwise."""
+    rows, keys = [], []
+    for c in cmp.configs:
+        if c.native:
+            continue
+        wins = [r for r in cmp.iterations if r["config"] == c.name]
+        with open(c.stats_log) as f:
+            for n, line in enumerate(f, 1):
+                try:
+                    s = json.loads(line)
+                except ValueError:
+                    raise Failure("%s: line %d of %s is not JSON: %r"
+                                  % (c.name, n, c.stats_log, line[:200]))
+                for k in s:
+                    if k not in keys:
+                        keys.append(k)
+                it, phase = "", "idle"
+                for w in wins:
+                    if w["start_unix_ms"] <= s["unix_ms"] < w["end_unix_ms"]:
+                        it, phase = w["iteration"], "run"
+                    elif w["end_unix_ms"] <= s["unix_ms"] < w["stop_end_unix_ms"]:
+                        it, phase = w["iteration"], "stop"
+                rows.append(dict(s, config=c.name, iteration=it, phase=phase))
+    return rows, keys
+
+
+def write_csv(path, header, rows):
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=header, extrasaction="ignore")
+        w.writeheader()
+        w.writerows(rows)
+
+
+def per_second(samples, key):
+    """(sample, delta of KEY per second since the previous sample) for
+    consecutive samples of one configuration."""
+    out = []
+    for prev, cur in zip(samples, samples[1:]):
+        dt = (cur["time_ms"] - prev["time_ms"]) / 1000
+        if dt > 0:
+            out.append((cur, (cur[key] - prev[key]) / dt))
+    return out
+
+
+def run_timeline(cmp, c, samples):
+    """Run-phase samples of C on one axis: seconds of pgbench time, the
+    iterations of C laid end to end.  Returns (xs, samples, boundaries)."""
+    offset, bounds, starts = 0.0, [], {}
+    for r in cmp.iterations:
+        if r["config"] == c.name:
+            starts[r["iteration"]] = (offset, r["start_unix_ms"])
+            offset += (r["end_unix_ms"] - r["start_unix_ms"]) / 1000
+            bounds.append(offset)
+    xs, picked = [], []
+    for s in samples:
+        if s["phase"] == "run":
+            off, t0 = starts[s["iteration"]]
+            xs.append(off + (s["unix_ms"] - t0) / 1000)
+            picked.append(s)
+    return xs, picked, bounds[:-1]
+
+
+def summarize(cmp, samples):
+    out = []
+    for c in cmp.configs:
+        its = [r for r in cmp.iterations if r["config"] == c.name]
+        tps = [r["tps"] for r in sorted(its, key=lambda r: r["iteration"])]
+        half = len(tps) // 2 or 1
+        mean = statistics.mean(tps)
+        s = {"name": c.name, "tps": tps, "avg": mean, "min": min(tps),
+             "max": max(tps),
+             "cv": statistics.stdev(tps) / mean * 100 if len(tps) > 1 and mean else 0.0,
+             "first": statistics.mean(tps[:half]),
+             "second": statistics.mean(tps[half:]) if tps[half:] else None,
+             "native": c.native}
+        if not c.native:
+            tot = {k: sum(r["total_" + k] for r in its) for k in COUNTERS}
+            run = {k: sum(r["run_" + k] for r in its) for k in COUNTERS}
+            mine = [x for x in samples if x["config"] == c.name]
+            runs = [x for x in mine if x["phase"] == "run"]
+            steps = [(x, v) for x, v in per_second(mine, "throttle_ms")
+                     if x["phase"] == "run"]
+            # `pause` is the length of the last pause taken, which may be
+            # long past: read it only where a pause was taken since the
+            # previous sample.
+            fresh = [x["pause"] for x, prev in zip(mine[1:], mine)
+                     if x["phase"] == "run"
+                     and x["throttle_events"] > prev["throttle_events"]]
+            s.update(
+                charged=tot["nr_dirtied"] * PAGE,
+                written=tot["backing_write_bytes"],
+                nr_written=tot["nr_written"] * PAGE,
+                ratio=(tot["nr_dirtied"] * PAGE / tot["backing_write_bytes"]
+                       if tot["backing_write_bytes"] else None),
+                n_samples=len(runs),
+                above_freerun=share(runs, lambda x: x["nr_dirty"] >= freerun(x)),
+                above_setpoint=share(runs, lambda x: x["nr_dirty"] >= x["setpoint"]),
+                above_limit=share(runs, lambda x: x["nr_dirty"] >= x["dirty_limit"]),
+                pauses=run["throttle_events"], paused_ms=run["throttle_ms"],
+                longest=max(fresh, default=None),
+                peak_ms_per_s=max((v for _, v in steps), default=None),
+                pinned=max((x["pinned_bytes"] for x in runs), default=None),
+                peak_charged=max((x["nr_dirty"] * PAGE for x in runs), default=None),
+                peak_exact=max((x["dirty_bytes_exact"] for x in runs), default=None),
+                limit=max((x["dirty_limit"] * PAGE for x in runs), default=None))
+        out.append(s)
+    return out
+
+
+def freerun(sample):
+    """Where the throttler starts pausing writers, in pages."""
+    return (sample["dirty_thresh"] + sample["bg_thresh"]) // 2
+
+
+def share(rows, pred):
+    return 100.0 * sum(1 for r in rows if pred(r)) / len(rows) if rows else None
+
+
+def fmt_tps(v):
+    return "" if v is None else "%.0f" % v if v >= 100 else "%.1f" % v
+
+
+def fmt_bytes(v):
+    if v is None:
+        return ""
+    if v >= 10 << 30:
+        return "%.1f GiB" % (v / (1 << 30))
+    return "%.1f MiB" % (v / MIB)
+
+
+def fmt_pct(v):
+    return "" if v is None else "%.1f%%" % v
+
+
+def fmt_num(fmt, v):
+    return "" if v is None else fmt % v
+
+
+def md_table(header, rows):
+    lines = ["| " + " | ".join(header) + " |",
+             "|" + "|".join("---" if i == 0 else "---:" for i in range(len(header))) + "|"]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def tps_table(cmp, summ):
+    n = cmp.a.iters
+    half = n // 2 or 1
+    h1 = "iters 1-%d" % half if half > 1 else "iter 1"
+    h2 = "iters %d-%d" % (half + 1, n) if n - half > 1 else "iter %d" % n
+    rows = [[s["name"], fmt_tps(s["avg"]), fmt_tps(s["min"]), fmt_tps(s["max"]),
+             "%.2f%%" % s["cv"], fmt_tps(s["first"]), fmt_tps(s["second"])]
+            for s in summ]
+    return md_table(["configuration", "avg tps", "min", "max", "CV", h1, h2], rows)
+
+
+def dirty_table(summ):
+    rows = []
+    for s in summ:
+        if s["native"]:
+            rows.append([s["name"]] + [""] * 10)
+            continue
+        rows.append([
+            s["name"], fmt_bytes(s["charged"]), fmt_bytes(s["written"]),
+            fmt_num("x%.1f", s["ratio"]), fmt_pct(s["above_freerun"]),
+            fmt_pct(s["above_setpoint"]),
+            fmt_pct(s["above_limit"]), "%d" % s["pauses"],
+            "%.1f s" % (s["paused_ms"] / 1000), fmt_num("%d ms", s["longest"]),
+            fmt_bytes(s["pinned"])])
+    return md_table(["configuration", "charged", "written", "charged/written",
+                     "samples >= freerun", "samples >= setpoint",
+                     "samples >= limit", "pauses", "paused", "longest pause",
+                     "peak pinned"], rows)
+
+
+def peaks_table(summ):
+    rows = [[s["name"], fmt_bytes(s["peak_charged"]), fmt_bytes(s["peak_exact"]),
+             fmt_bytes(s["limit"]), fmt_bytes(s["nr_written"]),
+             fmt_num("%.0f ms", s["peak_ms_per_s"]), "%d" % s["n_samples"]]
+            for s in summ if not s["native"]]
+    return md_table(["configuration", "peak charged", "peak exact dirty",
+                     "limit", "nr_written", "peak paused per s", "samples"], rows)
+
+
+def comparisons(summ):
+    """One line per configuration against the first: the seed's headline."""
+    base, lines = summ[0], []
+    for s in summ[1:]:
+        lines.append("- %s against %s: %+.1f%% average tps; CV %.2f%% against"
+                     " %.2f%%; worst iteration %s against %s."
+                     % (s["name"], base["name"],
+                        (s["avg"] / base["avg"] - 1) * 100 if base["avg"] else 0,
+                        s["cv"], base["cv"], fmt_tps(s["min"]), fmt_tps(base["min"])))
+    return lines
+
+
+def write_report(cmp, settings, summ, path):
+    it_rows = []
+    for it in range(1, cmp.a.iters + 1):
+        row = [str(it)]
+        by = {r["config"]: r for r in cmp.iterations if r["iteration"] == it}
+        order = sorted(by.values(), key=lambda r: r["position"])
+        row.append(", ".join(r["config"] for r in order))
+        row += [fmt_tps(by[c.name]["tps"]) for c in cmp.configs]
+        it_rows.append(row)
+    text = [
+        "# PostgreSQL policy comparison",
+        "",
+        "%s, %d configurations, %d iterations, wall time %.0f s (%s)."
+        % (datetime.datetime.now().strftime("%Y-%m-%d %H:%M"), len(cmp.configs),
+           cmp.a.iters, cmp.wall_s, "pgcompare.py " + " ".join(
+               map(quote, sys.argv[1:]))),
+        "",
+        "## Settings", "",
+        *("- " + line for line in settings), "",
+        "## Throughput (pgbench tps)", "",
+        tps_table(cmp, summ), "",
+        *comparisons(summ), "",
+        "CV: sample standard deviation over the mean of the iterations.",
+        "", "Per iteration (order: who ran first):", "",
+        md_table(["iteration", "order"] + [c.name for c in cmp.configs], it_rows),
+        "",
+        "## Dirty accounting and throttling", "",
+        dirty_table(summ), "",
+        peaks_table(summ), "",
+        "- charged: `nr_dirtied` x 4 KiB, what the accounting policy charged;"
+        " written: `backing_write_bytes`, what reached the backing files (the"
+        " seed's \"written to the array\"); both from the start of each pgbench"
+        " run to the end of the server's stop after it (whose shutdown"
+        " checkpoint writes back what the run dirtied), summed over the"
+        " iterations; `pgbench -i` is not counted.",
+        "- nr_written: `nr_written` x 4 KiB, whole folios whose writeback ended"
+        " (the kernel's `WB_WRITTEN`, what `write_bw` is measured from), over"
+        " the same windows.",
+        "- samples >= freerun / setpoint / limit: share of the one-second"
+        " stats samples taken during the pgbench runs with the charge"
+        " (`nr_dirty`) at or above the freerun point ((`dirty_thresh` +"
+        " `bg_thresh`) / 2, where pauses begin), `setpoint` or `dirty_limit`.",
+        "- pauses, paused: `throttle_events` and `throttle_ms` over the pgbench"
+        " runs (summed over all writers: two writers paused for the same"
+        " second count two seconds).",
+        "- longest pause: the largest `pause` (the length of the last pause"
+        " taken) seen in the samples, a lower bound, as foliofs does not keep"
+        " the longest; a single pause is at most `max_pause` (200 ms), and at"
+        " the hard limit a writer waits several of them in a row. peak paused"
+        " per s: the largest increase of `throttle_ms` between two samples,"
+        " per second.",
+        "- peak pinned, peak charged, peak exact dirty: the largest"
+        " `pinned_bytes`, `nr_dirty` x 4 KiB and `dirty_bytes_exact` in the"
+        " samples of the pgbench runs. Blank for native: no foliofs there.",
+        "",
+        "## Plots", "",
+        "![tps per iteration](tps.png)", "",
+        "![charged and exact dirty, setpoint and limit](dirty.png)", "",
+        "![time paused per second](pauses.png)", "",
+        "## Files", "",
+        "- `iterations.csv`: one row per configuration and iteration: tps,"
+        " pgbench's figures, and the deltas of %s over the run (`run_`) and"
+        " through the stop (`total_`)." % ", ".join(COUNTERS),
+        "- `samples.csv`: every stats-log line of every foliofs configuration"
+        " (every stat of `.foliofs/stats`), with its iteration and phase"
+        " (`run`: pgbench; `stop`: the shutdown checkpoint after it; `idle`).",
+        "- `logs/`: pgbench output, server and daemon logs, raw stats logs.",
+        ""]
+    with open(path, "w") as f:
+        f.write("\n".join(text))
+
+
+def quote(s):
+    return s if re.match(r"^[\w.,=+/:-]+$", s) else "'%s'" % s.replace("'", "'\\''")
+
+
+def plot(cmp, samples, summ, outdir):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fcs = [c for c in cmp.configs if not c.native]
+    title = "pgbench -N -M prepared -c %d -j %d -T %d, scale %d" % (
+        cmp.a.clients, cmp.a.threads, cmp.a.duration, cmp.a.scale)
+
+    fig, ax = plt.subplots(figsize=(9, 4.5))
+    for s in summ:
+        ax.plot(range(1, len(s["tps"]) + 1), s["tps"], marker="o", label=s["name"])
+    ax.set_xlabel("iteration")
+    ax.set_ylabel("tps")
+    ax.set_ylim(bottom=0)
+    ax.set_xticks(range(1, cmp.a.iters + 1))
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(os.path.join(outdir, "tps.png"), dpi=100)
+    plt.close(fig)
+
+    n = max(len(fcs), 1)
+    fig, axes = plt.subplots(n, 1, figsize=(10, 2.8 * n + 0.8), sharex=True,
+                             sharey=True, squeeze=False)
+    for ax, c in zip(axes[:, 0], fcs):
+        xs, pts, bounds = run_timeline(cmp, c, [s for s in samples
+                                                if s["config"] == c.name])
+        for label, style, value in (
+                ("charged (nr_dirty)", "-", lambda p: p["nr_dirty"] * PAGE),
+                ("exact dirty", "-", lambda p: p["dirty_bytes_exact"]),
+                ("freerun", ":", lambda p: freerun(p) * PAGE),
+                ("setpoint", "--", lambda p: p["setpoint"] * PAGE),
+                ("limit", "--", lambda p: p["dirty_limit"] * PAGE)):
+            ax.plot(xs, [value(p) / MIB for p in pts], style, label=label,
+                    linewidth=1)
+        for b in bounds:
+            ax.axvline(b, color="grey", linewidth=0.5, linestyle=":")
+        ax.set_title(c.name, fontsize=10)
+        ax.set_ylabel("MiB")
+        ax.set_ylim(bottom=0)
+        ax.grid(alpha=0.3)
+    axes[0, 0].legend(loc="upper right", fontsize=8)
+    axes[-1, 0].set_xlabel("seconds of pgbench (iterations end to end, dotted)")
+    fig.suptitle("dirty memory, one sample per second: " + title, fontsize=10)
+    fig.tight_layout()
+    fig.savefig(os.path.join(outdir, "dirty.png"), dpi=100)
+    plt.close(fig)
+
+    fig, axes = plt.subplots(n, 1, figsize=(10, 2.2 * n + 0.8), sharex=True,
+                             sharey=True, squeeze=False)
+    for ax, c in zip(axes[:, 0], fcs):
+        mine = [s for s in samples if s["config"] == c.name]
+        xs, pts, bounds = run_timeline(cmp, c, mine)
+        rate = {id(s): v for s, v in per_second(mine, "throttle_ms")}
+        ax.plot(xs, [rate.get(id(p), 0) for p in pts], linewidth=1)
+        for b in bounds:
+            ax.axvline(b, color="grey", linewidth=0.5, linestyle=":")
+        ax.set_title(c.name, fontsize=10)
+        ax.set_ylabel("ms paused / s")
+        ax.set_ylim(bottom=0)
+        ax.grid(alpha=0.3)
+    axes[-1, 0].set_xlabel("seconds of pgbench (iterations end to end, dotted)")
+    fig.suptitle("time writers were paused per second (all writers): " + title,
+                 fontsize=10)
+    fig.tight_layout()
+    fig.savefig(os.path.join(outdir, "pauses.png"), dpi=100)
+    plt.close(fig)
+
+
+def report(cmp, settings):
+    samples, keys = read_samples(cmp)
+    write_csv(os.path.join(cmp.out, "samples.csv"),
+              ["config", "iteration", "phase"] + keys, samples)
+    header = ["config", "iteration", "position", "start_unix_ms", "end_unix_ms",
+              "stop_end_unix_ms", "tps", "transactions", "failed",
+              "latency_avg_ms"]
+    header += ["run_" + k for k in COUNTERS] + ["total_" + k for k in COUNTERS]
+    write_csv(os.path.join(cmp.out, "iterations.csv"), header, cmp.iterations)
+    summ = summarize(cmp, samples)
+    write_report(cmp, settings, summ, os.path.join(cmp.out, "report.md"))
+    plot(cmp, samples, summ, cmp.out)
+    print()
+    print(tps_table(cmp, summ))
+    print()
+    print("\n".join(comparisons(summ)))
+    print()
+    print(dirty_table(summ))
+    print()
+    print(peaks_table(summ))
+
+
+# ------------------------------------------------------------------- main
+
+def prepare_output(path):
+    if os.path.isdir(path) and os.listdir(path):
+        raise Failure("-O %s: the directory is not empty" % path)
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as e:
+        raise Failure("-O %s: %s" % (path, e))
+
+
+def main(argv):
+    a = parse_args(argv)
+    try:
+        import matplotlib  # noqa: F401 - only checked here, used at the end
+    except ImportError:
+        raise Failure("matplotlib is needed for the plots (apt-get install"
+                      " python3-matplotlib)")
+    foliofs = os.path.realpath(os.environ.get(
+        "FOLIOFS", os.path.join(REPO, "build", "foliofs")))
+    if not os.access(foliofs, os.X_OK):
+        raise Failure("foliofs binary %s not found (set FOLIOFS or build it)"
+                      % foliofs)
+    fhelp = FoliofsHelp(foliofs)
+    configs = [parse_config(s, fhelp) for s in (a.config or DEFAULT_CONFIGS)]
+    names = [c.name for c in configs]
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        raise Failure("--config: the name %s is used twice (give NAME=)" % dup[0])
+    common = parse_opts(COMMON_OPTS)
+    for k, v in parse_opts(a.common).items():
+        if k in RESERVED_OPTS:
+            raise Failure("-o %s: %s is set by the script" % (a.common, k))
+        common[k] = v
+    pgbin = find_pgbin()
+    if not shutil.which("fusermount3") and not os.access("/usr/bin/fusermount3", os.X_OK):
+        raise Failure("fusermount3 not found (apt-get install fuse3)")
+    prepare_output(a.output)
+
+    cmp = Comparison(a, configs, common, foliofs, pgbin)
+
+    def on_signal(signum, frame):
+        raise Interrupted(signum)
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+    ok = False
+    try:
+        settings = cmp.setting_lines()
+        for line in settings:
+            log(line)
+        cmp.run()
+        report(cmp, settings)
+        print("\nwall time %.0f s; report, CSVs and plots in %s"
+              % (cmp.wall_s, cmp.out))
+        ok = True
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        cmp.cleanup(ok)
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main(sys.argv[1:]))
+    except Failure as e:
+        log("FAILED: %s" % e)
+        sys.exit(1)
+    except Interrupted as e:
+        log("interrupted")
+        sys.exit(128 + e.signum)
