@@ -37,17 +37,22 @@
 #include <unistd.h>
 
 #define LEN (16u << 10)
-#define STEP_NS (2 * 3600 * 1000000000ll)
+#define STEP_NS (2ll * 3600 * 1000000000)
 
 /* Added to every CLOCK_REALTIME reading of the library. */
 static _Atomic int64_t realtime_shift_ns;
 
-int __real_clock_gettime(clockid_t clk, struct timespec *ts);
-int __wrap_clock_gettime(clockid_t clk, struct timespec *ts);
-int __real_pthread_cond_timedwait(pthread_cond_t *cond, pthread_mutex_t *mutex,
-				  const struct timespec *abstime);
-int __wrap_pthread_cond_timedwait(pthread_cond_t *cond, pthread_mutex_t *mutex,
-				  const struct timespec *abstime);
+/* -Wl,--wrap=X sends calls of X to __wrap_X; __real_X is X itself. */
+int real_clock_gettime(clockid_t clk, struct timespec *ts)
+	__asm__("__real_clock_gettime");
+int wrap_clock_gettime(clockid_t clk, struct timespec *ts)
+	__asm__("__wrap_clock_gettime");
+int real_pthread_cond_timedwait(pthread_cond_t *cond, pthread_mutex_t *mutex,
+				const struct timespec *abstime)
+	__asm__("__real_pthread_cond_timedwait");
+int wrap_pthread_cond_timedwait(pthread_cond_t *cond, pthread_mutex_t *mutex,
+				const struct timespec *abstime)
+	__asm__("__wrap_pthread_cond_timedwait");
 
 static void shift_ts(struct timespec *ts, int64_t by_ns)
 {
@@ -57,9 +62,9 @@ static void shift_ts(struct timespec *ts, int64_t by_ns)
 	ts->tv_nsec = ns % 1000000000;
 }
 
-int __wrap_clock_gettime(clockid_t clk, struct timespec *ts)
+int wrap_clock_gettime(clockid_t clk, struct timespec *ts)
 {
-	int ret = __real_clock_gettime(clk, ts);
+	int ret = real_clock_gettime(clk, ts);
 
 	if (!ret && (clk == CLOCK_REALTIME || clk == CLOCK_REALTIME_COARSE))
 		shift_ts(ts, atomic_load(&realtime_shift_ns));
@@ -67,20 +72,20 @@ int __wrap_clock_gettime(clockid_t clk, struct timespec *ts)
 }
 
 /* @abstime is a time of the stepped clock (pthread_cond_t's default clock). */
-int __wrap_pthread_cond_timedwait(pthread_cond_t *cond, pthread_mutex_t *mutex,
-				  const struct timespec *abstime)
+int wrap_pthread_cond_timedwait(pthread_cond_t *cond, pthread_mutex_t *mutex,
+				const struct timespec *abstime)
 {
 	struct timespec ts = *abstime;
 
 	shift_ts(&ts, -atomic_load(&realtime_shift_ns));
-	return __real_pthread_cond_timedwait(cond, mutex, &ts);
+	return real_pthread_cond_timedwait(cond, mutex, &ts);
 }
 
 static int64_t mono_ms(void)
 {
 	struct timespec ts;
 
-	T_CHECK(__real_clock_gettime(CLOCK_MONOTONIC, &ts) == 0);
+	T_CHECK(real_clock_gettime(CLOCK_MONOTONIC, &ts) == 0);
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 

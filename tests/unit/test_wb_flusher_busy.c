@@ -33,8 +33,12 @@
 
 #define LEN (16u << 10)
 
-/* Set once by main; read by the hooks in every thread. */
-static struct wb_file *_Atomic file_a, *_Atomic file_b;
+static struct wb_file *file_a, *file_b;
+
+/* What the hooks look for, set by main while both files exist. */
+static struct bs_file *_Atomic a_bs;
+static pthread_mutex_t *_Atomic a_wb_lock;
+static atomic_int a_fd = -1, b_fd = -1;
 
 /* The test's own events; test_lock protects all of them. */
 static pthread_mutex_t test_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -63,18 +67,23 @@ static void wait_event(const bool *a, const bool *b)
 		pthread_cond_wait(&test_cond, &test_lock);
 }
 
-off_t __real_bs_file_size(struct bs_file *file);
-off_t __wrap_bs_file_size(struct bs_file *file);
-ssize_t __real_pwritev64(int fd, const struct iovec *iov, int iovcnt, off_t off);
-ssize_t __wrap_pwritev64(int fd, const struct iovec *iov, int iovcnt, off_t off);
-int __real_pthread_mutex_lock(pthread_mutex_t *mutex);
-int __wrap_pthread_mutex_lock(pthread_mutex_t *mutex);
+/* -Wl,--wrap=X sends calls of X to __wrap_X; __real_X is X itself. */
+off_t real_bs_file_size(struct bs_file *file)
+	__asm__("__real_bs_file_size");
+off_t wrap_bs_file_size(struct bs_file *file)
+	__asm__("__wrap_bs_file_size");
+ssize_t real_pwritev64(int fd, const struct iovec *iov, int iovcnt, off_t off)
+	__asm__("__real_pwritev64");
+ssize_t wrap_pwritev64(int fd, const struct iovec *iov, int iovcnt, off_t off)
+	__asm__("__wrap_pwritev64");
+int real_pthread_mutex_lock(pthread_mutex_t *mutex)
+	__asm__("__real_pthread_mutex_lock");
+int wrap_pthread_mutex_lock(pthread_mutex_t *mutex)
+	__asm__("__wrap_pthread_mutex_lock");
 
-off_t __wrap_bs_file_size(struct bs_file *file)
+off_t wrap_bs_file_size(struct bs_file *file)
 {
-	struct wb_file *a = atomic_load(&file_a);
-
-	if (a && file == a->bs && !in_fsync) {
+	if (file == atomic_load(&a_bs) && !in_fsync) {
 		pthread_mutex_lock(&test_lock);
 		if (hold_armed) {
 			hold_armed = false;
@@ -85,36 +94,34 @@ off_t __wrap_bs_file_size(struct bs_file *file)
 		}
 		pthread_mutex_unlock(&test_lock);
 	}
-	return __real_bs_file_size(file);
+	return real_bs_file_size(file);
 }
 
-ssize_t __wrap_pwritev64(int fd, const struct iovec *iov, int iovcnt, off_t off)
+ssize_t wrap_pwritev64(int fd, const struct iovec *iov, int iovcnt, off_t off)
 {
-	struct wb_file *b = atomic_load(&file_b);
-
-	if (in_fsync && fd == atomic_load(&file_a)->fd) {
+	if (in_fsync && fd == atomic_load(&a_fd)) {
 		pthread_mutex_lock(&test_lock);
 		fsync_held = true;
 		pthread_cond_broadcast(&test_cond);
 		wait_event(&fsync_go, NULL);
 		pthread_mutex_unlock(&test_lock);
-	} else if (b && fd == b->fd) {
+	} else if (fd == atomic_load(&b_fd)) {
 		pthread_mutex_lock(&test_lock);
 		if (!fsync_go)
 			b_written = true;
 		pthread_cond_broadcast(&test_cond);
 		pthread_mutex_unlock(&test_lock);
 	}
-	return __real_pwritev64(fd, iov, iovcnt, off);
+	return real_pwritev64(fd, iov, iovcnt, off);
 }
 
-int __wrap_pthread_mutex_lock(pthread_mutex_t *mutex)
+int wrap_pthread_mutex_lock(pthread_mutex_t *mutex)
 {
-	if (in_held_flusher && mutex == &atomic_load(&file_a)->wb_lock) {
+	if (in_held_flusher && mutex == atomic_load(&a_wb_lock)) {
 		in_held_flusher = false;
 		set_event(&flusher_waited);
 	}
-	return __real_pthread_mutex_lock(mutex);
+	return real_pthread_mutex_lock(mutex);
 }
 
 static void *fsync_a(void *arg)
@@ -159,6 +166,10 @@ int main(void)
 	T_CHECK(wb_ctx_create(&bcfg, &wcfg, &ctx) == 0);
 	file_a = new_file(ctx);
 	file_b = new_file(ctx);
+	atomic_store(&a_bs, file_a->bs);
+	atomic_store(&a_wb_lock, &file_a->wb_lock);
+	atomic_store(&a_fd, file_a->fd);
+	atomic_store(&b_fd, file_b->fd);
 	memset(buf, 0xa5, sizeof(buf));
 
 	pthread_mutex_lock(&test_lock);
@@ -183,6 +194,10 @@ int main(void)
 	pthread_mutex_unlock(&test_lock);
 	T_CHECK(pthread_join(thr, NULL) == 0);
 
+	atomic_store(&a_bs, NULL);
+	atomic_store(&a_wb_lock, NULL);
+	atomic_store(&a_fd, -1);
+	atomic_store(&b_fd, -1);
 	T_CHECK(wb_file_free(file_a) == 0);
 	T_CHECK(wb_file_free(file_b) == 0);
 	wb_ctx_destroy(ctx);

@@ -57,7 +57,7 @@ static unsigned int stray_writes;	/* writes outside the test's blocks */
 
 static void note_write(uint64_t off, uint64_t len)
 {
-	if (off % BLK || len % BLK || off / BLK + len / BLK > NR_BLKS || !len) {
+	if (off % BLK || len % BLK || off / BLK + len / BLK > (uint64_t)NR_BLKS || !len) {
 		stray_writes++;
 		return;
 	}
@@ -65,19 +65,27 @@ static void note_write(uint64_t off, uint64_t len)
 		writes_of[b]++;
 }
 
-ssize_t __real_pwritev64(int fd, const struct iovec *iov, int iovcnt, off_t off);
-ssize_t __wrap_pwritev64(int fd, const struct iovec *iov, int iovcnt, off_t off);
-int __real_io_uring_submit(struct io_uring *ring);
-int __wrap_io_uring_submit(struct io_uring *ring);
-int __wrap_io_uring_submit_and_wait(struct io_uring *ring, unsigned int wait_nr);
-int __real___io_uring_get_cqe(struct io_uring *ring, struct io_uring_cqe **cqe_ptr,
-			      unsigned int submit, unsigned int wait_nr, sigset_t *sigmask);
-int __wrap___io_uring_get_cqe(struct io_uring *ring, struct io_uring_cqe **cqe_ptr,
-			      unsigned int submit, unsigned int wait_nr, sigset_t *sigmask);
+/* -Wl,--wrap=X sends calls of X to __wrap_X; __real_X is X itself. */
+ssize_t real_pwritev64(int fd, const struct iovec *iov, int iovcnt, off_t off)
+	__asm__("__real_pwritev64");
+ssize_t wrap_pwritev64(int fd, const struct iovec *iov, int iovcnt, off_t off)
+	__asm__("__wrap_pwritev64");
+int real_io_uring_submit(struct io_uring *ring)
+	__asm__("__real_io_uring_submit");
+int wrap_io_uring_submit(struct io_uring *ring)
+	__asm__("__wrap_io_uring_submit");
+int wrap_io_uring_submit_and_wait(struct io_uring *ring, unsigned int wait_nr)
+	__asm__("__wrap_io_uring_submit_and_wait");
+int real_io_uring_get_cqe(struct io_uring *ring, struct io_uring_cqe **cqe_ptr,
+			  unsigned int submit, unsigned int wait_nr, sigset_t *sigmask)
+	__asm__("__real___io_uring_get_cqe");
+int wrap_io_uring_get_cqe(struct io_uring *ring, struct io_uring_cqe **cqe_ptr,
+			  unsigned int submit, unsigned int wait_nr, sigset_t *sigmask)
+	__asm__("__wrap___io_uring_get_cqe");
 
-ssize_t __wrap_pwritev64(int fd, const struct iovec *iov, int iovcnt, off_t off)
+ssize_t wrap_pwritev64(int fd, const struct iovec *iov, int iovcnt, off_t off)
 {
-	ssize_t n = __real_pwritev64(fd, iov, iovcnt, off);
+	ssize_t n = real_pwritev64(fd, iov, iovcnt, off);
 
 	if (n > 0)
 		note_write((uint64_t)off, (uint64_t)n);
@@ -88,7 +96,7 @@ ssize_t __wrap_pwritev64(int fd, const struct iovec *iov, int iovcnt, off_t off)
 static int submit_counted(struct io_uring *ring)
 {
 	unsigned int head = *ring->sq.khead;
-	int ret = __real_io_uring_submit(ring);
+	int ret = real_io_uring_submit(ring);
 
 	for (int i = 0; i < ret; i++) {
 		const struct io_uring_sqe *sqe = &ring->sq.sqes[(head + (unsigned int)i) &
@@ -118,7 +126,7 @@ static int submit_first(struct io_uring *ring, unsigned int nr)
 	return ret;
 }
 
-int __wrap_io_uring_submit(struct io_uring *ring)
+int wrap_io_uring_submit(struct io_uring *ring)
 {
 	enum mode what = next_submit;
 
@@ -140,14 +148,14 @@ int __wrap_io_uring_submit(struct io_uring *ring)
 }
 
 /* The code before the fix waited in the submit; its reaping loop waits anyway. */
-int __wrap_io_uring_submit_and_wait(struct io_uring *ring, unsigned int wait_nr)
+int wrap_io_uring_submit_and_wait(struct io_uring *ring, unsigned int wait_nr)
 {
 	(void)wait_nr;
-	return __wrap_io_uring_submit(ring);
+	return wrap_io_uring_submit(ring);
 }
 
-int __wrap___io_uring_get_cqe(struct io_uring *ring, struct io_uring_cqe **cqe_ptr,
-			      unsigned int submit, unsigned int wait_nr, sigset_t *sigmask)
+int wrap_io_uring_get_cqe(struct io_uring *ring, struct io_uring_cqe **cqe_ptr,
+			  unsigned int submit, unsigned int wait_nr, sigset_t *sigmask)
 {
 	if (deferred) {
 		/* The writes start now, and the wait for them fails. */
@@ -162,7 +170,7 @@ int __wrap___io_uring_get_cqe(struct io_uring *ring, struct io_uring_cqe **cqe_p
 		hung_waits++;
 		return -ETIME;
 	}
-	return __real___io_uring_get_cqe(ring, cqe_ptr, submit, wait_nr, sigmask);
+	return real_io_uring_get_cqe(ring, cqe_ptr, submit, wait_nr, sigmask);
 }
 
 /* ---- the scenarios ---- */
