@@ -5,8 +5,10 @@
  * Every foliofs option is validated here, before anything is mounted, and
  * a bad value is reported in one line that names the option and the value.
  * Options that belong to libfuse (allow_other, fsname, max_threads, ...)
- * are kept in ffs_config.args and checked by libfuse itself; fusefs/main.c
- * routes libfuse's messages through the same "foliofs: " prefix.
+ * are kept in ffs_config.args and checked by libfuse itself, except the
+ * thread counts, whose bad values libfuse ignores and mounts anyway, so
+ * they are checked here first; fusefs/main.c routes libfuse's messages
+ * through the same "foliofs: " prefix.
  */
 #include "fusefs.h"
 
@@ -48,7 +50,17 @@ enum {
 	KEY_THROTTLE,
 	KEY_STATS_LOG,
 	KEY_STATS_INTERVAL,
+	KEY_MAX_THREADS,
+	KEY_MAX_IDLE_THREADS,
+	KEY_FSNAME,
 };
+
+/*
+ * libfuse's own bound on worker threads (FUSE_LOOP_MT_MAX_THREADS in
+ * fuse_loop_mt.c, not exported): it ignores a larger value with a message
+ * and mounts anyway, so such values are refused here first.
+ */
+#define FFS_MAX_THREADS 100000
 
 static const struct fuse_opt ffs_opt_spec[] = {
 	FUSE_OPT_KEY("-h", KEY_HELP),
@@ -81,6 +93,9 @@ static const struct fuse_opt ffs_opt_spec[] = {
 	FUSE_OPT_KEY("throttle=", KEY_THROTTLE),
 	FUSE_OPT_KEY("stats_log=", KEY_STATS_LOG),
 	FUSE_OPT_KEY("stats_interval_ms=", KEY_STATS_INTERVAL),
+	FUSE_OPT_KEY("max_threads=", KEY_MAX_THREADS),
+	FUSE_OPT_KEY("max_idle_threads=", KEY_MAX_IDLE_THREADS),
+	FUSE_OPT_KEY("fsname=", KEY_FSNAME),
 	FUSE_OPT_END
 };
 
@@ -120,13 +135,14 @@ static const struct {
 	{ "fault=SPEC", "off", "inject backing I/O faults, for tests (see README)" },
 	{ "stats_log=FILE", "off", "append the stats as one JSON object per line every stats_interval_ms" },
 	{ "stats_interval_ms=N", "1000", "stats_log period (10 .. 3600000)" },
-	{ "max_threads=N", "10", "most FUSE worker threads (libfuse)" },
+	{ "max_threads=N", "10", "most FUSE worker threads (libfuse; 1 .. 100000)" },
 };
 
 struct parse_state {
 	struct ffs_config *cfg;
 	char *err;
 	int nonopts;
+	bool fsname_given;	/* the user's fsname= replaces BACKING as the mount's source */
 };
 
 static int set_err(char *err, const char *fmt, const char *name,
@@ -139,14 +155,23 @@ static int set_err(char *err, const char *fmt, const char *name,
 int ffs_parse_double(const char *name, const char *val, double min,
 		     double max, double *out, char *err)
 {
+	size_t sign = val[0] == '-';
 	char *end;
 	double d;
 
+	/*
+	 * Plain decimals only: strtod would also take leading blanks, a '+',
+	 * hexadecimal and exponents, which the other numeric options refuse.
+	 * A '-' is let through to be reported as out of range.
+	 */
+	if (strspn(val + sign, "0123456789.") != strlen(val + sign))
+		return set_err(err, "%s=%s: %s", name, val, "not a number");
 	errno = 0;
 	d = strtod(val, &end);
 	if (end == val || *end || errno || !isfinite(d))
 		return set_err(err, "%s=%s: %s", name, val, "not a number");
-	if (d < min || d > max) {
+	/* A '-' is out of a range that starts at 0, even on -0. */
+	if (d < min || d > max || (sign && min >= 0)) {
 		snprintf(err, FFS_ERRLEN, "%s=%s: out of range [%g, %g]",
 			 name, val, min, max);
 		return -EINVAL;
@@ -413,7 +438,6 @@ static int parse_wb_opt(struct ffs_config *cfg, int key, const char *val, char *
 	static const char *const grans[] = { "block", "folio" };
 	struct wb_config *wb = &cfg->wb;
 	unsigned int choice;
-	uint64_t v;
 
 	switch (key) {
 	case KEY_FLUSHERS:
@@ -440,11 +464,10 @@ static int parse_wb_opt(struct ffs_config *cfg, int key, const char *val, char *
 		wb->whole_folio = choice == 1;
 		return 0;
 	case KEY_MAX_IO:
-		if (ffs_parse_size("max_io", val, 4096, 64u << 20, &v, err))
-			return -EINVAL;
-		wb->max_io = (uint32_t)v;
-		return 0;
+		return parse_pow2("max_io", val, 4096, 64u << 20, &wb->max_io, err);
 	case KEY_FAULT:
+		if (!*val)
+			return set_err(err, "%s=%s: %s", "fault", val, "empty spec (off: no fault)");
 		if (set_string(&cfg->fault, val))
 			return -ENOMEM;
 		wb->fault = cfg->fault;
@@ -498,8 +521,9 @@ static int opt_proc(void *data, const char *arg, int key,
 		return parse_pow2("folio_size", strchr(arg, '=') + 1, BS_MIN_FOLIO_SIZE,
 				  BS_MAX_FOLIO_SIZE, &cfg->bs.folio_size, ps->err) ? -1 : 0;
 	case KEY_CACHE_SIZE:
+		/* More than the machine's memory would end in the OOM killer, with dirty data. */
 		return ffs_parse_size("cache_size", strchr(arg, '=') + 1, 1,
-				      UINT64_MAX / 2, &cfg->bs.cache_size, ps->err) ? -1 : 0;
+				      ffs_phys_mem(), &cfg->bs.cache_size, ps->err) ? -1 : 0;
 	case KEY_FOLIO_POLICY:
 		return parse_policy("folio_policy", strchr(arg, '=') + 1, false,
 				    &cfg->bs, ps->err) ? -1 : 0;
@@ -516,6 +540,16 @@ static int opt_proc(void *data, const char *arg, int key,
 	case KEY_DIRTY_RATIO: case KEY_DIRTY_BYTES: case KEY_PINNED_RATIO:
 	case KEY_PINNED_BYTES: case KEY_THROTTLE: case KEY_STATS_LOG: case KEY_STATS_INTERVAL:
 		return parse_throttle_opt(cfg, key, strchr(arg, '=') + 1, ps->err) ? -1 : 0;
+	/* libfuse's options, checked here and kept for fuse_parse_cmdline(). */
+	case KEY_MAX_THREADS:
+		return parse_u32("max_threads", strchr(arg, '=') + 1, 1, FFS_MAX_THREADS,
+				 &cfg->max_threads, ps->err) ? -1 : 1;
+	case KEY_MAX_IDLE_THREADS:
+		return parse_u32("max_idle_threads", strchr(arg, '=') + 1, 0, FFS_MAX_THREADS,
+				 &cfg->max_idle_threads, ps->err) ? -1 : 1;
+	case KEY_FSNAME:
+		ps->fsname_given = true;
+		return 1;
 	default:
 		return 1;
 	}
@@ -536,18 +570,24 @@ static int add_opt(struct fuse_args *args, const char *name,
 	return ret;
 }
 
-/* The options foliofs always gives libfuse. */
-static int add_fixed_opts(struct ffs_config *cfg)
+/* The options foliofs always gives libfuse; BACKING is the source unless fsname= was given. */
+static int add_fixed_opts(struct ffs_config *cfg, bool fsname_given)
 {
 	if (fuse_opt_add_arg(&cfg->args, "-osubtype=foliofs,default_permissions"))
 		return -1;
-	return add_opt(&cfg->args, "fsname=", cfg->backing);
+	return fsname_given ? 0 : add_opt(&cfg->args, "fsname=", cfg->backing);
+}
+
+uint64_t ffs_phys_mem(void)
+{
+	long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
+
+	return pages > 0 && psize > 0 ? (uint64_t)pages * (uint64_t)psize : UINT64_MAX / 2;
 }
 
 uint64_t ffs_default_cache_size(void)
 {
-	long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
-	uint64_t eighth = pages > 0 && psize > 0 ? (uint64_t)pages * (uint64_t)psize / 8 : 0;
+	uint64_t eighth = ffs_phys_mem() / 8;
 
 	return eighth > (64u << 20) ? eighth : 64u << 20;
 }
@@ -609,7 +649,7 @@ int ffs_parse_args(int argc, char **argv, struct ffs_config *cfg, char *err)
 			 "missing MOUNTPOINT (usage: foliofs [options] BACKING MOUNTPOINT)");
 		return -EINVAL;
 	}
-	if (add_fixed_opts(cfg)) {
+	if (add_fixed_opts(cfg, ps.fsname_given)) {
 		snprintf(err, FFS_ERRLEN, "out of memory");
 		return -EINVAL;
 	}
