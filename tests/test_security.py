@@ -68,6 +68,15 @@ def users(tuser):
     return {'owner': tuser[0], 'group': SECOND_USER, 'other': 'nobody', 'root': None}
 
 
+@pytest.fixture(scope='module', params=['direct', 'kernel_cache'])
+def ffs_options(request):
+    """conftest's ffs (the allow_other mount) with direct I/O and with the
+    kernel's writeback cache: there a SETATTR of a regular file carries the
+    kernel's times, and the daemon applies it with its own credentials
+    (ops.c ffs_setattr), so only the kernel's checks stand."""
+    return [] if request.param == 'direct' else ['kernel_cache']
+
+
 def ids(user):
     """(uid, gid) of USER (None: root)."""
     if user is None:
