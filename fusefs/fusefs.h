@@ -120,6 +120,13 @@ struct ffs_inode {
 	 * the kernel forgets the inode, so cached data outlives a close.
 	 */
 	struct wb_file *data;
+	/*
+	 * The largest size the backing file can take (its file system's
+	 * limit), found when `data` is first made and never changed; read
+	 * without the lock by handlers of the open handles that `data`
+	 * implies.  0 until then.
+	 */
+	off_t max_size;
 	unsigned int nopen;	/* open handles */
 	enum ffs_ctl ctl;	/* immutable: a control file, not a backing inode */
 };
@@ -199,6 +206,12 @@ void ffs_inode_forget(struct ffs_data *fs, struct ffs_inode *inode,
 int ffs_data_get(struct ffs_data *fs, struct ffs_inode *inode, int need, int fd,
 		 int fd_access, struct wb_file **out);
 void ffs_data_put(struct ffs_inode *inode);
+/*
+ * Writing [off, off + *len) of a file with its data open: -EFBIG from
+ * inode->max_size on, and a write across it cut short there (*len), as a
+ * local file system does.  0 or -EFBIG.
+ */
+int ffs_data_check_size(const struct ffs_inode *inode, off_t off, size_t *len);
 /* Put the cache's size and times into @st, a stat of the backing inode. */
 void ffs_data_fix_stat(struct ffs_inode *inode, struct stat *st);
 /* The mtime was set explicitly to @mtime: writeback must keep it. */

@@ -413,6 +413,52 @@ static int open_data_fd(struct ffs_inode *inode, int need, int extra_flags, int 
 	return err;
 }
 
+/*
+ * The largest size the file open as @fd can take.  FUSE lets applications
+ * write anywhere below 2^63, but the backing file system stops earlier
+ * (ext4 with 4 KiB blocks at 16 TiB - 4 KiB); data cached past that could
+ * never be written back and would stay dirty for ever.  lseek(SEEK_SET)
+ * fails with EINVAL exactly past that limit (vfs_setpos()), so a binary
+ * search finds it; the last limit found is tried first, which costs two
+ * calls when the files share a file system.  A one-file mount of a block
+ * device has its own end (ENOSPC past it, in writeback) and no probe.
+ */
+static off_t probe_max_size(struct ffs_data *fs, struct ffs_inode *inode, int fd)
+{
+	static _Atomic off_t last_found;
+	off_t hint = atomic_load(&last_found), lo = 0, hi = INT64_MAX;
+
+	if (inode == &fs->root && fs->backing_type == S_IFBLK)
+		return INT64_MAX;
+	if (lseek(fd, INT64_MAX, SEEK_SET) >= 0 || errno != EINVAL)
+		return INT64_MAX;
+	if (hint && lseek(fd, hint, SEEK_SET) == hint) {
+		if (lseek(fd, hint + 1, SEEK_SET) < 0)
+			return hint;
+		lo = hint + 1;
+	}
+	/* lseek(lo) succeeds, lseek(hi) fails. */
+	while (hi - lo > 1) {
+		off_t mid = lo + (hi - lo) / 2;
+
+		if (lseek(fd, mid, SEEK_SET) == mid)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	atomic_store(&last_found, lo);
+	return lo;
+}
+
+int ffs_data_check_size(const struct ffs_inode *inode, off_t off, size_t *len)
+{
+	if (off >= inode->max_size)
+		return -EFBIG;
+	if (*len > (uint64_t)(inode->max_size - off))
+		*len = (size_t)(inode->max_size - off);
+	return 0;
+}
+
 int ffs_data_get(struct ffs_data *fs, struct ffs_inode *inode, int need, int fd,
 		 int fd_access, struct wb_file **out)
 {
@@ -439,6 +485,8 @@ int ffs_data_get(struct ffs_data *fs, struct ffs_inode *inode, int need, int fd,
 			goto out_unlock;
 		}
 	}
+	if (!inode->max_size)
+		inode->max_size = probe_max_size(fs, inode, fd);
 	if (inode->data)
 		ret = wb_file_upgrade(inode->data, fd, fd_access);
 	else

@@ -317,11 +317,11 @@ static int set_size(struct ffs_data *fs, struct ffs_inode *inode,
 	if (inode->type != S_IFREG)
 		return -EINVAL;
 	if (fi)
-		return wb_truncate(ffs_file(fi)->data, size);
+		return size > inode->max_size ? -EFBIG : wb_truncate(ffs_file(fi)->data, size);
 	ret = ffs_data_get(fs, inode, WB_WRITE, -1, 0, &data);
 	if (ret)
 		return ret;
-	ret = wb_truncate(data, size);
+	ret = size > inode->max_size ? -EFBIG : wb_truncate(data, size);
 	ffs_data_put(inode);
 	return ret;
 }
@@ -882,6 +882,8 @@ static void ffs_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 		return;
 	}
 
+	if (!ret && size)
+		ret = ffs_data_check_size(file->inode, off, &size);
 	/* Before the data, as a local filesystem does (kill-priv above). */
 	if (!ret && size && ffs_channel_kill_suidgid())
 		kill_suidgid(req, ffs_inode(req, ino));
@@ -926,6 +928,9 @@ static void ffs_fallocate(fuse_req_t req, fuse_ino_t ino, int mode,
 
 	if (ffs_inode(req, ino)->ctl)
 		ret = -EOPNOTSUPP;
+	/* Every mode, punching included, as vfs_fallocate() checks. */
+	if (!ret && off + len > ffs_file(fi)->inode->max_size)
+		ret = -EFBIG;
 	if (!ret)
 		ret = wb_fallocate(ffs_file(fi)->data, mode, off, len);
 	fuse_reply_err(req, -ret);
@@ -960,6 +965,8 @@ static void ffs_copy_file_range(fuse_req_t req, fuse_ino_t ino_in,
 		ret = -EINVAL;
 	if (!ret)
 		ret = check_range(off_out, len);
+	if (!ret && len)
+		ret = ffs_data_check_size(ffs_file(fi_out)->inode, off_out, &len);
 	if (!ret)
 		ret = wb_copy_range(ffs_file(fi_in)->data, off_in,
 				    ffs_file(fi_out)->data, off_out, len);
