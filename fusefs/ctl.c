@@ -37,6 +37,7 @@
 #include "fusefs.h"
 #include "writeback.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -347,8 +348,9 @@ static int ctl_set(struct ffs_data *fs, struct ffs_inode *inode, const char *spe
 static int ctl_write_value(struct ffs_data *fs, struct ffs_inode *inode, struct ctl_buf *buf,
 			   const char *data, size_t size, off_t off)
 {
+	const char *name = inode->ctl == FFS_CTL_FAULT ? "fault" : ctl_tunable_name(inode);
 	char spec[CTL_STATS_MAX], err[FFS_ERRLEN];
-	size_t len;
+	size_t len, bad;
 	int ret;
 
 	if (off < 0 || (size_t)off > buf->len || size >= CTL_STATS_MAX - (size_t)off)
@@ -357,17 +359,34 @@ static int ctl_write_value(struct ffs_data *fs, struct ffs_inode *inode, struct 
 	memcpy(spec, buf->data, (size_t)off);
 	memcpy(spec + off, data, size);
 	len = (size_t)off + size;
-	while (len && (spec[len - 1] == '\n' || spec[len - 1] == ' '))
+	while (len && isspace((unsigned char)spec[len - 1]))
 		len--;
 	spec[len] = '\0';
 	err[0] = '\0';
-	ret = ctl_set(fs, inode, spec, err, sizeof(err));
+	/*
+	 * One line of text: the parsers stop at a NUL ("5\0junk" would set 5),
+	 * and the value goes into the log line, which a newline would split.
+	 */
+	for (bad = 0; bad < len; bad++) {
+		if ((unsigned char)spec[bad] < 0x20 || spec[bad] == 0x7f)
+			break;
+	}
+	if (bad < len) {
+		snprintf(err, sizeof(err), "%s: control character at byte %zu: a value is one line of text",
+			 name, bad);
+		ret = -EINVAL;
+	} else if (!len) {
+		snprintf(err, sizeof(err), "%s=: empty value", name);
+		ret = -EINVAL;
+	} else {
+		ret = ctl_set(fs, inode, spec, err, sizeof(err));
+	}
 	if (ret) {
 		if (!err[0])
 			snprintf(err, sizeof(err), "%s", strerror(-ret));
-		fprintf(stderr, "foliofs: .foliofs/%s%s: %s\n",
-			inode->ctl == FFS_CTL_FAULT ? "fault" : "tunables/",
-			inode->ctl == FFS_CTL_FAULT ? "" : ctl_tunable_name(inode), err);
+		/* fuse_log: to syslog once the daemon is in the background. */
+		fuse_log(FUSE_LOG_ERR, ".foliofs/%s%s: %s\n",
+			inode->ctl == FFS_CTL_FAULT ? "" : "tunables/", name, err);
 		buf->msg_len = (size_t)snprintf(buf->msg, sizeof(buf->msg) - 1, "%s", err);
 		if (buf->msg_len > sizeof(buf->msg) - 2)
 			buf->msg_len = sizeof(buf->msg) - 2;
