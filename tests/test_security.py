@@ -448,7 +448,6 @@ def jail():
     swaps on the backing side are seen at once) over root/backing on
     root/jail/mnt, and the outside tree: a file with an xattr and a fixed
     mtime, a directory with a file in it."""
-    util.test_user()
     root = tempfile.mkdtemp(prefix='foliofs-sec-')
     os.chmod(root, 0o755)
     j = Jail(root)
@@ -506,10 +505,11 @@ def _rename_over(p):
     os.rename(p + '.src', p)
 
 
-# What is done to (or through) each planted link.  The kernel follows the
-# link for the ops of FOLLOWS, in the caller's root; on the plain directory
-# and the mount alike that ends in the jail (ENOENT, or the jail's root for
-# 'up'), so these only check that the daemon does not follow it instead.
+# What is done to (or through) each planted link.  The kernel itself
+# follows the link for the ops after "followed", in the caller's root; on
+# the plain directory and the mount alike that ends in the jail (ENOENT, or
+# the jail's root for 'up'), so these check that the daemon does not follow
+# it instead.
 LINK_OPS = {
     'lstat': _lst,
     'readlink': os.readlink,
