@@ -1232,24 +1232,53 @@ static void ffs_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 	free(buf);
 }
 
+/*
+ * Drop trusted.* names from the @n bytes of names in @buf: ext4 lists them
+ * only to callers with CAP_SYS_ADMIN, which the root daemon always has.
+ */
+static ssize_t hide_trusted(char *buf, ssize_t n)
+{
+	ssize_t in = 0, out = 0;
+
+	while (in < n) {
+		size_t len = strnlen(buf + in, (size_t)(n - in)) + 1;
+
+		if (strncmp(buf + in, "trusted.", 8)) {
+			memmove(buf + out, buf + in, len);
+			out += (ssize_t)len;
+		}
+		in += (ssize_t)len;
+	}
+	return out;
+}
+
 static void ffs_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 {
+	bool filter = ffs_data(req)->act_as_caller && fuse_req_ctx(req)->uid != 0;
 	struct ffs_procpath p;
 	char *buf = NULL;
+	size_t cap = filter ? XATTR_LIST_MAX : size;
 	ssize_t n;
 
 	if (ffs_inode(req, ino)->ctl) {
 		reply_xattr(req, size, NULL, 0);
 		return;
 	}
-	if (size > XATTR_LIST_MAX)
-		size = XATTR_LIST_MAX;
-	if (size && !(buf = malloc(size))) {
+	if (cap > XATTR_LIST_MAX)
+		cap = XATTR_LIST_MAX;
+	if (cap && !(buf = malloc(cap))) {
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
 	ffs_procpath(&p, ffs_inode(req, ino)->fd);
-	n = listxattr(p.path, buf, size);
+	n = listxattr(p.path, buf, cap);
+	if (n >= 0 && filter) {
+		n = hide_trusted(buf, n);
+		if (size && (size_t)n > size) {
+			n = -1;
+			errno = ERANGE;
+		}
+	}
 	reply_xattr(req, size, buf, n);
 	free(buf);
 }

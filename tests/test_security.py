@@ -19,9 +19,9 @@ files and directories), 'nobody' ("other") and root.
 - Control files: with allow_other, another user cannot change a tunable or
   the fault switch, and nothing changes.
 
-Known gaps are xfail(strict) tests naming the cause: trusted.* names shown
-by listxattr, POSIX ACLs not enforced, and the error an unprivileged
-daemon logs on writing back a file it does not own.
+Known gaps are xfail(strict) tests naming the cause: POSIX ACLs not
+enforced, and the error an unprivileged daemon logs on writing back a file
+it does not own.
 """
 
 import contextlib
@@ -366,9 +366,6 @@ def test_allow_other_table(work, ref, users, who):
     assert {k: cells[k] for k in expect} == expect
 
 
-@pytest.mark.xfail(strict=True, reason='listxattr runs with the root daemon\'s privilege: '
-                   'trusted.* names, which ext4 lists only to CAP_SYS_ADMIN, are shown '
-                   'to every caller (fusefs/ops.c ffs_listxattr)')
 def test_listxattr_hides_trusted(work, ref, users):
     """An unprivileged caller's listxattr does not show trusted.* names, as
     on the plain directory (the values are refused by the kernel either
