@@ -75,11 +75,12 @@ void bs_pool_init(struct bs_pool *pool);
 /* Give every pooled chunk back.  Context: no user of the pool left. */
 void bs_pool_destroy(struct bs_pool *pool);
 /*
- * Memory for a folio of @size bytes: pooled if there is some of that
- * size, else fresh; NULL when the system has none.  Not zeroed.
- * Context: any thread, any blockstate lock held.
+ * Memory for a folio of @size bytes, of which the access making it
+ * touches @touch: pooled if there is some of that size, else fresh (huge
+ * pages or not by @touch, see pool.c); NULL when the system has none.
+ * Not zeroed.  Context: any thread, any blockstate lock held.
  */
-char *bs_pool_take(struct bs_cache *cache, uint32_t size);
+char *bs_pool_take(struct bs_cache *cache, uint32_t size, uint32_t touch);
 /*
  * The memory of a freed folio (cache_bytes already without it): pooled
  * while the bound allows, else given back.  Context: as bs_pool_take().
@@ -176,6 +177,10 @@ struct bs_folio {
 	unsigned long bits[];
 };
 
+/* A folio of which the access making it touches @touch bytes (see bs_pool_take()). */
+struct bs_folio *bs_folio_alloc_touch(struct bs_file *file, off_t start, uint32_t size,
+				      uint32_t touch);
+/* A folio whose memory will all be used. */
 struct bs_folio *bs_folio_alloc(struct bs_file *file, off_t start, uint32_t size);
 void bs_folio_get(struct bs_folio *folio);
 void bs_folio_put(struct bs_folio *folio);

@@ -217,6 +217,8 @@ static int folio_get(struct bs_file *file, off_t off, size_t len, unsigned int a
 	for (;;) {
 		struct bs_folio *folio = lookup_get(file, off);
 		unsigned int order;
+		uint64_t touch;
+		off_t start;
 		int ret;
 
 		if (folio) {
@@ -234,8 +236,11 @@ static int folio_get(struct bs_file *file, off_t off, size_t len, unsigned int a
 					 access == BS_SIZE_WRITE);
 		if (ret)
 			return ret;
-		folio = bs_folio_alloc(file, off & ~(((off_t)1 << order) - 1),
-				       1u << order);
+		start = off & ~(((off_t)1 << order) - 1);
+		/* The bytes of the new folio this access touches. */
+		touch = (uint64_t)(start + ((off_t)1 << order) - off);
+		folio = bs_folio_alloc_touch(file, start, 1u << order,
+					     (uint32_t)(len < touch ? len : touch));
 		if (!folio)
 			return -ENOMEM;
 		ret = insert(file, folio, off, order);

@@ -14,7 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-struct bs_folio *bs_folio_alloc(struct bs_file *file, off_t start, uint32_t size)
+struct bs_folio *bs_folio_alloc_touch(struct bs_file *file, off_t start, uint32_t size,
+				      uint32_t touch)
 {
 	struct bs_cache *cache = file->cache;
 	uint32_t nr_blocks = size >> cache->blk_shift;
@@ -23,7 +24,7 @@ struct bs_folio *bs_folio_alloc(struct bs_file *file, off_t start, uint32_t size
 
 	if (!folio)
 		return NULL;
-	folio->data = bs_pool_take(cache, size);
+	folio->data = bs_pool_take(cache, size, touch);
 	if (!folio->data) {
 		free(folio);
 		return NULL;
@@ -44,6 +45,11 @@ struct bs_folio *bs_folio_alloc(struct bs_file *file, off_t start, uint32_t size
 	atomic_fetch_add(&cache->nr_folios, 1);
 	atomic_fetch_add(&cache->folios_order[__builtin_ctz(size) - BS_PAGE_SHIFT], 1);
 	return folio;
+}
+
+struct bs_folio *bs_folio_alloc(struct bs_file *file, off_t start, uint32_t size)
+{
+	return bs_folio_alloc_touch(file, start, size, size);
 }
 
 void bs_folio_get(struct bs_folio *folio)
