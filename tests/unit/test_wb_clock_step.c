@@ -96,26 +96,21 @@ static void pause_ms(long ms)
 	nanosleep(&ts, NULL);
 }
 
-/* One counter of wb_ctx_stats(). */
+/* One counter of wb_ctx_stats() ("name value" lines). */
 static uint64_t stat_of(struct wb_ctx *ctx, const char *name)
 {
-	static char buf[8192];
-	size_t len = strlen(name);
+	static char buf[8192] = "\n";
+	char key[64];
+	const char *at;
 
-	wb_ctx_stats(ctx, buf, sizeof(buf));
-	for (char *line = buf; line && *line; line = strchr(line, '\n'), line = line ? line + 1 : NULL) {
-		if (!strncmp(line, name, len) && line[len] == ' ')
-			return strtoull(line + len + 1, NULL, 10);
+	wb_ctx_stats(ctx, buf + 1, sizeof(buf) - 1);
+	snprintf(key, sizeof(key), "\n%s ", name);
+	at = strstr(buf, key);
+	if (!at) {
+		fprintf(stderr, "no stat %s\n", name);
+		exit(T_EXIT_FAIL);
 	}
-	fprintf(stderr, "no stat %s\n", name);
-	exit(T_EXIT_FAIL);
-}
-
-/* Wait until @name reaches @value (it only grows). */
-static void wait_stat(struct wb_ctx *ctx, const char *name, uint64_t value)
-{
-	while (stat_of(ctx, name) < value)
-		pause_ms(1);
+	return strtoull(at + strlen(key), NULL, 10);
 }
 
 /*
@@ -179,7 +174,8 @@ static int run(const struct clock_case *c)
 	since = mono_ms();
 	if (c->fault) {
 		/* The first background write has failed and backed off. */
-		wait_stat(ctx, "wb_retries", 1);
+		while (!stat_of(ctx, "wb_retries"))
+			pause_ms(1);
 		since = mono_ms();
 	}
 	atomic_store(&realtime_shift_ns, c->step_ns);

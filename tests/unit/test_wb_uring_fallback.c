@@ -114,7 +114,11 @@ static int submit_counted(struct io_uring *ring)
 	return ret;
 }
 
-/* Submit only the first @nr queued SQEs; the rest stay queued. */
+/*
+ * Submit only the first @nr queued SQEs; the rest stay queued.  liburing
+ * hands the kernel everything up to sq.sqe_tail, so the tail is moved
+ * back for the call.
+ */
 static int submit_first(struct io_uring *ring, unsigned int nr)
 {
 	unsigned int tail = ring->sq.sqe_tail;
@@ -147,7 +151,10 @@ int wrap_io_uring_submit(struct io_uring *ring)
 	}
 }
 
-/* The code before the fix waited in the submit; its reaping loop waits anyway. */
+/*
+ * Only the code before the fix calls this (it submitted and waited in one
+ * call); its reaping loop waits for each completion anyway.
+ */
 int wrap_io_uring_submit_and_wait(struct io_uring *ring, unsigned int wait_nr)
 {
 	(void)wait_nr;
