@@ -161,10 +161,11 @@ struct bs_folio *bs_file_lookup(struct bs_file *file, off_t off)
 
 /*
  * Order of the folio to make for an @access (enum bs_size_access) of
- * [off, off + len); 0 if one appeared.
+ * [off, off + len); 0 if one appeared.  *@stream: the folio would start
+ * where the file's last new folio ended.
  */
 static unsigned int choose_order(struct bs_file *file, off_t off, size_t len,
-				 unsigned int access)
+				 unsigned int access, bool *stream)
 {
 	struct bs_cache *cache = file->cache;
 	unsigned int order = 0;
@@ -179,6 +180,7 @@ static unsigned int choose_order(struct bs_file *file, off_t off, size_t len,
 		if (order > cache->max_order)
 			order = cache->max_order;
 		order = bs_index_fit(&file->index, off, order, cache->min_order);
+		*stream = file->size_state.next_off == (off & ~(((off_t)1 << order) - 1));
 	}
 	pthread_rwlock_unlock(&file->index_lock);
 	return order;
@@ -218,6 +220,7 @@ static int folio_get(struct bs_file *file, off_t off, size_t len, unsigned int a
 		struct bs_folio *folio = lookup_get(file, off);
 		unsigned int order;
 		uint64_t touch;
+		bool stream;
 		off_t start;
 		int ret;
 
@@ -229,7 +232,7 @@ static int folio_get(struct bs_file *file, off_t off, size_t len, unsigned int a
 			*out = folio;
 			return 0;
 		}
-		order = choose_order(file, off, len, access);
+		order = choose_order(file, off, len, access, &stream);
 		if (!order)
 			continue;
 		ret = bs_cache_make_room(file->cache, (size_t)1 << order,
@@ -237,10 +240,16 @@ static int folio_get(struct bs_file *file, off_t off, size_t len, unsigned int a
 		if (ret)
 			return ret;
 		start = off & ~(((off_t)1 << order) - 1);
-		/* The bytes of the new folio this access touches. */
+		/*
+		 * The bytes of the new folio this access touches; a stream
+		 * (of requests of any size) will touch all of it.
+		 */
 		touch = (uint64_t)(start + ((off_t)1 << order) - off);
-		folio = bs_folio_alloc_touch(file, start, 1u << order,
-					     (uint32_t)(len < touch ? len : touch));
+		if (stream)
+			touch = (uint64_t)1 << order;
+		else if (len < touch)
+			touch = len;
+		folio = bs_folio_alloc_touch(file, start, 1u << order, (uint32_t)touch);
 		if (!folio)
 			return -ENOMEM;
 		ret = insert(file, folio, off, order);
