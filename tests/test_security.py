@@ -19,9 +19,8 @@ files and directories), 'nobody' ("other") and root.
 - Control files: with allow_other, another user cannot change a tunable or
   the fault switch, and nothing changes.
 
-Known gaps are xfail(strict) tests naming the cause: POSIX ACLs not
-enforced, and the error an unprivileged daemon logs on writing back a file
-it does not own.
+The known gap is an xfail(strict) test naming the cause: POSIX ACLs are
+not enforced.
 """
 
 import contextlib
@@ -198,11 +197,6 @@ def test_no_allow_other_mounting_user_only(dirs, users):
     assert read_file(P(b, 'f')) == b'w' + DATA[1:]
 
 
-@pytest.mark.xfail(strict=True, reason='writeback stamps the cached mtime with futimens(), '
-                   'which only the owner may do: an unprivileged daemon writing back a file '
-                   'of another user that it may write (0666) logs "error: setting the '
-                   'modification time ... Operation not permitted" on every pass '
-                   '(writeback/flush.c wb_stamp_mtime)')
 def test_unprivileged_mount_writes_others_file(dirs, users):
     """The mounting user may write another user's 0666 file, as on ext4:
     each write and fsync succeeds, the data reaches the backing file, and
