@@ -40,7 +40,7 @@ def test_failed_fsync_data_written_again(dirs):
     util.write_file(os.path.join(b, 'other'), other)
     # throttle=none: with no flusher, a throttled writer would wait for ever.
     opts = ['flushers=0', 'folio_size=64K', 'cache_size=512K', 'throttle=none']
-    with Mount(b, m, options=opts) as mnt:
+    with Mount(b, m, options=opts, expect_errors=True) as mnt:
         fd = os.open(os.path.join(m, 'f'), os.O_RDWR | os.O_CREAT, 0o644)
         try:
             assert os.pwrite(fd, data, 0) == len(data)
@@ -83,7 +83,7 @@ def test_unwritable_data_fills_cache_then_writes_fail(dirs):
     opts = ['folio_size=64K', 'cache_size=1M', 'throttle=none',
             'writeback_interval_ms=50', 'dirty_expire_ms=50']
     data = random.Random(43).randbytes(16 * MiB)
-    with Mount(b, m, options=opts) as mnt:
+    with Mount(b, m, options=opts, expect_errors=True) as mnt:
         set_fault(m, 'write:EIO')
         fd = os.open(os.path.join(m, 'f'), os.O_RDWR | os.O_CREAT, 0o644)
         try:

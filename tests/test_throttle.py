@@ -204,7 +204,7 @@ def test_seed_random_overwrites(dirs, account):
     opts = ['dirty_account=' + account, 'cache_size=1G', 'folio_size=2M',
             'dirty_bytes=%d' % limit, 'flushers=1', 'dirty_expire_ms=600000',
             'writeback_interval_ms=600000']
-    with Mount(b, m, options=opts) as mnt, watched(mnt):
+    with Mount(b, m, options=opts, expect_errors=True) as mnt, watched(mnt):
         path = os.path.join(m, 'table')
         with open(path, 'rb', buffering=0) as f:
             for i in range(nfolios):
@@ -270,7 +270,7 @@ def test_switch_to_none_releases_held_writer(dirs):
     the release, not its promptness.)"""
     _, b, m = dirs
     chunk, count = 256 * KiB, 64      # 16 MiB: twice the limit
-    with Mount(b, m, options=HOLD_OPTS) as mnt, watched(mnt):
+    with Mount(b, m, options=HOLD_OPTS, expect_errors=True) as mnt, watched(mnt):
         w = Writer(os.path.join(m, 'f'), chunk, count)
         try:
             wait_held(m, 1, [w])
@@ -303,7 +303,7 @@ def test_paused_writers_hold_no_thread(dirs):
     (not even the stats read) would be served."""
     _, b, m = dirs
     chunk, count = 256 * KiB, 64      # each writer alone is twice the limit
-    with Mount(b, m, options=HOLD_OPTS + ['max_threads=2']) as mnt, watched(mnt):
+    with Mount(b, m, options=HOLD_OPTS + ['max_threads=2'], expect_errors=True) as mnt, watched(mnt):
         other = os.urandom(4 * MiB)
         set_fault(m, 'off')
         with open(os.path.join(m, 'other'), 'wb') as f:
@@ -364,7 +364,7 @@ def test_exit_answers_held_writers(dirs):
     every write that was answered is in the backing files."""
     _, b, m = dirs
     chunk, count = 256 * KiB, 64
-    mnt = Mount(b, m, options=HOLD_OPTS)
+    mnt = Mount(b, m, options=HOLD_OPTS, expect_errors=True)
     writers = []
     with mnt, watched(mnt):
         try:
@@ -411,7 +411,7 @@ def test_interrupt_answers_held_write(dirs):
     next write: the throttler may credit the time it was held)."""
     _, b, m = dirs
     chunk, count = 256 * KiB, 64
-    with Mount(b, m, options=HOLD_OPTS) as mnt, watched(mnt):
+    with Mount(b, m, options=HOLD_OPTS, expect_errors=True) as mnt, watched(mnt):
         w = Writer(os.path.join(m, 'f'), chunk, count)
         try:
             wait_held(m, 1, [w])

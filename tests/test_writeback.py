@@ -295,7 +295,7 @@ def test_background_writeback_stops_at_threshold(dirs):
     opts = ['dirty_background_bytes=8M', 'dirty_bytes=40M', 'dirty_expire_ms=600000',
             'writeback_interval_ms=100', 'folio_size=64K', 'fault=write:EIO']
     data = random.Random(3).randbytes(32 * MiB)
-    with Mount(b, m, options=opts) as mnt:
+    with Mount(b, m, options=opts, expect_errors=True) as mnt:
         fd = os.open(os.path.join(m, 'bulk'), os.O_RDWR | os.O_CREAT, 0o644)
         try:
             assert os.pwrite(fd, data, 0) == len(data)
@@ -412,7 +412,7 @@ def test_fsync_error_reporting_exact(dirs):
     (Linux errseq: an fsync reports errors since that description's last
     report)."""
     _, b, m = dirs
-    with Mount(b, m, options=['flushers=0']) as mnt:
+    with Mount(b, m, options=['flushers=0'], expect_errors=True) as mnt:
         p = os.path.join(m, 'f')
         back = os.path.join(b, 'f')
         a = os.open(p, os.O_RDWR | os.O_CREAT, 0o644)
@@ -468,7 +468,7 @@ def test_fsync_error_seen_by_both_after_fault_cleared(dirs):
     failure: once the fault is cleared and the data written, both fsync
     successfully (no stale error, no double report)."""
     _, b, m = dirs
-    with Mount(b, m, options=['flushers=0']) as mnt:
+    with Mount(b, m, options=['flushers=0'], expect_errors=True) as mnt:
         p = os.path.join(m, 'f')
         a = os.open(p, os.O_RDWR | os.O_CREAT, 0o644)
         bb = os.open(p, os.O_RDWR)
@@ -522,7 +522,7 @@ def test_fault_fsync(dirs, spec, err, io):
     _, b, m = dirs
     rng = random.Random(spec)
     with Mount(b, m, options=['flushers=0', 'backing_io=' + io,
-                              'folio_size=64K', 'max_io=64K']) as mnt:
+                              'folio_size=64K', 'max_io=64K'], expect_errors=True) as mnt:
         p = os.path.join(m, 'f')
         back = os.path.join(b, 'f')
         fd = os.open(p, os.O_RDWR | os.O_CREAT, 0o644)
@@ -572,7 +572,7 @@ def test_fault_selectors(dirs):
     """file= only hits matching files; count= stops after N faults;
     range= only I/O overlapping the range; after= skips the first calls."""
     _, b, m = dirs
-    with Mount(b, m, options=['flushers=0', 'folio_size=64K']) as mnt:
+    with Mount(b, m, options=['flushers=0', 'folio_size=64K'], expect_errors=True) as mnt:
         good = os.open(os.path.join(m, 'good'), os.O_RDWR | os.O_CREAT, 0o644)
         bad = os.open(os.path.join(m, 'bad_one'), os.O_RDWR | os.O_CREAT, 0o644)
         try:
@@ -651,7 +651,7 @@ def test_forgotten_inode_with_unwritable_data(dirs, how):
             util.write_file(os.path.join(b, 'filler'), b'x' * (MiB - 64 * KiB))
         opts = ['flushers=2', 'writeback_interval_ms=50', 'dirty_expire_ms=50',
                 'attr_timeout=0']
-        with Mount(b, m, options=opts) as mnt:
+        with Mount(b, m, options=opts, expect_errors=True) as mnt:
             if how == 'fault':
                 set_fault(m, 'write:EIO:file=/b/f')
             p = os.path.join(m, 'f')
@@ -699,7 +699,7 @@ def test_persistent_fault_backs_off(dirs):
     opts = ['flushers=2', 'writeback_interval_ms=50', 'dirty_expire_ms=50']
     rng = random.Random(6)
     data = rng.randbytes(MiB + 3)
-    with Mount(b, m, options=opts) as mnt:
+    with Mount(b, m, options=opts, expect_errors=True) as mnt:
         set_fault(m, 'write:EIO')
         fd = os.open(os.path.join(m, 'f'), os.O_RDWR | os.O_CREAT, 0o644)
         try:
@@ -731,6 +731,14 @@ def test_persistent_fault_backs_off(dirs):
                       15, 0.1)
             assert st, 'not written back after the fault was removed: %r' % stats(m)
             assert_file(os.path.join(b, 'f'), data)
+            # The log names the file once when its writeback starts failing
+            # (not at every retry) and once when it works again.
+            path = os.path.join(b, 'f')
+            log = mnt.output().splitlines()
+            failing = [l for l in log if 'error: writing back %s: Input/output error '
+                       '(kept dirty, retried in the background)' % path in l]
+            assert len(failing) == 1, log
+            assert sum('writing back %s works again' % path in l for l in log) == 1, log
             # This description has not seen the failures yet: reported once.
             assert fsync_errno(fd) == errno.EIO
             assert fsync_errno(fd) == 0
@@ -744,7 +752,7 @@ def test_fsync_fault(dirs):
     it (once per failure), the data is dirty again (a failed sync makes
     nothing durable), and fsync succeeds once the fault is gone."""
     _, b, m = dirs
-    with Mount(b, m, options=['flushers=0']) as mnt:
+    with Mount(b, m, options=['flushers=0'], expect_errors=True) as mnt:
         fd = os.open(os.path.join(m, 'f'), os.O_RDWR | os.O_CREAT, 0o644)
         try:
             os.write(fd, b'z' * 10000)
@@ -797,7 +805,7 @@ def test_real_enospc_keeps_data(dirs):
     try:
         util.write_file(os.path.join(b, 'filler'), b'f' * (3 * MiB))
         data = random.Random(11).randbytes(2 * MiB + 5)
-        with Mount(b, m, options=['flushers=0']) as mnt:
+        with Mount(b, m, options=['flushers=0'], expect_errors=True) as mnt:
             fd = os.open(os.path.join(m, 'big'), os.O_RDWR | os.O_CREAT, 0o644)
             try:
                 assert os.pwrite(fd, data, 0) == len(data)
@@ -848,7 +856,12 @@ def test_fault_spec_validation(dirs):
         set_fault(m, 'off')
         assert get_fault(m) == 'off'
         set_fault(m, 'fsync:EIO')
-        set_fault(m, '')
+        # An empty write is refused like any bad value; 'off' turns it off.
+        with pytest.raises(OSError) as e:
+            set_fault(m, '')
+        assert e.value.errno == errno.EINVAL
+        assert get_fault(m).startswith('fsync:EIO')
+        set_fault(m, 'off')
         assert get_fault(m) == 'off'
         mnt.umount()
 
@@ -869,7 +882,7 @@ def test_fault_option_bad_exits_2(dirs):
 
 def test_fault_option_good_applies(dirs):
     _, b, m = dirs
-    with Mount(b, m, options=['fault=write:EIO:file=doomed', 'flushers=0']) as mnt:
+    with Mount(b, m, options=['fault=write:EIO:file=doomed', 'flushers=0'], expect_errors=True) as mnt:
         assert get_fault(m).startswith('write:EIO') and 'file=doomed' in get_fault(m)
         fd = os.open(os.path.join(m, 'doomed'), os.O_RDWR | os.O_CREAT, 0o644)
         try:

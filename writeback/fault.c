@@ -40,7 +40,7 @@ static bool parse_u64(const char *s, uint64_t *out)
 	if (*s < '0' || *s > '9')
 		return false;
 	errno = 0;
-	*out = strtoull(s, &end, 0);
+	*out = strtoull(s, &end, 10);	/* "010" is ten, not eight */
 	return !errno && !*end;
 }
 

@@ -20,6 +20,7 @@
 #include "throttle.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -190,15 +191,38 @@ static void note_dirtied(struct wb_file *wbf)
 		atomic_compare_exchange_strong(&wbf->dirtied_ns, &zero, wb_now_ns());
 }
 
-/* A pass failed: the flushers retry it after a backoff that doubles per pass. */
-static void back_off(struct wb_file *wbf)
+/*
+ * A pass failed: the flushers retry it after a backoff that doubles per
+ * pass.  The first failure of a run of them is logged (with what failed),
+ * so that a writer who never calls fsync still learns of it; the retries
+ * are not, and write_back_works_again() logs the end of the run.
+ */
+static void back_off(struct wb_file *wbf, const char *what, int err)
 {
 	uint32_t backoff = atomic_load(&wbf->backoff_ms);
 
+	if (!backoff) {
+		char path[PATH_MAX];
+
+		wb_file_path(wbf, path, sizeof(path));
+		wb_log("error: %s %s: %s (kept dirty, retried in the background)",
+		       what, path, strerror(-err));
+	}
 	backoff = backoff ? (backoff * 2 > RETRY_MAX_MS ? RETRY_MAX_MS : backoff * 2)
 			  : RETRY_MIN_MS;
 	atomic_store(&wbf->backoff_ms, backoff);
 	atomic_store(&wbf->retry_ns, wb_now_ns() + (int64_t)backoff * 1000000);
+}
+
+/* A pass succeeded: end a run of failures (logged by back_off()). */
+static void write_back_works_again(struct wb_file *wbf)
+{
+	if (atomic_exchange(&wbf->backoff_ms, 0)) {
+		char path[PATH_MAX];
+
+		wb_file_path(wbf, path, sizeof(path));
+		wb_log("writing back %s works again", path);
+	}
 }
 
 void wb_stamp_mtime(struct wb_file *wbf)
@@ -212,8 +236,14 @@ void wb_stamp_mtime(struct wb_file *wbf)
 	if (!ns || wbf->ctx->io == WB_IO_NULL)
 		return;
 	if (futimens(wbf->fd, tv) < 0) {
-		wb_report(wbf, "setting the modification time of", -errno);
-		return;
+		/*
+		 * Only the owner may set a time: a daemon writing back another
+		 * user's file it may write leaves the writeback's own mtime.
+		 */
+		if (errno != EPERM) {
+			wb_report(wbf, "setting the modification time of", -errno);
+			return;
+		}
 	}
 	if (!bs_file_has_held(wbf->bs))
 		atomic_compare_exchange_strong(&wbf->mtime_ns, &ns, 0);
@@ -410,9 +440,9 @@ static int writeback_pass(struct wb_file *wbf, off_t start, off_t end,
 	if (!first_err && !stopped && end >= bs_file_size(wbf->bs))
 		wb_sync_size(wbf);
 	if (first_err)
-		back_off(wbf);
+		back_off(wbf, "writing back", first_err);
 	else
-		atomic_store(&wbf->backoff_ms, 0);
+		write_back_works_again(wbf);
 	update_dirtied(wbf);
 	pthread_mutex_unlock(&wbf->wb_lock);
 	return first_err;
@@ -436,7 +466,7 @@ int wb_sync_file(struct wb_file *wbf, bool datasync)
 		atomic_store(&wbf->unsynced, true);
 		record_error(wbf, ret);
 		note_dirtied(wbf);
-		back_off(wbf);
+		back_off(wbf, "syncing", ret);
 	}
 	return ret;
 }
