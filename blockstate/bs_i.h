@@ -68,7 +68,6 @@ struct bs_pool {
 	_Atomic uint64_t bytes;		/* memory in the lists */
 	_Atomic uint64_t hits;		/* folios made with pooled memory */
 	_Atomic uint64_t misses;	/* folios made with fresh memory */
-	_Atomic uint64_t released;	/* chunks given back to the system */
 };
 
 void bs_pool_init(struct bs_pool *pool);

@@ -28,13 +28,13 @@
  * Where the memory comes from: a 2 MiB folio gets its own naturally
  * aligned mapping (no 4 KiB of alignment padding per folio), with
  * MADV_HUGEPAGE when the access that makes the folio touches at least
- * half of it, as the kernel backs a large folio with one huge page where
- * it can (fewer TLB misses on copies).  Not for less: the first touch of
- * a huge page zeroes all 2 MiB, so a 4 KiB random write or read into a
- * new folio would pay 512 times the zeroing of its own page (on a fresh
- * 1 GiB file, clear_page was 69% of the daemon's samples); a stream
- * touches the rest soon anyway.  Smaller folios come from the heap, page
- * aligned.
+ * half of it or the folio continues a stream (file.c), as the kernel
+ * backs a large folio with one huge page where it can (fewer TLB misses
+ * on copies).  Not otherwise: the first touch of a huge page zeroes all
+ * 2 MiB, so a 4 KiB random write or read into a new folio would pay 512
+ * times the zeroing of its own page (on a fresh 1 GiB file, clear_page
+ * was 69% of the daemon's samples); a stream touches the rest soon
+ * anyway.  Smaller folios come from the heap, page aligned.
  *
  * Memory from the pool holds whatever the last folio left there, never
  * zeros: the rest of blockstate never reads bytes of a block that is not
@@ -102,13 +102,12 @@ void bs_pool_init(struct bs_pool *pool)
 }
 
 /* Release a list of chunks of one size.  Context: no lock held. */
-static void release_list(struct bs_pool *pool, struct pool_chunk *chunk, uint32_t size)
+static void release_list(struct pool_chunk *chunk, uint32_t size)
 {
 	while (chunk) {
 		struct pool_chunk *next = chunk->next;
 
 		mem_release((char *)chunk, size);
-		atomic_fetch_add(&pool->released, 1);
 		chunk = next;
 	}
 }
@@ -116,7 +115,7 @@ static void release_list(struct bs_pool *pool, struct pool_chunk *chunk, uint32_
 void bs_pool_destroy(struct bs_pool *pool)
 {
 	for (unsigned int i = 0; i < BS_NR_FOLIO_ORDERS; i++) {
-		release_list(pool, pool->free[i], BS_PAGE_SIZE << i);
+		release_list(pool->free[i], BS_PAGE_SIZE << i);
 		pool->free[i] = NULL;
 		pool->nr_free[i] = 0;
 	}
@@ -170,10 +169,8 @@ void bs_pool_put(struct bs_cache *cache, char *mem, uint32_t size)
 		pooled = true;
 	}
 	pthread_mutex_unlock(&pool->lock);
-	if (!pooled) {
+	if (!pooled)
 		mem_release(mem, size);
-		atomic_fetch_add(&pool->released, 1);
-	}
 }
 
 bool bs_pool_has(struct bs_cache *cache, uint32_t size)
@@ -227,6 +224,6 @@ uint64_t bs_pool_trim(struct bs_cache *cache, uint64_t bytes, uint32_t want_size
 		done += unlink_chunks(pool, want, bytes - done, 1, &out[want]);
 	pthread_mutex_unlock(&pool->lock);
 	for (unsigned int c = 0; c < BS_NR_FOLIO_ORDERS; c++)
-		release_list(pool, out[c], BS_PAGE_SIZE << c);
+		release_list(out[c], BS_PAGE_SIZE << c);
 	return done;
 }
