@@ -17,6 +17,7 @@
  * been dirty longer than dirty_expire_ms.
  */
 #include "wb_i.h"
+#include "flushpolicy.h"
 #include "throttle.h"
 
 #include <errno.h>
@@ -28,23 +29,6 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-
-/* Bytes collected per batch: the bounce buffer of one batch. */
-#define WB_BATCH_BYTES (4u << 20)
-
-/*
- * The budget of one background chunk, as the kernel's writeback_chunk_size()
- * sizes it for background (WB_SYNC_NONE) work: half a second of writeback
- * at the smoothed bandwidth, but at most 1/DIRTY_SCOPE of the dirty limit,
- * plus MIN_CHUNK_PAGES (4 MiB of pages) and rounded down to a multiple of
- * it, so a chunk is never under 4 MiB of folio pages.
- */
-#define DIRTY_SCOPE 8
-#define MIN_CHUNK_PAGES ((4u << 20) / BS_PAGE_SIZE)
-
-/* Background retry of a failing file: from this, doubling, up to the max. */
-#define RETRY_MIN_MS 100
-#define RETRY_MAX_MS 10000
 
 /* ---- one pass over one file ---- */
 
@@ -84,10 +68,10 @@ static size_t page_round(size_t len)
 	return (len + BS_PAGE_SIZE - 1) & ~(size_t)(BS_PAGE_SIZE - 1);
 }
 
-/* The most a batch needs: WB_BATCH_BYTES, one run more, page rounding. */
+/* The most a batch needs: WB_FP_BATCH_BYTES, one run more, page rounding. */
 static size_t bounce_keep(const struct wb_ctx *ctx)
 {
-	return WB_BATCH_BYTES + ctx->cfg.max_io + (size_t)WB_BATCH * BS_PAGE_SIZE;
+	return WB_FP_BATCH_BYTES + ctx->cfg.max_io + (size_t)WB_BATCH * BS_PAGE_SIZE;
 }
 
 /*
@@ -140,19 +124,16 @@ static int build_groups(struct wb_ctx *ctx, struct bs_wb_run *runs, int n,
 			struct iovec *iov, struct wb_io *io, int *group_of, void **mem)
 {
 	size_t at = 0, total = 0;
-	int g = -1;
+	int g = wb_fp_group_runs(runs, n, ctx->cfg.max_io, group_of) - 1;
 
-	for (int i = 0; i < n; i++) {
-		if (g < 0 || runs[i].off != io[g].off + (off_t)io[g].len ||
-		    io[g].len + runs[i].len > ctx->cfg.max_io) {
-			g++;
-			io[g].iov = &iov[g];
-			io[g].iovcnt = 1;
-			io[g].off = runs[i].off;
-			io[g].len = 0;
-		}
-		io[g].len += runs[i].len;
-		group_of[i] = g;
+	for (int k = 0; k <= g; k++) {
+		io[k].iov = &iov[k];
+		io[k].iovcnt = 1;
+		io[k].len = 0;
+	}
+	for (int i = n - 1; i >= 0; i--) {
+		io[group_of[i]].off = runs[i].off;
+		io[group_of[i]].len += runs[i].len;
 	}
 	for (int k = 0; k <= g; k++)
 		total += page_round(io[k].len);
@@ -208,10 +189,9 @@ static void back_off(struct wb_file *wbf, const char *what, int err)
 		wb_log("error: %s %s: %s (kept dirty, retried in the background)",
 		       what, path, strerror(-err));
 	}
-	backoff = backoff ? (backoff * 2 > RETRY_MAX_MS ? RETRY_MAX_MS : backoff * 2)
-			  : RETRY_MIN_MS;
+	backoff = wb_fp_backoff_next(backoff);
 	atomic_store(&wbf->backoff_ms, backoff);
-	atomic_store(&wbf->retry_ns, wb_now_ns() + (int64_t)backoff * 1000000);
+	atomic_store(&wbf->retry_ns, wb_fp_retry_due(wb_now_ns(), backoff));
 }
 
 /* A pass succeeded: end a run of failures (logged by back_off()). */
@@ -316,35 +296,47 @@ static void update_dirtied(struct wb_file *wbf)
 }
 
 /*
- * Whether background writeback should run: the charge of dirty blocks not
- * yet under writeback over its background threshold, as the kernel's
- * wb_over_bg_thresh() compares NR_FILE_DIRTY without NR_WRITEBACK (data
- * in flight is already on its way: writing more would not make it go
- * faster); or, with a pinned-memory limit, pinned memory over its own
- * (writing back is what unpins folios).  The dirty part is priced by the
- * accounting policy, so with dirty_account=folio this is the kernel's
- * comparison exactly.  Cheap: called after every write.
+ * The flushers' view of the cache and settings now (flushpolicy.h).  The
+ * dirty part is priced by the accounting policy, so with
+ * dirty_account=folio the background comparison is the kernel's exactly.
+ * Cheap (atomic reads): over_background() runs after every write.
  */
-static bool over_background(struct wb_ctx *ctx)
+static void fp_state_of(struct wb_ctx *ctx, struct wb_fp_state *s)
 {
-	uint64_t pinned_bg = atomic_load(&ctx->pinned_bg_thresh);
-
-	return bs_cache_dirty_charged(ctx->cache) > atomic_load(&ctx->bg_thresh) ||
-	       (pinned_bg && bs_cache_pinned(ctx->cache) > pinned_bg);
+	*s = (struct wb_fp_state){
+		.dirty_charged = bs_cache_dirty_charged(ctx->cache),
+		.pinned = bs_cache_pinned(ctx->cache),
+		.unsynced = bs_cache_unsynced(ctx->cache),
+		.bg_thresh = atomic_load(&ctx->bg_thresh),
+		.pinned_bg_thresh = atomic_load(&ctx->pinned_bg_thresh),
+		.expire_ms = atomic_load(&ctx->expire_ms),
+	};
 }
 
-/* Pages of writeback budget for one background chunk (see DIRTY_SCOPE). */
+static bool over_background(struct wb_ctx *ctx)
+{
+	struct wb_fp_state s;
+
+	fp_state_of(ctx, &s);
+	return wb_fp_over_background(&s);
+}
+
+static void fp_file_of(struct wb_file *f, struct wb_fp_file *out)
+{
+	*out = (struct wb_fp_file){
+		.dirtied_ns = atomic_load(&f->dirtied_ns),
+		.retry_ns = atomic_load(&f->retry_ns),
+		.unsynced = bs_file_has_unsynced(f->bs),
+	};
+}
+
+/* Pages of writeback budget for one background chunk (wb_fp_chunk_pages). */
 static int64_t writeback_chunk_size(struct wb_ctx *ctx)
 {
 	struct wb_throttle_stats ts;
-	uint64_t pages;
 
 	wb_throttle_stats(ctx->throttle, &ts);
-	pages = ts.avg_write_bw / 2;
-	if (pages > ts.dirty_limit / DIRTY_SCOPE)
-		pages = ts.dirty_limit / DIRTY_SCOPE;
-	pages += MIN_CHUNK_PAGES;
-	return (int64_t)(pages - pages % MIN_CHUNK_PAGES);
+	return wb_fp_chunk_pages(ts.avg_write_bw, ts.dirty_limit);
 }
 
 /* The throttler's bandwidth estimate follows writeback (kernel: do_writepages). */
@@ -395,9 +387,9 @@ static int writeback_pass(struct wb_file *wbf, off_t start, off_t end,
 	throttle_note(ctx, true);
 	for (;;) {
 		int n = bs_wb_collect_budget(wbf->bs, &pos, end, runs, WB_BATCH,
-					     WB_BATCH_BYTES, ctx->cfg.max_io,
-					     (ctx->cfg.whole_folio ? BS_WB_WHOLE_FOLIO : 0) |
-					     (ctx->cfg.backing_direct ? BS_WB_WHOLE_BLOCKS : 0),
+					     WB_FP_BATCH_BYTES, ctx->cfg.max_io,
+					     wb_fp_collect_flags(ctx->cfg.whole_folio,
+								 ctx->cfg.backing_direct),
 					     budget);
 		void *mem;
 		int groups;
@@ -485,17 +477,15 @@ int wb_sync_file(struct wb_file *wbf, bool datasync)
 static int writeback_background(struct wb_file *wbf, bool *progress)
 {
 	off_t size = bs_file_size(wbf->bs);
-	off_t from = atomic_load(&wbf->bg_next), next = size;
+	off_t from = wb_fp_chunk_start(atomic_load(&wbf->bg_next), size), next = size;
 	struct bs_wb_budget budget;
 	int ret;
 
-	if (from >= size)
-		from = 0;
 	bs_wb_budget_init(&budget, writeback_chunk_size(wbf->ctx));
 	ret = writeback_pass(wbf, from, size, PASS_TRY, &budget, &next);
 	if (ret == -EBUSY)
 		return ret;
-	if (budget.folio_pages || (from > 0 && next >= size))
+	if (wb_fp_chunk_progress(budget.folio_pages, from, next, size))
 		*progress = true;
 	atomic_store(&wbf->bg_next, next);
 	return ret;
@@ -551,45 +541,33 @@ void wb_flushers_poke(struct wb_ctx *ctx)
 	pthread_mutex_unlock(&ctx->flush_lock);
 }
 
-static bool expired(struct wb_ctx *ctx, struct wb_file *f, int64_t now)
-{
-	int64_t dirtied = atomic_load(&f->dirtied_ns);
-
-	return dirtied && now - dirtied >= (int64_t)atomic_load(&ctx->expire_ms) * 1000000;
-}
-
 /*
- * Memory pinned by unsynced folios that makes the flushers sync the files
- * holding them: the background threshold, so that written data does not
- * pin more memory than dirty data may before writeback starts.
- */
-static bool over_unsynced(struct wb_ctx *ctx)
-{
-	return bs_cache_unsynced(ctx->cache) > atomic_load(&ctx->bg_thresh);
-}
-
-/*
- * Write @f back if it is due: all of it once its data has been dirty for
- * dirty_expire_ms, else, over the background threshold, one chunk.
- * Then sync it if it has just been written whole for its age (as a
- * journal commit would make old data durable), or if unsynced folios
- * pin too much memory.  *@progress: see writeback_background().
+ * @f's turn (wb_fp_file_action): all of it once its data has been dirty
+ * for dirty_expire_ms, else, over the background threshold, one chunk.
+ * Then sync it if wb_fp_should_sync().  *@progress: see
+ * writeback_background().
  */
 static void flush_file(struct wb_ctx *ctx, struct wb_file *f, int64_t now, bool *progress)
 {
-	bool old = expired(ctx, f, now), wrote_old = false;
+	enum wb_fp_action act;
+	struct wb_fp_state s;
+	struct wb_fp_file ff;
 	int ret;
 
-	if (atomic_load(&f->retry_ns) > now)
+	fp_state_of(ctx, &s);
+	fp_file_of(f, &ff);
+	act = wb_fp_file_action(&s, &ff, now);
+	if (act == WB_FP_WAIT)
 		return;
-	if (atomic_load(&f->dirtied_ns) && (old || over_background(ctx))) {
+	if (act != WB_FP_SKIP) {
 		/*
 		 * Up to today's end: a pass does not chase an appending writer.
 		 * If another flusher or an fsync has the file, move on: waiting
 		 * for it and then passing again would repeat its work.
 		 */
-		ret = old ? writeback_pass(f, 0, bs_file_size(f->bs), PASS_TRY, NULL, NULL)
-			  : writeback_background(f, progress);
+		ret = act == WB_FP_EXPIRED
+			? writeback_pass(f, 0, bs_file_size(f->bs), PASS_TRY, NULL, NULL)
+			: writeback_background(f, progress);
 		if (ret == -EBUSY)
 			return;
 		if (ret) {
@@ -597,10 +575,10 @@ static void flush_file(struct wb_ctx *ctx, struct wb_file *f, int64_t now, bool 
 			return;
 		}
 		wb_stamp_mtime(f);
-		wrote_old = old;
 	}
-	if (bs_file_has_unsynced(f->bs) && (wrote_old || over_unsynced(ctx)) &&
-	    wb_sync_file(f, true))
+	fp_state_of(ctx, &s);
+	fp_file_of(f, &ff);
+	if (wb_fp_should_sync(&s, &ff, act == WB_FP_EXPIRED) && wb_sync_file(f, true))
 		atomic_fetch_add(&ctx->wb_retries, 1);
 }
 
@@ -618,13 +596,14 @@ static void flush_pass(struct wb_ctx *ctx)
 {
 	unsigned int first = atomic_fetch_add(&ctx->flusher_passes, 1), nr = 0, i;
 	bool progress = true, last_progress;
+	struct wb_fp_state s;
 	struct wb_file *f;
 
 	for (f = wb_next_file(ctx, NULL); f; f = wb_next_file(ctx, f))
 		nr++;
 	if (!nr)
 		return;
-	first %= nr;
+	first = wb_fp_round_first(first, nr);
 	do {
 		int64_t now = wb_now_ns();
 
@@ -633,11 +612,12 @@ static void flush_pass(struct wb_ctx *ctx)
 		for (int half = 0; half < 2; half++) {
 			i = 0;
 			for (f = wb_next_file(ctx, NULL); f; f = wb_next_file(ctx, f), i++) {
-				if ((half == 0) == (i >= first))
+				if (wb_fp_round_turn(half, i, first))
 					flush_file(ctx, f, now, &progress);
 			}
 		}
-	} while ((progress || last_progress) && over_background(ctx));
+		fp_state_of(ctx, &s);
+	} while (wb_fp_round_again(progress, last_progress, &s));
 }
 
 static void *flusher_main(void *arg)
@@ -646,21 +626,14 @@ static void *flusher_main(void *arg)
 
 	pthread_mutex_lock(&ctx->flush_lock);
 	while (!ctx->stopping) {
-		uint32_t ms = atomic_load(&ctx->interval_ms);
-
 		if (!ctx->kicks) {
-			struct timespec ts;
-
 			/* On the monotonic clock, whatever clock flush_cond was made with. */
-			clock_gettime(CLOCK_MONOTONIC, &ts);
-			/* interval 0: expiry is still checked, once a second */
-			ms = ms ? ms : 1000;
-			ts.tv_sec += ms / 1000;
-			ts.tv_nsec += (long)(ms % 1000) * 1000000;
-			if (ts.tv_nsec >= 1000000000) {
-				ts.tv_sec++;
-				ts.tv_nsec -= 1000000000;
-			}
+			int64_t due = wb_fp_next_wake(wb_now_ns(), atomic_load(&ctx->interval_ms));
+			struct timespec ts = {
+				.tv_sec = due / 1000000000,
+				.tv_nsec = due % 1000000000,
+			};
+
 			pthread_cond_clockwait(&ctx->flush_cond, &ctx->flush_lock,
 					       CLOCK_MONOTONIC, &ts);
 		}
