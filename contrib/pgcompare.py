@@ -32,6 +32,7 @@ Environment: FOLIOFS (daemon, default <repo>/build/foliofs), PGBIN
 import argparse
 import csv
 import datetime
+import importlib.util
 import json
 import os
 import pwd
@@ -46,6 +47,7 @@ import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RUN_USER = "foliofs-test"
+FUSERMOUNT = shutil.which("fusermount3") or "/usr/bin/fusermount3"
 PAGE = 4096
 MIB = 1 << 20
 
@@ -396,16 +398,19 @@ class Comparison:
         self.configs = configs
         self.common = common
         self.foliofs = foliofs
-        self.fusermount = shutil.which("fusermount3") or "/usr/bin/fusermount3"
         self.out = os.path.realpath(args.output)
         os.makedirs(args.workdir, exist_ok=True)
         self.scratch = tempfile.mkdtemp(prefix="pgcompare.",
                                         dir=os.path.realpath(args.workdir))
-        os.chmod(self.scratch, 0o755)
-        self.r = Runner(pgbin, self.scratch)
-        self.r.chown(self.scratch)
-        self.logs = os.path.join(self.scratch, "logs")
-        self.mkdir(self.logs)
+        try:
+            os.chmod(self.scratch, 0o755)
+            self.r = Runner(pgbin, self.scratch)
+            self.r.chown(self.scratch)
+            self.logs = os.path.join(self.scratch, "logs")
+            self.mkdir(self.logs)
+        except BaseException:
+            shutil.rmtree(self.scratch, ignore_errors=True)
+            raise
         self.pg_conf = dict(c.partition("=")[::2] for c in PG_CONF)
         self.pg_conf.update(c.partition("=")[::2] for c in args.pg_conf)
         self.running = None         # Config whose server is up
@@ -430,7 +435,7 @@ class Comparison:
                self.a.threads, self.a.duration),
             "server: %s; %s; fsync on, data checksums, Unix socket"
             % (pg.strip(), ", ".join("%s=%s" % kv for kv in self.pg_conf.items())),
-            "foliofs %s (%s), common options: %s; stats every %d ms"
+            "foliofs %s (source tree at %s), common options: %s; stats every %d ms"
             % (self.foliofs, rev.stdout.strip() or "?", join_opts(self.common),
                STATS_INTERVAL_MS),
             "disk: %s (%s)" % (self.scratch, src.stdout.strip().splitlines()[-1]
@@ -484,11 +489,11 @@ class Comparison:
         if c.daemon is None:
             return
         if is_fuse_mounted(c.mnt):
-            rc, out = self.r.run([self.fusermount, "-u", c.mnt], timeout=60)
+            rc, out = self.r.run([FUSERMOUNT, "-u", c.mnt], timeout=60)
             if rc != 0:
                 if clean:
                     raise Failure("%s: fusermount3 -u failed: %s" % (c.name, out))
-                self.r.run([self.fusermount, "-u", "-z", c.mnt], timeout=60)
+                self.r.run([FUSERMOUNT, "-u", "-z", c.mnt], timeout=60)
         try:
             rc = c.daemon.wait(TIMEOUT_UMOUNT if clean else 60)
         except subprocess.TimeoutExpired:
@@ -801,7 +806,7 @@ def summarize(cmp, samples):
                 above_setpoint=share(runs, lambda x: x["nr_dirty"] >= x["setpoint"]),
                 above_limit=share(runs, lambda x: x["nr_dirty"] >= x["dirty_limit"]),
                 pauses=run["throttle_events"], paused_ms=run["throttle_ms"],
-                longest=max(fresh, default=None),
+                longest=max(fresh, default=0),
                 peak_ms_per_s=max((v for _, v in steps), default=None),
                 pinned=max((x["pinned_bytes"] for x in runs), default=None),
                 peak_charged=max((x["nr_dirty"] * PAGE for x in runs), default=None),
@@ -842,7 +847,7 @@ def fmt_num(fmt, v):
 
 def md_table(header, rows):
     lines = ["| " + " | ".join(header) + " |",
-             "|" + "|".join("---" if i == 0 else "---:" for i in range(len(header))) + "|"]
+             "|---|" + "---:|" * (len(header) - 1)]
     lines += ["| " + " | ".join(r) + " |" for r in rows]
     return "\n".join(lines)
 
@@ -921,6 +926,10 @@ def write_report(cmp, settings, summ, path):
         tps_table(cmp, summ), "",
         *comparisons(summ), "",
         "CV: sample standard deviation over the mean of the iterations.",
+        "`pgbench -i -s %d` and the stop after it (once, not in the table):"
+        " %s." % (
+            cmp.a.scale, ", ".join("%s %.1f s" % (c.name, c.load_s)
+                                   for c in cmp.configs)),
         "", "Per iteration (order: who ran first):", "",
         md_table(["iteration", "order"] + [c.name for c in cmp.configs], it_rows),
         "",
@@ -1080,9 +1089,8 @@ def prepare_output(path):
 
 def main(argv):
     a = parse_args(argv)
-    try:
-        import matplotlib  # noqa: F401 - only checked here, used at the end
-    except ImportError:
+    # Checked now, used at the end: a missing package must not cost a run.
+    if importlib.util.find_spec("matplotlib") is None:
         raise Failure("matplotlib is needed for the plots (apt-get install"
                       " python3-matplotlib)")
     foliofs = os.path.realpath(os.environ.get(
@@ -1102,18 +1110,17 @@ def main(argv):
             raise Failure("-o %s: %s is set by the script" % (a.common, k))
         common[k] = v
     pgbin = find_pgbin()
-    if not shutil.which("fusermount3") and not os.access("/usr/bin/fusermount3", os.X_OK):
+    if not os.access(FUSERMOUNT, os.X_OK):
         raise Failure("fusermount3 not found (apt-get install fuse3)")
     prepare_output(a.output)
-
-    cmp = Comparison(a, configs, common, foliofs, pgbin)
 
     def on_signal(signum, frame):
         raise Interrupted(signum)
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
-    ok = False
+    cmp, ok = None, False
     try:
+        cmp = Comparison(a, configs, common, foliofs, pgbin)
         settings = cmp.setting_lines()
         for line in settings:
             log(line)
@@ -1125,7 +1132,8 @@ def main(argv):
     finally:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        cmp.cleanup(ok)
+        if cmp is not None:
+            cmp.cleanup(ok)
     return 0
 
 

@@ -1,0 +1,201 @@
+"""Smoke test of contrib/pgcompare.py, the PostgreSQL policy comparison.
+
+Runs the whole script once with tiny settings (scale 1, two iterations of
+3 s, one foliofs configuration and the native baseline: about 40 s) and
+checks that what it produces is well formed: the report with a row per
+configuration in each table, the CSVs with their headers and a row per
+configuration and iteration, and the three plots as PNG files.  Not the
+numbers: they depend on the machine.
+
+A second test breaks copies of that output one way at a time (a plot
+missing, a PNG that is not one, a CSV row missing, a configuration missing
+from the report) and checks that the checker fails on each, so that the
+first test can fail.
+
+The test names hold "postgres" so that the sanitizer stage of
+contrib/test.sh, which deselects the PostgreSQL tests, skips these too.
+"""
+
+import csv
+import os
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+
+import pytest
+
+import util
+from test_postgres import _pg_bindir_or_skip
+
+SCRIPT = os.path.join(util.REPO, "contrib", "pgcompare.py")
+CONFIGS = ("folio", "native")       # the first by policy name, then native
+ITERS = 2
+ARGS = ("--quick", "-s", "1", "-r", str(ITERS), "-T", "3", "-c", "2")
+TIMEOUT_RUN = 300                   # a hang guard: the run takes ~40 s
+
+PLOTS = ("tps.png", "dirty.png", "pauses.png")
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+ITERATION_COLUMNS = ("config", "iteration", "position", "tps", "transactions",
+                     "run_nr_dirtied", "total_nr_dirtied",
+                     "total_backing_write_bytes", "run_throttle_ms")
+SAMPLE_COLUMNS = ("config", "iteration", "phase", "time_ms", "unix_ms",
+                  "nr_dirty", "nr_dirtied", "nr_written", "dirty_bytes_exact",
+                  "setpoint", "dirty_limit", "throttle_ms", "pinned_bytes")
+PHASES = ("run", "stop", "idle")
+
+
+@pytest.fixture(scope="module")
+def compare_out():
+    """The output directory of one run of the script."""
+    pytest.importorskip("matplotlib", reason="python3-matplotlib is not"
+                        " installed (the script draws its plots with it)")
+    bindir = _pg_bindir_or_skip()
+    if not os.path.exists(util.FOLIOFS):
+        pytest.fail("%s does not exist: build it or set $FOLIOFS" % util.FOLIOFS)
+    top = tempfile.mkdtemp(prefix="foliofs-pgcompare-", dir="/var/tmp")
+    os.chmod(top, 0o755)        # the unprivileged user works in it
+    out = os.path.join(top, "out")
+    cmd = [sys.executable, SCRIPT, *ARGS, "-O", out, "-d", top]
+    for c in CONFIGS:
+        cmd += ["--config", c]
+    env = dict(os.environ, FOLIOFS=util.FOLIOFS, PGBIN=bindir)
+    try:
+        r = subprocess.run(cmd, env=env, stdin=subprocess.DEVNULL,
+                           capture_output=True, text=True, timeout=TIMEOUT_RUN)
+        sys.stdout.write("$ %s\n%s%s" % (" ".join(cmd), r.stdout, r.stderr))
+        assert r.returncode == 0, "pgcompare.py exited %d" % r.returncode
+        left = [d for d in os.listdir(top) if d != "out"]
+        assert not left, "scratch directories left behind: %s" % left
+        yield out
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
+
+
+def read_csv(path):
+    with open(path, newline="") as f:
+        rows = list(csv.reader(f))
+    assert rows, "%s is empty" % path
+    header, body = rows[0], rows[1:]
+    for n, row in enumerate(body, 2):
+        assert len(row) == len(header), "%s line %d: %d fields, header has %d" % (
+            path, n, len(row), len(header))
+    return header, [dict(zip(header, row)) for row in body]
+
+
+def check_png(path):
+    with open(path, "rb") as f:
+        head = f.read(24)
+    assert head[:8] == PNG_MAGIC, "%s is not a PNG" % path
+    assert head[12:16] == b"IHDR", "%s has no IHDR chunk first" % path
+    width, height = struct.unpack(">II", head[16:24])
+    assert width > 0 and height > 0, "%s is %dx%d" % (path, width, height)
+
+
+def md_tables(text):
+    """The Markdown tables of TEXT: lists of rows, each a list of cells."""
+    tables, cur = [], []
+    for line in text.splitlines() + [""]:
+        if line.startswith("|"):
+            cur.append([c.strip() for c in line.strip().strip("|").split("|")])
+        elif cur:
+            tables.append(cur)
+            cur = []
+    return tables
+
+
+def table_starting(tables, *header):
+    found = [t for t in tables if tuple(t[0][:len(header)]) == header]
+    assert len(found) == 1, "report: %d tables with header %s" % (
+        len(found), " | ".join(header))
+    return found[0]
+
+
+def check_output(out):
+    """Assert that OUT holds a well-formed report of CONFIGS x ITERS."""
+    foliofs_configs = [c for c in CONFIGS if c != "native"]
+    for p in PLOTS:
+        check_png(os.path.join(out, p))
+
+    header, rows = read_csv(os.path.join(out, "iterations.csv"))
+    missing = [c for c in ITERATION_COLUMNS if c not in header]
+    assert not missing, "iterations.csv lacks columns %s" % missing
+    got = sorted((r["config"], int(r["iteration"])) for r in rows)
+    want = sorted((c, i) for c in CONFIGS for i in range(1, ITERS + 1))
+    assert got == want, "iterations.csv rows %s, expected %s" % (got, want)
+    for r in rows:
+        float(r["tps"])
+        int(r["transactions"])
+        if r["config"] == "native":
+            assert r["total_nr_dirtied"] == "", "native row has foliofs stats"
+        else:
+            int(r["total_nr_dirtied"])
+
+    header, rows = read_csv(os.path.join(out, "samples.csv"))
+    missing = [c for c in SAMPLE_COLUMNS if c not in header]
+    assert not missing, "samples.csv lacks columns %s" % missing
+    assert sorted({r["config"] for r in rows}) == sorted(foliofs_configs), \
+        "samples.csv configurations %s" % sorted({r["config"] for r in rows})
+    for r in rows:
+        assert r["phase"] in PHASES, "samples.csv: phase %r" % r["phase"]
+        for k in SAMPLE_COLUMNS[3:]:
+            int(r[k])
+
+    with open(os.path.join(out, "report.md")) as f:
+        tables = md_tables(f.read())
+    tps = table_starting(tables, "configuration", "avg tps")
+    acct = table_starting(tables, "configuration", "charged", "written")
+    for t, what in ((tps, "tps"), (acct, "accounting")):
+        names = [row[0] for row in t[2:]]
+        assert names == list(CONFIGS), "report: %s table rows %s" % (what, names)
+        assert all(len(row) == len(t[0]) for row in t), \
+            "report: %s table rows of different lengths" % what
+    for row in acct[2:]:
+        filled = [cell for cell in row[1:] if cell]
+        if row[0] == "native":
+            assert not filled, "report: native has foliofs figures %s" % filled
+        else:
+            assert len(filled) == len(row) - 1, "report: %s has blanks" % row[0]
+
+
+def test_postgres_compare_report(compare_out):
+    check_output(compare_out)
+
+
+def _drop_csv_row(path):
+    with open(path) as f:
+        lines = f.readlines()
+    with open(path, "w") as f:
+        f.writelines(lines[:-1])
+
+
+def _drop_report_row(path, name):
+    with open(path) as f:
+        lines = f.readlines()
+    with open(path, "w") as f:
+        f.writelines(l for l in lines if not l.startswith("| %s |" % name))
+
+
+def _not_png(path):
+    with open(path, "wb") as f:
+        f.write(b"GIF89a")
+
+
+BREAKAGES = {
+    "a plot missing": lambda d: os.unlink(os.path.join(d, "pauses.png")),
+    "a plot not a PNG": lambda d: _not_png(os.path.join(d, "dirty.png")),
+    "an iteration missing": lambda d: _drop_csv_row(os.path.join(d, "iterations.csv")),
+    "a configuration missing from the report":
+        lambda d: _drop_report_row(os.path.join(d, "report.md"), "native"),
+}
+
+
+@pytest.mark.parametrize("breakage", sorted(BREAKAGES))
+def test_postgres_compare_checker_fails(compare_out, tmp_path, breakage):
+    broken = str(tmp_path / "out")
+    shutil.copytree(compare_out, broken)
+    check_output(broken)                # the copy passes as it is
+    BREAKAGES[breakage](broken)
+    with pytest.raises((AssertionError, OSError)):
+        check_output(broken)
