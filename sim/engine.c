@@ -1,0 +1,1231 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * engine.c - one replay: a discrete-event loop on a virtual clock.
+ *
+ * What runs is the mount's own code, linked from the same sources:
+ * blockstate (folios, bitmaps, the accounting and sizing policies) through
+ * bs_write()/bs_read() and the writeback calls bs_wb_collect_budget()/
+ * bs_wb_complete()/bs_sync_begin()/bs_sync_end(); the throttler
+ * (throttle.c) through the same calls balance.c makes; the run-time
+ * settings (tunables.c) and the stats (wb_ctx_stats); and the flushers'
+ * decisions (flushpolicy.c).  What is modelled instead: time, the backing
+ * device, and the threads, which become state machines resumed by events:
+ *
+ *   writer    one per pid: its operations in trace order, each issued the
+ *             recorded think time after the previous one completed (a
+ *             closed loop, so a throttled writer falls behind).  A write
+ *             returns at once unless the throttler pauses it; an fsync
+ *             writes the file back and flushes the device; both wait for a
+ *             file another pass holds, as the mount's wb_lock makes them.
+ *   flusher   cfg.flushers of them, each the loop of flush.c's
+ *             flusher_main/flush_pass/flush_file with the same
+ *             wb_fp_* decisions; woken by writes over the background
+ *             threshold (kicks) or writeback_interval_ms.
+ *   device    dev_bw bytes/s through one transfer pipe, dev_lat_us per
+ *             I/O on top, at most dev_qd I/Os in flight; a flush completes
+ *             dev_flush_us after every write before it.
+ *
+ * Writeback is submitted and completed in two halves: a batch is collected
+ * (blocks go dirty -> writeback, nr_writeback rises) at the time it is
+ * issued, and completed (writeback -> clean, nr_written) at the time the
+ * device model says its last write ends; between the two the engine runs
+ * other events, so writers see data under writeback as they would.
+ * Reclaim (bs_cache_ops.need_clean, called inside bs_write() when the
+ * cache is full) is the one synchronous path: it completes what is in
+ * flight early and writes everything back at once, and the writer whose
+ * write needed room waits until the device would have finished.
+ *
+ * Nothing reads a host clock except for the replay speed: the same trace
+ * and options give the same output, byte for byte.
+ */
+#include "sim.h"
+#include "wb_i.h"
+#include "flushpolicy.h"
+#include "throttle.h"
+#include "fusefs.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define NS 1000000000ll
+#define MAX_QD 1024
+
+struct sim;
+
+/* A writeback pass of one file in flight: the mount's writeback_pass(), in halves. */
+struct sim_pass {
+	struct sim_file *file;
+	off_t pos, end;
+	bool budgeted;
+	struct bs_wb_budget budget;
+	struct bs_wb_run runs[WB_BATCH];
+	int n;				/* runs in flight, 0: none */
+};
+
+struct sim_file {
+	uint32_t id;			/* in the trace */
+	struct bs_file *bs;
+	int64_t dirtied_ns;		/* virtual: when it went from clean to dirty, 0: clean */
+	off_t bg_next;			/* where background writeback goes on */
+	struct sim_pass *busy;		/* the pass holding it (the mount's wb_lock) */
+};
+
+enum wr_state { WR_READY, WR_PAUSED, WR_WAIT_FILE, WR_PASS, WR_SYNC, WR_DONE };
+
+struct sim_writer {
+	uint32_t pid;
+	size_t *ops;			/* indices into recs, in order */
+	size_t nr_ops, next;
+	enum wr_state state;
+	int64_t op_start;		/* when the op in progress was issued */
+	int64_t hold_start;		/* when its pause began */
+	int64_t first_ns, last_ns;	/* first issue, last completion */
+	uint64_t sync_token;
+	struct sim_pass pass;
+};
+
+enum fl_state { FL_IDLE, FL_PASS, FL_SYNC };
+
+struct sim_flusher {
+	enum fl_state state;
+	uint64_t wake_gen;		/* wake events carry their generation (> 0); one of
+					 * another is stale.  I/O completions carry 0. */
+	unsigned int first, half, i;	/* where the round is (wb_fp_round_*) */
+	bool progress, last_progress;
+	int64_t round_now;		/* the time of the round, as flush_pass takes it */
+	enum wb_fp_action act;
+	uint64_t sync_token;
+	struct sim_file *sync_file;
+	struct sim_pass pass;
+};
+
+enum ev_kind { EV_WRITER, EV_FLUSHER, EV_STATS };
+
+struct sim_ev {
+	int64_t t;
+	uint64_t seq;			/* ties in order of scheduling: deterministic */
+	enum ev_kind kind;
+	uint32_t idx;
+	uint64_t gen;
+};
+
+struct i64_vec {
+	int64_t *v;
+	size_t n, cap;
+};
+
+struct sim {
+	const struct sim_rec *recs;
+	struct wb_ctx *ctx;
+	struct sim_dev_cfg dev;
+	int64_t now;
+	/* device */
+	int64_t pipe_free, last_done;
+	int64_t slot_free[MAX_QD];
+	/* events */
+	struct sim_ev *heap;
+	size_t nr_ev, cap_ev;
+	uint64_t seq;
+	/* actors */
+	struct sim_file *files;
+	size_t nr_files;
+	struct sim_writer *writers;
+	size_t nr_writers, writers_left;
+	struct sim_flusher *flushers;
+	unsigned int nr_flushers;
+	unsigned int kicks;
+	int64_t reclaim_until;		/* a write that needed room waits until then */
+	/* observations */
+	struct i64_vec pauses, fsyncs;
+	struct sim_result *res;
+	FILE *log;
+	uint32_t log_interval_ms;
+	char stats[16384];
+};
+
+/* ---- events ---- */
+
+static bool ev_before(const struct sim_ev *a, const struct sim_ev *b)
+{
+	return a->t < b->t || (a->t == b->t && a->seq < b->seq);
+}
+
+static int ev_push(struct sim *s, int64_t t, enum ev_kind kind, uint32_t idx, uint64_t gen)
+{
+	size_t i;
+
+	if (s->nr_ev == s->cap_ev) {
+		size_t cap = s->cap_ev ? 2 * s->cap_ev : 64;
+		struct sim_ev *h = realloc(s->heap, cap * sizeof(*h));
+
+		if (!h)
+			return -ENOMEM;
+		s->heap = h;
+		s->cap_ev = cap;
+	}
+	i = s->nr_ev++;
+	s->heap[i] = (struct sim_ev){ t < s->now ? s->now : t, s->seq++, kind, idx, gen };
+	while (i && ev_before(&s->heap[i], &s->heap[(i - 1) / 2])) {
+		struct sim_ev tmp = s->heap[i];
+
+		s->heap[i] = s->heap[(i - 1) / 2];
+		s->heap[(i - 1) / 2] = tmp;
+		i = (i - 1) / 2;
+	}
+	return 0;
+}
+
+static struct sim_ev ev_pop(struct sim *s)
+{
+	struct sim_ev top = s->heap[0];
+	size_t i = 0;
+
+	s->heap[0] = s->heap[--s->nr_ev];
+	for (;;) {
+		size_t l = 2 * i + 1, r = l + 1, m = i;
+		struct sim_ev tmp;
+
+		if (l < s->nr_ev && ev_before(&s->heap[l], &s->heap[m]))
+			m = l;
+		if (r < s->nr_ev && ev_before(&s->heap[r], &s->heap[m]))
+			m = r;
+		if (m == i)
+			break;
+		tmp = s->heap[i];
+		s->heap[i] = s->heap[m];
+		s->heap[m] = tmp;
+		i = m;
+	}
+	return top;
+}
+
+static int vec_add(struct i64_vec *v, int64_t x)
+{
+	if (v->n == v->cap) {
+		size_t cap = v->cap ? 2 * v->cap : 256;
+		int64_t *p = realloc(v->v, cap * sizeof(*p));
+
+		if (!p)
+			return -ENOMEM;
+		v->v = p;
+		v->cap = cap;
+	}
+	v->v[v->n++] = x;
+	return 0;
+}
+
+/* ---- the device ---- */
+
+/* A write of @len bytes issued now: when it completes. */
+static int64_t dev_write(struct sim *s, size_t len)
+{
+	unsigned int k = 0;
+	int64_t start, xfer;
+
+	for (unsigned int j = 1; j < s->dev.qd; j++)
+		if (s->slot_free[j] < s->slot_free[k])
+			k = j;
+	start = s->slot_free[k] > s->now ? s->slot_free[k] : s->now;
+	xfer = s->pipe_free > start ? s->pipe_free : start;
+	s->pipe_free = xfer + (int64_t)((double)len * NS / (double)s->dev.bw);
+	s->slot_free[k] = s->pipe_free + (int64_t)s->dev.lat_us * 1000;
+	if (s->slot_free[k] > s->last_done)
+		s->last_done = s->slot_free[k];
+	atomic_fetch_add(&s->ctx->backing_write_bytes, len);
+	atomic_fetch_add(&s->ctx->backing_write_ios, 1);
+	s->res->bytes_written += len;
+	return s->slot_free[k];
+}
+
+/* A cache flush issued now: after every write before it. */
+static int64_t dev_flush(struct sim *s)
+{
+	int64_t start = s->last_done > s->now ? s->last_done : s->now;
+
+	s->last_done = start + (int64_t)s->dev.flush_us * 1000;
+	return s->last_done;
+}
+
+/* ---- observations ---- */
+
+static void note_peaks(struct sim *s)
+{
+	struct bs_stats st;
+
+	bs_cache_stats(s->ctx->cache, &st);
+	if (st.charged_bytes > s->res->peak_charged)
+		s->res->peak_charged = st.charged_bytes;
+	if (st.dirty_bytes_exact > s->res->peak_dirty_exact)
+		s->res->peak_dirty_exact = st.dirty_bytes_exact;
+	if (st.pinned_bytes > s->res->peak_pinned)
+		s->res->peak_pinned = st.pinned_bytes;
+}
+
+/* One line of the stats log: the mount's format, time_ms on the virtual clock. */
+static void log_line(struct sim *s)
+{
+	size_t len = wb_ctx_stats(s->ctx, s->stats, sizeof(s->stats));
+	char *p = s->stats, *end = s->stats + len;
+
+	fprintf(s->log, "{\"time_ms\": %lld", (long long)(s->now / 1000000));
+	while (p < end) {
+		char *nl = memchr(p, '\n', (size_t)(end - p)), *sp;
+
+		if (!nl)
+			break;
+		*nl = '\0';
+		sp = strchr(p, ' ');
+		if (sp)
+			fprintf(s->log, ", \"%.*s\": %s", (int)(sp - p), p, sp + 1);
+		p = nl + 1;
+	}
+	fputs("}\n", s->log);
+}
+
+/* ---- writeback passes ---- */
+
+static void throttle_note(struct sim *s, bool starting)
+{
+	struct wb_throttle_sample smp;
+
+	wb_throttle_sample_of(s->ctx, &smp);
+	if (starting)
+		wb_throttle_writeback_start(s->ctx->throttle, &smp, s->now);
+	else
+		wb_throttle_update(s->ctx->throttle, &smp, s->now);
+}
+
+static void pass_begin(struct sim *s, struct sim_pass *p, struct sim_file *f, off_t start,
+		       off_t end, int64_t budget_pages)
+{
+	*p = (struct sim_pass){ .file = f, .pos = start, .end = end, .budgeted = budget_pages > 0 };
+	if (p->budgeted)
+		bs_wb_budget_init(&p->budget, budget_pages);
+	f->busy = p;
+	throttle_note(s, true);
+}
+
+/* Complete the batch in flight (at most once: reclaim may have done it early). */
+static void pass_complete(struct sim *s, struct sim_pass *p)
+{
+	for (int i = 0; i < p->n; i++)
+		bs_wb_complete(p->file->bs, &p->runs[i], 0);
+	if (p->n)
+		throttle_note(s, false);
+	p->n = 0;
+}
+
+/*
+ * Collect and issue the next batch: when it completes, or 0 when the pass
+ * is over (nothing left, or the budget used up).
+ */
+static int64_t pass_step(struct sim *s, struct sim_pass *p)
+{
+	const struct wb_config *cfg = &s->ctx->cfg;
+	int group_of[WB_BATCH];
+	int64_t due = 0;
+	size_t len = 0;
+	int g = 0;
+
+	p->n = bs_wb_collect_budget(p->file->bs, &p->pos, p->end, p->runs, WB_BATCH,
+				    WB_FP_BATCH_BYTES, cfg->max_io,
+				    wb_fp_collect_flags(cfg->whole_folio, cfg->backing_direct),
+				    p->budgeted ? &p->budget : NULL);
+	if (!p->n)
+		return 0;
+	wb_fp_group_runs(p->runs, p->n, cfg->max_io, group_of);
+	for (int i = 0; i <= p->n; i++) {
+		if (i == p->n || group_of[i] != g) {
+			int64_t done = dev_write(s, len);
+
+			due = done > due ? done : due;
+			if (i == p->n)
+				break;
+			g = group_of[i];
+			len = 0;
+		}
+		len += p->runs[i].len;
+	}
+	atomic_fetch_add(&s->ctx->backing_write_submits, 1);
+	note_peaks(s);
+	return due;
+}
+
+static void wake_file_waiters(struct sim *s, struct sim_file *f);
+
+/* The pass is over: the file's age as update_dirtied() keeps it, and its lock. */
+static void pass_end(struct sim *s, struct sim_pass *p)
+{
+	struct sim_file *f = p->file;
+
+	if (!bs_file_has_held(f->bs))
+		f->dirtied_ns = 0;
+	f->busy = NULL;
+	wake_file_waiters(s, f);
+}
+
+/* A whole write-back and sync at once (reclaim, unmount): when the device is done. */
+static int64_t write_all_now(struct sim *s, struct sim_file *f)
+{
+	struct sim_pass p;
+	int64_t due, last = s->now;
+
+	pass_begin(s, &p, f, 0, bs_file_size(f->bs), 0);
+	while ((due = pass_step(s, &p))) {
+		pass_complete(s, &p);
+		last = due > last ? due : last;
+	}
+	pass_end(s, &p);
+	if (bs_file_has_unsynced(f->bs)) {
+		uint64_t token = bs_sync_begin(f->bs);
+
+		due = dev_flush(s);
+		last = due > last ? due : last;
+		bs_sync_end(f->bs, token, 0);
+	}
+	return last;
+}
+
+/* bs_cache_ops.need_clean: reclaim found nothing clean (see the top). */
+static void sim_need_clean(void *arg)
+{
+	struct sim *s = arg;
+
+	for (size_t i = 0; i < s->nr_files; i++) {
+		struct sim_file *f = &s->files[i];
+		int64_t until;
+
+		if (f->busy) {
+			pass_complete(s, f->busy);
+			until = s->last_done;
+		} else {
+			until = write_all_now(s, f);
+		}
+		if (until > s->reclaim_until)
+			s->reclaim_until = until;
+	}
+}
+
+/* ---- the flushers (flush.c's flusher_main, flush_pass, flush_file) ---- */
+
+static void fp_state_of(struct sim *s, struct wb_fp_state *st)
+{
+	*st = (struct wb_fp_state){
+		.dirty_charged = bs_cache_dirty_charged(s->ctx->cache),
+		.pinned = bs_cache_pinned(s->ctx->cache),
+		.unsynced = bs_cache_unsynced(s->ctx->cache),
+		.bg_thresh = atomic_load(&s->ctx->bg_thresh),
+		.pinned_bg_thresh = atomic_load(&s->ctx->pinned_bg_thresh),
+		.expire_ms = atomic_load(&s->ctx->expire_ms),
+	};
+}
+
+static void fp_file_of(struct sim_file *f, struct wb_fp_file *out)
+{
+	*out = (struct wb_fp_file){
+		.dirtied_ns = f->dirtied_ns,
+		.unsynced = bs_file_has_unsynced(f->bs),
+	};
+}
+
+static int flusher_go(struct sim *s, uint32_t k);
+
+/* Writes over the background threshold wake the flushers (wb_flushers_poke). */
+static int flushers_poke(struct sim *s)
+{
+	struct wb_fp_state st;
+	int ret = 0;
+
+	fp_state_of(s, &st);
+	if (!s->nr_flushers || !wb_fp_over_background(&st) || s->kicks++)
+		return 0;
+	for (uint32_t k = 0; k < s->nr_flushers && !ret; k++)
+		if (s->flushers[k].state == FL_IDLE)
+			ret = ev_push(s, s->now, EV_FLUSHER, k, ++s->flushers[k].wake_gen);
+	return ret;
+}
+
+static void flusher_start_pass(struct sim *s, struct sim_flusher *fl)
+{
+	unsigned int pass_no = (unsigned int)atomic_fetch_add(&s->ctx->flusher_passes, 1);
+
+	fl->first = wb_fp_round_first(pass_no, (unsigned int)s->nr_files);
+	fl->progress = true;
+	fl->last_progress = fl->progress;
+	fl->progress = false;
+	fl->half = 0;
+	fl->i = 0;
+	fl->round_now = s->now;
+}
+
+/*
+ * The file's turn: start its pass (1: wait for the device), or nothing to
+ * write (0: go on to the sync check).  -EBUSY: another pass holds it.
+ */
+static int flusher_file_begin(struct sim *s, struct sim_flusher *fl, struct sim_file *f)
+{
+	struct wb_throttle_stats ts;
+	struct wb_fp_state st;
+	struct wb_fp_file ff;
+	off_t size = bs_file_size(f->bs);
+
+	fp_state_of(s, &st);
+	fp_file_of(f, &ff);
+	fl->act = wb_fp_file_action(&st, &ff, fl->round_now);
+	if (fl->act == WB_FP_WAIT || (fl->act != WB_FP_SKIP && f->busy))
+		return -EBUSY;
+	if (fl->act == WB_FP_SKIP)
+		return 0;
+	if (fl->act == WB_FP_EXPIRED) {
+		pass_begin(s, &fl->pass, f, 0, size, 0);
+	} else {
+		wb_throttle_stats(s->ctx->throttle, &ts);
+		pass_begin(s, &fl->pass, f, wb_fp_chunk_start(f->bg_next, size), size,
+			   wb_fp_chunk_pages(ts.avg_write_bw, ts.dirty_limit));
+	}
+	return 1;
+}
+
+/* The chunk is over: where the next starts, and whether it moved anything. */
+static void flusher_file_end(struct sim *s, struct sim_flusher *fl)
+{
+	struct sim_pass *p = &fl->pass;
+	struct sim_file *f = p->file;
+	off_t size = bs_file_size(f->bs), from;
+
+	if (fl->act == WB_FP_CHUNK) {
+		off_t next = p->pos < p->end ? p->pos : p->end;
+
+		from = wb_fp_chunk_start(f->bg_next, size);
+		if (wb_fp_chunk_progress(p->budget.folio_pages, from, next, p->end))
+			fl->progress = true;
+		f->bg_next = next;
+	}
+	pass_end(s, p);
+}
+
+/* The sync check after a turn: 1 when a sync was issued. */
+static int flusher_sync(struct sim *s, struct sim_flusher *fl, struct sim_file *f, uint32_t k)
+{
+	struct wb_fp_state st;
+	struct wb_fp_file ff;
+
+	fp_state_of(s, &st);
+	fp_file_of(f, &ff);
+	if (f->busy || !wb_fp_should_sync(&st, &ff, fl->act == WB_FP_EXPIRED))
+		return 0;
+	fl->sync_token = bs_sync_begin(f->bs);
+	fl->sync_file = f;
+	fl->state = FL_SYNC;
+	return ev_push(s, dev_flush(s), EV_FLUSHER, k, 0) ? -ENOMEM : 1;
+}
+
+/* Run flusher @k from where it stopped until it waits for something. */
+static int flusher_go(struct sim *s, uint32_t k)
+{
+	struct sim_flusher *fl = &s->flushers[k];
+	int64_t due;
+	int ret;
+
+	switch (fl->state) {
+	case FL_IDLE:
+		s->kicks = 0;
+		flusher_start_pass(s, fl);
+		break;
+	case FL_PASS:
+		pass_complete(s, &fl->pass);
+		due = pass_step(s, &fl->pass);
+		if (due)
+			return ev_push(s, due, EV_FLUSHER, k, 0);
+		flusher_file_end(s, fl);
+		fl->state = FL_IDLE;
+		ret = flusher_sync(s, fl, fl->pass.file, k);
+		if (ret)
+			return ret < 0 ? ret : 0;
+		break;
+	case FL_SYNC:
+		bs_sync_end(fl->sync_file->bs, fl->sync_token, 0);
+		fl->state = FL_IDLE;
+		break;
+	}
+	for (;;) {
+		struct wb_fp_state st;
+
+		while (fl->half < 2) {
+			struct sim_file *f;
+			unsigned int i = fl->i++;
+
+			if (i >= s->nr_files) {
+				fl->half++;
+				fl->i = 0;
+				continue;
+			}
+			if (!wb_fp_round_turn(fl->half, i, fl->first))
+				continue;
+			f = &s->files[i];
+			ret = flusher_file_begin(s, fl, f);
+			if (ret == -EBUSY)
+				continue;
+			if (ret == 1) {
+				due = pass_step(s, &fl->pass);
+				if (due) {
+					fl->state = FL_PASS;
+					return ev_push(s, due, EV_FLUSHER, k, 0);
+				}
+				flusher_file_end(s, fl);
+			}
+			ret = flusher_sync(s, fl, f, k);
+			if (ret)
+				return ret < 0 ? ret : 0;
+		}
+		fp_state_of(s, &st);
+		if (s->nr_files && wb_fp_round_again(fl->progress, fl->last_progress, &st)) {
+			fl->last_progress = fl->progress;
+			fl->progress = false;
+			fl->half = 0;
+			fl->i = 0;
+			fl->round_now = s->now;
+			continue;
+		}
+		/* The pass is over: again at once if kicked meanwhile, else sleep. */
+		if (s->kicks) {
+			s->kicks = 0;
+			flusher_start_pass(s, fl);
+			continue;
+		}
+		break;
+	}
+	fl->state = FL_IDLE;
+	return ev_push(s, wb_fp_next_wake(s->now, atomic_load(&s->ctx->interval_ms)),
+		       EV_FLUSHER, k, ++fl->wake_gen);
+}
+
+/* ---- writers ---- */
+
+static void wake_file_waiters(struct sim *s, struct sim_file *f)
+{
+	for (size_t w = 0; w < s->nr_writers; w++) {
+		struct sim_writer *wr = &s->writers[w];
+
+		if (wr->state == WR_WAIT_FILE && &s->files[s->recs[wr->ops[wr->next]].file] == f) {
+			wr->state = WR_READY;
+			ev_push(s, s->now, EV_WRITER, (uint32_t)w, 0);
+		}
+	}
+}
+
+/* The op in progress is done at @t: the next one after its think time. */
+static int writer_op_done(struct sim *s, uint32_t w, int64_t t)
+{
+	struct sim_writer *wr = &s->writers[w];
+	const struct sim_rec *prev = &s->recs[wr->ops[wr->next]];
+	int64_t think;
+
+	wr->last_ns = t;
+	s->res->ops++;
+	if (++wr->next == wr->nr_ops) {
+		wr->state = WR_DONE;
+		s->writers_left--;
+		return 0;
+	}
+	think = (int64_t)(s->recs[wr->ops[wr->next]].time_ns - prev->time_ns - prev->dur_ns);
+	wr->state = WR_READY;
+	return ev_push(s, t + (think > 0 ? think : 0), EV_WRITER, w, 0);
+}
+
+static int writer_write(struct sim *s, uint32_t w, struct sim_file *f, const struct sim_rec *r)
+{
+	struct sim_writer *wr = &s->writers[w];
+	static char zeros[1 << 20];
+	uint64_t dirtied;
+	int64_t pause = 0, done;
+	off_t off = (off_t)r->offset;
+	size_t left = r->length;
+
+	bs_thread_dirtied_take();
+	s->reclaim_until = 0;
+	while (left) {
+		size_t n = left < sizeof(zeros) ? left : sizeof(zeros);
+		ssize_t got = bs_write(f->bs, zeros, n, off);
+
+		if (got <= 0)
+			break;
+		off += got;
+		left -= (size_t)got;
+	}
+	dirtied = bs_thread_dirtied_take();
+	if (!f->dirtied_ns && bs_file_has_held(f->bs))
+		f->dirtied_ns = s->now;
+	done = s->reclaim_until > s->now ? s->reclaim_until : s->now;
+	/* wb_balance_dirty(): no flushers, nobody paused. */
+	if (s->nr_flushers && dirtied &&
+	    wb_throttle_charge(s->ctx->throttle, (pid_t)wr->pid, dirtied, s->now)) {
+		struct wb_throttle_sample smp;
+
+		wb_throttle_sample_of(s->ctx, &smp);
+		pause = wb_throttle_balance(s->ctx->throttle, (pid_t)wr->pid, &smp, s->now);
+	}
+	note_peaks(s);
+	if (flushers_poke(s))
+		return -ENOMEM;
+	if (pause) {
+		wb_throttle_held_add(s->ctx->throttle, 1);
+		wr->hold_start = s->now;
+		wr->state = WR_PAUSED;
+		return ev_push(s, s->now + pause, EV_WRITER, w, 0);
+	}
+	return writer_op_done(s, w, done);
+}
+
+static int writer_issue(struct sim *s, uint32_t w)
+{
+	struct sim_writer *wr = &s->writers[w];
+	const struct sim_rec *r = &s->recs[wr->ops[wr->next]];
+	struct sim_file *f = &s->files[r->file];
+	char buf[1 << 12];
+	int64_t due;
+
+	wr->op_start = s->now;
+	if (!wr->first_ns && !wr->next)
+		wr->first_ns = s->now;
+	switch (r->op) {
+	case SIM_OP_WRITE:
+		return writer_write(s, w, f, r);
+	case SIM_OP_READ:
+		for (uint64_t at = 0; at < r->length; at += sizeof(buf)) {
+			size_t n = r->length - at < sizeof(buf) ? r->length - at : sizeof(buf);
+
+			if (bs_read(f->bs, buf, n, (off_t)(r->offset + at)) <= 0)
+				break;
+		}
+		break;
+	case SIM_OP_FSYNC:
+	case SIM_OP_FDATASYNC:
+	case SIM_OP_TRUNCATE:
+	case SIM_OP_FALLOCATE:
+	case SIM_OP_UNLINK:
+		if (f->busy) {
+			wr->state = WR_WAIT_FILE;
+			return 0;
+		}
+		if (r->op == SIM_OP_TRUNCATE) {
+			bs_truncate(f->bs, (off_t)r->offset);
+		} else if (r->op == SIM_OP_FALLOCATE) {
+			bs_fallocate(f->bs, (int)r->flags, (off_t)r->offset, (off_t)r->length);
+		} else if (r->op == SIM_OP_UNLINK) {
+			/* Its data is dropped, as the kernel drops an unlinked file's pages. */
+			bs_truncate(f->bs, 0);
+		} else {
+			/* wb_fsync(): write it all back, then sync. */
+			pass_begin(s, &wr->pass, f, 0, bs_file_size(f->bs), 0);
+			due = pass_step(s, &wr->pass);
+			if (due) {
+				wr->state = WR_PASS;
+				return ev_push(s, due, EV_WRITER, w, 0);
+			}
+			pass_end(s, &wr->pass);
+			wr->sync_token = bs_sync_begin(f->bs);
+			wr->state = WR_SYNC;
+			return ev_push(s, dev_flush(s), EV_WRITER, w, 0);
+		}
+		if (!bs_file_has_held(f->bs))
+			f->dirtied_ns = 0;
+		break;
+	default:	/* create (files are made before the replay), rename */
+		break;
+	}
+	return writer_op_done(s, w, s->now);
+}
+
+static int writer_go(struct sim *s, uint32_t w)
+{
+	struct sim_writer *wr = &s->writers[w];
+	const struct sim_rec *r;
+	struct wb_throttle_sample smp;
+	int64_t pause, due;
+
+	switch (wr->state) {
+	case WR_READY:
+		return writer_issue(s, w);
+	case WR_PAUSED:
+		wb_throttle_sample_of(s->ctx, &smp);
+		pause = wb_throttle_again(s->ctx->throttle, (pid_t)wr->pid, &smp, s->now);
+		if (pause)
+			return ev_push(s, s->now + pause, EV_WRITER, w, 0);
+		wb_throttle_unheld_at(s->ctx->throttle, (pid_t)wr->pid, s->now - wr->hold_start,
+				      false);
+		if (vec_add(&s->pauses, s->now - wr->hold_start))
+			return -ENOMEM;
+		return writer_op_done(s, w, s->now);
+	case WR_PASS:
+		pass_complete(s, &wr->pass);
+		due = pass_step(s, &wr->pass);
+		if (due)
+			return ev_push(s, due, EV_WRITER, w, 0);
+		pass_end(s, &wr->pass);
+		wr->sync_token = bs_sync_begin(wr->pass.file->bs);
+		wr->state = WR_SYNC;
+		return ev_push(s, dev_flush(s), EV_WRITER, w, 0);
+	case WR_SYNC:
+		r = &s->recs[wr->ops[wr->next]];
+		bs_sync_end(s->files[r->file].bs, wr->sync_token, 0);
+		note_peaks(s);
+		if (vec_add(&s->fsyncs, s->now - wr->op_start))
+			return -ENOMEM;
+		return writer_op_done(s, w, s->now);
+	default:
+		return 0;
+	}
+}
+
+/* ---- setting up ---- */
+
+static int cmp_u32(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* The distinct values of @v[0..n), sorted, in place: their count. */
+static size_t uniq_u32(uint32_t *v, size_t n)
+{
+	size_t m = 0;
+
+	qsort(v, n, sizeof(*v), cmp_u32);
+	for (size_t i = 0; i < n; i++)
+		if (!m || v[m - 1] != v[i])
+			v[m++] = v[i];
+	return m;
+}
+
+static size_t index_of(const uint32_t *v, size_t n, uint32_t x)
+{
+	const uint32_t *p = bsearch(&x, v, n, sizeof(*v), cmp_u32);
+
+	return (size_t)(p - v);
+}
+
+static ssize_t zero_read(void *ctx, void *buf, size_t len, off_t off)
+{
+	(void)ctx;
+	(void)off;
+	memset(buf, 0, len);
+	return (ssize_t)len;
+}
+
+static int no_truncate(void *ctx, off_t size)
+{
+	(void)ctx;
+	(void)size;
+	return 0;
+}
+
+static int no_fallocate(void *ctx, int mode, off_t off, off_t len)
+{
+	(void)ctx;
+	(void)mode;
+	(void)off;
+	(void)len;
+	return 0;
+}
+
+static const struct bs_backing_ops sim_backing_ops = {
+	.read = zero_read, .truncate = no_truncate, .fallocate = no_fallocate,
+};
+
+/*
+ * The mount's context as wb_ctx_create() makes it, without backing files,
+ * flusher threads or a stats log thread, with the throttler on the
+ * virtual clock and reclaim calling the engine.
+ */
+static int ctx_create(struct sim *s, const struct ffs_config *fc)
+{
+	static const struct bs_cache_ops cache_ops = { .need_clean = sim_need_clean };
+	const char *name = fc->wb.throttle ? fc->wb.throttle : "bdp";
+	const struct wb_throttle_policy *policy = wb_throttle_policy_find(name);
+	struct wb_throttle_limits l;
+	struct wb_ctx *ctx = calloc(1, sizeof(*ctx));
+	int ret;
+
+	if (!ctx)
+		return -ENOMEM;
+	ctx->cfg = fc->wb;
+	ctx->cfg.fault = ctx->cfg.stats_log = ctx->cfg.throttle = NULL;
+	ctx->io = WB_IO_NULL;
+	atomic_init(&ctx->expire_ms, fc->wb.dirty_expire_ms);
+	atomic_init(&ctx->interval_ms, fc->wb.writeback_interval_ms);
+	s->ctx = ctx;
+	ret = bs_cache_create(&fc->bs, &cache_ops, s, &ctx->cache);
+	if (!ret)
+		ret = wb_tunables_create(ctx);
+	if (!ret) {
+		wb_tunables_publish(ctx, &l);
+		ret = wb_throttle_create(policy, &l, 0, &ctx->throttle);
+	}
+	return ret;
+}
+
+static void ctx_destroy(struct sim *s)
+{
+	struct wb_ctx *ctx = s->ctx;
+
+	if (!ctx)
+		return;
+	for (size_t i = 0; i < s->nr_files; i++)
+		if (s->files[i].bs)
+			bs_file_destroy(s->files[i].bs);
+	if (ctx->throttle)
+		wb_throttle_destroy(ctx->throttle);
+	wb_tunables_destroy(ctx);
+	if (ctx->cache)
+		bs_cache_destroy(ctx->cache);
+	free(ctx);
+}
+
+/* Device options out of @opts, the rest into @rest for the mount's parser. */
+static int split_opts(struct sim *s, const char *opts, char *rest, size_t restlen,
+		      char *err, size_t errlen)
+{
+	static const struct { const char *name; uint64_t min, max; } dev_opts[] = {
+		{ "dev_bw", 1, 1ull << 40 }, { "dev_lat_us", 0, 10000000 },
+		{ "dev_qd", 1, MAX_QD }, { "dev_flush_us", 0, 10000000 },
+	};
+	char *copy = strdup(opts ? opts : ""), *save = NULL;
+	size_t used = 0;
+	int ret = 0;
+
+	if (!copy)
+		return -ENOMEM;
+	rest[0] = '\0';
+	for (char *it = strtok_r(copy, ",", &save); it && !ret; it = strtok_r(NULL, ",", &save)) {
+		char *eq = strchr(it, '=');
+		size_t d, nd = sizeof(dev_opts) / sizeof(dev_opts[0]);
+		uint64_t v;
+
+		for (d = 0; d < nd; d++)
+			if (eq && (size_t)(eq - it) == strlen(dev_opts[d].name) &&
+			    !strncmp(it, dev_opts[d].name, (size_t)(eq - it)))
+				break;
+		if (d == nd) {
+			int n = snprintf(rest + used, restlen - used, "%s%s", used ? "," : "", it);
+
+			if (n < 0 || (size_t)n >= restlen - used) {
+				snprintf(err, errlen, "options too long");
+				ret = -EINVAL;
+			}
+			used += n > 0 ? (size_t)n : 0;
+			continue;
+		}
+		*eq = '\0';
+		ret = (d == 0 ? ffs_parse_size : ffs_parse_uint)(it, eq + 1, dev_opts[d].min,
+								  dev_opts[d].max, &v, err);
+		if (d == 0)
+			s->dev.bw = v;
+		else if (d == 1)
+			s->dev.lat_us = v;
+		else if (d == 2)
+			s->dev.qd = (uint32_t)v;
+		else
+			s->dev.flush_us = v;
+	}
+	free(copy);
+	return ret;
+}
+
+/*
+ * The mount's options through the mount's own parser (fusefs/opts.c):
+ * the same names, defaults and checks.  What it leaves for libfuse is
+ * refused: the simulator has no use for it, and a typo must not pass.
+ */
+static int parse_opts(struct sim *s, const char *opts, struct ffs_config *fc,
+		      char *err, size_t errlen)
+{
+	char rest[4096], perr[FFS_ERRLEN] = "", prog[] = "foliofs-sim", o[] = "-o";
+	char backing[] = "sim", mnt[] = "/";
+	char *argv[] = { prog, backing, mnt, o, rest, NULL };
+	int ret;
+
+	ret = split_opts(s, opts, rest, sizeof(rest), perr, sizeof(perr));
+	if (!ret)
+		ret = ffs_parse_args(rest[0] ? 5 : 3, argv, fc, perr);
+	if (!ret) {
+		for (int i = 1; i < fc->args.argc; i++) {
+			const char *a = fc->args.argv[i];
+
+			if (!strncmp(a, "-osubtype=", 10) || !strncmp(a, "-ofsname=", 9))
+				continue;
+			snprintf(perr, sizeof(perr), "%s: not an option of the simulator", a);
+			ret = -EINVAL;
+			break;
+		}
+	}
+	if (ret)
+		snprintf(err, errlen, "-o: %s", perr[0] ? perr : "bad options");
+	return ret;
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* The @pct-th percentile of @v (sorted in place), 0 when empty. */
+static int64_t percentile(struct i64_vec *v, unsigned int pct)
+{
+	if (!v->n)
+		return 0;
+	qsort(v->v, v->n, sizeof(*v->v), cmp_i64);
+	return v->v[(v->n - 1) * pct / 100];
+}
+
+static int setup_actors(struct sim *s, const struct sim_rec *recs, size_t nr)
+{
+	uint32_t *fids = malloc((nr + 1) * sizeof(*fids)), *pids = malloc((nr + 1) * sizeof(*pids));
+	struct sim_rec *mine = NULL;
+	int ret = -ENOMEM;
+
+	if (!fids || !pids)
+		goto out;
+	for (size_t i = 0; i < nr; i++) {
+		fids[i] = recs[i].file;
+		pids[i] = recs[i].pid;
+	}
+	s->nr_files = uniq_u32(fids, nr);
+	s->nr_writers = uniq_u32(pids, nr);
+	s->files = calloc(s->nr_files + 1, sizeof(*s->files));
+	s->writers = calloc(s->nr_writers + 1, sizeof(*s->writers));
+	/* Records with dense file numbers, so the engine indexes s->files directly. */
+	mine = malloc((nr + 1) * sizeof(*mine));
+	if (!s->files || !s->writers || !mine)
+		goto out;
+	for (size_t i = 0; i < nr; i++) {
+		struct sim_file *f;
+
+		mine[i] = recs[i];
+		mine[i].file = (uint32_t)index_of(fids, s->nr_files, recs[i].file);
+		s->writers[index_of(pids, s->nr_writers, recs[i].pid)].nr_ops++;
+		f = &s->files[mine[i].file];
+		if (f->bs)
+			continue;
+		/* A file's size is the one its first record, a create, gives; else 0. */
+		f->id = recs[i].file;
+		ret = bs_file_create(s->ctx->cache, &sim_backing_ops, NULL,
+				     recs[i].op == SIM_OP_CREATE ? (off_t)recs[i].length : 0, &f->bs);
+		if (ret)
+			goto out;
+	}
+	ret = -ENOMEM;
+	for (size_t w = 0; w < s->nr_writers; w++) {
+		s->writers[w].pid = pids[w];
+		s->writers[w].ops = malloc((s->writers[w].nr_ops + 1) * sizeof(size_t));
+		if (!s->writers[w].ops) {
+			ret = -ENOMEM;
+			goto out;
+		}
+		s->writers[w].nr_ops = 0;
+	}
+	for (size_t i = 0; i < nr; i++) {
+		struct sim_writer *wr = &s->writers[index_of(pids, s->nr_writers, recs[i].pid)];
+
+		wr->ops[wr->nr_ops++] = i;
+	}
+	s->recs = mine;
+	mine = NULL;
+	s->writers_left = s->nr_writers;
+	ret = 0;
+	for (size_t w = 0; w < s->nr_writers && !ret; w++)
+		ret = ev_push(s, (int64_t)s->recs[s->writers[w].ops[0]].time_ns -
+				 (int64_t)s->recs[0].time_ns, EV_WRITER, (uint32_t)w, 0);
+out:
+	free(mine);
+	free(fids);
+	free(pids);
+	return ret;
+}
+
+/*
+ * A replay that runs this far past the trace's own length has stalled:
+ * writers held at a limit nothing will bring them under (an hour of
+ * virtual time beyond ten times the recorded length).
+ */
+static int64_t stall_limit(const struct sim *s, size_t nr)
+{
+	int64_t len = (int64_t)(s->recs[nr - 1].time_ns - s->recs[0].time_ns);
+
+	return 10 * len + 3600 * NS;
+}
+
+static int run(struct sim *s, size_t nr, char *err, size_t errlen)
+{
+	int64_t limit = stall_limit(s, nr);
+	int ret = 0;
+
+	for (uint32_t k = 0; k < s->nr_flushers && !ret; k++)
+		ret = ev_push(s, wb_fp_next_wake(0, atomic_load(&s->ctx->interval_ms)),
+			      EV_FLUSHER, k, ++s->flushers[k].wake_gen);
+	if (s->log && !ret)
+		ret = ev_push(s, 0, EV_STATS, 0, 0);
+	while (!ret && s->nr_ev) {
+		struct sim_ev ev;
+		bool busy = false;
+
+		for (uint32_t k = 0; k < s->nr_flushers; k++)
+			busy |= s->flushers[k].state != FL_IDLE;
+		if (!s->writers_left && !busy)
+			break;
+		ev = ev_pop(s);
+		s->now = ev.t;
+		if (s->now > limit) {
+			snprintf(err, errlen, "the replay stalled: %zu writers not done after %lld s of "
+				 "virtual time (held at a limit that nothing brings them under?)",
+				 s->writers_left, (long long)(s->now / NS));
+			return -EDEADLK;
+		}
+		if (ev.kind == EV_WRITER) {
+			ret = writer_go(s, ev.idx);
+		} else if (ev.kind == EV_FLUSHER) {
+			struct sim_flusher *fl = &s->flushers[ev.idx];
+
+			if ((ev.gen == 0) == (fl->state != FL_IDLE) &&
+			    (ev.gen == 0 || ev.gen == fl->wake_gen))
+				ret = flusher_go(s, ev.idx);
+		} else {
+			log_line(s);
+			ret = ev_push(s, s->now + (int64_t)s->log_interval_ms * 1000000, EV_STATS, 0, 0);
+		}
+	}
+	/* Unmount: everything is written back and synced. */
+	for (size_t i = 0; i < s->nr_files && !ret; i++) {
+		int64_t until = write_all_now(s, &s->files[i]);
+
+		if (until > s->last_done)
+			s->last_done = until;
+	}
+	if (s->last_done > s->now)
+		s->now = s->last_done;
+	if (s->log)
+		log_line(s);
+	return ret;
+}
+
+static void summarize(struct sim *s)
+{
+	struct sim_result *r = s->res;
+	struct bs_stats st;
+
+	bs_cache_stats(s->ctx->cache, &st);
+	wb_ctx_stats(s->ctx, r->stats, sizeof(r->stats));
+	r->end_ns = s->now;
+	r->pages_charged = st.nr_dirtied;
+	r->pages_written = st.nr_written;
+	r->pauses = s->pauses.n;
+	for (size_t i = 0; i < s->pauses.n; i++) {
+		r->pause_total_ns += s->pauses.v[i];
+		if (s->pauses.v[i] > r->pause_max_ns)
+			r->pause_max_ns = s->pauses.v[i];
+	}
+	r->pause_p50_ns = percentile(&s->pauses, 50);
+	r->pause_p99_ns = percentile(&s->pauses, 99);
+	r->fsyncs = s->fsyncs.n;
+	r->fsync_p50_ns = percentile(&s->fsyncs, 50);
+	r->fsync_p99_ns = percentile(&s->fsyncs, 99);
+	r->nr_writers = (uint32_t)s->nr_writers;
+	for (size_t w = 0; w < s->nr_writers && r->writers; w++) {
+		struct sim_writer *wr = &s->writers[w];
+		const struct sim_rec *a = &s->recs[wr->ops[0]], *z = &s->recs[wr->ops[wr->nr_ops - 1]];
+		int64_t ach = wr->last_ns - wr->first_ns;
+		int64_t rec = (int64_t)(z->time_ns + z->dur_ns - a->time_ns);
+
+		r->writers[w] = (struct sim_writer_result){
+			.pid = wr->pid, .ops = wr->nr_ops,
+			.achieved_ops_s = ach > 0 ? (double)wr->nr_ops * NS / (double)ach : 0,
+			.recorded_ops_s = rec > 0 ? (double)wr->nr_ops * NS / (double)rec : 0,
+		};
+	}
+}
+
+static double cpu_seconds(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+int sim_replay(const struct sim_rec *recs, size_t nr, const char *opts, const char *stats_log,
+	       struct sim_result *res, char *err, size_t errlen)
+{
+	struct sim s = {
+		/* A SATA SSD's order of magnitude; see README for fitting a disk. */
+		.dev = { .bw = 500u << 20, .lat_us = 100, .qd = 32, .flush_us = 2000 },
+		.res = res,
+	};
+	struct ffs_config fc = { 0 };
+	double t0 = cpu_seconds();
+	int ret;
+
+	memset(res, 0, sizeof(*res));
+	if (!nr) {
+		snprintf(err, errlen, "the trace has no records");
+		return -EINVAL;
+	}
+	ret = parse_opts(&s, opts, &fc, err, errlen);
+	if (ret)
+		return ret;
+	s.nr_flushers = fc.wb.flushers;
+	s.log_interval_ms = fc.wb.stats_interval_ms;
+	s.flushers = calloc(s.nr_flushers + 1, sizeof(*s.flushers));
+	ret = s.flushers ? ctx_create(&s, &fc) : -ENOMEM;
+	if (!ret)
+		ret = setup_actors(&s, recs, nr);
+	if (!ret) {
+		res->writers = calloc(s.nr_writers, sizeof(*res->writers));
+		ret = res->writers ? 0 : -ENOMEM;
+	}
+	if (!ret && stats_log) {
+		s.log = fopen(stats_log, "w");
+		if (!s.log) {
+			ret = -errno;
+			snprintf(err, errlen, "--stats-log %s: %s", stats_log, strerror(-ret));
+		}
+	}
+	if (!ret)
+		ret = run(&s, nr, err, errlen);
+	if (!ret) {
+		summarize(&s);
+		if (bs_cache_check(s.ctx->cache)) {
+			snprintf(err, errlen, "accounting check failed after the replay");
+			ret = -EUCLEAN;
+		}
+	} else if (!*err) {
+		snprintf(err, errlen, "replay failed: %s", strerror(-ret));
+	}
+	if (s.log && fclose(s.log) && !ret) {
+		ret = -errno;
+		snprintf(err, errlen, "--stats-log %s: %s", stats_log, strerror(-ret));
+	}
+	ctx_destroy(&s);
+	for (size_t w = 0; w < s.nr_writers; w++)
+		free(s.writers[w].ops);
+	free(s.writers);
+	free(s.files);
+	free(s.flushers);
+	free((void *)s.recs);
+	free(s.heap);
+	free(s.pauses.v);
+	free(s.fsyncs.v);
+	ffs_config_free(&fc);
+	res->replay_s = cpu_seconds() - t0;
+	return ret;
+}
+
+void sim_result_free(struct sim_result *res)
+{
+	free(res->writers);
+	res->writers = NULL;
+}

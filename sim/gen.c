@@ -1,0 +1,224 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * gen.c - synthetic traces: `foliofs-sim gen SPEC -o OUT`.
+ *
+ * SPEC is name=value items separated by commas:
+ *   writers=N        writers (pids 1..N), default 1
+ *   files=N          files (ids 1..N), each created at time 0 with
+ *                    file_size bytes; writer w writes file w mod N + 1
+ *                    (default 1: one table all writers share)
+ *   file_size=SIZE   default 256M (K, M, G suffixes)
+ *   io=SIZE          bytes per write, default 8K
+ *   pattern=random|seq  random: aligned offsets drawn uniformly from the
+ *                    file; seq: each writer goes through the file from
+ *                    its own start, wrapping (default random)
+ *   ops=N            writes in all, shared out among the writers (default 100000)
+ *   fsync_every=K    each writer fsyncs after every K writes (0: never)
+ *   rate=N/s         each writer's recorded rate: N writes per second;
+ *                    or rate=closed: no think time (default closed)
+ *   think_us=N       think time before each operation instead of a rate
+ *   seed=N           random seed (default 1)
+ * The same SPEC always gives the same trace.
+ */
+#include "sim.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct gen_spec {
+	uint64_t writers, files, file_size, io, ops, fsync_every, think_ns, seed;
+	bool seq;
+};
+
+static int parse_size(const char *name, const char *val, uint64_t *out, char *err, size_t errlen)
+{
+	char *end;
+	unsigned long long v;
+
+	errno = 0;
+	v = strtoull(val, &end, 10);
+	if (errno || end == val || *val == '-')
+		goto bad;
+	switch (*end) {
+	case 'K': case 'k': v <<= 10; end++; break;
+	case 'M': case 'm': v <<= 20; end++; break;
+	case 'G': case 'g': v <<= 30; end++; break;
+	default: break;
+	}
+	if (*end)
+		goto bad;
+	*out = v;
+	return 0;
+bad:
+	snprintf(err, errlen, "%s=%s: not a number (K, M and G suffixes allowed)", name, val);
+	return -EINVAL;
+}
+
+static int parse_item(struct gen_spec *g, const char *name, const char *val, char *err,
+		      size_t errlen)
+{
+	static const struct { const char *name; size_t off; } nums[] = {
+		{ "writers", offsetof(struct gen_spec, writers) },
+		{ "files", offsetof(struct gen_spec, files) },
+		{ "file_size", offsetof(struct gen_spec, file_size) },
+		{ "io", offsetof(struct gen_spec, io) },
+		{ "ops", offsetof(struct gen_spec, ops) },
+		{ "fsync_every", offsetof(struct gen_spec, fsync_every) },
+		{ "seed", offsetof(struct gen_spec, seed) },
+	};
+	uint64_t v;
+
+	for (size_t i = 0; i < sizeof(nums) / sizeof(nums[0]); i++)
+		if (!strcmp(name, nums[i].name))
+			return parse_size(name, val, (uint64_t *)((char *)g + nums[i].off), err, errlen);
+	if (!strcmp(name, "pattern")) {
+		if (strcmp(val, "random") && strcmp(val, "seq")) {
+			snprintf(err, errlen, "pattern=%s: random or seq", val);
+			return -EINVAL;
+		}
+		g->seq = !strcmp(val, "seq");
+		return 0;
+	}
+	if (!strcmp(name, "rate")) {
+		size_t len = strlen(val);
+		char num[32];
+
+		if (!strcmp(val, "closed")) {
+			g->think_ns = 0;
+			return 0;
+		}
+		if (len < 3 || len - 2 >= sizeof(num) || strcmp(val + len - 2, "/s")) {
+			snprintf(err, errlen, "rate=%s: N/s or closed", val);
+			return -EINVAL;
+		}
+		memcpy(num, val, len - 2);
+		num[len - 2] = '\0';
+		if (parse_size(name, num, &v, err, errlen) || !v) {
+			snprintf(err, errlen, "rate=%s: N/s with N at least 1, or closed", val);
+			return -EINVAL;
+		}
+		g->think_ns = 1000000000ull / v;
+		return 0;
+	}
+	if (!strcmp(name, "think_us")) {
+		if (parse_size(name, val, &v, err, errlen))
+			return -EINVAL;
+		g->think_ns = v * 1000;
+		return 0;
+	}
+	snprintf(err, errlen, "%s: unknown spec item (writers, files, file_size, io, pattern, "
+		 "ops, fsync_every, rate, think_us, seed)", name);
+	return -EINVAL;
+}
+
+static int parse_spec(const char *spec, struct gen_spec *g, char *err, size_t errlen)
+{
+	char *copy = strdup(spec), *save = NULL;
+	int ret = 0;
+
+	*g = (struct gen_spec){
+		.writers = 1, .files = 1, .file_size = 256u << 20, .io = 8192,
+		.ops = 100000, .seed = 1,
+	};
+	if (!copy)
+		return -ENOMEM;
+	for (char *item = strtok_r(copy, ",", &save); item && !ret;
+	     item = strtok_r(NULL, ",", &save)) {
+		char *eq = strchr(item, '=');
+
+		if (!eq) {
+			snprintf(err, errlen, "%s: expected name=value", item);
+			ret = -EINVAL;
+			break;
+		}
+		*eq = '\0';
+		ret = parse_item(g, item, eq + 1, err, errlen);
+	}
+	free(copy);
+	if (!ret && (!g->writers || g->writers > 65536 || !g->files || g->files > 65536)) {
+		snprintf(err, errlen, "writers and files: 1 to 65536");
+		ret = -EINVAL;
+	}
+	if (!ret && (!g->io || g->io > (64u << 20) || g->file_size < g->io)) {
+		snprintf(err, errlen, "io=%llu: 1 byte to 64M, at most file_size",
+			 (unsigned long long)g->io);
+		ret = -EINVAL;
+	}
+	return ret;
+}
+
+/* xorshift64: the same numbers from the same seed on every machine. */
+static uint64_t next_rand(uint64_t *s)
+{
+	*s ^= *s << 13;
+	*s ^= *s >> 7;
+	*s ^= *s << 17;
+	return *s;
+}
+
+int sim_gen(const char *spec, const char *out_path, char *err, size_t errlen)
+{
+	struct gen_spec g;
+	uint64_t slots, *seq_pos = NULL, *done = NULL, *rng = NULL;
+	FILE *f;
+	int ret = parse_spec(spec, &g, err, errlen);
+
+	if (ret)
+		return ret;
+	f = fopen(out_path, "wb");
+	if (!f) {
+		ret = -errno;
+		snprintf(err, errlen, "%s: %s", out_path, strerror(-ret));
+		return ret;
+	}
+	slots = g.file_size / g.io;
+	seq_pos = calloc(g.writers, sizeof(*seq_pos));
+	done = calloc(g.writers, sizeof(*done));
+	rng = calloc(g.writers, sizeof(*rng));
+	ret = seq_pos && done && rng ? sim_trace_write_header(f) : -ENOMEM;
+	for (uint64_t i = 0; !ret && i < g.files; i++) {
+		struct sim_rec r = { .pid = 1, .file = (uint32_t)i + 1, .op = SIM_OP_CREATE,
+				     .length = g.file_size };
+
+		ret = sim_trace_write_rec(f, &r);
+	}
+	for (uint64_t w = 0; w < g.writers; w++) {
+		rng[w] = (g.seed + 1) * 0x9e3779b97f4a7c15ull + w * 0xbf58476d1ce4e5b9ull;
+		if (!rng[w])
+			rng[w] = 1;
+		/* Sequential writers start spread over the file. */
+		seq_pos[w] = slots * w / g.writers;
+	}
+	/*
+	 * Writers take turns in time order: op k of every writer is recorded
+	 * at k * think (each writer dirties at its rate), the writers of one
+	 * instant in pid order.
+	 */
+	for (uint64_t k = 0, left = g.ops; !ret && left; k++) {
+		for (uint64_t w = 0; w < g.writers && left && !ret; w++, left--) {
+			uint32_t file = (uint32_t)(w % g.files) + 1;
+			uint64_t slot = g.seq ? seq_pos[w]++ % slots : next_rand(&rng[w]) % slots;
+			struct sim_rec r = {
+				.time_ns = (k + 1) * g.think_ns, .pid = (uint32_t)w + 1, .file = file,
+				.op = SIM_OP_WRITE, .offset = slot * g.io, .length = g.io,
+			};
+
+			ret = sim_trace_write_rec(f, &r);
+			if (!ret && g.fsync_every && ++done[w] % g.fsync_every == 0) {
+				r.op = SIM_OP_FSYNC;
+				r.offset = r.length = 0;
+				ret = sim_trace_write_rec(f, &r);
+			}
+		}
+	}
+	free(seq_pos);
+	free(done);
+	free(rng);
+	if (fclose(f) && !ret)
+		ret = -errno;
+	if (ret && !*err)
+		snprintf(err, errlen, "%s: %s", out_path, strerror(-ret));
+	return ret;
+}

@@ -1,0 +1,218 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * main.c - the foliofs-sim command line.
+ *
+ *   foliofs-sim gen SPEC -o OUT        write a synthetic trace (gen.c)
+ *   foliofs-sim dump TRACE             print a trace as text
+ *   foliofs-sim TRACE [-o OPTS] [--stats-log FILE] [--compare OPTS...]
+ *
+ * A replay prints the stats of .foliofs/stats at its end and a summary;
+ * --compare replays once per OPTS (each added to -o) and prints one
+ * table.  The output depends only on the trace and the options; how fast
+ * the replay ran goes to stderr.  Exit status: 0, 1 for a trace that
+ * cannot be read or a replay that failed, 2 for a bad command line.
+ */
+#include "sim.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MS(ns) ((double)(ns) / 1e6)
+
+static int usage(const char *why)
+{
+	if (why)
+		fprintf(stderr, "foliofs-sim: %s\n", why);
+	fprintf(stderr,
+		"usage: foliofs-sim gen SPEC -o OUT\n"
+		"       foliofs-sim dump TRACE\n"
+		"       foliofs-sim TRACE [-o OPTIONS] [--stats-log FILE] [--compare OPTIONS...]\n");
+	return 2;
+}
+
+static int cmd_gen(int argc, char **argv)
+{
+	char err[512] = "";
+
+	if (argc != 4 || strcmp(argv[2], "-o"))
+		return usage("gen takes SPEC -o OUT");
+	if (sim_gen(argv[1], argv[3], err, sizeof(err))) {
+		fprintf(stderr, "foliofs-sim: gen: %s\n", err);
+		return strchr(argv[1], '=') ? 1 : 2;
+	}
+	return 0;
+}
+
+static int cmd_dump(int argc, char **argv)
+{
+	struct sim_rec *recs;
+	char err[512] = "";
+	size_t nr;
+
+	if (argc != 2)
+		return usage("dump takes one TRACE");
+	if (sim_trace_load(argv[1], &recs, &nr, err, sizeof(err))) {
+		fprintf(stderr, "foliofs-sim: %s\n", err);
+		return 1;
+	}
+	printf("# time_ns dur_ns pid file op offset length flags\n");
+	for (size_t i = 0; i < nr; i++)
+		printf("%llu %llu %u %u %s %llu %llu %u\n", (unsigned long long)recs[i].time_ns,
+		       (unsigned long long)recs[i].dur_ns, recs[i].pid, recs[i].file,
+		       sim_op_name(recs[i].op), (unsigned long long)recs[i].offset,
+		       (unsigned long long)recs[i].length, recs[i].flags);
+	free(recs);
+	return 0;
+}
+
+static void print_summary(const struct sim_result *r)
+{
+	printf("# summary: %llu ops in %.3f s of virtual time\n", (unsigned long long)r->ops,
+	       (double)r->end_ns / 1e9);
+	printf("# writer pid ops achieved_ops_s recorded_ops_s\n");
+	for (uint32_t w = 0; w < r->nr_writers; w++)
+		printf("writer %u %llu %.1f %.1f\n", r->writers[w].pid,
+		       (unsigned long long)r->writers[w].ops, r->writers[w].achieved_ops_s,
+		       r->writers[w].recorded_ops_s);
+	printf("pauses %llu total_ms %.1f p50_ms %.3f p99_ms %.3f max_ms %.3f\n",
+	       (unsigned long long)r->pauses, MS(r->pause_total_ns), MS(r->pause_p50_ns),
+	       MS(r->pause_p99_ns), MS(r->pause_max_ns));
+	printf("fsyncs %llu p50_ms %.3f p99_ms %.3f\n", (unsigned long long)r->fsyncs,
+	       MS(r->fsync_p50_ns), MS(r->fsync_p99_ns));
+	printf("pages_charged %llu pages_written %llu device_bytes %llu\n",
+	       (unsigned long long)r->pages_charged, (unsigned long long)r->pages_written,
+	       (unsigned long long)r->bytes_written);
+	printf("peak_charged_bytes %llu peak_dirty_exact_bytes %llu peak_pinned_bytes %llu\n",
+	       (unsigned long long)r->peak_charged, (unsigned long long)r->peak_dirty_exact,
+	       (unsigned long long)r->peak_pinned);
+}
+
+/* Total ops/s of all writers, achieved. */
+static double total_ops_s(const struct sim_result *r)
+{
+	double sum = 0;
+
+	for (uint32_t w = 0; w < r->nr_writers; w++)
+		sum += r->writers[w].achieved_ops_s;
+	return sum;
+}
+
+static void print_compare(char **names, const struct sim_result *res, int n)
+{
+	static const char *const rows[] = {
+		"writers_ops_s", "virtual_s", "pauses", "pause_total_ms", "pause_p50_ms",
+		"pause_p99_ms", "pause_max_ms", "fsync_p50_ms", "fsync_p99_ms", "pages_charged",
+		"pages_written", "device_MiB", "peak_charged_MiB", "peak_dirty_exact_MiB",
+		"peak_pinned_MiB",
+	};
+
+	printf("%-22s", "");
+	for (int c = 0; c < n; c++)
+		printf(" %28s", names[c]);
+	printf("\n");
+	for (size_t row = 0; row < sizeof(rows) / sizeof(rows[0]); row++) {
+		printf("%-22s", rows[row]);
+		for (int c = 0; c < n; c++) {
+			const struct sim_result *r = &res[c];
+			double v[] = {
+				total_ops_s(r), (double)r->end_ns / 1e9, (double)r->pauses,
+				MS(r->pause_total_ns), MS(r->pause_p50_ns), MS(r->pause_p99_ns),
+				MS(r->pause_max_ns), MS(r->fsync_p50_ns), MS(r->fsync_p99_ns),
+				(double)r->pages_charged, (double)r->pages_written,
+				(double)r->bytes_written / 1048576.0,
+				(double)r->peak_charged / 1048576.0,
+				(double)r->peak_dirty_exact / 1048576.0,
+				(double)r->peak_pinned / 1048576.0,
+			};
+
+			printf(" %28.1f", v[row]);
+		}
+		printf("\n");
+	}
+}
+
+/* @base and @extra joined by a comma (either may be empty); malloc'ed. */
+static char *join_opts(const char *base, const char *extra)
+{
+	char *out;
+
+	if (asprintf(&out, "%s%s%s", base, *base && *extra ? "," : "", extra) < 0)
+		return NULL;
+	return out;
+}
+
+static int cmd_replay(int argc, char **argv)
+{
+	const char *trace = NULL, *opts = "", *stats_log = NULL;
+	char **cmp = NULL, err[1024] = "";
+	struct sim_result *res;
+	struct sim_rec *recs;
+	int nr_cmp = 0, ret = 0, runs;
+	size_t nr;
+
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "-o") && i + 1 < argc) {
+			opts = argv[++i];
+		} else if (!strcmp(argv[i], "--stats-log") && i + 1 < argc) {
+			stats_log = argv[++i];
+		} else if (!strcmp(argv[i], "--compare")) {
+			cmp = &argv[i + 1];
+			nr_cmp = argc - i - 1;
+			if (!nr_cmp)
+				return usage("--compare needs at least one OPTIONS");
+			break;
+		} else if (argv[i][0] == '-' || trace) {
+			fprintf(stderr, "foliofs-sim: %s: unknown argument\n", argv[i]);
+			return usage(NULL);
+		} else {
+			trace = argv[i];
+		}
+	}
+	if (!trace)
+		return usage("no TRACE");
+	if (stats_log && nr_cmp)
+		return usage("--stats-log is for one replay, not --compare");
+	if (sim_trace_load(trace, &recs, &nr, err, sizeof(err))) {
+		fprintf(stderr, "foliofs-sim: %s\n", err);
+		return 1;
+	}
+	runs = nr_cmp ? nr_cmp : 1;
+	res = calloc((size_t)runs, sizeof(*res));
+	for (int c = 0; res && c < runs && !ret; c++) {
+		char *o = join_opts(opts, nr_cmp ? cmp[c] : "");
+
+		ret = o ? sim_replay(recs, nr, o, stats_log, &res[c], err, sizeof(err)) : -ENOMEM;
+		if (!ret)
+			fprintf(stderr, "foliofs-sim: replayed %zu records in %.2f s (%.0f records/s)%s%s\n",
+				nr, res[c].replay_s, (double)nr / (res[c].replay_s > 0 ? res[c].replay_s : 1e-9),
+				nr_cmp ? ": " : "", nr_cmp ? cmp[c] : "");
+		free(o);
+	}
+	if (!res || ret) {
+		fprintf(stderr, "foliofs-sim: %s\n", res ? err : "out of memory");
+		ret = ret == -EINVAL ? 2 : 1;
+	} else if (nr_cmp) {
+		print_compare(cmp, res, nr_cmp);
+	} else {
+		fputs(res[0].stats, stdout);
+		print_summary(&res[0]);
+	}
+	for (int c = 0; res && c < runs; c++)
+		sim_result_free(&res[c]);
+	free(res);
+	free(recs);
+	return ret;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))
+		return usage(NULL) && argc >= 2 ? 0 : 2;
+	if (!strcmp(argv[1], "gen"))
+		return cmd_gen(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "dump"))
+		return cmd_dump(argc - 1, argv + 1);
+	return cmd_replay(argc, argv);
+}

@@ -1,0 +1,65 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * sim.h - foliofs-sim: a trace replayed through the mount's own
+ * blockstate, accounting, throttle and flusher-decision code on a virtual
+ * clock, against a modelled backing device.
+ *
+ *   main.c    the command line: gen, dump, replay, --compare
+ *   gen.c     synthetic traces from a spec
+ *   trace.c   the trace format (trace.h)
+ *   engine.c  the replay: event loop, writers, flushers, device
+ */
+#ifndef FOLIOFS_SIM_H
+#define FOLIOFS_SIM_H
+
+#include "trace.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* The modelled backing device (-o dev_bw=,dev_lat_us=,dev_qd=,dev_flush_us=). */
+struct sim_dev_cfg {
+	uint64_t bw;		/* bytes/s through the device */
+	uint64_t lat_us;	/* per I/O, on top of the transfer */
+	uint32_t qd;		/* I/Os in flight at most */
+	uint64_t flush_us;	/* a cache flush (fdatasync), after the writes before it */
+};
+
+/* What one replay gives, for the summary and --compare. */
+struct sim_result {
+	char stats[16384];		/* wb_ctx_stats() at the end */
+	double replay_s;		/* host CPU time of the replay */
+	int64_t end_ns;			/* virtual time at the end */
+	uint64_t ops;
+	uint64_t pauses;		/* held writes */
+	int64_t pause_total_ns, pause_p50_ns, pause_p99_ns, pause_max_ns;
+	uint64_t fsyncs;
+	int64_t fsync_p50_ns, fsync_p99_ns;
+	uint64_t pages_charged;		/* nr_dirtied */
+	uint64_t pages_written;		/* nr_written */
+	uint64_t bytes_written;		/* bytes the device wrote */
+	uint64_t peak_charged;		/* bytes */
+	uint64_t peak_dirty_exact;	/* bytes */
+	uint64_t peak_pinned;		/* bytes */
+	/* per writer: ops/s achieved and recorded */
+	uint32_t nr_writers;
+	struct sim_writer_result {
+		uint32_t pid;
+		uint64_t ops;
+		double achieved_ops_s, recorded_ops_s;
+	} *writers;
+};
+
+/*
+ * Replay @recs[0..nr) with the mount options @opts (may be NULL) and the
+ * device options among them; @stats_log: a JSON-lines file or NULL.
+ * 0, or -errno with one line in @err (an unknown or bad option, ...).
+ */
+int sim_replay(const struct sim_rec *recs, size_t nr, const char *opts, const char *stats_log,
+	       struct sim_result *res, char *err, size_t errlen);
+void sim_result_free(struct sim_result *res);
+
+/* gen.c */
+int sim_gen(const char *spec, const char *out_path, char *err, size_t errlen);
+
+#endif /* FOLIOFS_SIM_H */

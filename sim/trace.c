@@ -1,0 +1,202 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * trace.c - reading and writing traces (format in trace.h).
+ */
+#include "trace.h"
+
+#include <endian.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+static const char *const op_names[SIM_OP_END] = {
+	[SIM_OP_WRITE] = "write",
+	[SIM_OP_READ] = "read",
+	[SIM_OP_FSYNC] = "fsync",
+	[SIM_OP_FDATASYNC] = "fdatasync",
+	[SIM_OP_TRUNCATE] = "truncate",
+	[SIM_OP_FALLOCATE] = "fallocate",
+	[SIM_OP_CREATE] = "create",
+	[SIM_OP_UNLINK] = "unlink",
+	[SIM_OP_RENAME] = "rename",
+};
+
+const char *sim_op_name(unsigned int op)
+{
+	return op < SIM_OP_END ? op_names[op] : NULL;
+}
+
+static uint32_t get32(const unsigned char *p)
+{
+	uint32_t v;
+
+	memcpy(&v, p, sizeof(v));
+	return le32toh(v);
+}
+
+static uint64_t get64(const unsigned char *p)
+{
+	uint64_t v;
+
+	memcpy(&v, p, sizeof(v));
+	return le64toh(v);
+}
+
+static void put32(unsigned char *p, uint32_t v)
+{
+	v = htole32(v);
+	memcpy(p, &v, sizeof(v));
+}
+
+static void put64(unsigned char *p, uint64_t v)
+{
+	v = htole64(v);
+	memcpy(p, &v, sizeof(v));
+}
+
+static int bad(char *err, size_t errlen, const char *path, uint64_t off, const char *what)
+{
+	snprintf(err, errlen, "%s: corrupt trace at byte offset %llu: %s", path,
+		 (unsigned long long)off, what);
+	return -EINVAL;
+}
+
+static int check_header(const unsigned char *h, size_t len, const char *path,
+			char *err, size_t errlen)
+{
+	char what[96];
+
+	if (len < SIM_TRACE_HDR_SIZE) {
+		snprintf(what, sizeof(what), "truncated header (%zu of %u bytes)", len,
+			 SIM_TRACE_HDR_SIZE);
+		return bad(err, errlen, path, len, what);
+	}
+	if (memcmp(h, SIM_TRACE_MAGIC, 8) != 0)
+		return bad(err, errlen, path, 0, "not a foliofs trace (bad magic)");
+	if (get32(h + 8) != SIM_TRACE_VERSION) {
+		snprintf(what, sizeof(what), "version %u (this reader knows %u)", get32(h + 8),
+			 SIM_TRACE_VERSION);
+		return bad(err, errlen, path, 8, what);
+	}
+	if (get32(h + 12) != SIM_TRACE_REC_SIZE) {
+		snprintf(what, sizeof(what), "record size %u (version %u has %u)", get32(h + 12),
+			 SIM_TRACE_VERSION, SIM_TRACE_REC_SIZE);
+		return bad(err, errlen, path, 12, what);
+	}
+	if (get64(h + 16) || get64(h + 24))
+		return bad(err, errlen, path, get64(h + 16) ? 16 : 24, "reserved bytes not 0");
+	return 0;
+}
+
+static int decode(const unsigned char *p, uint64_t off, struct sim_rec *r, const char *path,
+		  char *err, size_t errlen)
+{
+	char what[64];
+
+	*r = (struct sim_rec){
+		.time_ns = get64(p), .dur_ns = get64(p + 8),
+		.pid = get32(p + 16), .file = get32(p + 20), .op = p[24],
+		.flags = get32(p + 28), .offset = get64(p + 32), .length = get64(p + 40),
+	};
+	if (!sim_op_name(r->op)) {
+		snprintf(what, sizeof(what), "unknown op %u", r->op);
+		return bad(err, errlen, path, off + 24, what);
+	}
+	if (p[25] || p[26] || p[27])
+		return bad(err, errlen, path, off + 25, "reserved bytes not 0");
+	return 0;
+}
+
+int sim_trace_load(const char *path, struct sim_rec **recs, size_t *nr,
+		   char *err, size_t errlen)
+{
+	unsigned char *buf = NULL;
+	struct sim_rec *out = NULL;
+	size_t len = 0, n;
+	struct stat st;
+	FILE *f = fopen(path, "rb");
+	int ret;
+
+	if (!f) {
+		ret = -errno;
+		snprintf(err, errlen, "%s: %s", path, strerror(-ret));
+		return ret;
+	}
+	if (fstat(fileno(f), &st) < 0) {
+		ret = -errno;
+		snprintf(err, errlen, "%s: %s", path, strerror(-ret));
+		goto out;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		ret = -EINVAL;
+		snprintf(err, errlen, "%s: not a regular file", path);
+		goto out;
+	}
+	len = (size_t)st.st_size;
+	buf = malloc(len ? len : 1);
+	if (!buf || fread(buf, 1, len, f) != len) {
+		ret = buf ? -EIO : -ENOMEM;
+		snprintf(err, errlen, "%s: cannot read: %s", path, strerror(-ret));
+		goto out;
+	}
+	ret = check_header(buf, len, path, err, errlen);
+	if (ret)
+		goto out;
+	n = (len - SIM_TRACE_HDR_SIZE) / SIM_TRACE_REC_SIZE;
+	if ((len - SIM_TRACE_HDR_SIZE) % SIM_TRACE_REC_SIZE) {
+		uint64_t at = SIM_TRACE_HDR_SIZE + (uint64_t)n * SIM_TRACE_REC_SIZE;
+		char what[96];
+
+		snprintf(what, sizeof(what), "truncated record %zu (%llu of %u bytes)", n,
+			 (unsigned long long)(len - at), SIM_TRACE_REC_SIZE);
+		ret = bad(err, errlen, path, at, what);
+		goto out;
+	}
+	out = malloc((n ? n : 1) * sizeof(*out));
+	if (!out) {
+		ret = -ENOMEM;
+		snprintf(err, errlen, "%s: out of memory for %zu records", path, n);
+		goto out;
+	}
+	for (size_t i = 0; i < n; i++) {
+		uint64_t at = SIM_TRACE_HDR_SIZE + (uint64_t)i * SIM_TRACE_REC_SIZE;
+
+		ret = decode(buf + at, at, &out[i], path, err, errlen);
+		if (ret)
+			goto out;
+	}
+	*recs = out;
+	*nr = n;
+	out = NULL;
+out:
+	free(out);
+	free(buf);
+	fclose(f);
+	return ret;
+}
+
+int sim_trace_write_header(FILE *f)
+{
+	unsigned char h[SIM_TRACE_HDR_SIZE] = { 0 };
+
+	memcpy(h, SIM_TRACE_MAGIC, 8);
+	put32(h + 8, SIM_TRACE_VERSION);
+	put32(h + 12, SIM_TRACE_REC_SIZE);
+	return fwrite(h, sizeof(h), 1, f) == 1 ? 0 : -EIO;
+}
+
+int sim_trace_write_rec(FILE *f, const struct sim_rec *r)
+{
+	unsigned char p[SIM_TRACE_REC_SIZE] = { 0 };
+
+	put64(p, r->time_ns);
+	put64(p + 8, r->dur_ns);
+	put32(p + 16, r->pid);
+	put32(p + 20, r->file);
+	p[24] = r->op;
+	put32(p + 28, r->flags);
+	put64(p + 32, r->offset);
+	put64(p + 40, r->length);
+	return fwrite(p, sizeof(p), 1, f) == 1 ? 0 : -EIO;
+}

@@ -1,0 +1,91 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * trace.h - the workload trace foliofs-sim replays: its format, a reader
+ * and a writer.
+ *
+ * A trace is a header and fixed-size records, every integer little
+ * endian, so that a trace recorded on one machine replays on another and
+ * a reader can find record i at a known offset without parsing the ones
+ * before it.
+ *
+ *   header, 32 bytes
+ *     0  char[8]  magic "FFSTRACE"
+ *     8  u32      version (SIM_TRACE_VERSION)
+ *    12  u32      record size in bytes (SIM_TRACE_REC_SIZE)
+ *    16  u64      reserved, 0
+ *    24  u64      reserved, 0
+ *   record, 48 bytes, in the order the operations reached the daemon
+ *     0  u64      time_ns   when the operation began (ns from any origin)
+ *     8  u64      dur_ns    how long it took when recorded (0: unknown);
+ *                           the writer's think time before its next
+ *                           operation is that one's time_ns - (time_ns +
+ *                           dur_ns) of this one
+ *    16  u32      pid       the writer (process or thread id)
+ *    20  u32      file      file id (any number naming the file in this trace)
+ *    24  u8       op        enum sim_op
+ *    25  u8[3]    reserved, 0
+ *    28  u32      flags     op-specific: fallocate's mode
+ *    32  u64      offset    write/read/fallocate: byte offset; truncate:
+ *                           the new size; rename: the file id it replaces
+ *    40  u64      length    write/read/fallocate: bytes; create: the
+ *                           file's size when it was opened
+ *
+ * A reader refuses (with the byte offset of what is wrong) a bad magic, a
+ * version or record size it does not know, a trace whose length is not
+ * the header plus whole records, an unknown op, and non-zero reserved
+ * bytes, so that a damaged or foreign file is never replayed as a
+ * workload.
+ */
+#ifndef FOLIOFS_SIM_TRACE_H
+#define FOLIOFS_SIM_TRACE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define SIM_TRACE_MAGIC "FFSTRACE"
+#define SIM_TRACE_VERSION 1u
+#define SIM_TRACE_HDR_SIZE 32u
+#define SIM_TRACE_REC_SIZE 48u
+
+enum sim_op {
+	SIM_OP_WRITE = 1,
+	SIM_OP_READ,
+	SIM_OP_FSYNC,
+	SIM_OP_FDATASYNC,
+	SIM_OP_TRUNCATE,
+	SIM_OP_FALLOCATE,
+	SIM_OP_CREATE,
+	SIM_OP_UNLINK,
+	SIM_OP_RENAME,
+	SIM_OP_END,		/* one past the last */
+};
+
+/* One record, decoded. */
+struct sim_rec {
+	uint64_t time_ns;
+	uint64_t dur_ns;
+	uint32_t pid;
+	uint32_t file;
+	uint8_t op;
+	uint32_t flags;
+	uint64_t offset;
+	uint64_t length;
+};
+
+/* The op's name in dump output ("write", ...), or NULL when unknown. */
+const char *sim_op_name(unsigned int op);
+
+/*
+ * Read the whole trace at @path into a malloc'ed array (*@recs, *@nr).
+ * Returns 0, or -errno with one line in @err naming the file and, for a
+ * bad trace, the byte offset of what is wrong (-EINVAL).
+ */
+int sim_trace_load(const char *path, struct sim_rec **recs, size_t *nr,
+		   char *err, size_t errlen);
+
+/* Writing: the header, then records; 0 or -errno. */
+int sim_trace_write_header(FILE *f);
+int sim_trace_write_rec(FILE *f, const struct sim_rec *rec);
+
+#endif /* FOLIOFS_SIM_TRACE_H */
