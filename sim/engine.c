@@ -936,6 +936,31 @@ static int split_opts(struct sim *s, const char *opts, char *rest, size_t restle
 }
 
 /*
+ * What the mount's parser left for libfuse: only the options it adds
+ * itself may be there ("-o" and its argument come as one or two).
+ */
+static int check_left(const char *arg, char *err, size_t errlen)
+{
+	char *copy, *save = NULL;
+	int ret = 0;
+
+	if (!strcmp(arg, "-o"))
+		return 0;
+	copy = strdup(!strncmp(arg, "-o", 2) ? arg + 2 : arg);
+	if (!copy)
+		return -ENOMEM;
+	for (char *it = strtok_r(copy, ",", &save); it && !ret; it = strtok_r(NULL, ",", &save)) {
+		if (!strncmp(it, "subtype=", 8) || !strncmp(it, "fsname=", 7) ||
+		    !strcmp(it, "default_permissions"))
+			continue;
+		snprintf(err, errlen, "%s: not an option of the simulator", it);
+		ret = -EINVAL;
+	}
+	free(copy);
+	return ret;
+}
+
+/*
  * The mount's options through the mount's own parser (fusefs/opts.c):
  * the same names, defaults and checks.  What it leaves for libfuse is
  * refused: the simulator has no use for it, and a typo must not pass.
@@ -952,15 +977,8 @@ static int parse_opts(struct sim *s, const char *opts, struct ffs_config *fc,
 	if (!ret)
 		ret = ffs_parse_args(rest[0] ? 5 : 3, argv, fc, perr);
 	if (!ret) {
-		for (int i = 1; i < fc->args.argc; i++) {
-			const char *a = fc->args.argv[i];
-
-			if (!strncmp(a, "-osubtype=", 10) || !strncmp(a, "-ofsname=", 9))
-				continue;
-			snprintf(perr, sizeof(perr), "%s: not an option of the simulator", a);
-			ret = -EINVAL;
-			break;
-		}
+		for (int i = 1; i < fc->args.argc && !ret; i++)
+			ret = check_left(fc->args.argv[i], perr, sizeof(perr));
 	}
 	if (ret)
 		snprintf(err, errlen, "-o: %s", perr[0] ? perr : "bad options");
