@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -96,6 +97,34 @@ static void raise_nofile(void)
 	if (setrlimit(RLIMIT_NOFILE, &rl))
 		fprintf(stderr, "foliofs: warning: cannot raise RLIMIT_NOFILE: %s\n",
 			strerror(errno));
+}
+
+static void *cancel_probe(void *arg)
+{
+	(void)arg;
+	for (;;)
+		pause();	/* a cancellation point */
+	return NULL;
+}
+
+/*
+ * libfuse ends its worker threads with pthread_cancel(), and glibc loads
+ * libgcc_s (to unwind the cancelled thread) the first time a thread is
+ * cancelled.  That needs a descriptor: a daemon that had run out of them
+ * aborted at unmount with "libgcc_s.so.1 must be installed for
+ * pthread_cancel to work".  Cancel one thread now, while descriptors are
+ * plentiful; glibc keeps the library loaded from then on.  0 or -errno.
+ */
+static int load_cancel_support(void)
+{
+	pthread_t t;
+	int ret = pthread_create(&t, NULL, cancel_probe, NULL);
+
+	if (ret)
+		return -ret;
+	ret = pthread_cancel(t);
+	pthread_join(t, NULL);
+	return -ret;
 }
 
 /*
@@ -223,6 +252,12 @@ int main(int argc, char *argv[])
 	/* Modes arrive with the caller's umask applied by the kernel. */
 	umask(0);
 	raise_nofile();
+	ret = load_cancel_support();
+	if (ret) {
+		fprintf(stderr, "foliofs: cannot initialise: %s\n", strerror(-ret));
+		close(root_fd);
+		goto out_cfg;
+	}
 	fs.cfg = &cfg;
 	fs.act_as_caller = cfg.allow_other && geteuid() == 0;
 	if (ffs_creds_init() || ffs_itable_init(&fs, root_fd)) {
@@ -245,7 +280,8 @@ int main(int argc, char *argv[])
 	if (fuse_daemonize(cfg.foreground))
 		goto out_unmount;
 	if (!cfg.foreground) {
-		openlog("foliofs", LOG_PID, LOG_DAEMON);
+		/* Connected now: a message must not need a descriptor later. */
+		openlog("foliofs", LOG_PID | LOG_NDELAY, LOG_DAEMON);
 		log_to_syslog = true;
 	}
 	/* Threads (flushers, the reply timer) only after fork. */
@@ -260,6 +296,8 @@ int main(int argc, char *argv[])
 			 strerror(-ret));
 		goto out_unmount;
 	}
+	/* What the daemon holds now is outside the budget of descriptors. */
+	ffs_fd_budget_init(&fs);
 
 	ret = serve(se, &cfg);
 	status = clean_stop(ret) ? 0 : 1;
