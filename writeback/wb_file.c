@@ -5,7 +5,15 @@
  *
  * The backing descriptor may be swapped for one with wider access
  * (wb_file_upgrade) with dup3(), which replaces the descriptor number
- * atomically: I/O in flight on another thread keeps working.
+ * atomically: I/O in flight on another thread keeps working.  It may also
+ * be closed while the file is idle (wb_file_fd_close) and given back
+ * before the file is used again (wb_file_fd_reopen); wbf->fd is -1 in
+ * between.  Idle means that nothing the flushers, reclaim or sync-all may
+ * do to the file needs the descriptor: no dirty or writeback blocks,
+ * nothing unsynced (the sync must go to the file the data was written
+ * through), no pending mtime and a backing size that needs no fix-up.
+ * The errseq state (err, err_seq) is the wb_file's, not the
+ * descriptor's, so fsync reports the same errors across a reopen.
  */
 #include "wb_i.h"
 
@@ -50,7 +58,7 @@ void wb_file_path(struct wb_file *wbf, char *buf, size_t len)
 	ssize_t n;
 
 	snprintf(link, sizeof(link), "/proc/self/fd/%d", wbf->fd);
-	n = readlink(link, buf, len - 1);
+	n = wbf->fd < 0 ? -1 : readlink(link, buf, len - 1);
 	if (n < 0)
 		n = snprintf(buf, len, "(descriptor %d)", wbf->fd);
 	buf[(size_t)n < len ? (size_t)n : len - 1] = '\0';
@@ -183,7 +191,9 @@ int wb_file_upgrade(struct wb_file *wbf, int fd, enum wb_access access)
 {
 	int ret = 0;
 
-	if (dup3(fd, wbf->fd, O_CLOEXEC) < 0)
+	if (wbf->fd < 0)
+		ret = -EBADF;	/* closed: wb_file_fd_reopen() gives it one */
+	else if (dup3(fd, wbf->fd, O_CLOEXEC) < 0)
 		ret = -errno;
 	else
 		atomic_store(&wbf->access, access);
@@ -194,6 +204,76 @@ int wb_file_upgrade(struct wb_file *wbf, int fd, enum wb_access access)
 enum wb_access wb_file_access(const struct wb_file *wbf)
 {
 	return atomic_load(&wbf->access);
+}
+
+bool wb_file_has_fd(const struct wb_file *wbf)
+{
+	return wbf->fd >= 0;
+}
+
+/*
+ * Whether @wbf holds nothing its descriptor is needed for (see the top of
+ * this file).  Unlocked, this is only a hint; with wb_lock held it stays
+ * true, since the caller of wb_file_fd_close() starts no I/O and a
+ * writeback pass finds nothing to do.
+ */
+static bool fd_idle(struct wb_file *wbf)
+{
+	bool idle;
+
+	if (bs_file_has_held(wbf->bs) || bs_file_has_unsynced(wbf->bs) ||
+	    atomic_load(&wbf->unsynced) || atomic_load(&wbf->mtime_ns) ||
+	    atomic_load(&wbf->backoff_ms))
+		return false;
+	pthread_mutex_lock(&wbf->size_lock);
+	idle = !wbf->resizing && wbf->backing_size == bs_file_size(wbf->bs);
+	pthread_mutex_unlock(&wbf->size_lock);
+	return idle;
+}
+
+int wb_file_fd_close(struct wb_file *wbf)
+{
+	struct wb_ctx *ctx = wbf->ctx;
+	int ret = -EBUSY;
+
+	if (wbf->fd < 0)
+		return 0;
+	/* Cheap checks first: a dirty file is not worth waiting on its lock. */
+	if (bs_file_has_held(wbf->bs) || bs_file_has_unsynced(wbf->bs) ||
+	    atomic_load(&wbf->unsynced))
+		return -EBUSY;
+	pthread_mutex_lock(&wbf->wb_lock);
+	/* A clean file's last time goes out now rather than keep the descriptor. */
+	wb_stamp_mtime(wbf);
+	/*
+	 * A walker (flusher, reclaim, sync-all, the files listing) holds a
+	 * reference while it looks at a file, and may have decided to sync
+	 * or stamp it, or name it, before it became idle: not while one does.
+	 * One that comes later finds the file idle and leaves the descriptor
+	 * alone.
+	 */
+	pthread_mutex_lock(&ctx->files_lock);
+	if (!wbf->refs && fd_idle(wbf)) {
+		close(wbf->fd);
+		wbf->fd = -1;
+		ret = 0;
+	}
+	pthread_mutex_unlock(&ctx->files_lock);
+	pthread_mutex_unlock(&wbf->wb_lock);
+	return ret;
+}
+
+int wb_file_fd_reopen(struct wb_file *wbf, int fd, enum wb_access access)
+{
+	if (wbf->fd >= 0) {
+		close(fd);
+		return -EBUSY;
+	}
+	pthread_mutex_lock(&wbf->wb_lock);
+	wbf->fd = fd;
+	atomic_store(&wbf->access, access);
+	pthread_mutex_unlock(&wbf->wb_lock);
+	return 0;
 }
 
 int wb_file_flush(struct wb_file *wbf)
@@ -224,7 +304,8 @@ static void file_release(struct wb_file *wbf)
 		wbf->next->prev = wbf->prev;
 	pthread_mutex_unlock(&ctx->files_lock);
 	bs_file_destroy(wbf->bs);
-	close(wbf->fd);
+	if (wbf->fd >= 0)
+		close(wbf->fd);
 	pthread_mutex_destroy(&wbf->size_lock);
 	pthread_mutex_destroy(&wbf->wb_lock);
 	free(wbf);

@@ -129,11 +129,41 @@ int wb_file_alloc(struct wb_ctx *ctx, int fd, enum wb_access access,
 /*
  * wb_file_upgrade - give @wbf a descriptor with wider access.
  * @fd must refer to the same backing file; it replaces the current one
- * atomically (readers in flight keep working) and is consumed.
+ * atomically (readers in flight keep working) and is consumed.  -EBADF
+ * when @wbf has no descriptor (see wb_file_fd_reopen).
  */
 int wb_file_upgrade(struct wb_file *wbf, int fd, enum wb_access access);
 
 enum wb_access wb_file_access(const struct wb_file *wbf);
+
+/*
+ * The backing descriptor of an idle file can be given up and taken again,
+ * so that a daemon caching many files holds data descriptors only for the
+ * files in use and those with data not yet durable.  The file's cache and
+ * its errseq state stay with the wb_file meanwhile.
+ *
+ * wb_file_fd_close - close the backing descriptor if nothing needs it: no
+ * block dirty or under writeback, nothing written since the last backing
+ * sync, the backing size the cache's, no failed writeback waiting for a
+ * retry.  A pending mtime is set on the backing file first.  0 when closed
+ * (or already closed); -EBUSY while the descriptor is needed (after a
+ * successful wb_file_flush() it is not, unless the file is used again),
+ * or while a flusher, reclaim or sync-all is looking at the file.
+ * Context: the caller guarantees that no call that reads, writes, syncs
+ * or resizes @wbf is in flight or starts before wb_file_fd_reopen();
+ * flushers, reclaim and sync-all may run (an idle file gives them nothing
+ * to do).  May wait for a writeback pass that is ending; no backing I/O
+ * but the mtime.
+ */
+int wb_file_fd_close(struct wb_file *wbf);
+/* Whether @wbf has its backing descriptor (not closed by wb_file_fd_close). */
+bool wb_file_has_fd(const struct wb_file *wbf);
+/*
+ * wb_file_fd_reopen - give @wbf, whose descriptor was closed, @fd: the same
+ * backing file opened again (as from its O_PATH descriptor), with
+ * @access.  @fd is consumed, also on failure.  0 or -errno.
+ */
+int wb_file_fd_reopen(struct wb_file *wbf, int fd, enum wb_access access);
 
 /*
  * wb_file_free - write back and sync what is dirty, drop the cached data
