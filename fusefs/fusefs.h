@@ -10,8 +10,9 @@
  * File data never goes to a backing descriptor from here: read, write,
  * fsync, truncate, fallocate, lseek and copies go through writeback.h.
  *
- * Lock order: ffs_data.itable_lock, then ffs_inode.lock.  No lock is held
- * across fuse_reply_*().
+ * Lock order: ffs_data.itable_lock, then ffs_inode.lock, then
+ * ffs_data.idle_lock (which takes an inode's lock only with trylock), then
+ * writeback's locks.  No lock is held across fuse_reply_*().
  */
 #ifndef FOLIOFS_FUSEFS_H
 #define FOLIOFS_FUSEFS_H
@@ -129,6 +130,14 @@ struct ffs_inode {
 	off_t max_size;
 	unsigned int nopen;	/* open handles */
 	enum ffs_ctl ctl;	/* immutable: a control file, not a backing inode */
+
+	/*
+	 * On ffs_data's idle list: `data` has its descriptor and nopen is 0.
+	 * Changed under both this lock and idle_lock; read under either.
+	 */
+	bool idle;
+	struct ffs_inode *idle_prev;	/* toward the most recently idle */
+	struct ffs_inode *idle_next;	/* toward the least recently idle */
 };
 
 /*
@@ -182,6 +191,27 @@ struct ffs_data {
 
 	/* Held write replies (defer.c): set before the session loop, cleared after. */
 	struct ffs_defer *defer;
+
+	/*
+	 * Descriptors (inode.c).  Every descriptor fusefs keeps (an inode's
+	 * O_PATH one, a file's data descriptor, an open directory's) is
+	 * counted in nr_fds, and one more is opened only while nr_fds is
+	 * under fd_budget: RLIMIT_NOFILE less the descriptors the daemon had
+	 * when it began serving (fd_base) and fd_reserve, kept for what must
+	 * not fail for want of one (io_uring rings and /dev/fuse clones of
+	 * new threads, fusermount3 at unmount, short-lived descriptors).  At
+	 * the budget, the data descriptors of files nobody has open are
+	 * closed, least recently used first; a file's data descriptor is
+	 * opened again when it is next opened.  When none can be closed, the
+	 * caller gets EMFILE.
+	 */
+	_Atomic long nr_fds;
+	_Atomic long fd_budget;
+	long fd_base;		/* set before serving, then read-only */
+	long fd_reserve;	/* likewise */
+	pthread_mutex_t idle_lock;	/* protects the idle list */
+	struct ffs_inode *idle_head;	/* most recently idle */
+	struct ffs_inode *idle_tail;	/* least recently idle: closed first */
 };
 
 int ffs_itable_init(struct ffs_data *fs, int root_fd);
@@ -189,7 +219,8 @@ void ffs_itable_destroy(struct ffs_data *fs);
 
 /*
  * Find the inode for @st or insert a new one holding @fd; adds one lookup.
- * @fd is consumed: kept by a new inode, closed otherwise.
+ * @fd is consumed with its charge (ffs_fd_charge): kept by a new inode,
+ * closed and uncharged otherwise.
  */
 int ffs_inode_get(struct ffs_data *fs, const struct stat *st, int fd,
 		  struct ffs_inode **out);
@@ -205,7 +236,11 @@ void ffs_inode_forget(struct ffs_data *fs, struct ffs_inode *inode,
  */
 int ffs_data_get(struct ffs_data *fs, struct ffs_inode *inode, int need, int fd,
 		 int fd_access, struct wb_file **out);
-void ffs_data_put(struct ffs_inode *inode);
+/*
+ * Drop an open reference; the last one puts the data descriptor on the
+ * idle list, to be closed when descriptors run short.
+ */
+void ffs_data_put(struct ffs_data *fs, struct ffs_inode *inode);
 /*
  * Writing [off, off + *len) of a file with its data open: -EFBIG from
  * inode->max_size on, and a write across it cut short there (*len), as a
@@ -222,6 +257,29 @@ void ffs_handle_add(struct ffs_data *fs, struct ffs_handle *h, enum ffs_handle_k
 void ffs_handle_del(struct ffs_data *fs, struct ffs_handle *h);
 /* Teardown: free the handles the kernel did not release.  Before ffs_itable_destroy. */
 void ffs_handles_free_all(struct ffs_data *fs);
+
+/*
+ * Descriptor budget (see ffs_data).  ffs_fd_budget_init() once the daemon
+ * has opened what it needs to serve, before the session loop.
+ * ffs_fd_charge() before opening a descriptor fusefs keeps: 0, or -EMFILE
+ * when the budget is used up and no idle data descriptor can be closed (a
+ * dirty file is written back and synced first).  ffs_fd_uncharge() after
+ * closing one, or when the open failed.  ffs_fd_retry(): an open failed
+ * with @err; true when that was EMFILE or ENFILE and idle data
+ * descriptors could be closed, so that trying again may succeed.  The
+ * budget follows RLIMIT_NOFILE, read again at each charge and retry (it
+ * may be lowered while the daemon runs).  ffs_fd_open() is
+ * openat(2) charged and retried so: a descriptor or -errno.
+ * ffs_fd_close() closes and uncharges.
+ * Context: FUSE worker thread; may hold the lock of the inode it opens
+ * for (others are taken with trylock); may block writing a file back.
+ */
+void ffs_fd_budget_init(struct ffs_data *fs);
+int ffs_fd_charge(struct ffs_data *fs);
+void ffs_fd_uncharge(struct ffs_data *fs);
+bool ffs_fd_retry(struct ffs_data *fs, int err);
+int ffs_fd_open(struct ffs_data *fs, int dirfd, const char *name, int flags);
+void ffs_fd_close(struct ffs_data *fs, int fd);
 
 /* "/proc/self/fd/N" for an inode's O_PATH descriptor. */
 struct ffs_procpath {

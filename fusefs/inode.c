@@ -20,20 +20,51 @@
  * the meantime waits, then makes a new cache), and if still nobody looked
  * the inode up, removes it from the table and frees it.  No other path
  * frees an inode before teardown.
+ *
+ * Descriptors: an inode holds its O_PATH descriptor for its whole life;
+ * its data descriptor (in its wb_file) only while the file is open, or
+ * holds data not yet durable, or descriptors are plentiful.  Files whose
+ * last handle was released wait on the idle list, and when the budget
+ * (see struct ffs_data) is used up the least recently used of them gives
+ * its data descriptor back (wb_file_fd_close; a dirty one is written back
+ * and synced first).  The next open takes one again through the O_PATH
+ * descriptor, with O_DIRECT for backing_direct, as the first open did.
+ * The cache and the errseq state stay with the wb_file meanwhile.  This
+ * lets the kernel cache about as many files as RLIMIT_NOFILE, instead of
+ * half as many.
  */
 #include "fusefs.h"
 #include "writeback.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include <sys/ioctl.h>
+#include <sys/resource.h>
 #include <linux/fs.h>
 
 #define ITABLE_MIN_BUCKETS 1024
+
+/*
+ * The descriptor reserve: a few for short-lived descriptors (a block
+ * device's size, fusermount3 at unmount, syslog reconnecting), and two per
+ * thread that may start later (a FUSE worker or flusher makes its io_uring
+ * ring on its first writeback; with clone_fd a worker opens /dev/fuse).
+ * At most a quarter of the limit, so that a small limit leaves files some.
+ */
+#define FD_RESERVE_MIN 32
+#define FD_RESERVE_PER_THREAD 2
+/* libfuse's max_threads when not given. */
+#define FUSE_DEFAULT_MAX_THREADS 10
+/*
+ * Idle files looked at, oldest first, for one whose descriptor can simply
+ * be closed, before the oldest dirty one is written back to free its own.
+ */
+#define EVICT_SCAN 32
 
 int ffs_blockdev_size(int path_fd, uint64_t *bytes)
 {
@@ -106,10 +137,11 @@ void ffs_handles_free_all(struct ffs_data *fs)
 
 		switch (h->kind) {
 		case FFS_H_FILE:
-			ffs_data_put(((struct ffs_file *)h)->inode);
+			ffs_data_put(fs, ((struct ffs_file *)h)->inode);
 			break;
 		case FFS_H_DIR:
 			closedir(((struct ffs_dir *)h)->dp);
+			ffs_fd_uncharge(fs);
 			break;
 		case FFS_H_CTL:
 			ffs_ctl_handle_free(h);
@@ -129,6 +161,10 @@ int ffs_itable_init(struct ffs_data *fs, int root_fd)
 		return -errno;
 	pthread_mutex_init(&fs->itable_lock, NULL);
 	pthread_mutex_init(&fs->handles_lock, NULL);
+	pthread_mutex_init(&fs->idle_lock, NULL);
+	/* No budget until ffs_fd_budget_init() knows the daemon's own descriptors. */
+	atomic_init(&fs->fd_budget, LONG_MAX);
+	atomic_init(&fs->nr_fds, 1);	/* the root's */
 	fs->nbuckets = ITABLE_MIN_BUCKETS;
 	fs->buckets = calloc(fs->nbuckets, sizeof(struct ffs_inode *));
 	if (!fs->buckets)
@@ -141,12 +177,250 @@ int ffs_itable_init(struct ffs_data *fs, int root_fd)
 	return 0;
 }
 
+/* ---- descriptors ---- */
+
+/* Context: idle_lock held. */
+static void idle_add(struct ffs_data *fs, struct ffs_inode *inode)
+{
+	inode->idle = true;
+	inode->idle_prev = NULL;
+	inode->idle_next = fs->idle_head;
+	if (fs->idle_head)
+		fs->idle_head->idle_prev = inode;
+	else
+		fs->idle_tail = inode;
+	fs->idle_head = inode;
+}
+
+/* Context: idle_lock held; @inode is on the list. */
+static void idle_del(struct ffs_data *fs, struct ffs_inode *inode)
+{
+	if (inode->idle_prev)
+		inode->idle_prev->idle_next = inode->idle_next;
+	else
+		fs->idle_head = inode->idle_next;
+	if (inode->idle_next)
+		inode->idle_next->idle_prev = inode->idle_prev;
+	else
+		fs->idle_tail = inode->idle_prev;
+	inode->idle = false;
+	inode->idle_prev = inode->idle_next = NULL;
+}
+
+/* Context: inode->lock held (or teardown). */
+static void idle_leave(struct ffs_data *fs, struct ffs_inode *inode)
+{
+	if (!inode->idle)
+		return;
+	pthread_mutex_lock(&fs->idle_lock);
+	idle_del(fs, inode);
+	pthread_mutex_unlock(&fs->idle_lock);
+}
+
+/*
+ * Put @inode on the idle list if its data descriptor may be closed when
+ * descriptors run short: open, and nobody has the file open.
+ * Context: inode->lock held.
+ */
+static void idle_enter(struct ffs_data *fs, struct ffs_inode *inode)
+{
+	if (inode->idle || inode->nopen || !inode->data || !wb_file_has_fd(inode->data))
+		return;
+	pthread_mutex_lock(&fs->idle_lock);
+	idle_add(fs, inode);
+	pthread_mutex_unlock(&fs->idle_lock);
+}
+
+void ffs_fd_uncharge(struct ffs_data *fs)
+{
+	atomic_fetch_sub(&fs->nr_fds, 1);
+}
+
+/*
+ * Write back and sync the idle file @inode, whose lock is held, and close
+ * its data descriptor: true when closed.  Its lock is held throughout, so
+ * an open of this file waits for the writeback, as the forget of an inode
+ * does; nobody else waits on it.
+ */
+static bool evict_dirty(struct ffs_data *fs, struct ffs_inode *inode)
+{
+	bool closed = !wb_file_flush(inode->data) && !wb_file_fd_close(inode->data);
+
+	pthread_mutex_lock(&fs->idle_lock);
+	if (!closed)
+		idle_add(fs, inode);	/* failing: others first next time */
+	pthread_mutex_unlock(&fs->idle_lock);
+	return closed;
+}
+
+/*
+ * Close one idle data descriptor: of the EVICT_SCAN least recently used
+ * idle files, the oldest that is clean; if none is, the oldest dirty one
+ * after writing it back.  True when one was closed (and uncharged).
+ * Inode locks are only tried here: the caller may hold its own.
+ */
+static bool fd_evict(struct ffs_data *fs)
+{
+	struct ffs_inode *inode, *prev, *dirty = NULL;
+	bool closed = false;
+	int seen = 0;
+
+	pthread_mutex_lock(&fs->idle_lock);
+	for (inode = fs->idle_tail; inode && seen < EVICT_SCAN; inode = prev, seen++) {
+		prev = inode->idle_prev;
+		if (pthread_mutex_trylock(&inode->lock))
+			continue;
+		if (!wb_file_fd_close(inode->data)) {
+			idle_del(fs, inode);
+			pthread_mutex_unlock(&inode->lock);
+			closed = true;
+			break;
+		}
+		if (dirty) {
+			pthread_mutex_unlock(&inode->lock);
+			continue;
+		}
+		dirty = inode;	/* keeps its lock */
+	}
+	if (!closed && dirty)
+		idle_del(fs, dirty);
+	pthread_mutex_unlock(&fs->idle_lock);
+	if (dirty) {
+		if (!closed)
+			closed = evict_dirty(fs, dirty);
+		pthread_mutex_unlock(&dirty->lock);
+	}
+	if (closed)
+		ffs_fd_uncharge(fs);
+	return closed;
+}
+
+/* Descriptors open in the daemon now (-1 if /proc cannot tell). */
+static long count_open_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *de;
+	long n = -1;	/* the listing's own */
+
+	if (!d)
+		return -1;
+	while ((de = readdir(d)))
+		n += de->d_name[0] != '.';
+	closedir(d);
+	return n;
+}
+
+/*
+ * The budget from RLIMIT_NOFILE as it is now: prlimit(1) may lower it
+ * while the daemon runs.  One system call, made only where a descriptor
+ * is about to be opened anyway.
+ */
+static void fd_budget_update(struct ffs_data *fs)
+{
+	long limit = LONG_MAX / 4, reserve = fs->fd_reserve;
+	struct rlimit rl;
+
+	if (!getrlimit(RLIMIT_NOFILE, &rl) && rl.rlim_cur < (rlim_t)limit)
+		limit = (long)rl.rlim_cur;
+	if (reserve > limit / 4)
+		reserve = limit / 4;
+	atomic_store(&fs->fd_budget, limit - fs->fd_base - reserve);
+}
+
+void ffs_fd_budget_init(struct ffs_data *fs)
+{
+	const struct ffs_config *cfg = fs->cfg;
+	long open = count_open_fds(), threads = FUSE_DEFAULT_MAX_THREADS;
+
+	if (cfg->singlethread)
+		threads = 1;
+	else if (cfg->max_threads != UINT_MAX)
+		threads = cfg->max_threads;
+	threads += cfg->wb.flushers;
+	fs->fd_base = open > atomic_load(&fs->nr_fds) ? open - atomic_load(&fs->nr_fds) : 0;
+	fs->fd_reserve = FD_RESERVE_MIN + FD_RESERVE_PER_THREAD * threads;
+	fd_budget_update(fs);
+}
+
+int ffs_fd_charge(struct ffs_data *fs)
+{
+	fd_budget_update(fs);
+	for (;;) {
+		if (atomic_fetch_add(&fs->nr_fds, 1) < atomic_load(&fs->fd_budget))
+			return 0;
+		atomic_fetch_sub(&fs->nr_fds, 1);
+		if (!fd_evict(fs))
+			return -EMFILE;
+	}
+}
+
+/*
+ * For want of descriptors: descriptors were opened that the budget does
+ * not know of, or the system ran out (ENFILE).  Close idle data
+ * descriptors down to the budget, or one.
+ */
+bool ffs_fd_retry(struct ffs_data *fs, int err)
+{
+	bool freed = false;
+
+	if (err != EMFILE && err != ENFILE)
+		return false;
+	fd_budget_update(fs);
+	while (atomic_load(&fs->nr_fds) > atomic_load(&fs->fd_budget) && fd_evict(fs))
+		freed = true;
+	return freed || fd_evict(fs);
+}
+
+int ffs_fd_open(struct ffs_data *fs, int dirfd, const char *name, int flags)
+{
+	int ret = ffs_fd_charge(fs);
+
+	while (!ret) {
+		int fd = openat(dirfd, name, flags);
+
+		if (fd >= 0)
+			return fd;
+		ret = -errno;
+		if (ffs_fd_retry(fs, -ret))
+			ret = 0;
+	}
+	ffs_fd_uncharge(fs);
+	return ret;
+}
+
+void ffs_fd_close(struct ffs_data *fs, int fd)
+{
+	close(fd);
+	ffs_fd_uncharge(fs);
+}
+
+/*
+ * Free @inode's data path (written back unless @discard): off the idle
+ * list, and its descriptor uncharged once it is closed.  A wb_file whose
+ * data cannot be written stays with writeback, descriptor and all.
+ * Context: inode->lock held, or teardown.
+ */
+static void data_free(struct ffs_data *fs, struct ffs_inode *inode, bool discard)
+{
+	struct wb_file *data = inode->data;
+	bool had_fd = wb_file_has_fd(data);
+
+	idle_leave(fs, inode);
+	inode->data = NULL;
+	if (discard)
+		wb_file_discard(data);
+	else if (wb_file_free(data))
+		return;
+	if (had_fd)
+		ffs_fd_uncharge(fs);
+}
+
 /* Writes back and drops the cached data; errors are reported by writeback. */
-static void inode_free(struct ffs_inode *inode)
+static void inode_free(struct ffs_data *fs, struct ffs_inode *inode)
 {
 	if (inode->data)
-		wb_file_free(inode->data);
-	close(inode->fd);
+		data_free(fs, inode, false);
+	ffs_fd_close(fs, inode->fd);
 	pthread_mutex_destroy(&inode->lock);
 	free(inode);
 }
@@ -160,18 +434,19 @@ void ffs_itable_destroy(struct ffs_data *fs)
 		while (inode) {
 			struct ffs_inode *next = inode->hnext;
 
-			inode_free(inode);
+			inode_free(fs, inode);
 			inode = next;
 		}
 	}
 	free(fs->buckets);
 	fs->buckets = NULL;
 	if (fs->root.data)
-		wb_file_free(fs->root.data);
-	close(fs->root.fd);
+		data_free(fs, &fs->root, false);
+	ffs_fd_close(fs, fs->root.fd);
 	pthread_mutex_destroy(&fs->root.lock);
 	pthread_mutex_destroy(&fs->itable_lock);
 	pthread_mutex_destroy(&fs->handles_lock);
+	pthread_mutex_destroy(&fs->idle_lock);
 }
 
 /* Context: itable_lock held. Doubling failure only costs speed. */
@@ -244,7 +519,7 @@ int ffs_inode_get(struct ffs_data *fs, const struct stat *st, int fd,
 	pthread_mutex_unlock(&fs->itable_lock);
 	free(fresh);
 	if (fd >= 0)
-		close(fd);
+		ffs_fd_close(fs, fd);
 	if (!inode)
 		return -ENOMEM;
 	*out = inode;
@@ -284,20 +559,38 @@ static bool backing_unlinked(const struct ffs_inode *inode)
  * cannot be written.
  * Context: the forget that marked @inode forgetting, no lock held; may block.
  */
-static int forget_writeback(struct ffs_inode *inode, bool *discard)
+static int forget_writeback(struct ffs_data *fs, struct ffs_inode *inode, bool *discard)
 {
 	struct wb_file *data;
 	unsigned int nopen;
 
-	/* A lookup in the window may open the file, setting inode->data. */
+	/*
+	 * A lookup in the window may open the file, setting inode->data.
+	 * Off the idle list: its descriptor must not be closed under the
+	 * writeback below (forget_keep() puts it back if the inode stays).
+	 */
 	pthread_mutex_lock(&inode->lock);
 	data = inode->data;
 	nopen = inode->nopen;
+	idle_leave(fs, inode);
 	pthread_mutex_unlock(&inode->lock);
 	*discard = data && !nopen && backing_unlinked(inode);
 	if (!data || *discard)
 		return 0;
 	return wb_file_flush(data);
+}
+
+/*
+ * A forgotten inode stays, known again or with data that could not be
+ * written: back on the idle list if nobody has it open, as
+ * forget_writeback() took it off.
+ * Context: itable_lock held.
+ */
+static void forget_keep(struct ffs_data *fs, struct ffs_inode *inode)
+{
+	pthread_mutex_lock(&inode->lock);
+	idle_enter(fs, inode);
+	pthread_mutex_unlock(&inode->lock);
 }
 
 /*
@@ -311,16 +604,10 @@ static int forget_writeback(struct ffs_inode *inode, bool *discard)
 static void forget_drop_data(struct ffs_data *fs, struct ffs_inode *inode,
 			     bool discard)
 {
-	struct wb_file *data;
-
 	pthread_mutex_lock(&inode->lock);
 	pthread_mutex_unlock(&fs->itable_lock);
-	data = inode->data;
-	inode->data = NULL;
-	if (data && discard)
-		wb_file_discard(data);
-	else if (data)
-		wb_file_free(data);
+	if (inode->data)
+		data_free(fs, inode, discard);
 	pthread_mutex_unlock(&inode->lock);
 	pthread_mutex_lock(&fs->itable_lock);
 }
@@ -357,12 +644,14 @@ void ffs_inode_forget(struct ffs_data *fs, struct ffs_inode *inode,
 	do {
 		inode->relooked = false;
 		pthread_mutex_unlock(&fs->itable_lock);
-		ret = forget_writeback(inode, &discard);
+		ret = forget_writeback(fs, inode, &discard);
 		pthread_mutex_lock(&fs->itable_lock);
 		if (!inode->nlookup && !inode->relooked && !ret)
 			forget_drop_data(fs, inode, discard);
 	} while (!inode->nlookup && inode->relooked);
 	inode->forgetting = false;
+	if (inode->nlookup || ret)
+		forget_keep(fs, inode);
 	if (inode->nlookup)
 		goto out_unlock;	/* known again: its own forget comes later */
 	if (ret) {
@@ -372,15 +661,18 @@ void ffs_inode_forget(struct ffs_data *fs, struct ffs_inode *inode,
 	/* No cache left and unknown to the kernel: nothing can reach it. */
 	itable_remove(fs, inode);
 	pthread_mutex_unlock(&fs->itable_lock);
-	inode_free(inode);
+	inode_free(fs, inode);
 	return;
 
 out_unlock:
 	pthread_mutex_unlock(&fs->itable_lock);
 }
 
-/* Open the backing file behind @inode's O_PATH descriptor. */
-static int open_data_fd(struct ffs_inode *inode, int need, int extra_flags, int *access)
+/*
+ * Open the backing file behind @inode's O_PATH descriptor (charged to the
+ * budget): the first time, and again after its descriptor was closed.
+ */
+static int open_data_fd(struct ffs_data *fs, struct ffs_inode *inode, int need, int *access)
 {
 	static const struct {
 		int flags;
@@ -388,6 +680,7 @@ static int open_data_fd(struct ffs_inode *inode, int need, int extra_flags, int 
 	} modes[] = {
 		{ O_RDWR, WB_RDWR }, { O_RDONLY, WB_READ }, { O_WRONLY, WB_WRITE },
 	};
+	int extra_flags = fs->cfg->wb.backing_direct ? O_DIRECT : 0;
 	struct ffs_procpath p;
 	int err = -EACCES;
 
@@ -400,12 +693,13 @@ static int open_data_fd(struct ffs_inode *inode, int need, int extra_flags, int 
 		if ((modes[i].access & need) != need)
 			continue;
 		/* O_NONBLOCK: never hang on a FIFO; no effect on regular files. */
-		fd = open(p.path, modes[i].flags | O_CLOEXEC | O_NONBLOCK | extra_flags);
+		fd = ffs_fd_open(fs, AT_FDCWD, p.path,
+				 modes[i].flags | O_CLOEXEC | O_NONBLOCK | extra_flags);
 		if (fd >= 0) {
 			*access = modes[i].access;
 			return fd;
 		}
-		err = -errno;
+		err = fd;
 		if (err != -EACCES && err != -EPERM && err != -EROFS &&
 		    err != -ETXTBSY)
 			break;
@@ -462,24 +756,25 @@ int ffs_data_check_size(const struct ffs_inode *inode, off_t off, size_t *len)
 int ffs_data_get(struct ffs_data *fs, struct ffs_inode *inode, int need, int fd,
 		 int fd_access, struct wb_file **out)
 {
+	bool has_fd;
 	int ret = 0;
 
 	pthread_mutex_lock(&inode->lock);
-	if (inode->data) {
+	has_fd = inode->data && wb_file_has_fd(inode->data);
+	if (has_fd) {
 		int have = wb_file_access(inode->data);
 
 		if ((have & need) == need) {
 			if (fd >= 0)
-				close(fd);
+				ffs_fd_close(fs, fd);
 			goto out_ref;
 		}
 		need |= have;	/* an upgrade must not lose what others use */
 	}
 	if (fd < 0 || (fd_access & need) != need) {
 		if (fd >= 0)
-			close(fd);
-		fd = open_data_fd(inode, need, fs->cfg->wb.backing_direct ? O_DIRECT : 0,
-				  &fd_access);
+			ffs_fd_close(fs, fd);
+		fd = open_data_fd(fs, inode, need, &fd_access);
 		if (fd < 0) {
 			ret = fd;
 			goto out_unlock;
@@ -487,24 +782,33 @@ int ffs_data_get(struct ffs_data *fs, struct ffs_inode *inode, int need, int fd,
 	}
 	if (!inode->max_size)
 		inode->max_size = probe_max_size(fs, inode, fd);
-	if (inode->data)
+	if (has_fd) {
 		ret = wb_file_upgrade(inode->data, fd, fd_access);
-	else
+		ffs_fd_uncharge(fs);	/* @fd is closed, success or not */
+	} else if (inode->data) {
+		ret = wb_file_fd_reopen(inode->data, fd, fd_access);
+	} else {
 		ret = wb_file_alloc(fs->wb, fd, fd_access, &inode->data);
-	if (ret)
+	}
+	if (ret) {
+		if (!has_fd)
+			ffs_fd_uncharge(fs);	/* consumed on failure */
 		goto out_unlock;
+	}
 out_ref:
 	inode->nopen++;
+	idle_leave(fs, inode);
 	*out = inode->data;
 out_unlock:
 	pthread_mutex_unlock(&inode->lock);
 	return ret;
 }
 
-void ffs_data_put(struct ffs_inode *inode)
+void ffs_data_put(struct ffs_data *fs, struct ffs_inode *inode)
 {
 	pthread_mutex_lock(&inode->lock);
 	inode->nopen--;
+	idle_enter(fs, inode);
 	pthread_mutex_unlock(&inode->lock);
 }
 
@@ -521,7 +825,11 @@ void ffs_data_fix_stat(struct ffs_inode *inode, struct stat *st)
 void ffs_data_mtime_set(struct ffs_inode *inode, const struct timespec *mtime)
 {
 	pthread_mutex_lock(&inode->lock);
-	if (inode->data)
+	/*
+	 * Without its descriptor the file is clean: no writeback will move
+	 * the time just set on the backing file, and none could stamp it.
+	 */
+	if (inode->data && wb_file_has_fd(inode->data))
 		wb_file_mtime_set(inode->data, mtime);
 	pthread_mutex_unlock(&inode->lock);
 }

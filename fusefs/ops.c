@@ -135,12 +135,12 @@ static int do_lookup(struct ffs_data *fs, struct ffs_inode *dir,
 	entry_init(fs, e);
 	if (dir == &fs->root && !strcmp(name, ".."))
 		name = ".";	/* the root is its own parent */
-	fd = openat(dir->fd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	fd = ffs_fd_open(fs, dir->fd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
-		return -errno;
+		return fd;
 	ret = stat_fd(fd, &e->attr);
 	if (ret) {
-		close(fd);
+		ffs_fd_close(fs, fd);
 		return ret;
 	}
 	ret = ffs_inode_get(fs, &e->attr, fd, &inode);
@@ -322,7 +322,7 @@ static int set_size(struct ffs_data *fs, struct ffs_inode *inode,
 	if (ret)
 		return ret;
 	ret = size > inode->max_size ? -EFBIG : wb_truncate(data, size);
-	ffs_data_put(inode);
+	ffs_data_put(fs, inode);
 	return ret;
 }
 
@@ -617,7 +617,7 @@ static int open_finish(struct ffs_data *fs, fuse_req_t req, struct ffs_inode *in
 	int ret = 0;
 
 	if (!file) {
-		ffs_data_put(inode);
+		ffs_data_put(fs, inode);
 		return -ENOMEM;
 	}
 	/* Linux truncates even for O_RDONLY; the kernel checked write access. */
@@ -625,7 +625,7 @@ static int open_finish(struct ffs_data *fs, fuse_req_t req, struct ffs_inode *in
 		ret = wb_truncate(data, 0);
 	if (ret) {
 		free(file);
-		ffs_data_put(inode);
+		ffs_data_put(fs, inode);
 		return ret;
 	}
 	if ((fi->flags & O_TRUNC) && ffs_channel_kill_suidgid())
@@ -703,13 +703,27 @@ static int do_create(struct ffs_data *fs, fuse_req_t req,
 
 	if (ret)
 		return ret;
-	ret = ffs_creds_enter(fs, req, &c);
+	/*
+	 * Two descriptors, the data one and the O_PATH one, charged before
+	 * acting as the caller: making room may write another file back.
+	 */
+	ret = ffs_fd_charge(fs);
 	if (ret)
 		return ret;
-	fd = create_fd(fs, dir, name, fi->flags, mode, &access);
-	ffs_creds_leave(&c);
-	if (fd < 0)
-		return fd;
+	ret = ffs_fd_charge(fs);
+	if (ret)
+		goto out_uncharge_one;
+	do {
+		ret = ffs_creds_enter(fs, req, &c);
+		if (ret)
+			goto out_uncharge;
+		fd = create_fd(fs, dir, name, fi->flags, mode, &access);
+		ffs_creds_leave(&c);
+	} while (fd < 0 && ffs_fd_retry(fs, -fd));
+	if (fd < 0) {
+		ret = fd;
+		goto out_uncharge;
+	}
 	entry_init(fs, e);
 	ret = stat_fd(fd, &e->attr);
 	if (!ret && !S_ISREG(e->attr.st_mode))
@@ -718,14 +732,17 @@ static int do_create(struct ffs_data *fs, fuse_req_t req,
 		goto out_close;
 	/* O_PATH to the very inode just opened: no window for a rename. */
 	ffs_procpath(&p, fd);
-	pathfd = open(p.path, O_PATH | O_CLOEXEC);
-	if (pathfd < 0) {
-		ret = -errno;
-		goto out_close;
-	}
-	ret = ffs_inode_get(fs, &e->attr, pathfd, &inode);
+	do {
+		pathfd = open(p.path, O_PATH | O_CLOEXEC);
+		ret = pathfd < 0 ? -errno : 0;
+	} while (ret && ffs_fd_retry(fs, -ret));
 	if (ret)
 		goto out_close;
+	ret = ffs_inode_get(fs, &e->attr, pathfd, &inode);	/* takes its charge */
+	if (ret) {
+		ffs_fd_close(fs, fd);
+		return ret;
+	}
 	e->ino = (uintptr_t)inode;
 	ret = ffs_data_get(fs, inode, access_of(fi->flags), fd, access, &data);
 	if (!ret)
@@ -738,6 +755,10 @@ static int do_create(struct ffs_data *fs, fuse_req_t req,
 
 out_close:
 	close(fd);
+out_uncharge:
+	ffs_fd_uncharge(fs);
+out_uncharge_one:
+	ffs_fd_uncharge(fs);
 	return ret;
 }
 
@@ -763,7 +784,7 @@ static void ffs_release(fuse_req_t req, fuse_ino_t ino,
 		ffs_ctl_release(ffs_data(req), fi);
 	} else {
 		ffs_handle_del(ffs_data(req), &file->h);
-		ffs_data_put(file->inode);
+		ffs_data_put(ffs_data(req), file->inode);
 		pthread_mutex_destroy(&file->err_lock);
 		free(file);
 	}
@@ -998,15 +1019,15 @@ static void ffs_opendir(fuse_req_t req, fuse_ino_t ino,
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	fd = openat(ffs_inode(req, ino)->fd, ".",
-		    O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	fd = ffs_fd_open(ffs_data(req), ffs_inode(req, ino)->fd, ".",
+			 O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0) {
-		ret = errno;
+		ret = -fd;
 	} else {
 		d->dp = fdopendir(fd);
 		if (!d->dp) {
 			ret = errno;
-			close(fd);
+			ffs_fd_close(ffs_data(req), fd);
 		}
 	}
 	if (ret) {
@@ -1145,6 +1166,7 @@ static void ffs_releasedir(fuse_req_t req, fuse_ino_t ino,
 	if (!ffs_inode(req, ino)->ctl) {
 		ffs_handle_del(ffs_data(req), &d->h);
 		closedir(d->dp);
+		ffs_fd_uncharge(ffs_data(req));
 		free(d);
 	}
 	fuse_reply_err(req, 0);
