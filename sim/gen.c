@@ -74,7 +74,7 @@ static int parse_item(struct gen_spec *g, const char *name, const char *val, cha
 		if (!strcmp(name, nums[i].name))
 			return parse_size(name, val, (uint64_t *)((char *)g + nums[i].off), err, errlen);
 	if (!strcmp(name, "pattern")) {
-		if (strcmp(val, "random") && strcmp(val, "seq")) {
+		if (strcmp(val, "random") != 0 && strcmp(val, "seq") != 0) {
 			snprintf(err, errlen, "pattern=%s: random or seq", val);
 			return -EINVAL;
 		}
@@ -89,7 +89,7 @@ static int parse_item(struct gen_spec *g, const char *name, const char *val, cha
 			g->think_ns = 0;
 			return 0;
 		}
-		if (len < 3 || len - 2 >= sizeof(num) || strcmp(val + len - 2, "/s")) {
+		if (len < 3 || len - 2 >= sizeof(num) || strcmp(val + len - 2, "/s") != 0) {
 			snprintf(err, errlen, "rate=%s: N/s or closed", val);
 			return -EINVAL;
 		}

@@ -36,7 +36,7 @@ static int cmd_gen(int argc, char **argv)
 {
 	char err[512] = "";
 
-	if (argc != 4 || strcmp(argv[2], "-o"))
+	if (argc != 4 || strcmp(argv[2], "-o") != 0)
 		return usage("gen takes SPEC -o OUT");
 	if (sim_gen(argv[1], argv[3], err, sizeof(err))) {
 		fprintf(stderr, "foliofs-sim: gen: %s\n", err);

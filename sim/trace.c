@@ -180,7 +180,9 @@ int sim_trace_write_header(FILE *f)
 {
 	unsigned char h[SIM_TRACE_HDR_SIZE] = { 0 };
 
-	memcpy(h, SIM_TRACE_MAGIC, 8);
+	/* The magic has no terminating NUL in the file. */
+	for (size_t i = 0; i < 8; i++)
+		h[i] = (unsigned char)SIM_TRACE_MAGIC[i];
 	put32(h + 8, SIM_TRACE_VERSION);
 	put32(h + 12, SIM_TRACE_REC_SIZE);
 	return fwrite(h, sizeof(h), 1, f) == 1 ? 0 : -EIO;

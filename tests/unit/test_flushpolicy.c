@@ -8,7 +8,7 @@
 #include "test_helpers.h"
 
 #define MS 1000000ll
-#define PAGES_4M ((4u << 20) / BS_PAGE_SIZE)
+#define PAGES_4M ((int64_t)((4u << 20) / BS_PAGE_SIZE))
 
 static const struct wb_fp_state base = {
 	.bg_thresh = 1000, .expire_ms = 30000,
