@@ -1265,7 +1265,7 @@ static ssize_t hide_trusted(char *buf, ssize_t n)
 	while (in < n) {
 		size_t len = strnlen(buf + in, (size_t)(n - in)) + 1;
 
-		if (strncmp(buf + in, "trusted.", 8)) {
+		if (strncmp(buf + in, "trusted.", 8) != 0) {
 			memmove(buf + out, buf + in, len);
 			out += (ssize_t)len;
 		}
