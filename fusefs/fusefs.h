@@ -132,8 +132,14 @@ struct ffs_inode {
 	enum ffs_ctl ctl;	/* immutable: a control file, not a backing inode */
 
 	/*
-	 * On ffs_data's idle list: `data` has its descriptor and nopen is 0.
-	 * Changed under both this lock and idle_lock; read under either.
+	 * A forget is writing `data` back without this lock: its descriptor
+	 * must stay, so the inode is kept off the idle list meanwhile.
+	 */
+	bool forget_flushing;
+	/*
+	 * On ffs_data's idle list: `data` has its descriptor, nopen is 0 and
+	 * no forget is writing it back.  Changed under both this lock and
+	 * idle_lock; read under either.
 	 */
 	bool idle;
 	struct ffs_inode *idle_prev;	/* toward the most recently idle */

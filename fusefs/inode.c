@@ -219,12 +219,14 @@ static void idle_leave(struct ffs_data *fs, struct ffs_inode *inode)
 
 /*
  * Put @inode on the idle list if its data descriptor may be closed when
- * descriptors run short: open, and nobody has the file open.
+ * descriptors run short: open, nobody has the file open, and no forget
+ * is writing it back.
  * Context: inode->lock held.
  */
 static void idle_enter(struct ffs_data *fs, struct ffs_inode *inode)
 {
-	if (inode->idle || inode->nopen || !inode->data || !wb_file_has_fd(inode->data))
+	if (inode->idle || inode->nopen || inode->forget_flushing || !inode->data ||
+	    !wb_file_has_fd(inode->data))
 		return;
 	pthread_mutex_lock(&fs->idle_lock);
 	idle_add(fs, inode);
@@ -563,6 +565,7 @@ static int forget_writeback(struct ffs_data *fs, struct ffs_inode *inode, bool *
 {
 	struct wb_file *data;
 	unsigned int nopen;
+	int ret = 0;
 
 	/*
 	 * A lookup in the window may open the file, setting inode->data.
@@ -572,12 +575,16 @@ static int forget_writeback(struct ffs_data *fs, struct ffs_inode *inode, bool *
 	pthread_mutex_lock(&inode->lock);
 	data = inode->data;
 	nopen = inode->nopen;
+	inode->forget_flushing = true;
 	idle_leave(fs, inode);
 	pthread_mutex_unlock(&inode->lock);
 	*discard = data && !nopen && backing_unlinked(inode);
-	if (!data || *discard)
-		return 0;
-	return wb_file_flush(data);
+	if (data && !*discard)
+		ret = wb_file_flush(data);
+	pthread_mutex_lock(&inode->lock);
+	inode->forget_flushing = false;
+	pthread_mutex_unlock(&inode->lock);
+	return ret;
 }
 
 /*
