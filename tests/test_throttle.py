@@ -437,3 +437,50 @@ def test_interrupt_answers_held_write(dirs):
             assert w.wait()[-1] == ['END']
         finally:
             w.kill()
+
+
+def test_pinned_limit_syncs_unsynced_data(dirs):
+    """A pinned limit far below the dirty background threshold: data
+    written back but not yet synced pins its folios, and only a sync
+    releases them.  The flushers must sync when pinned memory is over its
+    background threshold, not only when unsynced memory is over the dirty
+    one, or a writer held by the pinned limit waits forever (the
+    simulator found this; it held writers with dirty_pinned_ratio=5 and
+    no fsync).  32 MiB are written 1 MiB at a time with no fsync under an
+    8 MiB pinned limit; every write must return (the 40 s bound is a hang
+    guard) and the pinned memory ends under the limit."""
+    _, b, m = dirs
+    opts = ['dirty_account=page', 'folio_size=2M', 'cache_size=512M',
+            'dirty_pinned_bytes=8M', 'flushers=1', 'writeback_interval_ms=100']
+    data = os.urandom(MiB) * 32
+    with Mount(b, m, options=opts) as mnt:
+        done = threading.Event()
+        failure = []
+
+        def writer():
+            try:
+                fd = os.open(os.path.join(m, 'f'), os.O_WRONLY | os.O_CREAT, 0o644)
+                try:
+                    for off in range(0, len(data), MiB):
+                        assert os.pwrite(fd, data[off:off + MiB], off) == MiB
+                finally:
+                    os.close(fd)
+            except Exception as e:   # reported below
+                failure.append(e)
+            done.set()
+
+        t = threading.Thread(target=writer, daemon=True)
+        t.start()
+        if not done.wait(40):
+            st = stats(m)
+            set_tunable(m, 'dirty_pinned_bytes', '0')   # let the writer finish
+            t.join(20)
+            pytest.fail('the writer was held for 40 s: pinned %d, unsynced %d, '
+                        'dirty %d' % (st['pinned_bytes'], st['unsynced_bytes'],
+                                      st['dirty_bytes_exact']))
+        assert not failure, failure
+        st = poll(lambda: (lambda s: s if s['pinned_bytes'] <= 8 * MiB else None)(stats(m)), 30)
+        assert st, 'pinned memory stays over the limit: %r' % stats(m)
+        mnt.umount()
+    with open(os.path.join(b, 'f'), 'rb') as f:
+        assert f.read() == data

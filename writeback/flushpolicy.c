@@ -23,7 +23,13 @@ bool wb_fp_over_background(const struct wb_fp_state *s)
 
 bool wb_fp_over_unsynced(const struct wb_fp_state *s)
 {
-	return s->unsynced > s->bg_thresh;
+	/*
+	 * Unsynced blocks pin their folios until a sync: with a pinned limit
+	 * under the dirty background threshold, only syncing can bring
+	 * pinned memory back under its own threshold and release writers.
+	 */
+	return s->unsynced > s->bg_thresh ||
+	       (s->pinned_bg_thresh && s->unsynced && s->pinned > s->pinned_bg_thresh);
 }
 
 bool wb_fp_expired(int64_t dirtied_ns, int64_t now_ns, uint32_t expire_ms)

@@ -66,7 +66,11 @@ struct wb_fp_file {
  */
 bool wb_fp_over_background(const struct wb_fp_state *s);
 
-/* Whether unsynced folios pin more memory than the background threshold. */
+/*
+ * Whether the flushers sync files holding unsynced blocks: unsynced
+ * memory over the dirty background threshold, or (with a pinned limit)
+ * some unsynced while pinned memory is over its background threshold.
+ */
 bool wb_fp_over_unsynced(const struct wb_fp_state *s);
 
 /* Whether data dirtied at @dirtied_ns (0: clean) is due at @now_ns. */

@@ -30,7 +30,16 @@ static void test_background(void)
 	T_CHECK(!wb_fp_over_background(&s));
 	s.pinned++;
 	T_CHECK(wb_fp_over_background(&s));
-	/* Unsynced memory is judged against the dirty background threshold. */
+	/*
+	 * Pinned memory over its background threshold asks for a sync of
+	 * whatever is unsynced, however little: only a sync unpins it.
+	 */
+	T_CHECK(!wb_fp_over_unsynced(&s));	/* nothing unsynced */
+	s.unsynced = 1;
+	T_CHECK(wb_fp_over_unsynced(&s));
+	s.pinned = s.pinned_bg_thresh;
+	T_CHECK(!wb_fp_over_unsynced(&s));
+	/* Else unsynced memory is judged against the dirty background threshold. */
 	s.unsynced = 1000;
 	T_CHECK(!wb_fp_over_unsynced(&s));
 	s.unsynced = 1001;
