@@ -377,14 +377,16 @@ int ffs_fd_open(struct ffs_data *fs, int dirfd, const char *name, int flags)
 {
 	int ret = ffs_fd_charge(fs);
 
-	while (!ret) {
+	if (ret)
+		return ret;
+	for (;;) {
 		int fd = openat(dirfd, name, flags);
 
 		if (fd >= 0)
 			return fd;
 		ret = -errno;
-		if (ffs_fd_retry(fs, -ret))
-			ret = 0;
+		if (!ffs_fd_retry(fs, -ret))
+			break;
 	}
 	ffs_fd_uncharge(fs);
 	return ret;
