@@ -279,6 +279,9 @@ size_t wb_ctx_stats(struct wb_ctx *ctx, char *buf, size_t size)
 	put_stat(buf, size, &used, "think", MS(ts.think_ns));
 	put_stat(buf, size, &used, "cache_bytes", st.cache_bytes);
 	put_stat(buf, size, &used, "cache_size", cfg->cache_size);
+	put_stat(buf, size, &used, "pool_bytes", st.pool_bytes);
+	put_stat(buf, size, &used, "pool_hits", st.pool_hits);
+	put_stat(buf, size, &used, "pool_misses", st.pool_misses);
 	put_stat(buf, size, &used, "folios", st.folios);
 	for (int i = 0; i < BS_NR_FOLIO_ORDERS; i++) {
 		char name[24];

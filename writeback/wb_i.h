@@ -132,7 +132,12 @@ struct wb_ctx {
 
 struct wb_file {
 	struct wb_ctx *ctx;			/* immutable */
-	int fd;					/* immutable number; upgrade replaces its file */
+	/*
+	 * The backing descriptor: upgrade replaces its file with dup3 (same
+	 * number); -1 while wb_file_fd_close() has closed it, which it does
+	 * only for an idle file (see wb_file.c).
+	 */
+	int fd;
 	_Atomic int access;
 	struct bs_file *bs;			/* immutable */
 	pthread_mutex_t wb_lock;		/* one writeback pass at a time */
