@@ -193,7 +193,7 @@ static bool is_old(char *const *addrs, const char *data)
 
 static void test_reuse(uint32_t block_size)
 {
-	struct bs_cache *cache = cache_new(block_size, F64K, 2 * OLD_FOLIOS * F64K, "fixed");
+	struct bs_cache *cache = cache_new(block_size, F64K, (uint64_t)2 * OLD_FOLIOS * F64K, "fixed");
 	char *addrs[OLD_FOLIOS];
 	struct mem_file m;
 	struct bs_file *file;
