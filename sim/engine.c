@@ -837,52 +837,33 @@ static const struct bs_backing_ops sim_backing_ops = {
 };
 
 /*
- * The mount's context as wb_ctx_create() makes it, without backing files,
- * flusher threads or a stats log thread, with the throttler on the
- * virtual clock and reclaim calling the engine.
+ * The mount's context without its threads (wb_ctx_create_core()), with
+ * the throttler on the virtual clock and reclaim calling the engine.
  */
 static int ctx_create(struct sim *s, const struct ffs_config *fc)
 {
 	static const struct bs_cache_ops cache_ops = { .need_clean = sim_need_clean };
-	const char *name = fc->wb.throttle ? fc->wb.throttle : "bdp";
-	const struct wb_throttle_policy *policy = wb_throttle_policy_find(name);
-	struct wb_throttle_limits l;
-	struct wb_ctx *ctx = calloc(1, sizeof(*ctx));
+	struct wb_config cfg = fc->wb;
+
 	int ret;
 
-	if (!ctx)
-		return -ENOMEM;
-	ctx->cfg = fc->wb;
-	ctx->cfg.fault = ctx->cfg.stats_log = ctx->cfg.throttle = NULL;
-	ctx->io = WB_IO_NULL;
-	atomic_init(&ctx->expire_ms, fc->wb.dirty_expire_ms);
-	atomic_init(&ctx->interval_ms, fc->wb.writeback_interval_ms);
-	s->ctx = ctx;
-	ret = bs_cache_create(&fc->bs, &cache_ops, s, &ctx->cache);
+	cfg.fault = cfg.stats_log = NULL;
+	cfg.backing_io = WB_IO_NULL;
+	ret = wb_ctx_create_core(&fc->bs, &cfg, &cache_ops, s, 0, &s->ctx);
 	if (!ret)
-		ret = wb_tunables_create(ctx);
-	if (!ret) {
-		wb_tunables_publish(ctx, &l);
-		ret = wb_throttle_create(policy, &l, 0, &ctx->throttle);
-	}
+		s->ctx->io = WB_IO_NULL;	/* no backing files: nothing to stamp or size */
 	return ret;
 }
 
 static void ctx_destroy(struct sim *s)
 {
-	struct wb_ctx *ctx = s->ctx;
-
-	if (!ctx)
+	if (!s->ctx)
 		return;
 	for (size_t i = 0; i < s->nr_files; i++)
 		if (s->files[i].bs)
 			bs_file_destroy(s->files[i].bs);
-	if (ctx->throttle)
-		wb_throttle_destroy(ctx->throttle);
-	wb_tunables_destroy(ctx);
-	if (ctx->cache)
-		bs_cache_destroy(ctx->cache);
-	free(ctx);
+	wb_ctx_destroy_core(s->ctx);
+	s->ctx = NULL;
 }
 
 /* Device options out of @opts, the rest into @rest for the mount's parser. */

@@ -85,35 +85,25 @@ const char *wb_backing_io_name(enum wb_backing_io io)
 }
 
 /* The settings, the throttler, and the flushers' threshold they imply. */
-static int throttle_create(struct wb_ctx *ctx)
+int wb_ctx_create_core(const struct bs_config *bs_cfg, const struct wb_config *cfg,
+		       const struct bs_cache_ops *cache_ops, void *cache_arg,
+		       int64_t now_ns, struct wb_ctx **out)
 {
 	const struct wb_throttle_policy *policy =
-		wb_throttle_policy_find(ctx->cfg.throttle ? ctx->cfg.throttle : "bdp");
+		wb_throttle_policy_find(cfg->throttle ? cfg->throttle : "bdp");
+	struct wb_ctx *ctx;
 	struct wb_throttle_limits l;
 	int ret;
 
 	if (!policy)
 		return -EINVAL;
-	ctx->cfg.throttle = NULL;	/* not owned: the policy is kept instead */
-	ret = wb_tunables_create(ctx);
-	if (ret)
-		return ret;
-	wb_tunables_publish(ctx, &l);
-	return wb_throttle_create(policy, &l, wb_throttle_now(), &ctx->throttle);
-}
-
-int wb_ctx_create(const struct bs_config *bs_cfg, const struct wb_config *cfg,
-		  struct wb_ctx **out)
-{
-	static const struct bs_cache_ops cache_ops = { .need_clean = wb_need_clean };
-	struct wb_ctx *ctx = calloc(1, sizeof(*ctx));
-	char err[256];
-	int ret;
-
+	ctx = calloc(1, sizeof(*ctx));
 	if (!ctx)
 		return -ENOMEM;
 	ctx->cfg = *cfg;
+	/* Not owned: the fault is parsed by the caller, the policy kept instead. */
 	ctx->cfg.fault = NULL;
+	ctx->cfg.throttle = NULL;
 	pthread_mutex_init(&ctx->files_lock, NULL);
 	pthread_cond_init(&ctx->files_cond, NULL);
 	pthread_mutex_init(&ctx->flush_lock, NULL);
@@ -121,10 +111,49 @@ int wb_ctx_create(const struct bs_config *bs_cfg, const struct wb_config *cfg,
 	pthread_mutex_init(&ctx->fault_lock, NULL);
 	atomic_init(&ctx->expire_ms, cfg->dirty_expire_ms);
 	atomic_init(&ctx->interval_ms, cfg->writeback_interval_ms);
-	ret = bs_cache_create(bs_cfg, &cache_ops, ctx, &ctx->cache);
+	ret = bs_cache_create(bs_cfg, cache_ops, cache_arg ? cache_arg : ctx, &ctx->cache);
 	if (!ret)
-		ret = throttle_create(ctx);
-	if (!ret && cfg->fault)
+		ret = wb_tunables_create(ctx);
+	if (!ret) {
+		wb_tunables_publish(ctx, &l);
+		ret = wb_throttle_create(policy, &l, now_ns, &ctx->throttle);
+	}
+	if (ret) {
+		wb_ctx_destroy_core(ctx);
+		return ret;
+	}
+	*out = ctx;
+	return 0;
+}
+
+void wb_ctx_destroy_core(struct wb_ctx *ctx)
+{
+	if (ctx->throttle)
+		wb_throttle_destroy(ctx->throttle);
+	wb_tunables_destroy(ctx);
+	if (ctx->cache)
+		bs_cache_destroy(ctx->cache);
+	free(ctx->fault);
+	pthread_mutex_destroy(&ctx->files_lock);
+	pthread_cond_destroy(&ctx->files_cond);
+	pthread_mutex_destroy(&ctx->flush_lock);
+	pthread_cond_destroy(&ctx->flush_cond);
+	pthread_mutex_destroy(&ctx->fault_lock);
+	free(ctx);
+}
+
+int wb_ctx_create(const struct bs_config *bs_cfg, const struct wb_config *cfg,
+		  struct wb_ctx **out)
+{
+	static const struct bs_cache_ops cache_ops = { .need_clean = wb_need_clean };
+	struct wb_ctx *ctx;
+	char err[256];
+	int ret;
+
+	ret = wb_ctx_create_core(bs_cfg, cfg, &cache_ops, NULL, wb_throttle_now(), &ctx);
+	if (ret)
+		return ret;
+	if (cfg->fault)
 		ret = wb_ctx_set_fault(ctx, cfg->fault, err, sizeof(err));
 	if (!ret)
 		ret = wb_backing_init(ctx);
@@ -136,12 +165,7 @@ int wb_ctx_create(const struct bs_config *bs_cfg, const struct wb_config *cfg,
 			wb_flushers_stop(ctx);
 	}
 	if (ret) {
-		wb_throttle_destroy(ctx->throttle);
-		wb_tunables_destroy(ctx);
-		if (ctx->cache)
-			bs_cache_destroy(ctx->cache);
-		free(ctx->fault);
-		free(ctx);
+		wb_ctx_destroy_core(ctx);
 		return ret;
 	}
 	*out = ctx;
@@ -160,16 +184,7 @@ unsigned int wb_ctx_destroy(struct wb_ctx *ctx)
 	wb_statslog_stop(ctx);
 	lost = atomic_load(&ctx->lost_files);
 	wb_backing_exit(ctx);
-	wb_throttle_destroy(ctx->throttle);
-	wb_tunables_destroy(ctx);
-	bs_cache_destroy(ctx->cache);
-	free(ctx->fault);
-	pthread_mutex_destroy(&ctx->files_lock);
-	pthread_cond_destroy(&ctx->files_cond);
-	pthread_mutex_destroy(&ctx->flush_lock);
-	pthread_cond_destroy(&ctx->flush_cond);
-	pthread_mutex_destroy(&ctx->fault_lock);
-	free(ctx);
+	wb_ctx_destroy_core(ctx);
 	return lost;
 }
 

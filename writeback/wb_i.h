@@ -220,6 +220,18 @@ void wb_stamp_mtime(struct wb_file *wbf);
 void wb_sync_size(struct wb_file *wbf);
 int wb_flushers_start(struct wb_ctx *ctx);
 void wb_flushers_stop(struct wb_ctx *ctx);
+
+/*
+ * The context without its drivers, for wb_ctx_create() and the simulator
+ * (sim/engine.c): the cache with @cache_ops (@cache_arg, or the context
+ * when NULL), the tunables and the throttler started at @now_ns on the
+ * caller's clock; no fault, backing I/O, flusher or stats-log thread.
+ * wb_ctx_destroy_core() frees what it made.
+ */
+int wb_ctx_create_core(const struct bs_config *bs_cfg, const struct wb_config *cfg,
+		       const struct bs_cache_ops *cache_ops, void *cache_arg,
+		       int64_t now_ns, struct wb_ctx **out);
+void wb_ctx_destroy_core(struct wb_ctx *ctx);
 /* A write dirtied data: wake the flushers if over the background threshold. */
 void wb_flushers_poke(struct wb_ctx *ctx);
 
