@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
- * trace.c - reading and writing traces (format in trace.h).
+ * trace.c - reading and writing traces (format in trace.h), for the
+ * daemon's recorder and for foliofs-sim alike.
  */
 #include "trace.h"
 
@@ -176,22 +177,18 @@ out:
 	return ret;
 }
 
-int sim_trace_write_header(FILE *f)
+void sim_trace_encode_header(unsigned char h[SIM_TRACE_HDR_SIZE])
 {
-	unsigned char h[SIM_TRACE_HDR_SIZE] = { 0 };
-
+	memset(h, 0, SIM_TRACE_HDR_SIZE);
 	/* The magic has no terminating NUL in the file. */
-	for (size_t i = 0; i < 8; i++)
-		h[i] = (unsigned char)SIM_TRACE_MAGIC[i];
+	memcpy(h, SIM_TRACE_MAGIC, 8);
 	put32(h + 8, SIM_TRACE_VERSION);
 	put32(h + 12, SIM_TRACE_REC_SIZE);
-	return fwrite(h, sizeof(h), 1, f) == 1 ? 0 : -EIO;
 }
 
-int sim_trace_write_rec(FILE *f, const struct sim_rec *r)
+void sim_trace_encode_rec(unsigned char p[SIM_TRACE_REC_SIZE], const struct sim_rec *r)
 {
-	unsigned char p[SIM_TRACE_REC_SIZE] = { 0 };
-
+	memset(p, 0, SIM_TRACE_REC_SIZE);
 	put64(p, r->time_ns);
 	put64(p + 8, r->dur_ns);
 	put32(p + 16, r->pid);
@@ -200,5 +197,25 @@ int sim_trace_write_rec(FILE *f, const struct sim_rec *r)
 	put32(p + 28, r->flags);
 	put64(p + 32, r->offset);
 	put64(p + 40, r->length);
+}
+
+uint64_t sim_trace_rec_time(const unsigned char p[SIM_TRACE_REC_SIZE])
+{
+	return get64(p);
+}
+
+int sim_trace_write_header(FILE *f)
+{
+	unsigned char h[SIM_TRACE_HDR_SIZE];
+
+	sim_trace_encode_header(h);
+	return fwrite(h, sizeof(h), 1, f) == 1 ? 0 : -EIO;
+}
+
+int sim_trace_write_rec(FILE *f, const struct sim_rec *r)
+{
+	unsigned char p[SIM_TRACE_REC_SIZE];
+
+	sim_trace_encode_rec(p, r);
 	return fwrite(p, sizeof(p), 1, f) == 1 ? 0 : -EIO;
 }

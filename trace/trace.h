@@ -1,7 +1,10 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
- * trace.h - the workload trace foliofs-sim replays: its format, a reader
- * and a writer.
+ * trace.h - the workload trace: its format, a reader and a writer.
+ *
+ * The daemon records traces (fusefs/record.c, -o trace=) and foliofs-sim
+ * makes and replays them; both link this one implementation, which
+ * depends on nothing but libc.
  *
  * A trace is a header and fixed-size records, every integer little
  * endian, so that a trace recorded on one machine replays on another and
@@ -36,8 +39,8 @@
  * bytes, so that a damaged or foreign file is never replayed as a
  * workload.
  */
-#ifndef FOLIOFS_SIM_TRACE_H
-#define FOLIOFS_SIM_TRACE_H
+#ifndef FOLIOFS_TRACE_H
+#define FOLIOFS_TRACE_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -88,4 +91,10 @@ int sim_trace_load(const char *path, struct sim_rec **recs, size_t *nr,
 int sim_trace_write_header(FILE *f);
 int sim_trace_write_rec(FILE *f, const struct sim_rec *rec);
 
-#endif /* FOLIOFS_SIM_TRACE_H */
+/* The same bytes, into memory: for a writer that does its own I/O. */
+void sim_trace_encode_header(unsigned char h[SIM_TRACE_HDR_SIZE]);
+void sim_trace_encode_rec(unsigned char p[SIM_TRACE_REC_SIZE], const struct sim_rec *rec);
+/* time_ns of an encoded record. */
+uint64_t sim_trace_rec_time(const unsigned char p[SIM_TRACE_REC_SIZE]);
+
+#endif /* FOLIOFS_TRACE_H */
