@@ -314,6 +314,12 @@ ssize_t bs_write(struct bs_file *file, const void *buf, size_t len, off_t off);
  * after bs_write() on the same thread.
  */
 uint64_t bs_thread_dirtied_take(void);
+/*
+ * Bytes of folio memory that the writes counted by this thread's last
+ * bs_thread_dirtied_take() newly pinned (clean folios they made dirty),
+ * then 0: what the pinned-memory limit checks a writer by.
+ */
+uint64_t bs_thread_pinned_take(void);
 
 /* Shrink or extend; dropped blocks lose their dirty state. */
 int bs_truncate(struct bs_file *file, off_t size);

@@ -160,12 +160,32 @@ static struct held_span held_span(const struct bs_folio *folio, uint32_t first_b
  * writer's own share (current->nr_dirtied in the kernel).
  */
 static __thread uint64_t thread_dirtied;
+/*
+ * Memory of the folios this thread's writes turned from clean into pinned
+ * since the last bs_thread_dirtied_take(), and what that call latched: the
+ * pinned-memory limit checks a writer by what it pins, which under the
+ * page or block charge is up to a folio per block-sized write.  Latched,
+ * so the count goes with the charge of the same writes (callers take the
+ * charge before a write, dropping what was left, and after it), and is
+ * replaced, not summed, when nobody took it.
+ */
+static __thread uint64_t thread_pinned, thread_pinned_taken;
 
 uint64_t bs_thread_dirtied_take(void)
 {
 	uint64_t n = thread_dirtied;
 
 	thread_dirtied = 0;
+	thread_pinned_taken = thread_pinned;
+	thread_pinned = 0;
+	return n;
+}
+
+uint64_t bs_thread_pinned_take(void)
+{
+	uint64_t n = thread_pinned_taken;
+
+	thread_pinned_taken = 0;
 	return n;
 }
 
@@ -390,11 +410,17 @@ static void change_held(struct bs_folio *folio, unsigned long *map, bool set,
 
 void bs_folio_set_dirty(struct bs_folio *folio, uint32_t first_blk, uint32_t end_blk)
 {
+	bool was_pinned;
+
 	bs_bits_set(folio->uptodate, first_blk, end_blk);
 	/* Rewriting dirty blocks (the common case) changes no price. */
 	if (bs_bits_count(folio->dirty, first_blk, end_blk) == end_blk - first_blk)
 		return;
+	was_pinned = bs_folio_pinned(folio);
 	change_held(folio, folio->dirty, true, first_blk, end_blk, false);
+	/* Only writes set dirty bits on a folio that was not pinned. */
+	if (!was_pinned)
+		thread_pinned += folio->size;
 }
 
 void bs_folio_clear_dirty(struct bs_folio *folio, uint32_t first_blk, uint32_t end_blk)
