@@ -45,6 +45,14 @@ void wb_throttle_sample_of(struct wb_ctx *ctx, struct wb_throttle_sample *s)
 	s->writeback = st.nr_writeback;
 }
 
+bool wb_throttle_charge_write(struct wb_ctx *ctx, pid_t pid, uint64_t dirtied, int64_t now_ns)
+{
+	uint64_t pinned = bs_thread_pinned_take();
+
+	return (dirtied || pinned) &&
+	       wb_throttle_charge_pinned(ctx->throttle, pid, dirtied, pinned, now_ns);
+}
+
 int64_t wb_balance_dirty(struct wb_ctx *ctx, pid_t pid, uint64_t dirtied)
 {
 	struct wb_throttle_sample s;
@@ -57,7 +65,7 @@ int64_t wb_balance_dirty(struct wb_ctx *ctx, pid_t pid, uint64_t dirtied)
 	 */
 	if (!ctx->nr_flushers)
 		return 0;
-	if (!dirtied || !wb_throttle_charge(ctx->throttle, pid, dirtied, now))
+	if (!wb_throttle_charge_write(ctx, pid, dirtied, now))
 		return 0;
 	wb_throttle_sample_of(ctx, &s);
 	pause = wb_throttle_balance(ctx->throttle, pid, &s, now);

@@ -63,6 +63,11 @@
  * A writer is checked only after it has dirtied nr_dirtied_pause pages
  * since its last check (below the freerun point that is about the square
  * root of the headroom, so checks get frequent as the threshold nears).
+ * With a pinned-memory limit it is also checked after pinning as many
+ * pinned pages (counted apart: a write charged 2 pages may pin a 512-page
+ * folio), so pinned memory passes its limit by at most what each writer
+ * pinned since its last check, about one write's folios each once over
+ * the threshold (then every 8 pages), plus pinned_thresh/32 from anyone.
  * At a check it owes
  *
  *   period = pages_dirtied / task_ratelimit
@@ -107,6 +112,8 @@ struct wb_writer {
 	pid_t pid;
 	uint64_t nr_dirtied;		/* bytes charged since the last check */
 	uint64_t nr_dirtied_pause;	/* pages: check again after this many */
+	uint64_t nr_pinned;		/* bytes newly pinned since the last check */
+	uint64_t nr_pinned_pause;	/* pages: or after pinning this many */
 	int64_t dirty_paused_when;	/* when its last pause ended (ns), 0: never */
 	uint64_t pages_dirtied;		/* what the last pause was for */
 	int64_t last_seen;		/* ns */
@@ -139,6 +146,7 @@ struct wb_throttle {
 	uint64_t balanced_dirty_ratelimit;
 	bool dirty_exceeded;
 	uint64_t ratelimit_bytes;	/* charged by any writer since one was checked */
+	uint64_t pinned_ratelimit_bytes;	/* pinned by any writer since then */
 
 	struct wb_writer *writers[WRITER_BUCKETS];
 	uint64_t nr_writers;
@@ -590,12 +598,15 @@ static int64_t balance_once(struct wb_throttle *t, struct wb_writer *w,
 	freerun = t->policy->freerun(&dtc) && (!has_pinned || t->policy->freerun(&pinned));
 	w->again = false;
 	if (freerun) {
-		uint64_t intv = dirty_poll_interval(dtc.dirty, dtc.thresh);
-
-		if (has_pinned)
-			intv = min_u64(intv, dirty_poll_interval(pinned.dirty, pinned.thresh));
+		/*
+		 * Each domain's interval is in its own pages and applies to
+		 * its own count: under the page or block charge a write of a
+		 * few pages may pin a whole large folio.
+		 */
 		w->dirty_paused_when = now_ns;
-		w->nr_dirtied_pause = intv;
+		w->nr_dirtied_pause = dirty_poll_interval(dtc.dirty, dtc.thresh);
+		if (has_pinned)
+			w->nr_pinned_pause = dirty_poll_interval(pinned.dirty, pinned.thresh);
 		t->dirty_exceeded = false;
 		return 0;
 	}
@@ -646,13 +657,30 @@ static int64_t balance_once(struct wb_throttle *t, struct wb_writer *w,
 	t->throttle_events++;
 	w->dirty_paused_when = now_ns + pause;
 	w->nr_dirtied_pause = next_pause_pages;
+	/* As the kernel counts a page dirtied in a memcg in both domains. */
+	w->nr_pinned_pause = next_pause_pages;
 	return pause;
 }
 
-bool wb_throttle_charge(struct wb_throttle *t, pid_t pid, uint64_t dirtied_bytes,
-			int64_t now_ns)
+/*
+ * Whether @count bytes since the last check reach the check point of
+ * @pause pages (8 at most over the threshold, when every writer is checked
+ * often), or @total bytes from anyone reach thresh/32 pages: many writers
+ * that each stay under their own check point must not escape together, so
+ * after that much the next writer is checked (the kernel's per-CPU
+ * ratelimit_pages).
+ */
+static bool check_due(const struct wb_throttle *t, uint64_t count, uint64_t pause,
+		      uint64_t total, uint64_t thresh)
 {
-	uint64_t check_pages, ratelimit_pages;
+	if (t->dirty_exceeded)
+		pause = min_u64(pause, 8);
+	return count >= pause * PAGE_BYTES || total >= max_u64(thresh / 32, 16) * PAGE_BYTES;
+}
+
+bool wb_throttle_charge_pinned(struct wb_throttle *t, pid_t pid, uint64_t dirtied_bytes,
+			       uint64_t pinned_bytes, int64_t now_ns)
+{
 	struct wb_writer *w;
 	bool due = false;
 
@@ -662,18 +690,14 @@ bool wb_throttle_charge(struct wb_throttle *t, pid_t pid, uint64_t dirtied_bytes
 		goto out;
 	w->nr_dirtied += dirtied_bytes;
 	t->ratelimit_bytes += dirtied_bytes;
-	check_pages = w->nr_dirtied_pause;
-	/* Over the threshold, every writer is checked often. */
-	if (t->dirty_exceeded)
-		check_pages = min_u64(check_pages, 8);
-	/*
-	 * Many writers that each stay under their own check point must not
-	 * escape together: after thresh/32 pages from anyone, the next
-	 * writer is checked (the kernel's per-CPU ratelimit_pages).
-	 */
-	ratelimit_pages = max_u64(t->limits.thresh / 32, 16);
-	due = w->nr_dirtied >= check_pages * PAGE_BYTES ||
-	      t->ratelimit_bytes >= ratelimit_pages * PAGE_BYTES;
+	due = check_due(t, w->nr_dirtied, w->nr_dirtied_pause, t->ratelimit_bytes,
+			t->limits.thresh);
+	if (t->limits.pinned_thresh) {
+		w->nr_pinned += pinned_bytes;
+		t->pinned_ratelimit_bytes += pinned_bytes;
+		due = due || check_due(t, w->nr_pinned, w->nr_pinned_pause,
+				       t->pinned_ratelimit_bytes, t->limits.pinned_thresh);
+	}
 out:
 	pthread_mutex_unlock(&t->lock);
 	return due;
@@ -689,8 +713,10 @@ int64_t wb_throttle_balance(struct wb_throttle *t, pid_t pid,
 	w = writer_get(t, pid, now_ns);
 	if (w) {
 		t->ratelimit_bytes = 0;
+		t->pinned_ratelimit_bytes = 0;
 		w->pages_dirtied = pages_of(w->nr_dirtied);
 		w->nr_dirtied = 0;
+		w->nr_pinned = 0;
 		pause = balance_once(t, w, s, now_ns);
 	}
 	pthread_mutex_unlock(&t->lock);

@@ -151,14 +151,23 @@ const struct wb_throttle_policy *wb_throttle_get_policy(struct wb_throttle *t);
 void wb_throttle_set_limits(struct wb_throttle *t, const struct wb_throttle_limits *limits);
 
 /*
- * wb_throttle_charge - writer @pid has charged @dirtied_bytes more at
- * @now_ns.  Returns true when it has reached its next check point
- * (nr_dirtied_pause, or thresh/32 pages charged by anyone since the last
- * check): then call wb_throttle_balance() with fresh counters.  Cheap: one
- * lock, one hash lookup.  Context: any thread.
+ * wb_throttle_charge_pinned - writer @pid has charged @dirtied_bytes more
+ * at @now_ns, and its writes turned @pinned_bytes of clean folios into
+ * pinned memory.  Returns true when it has reached its next check point in
+ * either domain (nr_dirtied_pause pages charged or, with a pinned limit,
+ * as many newly pinned; or thresh/32 pages charged, pinned_thresh/32
+ * pinned, by anyone since the last check): then call wb_throttle_balance()
+ * with fresh counters.  Cheap: one lock, one hash lookup.  Context: any
+ * thread.
  */
-bool wb_throttle_charge(struct wb_throttle *t, pid_t pid, uint64_t dirtied_bytes,
-			int64_t now_ns);
+bool wb_throttle_charge_pinned(struct wb_throttle *t, pid_t pid, uint64_t dirtied_bytes,
+			       uint64_t pinned_bytes, int64_t now_ns);
+/* The same for a caller that does not count what its writes pinned. */
+static inline bool wb_throttle_charge(struct wb_throttle *t, pid_t pid, uint64_t dirtied_bytes,
+				      int64_t now_ns)
+{
+	return wb_throttle_charge_pinned(t, pid, dirtied_bytes, 0, now_ns);
+}
 
 /*
  * wb_throttle_balance - one check of writer @pid at @now_ns with the
@@ -245,6 +254,12 @@ void wb_tunables_destroy(struct wb_ctx *ctx);
 void wb_tunables_publish(struct wb_ctx *ctx, struct wb_throttle_limits *l);
 /* The cache's counters in the throttler's units. */
 void wb_throttle_sample_of(struct wb_ctx *ctx, struct wb_throttle_sample *s);
+/*
+ * wb_throttle_charge_write - wb_throttle_charge_pinned() for a write this
+ * thread just made: @dirtied from bs_thread_dirtied_take(), the pinned
+ * memory from bs_thread_pinned_take().
+ */
+bool wb_throttle_charge_write(struct wb_ctx *ctx, pid_t pid, uint64_t dirtied, int64_t now_ns);
 /* Monotonic time for the throttler, ns. */
 int64_t wb_throttle_now(void);
 
