@@ -20,6 +20,11 @@
  *   .foliofs/sync    write anything to write back and sync every file;
  *                    the write returns when that is done, or fails with
  *                    the first error.  Anyone may, as anyone may sync(1).
+ *   .foliofs/trace   the trace recorder (record.c): read gives "off" or
+ *                    "recording FILE"; write "start FILE" (an absolute
+ *                    path) or "stop".  A bad command fails with EINVAL,
+ *                    a start while recording with EBUSY, and changes
+ *                    nothing.  Writable by the mounting user only.
  *   .foliofs/tunables/NAME
  *                    one file per run-time setting (wb_tunable_name()),
  *                    like /proc/sys/vm: read gives the value and a
@@ -60,6 +65,7 @@ static struct ffs_inode ctl_stats = CTL_INODE(FFS_CTL_STATS, S_IFREG);
 static struct ffs_inode ctl_fault = CTL_INODE(FFS_CTL_FAULT, S_IFREG);
 static struct ffs_inode ctl_files = CTL_INODE(FFS_CTL_FILES, S_IFREG);
 static struct ffs_inode ctl_sync = CTL_INODE(FFS_CTL_SYNC, S_IFREG);
+static struct ffs_inode ctl_trace = CTL_INODE(FFS_CTL_TRACE, S_IFREG);
 static struct ffs_inode ctl_tunables = CTL_INODE(FFS_CTL_TUNABLES, S_IFDIR);
 /* tunables/NAME: the i-th is wb_tunable_name(i). */
 static struct ffs_inode ctl_tunable[CTL_TUNABLES_MAX] = {
@@ -75,6 +81,7 @@ static struct {
 	{ "fault", &ctl_fault },
 	{ "files", &ctl_files },
 	{ "sync", &ctl_sync },
+	{ "trace", &ctl_trace },
 	{ "tunables", &ctl_tunables },
 };
 
@@ -122,6 +129,7 @@ static mode_t ctl_mode(const struct ffs_inode *inode)
 		return 0555;
 	case FFS_CTL_FAULT:
 	case FFS_CTL_TUNABLE:
+	case FFS_CTL_TRACE:
 		return 0644;
 	case FFS_CTL_FILES:
 		return 0400;
@@ -297,6 +305,9 @@ static int ctl_fill(struct ffs_data *fs, struct ffs_inode *inode, struct ctl_buf
 		buf->len = strlen(buf->data);
 		buf->data[buf->len++] = '\n';
 		return 0;
+	case FFS_CTL_TRACE:
+		buf->len = (size_t)ffs_trace_state(fs->trace, buf->data, buf->cap);
+		return 0;
 	case FFS_CTL_TUNABLE:
 		len = wb_tunable_get(fs->wb, ctl_tunable_name(inode), buf->data, buf->cap - 1);
 		if (len < 0)
@@ -336,19 +347,33 @@ int ffs_ctl_open(struct ffs_data *fs, struct ffs_inode *inode, struct fuse_file_
 	return 0;
 }
 
-/* Apply @spec to the fault or tunable @inode: 0 or -errno with a reason in @err. */
+/* "start FILE" or "stop" written to .foliofs/trace. */
+static int ctl_set_trace(struct ffs_data *fs, const char *cmd, char *err, size_t errlen)
+{
+	if (!strcmp(cmd, "stop"))
+		return ffs_trace_stop(fs->trace, err, errlen);
+	if (!strncmp(cmd, "start ", 6) && cmd[6])
+		return ffs_trace_start(fs->trace, cmd + 6, err, errlen);
+	snprintf(err, errlen, "%.64s: not \"start FILE\" or \"stop\"", cmd);
+	return -EINVAL;
+}
+
+/* Apply @spec to the fault, trace or tunable @inode: 0 or -errno with a reason in @err. */
 static int ctl_set(struct ffs_data *fs, struct ffs_inode *inode, const char *spec,
 		   char *err, size_t errlen)
 {
 	if (inode->ctl == FFS_CTL_FAULT)
 		return wb_ctx_set_fault(fs->wb, spec, err, errlen);
+	if (inode->ctl == FFS_CTL_TRACE)
+		return ctl_set_trace(fs, spec, err, errlen);
 	return wb_tunable_set(fs->wb, ctl_tunable_name(inode), spec, err, errlen);
 }
 
 static int ctl_write_value(struct ffs_data *fs, struct ffs_inode *inode, struct ctl_buf *buf,
 			   const char *data, size_t size, off_t off)
 {
-	const char *name = inode->ctl == FFS_CTL_FAULT ? "fault" : ctl_tunable_name(inode);
+	const char *name = inode->ctl == FFS_CTL_FAULT ? "fault" :
+			   inode->ctl == FFS_CTL_TRACE ? "trace" : ctl_tunable_name(inode);
 	char spec[CTL_STATS_MAX], err[FFS_ERRLEN];
 	size_t len, bad;
 	int ret;
@@ -386,7 +411,7 @@ static int ctl_write_value(struct ffs_data *fs, struct ffs_inode *inode, struct 
 			snprintf(err, sizeof(err), "%s", strerror(-ret));
 		/* fuse_log: to syslog once the daemon is in the background. */
 		fuse_log(FUSE_LOG_ERR, ".foliofs/%s%s: %s\n",
-			inode->ctl == FFS_CTL_FAULT ? "" : "tunables/", name, err);
+			inode->ctl == FFS_CTL_TUNABLE ? "tunables/" : "", name, err);
 		buf->msg_len = (size_t)snprintf(buf->msg, sizeof(buf->msg) - 1, "%s", err);
 		if (buf->msg_len > sizeof(buf->msg) - 2)
 			buf->msg_len = sizeof(buf->msg) - 2;
@@ -408,6 +433,7 @@ int ffs_ctl_write(struct ffs_data *fs, struct ffs_inode *inode, struct fuse_file
 	switch (inode->ctl) {
 	case FFS_CTL_FAULT:
 	case FFS_CTL_TUNABLE:
+	case FFS_CTL_TRACE:
 		return ctl_write_value(fs, inode, buf, data, size, off);
 	case FFS_CTL_SYNC:
 		if (size > INT32_MAX)

@@ -58,6 +58,7 @@ struct ffs_held {
 	int64_t deadline_ns;	/* CLOCK_MONOTONIC; 0 with release */
 	int64_t since_ns;	/* when it was held (CLOCK_MONOTONIC) */
 	bool release;		/* answer at once, without asking the throttler */
+	struct ffs_trace_op op;	/* its record, ended at the reply */
 };
 
 struct ffs_defer {
@@ -243,6 +244,7 @@ static void *defer_main(void *arg)
 		pthread_mutex_unlock(&d->lock);
 		/* Fails only on a dead connection; the request is freed either way. */
 		fuse_reply_write(h.req, h.count);
+		ffs_trace_end(&h.op);
 		wb_throttle_unheld(d->wb, h.pid, now_ns() - h.since_ns, h.release);
 		pthread_mutex_lock(&d->lock);
 	}
@@ -277,12 +279,12 @@ static void on_throttle_change(void *arg)
 
 /* Hold @req for @pause_ns: 0, or -errno when it cannot be held (answer it now). */
 static int hold(struct ffs_defer *d, fuse_req_t req, size_t count, pid_t pid,
-		int64_t pause_ns)
+		int64_t pause_ns, const struct ffs_trace_op *op)
 {
 	int64_t now = now_ns();
 	struct ffs_held h = {
 		.req = req, .count = count, .pid = pid,
-		.deadline_ns = now + pause_ns, .since_ns = now,
+		.deadline_ns = now + pause_ns, .since_ns = now, .op = *op,
 	};
 	int ret;
 
@@ -308,18 +310,15 @@ static int hold(struct ffs_defer *d, fuse_req_t req, size_t count, pid_t pid,
 }
 
 void ffs_defer_reply_write(struct ffs_data *fs, fuse_req_t req, size_t count,
-			   uint64_t dirtied)
+			   uint64_t dirtied, struct ffs_trace_op *op)
 {
 	pid_t pid = fuse_req_ctx(req)->pid;
-	int64_t pause_ns;
+	int64_t pause_ns = fs->defer ? wb_balance_dirty(fs->wb, pid, dirtied) : 0;
 
-	if (!fs->defer) {
-		fuse_reply_write(req, count);
+	if (pause_ns > 0 && !hold(fs->defer, req, count, pid, pause_ns, op))
 		return;
-	}
-	pause_ns = wb_balance_dirty(fs->wb, pid, dirtied);
-	if (pause_ns <= 0 || hold(fs->defer, req, count, pid, pause_ns))
-		fuse_reply_write(req, count);
+	fuse_reply_write(req, count);
+	ffs_trace_end(op);
 }
 
 int ffs_defer_start(struct ffs_data *fs)

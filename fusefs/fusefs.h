@@ -25,6 +25,7 @@
 #include <stdatomic.h>
 
 #include "blockstate.h"
+#include "trace.h"
 #include "writeback.h"
 #include <stdbool.h>
 #include <stdint.h>
@@ -54,6 +55,7 @@ struct ffs_config {
 	char *fault;		/* fault= (owned; wb.fault points here) */
 	char *stats_log;	/* stats_log= made absolute (owned; wb.stats_log points here) */
 	char *throttle;		/* throttle= (owned; wb.throttle points here) */
+	char *trace;		/* trace= made absolute (owned), or NULL */
 	struct fuse_args args;	/* what is left for fuse_session_new() */
 };
 
@@ -95,6 +97,7 @@ enum ffs_ctl {
 	FFS_CTL_SYNC,	/* .foliofs/sync: a write syncs every file */
 	FFS_CTL_TUNABLES,	/* .foliofs/tunables (a directory) */
 	FFS_CTL_TUNABLE,	/* .foliofs/tunables/NAME */
+	FFS_CTL_TRACE,	/* .foliofs/trace: start and stop recording */
 };
 
 /*
@@ -197,6 +200,9 @@ struct ffs_data {
 
 	/* Held write replies (defer.c): set before the session loop, cleared after. */
 	struct ffs_defer *defer;
+
+	/* The trace recorder (record.c): set before the session loop, immutable. */
+	struct ffs_trace *trace;
 
 	/*
 	 * Descriptors (inode.c).  Every descriptor fusefs keeps (an inode's
@@ -367,17 +373,59 @@ int ffs_ctl_setattr(struct ffs_data *fs, struct ffs_inode *inode, const struct s
 bool ffs_ctl_hides(const struct ffs_data *fs, const struct ffs_inode *dir,
 		   const char *name);
 
+/* ---- recording a trace (record.c) ---- */
+
+/* One operation being recorded. */
+struct ffs_trace_op {
+	struct ffs_trace *tr;	/* the recorder: the request may be gone at the end */
+	uint64_t gen;		/* the recording it began in; 0: not recorded */
+	struct sim_rec rec;	/* time_ns, pid, op set at begin; the caller fills the rest */
+};
+
+/*
+ * The recorder of a mount; its clock starts now.  0 or -ENOMEM.
+ * ffs_trace_destroy() stops a recording (leaving a valid trace) and frees
+ * it, once no thread records: 0 or the stop's -errno (logged).
+ */
+int ffs_trace_init(struct ffs_trace **out);
+int ffs_trace_destroy(struct ffs_trace *tr);
+/*
+ * Start recording into @path (absolute; created or truncated, 0644),
+ * stop and flush everything.  0 or -errno with one line in @err: a
+ * relative path or stop when not recording -EINVAL, start when recording
+ * -EBUSY, or the file's error.
+ * Context: any thread but the writer; may block on the file.
+ */
+int ffs_trace_start(struct ffs_trace *tr, const char *path, char *err, size_t errlen);
+int ffs_trace_stop(struct ffs_trace *tr, char *err, size_t errlen);
+/* "recording PATH\n" or "off\n" into @buf: its length. */
+int ffs_trace_state(struct ffs_trace *tr, char *buf, size_t len);
+/*
+ * An operation (enum sim_op) of the caller of @req begins: when recording,
+ * op->gen is set and op->rec has its time, pid and op.  Cheap when off.
+ * ffs_trace_end(): it is answered now (its duration ends); recorded if it
+ * began and ended in the same recording.
+ * Context: any thread serving requests; no lock needed; does not block
+ * on I/O.
+ */
+void ffs_trace_begin(struct ffs_trace *tr, struct ffs_trace_op *op, fuse_req_t req,
+		     unsigned int opcode);
+void ffs_trace_end(struct ffs_trace_op *op);
+/* The file id of a trace: the backing inode number folded to 32 bits. */
+uint32_t ffs_trace_file_id(ino_t ino);
+
 /* ---- held write replies (defer.c) ---- */
 
 /*
  * Answer a WRITE of @count bytes that charged @dirtied bytes of dirty
  * budget, after the data is in the cache: at once, or held on the timer
  * thread for as long as the throttler (wb_balance_dirty) pauses the writer,
- * without holding the calling worker thread.
+ * without holding the calling worker thread.  @op is the write's record,
+ * ended when the reply goes.
  * Context: FUSE worker thread; no lock held; replies exactly once.
  */
 void ffs_defer_reply_write(struct ffs_data *fs, fuse_req_t req, size_t count,
-			   uint64_t dirtied);
+			   uint64_t dirtied, struct ffs_trace_op *op);
 /* Start the timer thread (after fs->wb exists and after daemonizing): 0 or -errno. */
 int ffs_defer_start(struct ffs_data *fs);
 /*

@@ -179,6 +179,20 @@ static int create_stats_log(const struct ffs_config *cfg)
 	return 0;
 }
 
+/* The same for trace=: the recording truncates it again when it starts. */
+static int create_trace(const struct ffs_config *cfg)
+{
+	int fd;
+
+	if (!cfg->trace)
+		return 0;
+	fd = open(cfg->trace, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return usage_error("trace=%s: %s", cfg->trace, strerror(errno));
+	close(fd);
+	return 0;
+}
+
 static int serve(struct fuse_session *se, const struct ffs_config *cfg)
 {
 	struct fuse_loop_config *lc;
@@ -243,6 +257,8 @@ int main(int argc, char *argv[])
 		return ret;
 	}
 	ret = create_stats_log(&cfg);
+	if (!ret)
+		ret = create_trace(&cfg);
 	if (ret) {
 		close(root_fd);
 		ffs_config_free(&cfg);
@@ -290,6 +306,14 @@ int main(int argc, char *argv[])
 		fuse_log(FUSE_LOG_ERR, "error: cannot set up the cache: %s\n", strerror(-ret));
 		goto out_unmount;
 	}
+	ret = ffs_trace_init(&fs.trace);
+	if (!ret && cfg.trace)
+		ret = ffs_trace_start(fs.trace, cfg.trace, err, sizeof(err));
+	if (ret) {
+		fuse_log(FUSE_LOG_ERR, "error: cannot record the trace: %s\n",
+			 cfg.trace ? err : strerror(-ret));
+		goto out_unmount;
+	}
 	ret = ffs_defer_start(&fs);
 	if (ret) {
 		fuse_log(FUSE_LOG_ERR, "error: cannot start the reply timer: %s\n",
@@ -312,6 +336,10 @@ int main(int argc, char *argv[])
 	 */
 	fuse_session_exit(se);
 	ffs_defer_stop(&fs);
+	/* Every request is answered: the trace is complete. */
+	if (ffs_trace_destroy(fs.trace))
+		status = 1;
+	fs.trace = NULL;
 #ifdef FOLIOFS_DEBUG_CHECKS
 	/* No request is in flight any more: the sums must add up. */
 	if (wb_ctx_check(fs.wb)) {
@@ -329,6 +357,7 @@ out_session:
 out_itable:
 	/* Writes back and syncs every cached file (reported on failure). */
 	ffs_itable_destroy(&fs);
+	ffs_trace_destroy(fs.trace);	/* when the loop never ran */
 	if (fs.wb && wb_ctx_destroy(fs.wb)) {
 		fuse_log(FUSE_LOG_ERR, "error: dirty data could not be written back (see above)\n");
 		status = 1;

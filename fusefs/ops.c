@@ -116,6 +116,47 @@ static void root_attr(struct ffs_data *fs, struct ffs_inode *inode, struct stat 
 	st->st_blocks = st->st_size / 512;
 }
 
+/* ---- recording (record.c) ---- */
+
+static void trace_begin(fuse_req_t req, struct ffs_trace_op *op, unsigned int opcode)
+{
+	ffs_trace_begin(ffs_data(req)->trace, op, req, opcode);
+}
+
+/* Fill in what the operation did to the backing inode @ino. */
+static void trace_fill(struct ffs_trace_op *op, ino_t ino, uint64_t off, uint64_t len,
+		       uint32_t flags)
+{
+	op->rec.file = ffs_trace_file_id(ino);
+	op->rec.offset = off;
+	op->rec.length = len;
+	op->rec.flags = flags;
+}
+
+/* The operation succeeded: record it (when recording; @req may be answered). */
+static void trace_done(struct ffs_trace_op *op, ino_t ino, uint64_t off, uint64_t len,
+		       uint32_t flags)
+{
+	if (!op->gen)
+		return;
+	trace_fill(op, ino, off, len, flags);
+	ffs_trace_end(op);
+}
+
+/*
+ * The inode number of @name in @dir, 0 when there is none; only when
+ * recording (one more fstatat otherwise not needed).
+ */
+static ino_t trace_name_ino(const struct ffs_trace_op *op, const struct ffs_inode *dir,
+			    const char *name)
+{
+	struct stat st;
+
+	if (!op->gen || fstatat(dir->fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return 0;
+	return st.st_ino;
+}
+
 /* ---- lookup and inode lifetime ---- */
 
 static void entry_init(struct ffs_data *fs, struct fuse_entry_param *e)
@@ -397,8 +438,12 @@ static void ffs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 {
 	struct ffs_inode *inode = ffs_inode(req, ino);
 	struct ffs_creds c = { 0 };
+	struct ffs_trace_op op = { 0 };
 	struct stat st;
 	int ret = 0;
+
+	if ((valid & FUSE_SET_ATTR_SIZE) && !inode->ctl)
+		trace_begin(req, &op, SIM_OP_TRUNCATE);
 
 	/*
 	 * With the writeback cache the kernel keeps mtime and ctime itself
@@ -419,6 +464,8 @@ static void ffs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		if (!ret && (valid & FUSE_SET_ATTR_SIZE) &&
 		    (valid & FFS_SET_ATTR_KILL_SUIDGID))
 			kill_suidgid(req, inode);
+		if (!ret)
+			trace_done(&op, inode->src_ino, (uint64_t)attr->st_size, 0, 0);
 	}
 	if (!ret)
 		ret = inode_attr(ffs_data(req), inode, &st);
@@ -523,8 +570,14 @@ static void ffs_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 static void do_remove(fuse_req_t req, fuse_ino_t parent, const char *name,
 		      int flags)
 {
+	struct ffs_trace_op op = { 0 };
 	struct ffs_creds c;
 	int ret = check_target(ffs_data(req), ffs_inode(req, parent), name);
+	ino_t ino;
+
+	if (!flags)
+		trace_begin(req, &op, SIM_OP_UNLINK);
+	ino = trace_name_ino(&op, ffs_inode(req, parent), name);
 
 	if (!ret)
 		ret = ffs_creds_enter(ffs_data(req), req, &c);
@@ -533,6 +586,8 @@ static void do_remove(fuse_req_t req, fuse_ino_t parent, const char *name,
 			ret = -errno;
 		ffs_creds_leave(&c);
 	}
+	if (!ret)
+		trace_done(&op, ino, 0, 0, 0);
 	fuse_reply_err(req, -ret);
 }
 
@@ -551,9 +606,14 @@ static void ffs_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 		       unsigned int flags)
 {
 	struct ffs_data *fs = ffs_data(req);
+	struct ffs_trace_op op;
 	struct ffs_creds c;
 	int ret = check_target(fs, ffs_inode(req, parent), name);
+	ino_t ino, replaced;
 
+	trace_begin(req, &op, SIM_OP_RENAME);
+	ino = trace_name_ino(&op, ffs_inode(req, parent), name);
+	replaced = trace_name_ino(&op, ffs_inode(req, newparent), newname);
 	if (!ret)
 		ret = check_target(fs, ffs_inode(req, newparent), newname);
 	if (!ret && (flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE)))
@@ -567,6 +627,8 @@ static void ffs_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 			ret = -errno;
 		ffs_creds_leave(&c);
 	}
+	if (!ret)
+		trace_done(&op, ino, replaced ? ffs_trace_file_id(replaced) : 0, 0, flags);
 	fuse_reply_err(req, -ret);
 }
 
@@ -650,6 +712,7 @@ static void ffs_open(fuse_req_t req, fuse_ino_t ino,
 {
 	struct ffs_data *fs = ffs_data(req);
 	struct ffs_inode *inode = ffs_inode(req, ino);
+	struct ffs_trace_op op = { 0 };
 	struct wb_file *data;
 	int ret;
 
@@ -667,8 +730,12 @@ static void ffs_open(fuse_req_t req, fuse_ino_t ino,
 		ret = -EACCES;	/* data opens of special files are refused */
 	else
 		ret = ffs_data_get(fs, inode, access_of(fi->flags), -1, 0, &data);
+	if (!ret && (fi->flags & O_TRUNC))
+		trace_begin(req, &op, SIM_OP_TRUNCATE);
 	if (!ret)
 		ret = open_finish(fs, req, inode, data, fi);
+	if (!ret)
+		trace_done(&op, inode->src_ino, 0, 0, 0);
 	if (ret)
 		fuse_reply_err(req, -ret);
 	else
@@ -766,9 +833,13 @@ static void ffs_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 		       mode_t mode, struct fuse_file_info *fi)
 {
 	struct fuse_entry_param e;
-	int ret = do_create(ffs_data(req), req, ffs_inode(req, parent), name,
-			    mode, fi, &e);
+	struct ffs_trace_op op;
+	int ret;
 
+	trace_begin(req, &op, SIM_OP_CREATE);
+	ret = do_create(ffs_data(req), req, ffs_inode(req, parent), name, mode, fi, &e);
+	if (!ret)
+		trace_done(&op, e.attr.st_ino, 0, (uint64_t)e.attr.st_size, 0);
 	if (ret)
 		fuse_reply_err(req, -ret);
 	else
@@ -818,10 +889,18 @@ static int file_fsync(struct ffs_file *file, bool datasync)
 static void ffs_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 		      struct fuse_file_info *fi)
 {
-	if (ffs_inode(req, ino)->ctl)
+	struct ffs_trace_op op;
+	int ret;
+
+	if (ffs_inode(req, ino)->ctl) {
 		fuse_reply_err(req, 0);
-	else
-		fuse_reply_err(req, -file_fsync(ffs_file(fi), datasync));
+		return;
+	}
+	trace_begin(req, &op, datasync ? SIM_OP_FDATASYNC : SIM_OP_FSYNC);
+	ret = file_fsync(ffs_file(fi), datasync);
+	if (!ret)
+		trace_done(&op, ffs_file(fi)->inode->src_ino, 0, 0, 0);
+	fuse_reply_err(req, -ret);
 }
 
 /* ---- data ---- */
@@ -861,6 +940,7 @@ static void ffs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		     struct fuse_file_info *fi)
 {
 	int ret = check_range(off, size);
+	struct ffs_trace_op op;
 	void *buf;
 	ssize_t n;
 
@@ -868,6 +948,7 @@ static void ffs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		ffs_ctl_read(req, size, off, fi);
 		return;
 	}
+	trace_begin(req, &op, SIM_OP_READ);
 	if (ret) {
 		fuse_reply_err(req, -ret);
 		return;
@@ -880,10 +961,14 @@ static void ffs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		return;
 	}
 	n = wb_read(ffs_file(fi)->data, buf, size, off);
-	if (n < 0)
+	if (n < 0) {
 		fuse_reply_err(req, (int)-n);
-	else
-		fuse_reply_buf(req, buf, n);
+		return;
+	}
+	/* Before the reply: a close may free the handle as soon as it is sent. */
+	trace_fill(&op, ffs_file(fi)->inode->src_ino, (uint64_t)off, (uint64_t)n, 0);
+	fuse_reply_buf(req, buf, n);
+	ffs_trace_end(&op);
 }
 
 static void ffs_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
@@ -891,6 +976,7 @@ static void ffs_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 {
 	struct ffs_file *file = ffs_file(fi);
 	int sync_flags, ret = check_range(off, size);
+	struct ffs_trace_op op;
 	uint64_t dirtied = 0;
 	ssize_t n = 0;
 
@@ -903,6 +989,7 @@ static void ffs_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 		return;
 	}
 
+	trace_begin(req, &op, SIM_OP_WRITE);
 	if (!ret && size)
 		ret = ffs_data_check_size(file->inode, off, &size);
 	/* Before the data, as a local filesystem does (kill-priv above). */
@@ -936,24 +1023,32 @@ static void ffs_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 	 * the FUSE mount's strict limit, and pausing its flusher would only
 	 * stall every file's writeback.
 	 */
-	if (fi->writepage)
+	trace_fill(&op, file->inode->src_ino, (uint64_t)off, (uint64_t)n, 0);
+	if (fi->writepage) {
 		fuse_reply_write(req, (size_t)n);
-	else
-		ffs_defer_reply_write(ffs_data(req), req, (size_t)n, dirtied);
+		ffs_trace_end(&op);
+	} else {
+		ffs_defer_reply_write(ffs_data(req), req, (size_t)n, dirtied, &op);
+	}
 }
 
 static void ffs_fallocate(fuse_req_t req, fuse_ino_t ino, int mode,
 			  off_t off, off_t len, struct fuse_file_info *fi)
 {
 	int ret = len <= 0 ? -EINVAL : check_range(off, len);
+	struct ffs_trace_op op;
 
 	if (ffs_inode(req, ino)->ctl)
 		ret = -EOPNOTSUPP;
 	/* Every mode, punching included, as vfs_fallocate() checks. */
 	if (!ret && off + len > ffs_file(fi)->inode->max_size)
 		ret = -EFBIG;
+	trace_begin(req, &op, SIM_OP_FALLOCATE);
 	if (!ret)
 		ret = wb_fallocate(ffs_file(fi)->data, mode, off, len);
+	if (!ret)
+		trace_done(&op, ffs_file(fi)->inode->src_ino, (uint64_t)off, (uint64_t)len,
+			   (uint32_t)mode);
 	fuse_reply_err(req, -ret);
 }
 

@@ -49,6 +49,7 @@ enum {
 	KEY_PINNED_BYTES,
 	KEY_THROTTLE,
 	KEY_STATS_LOG,
+	KEY_TRACE,
 	KEY_STATS_INTERVAL,
 	KEY_MAX_THREADS,
 	KEY_MAX_IDLE_THREADS,
@@ -92,6 +93,7 @@ static const struct fuse_opt ffs_opt_spec[] = {
 	FUSE_OPT_KEY("dirty_pinned_bytes=", KEY_PINNED_BYTES),
 	FUSE_OPT_KEY("throttle=", KEY_THROTTLE),
 	FUSE_OPT_KEY("stats_log=", KEY_STATS_LOG),
+	FUSE_OPT_KEY("trace=", KEY_TRACE),
 	FUSE_OPT_KEY("stats_interval_ms=", KEY_STATS_INTERVAL),
 	FUSE_OPT_KEY("max_threads=", KEY_MAX_THREADS),
 	FUSE_OPT_KEY("max_idle_threads=", KEY_MAX_IDLE_THREADS),
@@ -135,6 +137,7 @@ static const struct {
 	{ "fault=SPEC", "off", "inject backing I/O faults, for tests (see README)" },
 	{ "stats_log=FILE", "off", "append the stats as one JSON object per line every stats_interval_ms" },
 	{ "stats_interval_ms=N", "1000", "stats_log period (10 .. 3600000)" },
+	{ "trace=FILE", "off", "record every data and namespace operation into FILE for foliofs-sim" },
 	{ "max_threads=N", "10", "most FUSE worker threads (libfuse; 1 .. 100000)" },
 };
 
@@ -363,27 +366,28 @@ static int set_string(char **dst, const char *val)
 }
 
 /*
- * stats_log=FILE, made absolute against the current directory: the daemon
- * changes to / when it goes to the background, long before the log opens.
+ * A file option (stats_log=, trace=) made absolute against the current
+ * directory: the daemon changes to / when it goes to the background, long
+ * before the file opens.
  */
-static int parse_stats_log(struct ffs_config *cfg, const char *val, char *err)
+static int parse_path(const char *name, const char *val, char **dst, char *err)
 {
 	char *cwd, *path;
 	int ret;
 
 	if (!*val)
-		return set_err(err, "%s=%s: %s", "stats_log", val, "empty file name");
+		return set_err(err, "%s=%s: %s", name, val, "empty file name");
 	if (val[0] == '/')
-		return set_string(&cfg->stats_log, val);
+		return set_string(dst, val);
 	cwd = getcwd(NULL, 0);
 	if (!cwd)
-		return set_err(err, "%s=%s: %s", "stats_log", val, strerror(errno));
+		return set_err(err, "%s=%s: %s", name, val, strerror(errno));
 	ret = asprintf(&path, "%s/%s", cwd, val);
 	free(cwd);
 	if (ret < 0)
 		return -ENOMEM;
-	free(cfg->stats_log);
-	cfg->stats_log = path;
+	free(*dst);
+	*dst = path;
 	return 0;
 }
 
@@ -418,10 +422,12 @@ static int parse_throttle_opt(struct ffs_config *cfg, int key, const char *val, 
 		wb->throttle = cfg->throttle;
 		return 0;
 	case KEY_STATS_LOG:
-		if (parse_stats_log(cfg, val, err))
+		if (parse_path("stats_log", val, &cfg->stats_log, err))
 			return -EINVAL;
 		wb->stats_log = cfg->stats_log;
 		return 0;
+	case KEY_TRACE:
+		return parse_path("trace", val, &cfg->trace, err) ? -EINVAL : 0;
 	case KEY_STATS_INTERVAL:
 		if (ffs_parse_uint("stats_interval_ms", val, 10, 3600000, &v, err))
 			return -EINVAL;
@@ -538,7 +544,8 @@ static int opt_proc(void *data, const char *arg, int key,
 	case KEY_MAX_IO: case KEY_FAULT:
 		return parse_wb_opt(cfg, key, strchr(arg, '=') + 1, ps->err) ? -1 : 0;
 	case KEY_DIRTY_RATIO: case KEY_DIRTY_BYTES: case KEY_PINNED_RATIO:
-	case KEY_PINNED_BYTES: case KEY_THROTTLE: case KEY_STATS_LOG: case KEY_STATS_INTERVAL:
+	case KEY_PINNED_BYTES: case KEY_THROTTLE: case KEY_STATS_LOG: case KEY_TRACE:
+	case KEY_STATS_INTERVAL:
 		return parse_throttle_opt(cfg, key, strchr(arg, '=') + 1, ps->err) ? -1 : 0;
 	/* libfuse's options, checked here and kept for fuse_parse_cmdline(). */
 	case KEY_MAX_THREADS:
@@ -662,6 +669,7 @@ void ffs_config_free(struct ffs_config *cfg)
 	free(cfg->mountpoint);
 	free(cfg->fault);
 	free(cfg->stats_log);
+	free(cfg->trace);
 	free(cfg->throttle);
 	fuse_opt_free_args(&cfg->args);
 	memset(cfg, 0, sizeof(*cfg));

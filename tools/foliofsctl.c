@@ -9,6 +9,7 @@
  *   files     .foliofs/files, the writeback queue
  *   sync      a write of .foliofs/sync (on a second thread), with progress
  *             from .foliofs/stats on stderr meanwhile
+ *   trace     .foliofs/trace: start or stop recording a trace
  *
  * Exit status: 0 done; 2 usage, not a foliofs mount, an unknown tunable or
  * a value the daemon refused (one line on stderr naming it); 1 anything
@@ -71,6 +72,10 @@ static void usage(FILE *out)
 "      write back and sync every file of the mount and wait (the syncfs\n"
 "      that Linux does not send to FUSE), printing the dirty data left to\n"
 "      stderr every 0.5 s\n"
+"  trace MNT [start FILE | stop]\n"
+"      start recording every operation into FILE (a trace for foliofs-sim;\n"
+"      created or truncated, by the daemon, as the mounting user), or stop\n"
+"      and flush it; with neither, print \"off\" or \"recording FILE\"\n"
 "  -h, --help\n"
 "      this text\n"
 "\n"
@@ -669,6 +674,79 @@ static int cmd_sync(const char *mnt, int argc, char **argv)
 	return job.err ? 1 : 0;
 }
 
+/* ---- trace ---- */
+
+/* Write @cmd to .foliofs/trace; a refusal prints the daemon's reason. */
+static int trace_write(const char *mnt, const char *cmd)
+{
+	char *path = ctl_path(mnt, "trace"), reason[512];
+	size_t len = strlen(cmd);
+	ssize_t n;
+	int fd, err;
+
+	fd = open(path, O_RDWR | O_CLOEXEC);
+	free(path);
+	if (fd < 0) {
+		say("trace: %s", strerror(errno));
+		return 1;
+	}
+	n = write(fd, cmd, len);
+	err = n < 0 ? errno : (size_t)n != len ? EIO : 0;
+	if (err == EINVAL || err == EBUSY) {
+		n = pread(fd, reason, sizeof(reason) - 1, 0);
+		reason[n > 0 ? n : 0] = '\0';
+		reason[strcspn(reason, "\n")] = '\0';
+		say("trace %s", n > 0 ? reason : strerror(err));
+	} else if (err) {
+		say("trace %s: %s", cmd, strerror(err));
+	}
+	if (close(fd) < 0 && !err) {
+		err = errno;
+		say("trace %s: %s", cmd, strerror(err));
+	}
+	return !err ? 0 : err == EINVAL || err == EBUSY ? EXIT_USAGE : 1;
+}
+
+static int cmd_trace(const char *mnt, int argc, char **argv)
+{
+	char *path, *cmd, *cwd;
+	size_t len;
+	int ret;
+
+	if (!argc) {
+		path = ctl_path(mnt, "trace");
+		ret = read_all(path, &cmd, &len);
+		free(path);
+		if (ret) {
+			say("trace: %s", strerror(-ret));
+			return 1;
+		}
+		fputs(cmd, stdout);
+		free(cmd);
+		return 0;
+	}
+	if (argc == 1 && !strcmp(argv[0], "stop"))
+		return trace_write(mnt, "stop");
+	if (argc != 2 || strcmp(argv[0], "start") || !argv[1][0]) {
+		say("trace: takes start FILE, or stop (see %s -h)", progname);
+		return EXIT_USAGE;
+	}
+	/* The daemon runs in /: a relative FILE is taken from here. */
+	cwd = argv[1][0] == '/' ? NULL : getcwd(NULL, 0);
+	if (argv[1][0] != '/' && !cwd) {
+		say("trace: %s", strerror(errno));
+		return 1;
+	}
+	if (asprintf(&cmd, "start %s%s%s", cwd ? cwd : "", cwd ? "/" : "", argv[1]) < 0) {
+		free(cwd);
+		return 1;
+	}
+	ret = trace_write(mnt, cmd);
+	free(cmd);
+	free(cwd);
+	return ret;
+}
+
 /* ---- main ---- */
 
 static const struct {
@@ -680,6 +758,7 @@ static const struct {
 	{ "set", cmd_set },
 	{ "files", cmd_files },
 	{ "sync", cmd_sync },
+	{ "trace", cmd_trace },
 };
 
 int main(int argc, char **argv)
