@@ -660,8 +660,8 @@ static int writer_write(struct sim *s, uint32_t w, struct sim_file *f, const str
 		f->dirtied_ns = s->now;
 	done = s->reclaim_until > s->now ? s->reclaim_until : s->now;
 	/* wb_balance_dirty(): no flushers, nobody paused. */
-	if (s->nr_flushers && dirtied &&
-	    wb_throttle_charge(s->ctx->throttle, (pid_t)wr->pid, dirtied, s->now)) {
+	if (s->nr_flushers &&
+	    wb_throttle_charge_write(s->ctx, (pid_t)wr->pid, dirtied, s->now)) {
 		struct wb_throttle_sample smp;
 
 		wb_throttle_sample_of(s->ctx, &smp);
