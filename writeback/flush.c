@@ -25,6 +25,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <string.h>
 #include <time.h>
@@ -33,12 +34,20 @@
 /* ---- one pass over one file ---- */
 
 /*
- * Bounce memory for one batch.  Each thread keeps one buffer big enough
- * for any batch (see bounce_keep) between batches: glibc hands freed
- * memory back to the kernel (munmap, MADV_DONTNEED), so a fresh buffer
- * per batch would fault in and zero every page again.  Only the pages a
- * batch used are ever touched.
+ * Bounce memory for one batch, mapped with mmap() so that releasing it
+ * gives it back to the kernel at once, and so that it never moves glibc's
+ * dynamic mmap threshold (a freed multi-MiB malloc chunk raises it, after
+ * which every thread's large allocations stay in per-thread arenas).
+ *
+ * Each thread keeps one buffer between batches, so that a fresh one does
+ * not fault in and zero every page again; only the pages a batch used are
+ * ever touched.  A flusher keeps one big enough for any batch (see
+ * bounce_keep); any other thread that writes back (a FUSE worker in fsync
+ * or reclaim) keeps at most BOUNCE_KEEP_OTHER bytes, so that idle workers
+ * do not each pin a flusher's buffer.
  */
+
+#define BOUNCE_KEEP_OTHER (256u << 10)
 
 struct bounce {
 	void *mem;
@@ -48,18 +57,27 @@ struct bounce {
 static pthread_key_t bounce_key;
 static bool bounce_key_ok;		/* set once, under bounce_once */
 static pthread_once_t bounce_once = PTHREAD_ONCE_INIT;
+static __thread bool bounce_flusher;	/* this thread is a flusher */
+
+static void *bounce_map(size_t size)
+{
+	void *mem = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	return mem == MAP_FAILED ? NULL : mem;
+}
 
 static void bounce_free(void *p)
 {
 	struct bounce *b = p;
 
-	free(b->mem);
+	if (b->mem)
+		munmap(b->mem, b->size);
 	free(b);
 }
 
 static void bounce_key_init(void)
 {
-	/* Without the key every batch just allocates (see bounce_get). */
+	/* Without the key every batch just maps its own (see bounce_get). */
 	bounce_key_ok = pthread_key_create(&bounce_key, bounce_free) == 0;
 }
 
@@ -68,16 +86,18 @@ static size_t page_round(size_t len)
 	return (len + BS_PAGE_SIZE - 1) & ~(size_t)(BS_PAGE_SIZE - 1);
 }
 
-/* The most a batch needs: WB_FP_BATCH_BYTES, one run more, page rounding. */
+/* The most a thread keeps: for a flusher, the most a batch needs. */
 static size_t bounce_keep(const struct wb_ctx *ctx)
 {
+	if (!bounce_flusher)
+		return BOUNCE_KEEP_OTHER;
 	return WB_FP_BATCH_BYTES + ctx->cfg.max_io + (size_t)WB_BATCH * BS_PAGE_SIZE;
 }
 
 /*
- * Page-aligned memory for @size bytes, or NULL; give it back with
- * bounce_put().  Memory of the thread's kept buffer if it fits (of at
- * most @keep bytes), else its own.
+ * Page-aligned memory for @size bytes (a multiple of the page size), or
+ * NULL; give it back with bounce_put().  The thread's kept buffer if the
+ * batch fits in @keep bytes, else a mapping of its own.
  */
 static void *bounce_get(size_t size, size_t keep)
 {
@@ -93,22 +113,23 @@ static void *bounce_get(size_t size, size_t keep)
 		}
 		if (b && b->size >= size)
 			return b->mem;
-		if (b && !posix_memalign(&mem, BS_PAGE_SIZE, keep)) {
-			free(b->mem);
+		if (b && (mem = bounce_map(keep))) {
+			if (b->mem)
+				munmap(b->mem, b->size);
 			b->mem = mem;
 			b->size = keep;
 			return mem;
 		}
 	}
-	return posix_memalign(&mem, BS_PAGE_SIZE, size) ? NULL : mem;
+	return bounce_map(size);
 }
 
-static void bounce_put(void *mem)
+static void bounce_put(void *mem, size_t size)
 {
 	struct bounce *b = bounce_key_ok ? pthread_getspecific(bounce_key) : NULL;
 
 	if (!b || mem != b->mem)
-		free(mem);
+		munmap(mem, size);
 }
 
 /*
@@ -117,11 +138,12 @@ static void bounce_put(void *mem)
  * (for O_DIRECT) holding a snapshot of its runs, copied under their folio
  * locks, so a write that lands meanwhile can neither tear what is written
  * nor race with the I/O (it dirties the blocks again instead).  Returns
- * the number of writes and sets *@mem (for bounce_put), or -ENOMEM (then
- * nothing is allocated).
+ * the number of writes and sets *@mem and *@mem_len (for bounce_put), or
+ * -ENOMEM (then nothing is allocated).
  */
 static int build_groups(struct wb_ctx *ctx, struct bs_wb_run *runs, int n,
-			struct iovec *iov, struct wb_io *io, int *group_of, void **mem)
+			struct iovec *iov, struct wb_io *io, int *group_of, void **mem,
+			size_t *mem_len)
 {
 	size_t at = 0, total = 0;
 	int g = wb_fp_group_runs(runs, n, ctx->cfg.max_io, group_of) - 1;
@@ -137,6 +159,7 @@ static int build_groups(struct wb_ctx *ctx, struct bs_wb_run *runs, int n,
 	}
 	for (int k = 0; k <= g; k++)
 		total += page_round(io[k].len);
+	*mem_len = total;
 	*mem = bounce_get(total, bounce_keep(ctx));
 	if (!*mem)
 		return -ENOMEM;
@@ -391,12 +414,13 @@ static int writeback_pass(struct wb_file *wbf, off_t start, off_t end,
 					     wb_fp_collect_flags(ctx->cfg.whole_folio,
 								 ctx->cfg.backing_direct),
 					     budget);
+		size_t mem_len;
 		void *mem;
 		int groups;
 
 		if (n == 0)
 			break;
-		groups = build_groups(ctx, runs, n, iov, io, group_of, &mem);
+		groups = build_groups(ctx, runs, n, iov, io, group_of, &mem, &mem_len);
 		if (groups < 0) {
 			for (int i = 0; i < n; i++)
 				bs_wb_complete(wbf->bs, &runs[i], groups);
@@ -409,7 +433,7 @@ static int writeback_pass(struct wb_file *wbf, off_t start, off_t end,
 			ends[g] = io[g].off + (off_t)io[g].len;
 		wb_backing_write(wbf, io, groups);
 		note_written_size(wbf, io, ends, groups);
-		bounce_put(mem);
+		bounce_put(mem, mem_len);
 		for (int g = 0; g < groups; g++) {
 			if (io[g].res) {
 				record_error(wbf, io[g].res);
@@ -623,6 +647,8 @@ static void flush_pass(struct wb_ctx *ctx)
 static void *flusher_main(void *arg)
 {
 	struct wb_ctx *ctx = arg;
+
+	bounce_flusher = true;
 
 	pthread_mutex_lock(&ctx->flush_lock);
 	while (!ctx->stopping) {
