@@ -232,7 +232,7 @@ static bool clean_stop(int ret)
  * writeback bounce memory), which glibc serves with mmap.  Freeing such a
  * chunk raises glibc's dynamic mmap threshold to its size, and from then
  * on every thread's large buffers come from per-thread arenas that keep
- * freed memory: after a busy hour the daemon held 130-170 MiB over its
+ * freed memory: after a busy run the daemon held 130-170 MiB over its
  * baseline with nothing cached (test_reclaim_stress.py).  A fixed
  * threshold (glibc's default value) turns the raising off.
  */

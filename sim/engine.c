@@ -961,6 +961,11 @@ static int parse_opts(struct sim *s, const char *opts, struct ffs_config *fc,
 		for (int i = 1; i < fc->args.argc && !ret; i++)
 			ret = check_left(fc->args.argv[i], perr, sizeof(perr));
 	}
+	/* Recording is the mount's: a replay has nothing to record. */
+	if (!ret && fc->trace) {
+		snprintf(perr, sizeof(perr), "trace=: a mount option, not the simulator's");
+		ret = -EINVAL;
+	}
 	if (ret)
 		snprintf(err, errlen, "-o: %s", perr[0] ? perr : "bad options");
 	return ret;

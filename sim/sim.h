@@ -6,7 +6,7 @@
  *
  *   main.c    the command line: gen, dump, replay, --compare
  *   gen.c     synthetic traces from a spec
- *   trace.c   the trace format (trace.h)
+ *   ../trace/ the trace format (trace.h), shared with the daemon
  *   engine.c  the replay: event loop, writers, flushers, device
  */
 #ifndef FOLIOFS_SIM_H

@@ -114,6 +114,7 @@ def test_bad_trace(tmp_path, damage, offset, what):
     ('dirty_account=nonsense', 'dirty_account'),
     ('dev_qd=0', 'dev_qd'),
     ('dev_bw=fast', 'dev_bw'),
+    ('trace=/tmp/never-made.trace', 'trace='),
 ])
 def test_bad_option(tmp_path, opts, named):
     t = gen(tmp_path, 'ops=4,file_size=1M')
