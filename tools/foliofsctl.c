@@ -727,7 +727,7 @@ static int cmd_trace(const char *mnt, int argc, char **argv)
 	}
 	if (argc == 1 && !strcmp(argv[0], "stop"))
 		return trace_write(mnt, "stop");
-	if (argc != 2 || strcmp(argv[0], "start") || !argv[1][0]) {
+	if (argc != 2 || strcmp(argv[0], "start") != 0 || !argv[1][0]) {
 		say("trace: takes start FILE, or stop (see %s -h)", progname);
 		return EXIT_USAGE;
 	}

@@ -181,7 +181,8 @@ void sim_trace_encode_header(unsigned char h[SIM_TRACE_HDR_SIZE])
 {
 	memset(h, 0, SIM_TRACE_HDR_SIZE);
 	/* The magic has no terminating NUL in the file. */
-	memcpy(h, SIM_TRACE_MAGIC, 8);
+	for (int i = 0; i < 8; i++)
+		h[i] = (unsigned char)SIM_TRACE_MAGIC[i];
 	put32(h + 8, SIM_TRACE_VERSION);
 	put32(h + 12, SIM_TRACE_REC_SIZE);
 }
