@@ -227,7 +227,12 @@ def sanitized(pid):
     """Whether the daemon runs under ASan or TSan, whose shadow memory and
     quarantine make its RSS say nothing about what it keeps."""
     with open('/proc/%d/maps' % pid) as f:
-        return any(n in f.read() for n in ('libasan', 'libtsan'))
+        if any(n in f.read() for n in ('libasan', 'libtsan')):
+            return True
+    # clang links the sanitizer runtimes statically.
+    with open('/proc/%d/exe' % pid, 'rb') as f:
+        exe = f.read()
+    return b'__asan_init' in exe or b'__tsan_init' in exe
 
 
 def rss(pid):
