@@ -142,7 +142,8 @@ struct sim {
 	struct sim_result *res;
 	FILE *log;
 	uint32_t log_interval_ms;
-	char stats[16384];
+	char stats[WB_STATSLOG_STATS_MAX];	/* the stats log's buffers */
+	char line[WB_STATSLOG_LINE_MAX];
 };
 
 /* ---- events ---- */
@@ -266,22 +267,10 @@ static void note_peaks(struct sim *s)
 /* One line of the stats log: the mount's format, time_ms on the virtual clock. */
 static void log_line(struct sim *s)
 {
-	size_t len = wb_ctx_stats(s->ctx, s->stats, sizeof(s->stats));
-	char *p = s->stats, *end = s->stats + len;
+	size_t len = wb_statslog_format(s->ctx, s->now / 1000000, -1, s->stats, sizeof(s->stats),
+					s->line, sizeof(s->line));
 
-	fprintf(s->log, "{\"time_ms\": %lld", (long long)(s->now / 1000000));
-	while (p < end) {
-		char *nl = memchr(p, '\n', (size_t)(end - p)), *sp;
-
-		if (!nl)
-			break;
-		*nl = '\0';
-		sp = strchr(p, ' ');
-		if (sp)
-			fprintf(s->log, ", \"%.*s\": %s", (int)(sp - p), p, sp + 1);
-		p = nl + 1;
-	}
-	fputs("}\n", s->log);
+	fwrite(s->line, 1, len, s->log);
 }
 
 /* ---- writeback passes ---- */

@@ -33,8 +33,8 @@
 #include <unistd.h>
 
 /* Room for the stats text, and for one line of JSON made from it. */
-#define STATSLOG_STATS_MAX 16384
-#define STATSLOG_LINE_MAX (2 * STATSLOG_STATS_MAX + 128)
+#define STATSLOG_STATS_MAX WB_STATSLOG_STATS_MAX
+#define STATSLOG_LINE_MAX WB_STATSLOG_LINE_MAX
 
 struct wb_statslog {
 	struct wb_ctx *ctx;			/* immutable */
@@ -81,12 +81,11 @@ static bool json_number(const char *s, size_t len)
 	return i == len;
 }
 
-/* Append @s (@len bytes) to the line at *@pos as a JSON string. */
-static void put_string(struct wb_statslog *log, size_t *pos, const char *s, size_t len)
+/* Append @s (@len bytes) to @out (@size bytes) at *@pos as a JSON string. */
+static void put_string(char *out, size_t size, size_t *pos, const char *s, size_t len)
 {
 	/* An escape takes 6 bytes; the closing quote and "}\n" fit after. */
-	size_t room = sizeof(log->line) - 16;
-	char *out = log->line;
+	size_t room = size - 16;
 
 	out[(*pos)++] = '"';
 	for (size_t i = 0; i < len && *pos + 6 < room; i++) {
@@ -96,8 +95,7 @@ static void put_string(struct wb_statslog *log, size_t *pos, const char *s, size
 			out[(*pos)++] = '\\';
 			out[(*pos)++] = (char)c;
 		} else if (c < 0x20) {
-			*pos += (size_t)snprintf(out + *pos, sizeof(log->line) - *pos,
-						 "\\u%04x", c);
+			*pos += (size_t)snprintf(out + *pos, size - *pos, "\\u%04x", c);
 		} else {
 			out[(*pos)++] = (char)c;
 		}
@@ -105,21 +103,17 @@ static void put_string(struct wb_statslog *log, size_t *pos, const char *s, size
 	out[(*pos)++] = '"';
 }
 
-/*
- * One line: the times, then every "name value" stat as "name": value
- * (a string when the value is not a plain number).  Returns its length.
- */
-static size_t format_line(struct wb_statslog *log)
+size_t wb_statslog_format(struct wb_ctx *ctx, int64_t time_ms, int64_t unix_ms,
+			  char *stats, size_t stats_size, char *line, size_t line_size)
 {
-	size_t len = wb_ctx_stats(log->ctx, log->stats, sizeof(log->stats));
-	int64_t mono = clock_ns(CLOCK_MONOTONIC), wall = clock_ns(CLOCK_REALTIME);
-	const char *p = log->stats, *end = log->stats + len;
+	size_t len = wb_ctx_stats(ctx, stats, stats_size);
+	const char *p = stats, *end = stats + len;
 	size_t pos;
 
-	pos = (size_t)snprintf(log->line, sizeof(log->line),
-			       "{\"time_ms\": %lld, \"unix_ms\": %lld",
-			       (long long)((mono - log->start_ns) / 1000000),
-			       (long long)(wall / 1000000));
+	pos = (size_t)snprintf(line, line_size, "{\"time_ms\": %lld", (long long)time_ms);
+	if (unix_ms >= 0)
+		pos += (size_t)snprintf(line + pos, line_size - pos, ", \"unix_ms\": %lld",
+					(long long)unix_ms);
 	while (p < end) {
 		const char *nl = memchr(p, '\n', (size_t)(end - p));
 		const char *eol = nl ? nl : end;
@@ -127,27 +121,36 @@ static size_t format_line(struct wb_statslog *log)
 
 		/* Stop short rather than cut a member in half. */
 		if (sp && sp > p &&
-		    pos + 2 * (size_t)(eol - p) + 16 < sizeof(log->line) - 8) {
+		    pos + 2 * (size_t)(eol - p) + 16 < line_size - 8) {
 			const char *val = sp + 1;
 			size_t vlen = (size_t)(eol - val);
 
-			log->line[pos++] = ',';
-			log->line[pos++] = ' ';
-			put_string(log, &pos, p, (size_t)(sp - p));
-			log->line[pos++] = ':';
-			log->line[pos++] = ' ';
+			line[pos++] = ',';
+			line[pos++] = ' ';
+			put_string(line, line_size, &pos, p, (size_t)(sp - p));
+			line[pos++] = ':';
+			line[pos++] = ' ';
 			if (json_number(val, vlen)) {
-				memcpy(log->line + pos, val, vlen);
+				memcpy(line + pos, val, vlen);
 				pos += vlen;
 			} else {
-				put_string(log, &pos, val, vlen);
+				put_string(line, line_size, &pos, val, vlen);
 			}
 		}
 		p = eol + 1;
 	}
-	log->line[pos++] = '}';
-	log->line[pos++] = '\n';
+	line[pos++] = '}';
+	line[pos++] = '\n';
 	return pos;
+}
+
+/* One line of the mount's log: time_ms since the start, and the wall clock. */
+static size_t format_line(struct wb_statslog *log)
+{
+	int64_t mono = clock_ns(CLOCK_MONOTONIC), wall = clock_ns(CLOCK_REALTIME);
+
+	return wb_statslog_format(log->ctx, (mono - log->start_ns) / 1000000, wall / 1000000,
+				  log->stats, sizeof(log->stats), log->line, sizeof(log->line));
 }
 
 /* Append one line; a failure is logged once until a write works again. */

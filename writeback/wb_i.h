@@ -191,6 +191,18 @@ void wb_file_path(struct wb_file *wbf, char *buf, size_t len);
 /* ---- stats log (statslog.c) ---- */
 
 /* Start the stats log thread if cfg.stats_log is set: 0 or -errno (message logged). */
+/*
+ * One line of the stats log into @line (@line_size, at least
+ * WB_STATSLOG_LINE_MAX): {"time_ms": @time_ms, "unix_ms": @unix_ms (left
+ * out when negative), then every stat of wb_ctx_stats() (made in @stats,
+ * @stats_size bytes) as "name": value, a string when the value is not a
+ * plain number}, and a newline.  Returns its length.  The mount's log
+ * thread and the simulator (on its virtual clock) write the same format.
+ */
+#define WB_STATSLOG_STATS_MAX 16384
+#define WB_STATSLOG_LINE_MAX (2 * WB_STATSLOG_STATS_MAX + 128)
+size_t wb_statslog_format(struct wb_ctx *ctx, int64_t time_ms, int64_t unix_ms,
+			  char *stats, size_t stats_size, char *line, size_t line_size);
 int wb_statslog_start(struct wb_ctx *ctx);
 /* Stop it (a last line is written); safe when it never started. */
 void wb_statslog_stop(struct wb_ctx *ctx);
