@@ -98,6 +98,25 @@ def tuser():
     return (name, pw.pw_uid, pw.pw_gid)
 
 
+# A second unprivileged user, and a group it is a member of (users()).
+SECOND_USER = 'foliofs-test2'
+SEC_GROUP = 'foliofs-sec'
+
+
+@pytest.fixture(scope='session')
+def users(tuser):
+    """{role: user name (None: root)} for permission tables: the test user
+    owns, the second user (made here, in SEC_GROUP) is the group, nobody
+    is other."""
+    try:
+        pwd.getpwnam(SECOND_USER)
+    except KeyError:
+        subprocess.run(['useradd', '-M', '-s', '/usr/sbin/nologin', SECOND_USER],
+                       check=True, stdout=subprocess.DEVNULL)
+    util.ensure_group(SEC_GROUP, member=SECOND_USER)
+    return {'owner': tuser[0], 'group': SECOND_USER, 'other': 'nobody', 'root': None}
+
+
 @pytest.fixture(scope='session')
 def tgroup(tuser):
     """gid of a group that the test user has as a supplementary group

@@ -38,7 +38,6 @@ import time
 
 import pytest
 
-from test_security import users  # noqa: F401 - fixture: owner, group, other, root
 from util import (Dir, RENAME_EXCHANGE, RENAME_NOREPLACE, UTIME_NOW, UTIME_OMIT,
                   outcome, renameat2, run_as, utimensat, write_file)
 
@@ -49,7 +48,7 @@ OLD = (1_000_000_000, 0)    # atime and mtime set before a timestamp case
 DT_DIR, DT_REG, DT_LNK = 4, 8, 10
 
 # setup(d): as root, in the fresh directory D.  op(d): as WHO (a role of
-# test_security's users fixture), returns what is compared.  want: what the
+# conftest's users fixture), returns what is compared.  want: what the
 # plain directory must give, the whole observation, or its first items
 # when want is a tuple.  known: {'direct' or 'kernel_cache': ('differs',
 # what foliofs gives, why)}, a documented difference under that mode.

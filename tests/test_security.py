@@ -30,7 +30,6 @@ import pwd
 import shutil
 import stat
 import struct
-import subprocess
 import tempfile
 import threading
 import time
@@ -43,8 +42,7 @@ from util import (Mount, RENAME_EXCHANGE, get_fault, outcome, outcome_as, read_f
 
 P = os.path.join
 
-SECOND_USER = 'foliofs-test2'
-SEC_GROUP = 'foliofs-sec'
+from conftest import SEC_GROUP
 DATA = b'data\n'
 
 
@@ -53,18 +51,6 @@ def _umask():
     old = os.umask(0o022)
     yield
     os.umask(old)
-
-
-@pytest.fixture(scope='module')
-def users(tuser):
-    """{role: user name (None: root)}; makes the second user and its group."""
-    try:
-        pwd.getpwnam(SECOND_USER)
-    except KeyError:
-        subprocess.run(['useradd', '-M', '-s', '/usr/sbin/nologin', SECOND_USER],
-                       check=True, stdout=subprocess.DEVNULL)
-    util.ensure_group(SEC_GROUP, member=SECOND_USER)
-    return {'owner': tuser[0], 'group': SECOND_USER, 'other': 'nobody', 'root': None}
 
 
 @pytest.fixture(scope='module', params=['direct', 'kernel_cache'])
