@@ -277,8 +277,14 @@ static void ctl_fill_stats(struct ffs_data *fs, struct ctl_buf *buf)
 	ninodes = fs->ninodes;
 	pthread_mutex_unlock(&fs->itable_lock);
 	n = snprintf(buf->data + used, buf->cap - used,
-		     "inodes %zu\n" "kept_inodes %llu\n", ninodes,
-		     (unsigned long long)atomic_load(&fs->kept_inodes));
+		     "inodes %zu\n" "kept_inodes %llu\n"
+		     "fds %ld\n" "fd_budget %ld\n" "fds_idle_closed %llu\n"
+		     "fds_reopened %llu\n" "fds_refused %llu\n", ninodes,
+		     (unsigned long long)atomic_load(&fs->kept_inodes),
+		     atomic_load(&fs->nr_fds), atomic_load(&fs->fd_budget),
+		     (unsigned long long)atomic_load(&fs->fd_idle_closed),
+		     (unsigned long long)atomic_load(&fs->fd_reopened),
+		     (unsigned long long)atomic_load(&fs->fd_refused));
 	buf->len = used + (n > 0 && (size_t)n < buf->cap - used ? (size_t)n : 0);
 }
 

@@ -219,6 +219,11 @@ struct ffs_data {
 	 */
 	_Atomic long nr_fds;
 	_Atomic long fd_budget;
+	/* Counters for .foliofs/stats: idle data descriptors closed, data
+	 * descriptors opened again, descriptors refused (EMFILE/ENFILE). */
+	_Atomic uint64_t fd_idle_closed;
+	_Atomic uint64_t fd_reopened;
+	_Atomic uint64_t fd_refused;
 	long fd_base;		/* set before serving, then read-only */
 	long fd_reserve;	/* likewise */
 	pthread_mutex_t idle_lock;	/* protects the idle list */

@@ -292,8 +292,10 @@ static bool fd_evict(struct ffs_data *fs)
 			closed = evict_dirty(fs, dirty);
 		pthread_mutex_unlock(&dirty->lock);
 	}
-	if (closed)
+	if (closed) {
 		ffs_fd_uncharge(fs);
+		atomic_fetch_add(&fs->fd_idle_closed, 1);
+	}
 	return closed;
 }
 
@@ -351,8 +353,10 @@ int ffs_fd_charge(struct ffs_data *fs)
 		if (atomic_fetch_add(&fs->nr_fds, 1) < atomic_load(&fs->fd_budget))
 			return 0;
 		atomic_fetch_sub(&fs->nr_fds, 1);
-		if (!fd_evict(fs))
+		if (!fd_evict(fs)) {
+			atomic_fetch_add(&fs->fd_refused, 1);
 			return -EMFILE;
+		}
 	}
 }
 
@@ -389,6 +393,8 @@ int ffs_fd_open(struct ffs_data *fs, int dirfd, const char *name, int flags)
 			break;
 	}
 	ffs_fd_uncharge(fs);
+	if (ret == -EMFILE || ret == -ENFILE)
+		atomic_fetch_add(&fs->fd_refused, 1);
 	return ret;
 }
 
@@ -796,6 +802,8 @@ int ffs_data_get(struct ffs_data *fs, struct ffs_inode *inode, int need, int fd,
 		ffs_fd_uncharge(fs);	/* @fd is closed, success or not */
 	} else if (inode->data) {
 		ret = wb_file_fd_reopen(inode->data, fd, fd_access);
+		if (!ret)
+			atomic_fetch_add(&fs->fd_reopened, 1);
 	} else {
 		ret = wb_file_alloc(fs->wb, fd, fd_access, &inode->data);
 	}

@@ -84,6 +84,12 @@ def test_more_files_than_half_the_limit(dirs, raised_nofile, opts):
         held.clear()
         # Room left for what must not fail (writeback, unmount).
         assert most < limit
+        # The stats say how: idle descriptors were closed and opened again,
+        # none refused, and the count kept under the budget.
+        st = util.stats(m)
+        assert st['fds_idle_closed'] > 0 and st['fds_reopened'] > 0, st
+        assert st['fds_refused'] == 0
+        assert st['fds'] <= st['fd_budget'] < limit
         assert 'Too many open files' not in mnt.output()
         mnt.umount()
     for i in range(nfiles):
@@ -124,7 +130,8 @@ def test_at_the_limit_emfile_then_recovery(dirs, raised_nofile):
                 assert e.errno in (errno.EMFILE, errno.ENFILE)
         assert found <= 1
         assert mnt.proc.poll() is None
-        util.stats(m)       # the control files need no descriptor
+        # The control files need no descriptor; each refusal was counted.
+        assert util.stats(m)['fds_refused'] >= 100 - found + 1
         # Half the files closed: their data descriptors can go (after
         # writeback: they are dirty), not their O_PATH ones (the kernel
         # keeps the inodes), and each new file keeps one O_PATH too.
