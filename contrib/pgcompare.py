@@ -620,8 +620,10 @@ class Comparison:
 
     # --------------------------------------------------------------- run
 
-    def run(self):
-        t0 = time.monotonic()
+    def make_dirs(self):
+        """Each configuration's directories in the scratch directory:
+        socket, and backing, mount point and stats log (or the data
+        directory of native)."""
         for c in self.configs:
             c.top = os.path.join(self.scratch, c.name)
             self.mkdir(c.top)
@@ -636,6 +638,10 @@ class Comparison:
             self.mkdir(c.mnt)
             c.pgdata = os.path.join(c.mnt, "pgdata")
             c.stats_log = os.path.join(self.logs, "stats-%s.jsonl" % c.name)
+
+    def run(self):
+        t0 = time.monotonic()
+        self.make_dirs()
         # Every mount first: a bad option fails before anything is loaded.
         for c in self.configs:
             if not c.native:

@@ -1,0 +1,346 @@
+#!/usr/bin/python3
+"""sim-fidelity.py: what a mount did against what foliofs-sim says it did.
+
+usage: contrib/sim-fidelity.py [-O DIR] [-w fio|pgbench]... [-T SECONDS]
+                               [-t TRACEDIR] [-d WORKDIR]
+
+For each workload and each configuration (dirty_account=folio and page;
+each also with flushers=0,throttle=none, where nothing depends on timing)
+one mount records a trace (-o trace=), runs the workload, has its stats
+read (.foliofs/stats) and is unmounted; the stats log's last line is taken
+after the daemon's final writeback, which is where a replay ends too.
+The trace is then replayed by foliofs-sim with the same -o options (the
+device model: the simulator's defaults) and the two are printed side by
+side.  A benchmark, not a test: the numbers depend on the machine.
+
+  fio      buffered 8 KiB random overwrites (psync), 2 jobs x 256 MiB laid
+           out in the backing directory before the mount, -T seconds
+  pgbench  contrib/pgcompare.py's run, one iteration: initdb, pgbench -i
+           -s 20 -F 90, pgbench -N -M prepared -c 8 -j 2 for -T seconds
+
+The options are pgcompare.py's common ones (folio_size=2M,cache_size=2G,
+dirty_bytes=32M,throttle=bdp).  Output (-O DIR): fidelity.md (the tables
+and the commands), the simulator's output per run (sim-*.txt, stats logs
+sim-*.jsonl), the mount's stats (mount-*.stats, stats logs under logs/),
+fio's JSON; traces go to -t (default /var/tmp/sim-fidelity-traces), kept
+for further replays.  Runs as pgcompare.py does (root: as foliofs-test).
+
+Environment: FOLIOFS (daemon, default <repo>/build/foliofs), FOLIOFS_SIM
+(default next to it, sim/foliofs-sim), PGBIN.
+"""
+
+import argparse
+import collections
+import json
+import os
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import pgcompare                                        # noqa: E402
+from pgcompare import Failure, log, join_opts           # noqa: E402
+
+MIB = 1 << 20
+# Timing-free configurations: no flusher, no throttling, so what is charged
+# and written depends only on the order of the operations.
+EXACT = "flushers=0,throttle=none"
+CONFIGS = (("folio", "dirty_account=folio"),
+           ("page", "dirty_account=page"),
+           ("folio-exact", "dirty_account=folio," + EXACT),
+           ("page-exact", "dirty_account=page," + EXACT))
+# Options of the mount the replay must not get: the simulator refuses
+# trace= (it is the mount's), and keeps its own stats log.
+MOUNT_ONLY = ("trace", "stats_log")
+FIO_JOB = ["--name=bench", "--ioengine=psync", "--rw=randwrite", "--bs=8k",
+           "--overwrite=1", "--numjobs=2", "--size=256M", "--direct=0",
+           "--group_reporting"]
+
+# trace/trace.h: a 32-byte header, then 48-byte little-endian records.
+TRACE_HDR = 32
+TRACE_REC = struct.Struct("<QQIIB3xIQQ")
+OP_FSYNC, OP_FDATASYNC = 3, 4
+
+
+def read_trace(path):
+    """(records, fsyncs + fdatasyncs, seconds from the first record's start
+    to the last one's end) of a trace."""
+    with open(path, "rb") as f:
+        data = f.read()
+    if data[:8] != b"FFSTRACE":
+        raise Failure("%s: not a trace" % path)
+    recs = syncs = 0
+    first = end = None
+    for t, dur, _pid, _file, op, _flags, _off, _len in TRACE_REC.iter_unpack(
+            memoryview(data)[TRACE_HDR:]):
+        recs += 1
+        syncs += op in (OP_FSYNC, OP_FDATASYNC)
+        first = t if first is None else first
+        end = max(end or 0, t + dur)
+    return recs, syncs, ((end - first) / 1e9 if recs else 0.0)
+
+
+def stats_log_lines(path):
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def replay(sim, trace, opts, out, tag):
+    """foliofs-sim TRACE -o OPTS with a stats log; its stats and summary."""
+    slog = os.path.join(out, "sim-%s.jsonl" % tag)
+    cmd = [sim, trace, "-o", opts, "--stats-log", slog]
+    t0 = time.monotonic()
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    took = time.monotonic() - t0
+    with open(os.path.join(out, "sim-%s.txt" % tag), "w") as f:
+        f.write("$ %s\n%s%s" % (" ".join(cmd), r.stdout, r.stderr))
+    if r.returncode != 0:
+        raise Failure("%s failed (exit %d): %s" % (" ".join(cmd), r.returncode,
+                                                    r.stderr.strip()))
+    res = {"cmd": cmd, "wall_s": took, "writers": []}
+    for line in r.stdout.splitlines():
+        w = line.split()
+        if w[:2] == ["#", "summary:"]:
+            res["virtual_s"] = float(w[5])
+        if not w or w[0] == "#":
+            continue
+        if w[0] == "writer":
+            res["writers"].append((int(w[2]), float(w[3]), float(w[4])))
+        elif len(w) == 2:
+            res[w[0]] = int(w[1])
+        else:
+            # "pauses N total_ms X ...": the first pair under its own name,
+            # the others prefixed with it.
+            res[w[0]] = float(w[1])
+            for k, v in zip(w[2::2], w[3::2]):
+                res[w[0] + "_" + k] = float(v)
+    res["peak_sampled"] = max(s["nr_dirty"] for s in stats_log_lines(slog)) * 4096
+    return res
+
+
+def writer_rates(writers):
+    """Achieved and recorded ops/s summed over the writers holding at least
+    1% of the operations (the workload's own: a process that did three
+    things in a millisecond would swamp a sum of rates)."""
+    total = sum(ops for ops, _, _ in writers)
+    main = [w for w in writers if w[0] >= total / 100]
+    return (len(main), sum(w[1] for w in main), sum(w[2] for w in main))
+
+
+class Fidelity:
+    def __init__(self, a, foliofs, sim, pgbin):
+        self.a = a
+        self.foliofs = foliofs
+        self.sim = sim
+        self.pgbin = pgbin
+        self.out = os.path.realpath(a.output)
+        self.rows = collections.OrderedDict()     # (workload, config) -> dict
+        self.commands = []
+
+    def configs(self, workload):
+        pargs = ["-s", "20", "-r", "1", "-T", str(self.a.duration), "-d",
+                 self.a.workdir, "-O", os.path.join(self.out, workload)]
+        for name, opts in CONFIGS:
+            trace = os.path.join(self.a.traces, "%s-%s.trace" % (workload, name))
+            pargs += ["--config", "%s=%s,trace=%s" % (name, opts, trace)]
+        a = pgcompare.parse_args(pargs)
+        fhelp = pgcompare.FoliofsHelp(self.foliofs)
+        return a, [pgcompare.parse_config(s, fhelp) for s in a.config]
+
+    def run_workload(self, workload):
+        a, configs = self.configs(workload)
+        os.makedirs(a.output)
+        common = pgcompare.parse_opts(pgcompare.COMMON_OPTS)
+        cmp = pgcompare.Comparison(a, configs, common, self.foliofs, self.pgbin)
+        os.makedirs(self.a.traces, exist_ok=True)
+        cmp.r.chown(self.a.traces)
+        ok = False
+        try:
+            if workload == "pgbench":
+                for line in cmp.setting_lines():
+                    log(line)
+                cmp.run()
+                tps = {r["config"]: r["tps"] for r in cmp.iterations}
+                ends = {}
+            else:
+                tps, ends = self.run_fio(cmp)
+            ok = True
+        finally:
+            cmp.cleanup(ok)
+        for c in configs:
+            self.compare(workload, cmp, c, tps.get(c.name), ends.get(c.name))
+
+    def run_fio(self, cmp):
+        """Each configuration in turn: lay out the files in the backing
+        directory, mount, fio, read the stats, unmount."""
+        cmp.make_dirs()
+        iops, ends = {}, {}
+        for c in cmp.configs:
+            cmp.r.check(["fio", *FIO_JOB, "--directory=" + c.backing, "--bs=1M",
+                         "--create_only=1"], "%s: fio layout" % c.name)
+            cmp.r.check(["sync"], "sync")
+            cmp.mount(c)
+            js = os.path.join(cmp.logs, "fio-%s.json" % c.name)
+            cmd = ["fio", *FIO_JOB, "--directory=" + c.mnt, "--time_based",
+                   "--runtime=%d" % self.a.duration, "--output-format=json",
+                   "--output=" + js]
+            log("%s: %s" % (c.name, " ".join(cmd)))
+            cmp.r.check(cmd, "%s: fio" % c.name,
+                        timeout=self.a.duration + pgcompare.TIMEOUT_STEP)
+            ends[c.name] = cmp.snapshot(c)
+            cmp.umount(c)
+            with open(js) as f:
+                iops[c.name] = json.load(f)["jobs"][0]["write"]["iops"]
+        return iops, ends
+
+    def compare(self, workload, cmp, c, rate, end):
+        opts = cmp.mount_opts(c)
+        trace = opts["trace"]
+        sim_opts = join_opts({k: v for k, v in opts.items() if k not in MOUNT_ONLY})
+        log("%s %s: replaying %s" % (workload, c.name, trace))
+        tag = "%s-%s" % (workload, c.name)
+        sim = replay(self.sim, trace, sim_opts, self.out, tag)
+        samples = stats_log_lines(os.path.join(self.out, workload, "logs",
+                                               os.path.basename(c.stats_log)))
+        final = samples[-1]         # after the final writeback at unmount
+        if end:
+            with open(os.path.join(self.out, "mount-%s.stats" % tag), "w") as f:
+                f.write("".join("%s %s\n" % kv for kv in end.items()))
+        recs, syncs, span = read_trace(trace)
+        n, achieved, recorded = writer_rates(sim["writers"])
+        self.commands.append(
+            "%s %s: foliofs -o %s; %s" % (workload, c.name, join_opts(opts),
+                                          " ".join(sim["cmd"])))
+        self.rows[(workload, c.name)] = {
+            "exact": EXACT in join_opts(c.opts),
+            "rate": rate, "records": recs, "trace_bytes": os.path.getsize(trace),
+            "span": span, "virtual_s": sim["virtual_s"],
+            "sim_wall": sim["wall_s"], "writers": n,
+            "dirtied": (final["nr_dirtied"], sim["nr_dirtied"]),
+            "written": (final["nr_written"], sim["nr_written"]),
+            "backing": (final["backing_write_bytes"] / MIB,
+                        sim["backing_write_bytes"] / MIB),
+            "peak": (max(s["nr_dirty"] for s in samples) * 4096 / MIB,
+                     sim["peak_sampled"] / MIB, sim["peak_charged_bytes"] / MIB),
+            "pauses": (final["throttle_events"], int(sim["pauses"])),
+            "paused_s": (final["throttle_ms"] / 1000, sim["pauses_total_ms"] / 1000),
+            "ops_s": (recorded, achieved),
+            "fsyncs": (syncs, int(sim["fsyncs"])),
+        }
+
+    def table(self, workload):
+        rows = [(name, self.rows[(workload, name)]) for name, _ in CONFIGS
+                if (workload, name) in self.rows]
+        if not rows:
+            return ""
+        head = "| %s | %s |" % (workload, " | ".join(
+            "%s mount | sim" % n for n, _ in rows))
+        lines = [head, "|---|" + "---:|---:|" * len(rows)]
+
+        def row(label, key, fmt, check=False):
+            cells = []
+            for _, r in rows:
+                m, s = r[key][0], r[key][1]
+                mark = ""
+                if check and r["exact"]:
+                    mark = " (=)" if m == s else " (**differs**)"
+                cells += [fmt % m, fmt % s + mark]
+            lines.append("| %s | %s |" % (label, " | ".join(cells)))
+
+        row("pages dirtied (nr_dirtied)", "dirtied", "%d", True)
+        row("pages written (nr_written)", "written", "%d", True)
+        row("MiB written to the backing file / device", "backing", "%.1f", True)
+        row("peak charged MiB (1 s samples)", "peak", "%.1f")
+        lines.append("| peak charged MiB, exact (sim) | %s |" % " | ".join(
+            "| %.1f" % r["peak"][2] for _, r in rows))
+        row("pauses", "pauses", "%d")
+        row("time paused s (summed over writers)", "paused_s", "%.1f")
+        row("writer ops/s (writers with 1% of the ops or more)", "ops_s", "%.0f")
+        row("fsync + fdatasync", "fsyncs", "%d", True)
+        extra = []
+        for name, r in rows:
+            extra.append("%s: %d records (%.1f MiB) over %.1f s, %.1f s of virtual"
+                         " time in the replay (%.1f s wall); %d main writers; %s %.0f"
+                         % (name, r["records"], r["trace_bytes"] / MIB, r["span"],
+                            r["virtual_s"], r["sim_wall"], r["writers"],
+                            "fio IOPS" if workload == "fio" else "pgbench tps",
+                            r["rate"] or 0))
+        return "\n".join(lines) + "\n\n" + "\n".join("- " + e for e in extra) + "\n"
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(
+        prog="sim-fidelity.py",
+        description="A mount's counters against foliofs-sim's replay of its"
+        " trace, for fio and pgbench, dirty_account=folio and page, each"
+        " also with " + EXACT + ".")
+    p.add_argument("-w", "--workload", action="append",
+                   choices=("fio", "pgbench"), help="(default: both)")
+    p.add_argument("-T", "--duration", type=pgcompare.positive_int, default=20,
+                   help="seconds of fio and of pgbench -N (default 20)")
+    p.add_argument("-O", "--output", default="/var/tmp/sim-fidelity-"
+                   + time.strftime("%Y%m%d-%H%M%S"),
+                   help="output directory (new or empty)")
+    p.add_argument("-t", "--traces", default="/var/tmp/sim-fidelity-traces",
+                   help="where the traces go (default %(default)s)")
+    p.add_argument("-d", "--workdir", default="/var/tmp",
+                   help="where the scratch directories go (default %(default)s)")
+    a = p.parse_args(argv)
+    a.workload = a.workload or ["fio", "pgbench"]
+    a.traces = os.path.realpath(a.traces)
+    return a
+
+
+def main(argv):
+    a = parse_args(argv)
+    foliofs = os.path.realpath(os.environ.get(
+        "FOLIOFS", os.path.join(pgcompare.REPO, "build", "foliofs")))
+    sim = os.environ.get("FOLIOFS_SIM", os.path.join(os.path.dirname(foliofs),
+                                                     "sim", "foliofs-sim"))
+    for prog in (foliofs, sim):
+        if not os.access(prog, os.X_OK):
+            raise Failure("%s not found (build it, or set FOLIOFS / FOLIOFS_SIM)"
+                          % prog)
+    if "fio" in a.workload and not shutil.which("fio"):
+        raise Failure("fio is not installed (apt-get install fio)")
+    pgbin = pgcompare.find_pgbin()
+    pgcompare.prepare_output(a.output)
+
+    def on_signal(signum, frame):
+        raise pgcompare.Interrupted(signum)
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+    fid = Fidelity(a, foliofs, sim, pgbin)
+    load = [os.getloadavg()]
+    for w in a.workload:
+        fid.run_workload(w)
+    load.append(os.getloadavg())
+    text = ["# foliofs-sim against the mount, %s" % time.strftime("%Y-%m-%d %H:%M UTC",
+                                                                  time.gmtime()),
+            "", "foliofs %s, foliofs-sim %s; load average %s before, %s after" % (
+                foliofs, sim, "%.2f %.2f %.2f" % load[0], "%.2f %.2f %.2f" % load[1]),
+            "", "Mount: the stats log's last line (after the final writeback at"
+            " unmount); peaks from its 1 s samples.  (=): a timing-free"
+            " configuration (" + EXACT + ") where the two must agree.", ""]
+    for w in a.workload:
+        text += [fid.table(w)]
+    text += ["Commands:", ""] + ["    " + c for c in fid.commands]
+    report = "\n".join(text) + "\n"
+    with open(os.path.join(fid.out, "fidelity.md"), "w") as f:
+        f.write(report)
+    print(report)
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main(sys.argv[1:]))
+    except Failure as e:
+        log("FAILED: %s" % e)
+        sys.exit(1)
+    except pgcompare.Interrupted as e:
+        log("interrupted")
+        sys.exit(128 + e.signum)
