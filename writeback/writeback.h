@@ -320,4 +320,46 @@ ssize_t wb_ctx_files(struct wb_ctx *ctx, char **out);
  */
 int wb_ctx_sync_all(struct wb_ctx *ctx);
 
+/*
+ * ---- the write log (writelog.c, -o write_log=FILE) ----
+ *
+ * Every change the daemon makes to BACKING, recorded in order with its
+ * data; the format is described in writelog.c.  One log per process.  All
+ * of these return 0 at once while no log is open.  Once the log failed,
+ * every change to BACKING must fail: the recording calls return -EIO, and
+ * callers that are about to change BACKING ask wb_wlog_check() first.
+ * Context: any thread; they block on the log file's writev.
+ */
+
+/* Open @path (truncated) and record every name under @root_fd (BACKING). */
+int wb_wlog_open(const char *path, int root_fd);
+bool wb_wlog_enabled(void);
+/* -EIO when the log has failed: the change about to be made must not be. */
+int wb_wlog_check(void);
+
+enum wb_wlog_ns {
+	WB_WLOG_CREATE,		/* @name in @dirfd was made (any type) */
+	WB_WLOG_LINK,		/* @name in @dirfd is a new link */
+	WB_WLOG_UNLINK,		/* @name left @dirfd; @flags: AT_REMOVEDIR or 0 */
+	WB_WLOG_RENAME,		/* @name in @dirfd became @newname in @newdirfd; @flags: renameat2's */
+};
+/* A namespace change that succeeded, before it is answered. */
+int wb_wlog_ns(enum wb_wlog_ns op, int dirfd, const char *name,
+	       int newdirfd, const char *newname, unsigned int flags);
+
+/*
+ * Data changes of the backing file open as @fd (writeback/ only; fsync of
+ * a directory from fusefs).  A write is recorded before it is issued and
+ * *@seq names it; if the backing file system then fails it, say so with
+ * wb_wlog_write_failed().  A sync is recorded once it succeeded
+ * (@dir: @fd is a directory), truncate and fallocate likewise.
+ */
+struct iovec;
+int wb_wlog_write(int fd, const struct iovec *iov, int iovcnt, off_t off,
+		  size_t len, uint64_t *seq);
+void wb_wlog_write_failed(int fd, uint64_t seq, int err);
+int wb_wlog_sync(int fd, bool datasync, bool dir);
+int wb_wlog_truncate(int fd, off_t size);
+int wb_wlog_fallocate(int fd, int mode, off_t off, off_t len);
+
 #endif /* FOLIOFS_WRITEBACK_H */
