@@ -36,10 +36,23 @@ struct wb_file;
 
 /* ---- command line (opts.c) ---- */
 
+/* Who caches file data on the kernel's side of the mount (cache=). */
+enum ffs_cache_mode {
+	/* Every open is direct I/O: the daemon's cache is the only cache. */
+	FFS_CACHE_DIRECT,
+	/*
+	 * The kernel keeps clean pages for reads (keep_cache) and sends
+	 * every write syscall on as a WRITE before it returns.
+	 */
+	FFS_CACHE_WRITETHROUGH,
+	/* The FUSE writeback cache (kernel_cache): writes dirty kernel pages. */
+	FFS_CACHE_WRITEBACK,
+};
+
 struct ffs_config {
 	char *backing;		/* BACKING as given */
 	char *mountpoint;	/* MOUNTPOINT, made absolute by libfuse */
-	bool kernel_cache;	/* FUSE writeback cache instead of direct I/O */
+	enum ffs_cache_mode cache;	/* cache=; kernel_cache is writeback */
 	bool allow_other;
 	double attr_timeout;	/* seconds the kernel may cache entries and attributes */
 	bool foreground;

@@ -280,8 +280,8 @@ static void ffs_getattr(fuse_req_t req, fuse_ino_t ino,
  *    without CAP_FSETID, judged in the caller's own namespace.  The
  *    daemon would otherwise have to read CapEff from /proc/PID/status,
  *    which races with the caller's exit and says nothing for the
- *    flusher's writes (pid 0) in kernel_cache mode.
- *  - In kernel_cache mode such a write then goes through to the daemon
+ *    flusher's writes (pid 0) in cache=writeback mode.
+ *  - In cache=writeback mode such a write then goes through to the daemon
  *    at once instead of into the page cache, and the mount is SB_NOSEC,
  *    so the kernel no longer looks up security.capability on every write.
  * The daemon applies the bit rule itself (the mark only says "caller
@@ -699,11 +699,15 @@ static int open_finish(struct ffs_data *fs, fuse_req_t req, struct ffs_inode *in
 	pthread_mutex_init(&file->err_lock, NULL);
 	ffs_handle_add(fs, &file->h, FFS_H_FILE);
 	fi->fh = (uintptr_t)file;
-	if (fs->cfg->kernel_cache) {
-		fi->keep_cache = 1;
-	} else {
+	/*
+	 * In both cached modes the kernel's pages stay valid across opens:
+	 * every change of the data reaches the kernel's page cache or goes
+	 * through a request it invalidates for (see ffs_init).
+	 */
+	if (fs->cfg->cache == FFS_CACHE_DIRECT)
 		fi->direct_io = 1;
-	}
+	else
+		fi->keep_cache = 1;
 	return 0;
 }
 
@@ -1018,7 +1022,8 @@ static void ffs_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 	 * (generic_write_sync); we sync first, on this thread, so that a held
 	 * reply never waits for I/O on the timer thread.  The sync only
 	 * lowers the dirty charge, so the pause it sees is never longer.
-	 * A write from the kernel's own writeback (kernel_cache mode) is
+	 * A write from the kernel's own writeback (cache=writeback, or a
+	 * shared mapping in the other modes) is
 	 * not throttled: the kernel already throttled its writer against
 	 * the FUSE mount's strict limit, and pausing its flusher would only
 	 * stall every file's writeback.
@@ -1132,7 +1137,7 @@ static void ffs_opendir(fuse_req_t req, fuse_ino_t ino,
 	}
 	ffs_handle_add(ffs_data(req), &d->h, FFS_H_DIR);
 	fi->fh = (uintptr_t)d;
-	if (ffs_data(req)->cfg->kernel_cache)
+	if (ffs_data(req)->cfg->cache != FFS_CACHE_DIRECT)
 		fi->cache_readdir = 1;
 	fuse_reply_open(req, fi);
 }
@@ -1440,8 +1445,20 @@ static void ffs_init(void *userdata, struct fuse_conn_info *conn)
 {
 	struct ffs_data *fs = userdata;
 
-	if (fs->cfg->kernel_cache && (conn->capable & FUSE_CAP_WRITEBACK_CACHE))
+	if (fs->cfg->cache == FFS_CACHE_WRITEBACK &&
+	    (conn->capable & FUSE_CAP_WRITEBACK_CACHE))
 		conn->want |= FUSE_CAP_WRITEBACK_CACHE;
+	/*
+	 * libfuse asks for auto_inval_data by default: the kernel then drops
+	 * a file's pages whenever a refreshed mtime differs from its own.  A
+	 * write-through write is stamped by the kernel and by the daemon at
+	 * different times, so the first read after every write would lose
+	 * the whole file's pages.  The daemon is the only writer of BACKING
+	 * and every change of the data goes through the kernel, which updates
+	 * or drops its pages for it, so mtime has nothing to reveal.
+	 */
+	if (fs->cfg->cache == FFS_CACHE_WRITETHROUGH)
+		conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;
 	/* Locks stay in the kernel; we implement no getlk/setlk/flock. */
 	conn->want &= ~(FUSE_CAP_POSIX_LOCKS | FUSE_CAP_FLOCK_LOCKS);
 	if (conn->max_write > FFS_MAX_IO || conn->max_write == 0)

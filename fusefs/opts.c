@@ -26,6 +26,7 @@ enum {
 	KEY_VERSION,
 	KEY_ALLOW_OTHER,
 	KEY_KERNEL_CACHE,
+	KEY_CACHE,
 	KEY_ATTR_TIMEOUT,
 	KEY_BLOCK_SIZE,
 	KEY_FOLIO_SIZE,
@@ -70,6 +71,7 @@ static const struct fuse_opt ffs_opt_spec[] = {
 	FUSE_OPT_KEY("--version", KEY_VERSION),
 	FUSE_OPT_KEY("allow_other", KEY_ALLOW_OTHER),
 	FUSE_OPT_KEY("kernel_cache", KEY_KERNEL_CACHE),
+	FUSE_OPT_KEY("cache=", KEY_CACHE),
 	FUSE_OPT_KEY("attr_timeout=", KEY_ATTR_TIMEOUT),
 	FUSE_OPT_KEY("block_size=", KEY_BLOCK_SIZE),
 	FUSE_OPT_KEY("folio_size=", KEY_FOLIO_SIZE),
@@ -107,8 +109,9 @@ static const struct {
 	const char *deflt;
 	const char *help;
 } ffs_opt_help[] = {
-	{ "kernel_cache", "off",
-	  "let the kernel cache file data (FUSE writeback cache) instead of direct I/O" },
+	{ "cache=MODE", "direct",
+	  "direct (direct I/O: the daemon's cache is the only cache), writethrough (the kernel keeps clean pages for reads, every write reaches the daemon), writeback (the FUSE writeback cache)" },
+	{ "kernel_cache", "off", "the same as cache=writeback" },
 	{ "attr_timeout=SECS", "1.0",
 	  "how long the kernel may cache names and attributes (0 .. 86400)" },
 	{ "allow_other", "off",
@@ -483,6 +486,18 @@ static int parse_wb_opt(struct ffs_config *cfg, int key, const char *val, char *
 	}
 }
 
+static int parse_cache(struct ffs_config *cfg, const char *val, char *err)
+{
+	/* In the order of enum ffs_cache_mode. */
+	static const char *const modes[] = { "direct", "writethrough", "writeback" };
+	unsigned int choice;
+
+	if (parse_choice("cache", val, modes, 3, &choice, err))
+		return -EINVAL;
+	cfg->cache = (enum ffs_cache_mode)choice;
+	return 0;
+}
+
 static int opt_proc(void *data, const char *arg, int key,
 		    struct fuse_args *outargs)
 {
@@ -511,8 +526,10 @@ static int opt_proc(void *data, const char *arg, int key,
 		cfg->allow_other = true;
 		return 1;
 	case KEY_KERNEL_CACHE:
-		cfg->kernel_cache = true;
+		cfg->cache = FFS_CACHE_WRITEBACK;
 		return 0;
+	case KEY_CACHE:
+		return parse_cache(cfg, strchr(arg, '=') + 1, ps->err) ? -1 : 0;
 	case KEY_BACKING_DIRECT:
 		cfg->wb.backing_direct = true;
 		return 0;

@@ -46,6 +46,7 @@ OPTIONS = {
                                      '86400.5', '1e999', '1.2.3', '.'], ['0', '86400']),
     'block_size': (BAD_SIZE + ['0', '256', '128K', '3000'], ['512', '64K']),
     'folio_size': (BAD_SIZE + ['0', '2K', '4M', '12K'], ['4K', '2M']),
+    'cache': (BAD_NAME, ['direct', 'writethrough', 'writeback']),
     'folio_policy': (BAD_NAME, ['fixed', 'ramp', 'kernel']),
     'readahead_kb': (BAD_UINT + ['65537'], ['0', '65536']),
     'cache_size': (BAD_SIZE + ['0', '1', str(phys_mem() + 1), '8589934591G'],

@@ -67,14 +67,14 @@ static void test_args(void)
 	const char *ok[] = { "foliofs", "-f", "-o", "kernel_cache,attr_timeout=2.5,allow_other",
 			     "/backing", "/tmp" };
 	T_CHECK(parse(&cfg, err, 6, ok) == 0);
-	T_CHECK(cfg.kernel_cache && cfg.allow_other && cfg.foreground);
+	T_CHECK(cfg.cache == FFS_CACHE_WRITEBACK && cfg.allow_other && cfg.foreground);
 	T_CHECK(cfg.attr_timeout == 2.5);
 	T_CHECK(!strcmp(cfg.backing, "/backing") && !strcmp(cfg.mountpoint, "/tmp"));
 	ffs_config_free(&cfg);
 
 	const char *deflt[] = { "foliofs", "/b", "/tmp" };
 	T_CHECK(parse(&cfg, err, 3, deflt) == 0);
-	T_CHECK(!cfg.kernel_cache && !cfg.allow_other && !cfg.foreground);
+	T_CHECK(cfg.cache == FFS_CACHE_DIRECT && !cfg.allow_other && !cfg.foreground);
 	T_CHECK(cfg.attr_timeout == 1.0);
 	ffs_config_free(&cfg);
 
