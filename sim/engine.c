@@ -21,9 +21,23 @@
  *             flusher_main/flush_pass/flush_file with the same
  *             wb_fp_* decisions; woken by writes over the background
  *             threshold (kicks) or writeback_interval_ms.
+ *   reader    a read is one bs_read() of the request, as ffs_read() does
+ *             it, so readahead decides what is read; each backing read it
+ *             makes (blockstate's bs_backing_ops.read: misses, readahead
+ *             windows, the partial blocks a write must read first) is a
+ *             device I/O issued when the one before it ended, as the
+ *             mount's worker thread does them in turn, and the caller
+ *             waits for the last.  A read the cache holds takes no time.
  *   device    dev_bw bytes/s through one transfer pipe, dev_lat_us per
- *             I/O on top, at most dev_qd I/Os in flight; a flush completes
- *             dev_flush_us after every write before it.
+ *             I/O on top, at most dev_qd I/Os in flight, reads and writes
+ *             alike; a flush completes dev_flush_us after every write
+ *             before it.
+ *   faults    -o fault=SPEC as on a mount (writeback/fault.c): applied to
+ *             each device completion in the order the engine issues them,
+ *             so the same replay fails the same I/Os.  A failed write
+ *             leaves its blocks dirty, the file backs off (flush.c's
+ *             doubling retry), fsync reports the error once (errseq); a
+ *             failed sync makes what it covered dirty again.
  *
  * Writeback is submitted and completed in two halves: a batch is collected
  * (blocks go dirty -> writeback, nr_writeback rises) at the time it is
@@ -35,10 +49,17 @@
  * flight early and writes everything back at once, and the writer whose
  * write needed room waits until the device would have finished.
  *
+ * Namespace: unlink, and a rename over a file, drop the file's cache
+ * unwritten, as the mount does when the kernel forgets a file that has no
+ * name left (forget_writeback's discard); the trace has no close, so this
+ * happens at the unlink or rename, as for a file nobody holds open.  A
+ * create gives the file the size it had at creation.
+ *
  * Nothing reads a host clock except for the replay speed: the same trace
  * and options give the same output, byte for byte.
  */
 #include "sim.h"
+#include "bs_i.h"
 #include "wb_i.h"
 #include "flushpolicy.h"
 #include "throttle.h"
@@ -61,15 +82,23 @@ struct sim_pass {
 	bool budgeted;
 	struct bs_wb_budget budget;
 	struct bs_wb_run runs[WB_BATCH];
+	int err[WB_BATCH];		/* each run's write result, known when issued */
 	int n;				/* runs in flight, 0: none */
+	int first_err;			/* the pass's first failed write, 0: none */
 };
 
 struct sim_file {
+	struct sim *s;			/* for its backing read op */
 	uint32_t id;			/* in the trace */
 	struct bs_file *bs;
 	int64_t dirtied_ns;		/* virtual: when it went from clean to dirty, 0: clean */
 	off_t bg_next;			/* where background writeback goes on */
 	struct sim_pass *busy;		/* the pass holding it (the mount's wb_lock) */
+	/* Failures, as struct wb_file keeps them (flush.c). */
+	int64_t retry_ns;		/* the flushers retry it not before this */
+	uint32_t backoff_ms;		/* 0: its last pass succeeded */
+	int err;			/* the last error */
+	uint64_t err_seq, err_seen;	/* errors, and those an fsync reported */
 };
 
 enum wr_state { WR_READY, WR_PAUSED, WR_WAIT_FILE, WR_PASS, WR_SYNC, WR_DONE };
@@ -83,6 +112,7 @@ struct sim_writer {
 	int64_t hold_start;		/* when its pause began */
 	int64_t first_ns, last_ns;	/* first issue, last completion */
 	uint64_t sync_token;
+	int sync_err;
 	struct sim_pass pass;
 };
 
@@ -97,6 +127,7 @@ struct sim_flusher {
 	int64_t round_now;		/* the time of the round, as flush_pass takes it */
 	enum wb_fp_action act;
 	uint64_t sync_token;
+	int sync_err;
 	struct sim_file *sync_file;
 	struct sim_pass pass;
 };
@@ -137,8 +168,9 @@ struct sim {
 	unsigned int nr_flushers;
 	unsigned int kicks;
 	int64_t reclaim_until;		/* a write that needed room waits until then */
+	int64_t read_at;		/* the op's next backing read is issued then */
 	/* observations */
-	struct i64_vec pauses, fsyncs;
+	struct i64_vec pauses, fsyncs, reads;
 	struct sim_result *res;
 	FILE *log;
 	uint32_t log_interval_ms;
@@ -219,8 +251,8 @@ static int vec_add(struct i64_vec *v, int64_t x)
 
 /* ---- the device ---- */
 
-/* A write of @len bytes issued now: when it completes. */
-static int64_t dev_write(struct sim *s, size_t len)
+/* An I/O of @len bytes issued at @at (not before now): when it completes. */
+static int64_t dev_io(struct sim *s, int64_t at, size_t len)
 {
 	unsigned int k = 0;
 	int64_t start, xfer;
@@ -228,16 +260,22 @@ static int64_t dev_write(struct sim *s, size_t len)
 	for (unsigned int j = 1; j < s->dev.qd; j++)
 		if (s->slot_free[j] < s->slot_free[k])
 			k = j;
-	start = s->slot_free[k] > s->now ? s->slot_free[k] : s->now;
+	start = s->slot_free[k] > at ? s->slot_free[k] : at;
 	xfer = s->pipe_free > start ? s->pipe_free : start;
 	s->pipe_free = xfer + (int64_t)((double)len * NS / (double)s->dev.bw);
 	s->slot_free[k] = s->pipe_free + (int64_t)s->dev.lat_us * 1000;
-	if (s->slot_free[k] > s->last_done)
-		s->last_done = s->slot_free[k];
-	atomic_fetch_add(&s->ctx->backing_write_bytes, len);
-	atomic_fetch_add(&s->ctx->backing_write_ios, 1);
-	s->res->bytes_written += len;
 	return s->slot_free[k];
+}
+
+/* A write of @len bytes issued at @at: when it completes (a flush waits for it). */
+static int64_t dev_write(struct sim *s, int64_t at, size_t len)
+{
+	int64_t done = dev_io(s, at, len);
+
+	if (done > s->last_done)
+		s->last_done = done;
+	s->res->bytes_written += len;
+	return done;
 }
 
 /* A cache flush issued now: after every write before it. */
@@ -247,6 +285,87 @@ static int64_t dev_flush(struct sim *s)
 
 	s->last_done = start + (int64_t)s->dev.flush_us * 1000;
 	return s->last_done;
+}
+
+/* ---- faults ---- */
+
+/*
+ * The fault (the context's, parsed from -o fault= by wb_ctx_set_fault())
+ * applied to a completion of @len bytes at @off of @f that did @res: an
+ * errno, half of it, or @res.  backing.c's fault_fires() and fault_apply()
+ * decide the same way on a mount, but are static and take a wb_file (see
+ * the report of issue 12: exporting them would let this call them); file=
+ * matches the trace's file id, in decimal, as the mount matches the path.
+ */
+static ssize_t sim_fault(struct sim *s, enum wb_fault_op op, const struct sim_file *f,
+			 off_t off, size_t len, ssize_t res)
+{
+	struct wb_fault *ft = s->ctx->fault;
+	char id[16];
+
+	if (!ft || ft->op != op)
+		return res;
+	if (ft->range_end && (off >= (off_t)ft->range_end ||
+			      off + (off_t)len <= (off_t)ft->range_start))
+		return res;
+	snprintf(id, sizeof(id), "%u", f->id);
+	if (ft->file[0] && !strstr(id, ft->file))
+		return res;
+	ft->calls++;
+	if (ft->calls <= ft->after || (ft->calls - ft->after - 1) % ft->every)
+		return res;
+	if (ft->count && ft->fired >= ft->count)
+		return res;
+	if (ft->prob >= 0) {
+		ft->rng ^= ft->rng << 13;
+		ft->rng ^= ft->rng >> 7;
+		ft->rng ^= ft->rng << 17;
+		if ((double)(ft->rng >> 11) / (double)(1ull << 53) >= ft->prob)
+			return res;
+	}
+	ft->fired++;
+	atomic_fetch_add(&s->ctx->faults_injected, 1);
+	if (ft->err)
+		return -ft->err;
+	return res > 1 ? res / 2 : res;
+}
+
+/* flush.c's record_error(): for fsync (errseq) and the stats. */
+static void record_error(struct sim *s, struct sim_file *f, int err)
+{
+	f->err = err;
+	f->err_seq++;
+	atomic_fetch_add(&s->ctx->wb_errors, 1);
+}
+
+/* flush.c's back_off(): the flushers retry the file after a doubling backoff. */
+static void back_off(struct sim *s, struct sim_file *f)
+{
+	f->backoff_ms = wb_fp_backoff_next(f->backoff_ms);
+	f->retry_ns = wb_fp_retry_due(s->now, f->backoff_ms);
+}
+
+/*
+ * A sync of @f issued now (wb_sync_file()): when it completes.  An fsync
+ * fault fires instead of the device flush, at once; *@err gets it.
+ */
+static int64_t sync_issue(struct sim *s, struct sim_file *f, uint64_t *token, int *err)
+{
+	*token = bs_sync_begin(f->bs);
+	*err = (int)sim_fault(s, WB_FAULT_FSYNC, f, 0, 0, 0);
+	return *err ? s->now : dev_flush(s);
+}
+
+/* The sync is over: a failed one left what it covered dirty again. */
+static void sync_end(struct sim *s, struct sim_file *f, uint64_t token, int err)
+{
+	bs_sync_end(f->bs, token, err);
+	if (!err)
+		return;
+	record_error(s, f, err);
+	if (!f->dirtied_ns && bs_file_has_held(f->bs))
+		f->dirtied_ns = s->now;
+	back_off(s, f);
 }
 
 /* ---- observations ---- */
@@ -300,10 +419,37 @@ static void pass_begin(struct sim *s, struct sim_pass *p, struct sim_file *f, of
 static void pass_complete(struct sim *s, struct sim_pass *p)
 {
 	for (int i = 0; i < p->n; i++)
-		bs_wb_complete(p->file->bs, &p->runs[i], 0);
+		bs_wb_complete(p->file->bs, &p->runs[i], p->err[i]);
 	if (p->n)
 		throttle_note(s, false);
 	p->n = 0;
+}
+
+/*
+ * One write of a batch, @len bytes at @off of @f, issued now: when it
+ * completes, and its result in *@err.  What a short completion left is
+ * written again, once the part before is done, as backing.c does.
+ */
+static int64_t write_group(struct sim *s, struct sim_file *f, off_t off, size_t len, int *err)
+{
+	int64_t due = s->now;
+
+	*err = 0;
+	atomic_fetch_add(&s->ctx->backing_write_ios, 1);
+	while (len) {
+		ssize_t n;
+
+		due = dev_write(s, due, len);
+		n = sim_fault(s, WB_FAULT_WRITE, f, off, len, (ssize_t)len);
+		if (n < 0) {
+			*err = (int)n;
+			break;
+		}
+		atomic_fetch_add(&s->ctx->backing_write_bytes, (uint64_t)n);
+		off += n;
+		len -= (size_t)n;
+	}
+	return due;
 }
 
 /*
@@ -316,7 +462,7 @@ static int64_t pass_step(struct sim *s, struct sim_pass *p)
 	int group_of[WB_BATCH];
 	int64_t due = 0;
 	size_t len = 0;
-	int g = 0;
+	int g = 0, first = 0;
 
 	p->n = bs_wb_collect_budget(p->file->bs, &p->pos, p->end, p->runs, WB_BATCH,
 				    WB_FP_BATCH_BYTES, cfg->max_io,
@@ -327,12 +473,21 @@ static int64_t pass_step(struct sim *s, struct sim_pass *p)
 	wb_fp_group_runs(p->runs, p->n, cfg->max_io, group_of);
 	for (int i = 0; i <= p->n; i++) {
 		if (i == p->n || group_of[i] != g) {
-			int64_t done = dev_write(s, len);
+			int err;
+			int64_t done = write_group(s, p->file, p->runs[first].off, len, &err);
 
 			due = done > due ? done : due;
+			for (int j = first; j < i; j++)
+				p->err[j] = err;
+			if (err) {
+				record_error(s, p->file, err);
+				if (!p->first_err)
+					p->first_err = err;
+			}
 			if (i == p->n)
 				break;
 			g = group_of[i];
+			first = i;
 			len = 0;
 		}
 		len += p->runs[i].len;
@@ -344,11 +499,19 @@ static int64_t pass_step(struct sim *s, struct sim_pass *p)
 
 static void wake_file_waiters(struct sim *s, struct sim_file *f);
 
-/* The pass is over: the file's age as update_dirtied() keeps it, and its lock. */
+/*
+ * The pass is over: a backoff if it failed (back_off(), or
+ * write_back_works_again()), the file's age as update_dirtied() keeps it,
+ * and its lock.
+ */
 static void pass_end(struct sim *s, struct sim_pass *p)
 {
 	struct sim_file *f = p->file;
 
+	if (p->first_err)
+		back_off(s, f);
+	else
+		f->backoff_ms = 0;
 	if (!bs_file_has_held(f->bs))
 		f->dirtied_ns = 0;
 	f->busy = NULL;
@@ -368,16 +531,20 @@ static int64_t write_all_now(struct sim *s, struct sim_file *f)
 	}
 	pass_end(s, &p);
 	if (bs_file_has_unsynced(f->bs)) {
-		uint64_t token = bs_sync_begin(f->bs);
+		uint64_t token;
+		int err;
 
-		due = dev_flush(s);
+		due = sync_issue(s, f, &token, &err);
 		last = due > last ? due : last;
-		bs_sync_end(f->bs, token, 0);
+		sync_end(s, f, token, err);
 	}
 	return last;
 }
 
-/* bs_cache_ops.need_clean: reclaim found nothing clean (see the top). */
+/*
+ * bs_cache_ops.need_clean: reclaim found nothing clean (see the top).  A
+ * file backing off is left alone, as wb_need_clean() leaves it.
+ */
 static void sim_need_clean(void *arg)
 {
 	struct sim *s = arg;
@@ -386,7 +553,9 @@ static void sim_need_clean(void *arg)
 		struct sim_file *f = &s->files[i];
 		int64_t until;
 
-		if (f->busy) {
+		if (f->retry_ns > s->now) {
+			continue;
+		} else if (f->busy) {
 			pass_complete(s, f->busy);
 			until = s->last_done;
 		} else {
@@ -415,6 +584,7 @@ static void fp_file_of(struct sim_file *f, struct wb_fp_file *out)
 {
 	*out = (struct wb_fp_file){
 		.dirtied_ns = f->dirtied_ns,
+		.retry_ns = f->retry_ns,
 		.unsynced = bs_file_has_unsynced(f->bs),
 	};
 }
@@ -505,10 +675,10 @@ static int flusher_sync(struct sim *s, struct sim_flusher *fl, struct sim_file *
 	fp_file_of(f, &ff);
 	if (f->busy || !wb_fp_should_sync(&st, &ff, fl->act == WB_FP_EXPIRED))
 		return 0;
-	fl->sync_token = bs_sync_begin(f->bs);
 	fl->sync_file = f;
 	fl->state = FL_SYNC;
-	return ev_push(s, dev_flush(s), EV_FLUSHER, k, 0) ? -ENOMEM : 1;
+	return ev_push(s, sync_issue(s, f, &fl->sync_token, &fl->sync_err), EV_FLUSHER, k, 0)
+		? -ENOMEM : 1;
 }
 
 /* Run flusher @k from where it stopped until it waits for something. */
@@ -530,12 +700,19 @@ static int flusher_go(struct sim *s, uint32_t k)
 			return ev_push(s, due, EV_FLUSHER, k, 0);
 		flusher_file_end(s, fl);
 		fl->state = FL_IDLE;
+		/* flush_file(): a failed pass is retried later, not synced. */
+		if (fl->pass.first_err) {
+			atomic_fetch_add(&s->ctx->wb_retries, 1);
+			break;
+		}
 		ret = flusher_sync(s, fl, fl->pass.file, k);
 		if (ret)
 			return ret < 0 ? ret : 0;
 		break;
 	case FL_SYNC:
-		bs_sync_end(fl->sync_file->bs, fl->sync_token, 0);
+		sync_end(s, fl->sync_file, fl->sync_token, fl->sync_err);
+		if (fl->sync_err)
+			atomic_fetch_add(&s->ctx->wb_retries, 1);
 		fl->state = FL_IDLE;
 		break;
 	}
@@ -564,6 +741,10 @@ static int flusher_go(struct sim *s, uint32_t k)
 					return ev_push(s, due, EV_FLUSHER, k, 0);
 				}
 				flusher_file_end(s, fl);
+				if (fl->pass.first_err) {
+					atomic_fetch_add(&s->ctx->wb_retries, 1);
+					continue;
+				}
 			}
 			ret = flusher_sync(s, fl, f, k);
 			if (ret)
@@ -593,12 +774,23 @@ static int flusher_go(struct sim *s, uint32_t k)
 
 /* ---- writers ---- */
 
+/*
+ * The file whose cache an op changes: a rename's is the file it replaces
+ * (the record's offset: its index + 1 once set up), NULL when none.
+ */
+static struct sim_file *op_file(struct sim *s, const struct sim_rec *r)
+{
+	if (r->op == SIM_OP_RENAME)
+		return r->offset ? &s->files[r->offset - 1] : NULL;
+	return &s->files[r->file];
+}
+
 static void wake_file_waiters(struct sim *s, struct sim_file *f)
 {
 	for (size_t w = 0; w < s->nr_writers; w++) {
 		struct sim_writer *wr = &s->writers[w];
 
-		if (wr->state == WR_WAIT_FILE && &s->files[s->recs[wr->ops[wr->next]].file] == f) {
+		if (wr->state == WR_WAIT_FILE && op_file(s, &s->recs[wr->ops[wr->next]]) == f) {
 			wr->state = WR_READY;
 			ev_push(s, s->now, EV_WRITER, (uint32_t)w, 0);
 		}
@@ -624,10 +816,48 @@ static int writer_op_done(struct sim *s, uint32_t w, int64_t t)
 	return ev_push(s, t + (think > 0 ? think : 0), EV_WRITER, w, 0);
 }
 
+/*
+ * The data of writes and reads: all zeros, as the backing reads give; a
+ * request of the mount is at most this long (FFS_MAX_IO).
+ */
+static char sim_buf[1 << 20];
+
+/*
+ * bs_backing_ops.read: a device read issued when the op's last one ended
+ * (s->read_at, which it moves on); a short completion is read again for
+ * the rest, as wb_backing_read() does.
+ */
+static ssize_t sim_backing_read(void *arg, void *buf, size_t len, off_t off)
+{
+	struct sim_file *f = arg;
+	struct sim *s = f->s;
+	size_t done = 0;
+
+	memset(buf, 0, len);
+	while (done < len) {
+		ssize_t n;
+
+		s->read_at = dev_io(s, s->read_at, len - done);
+		n = sim_fault(s, WB_FAULT_READ, f, off + (off_t)done, len - done,
+			      (ssize_t)(len - done));
+		if (n < 0)
+			return done ? (ssize_t)done : n;
+		done += (size_t)n;
+	}
+	return (ssize_t)done;
+}
+
+/* When the op that began now and made backing I/O or reclaimed is done. */
+static int64_t io_done(const struct sim *s)
+{
+	int64_t t = s->read_at > s->now ? s->read_at : s->now;
+
+	return s->reclaim_until > t ? s->reclaim_until : t;
+}
+
 static int writer_write(struct sim *s, uint32_t w, struct sim_file *f, const struct sim_rec *r)
 {
 	struct sim_writer *wr = &s->writers[w];
-	static char zeros[1 << 20];
 	uint64_t dirtied;
 	int64_t pause = 0, done;
 	off_t off = (off_t)r->offset;
@@ -635,10 +865,13 @@ static int writer_write(struct sim *s, uint32_t w, struct sim_file *f, const str
 
 	bs_thread_dirtied_take();
 	s->reclaim_until = 0;
+	s->read_at = s->now;
 	while (left) {
-		size_t n = left < sizeof(zeros) ? left : sizeof(zeros);
-		ssize_t got = bs_write(f->bs, zeros, n, off);
+		size_t n = left < sizeof(sim_buf) ? left : sizeof(sim_buf);
+		ssize_t got = bs_write(f->bs, sim_buf, n, off);
 
+		if (got < 0)
+			s->res->write_errors++;
 		if (got <= 0)
 			break;
 		off += got;
@@ -647,7 +880,7 @@ static int writer_write(struct sim *s, uint32_t w, struct sim_file *f, const str
 	dirtied = bs_thread_dirtied_take();
 	if (!f->dirtied_ns && bs_file_has_held(f->bs))
 		f->dirtied_ns = s->now;
-	done = s->reclaim_until > s->now ? s->reclaim_until : s->now;
+	done = io_done(s);
 	/* wb_balance_dirty(): no flushers, nobody paused. */
 	if (s->nr_flushers &&
 	    wb_throttle_charge_write(s->ctx, (pid_t)wr->pid, dirtied, s->now)) {
@@ -668,70 +901,131 @@ static int writer_write(struct sim *s, uint32_t w, struct sim_file *f, const str
 	return writer_op_done(s, w, done);
 }
 
+/*
+ * A read as ffs_read() makes it: one bs_read() of the request, so that
+ * readahead sees the request's size; the reader waits for the backing
+ * reads it made (none when the cache held it all).
+ */
+static int writer_read(struct sim *s, uint32_t w, struct sim_file *f, const struct sim_rec *r)
+{
+	uint64_t at = 0;
+
+	s->reclaim_until = 0;
+	s->read_at = s->now;
+	while (at < r->length) {
+		size_t n = r->length - at < sizeof(sim_buf) ? r->length - at : sizeof(sim_buf);
+		ssize_t got = bs_read(f->bs, sim_buf, n, (off_t)(r->offset + at));
+
+		if (got < 0)
+			s->res->read_errors++;
+		if (got < (ssize_t)n)
+			break;
+		at += n;
+	}
+	if (vec_add(&s->reads, io_done(s) - s->now))
+		return -ENOMEM;
+	return writer_op_done(s, w, io_done(s));
+}
+
+/*
+ * @f lost its last name: its cache goes unwritten, as the mount's goes
+ * when the kernel forgets the file (see the top), failures and all.
+ */
+static void file_drop(struct sim_file *f)
+{
+	bs_truncate(f->bs, 0);
+	f->dirtied_ns = 0;
+	f->bg_next = 0;
+	f->retry_ns = 0;
+	f->backoff_ms = 0;
+	f->err = 0;
+	f->err_seq = f->err_seen = 0;
+}
+
+/* The fsync in progress is over with @err: errseq reports a writeback error once. */
+static int writer_fsync_done(struct sim *s, uint32_t w, int err)
+{
+	struct sim_file *f = &s->files[s->recs[s->writers[w].ops[s->writers[w].next]].file];
+
+	if (f->err_seen != f->err_seq) {
+		f->err_seen = f->err_seq;
+		if (!err)
+			err = f->err;
+	}
+	if (err)
+		s->res->fsync_errors++;
+	note_peaks(s);
+	if (vec_add(&s->fsyncs, s->now - s->writers[w].op_start))
+		return -ENOMEM;
+	return writer_op_done(s, w, s->now);
+}
+
+/* wb_fsync() after its writeback pass: the sync, unless the pass failed. */
+static int writer_fsync_sync(struct sim *s, uint32_t w)
+{
+	struct sim_writer *wr = &s->writers[w];
+	struct sim_file *f = wr->pass.file;
+
+	pass_end(s, &wr->pass);
+	if (wr->pass.first_err)
+		return writer_fsync_done(s, w, wr->pass.first_err);
+	wr->state = WR_SYNC;
+	return ev_push(s, sync_issue(s, f, &wr->sync_token, &wr->sync_err), EV_WRITER, w, 0);
+}
+
 static int writer_issue(struct sim *s, uint32_t w)
 {
 	struct sim_writer *wr = &s->writers[w];
 	const struct sim_rec *r = &s->recs[wr->ops[wr->next]];
-	struct sim_file *f = &s->files[r->file];
-	char buf[1 << 12];
+	struct sim_file *f = op_file(s, r);
 	int64_t due;
 
 	wr->op_start = s->now;
 	if (!wr->first_ns && !wr->next)
 		wr->first_ns = s->now;
-	switch (r->op) {
-	case SIM_OP_WRITE:
+	if (r->op == SIM_OP_WRITE)
 		return writer_write(s, w, f, r);
-	case SIM_OP_READ:
-		for (uint64_t at = 0; at < r->length; at += sizeof(buf)) {
-			size_t n = r->length - at < sizeof(buf) ? r->length - at : sizeof(buf);
-
-			if (bs_read(f->bs, buf, n, (off_t)(r->offset + at)) <= 0)
-				break;
-		}
-		break;
+	if (r->op == SIM_OP_READ)
+		return writer_read(s, w, f, r);
+	if (!f)		/* a rename that replaced nothing the trace knows */
+		return writer_op_done(s, w, s->now);
+	/* The rest wait for a pass that holds the file, as for the mount's wb_lock. */
+	if (f->busy) {
+		wr->state = WR_WAIT_FILE;
+		return 0;
+	}
+	switch (r->op) {
 	case SIM_OP_FSYNC:
 	case SIM_OP_FDATASYNC:
+		/* wb_fsync(): write it all back, then sync. */
+		pass_begin(s, &wr->pass, f, 0, bs_file_size(f->bs), 0);
+		due = pass_step(s, &wr->pass);
+		if (!due)
+			return writer_fsync_sync(s, w);
+		wr->state = WR_PASS;
+		return ev_push(s, due, EV_WRITER, w, 0);
 	case SIM_OP_TRUNCATE:
-	case SIM_OP_FALLOCATE:
-	case SIM_OP_UNLINK:
-		if (f->busy) {
-			wr->state = WR_WAIT_FILE;
-			return 0;
-		}
-		if (r->op == SIM_OP_TRUNCATE) {
-			bs_truncate(f->bs, (off_t)r->offset);
-		} else if (r->op == SIM_OP_FALLOCATE) {
-			bs_fallocate(f->bs, (int)r->flags, (off_t)r->offset, (off_t)r->length);
-		} else if (r->op == SIM_OP_UNLINK) {
-			/* Its data is dropped, as the kernel drops an unlinked file's pages. */
-			bs_truncate(f->bs, 0);
-		} else {
-			/* wb_fsync(): write it all back, then sync. */
-			pass_begin(s, &wr->pass, f, 0, bs_file_size(f->bs), 0);
-			due = pass_step(s, &wr->pass);
-			if (due) {
-				wr->state = WR_PASS;
-				return ev_push(s, due, EV_WRITER, w, 0);
-			}
-			pass_end(s, &wr->pass);
-			wr->sync_token = bs_sync_begin(f->bs);
-			wr->state = WR_SYNC;
-			return ev_push(s, dev_flush(s), EV_WRITER, w, 0);
-		}
-		if (!bs_file_has_held(f->bs))
-			f->dirtied_ns = 0;
+		bs_truncate(f->bs, (off_t)r->offset);
 		break;
-	default:	/* create (files are made before the replay), rename */
+	case SIM_OP_FALLOCATE:
+		bs_fallocate(f->bs, (int)r->flags, (off_t)r->offset, (off_t)r->length);
+		break;
+	case SIM_OP_CREATE:
+		if (bs_file_size(f->bs) != (off_t)r->length)
+			bs_truncate(f->bs, (off_t)r->length);
+		break;
+	default:	/* unlink, rename */
+		file_drop(f);
 		break;
 	}
+	if (!bs_file_has_held(f->bs))
+		f->dirtied_ns = 0;
 	return writer_op_done(s, w, s->now);
 }
 
 static int writer_go(struct sim *s, uint32_t w)
 {
 	struct sim_writer *wr = &s->writers[w];
-	const struct sim_rec *r;
 	struct wb_throttle_sample smp;
 	int64_t pause, due;
 
@@ -753,17 +1047,10 @@ static int writer_go(struct sim *s, uint32_t w)
 		due = pass_step(s, &wr->pass);
 		if (due)
 			return ev_push(s, due, EV_WRITER, w, 0);
-		pass_end(s, &wr->pass);
-		wr->sync_token = bs_sync_begin(wr->pass.file->bs);
-		wr->state = WR_SYNC;
-		return ev_push(s, dev_flush(s), EV_WRITER, w, 0);
+		return writer_fsync_sync(s, w);
 	case WR_SYNC:
-		r = &s->recs[wr->ops[wr->next]];
-		bs_sync_end(s->files[r->file].bs, wr->sync_token, 0);
-		note_peaks(s);
-		if (vec_add(&s->fsyncs, s->now - wr->op_start))
-			return -ENOMEM;
-		return writer_op_done(s, w, s->now);
+		sync_end(s, wr->pass.file, wr->sync_token, wr->sync_err);
+		return writer_fsync_done(s, w, wr->sync_err);
 	default:
 		return 0;
 	}
@@ -797,14 +1084,6 @@ static size_t index_of(const uint32_t *v, size_t n, uint32_t x)
 	return (size_t)(p - v);
 }
 
-static ssize_t zero_read(void *ctx, void *buf, size_t len, off_t off)
-{
-	(void)ctx;
-	(void)off;
-	memset(buf, 0, len);
-	return (ssize_t)len;
-}
-
 static int no_truncate(void *ctx, off_t size)
 {
 	(void)ctx;
@@ -822,14 +1101,15 @@ static int no_fallocate(void *ctx, int mode, off_t off, off_t len)
 }
 
 static const struct bs_backing_ops sim_backing_ops = {
-	.read = zero_read, .truncate = no_truncate, .fallocate = no_fallocate,
+	.read = sim_backing_read, .truncate = no_truncate, .fallocate = no_fallocate,
 };
 
 /*
  * The mount's context without its threads (wb_ctx_create_core()), with
- * the throttler on the virtual clock and reclaim calling the engine.
+ * the throttler on the virtual clock, reclaim calling the engine and the
+ * mount's fault spec.
  */
-static int ctx_create(struct sim *s, const struct ffs_config *fc)
+static int ctx_create(struct sim *s, const struct ffs_config *fc, char *err, size_t errlen)
 {
 	static const struct bs_cache_ops cache_ops = { .need_clean = sim_need_clean };
 	struct wb_config cfg = fc->wb;
@@ -839,8 +1119,18 @@ static int ctx_create(struct sim *s, const struct ffs_config *fc)
 	cfg.fault = cfg.stats_log = NULL;
 	cfg.backing_io = WB_IO_NULL;
 	ret = wb_ctx_create_core(&fc->bs, &cfg, &cache_ops, s, 0, &s->ctx);
-	if (!ret)
-		s->ctx->io = WB_IO_NULL;	/* no backing files: nothing to stamp or size */
+	if (ret)
+		return ret;
+	s->ctx->io = WB_IO_NULL;	/* no backing files: nothing to stamp or size */
+	/*
+	 * A writer that finds the cache full of data writeback cannot free
+	 * (a failing device) fails at once instead of waiting BS_FULL_WAIT_MS
+	 * of host time for the flushers, which here run only between events:
+	 * how many writebacks it tried meanwhile would depend on the host.
+	 */
+	s->ctx->cache->full_wait_ms = 0;
+	if (fc->wb.fault)
+		ret = wb_ctx_set_fault(s->ctx, fc->wb.fault, err, errlen);
 	return ret;
 }
 
@@ -1001,13 +1291,22 @@ static int setup_actors(struct sim *s, const struct sim_rec *recs, size_t nr)
 
 		mine[i] = recs[i];
 		mine[i].file = (uint32_t)index_of(fids, s->nr_files, recs[i].file);
+		/* What a rename replaces, as an index + 1 (0: none, or unknown here). */
+		if (recs[i].op == SIM_OP_RENAME) {
+			const uint32_t *rep = NULL, id = (uint32_t)recs[i].offset;
+
+			if (recs[i].offset && !(recs[i].flags & RENAME_EXCHANGE))
+				rep = bsearch(&id, fids, s->nr_files, sizeof(*fids), cmp_u32);
+			mine[i].offset = rep ? (uint64_t)(rep - fids) + 1 : 0;
+		}
 		s->writers[index_of(pids, s->nr_writers, recs[i].pid)].nr_ops++;
 		f = &s->files[mine[i].file];
 		if (f->bs)
 			continue;
 		/* A file's size is the one its first record, a create, gives; else 0. */
+		f->s = s;
 		f->id = recs[i].file;
-		ret = bs_file_create(s->ctx->cache, &sim_backing_ops, NULL,
+		ret = bs_file_create(s->ctx->cache, &sim_backing_ops, f,
 				     recs[i].op == SIM_OP_CREATE ? (off_t)recs[i].length : 0, &f->bs);
 		if (ret)
 			goto out;
@@ -1127,6 +1426,11 @@ static void summarize(struct sim *s)
 	r->fsyncs = s->fsyncs.n;
 	r->fsync_p50_ns = percentile(&s->fsyncs, 50);
 	r->fsync_p99_ns = percentile(&s->fsyncs, 99);
+	r->reads = s->reads.n;
+	for (size_t i = 0; i < s->reads.n; i++)
+		r->read_total_ns += s->reads.v[i];
+	r->read_p50_ns = percentile(&s->reads, 50);
+	r->read_p99_ns = percentile(&s->reads, 99);
 	r->nr_writers = (uint32_t)s->nr_writers;
 	for (size_t w = 0; w < s->nr_writers && r->writers; w++) {
 		struct sim_writer *wr = &s->writers[w];
@@ -1154,8 +1458,8 @@ int sim_replay(const struct sim_rec *recs, size_t nr, const char *opts, const ch
 	       struct sim_result *res, char *err, size_t errlen)
 {
 	struct sim s = {
-		/* A SATA SSD's order of magnitude; see README for fitting a disk. */
-		.dev = { .bw = 500u << 20, .lat_us = 100, .qd = 32, .flush_us = 2000 },
+		.dev = { .bw = SIM_DEV_BW, .lat_us = SIM_DEV_LAT_US, .qd = SIM_DEV_QD,
+			 .flush_us = SIM_DEV_FLUSH_US },
 		.res = res,
 	};
 	struct ffs_config fc = { 0 };
@@ -1173,7 +1477,7 @@ int sim_replay(const struct sim_rec *recs, size_t nr, const char *opts, const ch
 	s.nr_flushers = fc.wb.flushers;
 	s.log_interval_ms = fc.wb.stats_interval_ms;
 	s.flushers = calloc(s.nr_flushers + 1, sizeof(*s.flushers));
-	ret = s.flushers ? ctx_create(&s, &fc) : -ENOMEM;
+	ret = s.flushers ? ctx_create(&s, &fc, err, errlen) : -ENOMEM;
 	if (!ret)
 		ret = setup_actors(&s, recs, nr);
 	if (!ret) {
@@ -1212,6 +1516,7 @@ int sim_replay(const struct sim_rec *recs, size_t nr, const char *opts, const ch
 	free(s.heap);
 	free(s.pauses.v);
 	free(s.fsyncs.v);
+	free(s.reads.v);
 	ffs_config_free(&fc);
 	res->replay_s = cpu_seconds() - t0;
 	return ret;

@@ -28,7 +28,13 @@ static int usage(const char *why)
 	fprintf(stderr,
 		"usage: foliofs-sim gen SPEC -o OUT\n"
 		"       foliofs-sim dump TRACE\n"
-		"       foliofs-sim TRACE [-o OPTIONS] [--stats-log FILE] [--compare OPTIONS...]\n");
+		"       foliofs-sim TRACE [-o OPTIONS] [--stats-log FILE] [--compare OPTIONS...]\n"
+		"OPTIONS: the mount's (fault= included), and the device model:\n"
+		"  dev_bw=BYTES/S dev_lat_us=US dev_qd=N dev_flush_us=US\n"
+		"  default dev_bw=%llu,dev_lat_us=%u,dev_qd=%u,dev_flush_us=%u: fitted by\n"
+		"  contrib/fit-device.sh (fio, medians of 3 runs) to the virtio disk holding\n"
+		"  /work on the machine foliofs is developed on, 2026-12-01; run it on yours.\n",
+		SIM_DEV_BW, SIM_DEV_LAT_US, SIM_DEV_QD, SIM_DEV_FLUSH_US);
 	return 2;
 }
 
@@ -81,6 +87,10 @@ static void print_summary(const struct sim_result *r)
 	       MS(r->pause_p99_ns), MS(r->pause_max_ns));
 	printf("fsyncs %llu p50_ms %.3f p99_ms %.3f\n", (unsigned long long)r->fsyncs,
 	       MS(r->fsync_p50_ns), MS(r->fsync_p99_ns));
+	printf("reads %llu waited_ms %.1f p50_ms %.3f p99_ms %.3f\n", (unsigned long long)r->reads,
+	       MS(r->read_total_ns), MS(r->read_p50_ns), MS(r->read_p99_ns));
+	printf("errors write %llu read %llu fsync %llu\n", (unsigned long long)r->write_errors,
+	       (unsigned long long)r->read_errors, (unsigned long long)r->fsync_errors);
 	printf("pages_charged %llu pages_written %llu device_bytes %llu\n",
 	       (unsigned long long)r->pages_charged, (unsigned long long)r->pages_written,
 	       (unsigned long long)r->bytes_written);
@@ -103,7 +113,8 @@ static void print_compare(char **names, const struct sim_result *res, int n)
 {
 	static const char *const rows[] = {
 		"writers_ops_s", "virtual_s", "pauses", "pause_total_ms", "pause_p50_ms",
-		"pause_p99_ms", "pause_max_ms", "fsync_p50_ms", "fsync_p99_ms", "pages_charged",
+		"pause_p99_ms", "pause_max_ms", "fsync_p50_ms", "fsync_p99_ms", "read_p50_ms",
+		"read_p99_ms", "op_errors", "pages_charged",
 		"pages_written", "device_MiB", "peak_charged_MiB", "peak_dirty_exact_MiB",
 		"peak_pinned_MiB",
 	};
@@ -120,6 +131,8 @@ static void print_compare(char **names, const struct sim_result *res, int n)
 				total_ops_s(r), (double)r->end_ns / 1e9, (double)r->pauses,
 				MS(r->pause_total_ns), MS(r->pause_p50_ns), MS(r->pause_p99_ns),
 				MS(r->pause_max_ns), MS(r->fsync_p50_ns), MS(r->fsync_p99_ns),
+				MS(r->read_p50_ns), MS(r->read_p99_ns),
+				(double)(r->write_errors + r->read_errors + r->fsync_errors),
 				(double)r->pages_charged, (double)r->pages_written,
 				(double)r->bytes_written / 1048576.0,
 				(double)r->peak_charged / 1048576.0,

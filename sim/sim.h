@@ -17,7 +17,16 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-/* The modelled backing device (-o dev_bw=,dev_lat_us=,dev_qd=,dev_flush_us=). */
+/*
+ * The modelled backing device (-o dev_bw=,dev_lat_us=,dev_qd=,dev_flush_us=).
+ * Defaults: the disk holding /work on the machine foliofs is developed on,
+ * fitted by contrib/fit-device.sh (fio, medians of 3 runs; see main.c's help).
+ */
+#define SIM_DEV_BW 1930279590ull
+#define SIM_DEV_LAT_US 56
+#define SIM_DEV_QD 5
+#define SIM_DEV_FLUSH_US 121
+
 struct sim_dev_cfg {
 	uint64_t bw;		/* bytes/s through the device */
 	uint64_t lat_us;	/* per I/O, on top of the transfer */
@@ -35,6 +44,11 @@ struct sim_result {
 	int64_t pause_total_ns, pause_p50_ns, pause_p99_ns, pause_max_ns;
 	uint64_t fsyncs;
 	int64_t fsync_p50_ns, fsync_p99_ns;
+	uint64_t reads;			/* read ops, and the time they waited for the device */
+	int64_t read_total_ns, read_p50_ns, read_p99_ns;
+	/* ops that failed: writes (-ENOSPC: the cache full of pinned data),
+	 * reads and fsyncs (an injected fault, -o fault=) */
+	uint64_t write_errors, read_errors, fsync_errors;
 	uint64_t pages_charged;		/* nr_dirtied */
 	uint64_t pages_written;		/* nr_written */
 	uint64_t bytes_written;		/* bytes the device wrote */

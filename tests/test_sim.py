@@ -10,16 +10,26 @@ no mount.
 - the seed's effect: random 8 KiB overwrites of a table in 2 MiB folios
   charge far more, pause writers and slow them under dirty_account=folio,
   and do not pause them under dirty_account=page;
+- reads take virtual time: a read that misses waits for the device model
+  (exactly bytes / dev_bw + dev_lat_us per backing read, readahead
+  deciding the reads), a read of cached data does not;
+- unlink and rename over a file drop its dirty data as the mount does:
+  the same pages dirtied and written as a mount's stats log shows for the
+  recorded trace (needs $FOLIOFS and FUSE);
+- -o fault= injects the mount's faults against the device model: the same
+  errors in two runs, none without it;
 - the replay speed is printed (no assertion on it).
 """
+import json
 import os
 import re
+import struct
 import subprocess
 import time
 
 import pytest
 
-from util import REPO
+from util import REPO, FOLIOFS, Mount, skip_reason, write_file
 
 FOLIOSIM = os.environ.get('FOLIOSIM', os.path.join(REPO, 'build', 'sim', 'foliofs-sim'))
 
@@ -47,6 +57,34 @@ def gen(tmp_path, spec, name='t.trace'):
     path = tmp_path / name
     sim('gen', spec, '-o', path)
     return path
+
+
+OPS = dict(write=1, read=2, fsync=3, fdatasync=4, truncate=5, fallocate=6, create=7,
+           unlink=8, rename=9)
+
+
+def write_trace(path, recs):
+    """A trace of (pid, file, op, offset, length) records, 1 us apart, each
+    taking no time: a closed loop per pid."""
+    with open(path, 'wb') as f:
+        f.write(b'FFSTRACE' + struct.pack('<II16x', 1, REC))
+        for i, (pid, fid, op, off, length) in enumerate(recs):
+            f.write(struct.pack('<QQIIB3xIQQ', i * 1000, 0, pid, fid, OPS[op], 0, off, length))
+    return path
+
+
+def summary(out, name):
+    """The numbers of a summary line: 'reads 512 waited_ms 640.0 ...' ->
+    {'reads': 512, 'waited_ms': 640.0, ...}; 'errors write 0 ...' ->
+    {'write': 0, ...}."""
+    words = re.search(r'^%s .*$' % name, out, re.M).group(0).split()
+    if not words[1][0].isdigit():
+        words = words[1:]
+    return {k: float(v) for k, v in zip(words[::2], words[1::2])}
+
+
+def stat(out, name):
+    return int(re.search(r'^%s (\d+)$' % name, out, re.M).group(1))
 
 
 def compare_table(out):
@@ -163,3 +201,118 @@ def test_replay_speed(tmp_path):
     took = time.monotonic() - start
     print('replay of 200001 records: %.2f s wall (%.0f records/s); %s'
           % (took, 200001 / took, p.stderr.strip()))
+
+
+READ_SIZE = 64 << 20
+READ_IO = 128 << 10
+
+
+def read_trace(tmp_path, passes):
+    """One reader going through a 64 MiB file READ_IO at a time, @passes times."""
+    reads = [(1, 1, 'read', off, READ_IO) for off in range(0, READ_SIZE, READ_IO)]
+    return write_trace(tmp_path / ('r%d.trace' % passes),
+                       [(1, 1, 'create', 0, READ_SIZE)] + reads * passes)
+
+
+@pytest.mark.parametrize('bw_mib, lat_us', [(100, 0), (200, 0), (100, 1000)])
+def test_read_miss_waits_for_the_device(tmp_path, bw_mib, lat_us):
+    """Each backing read is a device I/O issued when the one before it ended,
+    so one reader waits bytes / dev_bw + dev_lat_us per read, exactly (to
+    the printed 0.1 ms); readahead reads the file in a few large I/Os."""
+    out = sim(read_trace(tmp_path, 1), '-o',
+              'cache_size=256M,dev_bw=%dM,dev_lat_us=%d' % (bw_mib, lat_us)).stdout
+    ios = stat(out, 'backing_read_ios')
+    assert stat(out, 'backing_read_bytes') == READ_SIZE
+    assert stat(out, 'ra_ios') == ios and ios < READ_SIZE // READ_IO // 4
+    want_ms = READ_SIZE / (bw_mib << 20) * 1000 + ios * lat_us / 1000
+    r = summary(out, 'reads')
+    assert r['reads'] == READ_SIZE // READ_IO
+    assert abs(r['waited_ms'] - want_ms) <= 0.1, (r, want_ms)
+
+
+def test_cached_reread_takes_no_time(tmp_path):
+    """A second pass over the file, all of it cached, adds reads and no wait."""
+    opts = 'cache_size=256M,dev_bw=100M,dev_lat_us=1000'
+    one = sim(read_trace(tmp_path, 1), '-o', opts).stdout
+    two = sim(read_trace(tmp_path, 2), '-o', opts).stdout
+    assert summary(two, 'reads')['reads'] == 2 * summary(one, 'reads')['reads']
+    assert summary(two, 'reads')['waited_ms'] == summary(one, 'reads')['waited_ms'] > 0
+    assert stat(two, 'backing_read_bytes') == stat(one, 'backing_read_bytes')
+    # Too small a cache for the file: the second pass misses again.
+    small = sim(read_trace(tmp_path, 2), '-o', opts + ',cache_size=16M').stdout
+    assert summary(small, 'reads')['waited_ms'] > 1.5 * summary(one, 'reads')['waited_ms']
+
+
+def last_log_line(path):
+    return json.loads(path.read_text().splitlines()[-1])
+
+
+@pytest.mark.skipif(bool(skip_reason()), reason=skip_reason() or 'ok')
+@pytest.mark.skipif(not os.path.exists(FOLIOFS), reason='%s not built' % FOLIOFS)
+def test_unlink_and_rename_drop_as_the_mount_does(tmp_path):
+    """Dirty data of a file renamed over, and of a file unlinked, is dropped
+    unwritten on the mount (its cache goes when the kernel forgets it): the
+    simulator replaying the mount's trace dirties and writes the same
+    pages.  Without flushers nothing is written before the unmount, so
+    this does not depend on timing."""
+    back, mnt = tmp_path / 'b', tmp_path / 'm'
+    back.mkdir()
+    mnt.mkdir()
+    os.chmod(tmp_path, 0o755)
+    trace, mlog, slog = tmp_path / 't.trace', tmp_path / 'mount.log', tmp_path / 'sim.log'
+    # 4 KiB folios: nr_written counts the pages written, not whole folios.
+    opts = 'flushers=0,cache_size=64M,folio_size=4K'
+    with Mount(str(back), str(mnt), options=[opts, 'trace=%s' % trace, 'stats_log=%s' % mlog]):
+        write_file(mnt / 'a', b'a' * (1 << 20))
+        write_file(mnt / 'b', b'b' * (256 << 10))
+        write_file(mnt / 'c', b'c' * (512 << 10))
+        write_file(mnt / 'd', b'd' * (128 << 10))
+        os.rename(mnt / 'b', mnt / 'a')
+        os.unlink(mnt / 'c')
+    sim(trace, '-o', opts, '--stats-log', slog)
+    m, s = last_log_line(mlog), last_log_line(slog)
+    print('mount', {k: m[k] for k in ('nr_dirtied', 'nr_written')},
+          'sim', {k: s[k] for k in ('nr_dirtied', 'nr_written')})
+    # Everything was dirtied; only b (now a) and d were written.
+    assert m['nr_dirtied'] == ((1 << 20) + (896 << 10)) // 4096
+    assert m['nr_written'] == (384 << 10) // 4096
+    assert (s['nr_dirtied'], s['nr_written']) == (m['nr_dirtied'], m['nr_written'])
+
+
+FAULT_SPEC = 'writers=2,file_size=16M,ops=2000,fsync_every=50,rate=1000/s'
+
+
+@pytest.mark.parametrize('fault, errors', [
+    ('write:EIO:every=7', 'fsync'),
+    ('fsync:EIO:count=2', 'fsync'),
+    ('write:EIO:count=500', 'write'),
+    ('read:EIO:count=3', 'read'),
+])
+def test_fault_is_deterministic(tmp_path, fault, errors):
+    """The mount's fault= against the device model: two runs fail the same
+    I/Os (identical output), and differ from a run without the fault,
+    whose ops all succeed.  A failed write leaves its data dirty (fsync
+    reports it; a small cache fills with it and writes fail with ENOSPC);
+    a failed sync counts once per fault."""
+    if errors == 'read':
+        t, opts = read_trace(tmp_path, 1), 'cache_size=256M'
+    elif fault.startswith('fsync'):
+        # Only the writers sync: no flushers, a cache that never reclaims.
+        t, opts = gen(tmp_path, FAULT_SPEC), 'cache_size=256M,flushers=0'
+    else:
+        t, opts = gen(tmp_path, FAULT_SPEC), 'cache_size=8M'
+    a = sim(t, '-o', opts + ',fault=' + fault).stdout
+    b = sim(t, '-o', opts + ',fault=' + fault).stdout
+    clean = sim(t, '-o', opts).stdout
+    assert a == b
+    assert a != clean
+    assert summary(clean, 'errors') == {'write': 0, 'read': 0, 'fsync': 0}
+    assert stat(clean, 'faults_injected') == 0
+    got = summary(a, 'errors')
+    print(fault, got, 'faults_injected', stat(a, 'faults_injected'))
+    assert got[errors] > 0
+    assert stat(a, 'faults_injected') > 0
+    if fault.startswith('fsync'):
+        assert got['fsync'] == stat(a, 'faults_injected') == 2
+    if errors == 'write':
+        assert stat(a, 'full_events') > 0
