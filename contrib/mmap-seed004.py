@@ -13,6 +13,8 @@ Targets, each over a fresh scratch directory on WORKDIR's disk:
   native          the file on WORKDIR's own file system
   direct I/O      foliofs defaults (files opened with direct I/O toward the
                   kernel; shared mappings need FUSE_DIRECT_IO_ALLOW_MMAP)
+  writethrough    foliofs -o cache=writethrough (the kernel keeps clean
+                  pages, every write reaches the daemon)
   kernel_cache    foliofs -o kernel_cache (the FUSE writeback cache)
   block 16K       foliofs -o block_size=16K: a block larger than the
                   kernel's page
@@ -59,6 +61,7 @@ PAGE = 4096
 ACCOUNTS = ('folio', 'page', 'block')
 # (name, foliofs options, dirty_account policies to run on that mount)
 TARGETS = (('direct I/O', (), ACCOUNTS),
+           ('writethrough', ('cache=writethrough',), ACCOUNTS),
            ('kernel_cache', ('kernel_cache',), ACCOUNTS),
            ('block 16K', ('block_size=16K',), ('block',)),
            ('wb folio', ('wb_granularity=folio',), ('page',)))

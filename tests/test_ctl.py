@@ -117,14 +117,15 @@ def test_tunables_listed_and_read(mount):
     assert (st.st_mode & 0o777, st.st_uid) == (0o644, os.geteuid())
 
 
-@pytest.mark.parametrize('cache', ['direct', 'kernel_cache'])
+@pytest.mark.parametrize('cache', ['direct', 'writethrough', 'kernel_cache'])
 def test_tunable_write(dirs, cache):
     """A write sets the value and close() returns 0.  Under kernel_cache
     the kernel updates the file's times at close; that setattr used to
     be refused with EPERM and made close() of a written control file
     (tunables, fault) fail."""
     _, b, mnt = dirs
-    opts = ['allow_other'] + (['kernel_cache'] if cache == 'kernel_cache' else [])
+    opts = ['allow_other'] + {'direct': [], 'writethrough': ['cache=writethrough'],
+                              'kernel_cache': ['kernel_cache']}[cache]
     with Mount(b, mnt, options=opts):
         write_tunable(mnt, 'dirty_ratio', '30')
         assert read_tunable(mnt, 'dirty_ratio') == '30\n'

@@ -31,10 +31,12 @@ MiB = 1024 * KiB
 GiB = 1024 * MiB
 
 
-@pytest.fixture(scope='module', params=[[], ['kernel_cache']], ids=['direct', 'kernel_cache'])
+@pytest.fixture(scope='module', params=[[], ['cache=writethrough'], ['kernel_cache']],
+                ids=['direct', 'writethrough', 'kernel_cache'])
 def ffs_options(request):
-    """Every test on the shared mount runs with the default direct I/O and
-    again with the kernel's writeback cache on top."""
+    """Every test on the shared mount runs with the default direct I/O,
+    again with the kernel keeping clean pages (writethrough) and again with
+    the kernel's writeback cache on top."""
     return request.param
 
 
@@ -859,8 +861,9 @@ def test_sigterm_exits_cleanly_after_flush(tmp_path):
     assert read_file(P(backing, 'f')) == data
 
 
-@pytest.mark.parametrize('options', [['kernel_cache'], ['attr_timeout=0', 'max_threads=2']],
-                         ids=['kernel_cache', 'attr0_threads2'])
+@pytest.mark.parametrize('options', [['kernel_cache'], ['cache=writethrough'],
+                                     ['attr_timeout=0', 'max_threads=2']],
+                         ids=['kernel_cache', 'writethrough', 'attr0_threads2'])
 def test_other_options_roundtrip(tmp_path, options):
     backing, mnt, m = _private_mount(tmp_path, options)
     data = pattern(MiB + 99, 13)

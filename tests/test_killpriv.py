@@ -8,8 +8,9 @@ is not in its group.  foliofs (root daemon, -o allow_other) is compared
 with a plain directory on the backing's own filesystem (ext4 here) for the
 same operations by the unprivileged test user: outcome or errno, resulting
 mode, size and content, seen through the mount and in the backing store.
-This runs with direct I/O (the default) and with -o kernel_cache, on a
-directory mount and on a one-file mount.
+This runs in each cache mode (direct I/O, the default; writethrough; and
+kernel_cache, which is writeback), on a directory mount and on a one-file
+mount.
 
 Before the fix, the kernel asked for the change itself with a SETATTR mode
 change sent as the writer, which the daemon refused to a non-owner: EPERM
@@ -27,7 +28,8 @@ import pytest
 import util
 from util import Mount, outcome_as
 
-CACHES = {'direct': [], 'kernel_cache': ['kernel_cache']}
+CACHES = {'direct': [], 'kernel_cache': ['kernel_cache'],
+          'writethrough': ['cache=writethrough']}
 
 # File modes of the issue; 2767 is setgid without group execute, which
 # the kernel clears only for a caller outside the file's group.

@@ -74,7 +74,8 @@ def test_help_lists_every_option_with_default():
     r = run_foliofs('--help')
     assert r.returncode == 0
     out = r.stdout.decode()
-    for opt, default in [('kernel_cache', '[off]'), ('attr_timeout=SECS', '[1.0]'),
+    for opt, default in [('kernel_cache', '[off]'), ('cache=MODE', '[direct]'),
+                         ('attr_timeout=SECS', '[1.0]'),
                          ('allow_other', '[off]'), ('max_threads=N', '[10]')]:
         line = [l for l in out.splitlines() if ('-o ' + opt) in l]
         assert line and default in line[0], (opt, out)
@@ -324,9 +325,11 @@ def test_nofile_raised_and_no_fd_leak(dirs):
 @pytest.mark.parametrize('opts,flags', [
     ((), []),
     ((), ['-Z']),
+    (('cache=writethrough',), []),
+    (('cache=writethrough',), ['-Z']),
     (('kernel_cache',), []),
     (('kernel_cache',), ['-Z']),
-], ids=['plain', 'odirect', 'kcache', 'kcache-odirect'])
+], ids=['plain', 'odirect', 'wthrough', 'wthrough-odirect', 'kcache', 'kcache-odirect'])
 def test_fsx(dirs, opts, flags):
     if not os.path.exists(FSX):
         pytest.fail('%s not built' % FSX)
@@ -345,7 +348,8 @@ def test_fsx(dirs, opts, flags):
             assert open(os.path.join(b, 'fsx%d' % seed), 'rb').read() == seen[seed]
 
 
-@pytest.mark.parametrize('opts', [(), ('kernel_cache',)], ids=['direct', 'kcache'])
+@pytest.mark.parametrize('opts', [(), ('cache=writethrough',), ('kernel_cache',)],
+                         ids=['direct', 'wthrough', 'kcache'])
 def test_shared_mmap(dirs, opts):
     """MAP_SHARED stores reach the file (direct I/O mounts included)."""
     import mmap

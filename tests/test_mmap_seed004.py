@@ -2,9 +2,9 @@
 file through a shared writable mapping, then msync(MS_SYNC), writes one
 block per folio touched to the backing file, not the whole folio.
 
-On Linux 6.18 FUSE's page cache holds 4 KiB folios in both modes that
-allow shared writable mappings (direct I/O with FUSE_DIRECT_IO_ALLOW_MMAP,
-and kernel_cache), so each store dirties one kernel page and writeback
+On Linux 6.18 FUSE's page cache holds 4 KiB folios in every cache mode,
+all of which allow shared writable mappings (direct I/O with
+FUSE_DIRECT_IO_ALLOW_MMAP, writethrough and kernel_cache), so each store dirties one kernel page and writeback
 sends one 4 KiB WRITE for it; the daemon dirties that block of its 2 MiB
 folio and, with wb_granularity=block, writes back only that block.  The
 test asserts both halves, so that a kernel which starts sending more
@@ -55,7 +55,8 @@ def store_and_msync(path, stores):
         mp.close()
 
 
-@pytest.mark.parametrize('opts', [(), ('kernel_cache',)], ids=['direct', 'kcache'])
+@pytest.mark.parametrize('opts', [(), ('cache=writethrough',), ('kernel_cache',)],
+                         ids=['direct', 'writethrough', 'kcache'])
 def test_mmap_store_per_folio_writes_one_block(dirs, opts):
     _, b, m = dirs
     path = os.path.join(m, 'file')

@@ -50,8 +50,9 @@ DT_DIR, DT_REG, DT_LNK = 4, 8, 10
 # setup(d): as root, in the fresh directory D.  op(d): as WHO (a role of
 # conftest's users fixture), returns what is compared.  want: what the
 # plain directory must give, the whole observation, or its first items
-# when want is a tuple.  known: {'direct' or 'kernel_cache': ('differs',
-# what foliofs gives, why)}, a documented difference under that mode.
+# when want is a tuple.  known: {'direct', 'writethrough' or 'kernel_cache':
+# ('differs', what foliofs gives, why)}, a documented difference under that
+# mode.
 Case = collections.namedtuple('Case', 'setup op who want known',
                               defaults=('root', None, {}))
 
@@ -63,11 +64,16 @@ def _umask():
     os.umask(old)
 
 
-@pytest.fixture(scope='module', params=['direct', 'kernel_cache'])
+MODES = {'direct': [], 'writethrough': ['cache=writethrough'], 'kernel_cache': ['kernel_cache']}
+
+
+@pytest.fixture(scope='module', params=sorted(MODES))
 def ffs_options(request):
-    """With direct I/O and with the kernel's writeback cache, where the
-    kernel itself keeps a file's size and times while it is cached."""
-    return [] if request.param == 'direct' else ['kernel_cache']
+    """With direct I/O; with the kernel keeping clean pages while every
+    write reaches the daemon (writethrough); and with the kernel's
+    writeback cache, where the kernel itself keeps a file's size and times
+    while it is cached."""
+    return MODES[request.param]
 
 
 def uid_of(user):
@@ -587,14 +593,13 @@ CASES['rmdir_fs_root'] = Case(lambda d: None, lambda d: outcome(os.rmdir, fs_roo
 CACHED_READ = ('a cached read does not update atime: the data comes from the cache and '
                'the backing file is not read (setting its atime would change its ctime)')
 KNOWN = {
-    'times_read': {'direct': ('differs', ('ok', '', '', ''), CACHED_READ),
-                   'kernel_cache': ('differs', ('ok', '', '', ''), CACHED_READ)},
+    'times_read': dict.fromkeys(MODES, ('differs', ('ok', '', '', ''), CACHED_READ)),
     'times_truncate_same_size': {'kernel_cache': (
         'differs', ('ok', '', '', ''),
         "with the kernel's writeback cache, truncate to the current size changes neither "
         "mtime nor ctime: the kernel stamps them only when the size changes (POSIX's rule) "
         "and keeps its own times of a cached file; ext4 stamps them on every truncate")},
-    'tmpfile': dict.fromkeys(('direct', 'kernel_cache'), (
+    'tmpfile': dict.fromkeys(MODES, (
         'differs', (('err', 'ENOTSUP'), ['alias', 'dangling', 'dir', 'empty', 'f', 'sym']),
         'O_TMPFILE fails with EOPNOTSUPP: libfuse 3.14 has no tmpfile operation')),
 }
@@ -629,7 +634,7 @@ def test_posix(work, ref, users, tgroup, ffs_options, name):
     if case.want is not None:
         seen = plain[1][:len(case.want)] if isinstance(case.want, tuple) else plain[1]
         assert seen == case.want, 'the plain directory gives %r' % (seen,)
-    known = case.known.get('kernel_cache' if 'kernel_cache' in ffs_options else 'direct')
+    known = case.known.get(next(k for k, v in MODES.items() if v == ffs_options))
     if known:
         assert got != plain, 'the documented difference is gone: %r' % (got,)
         assert got == ('ok', known[1]), 'foliofs %r\nplain   %r' % (got, plain)

@@ -53,13 +53,15 @@ def _umask():
     os.umask(old)
 
 
-@pytest.fixture(scope='module', params=['direct', 'kernel_cache'])
+@pytest.fixture(scope='module', params=['direct', 'writethrough', 'kernel_cache'])
 def ffs_options(request):
-    """conftest's ffs (the allow_other mount) with direct I/O and with the
-    kernel's writeback cache: there a SETATTR of a regular file carries the
+    """conftest's ffs (the allow_other mount) with direct I/O, with the
+    kernel keeping clean pages (writethrough) and with the kernel's
+    writeback cache: there a SETATTR of a regular file carries the
     kernel's times, and the daemon applies it with its own credentials
     (ops.c ffs_setattr), so only the kernel's checks stand."""
-    return [] if request.param == 'direct' else ['kernel_cache']
+    return {'direct': [], 'writethrough': ['cache=writethrough'],
+            'kernel_cache': ['kernel_cache']}[request.param]
 
 
 def ids(user):
