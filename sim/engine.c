@@ -308,9 +308,11 @@ static ssize_t sim_fault(struct sim *s, enum wb_fault_op op, const struct sim_fi
 	if (ft->range_end && (off >= (off_t)ft->range_end ||
 			      off + (off_t)len <= (off_t)ft->range_start))
 		return res;
-	snprintf(id, sizeof(id), "%u", f->id);
-	if (ft->file[0] && !strstr(id, ft->file))
-		return res;
+	if (ft->file[0]) {
+		snprintf(id, sizeof(id), "%u", f->id);
+		if (!strstr(id, ft->file))
+			return res;
+	}
 	ft->calls++;
 	if (ft->calls <= ft->after || (ft->calls - ft->after - 1) % ft->every)
 		return res;

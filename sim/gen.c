@@ -8,11 +8,12 @@
  *                    file_size bytes; writer w writes file w mod N + 1
  *                    (default 1: one table all writers share)
  *   file_size=SIZE   default 256M (K, M, G suffixes)
- *   io=SIZE          bytes per write, default 8K
+ *   op=write|read    what the ops are (default write)
+ *   io=SIZE          bytes per op, default 8K
  *   pattern=random|seq  random: aligned offsets drawn uniformly from the
  *                    file; seq: each writer goes through the file from
  *                    its own start, wrapping (default random)
- *   ops=N            writes in all, shared out among the writers (default 100000)
+ *   ops=N            ops in all, shared out among the writers (default 100000)
  *   fsync_every=K    each writer fsyncs after every K writes (0: never)
  *   rate=N/s         each writer's recorded rate: N writes per second;
  *                    or rate=closed: no think time (default closed)
@@ -29,7 +30,7 @@
 
 struct gen_spec {
 	uint64_t writers, files, file_size, io, ops, fsync_every, think_ns, seed;
-	bool seq;
+	bool seq, read;
 };
 
 static int parse_size(const char *name, const char *val, uint64_t *out, char *err, size_t errlen)
@@ -81,6 +82,14 @@ static int parse_item(struct gen_spec *g, const char *name, const char *val, cha
 		g->seq = !strcmp(val, "seq");
 		return 0;
 	}
+	if (!strcmp(name, "op")) {
+		if (strcmp(val, "write") != 0 && strcmp(val, "read") != 0) {
+			snprintf(err, errlen, "op=%s: write or read", val);
+			return -EINVAL;
+		}
+		g->read = !strcmp(val, "read");
+		return 0;
+	}
 	if (!strcmp(name, "rate")) {
 		size_t len = strlen(val);
 		char num[32];
@@ -108,8 +117,8 @@ static int parse_item(struct gen_spec *g, const char *name, const char *val, cha
 		g->think_ns = v * 1000;
 		return 0;
 	}
-	snprintf(err, errlen, "%s: unknown spec item (writers, files, file_size, io, pattern, "
-		 "ops, fsync_every, rate, think_us, seed)", name);
+	snprintf(err, errlen, "%s: unknown spec item (writers, files, file_size, op, io, "
+		 "pattern, ops, fsync_every, rate, think_us, seed)", name);
 	return -EINVAL;
 }
 
@@ -202,7 +211,8 @@ int sim_gen(const char *spec, const char *out_path, char *err, size_t errlen)
 			uint64_t slot = g.seq ? seq_pos[w]++ % slots : next_rand(&rng[w]) % slots;
 			struct sim_rec r = {
 				.time_ns = (k + 1) * g.think_ns, .pid = (uint32_t)w + 1, .file = file,
-				.op = SIM_OP_WRITE, .offset = slot * g.io, .length = g.io,
+				.op = g.read ? SIM_OP_READ : SIM_OP_WRITE, .offset = slot * g.io,
+				.length = g.io,
 			};
 
 			ret = sim_trace_write_rec(f, &r);

@@ -23,7 +23,6 @@ no mount.
 import json
 import os
 import re
-import struct
 import subprocess
 import time
 
@@ -56,20 +55,6 @@ def sim(*args, check=True):
 def gen(tmp_path, spec, name='t.trace'):
     path = tmp_path / name
     sim('gen', spec, '-o', path)
-    return path
-
-
-OPS = dict(write=1, read=2, fsync=3, fdatasync=4, truncate=5, fallocate=6, create=7,
-           unlink=8, rename=9)
-
-
-def write_trace(path, recs):
-    """A trace of (pid, file, op, offset, length) records, 1 us apart, each
-    taking no time: a closed loop per pid."""
-    with open(path, 'wb') as f:
-        f.write(b'FFSTRACE' + struct.pack('<II16x', 1, REC))
-        for i, (pid, fid, op, off, length) in enumerate(recs):
-            f.write(struct.pack('<QQIIB3xIQQ', i * 1000, 0, pid, fid, OPS[op], 0, off, length))
     return path
 
 
@@ -208,10 +193,10 @@ READ_IO = 128 << 10
 
 
 def read_trace(tmp_path, passes):
-    """One reader going through a 64 MiB file READ_IO at a time, @passes times."""
-    reads = [(1, 1, 'read', off, READ_IO) for off in range(0, READ_SIZE, READ_IO)]
-    return write_trace(tmp_path / ('r%d.trace' % passes),
-                       [(1, 1, 'create', 0, READ_SIZE)] + reads * passes)
+    """One reader going through a 64 MiB file READ_IO at a time, @passes
+    times, in a closed loop."""
+    return gen(tmp_path, 'op=read,pattern=seq,file_size=%d,io=%d,ops=%d'
+               % (READ_SIZE, READ_IO, passes * READ_SIZE // READ_IO), 'r%d.trace' % passes)
 
 
 @pytest.mark.parametrize('bw_mib, lat_us', [(100, 0), (200, 0), (100, 1000)])
