@@ -1293,11 +1293,16 @@ static int setup_actors(struct sim *s, const struct sim_rec *recs, size_t nr)
 
 		mine[i] = recs[i];
 		mine[i].file = (uint32_t)index_of(fids, s->nr_files, recs[i].file);
-		/* What a rename replaces, as an index + 1 (0: none, or unknown here). */
+		/*
+		 * What a rename replaces, as an index + 1 (0: none, or unknown
+		 * here).  An exchange replaces nothing, nor does a rename onto
+		 * another name of the same file.
+		 */
 		if (recs[i].op == SIM_OP_RENAME) {
 			const uint32_t *rep = NULL, id = (uint32_t)recs[i].offset;
 
-			if (recs[i].offset && !(recs[i].flags & RENAME_EXCHANGE))
+			if (recs[i].offset && recs[i].offset != recs[i].file &&
+			    !(recs[i].flags & RENAME_EXCHANGE))
 				rep = bsearch(&id, fids, s->nr_files, sizeof(*fids), cmp_u32);
 			mine[i].offset = rep ? (uint64_t)(rep - fids) + 1 : 0;
 		}
