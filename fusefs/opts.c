@@ -112,7 +112,7 @@ static const struct {
 	{ "cache=MODE", "direct",
 	  "direct (direct I/O: the daemon's cache is the only cache), writethrough (the kernel keeps clean pages for reads, every write reaches the daemon), writeback (the FUSE writeback cache)" },
 	{ "kernel_cache", "off", "the same as cache=writeback" },
-	{ "attr_timeout=SECS", "1.0",
+	{ "attr_timeout=SECS", "86400",
 	  "how long the kernel may cache names and attributes (0 .. 86400)" },
 	{ "allow_other", "off",
 	  "let other users use the mount; as root, each request then runs with the caller's credentials (implies default_permissions)" },
@@ -622,7 +622,7 @@ int ffs_parse_args(int argc, char **argv, struct ffs_config *cfg, char *err)
 	struct fuse_cmdline_opts copts;
 
 	memset(cfg, 0, sizeof(*cfg));
-	cfg->attr_timeout = 1.0;
+	cfg->attr_timeout = 86400;
 	cfg->bs = (struct bs_config){
 		.block_size = 4096,
 		.folio_size = BS_MAX_FOLIO_SIZE,

@@ -75,7 +75,7 @@ def test_help_lists_every_option_with_default():
     assert r.returncode == 0
     out = r.stdout.decode()
     for opt, default in [('kernel_cache', '[off]'), ('cache=MODE', '[direct]'),
-                         ('attr_timeout=SECS', '[1.0]'),
+                         ('attr_timeout=SECS', '[86400]'),
                          ('allow_other', '[off]'), ('max_threads=N', '[10]')]:
         line = [l for l in out.splitlines() if ('-o ' + opt) in l]
         assert line and default in line[0], (opt, out)
