@@ -59,7 +59,7 @@
  * and options give the same output, byte for byte.
  */
 #include "sim.h"
-#include "bs_i.h"
+#include "bs_i.h"		/* struct bs_cache's full_wait_ms (ctx_create) */
 #include "wb_i.h"
 #include "flushpolicy.h"
 #include "throttle.h"
@@ -251,7 +251,7 @@ static int vec_add(struct i64_vec *v, int64_t x)
 
 /* ---- the device ---- */
 
-/* An I/O of @len bytes issued at @at (not before now): when it completes. */
+/* An I/O of @len bytes issued at @at (now or later): when it completes. */
 static int64_t dev_io(struct sim *s, int64_t at, size_t len)
 {
 	unsigned int k = 0;
@@ -292,10 +292,11 @@ static int64_t dev_flush(struct sim *s)
 /*
  * The fault (the context's, parsed from -o fault= by wb_ctx_set_fault())
  * applied to a completion of @len bytes at @off of @f that did @res: an
- * errno, half of it, or @res.  backing.c's fault_fires() and fault_apply()
- * decide the same way on a mount, but are static and take a wb_file (see
- * the report of issue 12: exporting them would let this call them); file=
- * matches the trace's file id, in decimal, as the mount matches the path.
+ * errno, half of it, or @res.  The same decision as backing.c's
+ * fault_fires() and fault_apply() on a mount, which are static there and
+ * take a wb_file (the simulator has none): a copy until fault.c exports the
+ * decision for both.  file= matches the trace's file id, in decimal, as the
+ * mount matches the backing path.
  */
 static ssize_t sim_fault(struct sim *s, enum wb_fault_op op, const struct sim_file *f,
 			 off_t off, size_t len, ssize_t res)
