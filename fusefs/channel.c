@@ -38,6 +38,14 @@
  *    read some other request, before that request's handler runs.
  * So a reply is amended only when its unique id is the noted one, and a
  * reply with another id leaves the note in place for the right reply.
+ *
+ * With -o fuse_uring (uring.c) the same holds for requests that arrive on
+ * ring entries: the ring thread that serves one notes it here
+ * (ffs_channel_received) before libfuse dispatches it.  Every reply still
+ * passes ch_writev, which hands the ones that belong to a ring entry to
+ * uring.c and writes the rest to /dev/fuse.  The INIT reply asks for the
+ * ring when the kernel offered it, and the ring starts once that reply
+ * is written.
  */
 #include "fusefs.h"
 
@@ -60,8 +68,15 @@
 #ifndef FUSE_OPEN_KILL_SUIDGID
 #define FUSE_OPEN_KILL_SUIDGID (1u << 0)
 #endif
+#ifndef FUSE_MAX_PAGES
+#define FUSE_MAX_PAGES (1u << 22)
+#endif
 /* flags2 carries bits 32..63 of the INIT flags. */
 #define FFS_INIT2_DIRECT_IO_ALLOW_MMAP (1u << (36 - 32))
+#define FFS_INIT2_OVER_IO_URING (1u << (41 - 32))
+/* The kernel's request size bounds when INIT names none (fs/fuse). */
+#define FFS_MIN_READ_BUFFER 8192
+#define FFS_DEFAULT_MAX_PAGES 32
 
 /* Request being served by this thread whose reply we amend, or 0. */
 static __thread uint64_t pending_unique;
@@ -71,6 +86,15 @@ static __thread bool request_kill_suidgid;
 /* INIT flags and flags2 the kernel offered; set once, before any OPEN. */
 static uint32_t kernel_flags;
 static uint32_t kernel_flags2;
+/* Set at attach, before the loop. */
+static struct fuse_session *channel_se;
+static bool want_uring;
+/*
+ * Largest request payload the kernel will put into a ring entry, set by
+ * the INIT reply when it asks for the ring (0: no ring); read after that
+ * reply is written, on the same thread.
+ */
+static size_t uring_payload;
 
 /* The request's fixed-size argument of @size bytes, or NULL if short. */
 static const void *request_arg(const void *buf, size_t len, size_t size)
@@ -111,7 +135,7 @@ bool ffs_channel_kill_suidgid(void)
 	return request_kill_suidgid;
 }
 
-static void note_request(const void *buf, size_t len)
+void ffs_channel_received(const void *buf, size_t len)
 {
 	const struct fuse_in_header *in = buf;
 
@@ -149,7 +173,7 @@ static ssize_t ch_read(int fd, void *buf, size_t len, void *userdata)
 	(void)userdata;
 
 	if (n > 0)
-		note_request(buf, n);
+		ffs_channel_received(buf, n);
 	return n;
 }
 
@@ -159,6 +183,30 @@ static void *reply_body(struct iovec *iov, int count, size_t need)
 	if (count < 2 || iov[1].iov_len < need)
 		return NULL;
 	return iov[1].iov_base;
+}
+
+/*
+ * Ask for the ring in the INIT reply @init when it was wanted and the
+ * kernel offered it, and size the ring's payloads as the kernel will
+ * (the largest of its minimum read buffer, max_write and max_pages).
+ */
+static void amend_init_uring(struct fuse_init_out *init)
+{
+	uint32_t pages;
+
+	if (!want_uring)
+		return;
+	if (!(kernel_flags2 & FFS_INIT2_OVER_IO_URING) || !(init->flags & FUSE_INIT_EXT)) {
+		ffs_uring_log_unoffered();
+		return;
+	}
+	init->flags2 |= FFS_INIT2_OVER_IO_URING;
+	pages = (init->flags & FUSE_MAX_PAGES) ? init->max_pages : FFS_DEFAULT_MAX_PAGES;
+	uring_payload = FFS_MIN_READ_BUFFER;
+	if (init->max_write > uring_payload)
+		uring_payload = init->max_write;
+	if ((size_t)pages * (size_t)sysconf(_SC_PAGESIZE) > uring_payload)
+		uring_payload = (size_t)pages * (size_t)sysconf(_SC_PAGESIZE);
 }
 
 static void amend_reply(struct iovec *iov, int count)
@@ -179,6 +227,8 @@ static void amend_reply(struct iovec *iov, int count)
 			init->flags2 |= FFS_INIT2_DIRECT_IO_ALLOW_MMAP;
 		if (init && (kernel_flags & FUSE_HANDLE_KILLPRIV_V2))
 			init->flags |= FUSE_HANDLE_KILLPRIV_V2;
+		if (init)
+			amend_init_uring(init);
 		break;
 	case FUSE_OPEN:
 		open_out = reply_body(iov, count, sizeof(*open_out));
@@ -203,16 +253,29 @@ static bool is_noted_reply(const struct iovec *iov)
 	       out->unique == pending_unique;
 }
 
+/* libfuse's custom-io contract: bytes written, or -1 with errno set. */
 static ssize_t ch_writev(int fd, struct iovec *iov, int count, void *userdata)
 {
+	bool init_reply = false;
 	ssize_t n;
 	(void)userdata;
 
 	if (is_noted_reply(iov)) {
+		init_reply = pending_opcode == FUSE_INIT;
 		amend_reply(iov, count);
 		pending_unique = 0;
 	}
+	n = ffs_uring_send(iov, count);
+	if (n != -ENOENT) {
+		if (n >= 0)
+			return n;
+		errno = (int)-n;
+		return -1;
+	}
 	n = writev(fd, iov, count);
+	/* The kernel takes ring entries only once INIT is answered. */
+	if (init_reply && n >= 0 && uring_payload)
+		ffs_uring_start(channel_se, uring_payload);
 	return n;
 }
 
@@ -221,7 +284,9 @@ static const struct fuse_custom_io ffs_channel_io = {
 	.writev = ch_writev,
 };
 
-int ffs_channel_attach(struct fuse_session *se)
+int ffs_channel_attach(struct fuse_session *se, bool uring)
 {
+	channel_se = se;
+	want_uring = uring;
 	return fuse_session_custom_io(se, &ffs_channel_io, fuse_session_fd(se));
 }

@@ -285,7 +285,14 @@ static void ctl_fill_stats(struct ffs_data *fs, struct ctl_buf *buf)
 		     (unsigned long long)atomic_load(&fs->fd_idle_closed),
 		     (unsigned long long)atomic_load(&fs->fd_reopened),
 		     (unsigned long long)atomic_load(&fs->fd_refused));
-	buf->len = used + (n > 0 && (size_t)n < buf->cap - used ? (size_t)n : 0);
+	used += n > 0 && (size_t)n < buf->cap - used ? (size_t)n : 0;
+	/* Only with the option: requests served from io_uring entries. */
+	if (fs->cfg->fuse_uring) {
+		n = snprintf(buf->data + used, buf->cap - used, "fuse_uring_requests %llu\n",
+			     (unsigned long long)ffs_uring_requests());
+		used += n > 0 && (size_t)n < buf->cap - used ? (size_t)n : 0;
+	}
+	buf->len = used;
 }
 
 /* What a read of a file opened read-only gives: its contents now. */

@@ -59,6 +59,7 @@ struct ffs_config {
 	bool debug;
 	bool singlethread;
 	bool clone_fd;
+	bool fuse_uring;	/* serve requests over io_uring if the kernel offers it */
 	unsigned int max_threads;
 	unsigned int max_idle_threads;
 	bool show_help;
@@ -345,16 +346,50 @@ bool ffs_creds_in_group(fuse_req_t req, gid_t gid);
 /*
  * Route the mounted session's /dev/fuse traffic through channel.c, which
  * asks for parallel direct writes, shared mmap of direct-I/O files and
- * FUSE_HANDLE_KILLPRIV_V2.  Call after fuse_session_mount(), before the
- * loop.  0 or -1.
+ * FUSE_HANDLE_KILLPRIV_V2, and for FUSE over io_uring when @uring and the
+ * kernel offers it.  Call after fuse_session_mount(), before the loop.
+ * 0 or -1.
  */
-int ffs_channel_attach(struct fuse_session *se);
+int ffs_channel_attach(struct fuse_session *se, bool uring);
+/*
+ * A request of @len bytes at @buf is about to be dispatched by libfuse on
+ * this thread (called by the /dev/fuse read hook and by uring.c).
+ */
+void ffs_channel_received(const void *buf, size_t len);
 /*
  * Whether the WRITE or OPEN being served asks the daemon to clear
  * setuid/setgid (its caller lacks CAP_FSETID); false for other requests.
  * Context: the handler of that request, on the worker thread that read it.
  */
 bool ffs_channel_kill_suidgid(void);
+
+/* ---- FUSE over io_uring (uring.c) ---- */
+
+/*
+ * Start serving over io_uring, with ring payloads of @payload_size bytes
+ * (the largest request the kernel will send).  Called by channel.c once
+ * the INIT reply asking for it is written.  Logs one line either way; on
+ * failure the kernel keeps using /dev/fuse.
+ * Context: the libfuse worker that answered INIT; starts threads.
+ */
+void ffs_uring_start(struct fuse_session *se, size_t payload_size);
+/* Log why fuse_uring was asked for and the kernel did not offer it. */
+void ffs_uring_log_unoffered(void);
+/*
+ * Send a reply that belongs to a request taken from a ring entry through
+ * that entry: its length, -ENOENT when it belongs to none (the caller
+ * writes it to /dev/fuse), or another -errno.
+ * Context: any thread that replies; must outlive the ring (see uring.c).
+ */
+ssize_t ffs_uring_send(const struct iovec *iov, int count);
+/*
+ * Stop the ring threads (each finishes the request it serves) and free
+ * the rings.  After ffs_defer_stop() and fuse_session_unmount(), before
+ * fuse_session_destroy().  Nothing when no ring runs.
+ */
+void ffs_uring_stop(void);
+/* Requests served from ring entries so far (.foliofs/stats). */
+uint64_t ffs_uring_requests(void);
 
 /* ---- control directory (ctl.c) ---- */
 

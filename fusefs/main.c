@@ -305,7 +305,7 @@ int main(int argc, char *argv[])
 		goto out_session;
 	if (fuse_session_mount(se, cfg.mountpoint))
 		goto out_signals;
-	if (ffs_channel_attach(se))
+	if (ffs_channel_attach(se, cfg.fuse_uring))
 		goto out_unmount;
 	if (fuse_daemonize(cfg.foreground))
 		goto out_unmount;
@@ -364,6 +364,8 @@ int main(int argc, char *argv[])
 
 out_unmount:
 	fuse_session_unmount(se);
+	/* Only now: a lazy unmount may still need the ring to answer. */
+	ffs_uring_stop();
 out_signals:
 	fuse_remove_signal_handlers(se);
 out_session:

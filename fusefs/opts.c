@@ -44,6 +44,7 @@ enum {
 	KEY_MAX_IO,
 	KEY_FAULT,
 	KEY_BACKING_DIRECT,
+	KEY_FUSE_URING,
 	KEY_DIRTY_RATIO,
 	KEY_DIRTY_BYTES,
 	KEY_PINNED_RATIO,
@@ -89,6 +90,7 @@ static const struct fuse_opt ffs_opt_spec[] = {
 	FUSE_OPT_KEY("max_io=", KEY_MAX_IO),
 	FUSE_OPT_KEY("fault=", KEY_FAULT),
 	FUSE_OPT_KEY("backing_direct", KEY_BACKING_DIRECT),
+	FUSE_OPT_KEY("fuse_uring", KEY_FUSE_URING),
 	FUSE_OPT_KEY("dirty_ratio=", KEY_DIRTY_RATIO),
 	FUSE_OPT_KEY("dirty_bytes=", KEY_DIRTY_BYTES),
 	FUSE_OPT_KEY("dirty_pinned_ratio=", KEY_PINNED_RATIO),
@@ -137,6 +139,7 @@ static const struct {
 	{ "wb_granularity=NAME", "block", "block (write only dirty blocks) or folio (every uptodate block of a dirty folio, as Linux before 6.6)" },
 	{ "max_io=BYTES", "1M", "largest merged backing write (power of two, >= 4K)" },
 	{ "backing_direct", "off", "open backing files with O_DIRECT (block-aligned I/O from the cache's memory)" },
+	{ "fuse_uring", "off", "serve FUSE requests through io_uring when the kernel offers it (Linux 6.14+, fuse module parameter enable_uring=Y), else over /dev/fuse" },
 	{ "fault=SPEC", "off", "inject backing I/O faults, for tests (see README)" },
 	{ "stats_log=FILE", "off", "append the stats as one JSON object per line every stats_interval_ms" },
 	{ "stats_interval_ms=N", "1000", "stats_log period (10 .. 3600000)" },
@@ -532,6 +535,9 @@ static int opt_proc(void *data, const char *arg, int key,
 		return parse_cache(cfg, strchr(arg, '=') + 1, ps->err) ? -1 : 0;
 	case KEY_BACKING_DIRECT:
 		cfg->wb.backing_direct = true;
+		return 0;
+	case KEY_FUSE_URING:
+		cfg->fuse_uring = true;
 		return 0;
 	case KEY_ATTR_TIMEOUT:
 		return ffs_parse_double("attr_timeout", strchr(arg, '=') + 1,

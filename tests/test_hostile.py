@@ -78,7 +78,7 @@ OPTIONS = {
     'max_idle_threads': (BAD_UINT + ['100001'], ['0', '100000']),
 }
 # Options without a value: giving one is an error.
-FLAGS = ('kernel_cache', 'allow_other', 'backing_direct')
+FLAGS = ('kernel_cache', 'allow_other', 'backing_direct', 'fuse_uring')
 
 
 def readme_options():

@@ -12,6 +12,10 @@ suspicious (see ``BAD_OUTPUT``); ``cleanup()`` never raises and is what to call
 from ``finally`` blocks and fixture teardowns.
 
 The daemon binary is $FOLIOFS, by default <repo>/build/foliofs.
+$FOLIOFS_EXTRA_OPTIONS (comma-separated -o options) is added to every
+mount, to run existing tests under another configuration, e.g.
+FOLIOFS_EXTRA_OPTIONS=fuse_uring (with enable_uring set, see
+test_fuse_uring.py).
 """
 
 import ctypes
@@ -31,6 +35,7 @@ import pytest
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FOLIOFS = os.environ.get('FOLIOFS', os.path.join(REPO, 'build', 'foliofs'))
 FUSERMOUNT = shutil.which('fusermount3') or '/usr/bin/fusermount3'
+EXTRA_OPTIONS = [o for o in os.environ.get('FOLIOFS_EXTRA_OPTIONS', '').split(',') if o]
 
 TEST_USER = 'foliofs-test'
 
@@ -218,7 +223,7 @@ class Mount:
                  binary=None, expect_errors=False):
         self.backing = backing
         self.mnt = mnt
-        self.options = list(options)
+        self.options = list(options) + EXTRA_OPTIONS
         self.user = user
         self.args = list(args)
         self.binary = binary or FOLIOFS

@@ -1,0 +1,233 @@
+"""FUSE over io_uring (-o fuse_uring, fusefs/uring.c).
+
+The kernel offers the ring only while /sys/module/fuse/parameters/enable_uring
+is Y: the tests that need it set it (as root) and put the old value back.
+That requests really came over the ring is checked on the daemon's side
+(fuse_uring_requests in .foliofs/stats), not inferred from speed.
+
+The existing mount tests run over the ring too with
+FOLIOFS_EXTRA_OPTIONS=fuse_uring (tests/util.py) and enable_uring set to Y.
+"""
+
+import errno
+import hashlib
+import os
+import signal
+import subprocess
+import sys
+import threading
+
+import pytest
+
+import conftest
+import util
+from util import Mount, poll, set_fault, stats
+
+ENABLE = '/sys/module/fuse/parameters/enable_uring'
+MiB = 1 << 20
+HANG = 60
+
+
+def set_enable(value):
+    with open(ENABLE, 'w') as f:
+        f.write(value)
+
+
+@pytest.fixture
+def enable_uring():
+    """Let the kernel offer FUSE over io_uring for the test; yields the
+    function that sets the parameter (restored afterwards)."""
+    if os.geteuid() != 0:
+        pytest.skip('needs root to set %s' % ENABLE)
+    if not os.path.exists(ENABLE):
+        pytest.skip('kernel without FUSE over io_uring (%s missing)' % ENABLE)
+    with open(ENABLE) as f:
+        old = f.read().strip()
+    set_enable('Y')
+    try:
+        yield set_enable
+    finally:
+        set_enable(old)
+
+
+@pytest.fixture
+def mounted(dirs, enable_uring):
+    """A fuse_uring mount whose connection conftest's watchdog aborts on a
+    hang (so a stalled queue fails the test instead of blocking it)."""
+    _, b, m = dirs
+
+    def start(*options, expect_errors=False):
+        mnt = Mount(b, m, options=['fuse_uring'] + list(options),
+                    expect_errors=expect_errors)
+        mnt.start()
+        conftest._active_mounts.append(mnt)
+        started.append(mnt)
+        mnt.wait_for_mount()
+        return mnt
+
+    started = []
+    try:
+        yield start
+    finally:
+        for mnt in started:
+            mnt.cleanup()
+            conftest._active_mounts.remove(mnt)
+
+
+def ring_requests(m):
+    return stats(m)['fuse_uring_requests']
+
+
+def worker(m, n, errors):
+    """Write, fsync, read back, rename and unlink files of several sizes."""
+    try:
+        for i in range(8):
+            size = (i * 37 + n * 11) % 700 * 1024 + 123
+            data = hashlib.sha256(b'%d.%d' % (n, i)).digest() * (size // 32 + 1)
+            data = data[:size]
+            path = os.path.join(m, 't%d-%d' % (n, i))
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            try:
+                for off in range(0, size, 64 * 1024):
+                    os.pwrite(fd, data[off:off + 64 * 1024], off)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            with open(path, 'rb') as f:
+                if f.read() != data:
+                    errors.append('%s read back differs' % path)
+            if i % 2:
+                os.rename(path, path + '.r')
+            elif i % 3:
+                os.unlink(path)
+    except OSError as e:
+        errors.append('worker %d: %r' % (n, e))
+
+
+def expected_files(nthreads):
+    names = set()
+    for n in range(nthreads):
+        for i in range(8):
+            if i % 2:
+                names.add('t%d-%d.r' % (n, i))
+            elif not i % 3:
+                names.add('t%d-%d' % (n, i))
+    return names
+
+
+def test_requests_come_over_the_ring(dirs, mounted):
+    """Data written by several threads, fsynced, read back, renamed and
+    unlinked over the ring is all there after unmount, and the daemon
+    served those requests from ring entries."""
+    _, b, m = dirs
+    mnt = mounted()
+    assert 'fuse_uring: serving requests over io_uring' in mnt.output()
+    before = ring_requests(m)
+    errors = []
+    threads = [threading.Thread(target=worker, args=(m, n, errors)) for n in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(HANG)
+    assert not any(t.is_alive() for t in threads), 'a worker hangs'
+    assert not errors, errors
+    assert set(os.listdir(m)) == expected_files(6)
+    # 6 threads x 8 files: creates, writes, fsyncs, reads, renames...
+    assert ring_requests(m) - before >= 6 * 8 * 4
+    mnt.umount()
+    assert set(os.listdir(b)) == expected_files(6)
+
+
+def test_held_write_reply_leaves_through_its_entry(dirs, mounted):
+    """A write the throttler holds (its reply sent later from the timer
+    thread) is answered through its ring entry once writeback works again,
+    and the queue keeps serving other requests meanwhile."""
+    _, b, m = dirs
+    mnt = mounted('flushers=1', 'fault=write:EIO', 'dirty_bytes=8M',
+                  'dirty_expire_ms=600000', 'writeback_interval_ms=600000',
+                  'cache_size=256M', expect_errors=True)
+    writer = subprocess.Popen(
+        [sys.executable, '-c',
+         'import os, sys\n'
+         'fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT, 0o644)\n'
+         'for i in range(64): os.pwrite(fd, b"w" * (1 << 20), i << 20)\n'
+         'print("END", flush=True)\n',
+         os.path.join(m, 'big')], stdout=subprocess.PIPE, text=True)
+    try:
+        assert poll(lambda: stats(m)['throttled_writers'] >= 1, HANG), stats(m)
+        # Held: other requests are still served over the ring (no writes:
+        # with writeback failing, those would be held as well).
+        before = ring_requests(m)
+        for i in range(20):
+            os.mkdir(os.path.join(m, 'd%d' % i))
+            os.stat(os.path.join(m, 'd%d' % i))
+        assert ring_requests(m) >= before + 40
+        assert writer.poll() is None
+        # Writeback works again; syncs (no flusher runs on its own here)
+        # let the writer's pauses end until it is done.
+        set_fault(m, 'off')
+        assert poll(lambda: util.ctl_write(m, 'sync', value='1') or
+                    writer.poll() is not None, HANG, step=0.2)
+        out, _ = writer.communicate(timeout=HANG)
+        assert out.strip() == 'END'
+    finally:
+        writer.kill()
+        writer.wait()
+    mnt.umount()
+    assert os.path.getsize(os.path.join(b, 'big')) == 64 * MiB
+
+
+def test_kill_9_while_serving_over_the_ring(dirs, mounted):
+    """kill -9 of a daemon serving over the ring ends the connection as it
+    does over /dev/fuse: callers get ENOTCONN, nothing hangs, and what was
+    fsynced before is in BACKING."""
+    _, b, m = dirs
+    mnt = mounted()
+    util.write_file(os.path.join(m, 'kept'), b'k' * 100000)
+    fd = os.open(os.path.join(m, 'kept'), os.O_RDONLY)
+    os.fsync(fd)
+    os.close(fd)
+    assert ring_requests(m) > 0
+    os.kill(mnt.pid, signal.SIGKILL)
+    mnt.proc.wait(HANG)
+    # ENOTCONN once the connection is down.  The kernel tears the dead
+    # daemon's ring down asynchronously, after the process is gone: a
+    # request queued to the ring meanwhile fails with ECANCELED or
+    # ECONNABORTED instead (over /dev/fuse the window does not exist).
+    def gone():
+        try:
+            os.stat(os.path.join(m, 'kept'))
+        except OSError as e:
+            assert e.errno in (errno.ENOTCONN, errno.ECONNABORTED, errno.ECANCELED), e
+            return e.errno == errno.ENOTCONN
+        pytest.fail('the mount still answers after kill -9')
+    assert poll(gone, HANG)
+    subprocess.run([util.FUSERMOUNT, '-u', '-z', m], check=True)
+    assert util.read_file(os.path.join(b, 'kept')) == b'k' * 100000
+    mnt._unmounted = True
+
+
+def test_sigterm_unmounts_over_the_ring(dirs, mounted):
+    """SIGTERM ends a ring mount cleanly: status 0, unmounted, data kept."""
+    _, b, m = dirs
+    mnt = mounted()
+    util.write_file(os.path.join(m, 'f'), b'x' * 300000)
+    assert ring_requests(m) > 0
+    os.kill(mnt.pid, signal.SIGTERM)
+    mnt.wait_exit()
+    assert not util.is_fuse_mounted(m)
+    assert os.path.getsize(os.path.join(b, 'f')) == 300000
+
+
+def test_not_offered_mounts_over_dev_fuse(dirs, mounted, enable_uring):
+    """With enable_uring N the mount works over /dev/fuse and says why."""
+    _, b, m = dirs
+    enable_uring('N')
+    mnt = mounted()
+    util.write_file(os.path.join(m, 'f'), b'y' * 5000)
+    assert util.read_file(os.path.join(m, 'f')) == b'y' * 5000
+    assert ring_requests(m) == 0
+    lines = [l for l in mnt.output().splitlines() if 'fuse_uring' in l]
+    assert lines == ['foliofs: fuse_uring: not used, %s is N: serving over /dev/fuse'
+                     % ENABLE], mnt.output()
+    mnt.umount()
