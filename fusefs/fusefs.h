@@ -70,6 +70,7 @@ struct ffs_config {
 	char *stats_log;	/* stats_log= made absolute (owned; wb.stats_log points here) */
 	char *throttle;		/* throttle= (owned; wb.throttle points here) */
 	char *trace;		/* trace= made absolute (owned), or NULL */
+	char *write_log;	/* write_log= made absolute (owned), or NULL */
 	struct fuse_args args;	/* what is left for fuse_session_new() */
 };
 

@@ -83,7 +83,8 @@ static int check_target(struct ffs_data *fs, struct ffs_inode *dir, const char *
 {
 	if (dir->ctl || ffs_ctl_hides(fs, dir, name))
 		return -EPERM;
-	return check_new_name(name);
+	/* No change to BACKING once the write log cannot record it. */
+	return check_new_name(name) ?: wb_wlog_check();
 }
 
 /* [off, off + len) must be a valid file range. */
@@ -502,6 +503,8 @@ static int do_make(struct ffs_data *fs, fuse_req_t req, struct ffs_inode *dir,
 	ret = ret < 0 ? -errno : 0;
 	ffs_creds_leave(&c);
 	if (!ret)
+		ret = wb_wlog_ns(WB_WLOG_CREATE, dir->fd, name, -1, NULL, 0);
+	if (!ret)
 		ret = do_lookup(fs, dir, name, e);
 	return ret;
 }
@@ -563,6 +566,8 @@ static void ffs_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 		ffs_creds_leave(&c);
 	}
 	if (!ret)
+		ret = wb_wlog_ns(WB_WLOG_LINK, dir->fd, newname, -1, NULL, 0);
+	if (!ret)
 		ret = do_lookup(fs, dir, newname, &e);
 	reply_entry(req, ret, &e);
 }
@@ -586,6 +591,9 @@ static void do_remove(fuse_req_t req, fuse_ino_t parent, const char *name,
 			ret = -errno;
 		ffs_creds_leave(&c);
 	}
+	if (!ret)
+		ret = wb_wlog_ns(WB_WLOG_UNLINK, ffs_inode(req, parent)->fd, name, -1, NULL,
+				 (unsigned int)flags);
 	if (!ret)
 		trace_done(&op, ino, 0, 0, 0);
 	fuse_reply_err(req, -ret);
@@ -627,6 +635,9 @@ static void ffs_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 			ret = -errno;
 		ffs_creds_leave(&c);
 	}
+	if (!ret)
+		ret = wb_wlog_ns(WB_WLOG_RENAME, ffs_inode(req, parent)->fd, name,
+				 ffs_inode(req, newparent)->fd, newname, flags);
 	if (!ret)
 		trace_done(&op, ino, replaced ? ffs_trace_file_id(replaced) : 0, 0, flags);
 	fuse_reply_err(req, -ret);
@@ -795,6 +806,10 @@ static int do_create(struct ffs_data *fs, fuse_req_t req,
 		ret = fd;
 		goto out_uncharge;
 	}
+	/* Without O_EXCL the name may have existed: the log's reader allows that. */
+	ret = wb_wlog_ns(WB_WLOG_CREATE, dir->fd, name, -1, NULL, 0);
+	if (ret)
+		goto out_close;
 	entry_init(fs, e);
 	ret = stat_fd(fd, &e->attr);
 	if (!ret && !S_ISREG(e->attr.st_mode))
@@ -1282,8 +1297,12 @@ static void ffs_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,
 		return;
 	}
 	fd = dirfd(ffs_dir(fi)->dp);
-	ret = datasync ? fdatasync(fd) : fsync(fd);
-	fuse_reply_err(req, ret < 0 ? errno : 0);
+	ret = wb_wlog_check();
+	if (!ret)
+		ret = (datasync ? fdatasync(fd) : fsync(fd)) < 0 ? -errno : 0;
+	if (!ret)
+		ret = wb_wlog_sync(fd, datasync, true);
+	fuse_reply_err(req, -ret);
 }
 
 /* ---- file system wide ---- */
@@ -1465,6 +1484,12 @@ static void ffs_init(void *userdata, struct fuse_conn_info *conn)
 		conn->max_write = FFS_MAX_IO;
 	if (conn->capable & FUSE_CAP_PARALLEL_DIROPS)
 		conn->want |= FUSE_CAP_PARALLEL_DIROPS;
+	/*
+	 * Before any request that could change BACKING.  A log that cannot
+	 * be made refuses every change (and said so), but cannot stop the mount.
+	 */
+	if (fs->cfg->write_log)
+		(void)wb_wlog_open(fs->cfg->write_log, fs->root.fd);
 }
 
 const struct fuse_lowlevel_ops ffs_ops = {

@@ -52,6 +52,7 @@ enum {
 	KEY_THROTTLE,
 	KEY_STATS_LOG,
 	KEY_TRACE,
+	KEY_WRITE_LOG,
 	KEY_STATS_INTERVAL,
 	KEY_MAX_THREADS,
 	KEY_MAX_IDLE_THREADS,
@@ -98,6 +99,7 @@ static const struct fuse_opt ffs_opt_spec[] = {
 	FUSE_OPT_KEY("throttle=", KEY_THROTTLE),
 	FUSE_OPT_KEY("stats_log=", KEY_STATS_LOG),
 	FUSE_OPT_KEY("trace=", KEY_TRACE),
+	FUSE_OPT_KEY("write_log=", KEY_WRITE_LOG),
 	FUSE_OPT_KEY("stats_interval_ms=", KEY_STATS_INTERVAL),
 	FUSE_OPT_KEY("max_threads=", KEY_MAX_THREADS),
 	FUSE_OPT_KEY("max_idle_threads=", KEY_MAX_IDLE_THREADS),
@@ -144,6 +146,7 @@ static const struct {
 	{ "stats_log=FILE", "off", "append the stats as one JSON object per line every stats_interval_ms" },
 	{ "stats_interval_ms=N", "1000", "stats_log period (10 .. 3600000)" },
 	{ "trace=FILE", "off", "record every data and namespace operation into FILE for foliofs-sim" },
+	{ "write_log=FILE", "off", "record every change to BACKING, with its data, into FILE for contrib/crashimg.py" },
 	{ "max_threads=N", "10", "most FUSE worker threads (libfuse; 1 .. 100000)" },
 };
 
@@ -434,6 +437,8 @@ static int parse_throttle_opt(struct ffs_config *cfg, int key, const char *val, 
 		return 0;
 	case KEY_TRACE:
 		return parse_path("trace", val, &cfg->trace, err) ? -EINVAL : 0;
+	case KEY_WRITE_LOG:
+		return parse_path("write_log", val, &cfg->write_log, err) ? -EINVAL : 0;
 	case KEY_STATS_INTERVAL:
 		if (ffs_parse_uint("stats_interval_ms", val, 10, 3600000, &v, err))
 			return -EINVAL;
@@ -568,7 +573,7 @@ static int opt_proc(void *data, const char *arg, int key,
 		return parse_wb_opt(cfg, key, strchr(arg, '=') + 1, ps->err) ? -1 : 0;
 	case KEY_DIRTY_RATIO: case KEY_DIRTY_BYTES: case KEY_PINNED_RATIO:
 	case KEY_PINNED_BYTES: case KEY_THROTTLE: case KEY_STATS_LOG: case KEY_TRACE:
-	case KEY_STATS_INTERVAL:
+	case KEY_WRITE_LOG: case KEY_STATS_INTERVAL:
 		return parse_throttle_opt(cfg, key, strchr(arg, '=') + 1, ps->err) ? -1 : 0;
 	/* libfuse's options, checked here and kept for fuse_parse_cmdline(). */
 	case KEY_MAX_THREADS:
@@ -693,6 +698,7 @@ void ffs_config_free(struct ffs_config *cfg)
 	free(cfg->fault);
 	free(cfg->stats_log);
 	free(cfg->trace);
+	free(cfg->write_log);
 	free(cfg->throttle);
 	fuse_opt_free_args(&cfg->args);
 	memset(cfg, 0, sizeof(*cfg));

@@ -215,7 +215,8 @@ static int write_all(int fd, struct iovec *iov, int cnt)
 	return 0;
 }
 
-/* The log just failed with @err: refuse every later change.  Context: lock held. */
+/* The log just failed with @err: refuse every later change.  Context: lock held, or
+ * before any other thread uses the log. */
 static void fail(int err)
 {
 	if (!atomic_exchange(&wlog.failed, true))
@@ -353,10 +354,14 @@ int wb_wlog_open(const char *path, int root_fd)
 	pthread_once(&crc_once, crc_init);
 	if (wlog.on)
 		return -EBUSY;
-	wlog.fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (wlog.fd < 0)
-		return -errno;
+	/* On from here: a log that cannot be made refuses every change too. */
 	wlog.on = true;
+	wlog.fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (wlog.fd < 0) {
+		ret = -errno;
+		fail(ret);
+		return ret;
+	}
 	memcpy(hdr, WLOG_MAGIC, 8);
 	put32(hdr + 8, WLOG_VERSION);
 	put32(hdr + 12, WLOG_FILE_HDR);
