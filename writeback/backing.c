@@ -10,6 +10,11 @@
  * that writes back (flushers, and FUSE workers doing fsync) has its own
  * ring, made on first use.  Faults are applied to each completion, so the
  * same spec hits every backend; an fsync fault replaces the sync itself.
+ *
+ * With a write log (writelog.c) every write is recorded before it is
+ * issued, each resubmission of the rest of a short one too, and a write
+ * the backing file system failed is marked so (the real result, before
+ * any injected fault); a sync is recorded once it returned success.
  */
 #include "wb_i.h"
 
@@ -119,10 +124,13 @@ int wb_backing_fsync(struct wb_file *wbf, bool datasync)
 	 */
 	int ret = (int)fault_apply(wbf, WB_FAULT_FSYNC, 0, 0, 0);
 
-	if (ret)
+	if (ret || wbf->ctx->io == WB_IO_NULL)
 		return ret;
-	if (wbf->ctx->io != WB_IO_NULL && (datasync ? fdatasync(wbf->fd) : fsync(wbf->fd)) < 0)
+	ret = wb_wlog_check();
+	if (!ret && (datasync ? fdatasync(wbf->fd) : fsync(wbf->fd)) < 0)
 		ret = -errno;
+	if (!ret)
+		ret = wb_wlog_sync(wbf->fd, datasync, false);
 	return ret;
 }
 
@@ -150,11 +158,19 @@ static void write_psync(struct wb_file *wbf, struct wb_io *io)
 	struct wb_ctx *ctx = wbf->ctx;
 
 	while (io->len) {
-		ssize_t n = pwritev(wbf->fd, io->iov, io->iovcnt, io->off);
+		uint64_t seq;
+		ssize_t n = wb_wlog_write(wbf->fd, io->iov, io->iovcnt, io->off, io->len, &seq);
 
+		if (n < 0) {
+			io->res = (int)n;
+			return;
+		}
+		n = pwritev(wbf->fd, io->iov, io->iovcnt, io->off);
 		atomic_fetch_add(&ctx->backing_write_submits, 1);
 		if (n < 0 && errno == EINTR)
 			continue;
+		if (n < 0)
+			wb_wlog_write_failed(wbf->fd, seq, -errno);
 		n = fault_apply(wbf, WB_FAULT_WRITE, io->off, io->len, n < 0 ? -errno : n);
 		if (n < 0) {
 			io->res = (int)n;
@@ -246,10 +262,14 @@ static struct io_uring_cqe *reap_one(struct io_uring *r)
 	return cqe;
 }
 
-/* Account a completion of @w that returned @res. */
-static bool uring_done(struct wb_file *wbf, struct wb_io *w, int res)
+/* Account a completion of @w (logged as @seq) that returned @res. */
+static bool uring_done(struct wb_file *wbf, struct wb_io *w, uint64_t seq, int res)
 {
-	ssize_t out = fault_apply(wbf, WB_FAULT_WRITE, w->off, w->len, res);
+	ssize_t out;
+
+	if (res < 0)
+		wb_wlog_write_failed(wbf->fd, seq, res);
+	out = fault_apply(wbf, WB_FAULT_WRITE, w->off, w->len, res);
 
 	if (out < 0) {
 		w->res = (int)out;
@@ -272,11 +292,16 @@ static int uring_round(struct wb_file *wbf, struct io_uring *r, struct wb_io *io
 {
 	struct wb_ctx *ctx = wbf->ctx;
 	int queued = 0, submitted = 0, reaped = 0, pending = 0, err = 0, busy = 0;
+	uint64_t seq[WB_BATCH];
 
 	for (int i = 0; i < n; i++) {
 		struct io_uring_sqe *sqe;
 
 		if (io[i].res || !io[i].len)
+			continue;
+		io[i].res = wb_wlog_write(wbf->fd, io[i].iov, io[i].iovcnt, io[i].off,
+					  io[i].len, &seq[i]);
+		if (io[i].res)
 			continue;
 		sqe = io_uring_get_sqe(r);
 		io_uring_prep_writev(sqe, wbf->fd, io[i].iov, (unsigned int)io[i].iovcnt,
@@ -286,6 +311,7 @@ static int uring_round(struct wb_file *wbf, struct io_uring *r, struct wb_io *io
 	}
 	while (reaped < queued) {
 		struct io_uring_cqe *cqe;
+		uint64_t i;
 
 		if (submitted < queued && !err) {
 			int ret = io_uring_submit(r);
@@ -305,7 +331,8 @@ static int uring_round(struct wb_file *wbf, struct io_uring *r, struct wb_io *io
 		if (reaped == submitted)
 			break;		/* the ring failed: nothing of ours in flight */
 		cqe = reap_one(r);
-		pending += uring_done(wbf, &io[io_uring_cqe_get_data64(cqe)], cqe->res);
+		i = io_uring_cqe_get_data64(cqe);
+		pending += uring_done(wbf, &io[i], seq[i], cqe->res);
 		io_uring_cqe_seen(r, cqe);
 		reaped++;
 	}

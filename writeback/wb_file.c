@@ -108,7 +108,11 @@ static int backing_truncate(void *ctx, off_t size)
 	int ret;
 
 	pthread_mutex_lock(&wbf->size_lock);
-	ret = ftruncate(wbf->fd, size) < 0 ? -errno : 0;
+	ret = wb_wlog_check();
+	if (!ret)
+		ret = ftruncate(wbf->fd, size) < 0 ? -errno : 0;
+	if (!ret)
+		ret = wb_wlog_truncate(wbf->fd, size);
 	wbf->backing_size = ret ? -1 : size;
 	pthread_mutex_unlock(&wbf->size_lock);
 	return ret;
@@ -120,7 +124,11 @@ static int backing_fallocate(void *ctx, int mode, off_t off, off_t len)
 	int ret;
 
 	pthread_mutex_lock(&wbf->size_lock);
-	ret = fallocate(wbf->fd, mode, off, len) < 0 ? -errno : 0;
+	ret = wb_wlog_check();
+	if (!ret)
+		ret = fallocate(wbf->fd, mode, off, len) < 0 ? -errno : 0;
+	if (!ret)
+		ret = wb_wlog_fallocate(wbf->fd, mode, off, len);
 	if (!(mode & FALLOC_FL_KEEP_SIZE))
 		wbf->backing_size = -1;
 	pthread_mutex_unlock(&wbf->size_lock);
