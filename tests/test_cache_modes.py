@@ -3,7 +3,8 @@
 Every mode: data changed through one descriptor reads back right through
 another that had the old data in the kernel's page cache, after writes,
 truncates, punched holes, zeroed ranges, copy_file_range, an O_TRUNC open
-and a shared mapping, in a directory mount and in a one-file mount.  The
+and a shared mapping, in a directory mount and in one-file mounts of a
+regular file and of a block device (the changes a device allows).  The
 reader reads the whole file before each change, so in the cached modes
 the pages a stale cache would serve are the ones it just read.
 
@@ -17,6 +18,7 @@ line naming the option and the value.
 
 import mmap
 import os
+import shutil
 import subprocess
 
 import pytest
@@ -46,7 +48,8 @@ class Model:
         self.reader = os.open(path, os.O_RDONLY)
         self.data = bytearray(pattern(size, 0))
         assert os.pwrite(self.fd, self.data, 0) == size
-        os.ftruncate(self.fd, size)
+        if os.fstat(self.fd).st_size != size:   # a device has its size
+            os.ftruncate(self.fd, size)
         self.prime()
 
     def prime(self):
@@ -161,6 +164,39 @@ def changes(model, other):
     model.check('an O_TRUNC open and a short write')
 
 
+def device_changes(model):
+    """The changes a block device allows (no size change; fallocate
+    ranges aligned to its sectors), applied and checked."""
+    model.write(4096 + 100, 10000, 1)
+    model.check('an unaligned write')
+    model.fallocate(FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 4096, 12288)
+    model.check('a punched hole')
+    model.write(0, 64 * KiB, 2)
+    model.fallocate(FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE, 8192, 16384)
+    model.check('a zeroed range')
+    want = bytes(model.data[200 * KiB:200 * KiB + 40000])
+    assert os.copy_file_range(model.fd, model.fd, 40000, 200 * KiB, 1000) == 40000
+    model.set(1000, want)
+    model.check('copy_file_range within the device')
+
+
+@pytest.fixture
+def loopdev(dirs):
+    """A 1 MiB loop device (root only)."""
+    if os.geteuid() != 0 or not shutil.which('losetup'):
+        pytest.skip('loop devices need root and losetup')
+    img = os.path.join(dirs[0], 'device.img')
+    with open(img, 'wb') as f:
+        f.truncate(MiB)
+    r = subprocess.run(['losetup', '-f', '--show', img], stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE)
+    if r.returncode != 0:
+        pytest.skip('no loop device here: ' + r.stderr.decode().strip())
+    dev = r.stdout.decode().strip()
+    yield dev
+    subprocess.run(['losetup', '-d', dev])
+
+
 @pytest.mark.parametrize('mode', MODES)
 def test_coherent_directory_mount(dirs, mode):
     _, b, m = dirs
@@ -191,6 +227,23 @@ def test_coherent_one_file_mount(dirs, mode):
         if util.is_fuse_mounted(mnt):
             subprocess.run([util.FUSERMOUNT, '-u', '-z', mnt], stderr=subprocess.DEVNULL)
     assert util.read_file(img) == b'short'
+
+
+@pytest.mark.parametrize('mode', MODES)
+def test_coherent_block_device_mount(dirs, loopdev, mode):
+    root, _, _ = dirs
+    mnt = os.path.join(root, 'dev')
+    util.write_file(mnt, b'')
+    try:
+        with Mount(loopdev, mnt, options=['cache=' + mode]):
+            model = Model(mnt, MiB)
+            try:
+                device_changes(model)
+            finally:
+                model.close()
+    finally:
+        if util.is_fuse_mounted(mnt):
+            subprocess.run([util.FUSERMOUNT, '-u', '-z', mnt], stderr=subprocess.DEVNULL)
 
 
 def test_writethrough_dirties_each_write_exactly(dirs):
