@@ -78,6 +78,14 @@ static void test_args(void)
 	T_CHECK(cfg.attr_timeout == 1.0);
 	ffs_config_free(&cfg);
 
+	/* cache= and its alias kernel_cache: the last one given wins. */
+	const char *wt[] = { "foliofs", "-o", "kernel_cache,cache=writethrough", "/b", "/tmp" };
+	T_CHECK(parse(&cfg, err, 5, wt) == 0 && cfg.cache == FFS_CACHE_WRITETHROUGH);
+	ffs_config_free(&cfg);
+	const char *kc[] = { "foliofs", "-o", "cache=direct,kernel_cache", "/b", "/tmp" };
+	T_CHECK(parse(&cfg, err, 5, kc) == 0 && cfg.cache == FFS_CACHE_WRITEBACK);
+	ffs_config_free(&cfg);
+
 	const char *bad[] = { "foliofs", "-o", "attr_timeout=banana", "/b", "/tmp" };
 	T_CHECK(parse(&cfg, err, 5, bad) == -EINVAL);
 	T_CHECK(strstr(err, "attr_timeout=banana") != NULL);
