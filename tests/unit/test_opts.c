@@ -75,7 +75,7 @@ static void test_args(void)
 	const char *deflt[] = { "foliofs", "/b", "/tmp" };
 	T_CHECK(parse(&cfg, err, 3, deflt) == 0);
 	T_CHECK(cfg.cache == FFS_CACHE_DIRECT && !cfg.allow_other && !cfg.foreground);
-	T_CHECK(cfg.attr_timeout == 1.0);
+	T_CHECK(cfg.attr_timeout == 86400);
 	ffs_config_free(&cfg);
 
 	/* cache= and its alias kernel_cache: the last one given wins. */
