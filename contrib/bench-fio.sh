@@ -409,9 +409,11 @@ def f(v, fmt):
 
 
 print()
+transport = ('FUSE over io_uring where the kernel offers it, else /dev/fuse (see the daemon '
+             'logs)' if 'fuse_uring' in extra.split(',') else '/dev/fuse')
 print('fio, ioengine=psync, %s jobs x %s, %s s per timed run, %s round(s) (medians); '
-      'foliofs extra options: %s; transport /dev/fuse' % (jobs, size, duration, rounds,
-                                                          extra or 'none'))
+      'foliofs extra options: %s; transport: %s' % (jobs, size, duration, rounds,
+                                                    extra or 'none', transport))
 cols = '%-23s %-12s %-20s %8s %8s %8s %11s %11s %7s %7s %10s %8s'
 hdr = cols % ('workload', 'target', 'foliofs options', 'IOPS', 'MB/s', 'x native', 'p99 I/O',
               'p99 fdsync', 'bk/app', 'bk/app', 'bk/dirtied', 'daemon')
