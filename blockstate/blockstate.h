@@ -172,6 +172,13 @@ const struct bs_account_policy *bs_cache_account(struct bs_cache *cache);
 void bs_cache_set_account(struct bs_cache *cache, const struct bs_account_policy *policy);
 
 /*
+ * How long (ms, 0: not at all) a writer that finds the cache full of data
+ * writeback cannot free waits for it before failing with ENOSPC; the
+ * default is BS_FULL_WAIT_MS.  Context: before the cache is used.
+ */
+void bs_cache_set_full_wait(struct bs_cache *cache, uint32_t ms);
+
+/*
  * Exact counters, read without stopping writers (each one is exact; a
  * snapshot of several is not atomic).  Pages are 4 KiB.
  */

@@ -90,6 +90,11 @@ void bs_cache_destroy(struct bs_cache *cache)
 	free(cache);
 }
 
+void bs_cache_set_full_wait(struct bs_cache *cache, uint32_t ms)
+{
+	cache->full_wait_ms = ms;
+}
+
 const struct bs_config *bs_cache_config(const struct bs_cache *cache)
 {
 	return &cache->cfg;

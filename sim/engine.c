@@ -59,7 +59,6 @@
  * and options give the same output, byte for byte.
  */
 #include "sim.h"
-#include "bs_i.h"		/* struct bs_cache's full_wait_ms (ctx_create) */
 #include "wb_i.h"
 #include "flushpolicy.h"
 #include "throttle.h"
@@ -1131,7 +1130,7 @@ static int ctx_create(struct sim *s, const struct ffs_config *fc, char *err, siz
 	 * of host time for the flushers, which here run only between events:
 	 * how many writebacks it tried meanwhile would depend on the host.
 	 */
-	s->ctx->cache->full_wait_ms = 0;
+	bs_cache_set_full_wait(s->ctx->cache, 0);
 	if (fc->wb.fault)
 		ret = wb_ctx_set_fault(s->ctx, fc->wb.fault, err, errlen);
 	return ret;
