@@ -33,7 +33,7 @@
  *     [56, 64) off (WRITE, FALLOCATE), the new size (TRUNCATE)
  *     [64, 72) len (FALLOCATE; WRITE: the data length again)
  *     [72, 80) data_len: bytes of data after the names
- *     [80, 84) CRC-32 of the data
+ *     [80, 84) CRC-32 of the names and the data
  *     [84, 88) CRC-32 of [0, 84)
  *
  * Files are named by inode number, which a rename keeps; names by the
@@ -227,7 +227,7 @@ static void fail(int err)
 /*
  * Append @r and give its seq in *@seq (when not NULL): 0, or -EIO when the
  * log is broken (now or before).  The seq, the time and the header CRC
- * are made under the lock, the data CRC outside it.  Context: any thread;
+ * are made under the lock, the CRC of names and data outside it.  Context: any thread;
  * blocks on the log's writev.
  */
 static int append(const struct wlog_rec *r, uint64_t *seq)
@@ -243,6 +243,8 @@ static int append(const struct wlog_rec *r, uint64_t *seq)
 
 	if (r->data_cnt > WB_BATCH)
 		return -EINVAL;
+	data_crc = crc_update(data_crc, r->name, name_len);
+	data_crc = crc_update(data_crc, r->newname, newname_len);
 	for (int i = 0; i < r->data_cnt; i++)
 		data_crc = crc_update(data_crc, r->data[i].iov_base, r->data[i].iov_len);
 	put32(hdr, WLOG_REC_MAGIC);
