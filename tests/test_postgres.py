@@ -165,11 +165,12 @@ def _print_log(path):
                      "===== end of server log =====\n" % (path, text[-64000:]))
 
 
-# Default (direct I/O: the daemon's cache is the only cache) and
+# Default (direct I/O: the daemon's cache is the only cache), writethrough
+# (the kernel keeps clean pages, every write reaches the daemon) and
 # kernel_cache (the kernel's FUSE writeback cache on top), ~30 s each.
 @pytest.mark.timeout(TEST_TIMEOUT)
-@pytest.mark.parametrize("options", [(), ("kernel_cache",)],
-                         ids=["direct", "kernel_cache"])
+@pytest.mark.parametrize("options", [(), ("cache=writethrough",), ("kernel_cache",)],
+                         ids=["direct", "writethrough", "kernel_cache"])
 def test_postgres_pgbench_checksums(options):
     reason = skip_reason()
     if reason:
