@@ -17,7 +17,8 @@ With PostgreSQL (test_pg_crash_images_recover): a cluster made with
 --data-checksums and cleanly stopped is copied (the base); the server runs
 on a mount of the same directory with write_log while pgbench and the
 numbered-row inserter of the crash loop run, a CHECKPOINT in the middle;
-then the daemon and the server are killed with SIGKILL.  For a bounded
+then the daemon and the server are killed with SIGKILL.  The whole log
+replayed over the base must give BACKING as it was left.  For a bounded
 number of cut points and image kinds (crashimg.py plan: the end of the log,
 then cut points spread over the log, the kinds in turn) the image is built,
 mounted through foliofs, and PostgreSQL runs crash recovery on it; then
@@ -409,6 +410,18 @@ def _record(c):
     return crashimg.Log(wlog), ins, clock
 
 
+def _check_complete(c, log, base):
+    """The whole log replayed over the base is BACKING as the killed
+    daemon left it, name for name and byte for byte: no change to BACKING
+    went unrecorded."""
+    img = os.path.join(c.top, 'end-image')
+    crashimg.build(log, base, img, len(log.records) - 1, 'flush')
+    r = subprocess.run(['diff', '-r', '--no-dereference', c.backing, img],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, 'the log misses changes:\n' + r.stdout[-4000:] + r.stderr
+    shutil.rmtree(img)
+
+
 def _check_image(c, log, base, clock, cut, kind, seed):
     """Build the image, recover PostgreSQL on it through foliofs and check
     it.  Returns the number of acknowledged rows that had to be there."""
@@ -467,6 +480,7 @@ def test_pg_crash_images_recover(tuser):
                          ' %d rows acknowledged\n'
                          % (len(log.records), os.path.getsize(log.path) / 2**20,
                             len(cuts), len(ins.acked)))
+        _check_complete(c, log, base)
         kinds = {}
         rows = 0
         for cut, kind, s in crashimg.plan(log, IMAGES, seed):

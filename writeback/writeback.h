@@ -333,7 +333,6 @@ int wb_ctx_sync_all(struct wb_ctx *ctx);
 
 /* Open @path (truncated) and record every name under @root_fd (BACKING). */
 int wb_wlog_open(const char *path, int root_fd);
-bool wb_wlog_enabled(void);
 /* -EIO when the log has failed: the change about to be made must not be. */
 int wb_wlog_check(void);
 

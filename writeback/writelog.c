@@ -124,16 +124,16 @@ struct wlog_rec {
 };
 
 /*
- * One log per process: the daemon serves one mount.  fd, seq and broken
- * are protected by lock; on is set once before any request is served and
- * only read afterwards; failed is read without the lock to refuse changes
- * early.
+ * One log per process: the daemon serves one mount.  fd and seq are
+ * protected by lock; on is set once, before any request that could change
+ * BACKING is served (flusher threads already run and read it); failed is
+ * set under lock and read without it to refuse changes early.
  */
 static struct {
 	pthread_mutex_t lock;
 	int fd;
 	uint64_t seq;
-	bool on;
+	atomic_bool on;
 	atomic_bool failed;
 } wlog = { .lock = PTHREAD_MUTEX_INITIALIZER, .fd = -1 };
 
@@ -354,17 +354,17 @@ int wb_wlog_open(const char *path, int root_fd)
 	int ret;
 
 	pthread_once(&crc_once, crc_init);
-	if (wlog.on)
-		return -EBUSY;
 	/* On from here: a log that cannot be made refuses every change too. */
-	wlog.on = true;
+	if (atomic_exchange(&wlog.on, true))
+		return -EBUSY;
 	wlog.fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	if (wlog.fd < 0) {
 		ret = -errno;
 		fail(ret);
 		return ret;
 	}
-	memcpy(hdr, WLOG_MAGIC, 8);
+	for (int i = 0; i < 8; i++)
+		hdr[i] = (unsigned char)WLOG_MAGIC[i];
 	put32(hdr + 8, WLOG_VERSION);
 	put32(hdr + 12, WLOG_FILE_HDR);
 	put32(hdr + 16, WLOG_REC_HDR);
@@ -388,14 +388,9 @@ int wb_wlog_open(const char *path, int root_fd)
 	return ret;
 }
 
-bool wb_wlog_enabled(void)
-{
-	return wlog.on;
-}
-
 int wb_wlog_check(void)
 {
-	return wlog.on && atomic_load(&wlog.failed) ? -EIO : 0;
+	return atomic_load(&wlog.failed) ? -EIO : 0;
 }
 
 /*
@@ -425,14 +420,14 @@ int wb_wlog_write(int fd, const struct iovec *iov, int iovcnt, off_t off,
 	struct wlog_rec r = { .type = WB_WLOG_T_WRITE, .off = (uint64_t)off, .len = len,
 			      .data = iov, .data_cnt = iovcnt, .data_len = len };
 
-	return wlog.on ? append_fd(fd, &r, seq) : 0;
+	return atomic_load(&wlog.on) ? append_fd(fd, &r, seq) : 0;
 }
 
 void wb_wlog_write_failed(int fd, uint64_t seq, int err)
 {
 	struct wlog_rec r = { .type = WB_WLOG_T_WRITE_FAILED, .dir = seq, .mode = (uint32_t)-err };
 
-	if (wlog.on)
+	if (atomic_load(&wlog.on))
 		(void)append_fd(fd, &r, NULL);	/* a failure breaks the log: loud already */
 }
 
@@ -441,14 +436,14 @@ int wb_wlog_sync(int fd, bool datasync, bool dir)
 	struct wlog_rec r = { .type = dir ? WB_WLOG_T_FSYNCDIR : WB_WLOG_T_FSYNC,
 			      .mode = datasync };
 
-	return wlog.on ? append_fd(fd, &r, NULL) : 0;
+	return atomic_load(&wlog.on) ? append_fd(fd, &r, NULL) : 0;
 }
 
 int wb_wlog_truncate(int fd, off_t size)
 {
 	struct wlog_rec r = { .type = WB_WLOG_T_TRUNCATE, .off = (uint64_t)size };
 
-	return wlog.on ? append_fd(fd, &r, NULL) : 0;
+	return atomic_load(&wlog.on) ? append_fd(fd, &r, NULL) : 0;
 }
 
 int wb_wlog_fallocate(int fd, int mode, off_t off, off_t len)
@@ -456,7 +451,7 @@ int wb_wlog_fallocate(int fd, int mode, off_t off, off_t len)
 	struct wlog_rec r = { .type = WB_WLOG_T_FALLOCATE, .mode = (uint32_t)mode,
 			      .off = (uint64_t)off, .len = (uint64_t)len };
 
-	return wlog.on ? append_fd(fd, &r, NULL) : 0;
+	return atomic_load(&wlog.on) ? append_fd(fd, &r, NULL) : 0;
 }
 
 /* ---- names ---- */
@@ -497,7 +492,7 @@ int wb_wlog_ns(enum wb_wlog_ns op, int dirfd, const char *name,
 	struct stat st;
 	int ret;
 
-	if (!wlog.on)
+	if (!atomic_load(&wlog.on))
 		return 0;
 	ret = ino_of(dirfd, NULL, &st);
 	if (!ret)
