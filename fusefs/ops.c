@@ -1038,10 +1038,10 @@ static void ffs_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 	 * reply never waits for I/O on the timer thread.  The sync only
 	 * lowers the dirty charge, so the pause it sees is never longer.
 	 * A write from the kernel's own writeback (cache=writeback, or a
-	 * shared mapping in the other modes) is
-	 * not throttled: the kernel already throttled its writer against
-	 * the FUSE mount's strict limit, and pausing its flusher would only
-	 * stall every file's writeback.
+	 * shared mapping in the other modes) is not throttled: the kernel
+	 * already throttled its writer against the FUSE mount's strict
+	 * limit, and pausing its flusher would only stall every file's
+	 * writeback.
 	 */
 	trace_fill(&op, file->inode->src_ino, (uint64_t)off, (uint64_t)n, 0);
 	if (fi->writepage) {
