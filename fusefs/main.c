@@ -305,7 +305,10 @@ int main(int argc, char *argv[])
 		goto out_session;
 	if (fuse_session_mount(se, cfg.mountpoint))
 		goto out_signals;
-	if (ffs_channel_attach(se, cfg.fuse_uring))
+	/* The ring serves from threads of its own: -s asks for none. */
+	if (cfg.fuse_uring && cfg.singlethread)
+		fuse_log(FUSE_LOG_NOTICE, "fuse_uring: not used with -s: serving over /dev/fuse\n");
+	if (ffs_channel_attach(se, cfg.fuse_uring && !cfg.singlethread))
 		goto out_unmount;
 	if (fuse_daemonize(cfg.foreground))
 		goto out_unmount;

@@ -128,6 +128,8 @@ struct ur_ent {
  * One kernel queue.  The SQ side of @ring (get_sqe .. submit) and the
  * leader hand-over are under @lock, taken by any thread that submits; the
  * CQ side is the leader's alone (one reaper at a time) and needs no lock.
+ * @lock is a leaf: nothing is locked or replied under it, and a reply may
+ * take it from any thread (no lock of fusefs is held across a reply).
  */
 struct ur_queue {
 	struct ur_ring *ur;		/* immutable */
@@ -155,6 +157,8 @@ struct ur_ring {
 /* The running ring, or NULL: set at start (before any ring request), cleared at stop. */
 static struct ur_ring *_Atomic ur_active;
 static _Atomic uint64_t ur_requests;
+/* A refused entry was logged (once: every entry would be). */
+static _Atomic bool ur_refused;
 /* The entry whose request this thread serves, to find its reply at once. */
 static __thread struct ur_ent *ur_current;
 static size_t ur_page;
@@ -315,7 +319,8 @@ static void ur_complete(struct ur_ring *ur, struct ur_ent *ent, int res)
 	 */
 	if (res == -EAGAIN || res == -EINTR)
 		(void)ur_submit(ent, ent->cmd, ent->commit_id);
-	else if (res != -ENOTCONN && ent->cmd == UR_CMD_REGISTER)
+	else if (res != -ENOTCONN && ent->cmd == UR_CMD_REGISTER &&
+		 !atomic_exchange(&ur_refused, true))
 		fuse_log(FUSE_LOG_NOTICE, "fuse_uring: the kernel refused a ring entry (%s)\n",
 			 strerror(-res));
 }
@@ -405,11 +410,26 @@ out_unlock:
 	return ret;
 }
 
+/*
+ * The queue's first thread starts as its leader (ur_queue_start), so that
+ * no thread waits on the ring before the eventfd read that ends the wait
+ * at stop is queued.  If registering fails, the queue stops: the kernel
+ * then never has every queue and stays on /dev/fuse.
+ */
 static void *ur_first_thread(void *arg)
 {
 	struct ur_queue *q = arg;
 	int ret = ur_register(q);
 
+	pthread_mutex_lock(&q->lock);
+	q->has_leader = false;
+	if (ret) {
+		q->stopping = true;
+		pthread_cond_broadcast(&q->idle);
+	} else {
+		pthread_cond_signal(&q->idle);
+	}
+	pthread_mutex_unlock(&q->lock);
 	if (ret) {
 		fuse_log(FUSE_LOG_NOTICE, "fuse_uring: cannot register queue %u (%s): "
 			 "serving over /dev/fuse\n", q->qid, strerror(-ret));
@@ -474,12 +494,17 @@ static void ur_queue_destroy(struct ur_ring *ur, struct ur_queue *q)
 	pthread_mutex_destroy(&q->lock);
 }
 
-/* Start @q's threads, the first of which registers the entries.  0 or -errno. */
+/*
+ * Start @q's threads, the first of which registers the entries.  0 once
+ * that one runs (fewer threads than UR_QUEUE_THREADS still serve), or
+ * -errno when it could not start, before anything was registered.
+ */
 static int ur_queue_start(struct ur_queue *q)
 {
 	sigset_t all, old;
 	int ret = 0;
 
+	q->has_leader = true;	/* the first thread's, see ur_first_thread() */
 	/* Signals are for libfuse's handlers on the main thread. */
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, &old);
@@ -489,7 +514,10 @@ static int ur_queue_start(struct ur_queue *q)
 			q->nthreads++;
 	}
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	return ret;
+	if (ret && q->nthreads)
+		fuse_log(FUSE_LOG_NOTICE, "fuse_uring: queue %u runs %u threads (%s)\n",
+			 q->qid, q->nthreads, strerror(-ret));
+	return q->nthreads ? 0 : ret;
 }
 
 /* Wake and join @q's threads. */

@@ -231,3 +231,15 @@ def test_not_offered_mounts_over_dev_fuse(dirs, mounted, enable_uring):
     assert lines == ['foliofs: fuse_uring: not used, %s is N: serving over /dev/fuse'
                      % ENABLE], mnt.output()
     mnt.umount()
+
+
+def test_single_threaded_mounts_over_dev_fuse(dirs, enable_uring):
+    """-s asks for one thread: the ring, which serves from threads of its
+    own, is not used, and the mount says so."""
+    _, b, m = dirs
+    with Mount(b, m, options=['fuse_uring'], args=['-s']) as mnt:
+        util.write_file(os.path.join(m, 'f'), b'z' * 5000)
+        assert util.read_file(os.path.join(m, 'f')) == b'z' * 5000
+        assert ring_requests(m) == 0
+        assert [l for l in mnt.output().splitlines() if 'fuse_uring' in l] == [
+            'foliofs: fuse_uring: not used with -s: serving over /dev/fuse']
