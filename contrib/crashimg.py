@@ -8,8 +8,9 @@ let the application recover on it.
 
 The model: a device that honours flushes and nothing else.
 - A data write to file F is durable at a cut point once an fsync or
-  fdatasync of F recorded after it (and at or before the cut) completed.
-  A write the backing file system failed never becomes durable.
+  fdatasync of F that began after the write was recorded completed at or
+  before the cut (a sync record names the log position it began at).  A
+  write the backing file system failed never becomes durable.
 - Every other write recorded before the cut may be on the device whole, in
   part or not at all: any subset of them, each possibly torn at a block
   boundary (a block-granular prefix of it).
@@ -17,9 +18,9 @@ The model: a device that honours flushes and nothing else.
   are metadata, which a journaling file system commits in order: they are
   applied as a prefix of the log.  The `nsdrop` images also drop a suffix
   of the namespace changes: those after the last one that is known
-  committed, that is followed (before the cut) by an fsync of its
-  directory or of the file it names (a journal commit takes every earlier
-  change with it).
+  committed, that is followed (before the cut) by a sync, begun after it,
+  of its directory or of the file it names (a journal commit takes every
+  earlier change with it).
 Writes are applied in log order, so a later write to the same bytes wins;
 writes to a file that has no name at that point (unlinked, or its creation
 dropped) vanish with it.  Writes are recorded when issued, so a write in
@@ -114,7 +115,8 @@ class Record:
             return s + " ino=%d write_seq=%d errno=%d" % (self.ino, self.dir,
                                                           self.mode)
         if t in SYNCS:
-            return s + " ino=%d%s" % (self.ino, " data" if self.mode else "")
+            return s + " ino=%d%s covers<%d" % (
+                self.ino, " data" if self.mode else "", self.dir)
         if t == TRUNCATE:
             return s + " ino=%d size=%d" % (self.ino, self.off)
         if t == FALLOCATE:
@@ -226,29 +228,34 @@ class Log:
 
 # ---------------------------------------------------------------- the model
 
+def _sync_begins(records):
+    """For each inode, the latest log position a completed sync of it
+    among RECORDS began at: what was recorded before that is covered."""
+    begin = {}
+    for r in records:
+        if r.type in SYNCS:
+            begin[r.ino] = max(begin.get(r.ino, 0), r.dir)
+    return begin
+
+
 def durable_writes(log, cut):
     """Seqs of the writes at or before CUT that a completed sync of their
     file made durable."""
-    synced = set()
-    durable = set()
-    for r in reversed(log.records[:cut + 1]):
-        if r.type == FSYNC:
-            synced.add(r.ino)
-        elif r.type == WRITE and r.ino in synced and r.seq not in log.failed:
-            durable.add(r.seq)
-    return durable
+    begin = _sync_begins(log.records[:cut + 1])
+    return {r.seq for r in log.records[:cut + 1]
+            if r.type == WRITE and r.seq < begin.get(r.ino, 0)
+            and r.seq not in log.failed}
 
 
 def committed_namespace(log, cut, names_of):
     """Index of the last namespace record known committed at CUT (-1:
-    none): followed by an fsync of its directory or of the file it names.
-    NAMES_OF(record) gives the inodes a namespace record touches (from a
-    replay)."""
-    synced = set()
+    none): followed by a sync, begun after it, of its directory or of the
+    file it names.  NAMES_OF(record) gives the inodes a namespace record
+    touches (from a replay)."""
+    begin = _sync_begins(log.records[:cut + 1])
     for r in reversed(log.records[:cut + 1]):
-        if r.type in SYNCS:
-            synced.add(r.ino)
-        elif r.type in NAMESPACE and names_of(r) & synced:
+        if r.type in NAMESPACE and any(r.seq < begin.get(i, 0)
+                                       for i in names_of(r)):
             return r.index
     return -1
 
@@ -475,15 +482,17 @@ def _ns_drop_from(log, records, cut, rng):
 def pending_writes(log):
     """For every record index I, how many writes a crash right after
     record I may leave out (recorded, not yet covered by a sync)."""
-    pending = {}
+    pending = {}          # ino -> seqs of its writes not covered yet
     total = 0
     out = []
     for r in log.records:
         if r.type == WRITE:
-            pending[r.ino] = pending.get(r.ino, 0) + 1
+            pending.setdefault(r.ino, []).append(r.seq)
             total += 1
         elif r.type == FSYNC:
-            total -= pending.pop(r.ino, 0)
+            left = [s for s in pending.get(r.ino, ()) if s >= r.dir]
+            total -= len(pending.get(r.ino, ())) - len(left)
+            pending[r.ino] = left
         out.append(total)
     return out
 

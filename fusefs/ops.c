@@ -1290,6 +1290,7 @@ static void ffs_releasedir(fuse_req_t req, fuse_ino_t ino,
 static void ffs_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,
 			 struct fuse_file_info *fi)
 {
+	uint64_t begin;
 	int fd, ret;
 
 	if (ffs_inode(req, ino)->ctl) {
@@ -1297,11 +1298,12 @@ static void ffs_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,
 		return;
 	}
 	fd = dirfd(ffs_dir(fi)->dp);
+	begin = wb_wlog_seq();
 	ret = wb_wlog_check();
 	if (!ret)
 		ret = (datasync ? fdatasync(fd) : fsync(fd)) < 0 ? -errno : 0;
 	if (!ret)
-		ret = wb_wlog_sync(fd, datasync, true);
+		ret = wb_wlog_sync(fd, datasync, true, begin);
 	fuse_reply_err(req, -ret);
 }
 

@@ -123,6 +123,7 @@ int wb_backing_fsync(struct wb_file *wbf, bool datasync)
 	 * test nothing).
 	 */
 	int ret = (int)fault_apply(wbf, WB_FAULT_FSYNC, 0, 0, 0);
+	uint64_t begin = wb_wlog_seq();
 
 	if (ret || wbf->ctx->io == WB_IO_NULL)
 		return ret;
@@ -130,7 +131,7 @@ int wb_backing_fsync(struct wb_file *wbf, bool datasync)
 	if (!ret && (datasync ? fdatasync(wbf->fd) : fsync(wbf->fd)) < 0)
 		ret = -errno;
 	if (!ret)
-		ret = wb_wlog_sync(wbf->fd, datasync, false);
+		ret = wb_wlog_sync(wbf->fd, datasync, false, begin);
 	return ret;
 }
 

@@ -351,13 +351,16 @@ int wb_wlog_ns(enum wb_wlog_ns op, int dirfd, const char *name,
  * a directory from fusefs).  A write is recorded before it is issued and
  * *@seq names it; if the backing file system then fails it, say so with
  * wb_wlog_write_failed().  A sync is recorded once it succeeded
- * (@dir: @fd is a directory), truncate and fallocate likewise.
+ * (@dir: @fd is a directory) with what wb_wlog_seq() said before it
+ * began: it covers the records made before that.  Truncate and fallocate
+ * are recorded once they succeeded.
  */
 struct iovec;
 int wb_wlog_write(int fd, const struct iovec *iov, int iovcnt, off_t off,
 		  size_t len, uint64_t *seq);
 void wb_wlog_write_failed(int fd, uint64_t seq, int err);
-int wb_wlog_sync(int fd, bool datasync, bool dir);
+uint64_t wb_wlog_seq(void);
+int wb_wlog_sync(int fd, bool datasync, bool dir, uint64_t begin);
 int wb_wlog_truncate(int fd, off_t size);
 int wb_wlog_fallocate(int fd, int mode, off_t off, off_t len);
 

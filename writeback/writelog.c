@@ -28,7 +28,9 @@
  *     [24, 32) CLOCK_MONOTONIC ns, taken with seq (never decreasing)
  *     [32, 40) ino: the backing inode the record is about
  *     [40, 48) dir: the parent directory's inode (ENTRY, CREATE, LINK,
- *              UNLINK, RENAME), or the seq of the failed write
+ *              UNLINK, RENAME); the seq of the failed write
+ *              (WRITE_FAILED); the first seq not yet given when the sync
+ *              began (FSYNC, FSYNCDIR)
  *     [48, 56) newdir (RENAME)
  *     [56, 64) off (WRITE, FALLOCATE), the new size (TRUNCATE)
  *     [64, 72) len (FALLOCATE; WRITE: the data length again)
@@ -55,9 +57,10 @@
  *   switch are not failures of the backing file system: the write was
  *   done, and is not marked failed.
  * - fsync/fdatasync of a file or a directory is recorded when it returned
- *   success: only then is it a promise.  A write to the file recorded
- *   before it was issued before the sync began (writeback of a file is
- *   one pass at a time, and fsync writes back before it syncs).
+ *   success: only then is it a promise.  It covers the records made
+ *   before it began, which it names (its dir field): a flusher may issue
+ *   writes to the file while the sync runs, and those it may or may not
+ *   have made durable.
  * - truncate, fallocate and namespace changes are recorded once the call
  *   succeeded and before the request is answered; the kernel serialises
  *   the requests that touch the same names until they are answered.
@@ -431,10 +434,22 @@ void wb_wlog_write_failed(int fd, uint64_t seq, int err)
 		(void)append_fd(fd, &r, NULL);	/* a failure breaks the log: loud already */
 }
 
-int wb_wlog_sync(int fd, bool datasync, bool dir)
+uint64_t wb_wlog_seq(void)
+{
+	uint64_t seq;
+
+	if (!atomic_load(&wlog.on))
+		return 0;
+	pthread_mutex_lock(&wlog.lock);
+	seq = wlog.seq;
+	pthread_mutex_unlock(&wlog.lock);
+	return seq;
+}
+
+int wb_wlog_sync(int fd, bool datasync, bool dir, uint64_t begin)
 {
 	struct wlog_rec r = { .type = dir ? WB_WLOG_T_FSYNCDIR : WB_WLOG_T_FSYNC,
-			      .mode = datasync };
+			      .mode = datasync, .dir = begin };
 
 	return atomic_load(&wlog.on) ? append_fd(fd, &r, NULL) : 0;
 }
