@@ -5,13 +5,14 @@ usage: contrib/sim-fidelity.py [-O DIR] [-w fio|pgbench]... [-T SECONDS]
                                [-t TRACEDIR] [-d WORKDIR]
 
 For each workload and each configuration (dirty_account=folio and page;
-each also with flushers=0,throttle=none, where nothing depends on timing)
-one mount records a trace (-o trace=), runs the workload, has its stats
-read (.foliofs/stats) and is unmounted; the stats log's last line is taken
-after the daemon's final writeback, which is where a replay ends too.
-The trace is then replayed by foliofs-sim with the same -o options (the
-device model: the simulator's defaults) and the two are printed side by
-side.  A benchmark, not a test: the numbers depend on the machine.
+each also with flushers=0,throttle=none and an 8G cache, where nothing
+depends on timing) one mount records a trace (-o trace=), runs the
+workload, has its stats read (.foliofs/stats) and is unmounted; the stats
+log's last line is taken after the daemon's final writeback, which is
+where a replay ends too.  The trace is then replayed by foliofs-sim with
+the same -o options (the device model: the simulator's defaults) and the
+two are printed side by side.  A benchmark, not a test: the numbers depend
+on the machine.
 
   fio      buffered 8 KiB random overwrites (psync), 2 jobs x 256 MiB laid
            out in the backing directory before the mount, -T seconds
@@ -45,9 +46,10 @@ import pgcompare                                        # noqa: E402
 from pgcompare import Failure, log, join_opts           # noqa: E402
 
 MIB = 1 << 20
-# Timing-free configurations: no flusher, no throttling, so what is charged
-# and written depends only on the order of the operations.
-EXACT = "flushers=0,throttle=none"
+# Timing-free configurations: no flusher, no throttling, and a cache that
+# never needs reclaim, so what is charged and written depends only on the
+# order of the operations.
+EXACT = "flushers=0,throttle=none,cache_size=8G"
 CONFIGS = (("folio", "dirty_account=folio"),
            ("page", "dirty_account=page"),
            ("folio-exact", "dirty_account=folio," + EXACT),
@@ -65,22 +67,29 @@ TRACE_REC = struct.Struct("<QQIIB3xIQQ")
 OP_FSYNC, OP_FDATASYNC = 3, 4
 
 
+def percentile(v, pct):
+    """The PCT-th percentile of the sorted list V (as foliofs-sim takes it)."""
+    return v[(len(v) - 1) * pct // 100] if v else 0
+
+
 def read_trace(path):
-    """(records, fsyncs + fdatasyncs, seconds from the first record's start
-    to the last one's end) of a trace."""
+    """(records, sorted fsync and fdatasync times in ms, seconds from the
+    first record's start to the last one's end) of a trace."""
     with open(path, "rb") as f:
         data = f.read()
     if data[:8] != b"FFSTRACE":
         raise Failure("%s: not a trace" % path)
-    recs = syncs = 0
+    recs = 0
+    syncs = []
     first = end = None
     for t, dur, _pid, _file, op, _flags, _off, _len in TRACE_REC.iter_unpack(
             memoryview(data)[TRACE_HDR:]):
         recs += 1
-        syncs += op in (OP_FSYNC, OP_FDATASYNC)
+        if op in (OP_FSYNC, OP_FDATASYNC):
+            syncs.append(dur / 1e6)
         first = t if first is None else first
         end = max(end or 0, t + dur)
-    return recs, syncs, ((end - first) / 1e9 if recs else 0.0)
+    return recs, sorted(syncs), ((end - first) / 1e9 if recs else 0.0)
 
 
 def stats_log_lines(path):
@@ -112,10 +121,12 @@ def replay(sim, trace, opts, out, tag):
         elif len(w) == 2:
             res[w[0]] = int(w[1])
         else:
-            # "pauses N total_ms X ...": the first pair under its own name,
-            # the others prefixed with it.
-            res[w[0]] = float(w[1])
-            for k, v in zip(w[2::2], w[3::2]):
+            # "pauses N total_ms X ...": N under the line's name, the other
+            # pairs prefixed with it; "errors write N read N ...": pairs only.
+            pairs = w[1:]
+            if pairs[0].replace(".", "").isdigit():
+                res[w[0]] = float(pairs.pop(0))
+            for k, v in zip(pairs[0::2], pairs[1::2]):
                 res[w[0] + "_" + k] = float(v)
     res["peak_sampled"] = max(s["nr_dirty"] for s in stats_log_lines(slog)) * 4096
     return res
@@ -228,7 +239,9 @@ class Fidelity:
             "pauses": (final["throttle_events"], int(sim["pauses"])),
             "paused_s": (final["throttle_ms"] / 1000, sim["pauses_total_ms"] / 1000),
             "ops_s": (recorded, achieved),
-            "fsyncs": (syncs, int(sim["fsyncs"])),
+            "fsyncs": (len(syncs), int(sim["fsyncs"])),
+            "fsync_p50": (percentile(syncs, 50), sim["fsyncs_p50_ms"]),
+            "fsync_p99": (percentile(syncs, 99), sim["fsyncs_p99_ms"]),
         }
 
     def table(self, workload):
@@ -260,6 +273,8 @@ class Fidelity:
         row("time paused s (summed over writers)", "paused_s", "%.1f")
         row("writer ops/s (writers with 1% of the ops or more)", "ops_s", "%.0f")
         row("fsync + fdatasync", "fsyncs", "%d", True)
+        row("fsync p50 ms", "fsync_p50", "%.3f")
+        row("fsync p99 ms", "fsync_p99", "%.3f")
         extra = []
         for name, r in rows:
             extra.append("%s: %d records (%.1f MiB) over %.1f s, %.1f s of virtual"
