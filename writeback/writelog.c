@@ -218,13 +218,19 @@ static int write_all(int fd, struct iovec *iov, int cnt)
 	return 0;
 }
 
-/* The log just failed with @err: refuse every later change.  Context: lock held, or
- * before any other thread uses the log. */
-static void fail(int err)
+/* The log just failed with @err: refuse every later change.  Context: lock held. */
+static void __fail(int err)
 {
 	if (!atomic_exchange(&wlog.failed, true))
 		wb_log("error: write_log: cannot write the log (%s); every further change "
 		       "to BACKING fails with EIO", strerror(-err));
+}
+
+static void fail(int err)
+{
+	pthread_mutex_lock(&wlog.lock);
+	__fail(err);
+	pthread_mutex_unlock(&wlog.lock);
 }
 
 /*
@@ -282,7 +288,7 @@ static int append(const struct wlog_rec *r, uint64_t *seq)
 	put32(hdr + 84, crc_update(0, hdr, 84));
 	ret = write_all(wlog.fd, iov, cnt);
 	if (ret)
-		fail(ret);
+		__fail(ret);
 	else if (seq)
 		*seq = wlog.seq;
 	if (!ret)
@@ -348,24 +354,12 @@ static int catalog_dir(int parent_fd, ino_t dir_ino, unsigned int depth)
 	return ret;
 }
 
-int wb_wlog_open(const char *path, int root_fd)
+/* The file header, written before the log is published to other threads. */
+static int write_header(int fd)
 {
 	unsigned char hdr[WLOG_FILE_HDR] = { 0 };
 	struct iovec iov = { hdr, sizeof(hdr) };
-	struct wlog_rec root = { .type = WB_WLOG_T_ENTRY };
-	struct stat st;
-	int ret;
 
-	pthread_once(&crc_once, crc_init);
-	/* On from here: a log that cannot be made refuses every change too. */
-	if (atomic_exchange(&wlog.on, true))
-		return -EBUSY;
-	wlog.fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (wlog.fd < 0) {
-		ret = -errno;
-		fail(ret);
-		return ret;
-	}
 	for (int i = 0; i < 8; i++)
 		hdr[i] = (unsigned char)WLOG_MAGIC[i];
 	put32(hdr + 8, WLOG_VERSION);
@@ -374,9 +368,30 @@ int wb_wlog_open(const char *path, int root_fd)
 	put64(hdr + 24, (uint64_t)wb_now_ns());
 	put64(hdr + 32, now_realtime_ns());
 	put32(hdr + 60, crc_update(0, hdr, 60));
-	ret = write_all(wlog.fd, &iov, 1);
-	if (!ret)
-		ret = ino_of(root_fd, NULL, &st);
+	return write_all(fd, &iov, 1);
+}
+
+int wb_wlog_open(const char *path, int root_fd)
+{
+	struct wlog_rec root = { .type = WB_WLOG_T_ENTRY };
+	struct stat st;
+	int fd, ret;
+
+	pthread_once(&crc_once, crc_init);
+	if (atomic_load(&wlog.on))
+		return -EBUSY;
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	ret = fd < 0 ? -errno : write_header(fd);
+	pthread_mutex_lock(&wlog.lock);
+	wlog.fd = fd;
+	/* On from here, even when it failed: a log that cannot be made refuses every change. */
+	atomic_store(&wlog.on, true);
+	if (ret)
+		__fail(ret);
+	pthread_mutex_unlock(&wlog.lock);
+	if (ret)
+		return ret;
+	ret = ino_of(root_fd, NULL, &st);
 	if (!ret) {
 		root.ino = st.st_ino;
 		root.mode = st.st_mode;
@@ -387,7 +402,7 @@ int wb_wlog_open(const char *path, int root_fd)
 	if (!ret)
 		ret = append(&(struct wlog_rec){ .type = WB_WLOG_T_ENTRIES_END }, NULL);
 	if (ret)
-		fail(ret);
+		fail(ret);	/* says so only the first time */
 	return ret;
 }
 
@@ -406,9 +421,7 @@ static int append_fd(int fd, struct wlog_rec *r, uint64_t *seq)
 	int ret = ino_of(fd, NULL, &st);
 
 	if (ret) {
-		pthread_mutex_lock(&wlog.lock);
 		fail(ret);
-		pthread_mutex_unlock(&wlog.lock);
 		return -EIO;
 	}
 	r->ino = st.st_ino;
@@ -521,10 +534,7 @@ int wb_wlog_ns(enum wb_wlog_ns op, int dirfd, const char *name,
 	if (!ret)
 		ret = op == WB_WLOG_CREATE || op == WB_WLOG_LINK ?
 		      ns_new_name(&r, dirfd, name) : append(&r, NULL);
-	if (ret && ret != -EIO) {
-		pthread_mutex_lock(&wlog.lock);
-		fail(ret);
-		pthread_mutex_unlock(&wlog.lock);
-	}
+	if (ret)
+		fail(ret);	/* says so only the first time */
 	return ret ? -EIO : 0;
 }
