@@ -219,7 +219,7 @@ static int write_all(int fd, struct iovec *iov, int cnt)
 }
 
 /* The log just failed with @err: refuse every later change.  Context: lock held. */
-static void __fail(int err)
+static void fail_locked(int err)
 {
 	if (!atomic_exchange(&wlog.failed, true))
 		wb_log("error: write_log: cannot write the log (%s); every further change "
@@ -229,7 +229,7 @@ static void __fail(int err)
 static void fail(int err)
 {
 	pthread_mutex_lock(&wlog.lock);
-	__fail(err);
+	fail_locked(err);
 	pthread_mutex_unlock(&wlog.lock);
 }
 
@@ -288,7 +288,7 @@ static int append(const struct wlog_rec *r, uint64_t *seq)
 	put32(hdr + 84, crc_update(0, hdr, 84));
 	ret = write_all(wlog.fd, iov, cnt);
 	if (ret)
-		__fail(ret);
+		fail_locked(ret);
 	else if (seq)
 		*seq = wlog.seq;
 	if (!ret)
@@ -387,7 +387,7 @@ int wb_wlog_open(const char *path, int root_fd)
 	/* On from here, even when it failed: a log that cannot be made refuses every change. */
 	atomic_store(&wlog.on, true);
 	if (ret)
-		__fail(ret);
+		fail_locked(ret);
 	pthread_mutex_unlock(&wlog.lock);
 	if (ret)
 		return ret;
