@@ -123,10 +123,11 @@ int wb_backing_fsync(struct wb_file *wbf, bool datasync)
 	 * test nothing).
 	 */
 	int ret = (int)fault_apply(wbf, WB_FAULT_FSYNC, 0, 0, 0);
-	uint64_t begin = wb_wlog_seq();
+	uint64_t begin;
 
 	if (ret || wbf->ctx->io == WB_IO_NULL)
 		return ret;
+	begin = wb_wlog_seq();	/* the sync covers what was recorded before it */
 	ret = wb_wlog_check();
 	if (!ret && (datasync ? fdatasync(wbf->fd) : fsync(wbf->fd)) < 0)
 		ret = -errno;
