@@ -179,6 +179,14 @@ void bs_cache_set_account(struct bs_cache *cache, const struct bs_account_policy
 void bs_cache_set_full_wait(struct bs_cache *cache, uint32_t ms);
 
 /*
+ * Give back pooled folio memory (see pool.c) until at most @keep_bytes is
+ * left, largest chunks first; returns the bytes given back.  For a driver
+ * that finds the pool idle (wb_pool_age).  Context: any thread, no
+ * blockstate lock held.
+ */
+uint64_t bs_cache_pool_shrink(struct bs_cache *cache, uint64_t keep_bytes);
+
+/*
  * Exact counters, read without stopping writers (each one is exact; a
  * snapshot of several is not atomic).  Pages are 4 KiB.
  */

@@ -25,6 +25,12 @@
  * pooled memory of other sizes, then reclaims folios (whose memory then
  * refills the pool).  cache_size stays the bound of all folio memory.
  *
+ * An idle pool is given back: the flushers look at it every
+ * writeback_interval_ms and halve it each time no folio was made since
+ * the last look (wb_fp_pool_keep), so a daemon that stopped working
+ * returns its memory within a minute or so, and one that keeps making
+ * folios keeps its pool touched.
+ *
  * Where the memory comes from: a 2 MiB folio gets its own naturally
  * aligned mapping (no 4 KiB of alignment padding per folio), with
  * MADV_HUGEPAGE when the access that makes the folio touches at least
@@ -222,6 +228,24 @@ uint64_t bs_pool_trim(struct bs_cache *cache, uint64_t bytes, uint32_t want_size
 	/* The size wanted last, and one of it is left for the caller. */
 	if (done < bytes)
 		done += unlink_chunks(pool, want, bytes - done, 1, &out[want]);
+	pthread_mutex_unlock(&pool->lock);
+	for (unsigned int c = 0; c < BS_NR_FOLIO_ORDERS; c++)
+		release_list(out[c], BS_PAGE_SIZE << c);
+	return done;
+}
+
+uint64_t bs_cache_pool_shrink(struct bs_cache *cache, uint64_t keep_bytes)
+{
+	struct bs_pool *pool = &cache->pool;
+	struct pool_chunk *out[BS_NR_FOLIO_ORDERS] = { NULL };
+	uint64_t done = 0, bytes;
+
+	pthread_mutex_lock(&pool->lock);
+	bytes = atomic_load(&pool->bytes);
+	if (bytes > keep_bytes) {
+		for (unsigned int c = BS_NR_FOLIO_ORDERS; c-- > 0 && done < bytes - keep_bytes;)
+			done += unlink_chunks(pool, c, bytes - keep_bytes - done, 0, &out[c]);
+	}
 	pthread_mutex_unlock(&pool->lock);
 	for (unsigned int c = 0; c < BS_NR_FOLIO_ORDERS; c++)
 		release_list(out[c], BS_PAGE_SIZE << c);

@@ -762,6 +762,7 @@ static int flusher_go(struct sim *s, uint32_t k)
 			continue;
 		}
 		/* The pass is over: again at once if kicked meanwhile, else sleep. */
+		wb_pool_age(s->ctx, s->now);
 		if (s->kicks) {
 			s->kicks = 0;
 			flusher_start_pass(s, fl);

@@ -465,6 +465,34 @@ def test_cache_budget_sequential(dirs):
         assert st['nr_dirty'] == 0 and st['dirty_bytes_exact'] == 0
 
 
+def test_idle_pool_given_back(dirs):
+    """Folio memory freed by a truncate goes to the pool; once nothing
+    makes folios any more, the flushers halve the pool at each look and
+    then give it all back.  With an hour's writeback interval no look is
+    due, so the pool stays; lowering the interval at run time wakes the
+    flushers, and with looks 0.1 s apart the pool drains."""
+    _, b, m = dirs
+    with Mount(b, m, options=['cache_size=64M', 'folio_size=2M',
+                              'writeback_interval_ms=3600000']):
+        p = os.path.join(m, 'f')
+        with open(p, 'wb') as f:
+            f.write(b'p' * (32 * MiB))
+            f.flush()
+            os.fsync(f.fileno())
+            f.truncate(0)
+        st = stats(m)
+        assert st['cache_bytes'] == 0 and st['pool_bytes'] == 32 * MiB, st
+        with open(os.path.join(m, '.foliofs', 'tunables', 'writeback_interval_ms'), 'w') as t:
+            t.write('100')
+        seen = []
+
+        def drained():
+            seen.append(stats(m)['pool_bytes'] // MiB)
+            return seen[-1] == 0
+        assert util.poll(drained, 60), 'pool MiB seen: %s' % seen[-20:]
+        print('\npool MiB seen: %s' % sorted(set(seen), reverse=True))
+
+
 @pytest.mark.timeout(180)
 def test_cache_budget_pinned(dirs):
     """64 folios with one dirty 8 KiB each do not fit in a 16 MiB cache:

@@ -109,6 +109,7 @@ int wb_ctx_create_core(const struct bs_config *bs_cfg, const struct wb_config *c
 	pthread_mutex_init(&ctx->flush_lock, NULL);
 	pthread_cond_init(&ctx->flush_cond, NULL);
 	pthread_mutex_init(&ctx->fault_lock, NULL);
+	pthread_mutex_init(&ctx->pool_look_lock, NULL);
 	atomic_init(&ctx->expire_ms, cfg->dirty_expire_ms);
 	atomic_init(&ctx->interval_ms, cfg->writeback_interval_ms);
 	ret = bs_cache_create(bs_cfg, cache_ops, cache_arg ? cache_arg : ctx, &ctx->cache);
@@ -139,6 +140,7 @@ void wb_ctx_destroy_core(struct wb_ctx *ctx)
 	pthread_mutex_destroy(&ctx->flush_lock);
 	pthread_cond_destroy(&ctx->flush_cond);
 	pthread_mutex_destroy(&ctx->fault_lock);
+	pthread_mutex_destroy(&ctx->pool_look_lock);
 	free(ctx);
 }
 

@@ -555,14 +555,18 @@ void wb_need_clean(void *arg)
 
 /* ---- flusher threads ---- */
 
-void wb_flushers_poke(struct wb_ctx *ctx)
+void wb_flushers_kick(struct wb_ctx *ctx)
 {
-	if (!ctx->nr_flushers || !over_background(ctx))
-		return;
 	pthread_mutex_lock(&ctx->flush_lock);
 	if (!ctx->kicks++)
 		pthread_cond_broadcast(&ctx->flush_cond);
 	pthread_mutex_unlock(&ctx->flush_lock);
+}
+
+void wb_flushers_poke(struct wb_ctx *ctx)
+{
+	if (ctx->nr_flushers && over_background(ctx))
+		wb_flushers_kick(ctx);
 }
 
 /*
@@ -644,6 +648,26 @@ static void flush_pass(struct wb_ctx *ctx)
 	} while (wb_fp_round_again(progress, last_progress, &s));
 }
 
+void wb_pool_age(struct wb_ctx *ctx, int64_t now_ns)
+{
+	struct bs_stats st;
+	uint64_t made, keep;
+
+	pthread_mutex_lock(&ctx->pool_look_lock);
+	if (!wb_fp_pool_look_due(ctx->pool_look_ns, now_ns, atomic_load(&ctx->interval_ms))) {
+		pthread_mutex_unlock(&ctx->pool_look_lock);
+		return;
+	}
+	bs_cache_stats(ctx->cache, &st);
+	made = st.pool_hits + st.pool_misses;
+	keep = wb_fp_pool_keep(st.pool_bytes, !ctx->pool_look_ns || made != ctx->pool_made_seen);
+	ctx->pool_look_ns = now_ns;
+	ctx->pool_made_seen = made;
+	pthread_mutex_unlock(&ctx->pool_look_lock);
+	if (keep < st.pool_bytes)
+		bs_cache_pool_shrink(ctx->cache, keep);
+}
+
 static void *flusher_main(void *arg)
 {
 	struct wb_ctx *ctx = arg;
@@ -668,6 +692,7 @@ static void *flusher_main(void *arg)
 			break;
 		pthread_mutex_unlock(&ctx->flush_lock);
 		flush_pass(ctx);
+		wb_pool_age(ctx, wb_now_ns());
 		pthread_mutex_lock(&ctx->flush_lock);
 	}
 	pthread_mutex_unlock(&ctx->flush_lock);

@@ -129,3 +129,17 @@ unsigned int wb_fp_collect_flags(bool whole_folio, bool backing_direct)
 {
 	return (whole_folio ? BS_WB_WHOLE_FOLIO : 0) | (backing_direct ? BS_WB_WHOLE_BLOCKS : 0);
 }
+
+bool wb_fp_pool_look_due(int64_t last_ns, int64_t now_ns, uint32_t interval_ms)
+{
+	int64_t period_ns = (int64_t)(interval_ms ? interval_ms : 5000) * 1000000;
+
+	return !last_ns || now_ns - last_ns >= period_ns;
+}
+
+uint64_t wb_fp_pool_keep(uint64_t pool_bytes, bool made_since)
+{
+	if (made_since)
+		return pool_bytes;
+	return pool_bytes / 2 < WB_FP_POOL_MIN_BYTES ? 0 : pool_bytes / 2;
+}

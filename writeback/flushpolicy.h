@@ -155,6 +155,22 @@ int64_t wb_fp_next_wake(int64_t now_ns, uint32_t interval_ms);
 uint32_t wb_fp_backoff_next(uint32_t backoff_ms);
 int64_t wb_fp_retry_due(int64_t now_ns, uint32_t backoff_ms);
 
+/* Pooled folio memory under which an idle pool is given back whole. */
+#define WB_FP_POOL_MIN_BYTES (4u << 20)
+
+/*
+ * Whether the pool is due another look @now_ns, the last having been at
+ * @last_ns (0: none yet), every @interval_ms (0: every 5 s, the default).
+ */
+bool wb_fp_pool_look_due(int64_t last_ns, int64_t now_ns, uint32_t interval_ms);
+
+/*
+ * Pooled folio memory to keep after a look: all of @pool_bytes when
+ * folios were made since the last look (@made_since), else half, and
+ * none once that is under WB_FP_POOL_MIN_BYTES.
+ */
+uint64_t wb_fp_pool_keep(uint64_t pool_bytes, bool made_since);
+
 /* The bs_wb_collect_mode() flags of wb_granularity=folio and backing_direct. */
 unsigned int wb_fp_collect_flags(bool whole_folio, bool backing_direct);
 

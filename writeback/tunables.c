@@ -282,6 +282,8 @@ static int set_number(struct wb_ctx *ctx, const struct tunable *t, const char *v
 			goto bad;
 		atomic_store(!strcmp(t->name, "dirty_expire_ms") ? &ctx->expire_ms : &ctx->interval_ms,
 			     (uint32_t)v);
+		/* A flusher asleep for the old interval would not see a shorter one. */
+		wb_flushers_kick(ctx);
 		return 0;
 	}
 	apply_limits(ctx);

@@ -128,6 +128,11 @@ struct wb_ctx {
 	_Atomic uint64_t flusher_passes;
 	_Atomic unsigned int lost_files;
 	_Atomic uint64_t full_logged;		/* the cache's full_events last logged */
+
+	/* The idle pool's aging (wb_pool_age): pool_look_lock protects both. */
+	pthread_mutex_t pool_look_lock;
+	int64_t pool_look_ns;			/* last look, 0: none yet */
+	uint64_t pool_made_seen;		/* folios made (pool hits + misses) then */
 };
 
 struct wb_file {
@@ -232,6 +237,14 @@ void wb_stamp_mtime(struct wb_file *wbf);
 void wb_sync_size(struct wb_file *wbf);
 int wb_flushers_start(struct wb_ctx *ctx);
 void wb_flushers_stop(struct wb_ctx *ctx);
+/* Wake the flushers for a pass now, and to sleep again by the current interval. */
+void wb_flushers_kick(struct wb_ctx *ctx);
+/*
+ * At the end of a flusher pass at @now_ns (the driver's clock): if the
+ * pool is due a look (wb_fp_pool_look_due), give back what
+ * wb_fp_pool_keep() does not keep.  Context: a flusher, no lock held.
+ */
+void wb_pool_age(struct wb_ctx *ctx, int64_t now_ns);
 
 /*
  * The context without its drivers, for wb_ctx_create() and the simulator

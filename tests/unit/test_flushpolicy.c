@@ -170,6 +170,27 @@ static void test_groups(void)
 	T_CHECK(wb_fp_collect_flags(true, true) == (BS_WB_WHOLE_FOLIO | BS_WB_WHOLE_BLOCKS));
 }
 
+/* An idle pool is halved at each look, then given back whole. */
+static void test_pool_aging(void)
+{
+	const uint64_t min = WB_FP_POOL_MIN_BYTES;
+
+	T_CHECK(wb_fp_pool_look_due(0, 1, 5000));
+	T_CHECK(!wb_fp_pool_look_due(1000 * MS, 5999 * MS, 5000));
+	T_CHECK(wb_fp_pool_look_due(1000 * MS, 6000 * MS, 5000));
+	T_CHECK(!wb_fp_pool_look_due(1000 * MS, 1099 * MS, 100));
+	T_CHECK(wb_fp_pool_look_due(1000 * MS, 1100 * MS, 100));
+	/* writeback_interval_ms=0: looks every 5 s all the same. */
+	T_CHECK(!wb_fp_pool_look_due(1000 * MS, 5999 * MS, 0));
+	T_CHECK(wb_fp_pool_look_due(1000 * MS, 6000 * MS, 0));
+
+	T_CHECK(wb_fp_pool_keep(1u << 30, true) == 1u << 30);
+	T_CHECK(wb_fp_pool_keep(1u << 30, false) == 1u << 29);
+	T_CHECK(wb_fp_pool_keep(2 * min, false) == min);
+	T_CHECK(wb_fp_pool_keep(2 * min - 1, false) == 0);
+	T_CHECK(wb_fp_pool_keep(0, false) == 0);
+}
+
 int main(void)
 {
 	test_background();
@@ -179,5 +200,6 @@ int main(void)
 	test_round_robin();
 	test_backoff();
 	test_groups();
+	test_pool_aging();
 	return T_EXIT_PASS;
 }
