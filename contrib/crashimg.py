@@ -49,11 +49,12 @@ Usage:
   crashimg.py build LOG BASE OUT --cut I [--kind K] [--seed S] [--block B]
                                         build one image in OUT (new)
 
-A damaged log (bad magic, checksum, sequence, or a length that runs past a
-later record) is an error naming the byte offset; only an incomplete last
-record, as a daemon killed in the middle of writing it leaves, is ignored
-(its change was not made: a write is recorded before it is issued, other
-changes after they completed).
+A damaged log (a bad magic, checksum or type, a sequence number out of
+turn, time going back) is an error naming the byte offset of the record.
+Only an incomplete last record (its header, checksummed, says it runs past
+the end of the file), as a daemon killed in the middle of writing it
+leaves, is ignored: its change was not made (a write is recorded before it
+is issued, other changes after they completed).
 
 Python rather than C: the work is copying the base and applying writes,
 which is I/O; the checker that uses it is Python; and the model reads
@@ -431,8 +432,7 @@ def build(log, base, out, cut, kind="flush", seed=0, block=4096):
         drop_from = _ns_drop_from(log, records, cut, rng)
     summary = {"cut": cut, "kind": kind, "seed": seed,
                "time_ns": records[-1].time_ns, "durable": len(durable),
-               "whole": 0, "torn": 0, "dropped": 0, "ns_dropped": 0,
-               "choices": []}
+               "whole": 0, "torn": 0, "dropped": 0, "ns_dropped": 0}
     for r in records:
         if r.type == ENTRY:
             rep.entry(r)
@@ -447,8 +447,6 @@ def build(log, base, out, cut, kind="flush", seed=0, block=4096):
             rep.fallocate(r)
         elif r.type == WRITE:
             n = _write_length(r, kind, r.seq in durable, rng, block)
-            if r.seq not in durable and kind != "flush":
-                summary["choices"].append((r.seq, n))
             key = "whole" if n == r.data_len else "dropped" if n == 0 \
                 else "torn"
             summary[key] += 1
