@@ -26,7 +26,8 @@ pg_amcheck --heapallindexed on every relation, every row whose commit was
 acknowledged before the cut point's time present, a clean stop and
 pg_checksums --check.  FOLIOFS_CRASH_IMAGES=N checks N images (default 10;
 the long form: 2000), FOLIOFS_CRASH_SEED=S picks them, FOLIOFS_CRASH_LOAD_S
-sets the seconds of load recorded (default 4).  A failing image is kept
+sets the seconds of load recorded (default 4), FOLIOFS_CRASH_OPTIONS=a,b
+adds -o options to every mount (as for test_pg_crash.py).  A failing image is kept
 under the cluster's directory (with FOLIOFS_TEST_KEEP=1, the whole run).
 """
 import errno
@@ -526,7 +527,9 @@ def test_pg_crash_images_recover(tuser):
     env_seed = os.environ.get('FOLIOFS_CRASH_SEED')
     seed = int(env_seed) if env_seed else random.SystemRandom().randrange(1 << 32)
     sys.stdout.write('\ncrash images: seed %d (FOLIOFS_CRASH_SEED)\n' % seed)
-    c = Cluster(tuser[0], bindir, server_conf=SERVER_CONF)
+    extra = os.environ.get('FOLIOFS_CRASH_OPTIONS')
+    c = Cluster(tuser[0], bindir, options=extra.split(',') if extra else (),
+                server_conf=SERVER_CONF)
     ok = False
     try:
         base = _make_base(c)
