@@ -380,12 +380,14 @@ void ffs_uring_log_unoffered(void);
  * Send a reply that belongs to a request taken from a ring entry through
  * that entry: its length, -ENOENT when it belongs to none (the caller
  * writes it to /dev/fuse), or another -errno.
- * Context: any thread that replies; must outlive the ring (see uring.c).
+ * Context: any thread that replies, before ffs_uring_stop().
  */
 ssize_t ffs_uring_send(const struct iovec *iov, int count);
 /*
- * Stop the ring threads (each finishes the request it serves) and free
- * the rings.  After ffs_defer_stop() and fuse_session_unmount(), before
+ * Stop serving over the rings: each ring thread finishes the request it
+ * serves and serves no more; the rings stay open until the process exits,
+ * so that requests still arriving fail then, as on /dev/fuse (see
+ * uring.c).  After ffs_defer_stop() and fuse_session_unmount(), before
  * fuse_session_destroy().  Nothing when no ring runs.
  */
 void ffs_uring_stop(void);

@@ -32,7 +32,7 @@
  *    timer thread through their entry, like any other reply.
  *
  * Threads.  Each queue has its own io_uring, UR_QUEUE_ENTRIES entries and
- * UR_QUEUE_THREADS threads that live until ffs_uring_stop().  One thread
+ * UR_QUEUE_THREADS threads that serve until ffs_uring_stop().  One thread
  * at a time (the leader) waits for a completion; when it has one, it makes
  * another idle thread the leader and serves the request itself, so the
  * request is served on the thread that was woken for it (no hand-off) and
@@ -45,13 +45,14 @@
  *
  * Who submits matters to the kernel: it finishes delivering a request to an
  * entry in the context of the thread that submitted the entry's last
- * command, and it cancels a thread's commands when that thread exits.  So
- * commands are submitted only by threads that outlive the ring: the
- * queue's own threads and the reply timer thread (which ffs_defer_stop()
- * ends before ffs_uring_stop()).  A request can wait for its submitter to
- * leave an uninterruptible sleep (a backing read in the kernel), a bounded
- * delay.  libfuse's worker threads never submit: they come and go, and
- * they see no ring request.
+ * command, and when that thread exits it cancels the command, failing a
+ * request being delivered with ECANCELED.  So only the queue's own
+ * threads submit, and they live until the process exits (ffs_uring_stop()
+ * parks them).  A reply from any other thread (held write replies leave
+ * from defer.c's timer thread, which ends at stop) is handed to the
+ * queue's leader, woken through an eventfd, which submits its commit.  A
+ * request can wait for its entry's submitter to leave an uninterruptible
+ * sleep (a handler's backing read), a bounded delay.
  */
 #include "fusefs.h"
 
@@ -122,6 +123,7 @@ struct ur_ent {
 	 */
 	uint32_t cmd;
 	uint64_t commit_id;
+	struct ur_ent *handoff_next;	/* on ur_queue.handoff; under its lock */
 };
 
 /*
@@ -140,7 +142,20 @@ struct ur_queue {
 	pthread_mutex_t lock;
 	pthread_cond_t idle;		/* a thread waits here to lead; under lock */
 	bool has_leader;		/* under lock */
-	bool stopping;			/* under lock */
+	bool stopping;			/* under lock: serve no more */
+	/*
+	 * Replies from threads that must not submit (see the top), waiting
+	 * for the leader to submit their commits; under lock.  Pushing one
+	 * writes @evfd, whose read the leader keeps queued.
+	 */
+	struct ur_ent *handoff;
+	/*
+	 * Threads that stopped serving and wait (on @parked_cond, under lock)
+	 * for @release, which only a failed start sets: see ffs_uring_stop().
+	 */
+	unsigned int parked;
+	bool release;
+	pthread_cond_t parked_cond;
 	struct ur_ent ents[UR_QUEUE_ENTRIES];	/* immutable after start */
 	pthread_t threads[UR_QUEUE_THREADS];	/* immutable after start */
 	unsigned int nthreads;		/* started; immutable after start */
@@ -161,6 +176,8 @@ static _Atomic uint64_t ur_requests;
 static _Atomic bool ur_refused;
 /* The entry whose request this thread serves, to find its reply at once. */
 static __thread struct ur_ent *ur_current;
+/* This thread is a ring thread: it may submit (see the top). */
+static __thread bool ur_ring_thread;
 static size_t ur_page;
 
 uint64_t ffs_uring_requests(void)
@@ -214,6 +231,57 @@ static int ur_submit(struct ur_ent *ent, uint32_t cmd, uint64_t commit_id)
 	return ret;
 }
 
+/* Wake @q's leader through the eventfd. */
+static int ur_wake(struct ur_queue *q)
+{
+	uint64_t one = 1;
+
+	return write(q->evfd, &one, sizeof(one)) == sizeof(one) ? 0 : -errno;
+}
+
+/* Have the leader of @ent's queue commit it (a reply from a non-ring thread). */
+static int ur_handoff(struct ur_ent *ent, uint64_t commit_id)
+{
+	struct ur_queue *q = ent->q;
+
+	pthread_mutex_lock(&q->lock);
+	ent->cmd = UR_CMD_COMMIT_AND_FETCH;
+	ent->commit_id = commit_id;
+	ent->handoff_next = q->handoff;
+	q->handoff = ent;
+	pthread_mutex_unlock(&q->lock);
+	return ur_wake(q);
+}
+
+/*
+ * Submit the handed-off commits and, with @rearm, the eventfd read again;
+ * one submission.  0 or -errno.  Context: queue lock held.
+ */
+static int ur_drain_locked(struct ur_queue *q, bool rearm)
+{
+	struct io_uring_sqe *sqe;
+	int ret;
+
+	while (q->handoff) {
+		struct ur_ent *ent = q->handoff;
+
+		sqe = io_uring_get_sqe(&q->ring);
+		if (!sqe)
+			return -EBUSY;	/* one command per entry: cannot happen */
+		q->handoff = ent->handoff_next;
+		ur_prep_cmd(sqe, ent, ent->cmd, ent->commit_id);
+	}
+	if (rearm) {
+		sqe = io_uring_get_sqe(&q->ring);
+		if (!sqe)
+			return -EBUSY;
+		io_uring_prep_read(sqe, q->evfd, &q->evbuf, sizeof(q->evbuf), 0);
+		io_uring_sqe_set_data(sqe, NULL);
+	}
+	ret = io_uring_submit(&q->ring);
+	return ret < 0 ? ret : 0;
+}
+
 /* The entry holding request @unique, claimed for its reply, or NULL. */
 static struct ur_ent *ur_claim(struct ur_ring *ur, uint64_t unique)
 {
@@ -262,7 +330,8 @@ ssize_t ffs_uring_send(const struct iovec *iov, int count)
 	out.len = (uint32_t)(sizeof(out) + len);
 	memcpy(ent->hdr->in_out, &out, sizeof(out));
 	ent->hdr->ent_in_out.payload_sz = (uint32_t)len;
-	ret = ur_submit(ent, UR_CMD_COMMIT_AND_FETCH, out.unique);
+	ret = ur_ring_thread ? ur_submit(ent, UR_CMD_COMMIT_AND_FETCH, out.unique)
+			     : ur_handoff(ent, out.unique);
 	return ret ? ret : (ssize_t)out.len;
 }
 
@@ -326,12 +395,15 @@ static void ur_complete(struct ur_ring *ur, struct ur_ent *ent, int res)
 }
 
 /*
- * Wait to be the leader, then for a completion.  Returns false when the
- * queue stops.  Gives up leadership before returning.
+ * Wait to be the leader, then for a completion of an entry.  Returns false
+ * when the queue stops.  Gives up leadership before returning.  The
+ * eventfd's read completes when replies were handed off (submitted here)
+ * and at stop.
  */
 static bool ur_lead(struct ur_queue *q, struct ur_ent **ent, int *res)
 {
 	struct io_uring_cqe *cqe;
+	bool stop = false;
 	int ret;
 
 	*ent = NULL;
@@ -344,17 +416,26 @@ static bool ur_lead(struct ur_queue *q, struct ur_ent **ent, int *res)
 	}
 	q->has_leader = true;
 	pthread_mutex_unlock(&q->lock);
-	do
-		ret = io_uring_wait_cqe(&q->ring, &cqe);
-	while (ret == -EINTR);
-	if (!ret) {
+	while (!stop) {
+		do
+			ret = io_uring_wait_cqe(&q->ring, &cqe);
+		while (ret == -EINTR);
+		if (ret)
+			break;
 		*ent = io_uring_cqe_get_data(cqe);
 		*res = cqe->res;
 		io_uring_cqe_seen(&q->ring, cqe);
+		if (*ent)
+			break;
+		pthread_mutex_lock(&q->lock);
+		stop = q->stopping;
+		ret = ur_drain_locked(q, !stop);
+		pthread_mutex_unlock(&q->lock);
+		if (ret)
+			break;
 	}
 	pthread_mutex_lock(&q->lock);
 	q->has_leader = false;
-	/* The eventfd's read (no entry) completes only at stop. */
 	if (ret || !*ent) {
 		q->stopping = true;
 		pthread_cond_broadcast(&q->idle);
@@ -363,9 +444,21 @@ static bool ur_lead(struct ur_queue *q, struct ur_ent **ent, int *res)
 	}
 	pthread_mutex_unlock(&q->lock);
 	if (ret)
-		fuse_log(FUSE_LOG_ERR, "error: fuse_uring: waiting on queue %u: %s\n",
+		fuse_log(FUSE_LOG_ERR, "error: fuse_uring: queue %u stops serving: %s\n",
 			 q->qid, strerror(-ret));
 	return !ret && *ent;
+}
+
+/* Serve no more; wait to be released (see ffs_uring_stop()). */
+static void *ur_park(struct ur_queue *q)
+{
+	pthread_mutex_lock(&q->lock);
+	q->parked++;
+	pthread_cond_broadcast(&q->parked_cond);
+	while (!q->release)
+		pthread_cond_wait(&q->parked_cond, &q->lock);
+	pthread_mutex_unlock(&q->lock);
+	return NULL;
 }
 
 static void *ur_thread(void *arg)
@@ -374,9 +467,10 @@ static void *ur_thread(void *arg)
 	struct ur_ent *ent;
 	int res;
 
+	ur_ring_thread = true;
 	while (ur_lead(q, &ent, &res))
 		ur_complete(q->ur, ent, res);
-	return NULL;
+	return ur_park(q);
 }
 
 /* Submit REGISTER for every entry and the eventfd read.  Context: queue's first thread. */
@@ -419,7 +513,10 @@ out_unlock:
 static void *ur_first_thread(void *arg)
 {
 	struct ur_queue *q = arg;
-	int ret = ur_register(q);
+	int ret;
+
+	ur_ring_thread = true;
+	ret = ur_register(q);
 
 	pthread_mutex_lock(&q->lock);
 	q->has_leader = false;
@@ -433,7 +530,7 @@ static void *ur_first_thread(void *arg)
 	if (ret) {
 		fuse_log(FUSE_LOG_NOTICE, "fuse_uring: cannot register queue %u (%s): "
 			 "serving over /dev/fuse\n", q->qid, strerror(-ret));
-		return NULL;
+		return ur_park(q);
 	}
 	return ur_thread(q);
 }
@@ -471,6 +568,7 @@ static int ur_queue_init(struct ur_ring *ur, struct ur_queue *q, unsigned int qi
 	}
 	pthread_mutex_init(&q->lock, NULL);
 	pthread_cond_init(&q->idle, NULL);
+	pthread_cond_init(&q->parked_cond, NULL);
 	return 0;
 
 out_maps:
@@ -490,6 +588,7 @@ static void ur_queue_destroy(struct ur_ring *ur, struct ur_queue *q)
 	close(q->evfd);
 	for (unsigned int i = 0; i < UR_QUEUE_ENTRIES; i++)
 		munmap(q->ents[i].hdr, ur->map_size);
+	pthread_cond_destroy(&q->parked_cond);
 	pthread_cond_destroy(&q->idle);
 	pthread_mutex_destroy(&q->lock);
 }
@@ -520,26 +619,42 @@ static int ur_queue_start(struct ur_queue *q)
 	return q->nthreads ? 0 : ret;
 }
 
-/* Wake and join @q's threads. */
-static void ur_queue_stop(struct ur_queue *q)
+/*
+ * Stop @q's threads serving and wait until all have parked; with
+ * @release, let them end and join them.
+ */
+static void ur_queue_stop(struct ur_queue *q, bool release)
 {
-	uint64_t one = 1;
+	int ret;
 
 	pthread_mutex_lock(&q->lock);
 	q->stopping = true;
 	pthread_cond_broadcast(&q->idle);
 	pthread_mutex_unlock(&q->lock);
-	if (write(q->evfd, &one, sizeof(one)) != sizeof(one))
+	/* Ends the leader's wait for a completion. */
+	ret = ur_wake(q);
+	if (ret)
 		fuse_log(FUSE_LOG_ERR, "error: fuse_uring: cannot wake queue %u: %s\n",
-			 q->qid, strerror(errno));
-	for (unsigned int i = 0; i < q->nthreads; i++)
+			 q->qid, strerror(-ret));
+	pthread_mutex_lock(&q->lock);
+	while (q->parked < q->nthreads)
+		pthread_cond_wait(&q->parked_cond, &q->lock);
+	/* Replies handed off when no thread led any more (this thread stays). */
+	ret = ur_drain_locked(q, false);
+	if (ret)
+		fuse_log(FUSE_LOG_ERR, "error: fuse_uring: queue %u: %s\n", q->qid,
+			 strerror(-ret));
+	q->release = release;
+	pthread_cond_broadcast(&q->parked_cond);
+	pthread_mutex_unlock(&q->lock);
+	for (unsigned int i = 0; release && i < q->nthreads; i++)
 		pthread_join(q->threads[i], NULL);
 }
 
-static void ur_ring_stop(struct ur_ring *ur, unsigned int ninit)
+static void ur_ring_stop(struct ur_ring *ur, unsigned int ninit, bool release)
 {
 	for (unsigned int i = 0; i < ninit; i++)
-		ur_queue_stop(&ur->queues[i]);
+		ur_queue_stop(&ur->queues[i], release);
 }
 
 static void ur_ring_free(struct ur_ring *ur, unsigned int ninit)
@@ -592,7 +707,11 @@ void ffs_uring_start(struct fuse_session *se, size_t payload_size)
 	for (unsigned int i = 0; i < ur->nqueues; i++) {
 		ret = ur_queue_start(&ur->queues[i]);
 		if (ret) {
-			ur_ring_stop(ur, ninit);
+			/*
+			 * Queue i has no entry, so the kernel never used the
+			 * ring: the others can go.
+			 */
+			ur_ring_stop(ur, ninit, true);
 			atomic_store(&ur_active, NULL);
 			goto out_free;
 		}
@@ -609,14 +728,20 @@ out_log:
 		 strerror(-ret));
 }
 
+/*
+ * The threads finish what they serve and park, and the rings stay open
+ * until the process exits.  Once every queue has entries the kernel sends
+ * every request to the rings for as long as the connection lives, which
+ * after a lazy unmount with files still open is until the daemon exits.
+ * Requests that arrive now then wait in the kernel and fail with
+ * ECONNABORTED when the daemon exits, as they would on /dev/fuse.  Closing
+ * the rings (or ending the threads, which cancels their commands) would
+ * instead fail a request handed to an entry meanwhile with ECANCELED.
+ */
 void ffs_uring_stop(void)
 {
 	struct ur_ring *ur = atomic_load(&ur_active);
 
-	if (!ur)
-		return;
-	/* Requests being served still reply through their entries. */
-	ur_ring_stop(ur, ur->nqueues);
-	atomic_store(&ur_active, NULL);
-	ur_ring_free(ur, ur->nqueues);
+	if (ur)
+		ur_ring_stop(ur, ur->nqueues, false);
 }
