@@ -9,6 +9,10 @@ The log and the tool on their own (small, no PostgreSQL):
   sync returned; torn and subset images at a later cut differ from its
   after-flush image only in blocks written after the last sync of their
   file, each block old or new, never anything else;
+- the whole log replayed over the base equals BACKING after writes,
+  holes, truncates, fallocates, copies, renames and unlinks, under each
+  write path; namespace changes replay, and nsdrop images keep what a
+  directory sync committed;
 - a damaged log is refused with the offset of the damaged record; an
   incomplete last record (a daemon killed while writing it) is ignored;
 - a log that cannot be written refuses every change to BACKING with EIO.
@@ -27,8 +31,9 @@ acknowledged before the cut point's time present, a clean stop and
 pg_checksums --check.  FOLIOFS_CRASH_IMAGES=N checks N images (default 10;
 the long form: 2000), FOLIOFS_CRASH_SEED=S picks them, FOLIOFS_CRASH_LOAD_S
 sets the seconds of load recorded (default 4), FOLIOFS_CRASH_OPTIONS=a,b
-adds -o options to every mount (as for test_pg_crash.py).  A failing image is kept
-under the cluster's directory (with FOLIOFS_TEST_KEEP=1, the whole run).
+adds -o options to every mount (as for test_pg_crash.py).  The log, the
+base and a failing image are moved to /var/tmp/foliofs-crashimg-failed-PID
+and the command that rebuilds the image is printed.
 """
 import errno
 import os
