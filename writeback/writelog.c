@@ -236,8 +236,8 @@ static void fail(int err)
 /*
  * Append @r and give its seq in *@seq (when not NULL): 0, or -EIO when the
  * log is broken (now or before).  The seq, the time and the header CRC
- * are made under the lock, the CRC of names and data outside it.  Context: any thread;
- * blocks on the log's writev.
+ * are made under the lock, the CRC of names and data outside it.
+ * Context: any thread; blocks on the log's writev.
  */
 static int append(const struct wlog_rec *r, uint64_t *seq)
 {
