@@ -108,7 +108,7 @@ struct ur_queue;
 struct ur_ent {
 	struct ur_queue *q;		/* immutable */
 	struct ur_req_header *hdr;	/* immutable; the kernel writes it */
-	char *payload;			/* immutable; UR ring payload_size bytes */
+	char *payload;			/* immutable; ur_ring.payload_size bytes */
 	struct iovec iov[2];		/* immutable: what REGISTER names */
 	/*
 	 * The unique id of the request the entry holds, from the CQE until
@@ -137,7 +137,7 @@ struct ur_queue {
 	struct ur_ring *ur;		/* immutable */
 	unsigned int qid;		/* immutable */
 	struct io_uring ring;		/* see above */
-	int evfd;			/* immutable: ffs_uring_stop() wakes the leader */
+	int evfd;			/* immutable: wakes the leader (hand-offs, stop) */
 	uint64_t evbuf;			/* the eventfd read's target */
 	pthread_mutex_t lock;
 	pthread_cond_t idle;		/* a thread waits here to lead; under lock */
@@ -169,7 +169,7 @@ struct ur_ring {
 	struct ur_queue *queues;	/* immutable array */
 };
 
-/* The running ring, or NULL: set at start (before any ring request), cleared at stop. */
+/* The ring, or NULL: set at start before any ring request; cleared only if the start fails. */
 static struct ur_ring *_Atomic ur_active;
 static _Atomic uint64_t ur_requests;
 /* A refused entry was logged (once: every entry would be). */
@@ -383,8 +383,9 @@ static void ur_complete(struct ur_ring *ur, struct ur_ent *ent, int res)
 		return;
 	}
 	/*
-	 * Otherwise the entry is out of use: ENOTCONN when the connection
-	 * ends; a refused REGISTER leaves the kernel on /dev/fuse.
+	 * EAGAIN, EINTR: submit again.  Otherwise the entry is out of use:
+	 * ENOTCONN when the connection ends; a refused REGISTER leaves the
+	 * kernel on /dev/fuse.
 	 */
 	if (res == -EAGAIN || res == -EINTR)
 		(void)ur_submit(ent, ent->cmd, ent->commit_id);
