@@ -409,8 +409,14 @@ def f(v, fmt):
 
 
 print()
-transport = ('FUSE over io_uring where the kernel offers it, else /dev/fuse (see the daemon '
-             'logs)' if 'fuse_uring' in extra.split(',') else '/dev/fuse')
+try:
+    with open('/sys/module/fuse/parameters/enable_uring') as fh:
+        offered = fh.read().strip() == 'Y'
+except OSError:
+    offered = False
+# uring=auto (the default) and uring=on take the ring when the kernel offers it.
+transport = ('FUSE over io_uring' if offered and 'uring=off' not in extra.split(',')
+             else '/dev/fuse')
 print('fio, ioengine=psync, %s jobs x %s, %s s per timed run, %s round(s) (medians); '
       'foliofs extra options: %s; transport: %s' % (jobs, size, duration, rounds,
                                                     extra or 'none', transport))

@@ -39,7 +39,7 @@
  * So a reply is amended only when its unique id is the noted one, and a
  * reply with another id leaves the note in place for the right reply.
  *
- * With -o fuse_uring (uring.c) the same holds for requests that arrive on
+ * With FUSE over io_uring (uring.c, -o uring) the same holds for requests that arrive on
  * ring entries: the ring thread that serves one notes it here
  * (ffs_channel_received) before libfuse dispatches it.  Every reply still
  * passes ch_writev, which hands the ones that belong to a ring entry to
@@ -89,6 +89,7 @@ static uint32_t kernel_flags2;
 /* Set at attach, before the loop. */
 static struct fuse_session *channel_se;
 static bool want_uring;
+static bool uring_notice;	/* say so when the kernel does not offer it */
 /*
  * Largest request payload the kernel will put into a ring entry, set by
  * the INIT reply when it asks for the ring (0: no ring); read after that
@@ -197,7 +198,8 @@ static void amend_init_uring(struct fuse_init_out *init)
 	if (!want_uring)
 		return;
 	if (!(kernel_flags2 & FFS_INIT2_OVER_IO_URING) || !(init->flags & FUSE_INIT_EXT)) {
-		ffs_uring_log_unoffered();
+		if (uring_notice)
+			ffs_uring_log_unoffered();
 		return;
 	}
 	init->flags2 |= FFS_INIT2_OVER_IO_URING;
@@ -284,9 +286,10 @@ static const struct fuse_custom_io ffs_channel_io = {
 	.writev = ch_writev,
 };
 
-int ffs_channel_attach(struct fuse_session *se, bool uring)
+int ffs_channel_attach(struct fuse_session *se, bool uring, bool notice)
 {
 	channel_se = se;
 	want_uring = uring;
+	uring_notice = notice;
 	return fuse_session_custom_io(se, &ffs_channel_io, fuse_session_fd(se));
 }

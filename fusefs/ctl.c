@@ -286,12 +286,10 @@ static void ctl_fill_stats(struct ffs_data *fs, struct ctl_buf *buf)
 		     (unsigned long long)atomic_load(&fs->fd_reopened),
 		     (unsigned long long)atomic_load(&fs->fd_refused));
 	used += n > 0 && (size_t)n < buf->cap - used ? (size_t)n : 0;
-	/* Only with the option: requests served from io_uring entries. */
-	if (fs->cfg->fuse_uring) {
-		n = snprintf(buf->data + used, buf->cap - used, "fuse_uring_requests %llu\n",
-			     (unsigned long long)ffs_uring_requests());
-		used += n > 0 && (size_t)n < buf->cap - used ? (size_t)n : 0;
-	}
+	/* Requests served from io_uring entries (0: all over /dev/fuse). */
+	n = snprintf(buf->data + used, buf->cap - used, "fuse_uring_requests %llu\n",
+		     (unsigned long long)ffs_uring_requests());
+	used += n > 0 && (size_t)n < buf->cap - used ? (size_t)n : 0;
 	buf->len = used;
 }
 

@@ -59,7 +59,14 @@ struct ffs_config {
 	bool debug;
 	bool singlethread;
 	bool clone_fd;
-	bool fuse_uring;	/* serve requests over io_uring if the kernel offers it */
+	/*
+	 * uring=: serve requests over io_uring (uring.c) when the kernel
+	 * offers it (auto), insisting on it (on: refused before mounting
+	 * when the kernel cannot), or never (off).  uring_given: named on
+	 * the command line, so a fallback is worth a notice.
+	 */
+	enum ffs_uring_mode { FFS_URING_AUTO, FFS_URING_ON, FFS_URING_OFF } uring;
+	bool uring_given;
 	unsigned int max_threads;
 	unsigned int max_idle_threads;
 	bool show_help;
@@ -348,10 +355,10 @@ bool ffs_creds_in_group(fuse_req_t req, gid_t gid);
  * Route the mounted session's /dev/fuse traffic through channel.c, which
  * asks for parallel direct writes, shared mmap of direct-I/O files and
  * FUSE_HANDLE_KILLPRIV_V2, and for FUSE over io_uring when @uring and the
- * kernel offers it.  Call after fuse_session_mount(), before the loop.
- * 0 or -1.
+ * kernel offers it (when it does not, one notice if @uring_notice).  Call
+ * after fuse_session_mount(), before the loop.  0 or -1.
  */
-int ffs_channel_attach(struct fuse_session *se, bool uring);
+int ffs_channel_attach(struct fuse_session *se, bool uring, bool uring_notice);
 /*
  * A request of @len bytes at @buf is about to be dispatched by libfuse on
  * this thread (called by the /dev/fuse read hook and by uring.c).
@@ -374,7 +381,7 @@ bool ffs_channel_kill_suidgid(void);
  * Context: the libfuse worker that answered INIT; starts threads.
  */
 void ffs_uring_start(struct fuse_session *se, size_t payload_size);
-/* Log why fuse_uring was asked for and the kernel did not offer it. */
+/* Log why uring= was asked for and the kernel did not offer it. */
 void ffs_uring_log_unoffered(void);
 /*
  * Send a reply that belongs to a request taken from a ring entry through

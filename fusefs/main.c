@@ -306,9 +306,10 @@ int main(int argc, char *argv[])
 	if (fuse_session_mount(se, cfg.mountpoint))
 		goto out_signals;
 	/* The ring serves from threads of its own: -s asks for none. */
-	if (cfg.fuse_uring && cfg.singlethread)
-		fuse_log(FUSE_LOG_NOTICE, "fuse_uring: not used with -s: serving over /dev/fuse\n");
-	if (ffs_channel_attach(se, cfg.fuse_uring && !cfg.singlethread))
+	if (cfg.uring == FFS_URING_AUTO && cfg.uring_given && cfg.singlethread)
+		fuse_log(FUSE_LOG_NOTICE, "uring: not used with -s: serving over /dev/fuse\n");
+	if (ffs_channel_attach(se, cfg.uring != FFS_URING_OFF && !cfg.singlethread,
+			       cfg.uring_given))
 		goto out_unmount;
 	if (fuse_daemonize(cfg.foreground))
 		goto out_unmount;

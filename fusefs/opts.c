@@ -44,7 +44,7 @@ enum {
 	KEY_MAX_IO,
 	KEY_FAULT,
 	KEY_BACKING_DIRECT,
-	KEY_FUSE_URING,
+	KEY_URING,
 	KEY_DIRTY_RATIO,
 	KEY_DIRTY_BYTES,
 	KEY_PINNED_RATIO,
@@ -91,7 +91,7 @@ static const struct fuse_opt ffs_opt_spec[] = {
 	FUSE_OPT_KEY("max_io=", KEY_MAX_IO),
 	FUSE_OPT_KEY("fault=", KEY_FAULT),
 	FUSE_OPT_KEY("backing_direct", KEY_BACKING_DIRECT),
-	FUSE_OPT_KEY("fuse_uring", KEY_FUSE_URING),
+	FUSE_OPT_KEY("uring=", KEY_URING),
 	FUSE_OPT_KEY("dirty_ratio=", KEY_DIRTY_RATIO),
 	FUSE_OPT_KEY("dirty_bytes=", KEY_DIRTY_BYTES),
 	FUSE_OPT_KEY("dirty_pinned_ratio=", KEY_PINNED_RATIO),
@@ -141,7 +141,7 @@ static const struct {
 	{ "wb_granularity=NAME", "block", "block (write only dirty blocks) or folio (every uptodate block of a dirty folio, as Linux before 6.6)" },
 	{ "max_io=BYTES", "1M", "largest merged backing write (power of two, >= 4K)" },
 	{ "backing_direct", "off", "open backing files with O_DIRECT (block-aligned I/O from the cache's memory)" },
-	{ "fuse_uring", "off", "serve FUSE requests through io_uring when the kernel offers it (Linux 6.14+, fuse module parameter enable_uring=Y), else over /dev/fuse" },
+	{ "uring=auto|on|off", "auto", "serve FUSE requests through io_uring when the kernel offers it (Linux 6.14+, fuse module parameter enable_uring=Y); on: refuse to mount without it; off: always /dev/fuse" },
 	{ "fault=SPEC", "off", "inject backing I/O faults, for tests (see README)" },
 	{ "stats_log=FILE", "off", "append the stats as one JSON object per line every stats_interval_ms" },
 	{ "stats_interval_ms=N", "1000", "stats_log period (10 .. 3600000)" },
@@ -506,6 +506,52 @@ static int parse_cache(struct ffs_config *cfg, const char *val, char *err)
 	return 0;
 }
 
+static int parse_uring(struct ffs_config *cfg, const char *val, char *err)
+{
+	/* In the order of enum ffs_uring_mode. */
+	static const char *const modes[] = { "auto", "on", "off" };
+	unsigned int choice;
+
+	if (parse_choice("uring", val, modes, 3, &choice, err))
+		return -EINVAL;
+	cfg->uring = (enum ffs_uring_mode)choice;
+	return 0;
+}
+
+/*
+ * uring=on is refused before mounting where it cannot be had: with -s (the
+ * ring serves from threads of its own), or when the kernel has no FUSE
+ * over io_uring or has it turned off.
+ */
+static int check_uring_on(const struct ffs_config *cfg, char *err)
+{
+	static const char param[] = "/sys/module/fuse/parameters/enable_uring";
+	char val = 0;
+	FILE *f;
+
+	if (cfg->uring != FFS_URING_ON)
+		return 0;
+	if (cfg->singlethread) {
+		snprintf(err, FFS_ERRLEN, "uring=on: not with -s (the ring has threads of its own)");
+		return -EINVAL;
+	}
+	f = fopen(param, "re");
+	if (!f) {
+		snprintf(err, FFS_ERRLEN, "uring=on: %s: %s (FUSE over io_uring needs Linux 6.14+ "
+			 "with CONFIG_FUSE_IO_URING)", param, strerror(errno));
+		return -EINVAL;
+	}
+	if (fread(&val, 1, 1, f) != 1)
+		val = 0;
+	fclose(f);
+	if (val != 'Y') {
+		snprintf(err, FFS_ERRLEN, "uring=on: %s is not Y (as root: echo Y > %s)",
+			 param, param);
+		return -EINVAL;
+	}
+	return 0;
+}
+
 static int opt_proc(void *data, const char *arg, int key,
 		    struct fuse_args *outargs)
 {
@@ -541,9 +587,9 @@ static int opt_proc(void *data, const char *arg, int key,
 	case KEY_BACKING_DIRECT:
 		cfg->wb.backing_direct = true;
 		return 0;
-	case KEY_FUSE_URING:
-		cfg->fuse_uring = true;
-		return 0;
+	case KEY_URING:
+		cfg->uring_given = true;
+		return parse_uring(cfg, strchr(arg, '=') + 1, ps->err) ? -1 : 0;
 	case KEY_ATTR_TIMEOUT:
 		return ffs_parse_double("attr_timeout", strchr(arg, '=') + 1,
 					0, 86400, &cfg->attr_timeout,
@@ -679,6 +725,8 @@ int ffs_parse_args(int argc, char **argv, struct ffs_config *cfg, char *err)
 	cfg->clone_fd = copts.clone_fd;
 	cfg->max_threads = copts.max_threads;
 	cfg->max_idle_threads = copts.max_idle_threads;
+	if (check_uring_on(cfg, err))
+		return -EINVAL;
 	if (!cfg->mountpoint) {
 		snprintf(err, FFS_ERRLEN,
 			 "missing MOUNTPOINT (usage: foliofs [options] BACKING MOUNTPOINT)");

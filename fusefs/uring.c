@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
- * uring.c - FUSE requests served through io_uring (-o fuse_uring).
+ * uring.c - FUSE requests served through io_uring (-o uring).
  *
  * Linux 6.14+ (CONFIG_FUSE_IO_URING, with the fuse module parameter
  * enable_uring set) can hand requests to the daemon through io_uring
@@ -354,7 +354,7 @@ static void ur_serve(struct ur_ring *ur, struct ur_ent *ent)
 		struct fuse_out_header out = { .len = sizeof(out), .error = -EIO,
 					       .unique = commit_id };
 
-		fuse_log(FUSE_LOG_ERR, "error: fuse_uring: malformed request (opcode %u)\n",
+		fuse_log(FUSE_LOG_ERR, "error: uring: malformed request (opcode %u)\n",
 			 in->opcode);
 		memcpy(ent->hdr->in_out, &out, sizeof(out));
 		ent->hdr->ent_in_out.payload_sz = 0;
@@ -391,7 +391,7 @@ static void ur_complete(struct ur_ring *ur, struct ur_ent *ent, int res)
 		(void)ur_submit(ent, ent->cmd, ent->commit_id);
 	else if (res != -ENOTCONN && ent->cmd == UR_CMD_REGISTER &&
 		 !atomic_exchange(&ur_refused, true))
-		fuse_log(FUSE_LOG_NOTICE, "fuse_uring: the kernel refused a ring entry (%s)\n",
+		fuse_log(FUSE_LOG_NOTICE, "uring: the kernel refused a ring entry (%s)\n",
 			 strerror(-res));
 }
 
@@ -445,7 +445,7 @@ static bool ur_lead(struct ur_queue *q, struct ur_ent **ent, int *res)
 	}
 	pthread_mutex_unlock(&q->lock);
 	if (ret)
-		fuse_log(FUSE_LOG_ERR, "error: fuse_uring: queue %u stops serving: %s\n",
+		fuse_log(FUSE_LOG_ERR, "error: uring: queue %u stops serving: %s\n",
 			 q->qid, strerror(-ret));
 	return !ret && *ent;
 }
@@ -529,7 +529,7 @@ static void *ur_first_thread(void *arg)
 	}
 	pthread_mutex_unlock(&q->lock);
 	if (ret) {
-		fuse_log(FUSE_LOG_NOTICE, "fuse_uring: cannot register queue %u (%s): "
+		fuse_log(FUSE_LOG_NOTICE, "uring: cannot register queue %u (%s): "
 			 "serving over /dev/fuse\n", q->qid, strerror(-ret));
 		return ur_park(q);
 	}
@@ -615,7 +615,7 @@ static int ur_queue_start(struct ur_queue *q)
 	}
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (ret && q->nthreads)
-		fuse_log(FUSE_LOG_NOTICE, "fuse_uring: queue %u runs %u threads (%s)\n",
+		fuse_log(FUSE_LOG_NOTICE, "uring: queue %u runs %u threads (%s)\n",
 			 q->qid, q->nthreads, strerror(-ret));
 	return q->nthreads ? 0 : ret;
 }
@@ -635,7 +635,7 @@ static void ur_queue_stop(struct ur_queue *q, bool release)
 	/* Ends the leader's wait for a completion. */
 	ret = ur_wake(q);
 	if (ret)
-		fuse_log(FUSE_LOG_ERR, "error: fuse_uring: cannot wake queue %u: %s\n",
+		fuse_log(FUSE_LOG_ERR, "error: uring: cannot wake queue %u: %s\n",
 			 q->qid, strerror(-ret));
 	pthread_mutex_lock(&q->lock);
 	while (q->parked < q->nthreads)
@@ -643,7 +643,7 @@ static void ur_queue_stop(struct ur_queue *q, bool release)
 	/* Replies handed off when no thread led any more (this thread stays). */
 	ret = ur_drain_locked(q, false);
 	if (ret)
-		fuse_log(FUSE_LOG_ERR, "error: fuse_uring: queue %u: %s\n", q->qid,
+		fuse_log(FUSE_LOG_ERR, "error: uring: queue %u: %s\n", q->qid,
 			 strerror(-ret));
 	q->release = release;
 	pthread_cond_broadcast(&q->parked_cond);
@@ -678,7 +678,7 @@ void ffs_uring_log_unoffered(void)
 		why = "/sys/module/fuse/parameters/enable_uring is N";
 	if (f)
 		fclose(f);
-	fuse_log(FUSE_LOG_NOTICE, "fuse_uring: not used, %s: serving over /dev/fuse\n", why);
+	fuse_log(FUSE_LOG_NOTICE, "uring: not used, %s: serving over /dev/fuse\n", why);
 }
 
 void ffs_uring_start(struct fuse_session *se, size_t payload_size)
@@ -717,7 +717,7 @@ void ffs_uring_start(struct fuse_session *se, size_t payload_size)
 			goto out_free;
 		}
 	}
-	fuse_log(FUSE_LOG_NOTICE, "fuse_uring: serving requests over io_uring "
+	fuse_log(FUSE_LOG_NOTICE, "uring: serving requests over io_uring "
 		 "(%u queues of %d entries and %d threads)\n", ur->nqueues,
 		 UR_QUEUE_ENTRIES, UR_QUEUE_THREADS);
 	return;
@@ -725,7 +725,7 @@ void ffs_uring_start(struct fuse_session *se, size_t payload_size)
 out_free:
 	ur_ring_free(ur, ninit);
 out_log:
-	fuse_log(FUSE_LOG_NOTICE, "fuse_uring: cannot set up the rings (%s): serving over /dev/fuse\n",
+	fuse_log(FUSE_LOG_NOTICE, "uring: cannot set up the rings (%s): serving over /dev/fuse\n",
 		 strerror(-ret));
 }
 

@@ -1,4 +1,4 @@
-"""FUSE over io_uring (-o fuse_uring, fusefs/uring.c).
+"""FUSE over io_uring (-o uring=auto|on|off, fusefs/uring.c).
 
 The kernel offers the ring only while /sys/module/fuse/parameters/enable_uring
 is Y: the tests that need it set it (as root) and put the old value back.
@@ -6,7 +6,8 @@ That requests really came over the ring is checked on the daemon's side
 (fuse_uring_requests in .foliofs/stats), not inferred from speed.
 
 The existing mount tests run over the ring too with
-FOLIOFS_EXTRA_OPTIONS=fuse_uring (tests/util.py) and enable_uring set to Y.
+FOLIOFS_EXTRA_OPTIONS=uring=on (tests/util.py) and enable_uring set to Y
+(.ci/run has a stage that does).
 """
 
 import errno
@@ -52,12 +53,13 @@ def enable_uring():
 
 @pytest.fixture
 def mounted(dirs, enable_uring):
-    """A fuse_uring mount whose connection conftest's watchdog aborts on a
-    hang (so a stalled queue fails the test instead of blocking it)."""
+    """A uring=on mount (later options may override it) whose connection
+    conftest's watchdog aborts on a hang (so a stalled queue fails the test
+    instead of blocking it)."""
     _, b, m = dirs
 
     def start(*options, expect_errors=False):
-        mnt = Mount(b, m, options=['fuse_uring'] + list(options),
+        mnt = Mount(b, m, options=['uring=on'] + list(options),
                     expect_errors=expect_errors)
         mnt.start()
         conftest._active_mounts.append(mnt)
@@ -121,7 +123,7 @@ def test_requests_come_over_the_ring(dirs, mounted):
     served those requests from ring entries."""
     _, b, m = dirs
     mnt = mounted()
-    assert 'fuse_uring: serving requests over io_uring' in mnt.output()
+    assert 'uring: serving requests over io_uring' in mnt.output()
     before = ring_requests(m)
     errors = []
     threads = [threading.Thread(target=worker, args=(m, n, errors)) for n in range(6)]
@@ -219,27 +221,51 @@ def test_sigterm_unmounts_over_the_ring(dirs, mounted):
     assert os.path.getsize(os.path.join(b, 'f')) == 300000
 
 
+def run_foliofs(*args):
+    return subprocess.run([util.FOLIOFS] + list(args), stdin=subprocess.DEVNULL,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=30)
+
+
+def uring_lines(mnt):
+    return [l for l in mnt.output().splitlines() if 'uring' in l]
+
+
 def test_not_offered_mounts_over_dev_fuse(dirs, mounted, enable_uring):
-    """With enable_uring N the mount works over /dev/fuse and says why."""
+    """With enable_uring N, uring=auto mounts over /dev/fuse and says why;
+    the default (auto, not named) says nothing; uring=on is refused before
+    mounting, naming the parameter."""
     _, b, m = dirs
     enable_uring('N')
-    mnt = mounted()
+    mnt = mounted('uring=auto')
     util.write_file(os.path.join(m, 'f'), b'y' * 5000)
     assert util.read_file(os.path.join(m, 'f')) == b'y' * 5000
     assert ring_requests(m) == 0
-    lines = [l for l in mnt.output().splitlines() if 'fuse_uring' in l]
-    assert lines == ['foliofs: fuse_uring: not used, %s is N: serving over /dev/fuse'
-                     % ENABLE], mnt.output()
+    assert uring_lines(mnt) == ['foliofs: uring: not used, %s is N: serving over /dev/fuse'
+                                % ENABLE], mnt.output()
     mnt.umount()
+    with Mount(b, m) as quiet:
+        assert util.read_file(os.path.join(m, 'f')) == b'y' * 5000
+        assert ring_requests(m) == 0
+        quiet.umount()
+        assert uring_lines(quiet) == [], quiet.output()
+    r = run_foliofs('-f', '-o', 'uring=on', b, m)
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.decode().strip() == \
+        'foliofs: uring=on: %s is not Y (as root: echo Y > %s)' % (ENABLE, ENABLE)
+    assert not util.is_fuse_mounted(m)
 
 
 def test_single_threaded_mounts_over_dev_fuse(dirs, enable_uring):
     """-s asks for one thread: the ring, which serves from threads of its
-    own, is not used, and the mount says so."""
+    own, is not used; uring=auto says so, uring=on is refused."""
     _, b, m = dirs
-    with Mount(b, m, options=['fuse_uring'], args=['-s']) as mnt:
+    with Mount(b, m, options=['uring=auto'], args=['-s']) as mnt:
         util.write_file(os.path.join(m, 'f'), b'z' * 5000)
         assert util.read_file(os.path.join(m, 'f')) == b'z' * 5000
         assert ring_requests(m) == 0
-        assert [l for l in mnt.output().splitlines() if 'fuse_uring' in l] == [
-            'foliofs: fuse_uring: not used with -s: serving over /dev/fuse']
+        assert uring_lines(mnt) == [
+            'foliofs: uring: not used with -s: serving over /dev/fuse']
+    r = run_foliofs('-f', '-s', '-o', 'uring=on', b, m)
+    assert r.returncode == 2, r.stderr
+    assert 'uring=on: not with -s' in r.stderr.decode()
+    assert not util.is_fuse_mounted(m)

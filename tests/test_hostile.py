@@ -47,6 +47,8 @@ OPTIONS = {
     'block_size': (BAD_SIZE + ['0', '256', '128K', '3000'], ['512', '64K']),
     'folio_size': (BAD_SIZE + ['0', '2K', '4M', '12K'], ['4K', '2M']),
     'cache': (BAD_NAME, ['direct', 'writethrough', 'writeback']),
+    # uring=on is refused where the kernel has it off (test_fuse_uring.py).
+    'uring': (BAD_NAME, ['auto', 'off']),
     'folio_policy': (BAD_NAME, ['fixed', 'ramp', 'kernel']),
     'readahead_kb': (BAD_UINT + ['65537'], ['0', '65536']),
     'cache_size': (BAD_SIZE + ['0', '1', str(phys_mem() + 1), '8589934591G'],
@@ -79,7 +81,7 @@ OPTIONS = {
     'max_idle_threads': (BAD_UINT + ['100001'], ['0', '100000']),
 }
 # Options without a value: giving one is an error.
-FLAGS = ('kernel_cache', 'allow_other', 'backing_direct', 'fuse_uring')
+FLAGS = ('kernel_cache', 'allow_other', 'backing_direct')
 
 
 def readme_options():

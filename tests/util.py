@@ -14,7 +14,7 @@ from ``finally`` blocks and fixture teardowns.
 The daemon binary is $FOLIOFS, by default <repo>/build/foliofs.
 $FOLIOFS_EXTRA_OPTIONS (comma-separated -o options) is added to every
 mount, to run existing tests under another configuration, e.g.
-FOLIOFS_EXTRA_OPTIONS=fuse_uring (with enable_uring set, see
+FOLIOFS_EXTRA_OPTIONS=uring=on (with enable_uring set, see
 test_fuse_uring.py).
 """
 
