@@ -268,11 +268,9 @@ def test_crash_image_namespace(dirs):
 
 
 # backing_direct: the size fix-up after an O_DIRECT write of the block
-# holding EOF (wb_sync_size in writeback/flush.c) is not recorded yet.
+# holding EOF (wb_sync_size in writeback/flush.c) is recorded as a truncate.
 @pytest.mark.parametrize('options', [
-    [], ['backing_io=psync'], ['wb_granularity=folio', 'folio_size=64K'],
-    pytest.param(['backing_direct'], marks=pytest.mark.xfail(
-        strict=True, reason='flush.c: wb_sync_size does not record its ftruncate'))],
+    [], ['backing_io=psync'], ['wb_granularity=folio', 'folio_size=64K'], ['backing_direct']],
     ids=['default', 'psync', 'folio', 'direct'])
 def test_write_log_complete(dirs, options):
     """Writes, holes, truncates down and up, every fallocate mode,

@@ -282,8 +282,14 @@ void wb_sync_size(struct wb_file *wbf)
 		goto out;
 	if (st.st_size != size) {
 		/* Longer only if direct I/O wrote past EOF; shorter if nothing reached the end. */
-		if (ftruncate(wbf->fd, size) < 0) {
-			wb_report(wbf, "setting the size of", -errno);
+		int err = wb_wlog_check();
+
+		if (!err && ftruncate(wbf->fd, size) < 0)
+			err = -errno;
+		if (!err)
+			err = wb_wlog_truncate(wbf->fd, size);
+		if (err) {
+			wb_report(wbf, "setting the size of", err);
 			goto out;
 		}
 		atomic_store(&wbf->unsynced, true);
