@@ -10,14 +10,15 @@ the pages a stale cache would serve are the ones it just read.
 
 writethrough: each write syscall reaches the daemon as it was made (its
 exact byte count in `app_write_bytes`, the blocks it touched dirty in
-`dirty_bytes_exact`) before it returns, while a read of
-a page the kernel holds does not (`app_read_bytes`, the bytes the daemon's
-cache returned, stays put).  A bad value of cache= is refused with one
+`dirty_bytes_exact`) before it returns, while a read of a page the kernel
+holds does not (`app_read_bytes`, the bytes the daemon's cache returned,
+stays put).  A bad value of cache= is refused with one
 line naming the option and the value.
 """
 
 import mmap
 import os
+import random
 import shutil
 import subprocess
 
@@ -33,8 +34,8 @@ MODES = ['direct', 'writethrough', 'writeback']
 
 
 def pattern(n, seed):
-    """N bytes that differ from every other SEED's at every 251-byte step."""
-    return bytes((i * 7 + seed * 31 + i // 251) % 251 + 1 for i in range(n))
+    """N pseudo-random bytes, the same for the same SEED."""
+    return random.Random(seed).randbytes(n)
 
 
 class Model:
