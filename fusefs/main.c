@@ -163,33 +163,20 @@ static int open_backing(const struct ffs_config *cfg, int *fd, mode_t *type)
 }
 
 /*
- * Create the stats log now, as the user who mounts and before mounting, so
- * that a path that cannot be written is reported like any bad option; the
- * stats log itself opens it again once the daemon runs.
+ * Create the file of option @name (stats_log=, trace=, write_log=) now, as
+ * the user who mounts and before mounting, so that a path that cannot be
+ * written is reported like any bad option; the daemon opens it again once
+ * it runs (the stats log appends, the recorder and the write log truncate).
  */
-static int create_stats_log(const struct ffs_config *cfg)
+static int create_output(const char *name, const char *path, int flags)
 {
 	int fd;
 
-	if (!cfg->stats_log)
+	if (!path)
 		return 0;
-	fd = open(cfg->stats_log, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+	fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | flags, 0644);
 	if (fd < 0)
-		return usage_error("stats_log=%s: %s", cfg->stats_log, strerror(errno));
-	close(fd);
-	return 0;
-}
-
-/* The same for trace=: the recording truncates it again when it starts. */
-static int create_trace(const struct ffs_config *cfg)
-{
-	int fd;
-
-	if (!cfg->trace)
-		return 0;
-	fd = open(cfg->trace, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (fd < 0)
-		return usage_error("trace=%s: %s", cfg->trace, strerror(errno));
+		return usage_error("%s=%s: %s", name, path, strerror(errno));
 	close(fd);
 	return 0;
 }
@@ -270,9 +257,11 @@ int main(int argc, char *argv[])
 		ffs_config_free(&cfg);
 		return ret;
 	}
-	ret = create_stats_log(&cfg);
+	ret = create_output("stats_log", cfg.stats_log, O_APPEND);
 	if (!ret)
-		ret = create_trace(&cfg);
+		ret = create_output("trace", cfg.trace, O_TRUNC);
+	if (!ret)
+		ret = create_output("write_log", cfg.write_log, O_TRUNC);
 	if (ret) {
 		close(root_fd);
 		ffs_config_free(&cfg);

@@ -67,7 +67,7 @@ OPTIONS = {
                            ['0', '9223372036854775807']),
     'stats_log': (['', '/nonexistent-dir/log'], None),
     'trace': (['', '/nonexistent-dir/trace'], None),
-    'write_log': ([''], None),
+    'write_log': (['', '/nonexistent-dir/wlog'], None),
     'stats_interval_ms': (BAD_UINT + ['0', '9', '3600001'], ['10', '3600000']),
     'dirty_expire_ms': (BAD_UINT + ['86400001'], ['0', '86400000']),
     'writeback_interval_ms': (BAD_UINT + ['86400001'], ['0', '86400000']),
