@@ -291,45 +291,24 @@ static int64_t dev_flush(struct sim *s)
 /*
  * The fault (the context's, parsed from -o fault= by wb_ctx_set_fault())
  * applied to a completion of @len bytes at @off of @f that did @res: an
- * errno, half of it, or @res.  The same decision as backing.c's
- * fault_fires() and fault_apply() on a mount, which are static there and
- * take a wb_file (the simulator has none): a copy until fault.c exports the
- * decision for both.  file= matches the trace's file id, in decimal, as the
- * mount matches the backing path.
+ * errno, half of it, or @res; the mount's decision (wb_fault_fires), with
+ * file= matching the trace's file id in decimal where the mount matches
+ * the backing path.
  */
 static ssize_t sim_fault(struct sim *s, enum wb_fault_op op, const struct sim_file *f,
 			 off_t off, size_t len, ssize_t res)
 {
 	struct wb_fault *ft = s->ctx->fault;
-	char id[16];
+	char id[16] = "";
 
-	if (!ft || ft->op != op)
+	if (!ft)
 		return res;
-	if (ft->range_end && (off >= (off_t)ft->range_end ||
-			      off + (off_t)len <= (off_t)ft->range_start))
-		return res;
-	if (ft->file[0]) {
+	if (ft->file[0])
 		snprintf(id, sizeof(id), "%u", f->id);
-		if (!strstr(id, ft->file))
-			return res;
-	}
-	ft->calls++;
-	if (ft->calls <= ft->after || (ft->calls - ft->after - 1) % ft->every)
+	if (!wb_fault_fires(ft, id, op, off, len))
 		return res;
-	if (ft->count && ft->fired >= ft->count)
-		return res;
-	if (ft->prob >= 0) {
-		ft->rng ^= ft->rng << 13;
-		ft->rng ^= ft->rng >> 7;
-		ft->rng ^= ft->rng << 17;
-		if ((double)(ft->rng >> 11) / (double)(1ull << 53) >= ft->prob)
-			return res;
-	}
-	ft->fired++;
 	atomic_fetch_add(&s->ctx->faults_injected, 1);
-	if (ft->err)
-		return -ft->err;
-	return res > 1 ? res / 2 : res;
+	return wb_fault_result(ft, res);
 }
 
 /* flush.c's record_error(): for fsync (errseq) and the stats. */

@@ -29,41 +29,6 @@
 
 /* ---- faults ---- */
 
-static uint64_t fault_rand(struct wb_fault *f)
-{
-	f->rng ^= f->rng << 13;
-	f->rng ^= f->rng >> 7;
-	f->rng ^= f->rng << 17;
-	return f->rng;
-}
-
-/* Whether @f fires for this call.  Context: fault_lock held. */
-static bool fault_fires(struct wb_fault *f, struct wb_file *wbf,
-			enum wb_fault_op op, off_t off, size_t len)
-{
-	if (f->op != op)
-		return false;
-	if (f->range_end && (off >= (off_t)f->range_end ||
-			     off + (off_t)len <= (off_t)f->range_start))
-		return false;
-	if (f->file[0]) {
-		char path[4096];
-
-		wb_file_path(wbf, path, sizeof(path));
-		if (!strstr(path, f->file))
-			return false;
-	}
-	f->calls++;
-	if (f->calls <= f->after || (f->calls - f->after - 1) % f->every)
-		return false;
-	if (f->count && f->fired >= f->count)
-		return false;
-	if (f->prob >= 0 && (double)(fault_rand(f) >> 11) / (double)(1ull << 53) >= f->prob)
-		return false;
-	f->fired++;
-	return true;
-}
-
 /*
  * Apply the fault, if any, to a completion of @len bytes asked at @off
  * that returned @res: an errno, or half of what was done.
@@ -77,12 +42,15 @@ static ssize_t fault_apply(struct wb_file *wbf, enum wb_fault_op op, off_t off,
 	if (!atomic_load(&ctx->fault_on))
 		return res;
 	pthread_mutex_lock(&ctx->fault_lock);
-	if (ctx->fault && fault_fires(ctx->fault, wbf, op, off, len)) {
-		if (ctx->fault->err)
-			out = -ctx->fault->err;
-		else if (res > 1)
-			out = res / 2;
-		atomic_fetch_add(&ctx->faults_injected, 1);
+	if (ctx->fault) {
+		char path[4096] = "";
+
+		if (ctx->fault->file[0])
+			wb_file_path(wbf, path, sizeof(path));
+		if (wb_fault_fires(ctx->fault, path, op, off, len)) {
+			out = wb_fault_result(ctx->fault, res);
+			atomic_fetch_add(&ctx->faults_injected, 1);
+		}
 	}
 	pthread_mutex_unlock(&ctx->fault_lock);
 	return out;

@@ -156,3 +156,39 @@ void wb_fault_format(const struct wb_fault *f, char *buf, size_t len)
 	if (f->seed_given && n > 0 && (size_t)n < len)
 		snprintf(buf + n, len - (size_t)n, ":seed=%llu", (unsigned long long)f->seed);
 }
+
+static uint64_t fault_rand(struct wb_fault *f)
+{
+	f->rng ^= f->rng << 13;
+	f->rng ^= f->rng >> 7;
+	f->rng ^= f->rng << 17;
+	return f->rng;
+}
+
+bool wb_fault_fires(struct wb_fault *f, const char *name, enum wb_fault_op op,
+		    off_t off, size_t len)
+{
+	if (f->op != op)
+		return false;
+	if (f->range_end && (off >= (off_t)f->range_end ||
+			     off + (off_t)len <= (off_t)f->range_start))
+		return false;
+	if (f->file[0] && !strstr(name, f->file))
+		return false;
+	f->calls++;
+	if (f->calls <= f->after || (f->calls - f->after - 1) % f->every)
+		return false;
+	if (f->count && f->fired >= f->count)
+		return false;
+	if (f->prob >= 0 && (double)(fault_rand(f) >> 11) / (double)(1ull << 53) >= f->prob)
+		return false;
+	f->fired++;
+	return true;
+}
+
+ssize_t wb_fault_result(const struct wb_fault *f, ssize_t res)
+{
+	if (f->err)
+		return -f->err;
+	return res > 1 ? res / 2 : res;
+}

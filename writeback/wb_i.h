@@ -58,6 +58,17 @@ struct wb_fault {
 int wb_fault_parse(const char *spec, struct wb_fault *out, char *err, size_t errlen);
 /* Format @f back as a spec ("off" when @f is NULL). */
 void wb_fault_format(const struct wb_fault *f, char *buf, size_t len);
+/*
+ * Whether @f fires for a call of @op on [@off, @off + @len) of the file
+ * named @name (what file= matches: the backing path on a mount, the trace's
+ * file id in the simulator; looked at only when file= is set).  Counts the
+ * call.  Context: the caller serialises calls on @f (the mount's
+ * fault_lock; the simulator is single-threaded).
+ */
+bool wb_fault_fires(struct wb_fault *f, const char *name, enum wb_fault_op op,
+		    off_t off, size_t len);
+/* What a fault that fired makes of a call that returned @res. */
+ssize_t wb_fault_result(const struct wb_fault *f, ssize_t res);
 
 /* ---- backing I/O (backing.c) ---- */
 
