@@ -243,6 +243,7 @@ static void *defer_main(void *arg)
 	while (next_due(d, &h)) {
 		pthread_mutex_unlock(&d->lock);
 		/* Fails only on a dead connection; the request is freed either way. */
+		ffs_trace_stamp(&h.op);
 		fuse_reply_write(h.req, h.count);
 		ffs_trace_end(&h.op);
 		wb_throttle_unheld(d->wb, h.pid, now_ns() - h.since_ns, h.release);
@@ -317,6 +318,7 @@ void ffs_defer_reply_write(struct ffs_data *fs, fuse_req_t req, size_t count,
 
 	if (pause_ns > 0 && !hold(fs->defer, req, count, pid, pause_ns, op))
 		return;
+	ffs_trace_stamp(op);
 	fuse_reply_write(req, count);
 	ffs_trace_end(op);
 }

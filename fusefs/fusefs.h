@@ -443,6 +443,7 @@ struct ffs_trace_op {
 	struct ffs_trace *tr;	/* the recorder: the request may be gone at the end */
 	uint64_t gen;		/* the recording it began in; 0: not recorded */
 	struct sim_rec rec;	/* time_ns, pid, op set at begin; the caller fills the rest */
+	bool stamped;		/* rec.dur_ns set by ffs_trace_stamp() */
 };
 
 /*
@@ -467,13 +468,17 @@ int ffs_trace_state(struct ffs_trace *tr, char *buf, size_t len);
  * An operation (enum sim_op) of the caller of @req begins: when recording,
  * op->gen is set and op->rec has its time, pid and op.  Cheap when off.
  * ffs_trace_end(): it is answered now (its duration ends); recorded if it
- * began and ended in the same recording.
+ * began and ended in the same recording.  A caller that records after
+ * sending the reply calls ffs_trace_stamp() right before sending it: the
+ * requester may send its next request as soon as the reply is out, and
+ * that one must not begin before this one ended.
  * Context: any thread serving requests; no lock needed; does not block
  * on I/O.
  */
 void ffs_trace_begin(struct ffs_trace *tr, struct ffs_trace_op *op, fuse_req_t req,
 		     unsigned int opcode);
 void ffs_trace_end(struct ffs_trace_op *op);
+void ffs_trace_stamp(struct ffs_trace_op *op);
 /* The file id of a trace: the backing inode number folded to 32 bits. */
 uint32_t ffs_trace_file_id(ino_t ino);
 

@@ -986,6 +986,7 @@ static void ffs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	}
 	/* Before the reply: a close may free the handle as soon as it is sent. */
 	trace_fill(&op, ffs_file(fi)->inode->src_ino, (uint64_t)off, (uint64_t)n, 0);
+	ffs_trace_stamp(&op);
 	fuse_reply_buf(req, buf, n);
 	ffs_trace_end(&op);
 }
@@ -1045,6 +1046,7 @@ static void ffs_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 	 */
 	trace_fill(&op, file->inode->src_ino, (uint64_t)off, (uint64_t)n, 0);
 	if (fi->writepage) {
+		ffs_trace_stamp(&op);
 		fuse_reply_write(req, (size_t)n);
 		ffs_trace_end(&op);
 	} else {

@@ -213,6 +213,7 @@ void ffs_trace_begin(struct ffs_trace *tr, struct ffs_trace_op *op, fuse_req_t r
 		     unsigned int opcode)
 {
 	op->tr = tr;
+	op->stamped = false;
 	op->gen = tr ? atomic_load_explicit(&tr->active, memory_order_relaxed) : 0;
 	if (!op->gen)
 		return;
@@ -223,6 +224,14 @@ void ffs_trace_begin(struct ffs_trace *tr, struct ffs_trace_op *op, fuse_req_t r
 	};
 }
 
+void ffs_trace_stamp(struct ffs_trace_op *op)
+{
+	if (!op->gen)
+		return;
+	op->rec.dur_ns = mono_ns() - op->tr->epoch_ns - op->rec.time_ns;
+	op->stamped = true;
+}
+
 void ffs_trace_end(struct ffs_trace_op *op)
 {
 	struct ffs_trace *tr = op->tr;
@@ -231,7 +240,8 @@ void ffs_trace_end(struct ffs_trace_op *op)
 
 	if (!op->gen)
 		return;
-	op->rec.dur_ns = mono_ns() - tr->epoch_ns - op->rec.time_ns;
+	if (!op->stamped)
+		ffs_trace_stamp(op);
 	b = get_buf(tr);
 	if (!b)
 		return;	/* out of memory: the record is lost, the request is not */

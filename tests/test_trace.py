@@ -118,6 +118,42 @@ def test_two_writers_recorded_exactly(dirs):
         assert got == expected(ino_f, ino_g)
 
 
+def test_no_operation_begins_before_the_last_ended(dirs):
+    """A process's next request can only arrive once the reply to its last
+    one is out, so in the trace each of its operations begins at or after
+    the end of the one before (the end is stamped before the reply goes;
+    stamped after it, under load the next write often began first and
+    the simulator saw negative think times).  Throttled writes too, whose
+    replies the timer thread sends."""
+    back, mnt, root = dirs
+    trace = os.path.join(root, 't.trace')
+    with Mount(back, mnt, options=['trace=' + trace, 'cache_size=64M', 'dirty_bytes=1M',
+                                   'dirty_account=folio', 'folio_size=64K']):
+        script = """
+import os, sys
+fd = os.open(os.path.join(sys.argv[1], 'f%s' % sys.argv[2]), os.O_CREAT | os.O_RDWR, 0o644)
+for i in range(1500):
+    os.pwrite(fd, b'w' * 8192, (i * 7919 % 1024) * 65536)
+    if i % 3 == 0:
+        os.pread(fd, 4096, (i * 104729 % 1024) * 65536)
+os.close(fd)
+"""
+        procs = [subprocess.Popen([sys.executable, '-c', script, mnt, str(i)])
+                 for i in range(3)]
+        for p in procs:
+            assert p.wait(timeout=120) == 0
+    recs = dump(trace)
+    by_pid = {}
+    for r in recs:
+        by_pid.setdefault(r['pid'], []).append(r)
+    for p in procs:
+        ops = by_pid[p.pid]
+        assert len([r for r in ops if r['op'] == 'write']) == 1500
+        early = [(a, b) for a, b in zip(ops, ops[1:]) if b['time'] < a['time'] + a['dur']]
+        assert not early, '%d of %d began before the last ended, e.g. %s' % (
+            len(early), len(ops), early[:2])
+
+
 def test_start_stop_at_run_time(dirs):
     back, mnt, root = dirs
     with Mount(back, mnt):
