@@ -6,6 +6,9 @@
 #   b. build build/ (-Dwerror=true -Ddebug_checks=true, debugoptimized) and
 #      run the meson unit tests
 #   c. the pytest mount tests against build/foliofs (junit: build/pytest.xml)
+#   c2. as root, on a kernel with FUSE over io_uring: the data, POSIX,
+#      throttling, cache-mode and durability tests again with every mount
+#      on the ring (-o uring=on; enable_uring set to Y, then restored)
 #   d. ASan+UBSan build in build-asan/: the unit tests, then the mount tests
 #      against build-asan/foliofs (without the PostgreSQL tests and crash loops, for time)
 #   e. TSan build in build-tsan/ (clang): the unit tests
@@ -372,6 +375,24 @@ mounttests() {
 	record "$name" $(($(date +%s) - t0)) "$p" "$f" "$s" "$note"
 }
 
+# uring_mounttests NAME: stage c2.  The kernel offers FUSE over io_uring
+# only while the fuse module's enable_uring is Y, a machine-wide setting:
+# set for the stage, put back after.
+URING_PARAM=/sys/module/fuse/parameters/enable_uring
+uring_mounttests() {
+	local old
+	if ! is_root || [ ! -w "$URING_PARAM" ]; then
+		record "$1" 0 0 0 0 "skipped: needs root and a kernel with FUSE over io_uring"
+		return
+	fi
+	old=$(cat "$URING_PARAM")
+	echo Y >"$URING_PARAM"
+	mounttests "$1" "$ROOT/build/foliofs" "$ROOT/build/pytest-uring.xml" "$T_PYTEST" \
+		FOLIOFS_EXTRA_OPTIONS=uring=on -- \
+		-k "(test_data or test_posix or test_throttle or test_cache_modes or test_durability) and not test_fuse_uring"
+	echo "$old" >"$URING_PARAM"
+}
+
 # --------------------------------------------------------------------------
 
 [ "$INSTALL" -eq 1 ] && stage_install
@@ -383,6 +404,7 @@ if build "b. build" build gcc -Dwerror=true -Ddebug_checks=true \
 	--buildtype=debugoptimized; then
 	unit "b. unit tests" build 1 "$T_UNIT"
 	mounttests "c. mount tests" "$ROOT/build/foliofs" "$ROOT/build/pytest.xml" "$T_PYTEST" --
+	uring_mounttests "c2. mount tests over io_uring"
 else
 	not_run "b. unit tests" "build/ not built"
 	not_run "c. mount tests" "build/ not built"
