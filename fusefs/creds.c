@@ -18,7 +18,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
 #include <sys/fsuid.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -29,6 +31,22 @@ static uid_t daemon_uid;
 static gid_t daemon_gid;
 static gid_t *daemon_groups;
 static int daemon_ngroups;
+
+int ffs_creds_umask(struct ffs_data *fs, fuse_req_t req)
+{
+	/* The umask lives in the fs_struct that threads share until this. */
+	static __thread bool own_umask;
+
+	if (!fs->posix_acl)
+		return 0;	/* the kernel applied it: the daemon's umask is 0 */
+	if (!own_umask) {
+		if (unshare(CLONE_FS) < 0)
+			return -errno;
+		own_umask = true;
+	}
+	umask(fuse_req_ctx(req)->umask);
+	return 0;
+}
 
 int ffs_creds_init(void)
 {

@@ -208,6 +208,12 @@ struct ffs_data {
 	mode_t backing_type;		/* S_IFDIR, or S_IFREG/S_IFBLK: one-file mount */
 	struct ffs_inode root;
 	bool act_as_caller;	/* root daemon with allow_other: switch creds */
+	/*
+	 * POSIX ACLs are on (FUSE_CAP_POSIX_ACL, set at INIT, read-only
+	 * after): the kernel checks them, and leaves the caller's umask to
+	 * the daemon (FUSE_CAP_DONT_MASK), see ffs_creds_umask().
+	 */
+	bool posix_acl;
 
 	pthread_mutex_t handles_lock;	/* protects the handle list */
 	struct ffs_handle *handles;
@@ -342,6 +348,15 @@ struct ffs_creds {
 int ffs_creds_init(void);
 int ffs_creds_enter(struct ffs_data *fs, fuse_req_t req, struct ffs_creds *c);
 void ffs_creds_leave(struct ffs_creds *c);
+/*
+ * Before making a name for @req's caller: with POSIX ACLs on, this
+ * thread's umask becomes the caller's, so that the backing file system
+ * applies it, or instead the parent directory's default ACL, as it does
+ * for a local caller (the kernel sends the mode unmasked).  The first call
+ * on a thread gives the thread a umask of its own (unshare(CLONE_FS)).
+ * 0 or -errno.
+ */
+int ffs_creds_umask(struct ffs_data *fs, fuse_req_t req);
 /*
  * Whether the caller of @req has @gid as its fsgid or a supplementary
  * group (false when the kernel cannot tell, e.g. the caller has exited).

@@ -486,6 +486,9 @@ static int do_make(struct ffs_data *fs, fuse_req_t req, struct ffs_inode *dir,
 
 	if (ret)
 		return ret;
+	ret = ffs_creds_umask(fs, req);
+	if (ret)
+		return ret;
 	ret = ffs_creds_enter(fs, req, &c);
 	if (ret)
 		return ret;
@@ -795,6 +798,9 @@ static int do_create(struct ffs_data *fs, fuse_req_t req,
 	ret = ffs_fd_charge(fs);
 	if (ret)
 		goto out_uncharge_one;
+	ret = ffs_creds_umask(fs, req);
+	if (ret)
+		goto out_uncharge;
 	do {
 		ret = ffs_creds_enter(fs, req, &c);
 		if (ret)
@@ -1482,6 +1488,18 @@ static void ffs_init(void *userdata, struct fuse_conn_info *conn)
 	 */
 	if (fs->cfg->cache == FFS_CACHE_WRITETHROUGH)
 		conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;
+	/*
+	 * POSIX ACLs, where the kernel offers them: it then checks access
+	 * against the ACLs it reads through getxattr (with
+	 * default_permissions, always on), and sends the mode of a new name
+	 * unmasked with the caller's umask beside it, which the backing file
+	 * system applies unless the parent has a default ACL (the daemon
+	 * creates with the caller's umask, ffs_creds_umask()).
+	 */
+	if ((conn->capable & FUSE_CAP_POSIX_ACL) && (conn->capable & FUSE_CAP_DONT_MASK)) {
+		conn->want |= FUSE_CAP_POSIX_ACL | FUSE_CAP_DONT_MASK;
+		fs->posix_acl = true;
+	}
 	/* Locks stay in the kernel; we implement no getlk/setlk/flock. */
 	conn->want &= ~(FUSE_CAP_POSIX_LOCKS | FUSE_CAP_FLOCK_LOCKS);
 	if (conn->max_write > FFS_MAX_IO || conn->max_write == 0)

@@ -19,12 +19,15 @@ files and directories), 'nobody' ("other") and root.
 - Control files: with allow_other, another user cannot change a tunable or
   the fault switch, and nothing changes.
 
-The known gap is an xfail(strict) test naming the cause: POSIX ACLs are
-not enforced.
+- POSIX ACLs (where the kernel offers FUSE_CAP_POSIX_ACL): an ACL that
+  denies a user is enforced; ACLs set through the mount read back, change
+  the mode and are enforced as on ext4; a new name gets the caller's umask,
+  or instead the parent's default ACL, as on ext4.
 """
 
 import contextlib
 import ctypes
+import errno
 import os
 import pwd
 import shutil
@@ -372,9 +375,6 @@ ACL_UNDEFINED_ID = 0xffffffff
 ACL_USER_OBJ, ACL_USER, ACL_GROUP_OBJ, ACL_MASK, ACL_OTHER = 0x01, 0x02, 0x04, 0x10, 0x20
 
 
-@pytest.mark.xfail(strict=True, reason='POSIX ACLs are not enforced: the mount checks mode '
-                   'bits only (default_permissions without FUSE_CAP_POSIX_ACL, fusefs/ops.c '
-                   'ffs_init), so an ACL entry that denies a user on the backing is ignored')
 def test_acl_deny_enforced(work, ref, users):
     """A 0644 file whose ACL gives the 'other' caller (nobody) no access by
     a named-user entry: that caller cannot read it, as on the plain
@@ -389,6 +389,70 @@ def test_acl_deny_enforced(work, ref, users):
         os.setxattr(P(d, 'f'), 'system.posix_acl_access', acl)
     assert outcome_as(users['other'], read_file, P(ref, 'f')) == ('err', 'EACCES')
     same(lambda d: read_file(P(d, 'f')), work.mnt, ref, user=users['other'])
+
+
+def test_acl_set_through_mount(work, ref, users):
+    """The owner sets an access ACL through the mount: it reads back as set,
+    the mode shows its mask, the named user it denies is refused and the
+    group it grants more than the mode gets in, all as on the plain
+    directory; removing it restores the mode's rules."""
+    owner, group, other = users['owner'], users['group'], users['other']
+    nobody = ids(other)[0]
+    acl = posix_acl([(ACL_USER_OBJ, 6, ACL_UNDEFINED_ID), (ACL_USER, 0, nobody),
+                     (ACL_GROUP_OBJ, 4, ACL_UNDEFINED_ID), (ACL_MASK, 6, ACL_UNDEFINED_ID),
+                     (ACL_OTHER, 4, ACL_UNDEFINED_ID)])
+    for d in (work.mnt, ref):
+        write_file(P(d, 'f'), DATA)
+        os.chown(P(d, 'f'), ids(owner)[0], sec_gid())
+        os.chmod(P(d, 'f'), 0o604)
+
+    def set_acl(d):
+        os.setxattr(P(d, 'f'), 'system.posix_acl_access', acl)
+        return os.getxattr(P(d, 'f'), 'system.posix_acl_access'), \
+            oct(os.stat(P(d, 'f')).st_mode)
+    assert same(set_acl, work.mnt, ref, user=owner)[0] == 'ok'
+    assert os.getxattr(P(work.back, 'f'), 'system.posix_acl_access') == acl
+    assert same(lambda d: read_file(P(d, 'f')), work.mnt, ref, user=other) == \
+        ('err', 'EACCES')
+    same(lambda d: write_file(P(d, 'f'), b'g'), work.mnt, ref, user=group)
+    same(lambda d: os.removexattr(P(d, 'f'), 'system.posix_acl_access'),
+         work.mnt, ref, user=owner)
+    assert same(lambda d: read_file(P(d, 'f')), work.mnt, ref, user=other)[0] == 'ok'
+
+
+@pytest.mark.parametrize('default_acl', [False, True], ids=['umask', 'default_acl'])
+def test_new_name_mode_umask_or_default_acl(work, ref, users, default_acl):
+    """Files, directories, fifos made through the mount by a caller with
+    umask 027 get the modes and ACLs ext4 gives: the umask where the parent
+    has no default ACL, the default ACL (and not the umask) where it has."""
+    owner = users['owner']
+    dacl = posix_acl([(ACL_USER_OBJ, 7, ACL_UNDEFINED_ID), (ACL_GROUP_OBJ, 7, ACL_UNDEFINED_ID),
+                      (ACL_MASK, 7, ACL_UNDEFINED_ID), (ACL_OTHER, 5, ACL_UNDEFINED_ID)])
+    for d in (work.mnt, ref):
+        os.mkdir(P(d, 'd'), 0o777)
+        os.chown(P(d, 'd'), ids(owner)[0], -1)
+        if default_acl:
+            os.setxattr(P(d, 'd'), 'system.posix_acl_default', dacl)
+
+    def make(d):
+        os.umask(0o027)
+        out = []
+        fd = os.open(P(d, 'd', 'f'), os.O_CREAT | os.O_WRONLY, 0o666)
+        os.close(fd)
+        os.mkdir(P(d, 'd', 'sub'), 0o777)
+        os.mkfifo(P(d, 'd', 'fifo'), 0o666)
+        for n in ('f', 'sub', 'fifo'):
+            try:
+                acl = os.getxattr(P(d, 'd', n), 'system.posix_acl_access')
+            except OSError as e:
+                acl = errno.errorcode[e.errno]
+            out.append((n, oct(os.stat(P(d, 'd', n)).st_mode), acl))
+        return out
+    got = same(make, work.mnt, ref, user=owner)
+    assert got[0] == 'ok'
+    modes = [m for _, m, _ in got[1]]
+    assert modes == (['0o100664', '0o40775', '0o10664'] if default_acl else
+                     ['0o100640', '0o40750', '0o10640']), got
 
 
 # --------------------------------------------------------------------------
