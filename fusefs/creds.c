@@ -48,6 +48,12 @@ int ffs_creds_umask(struct ffs_data *fs, fuse_req_t req)
 	return 0;
 }
 
+void ffs_creds_umask_end(struct ffs_data *fs)
+{
+	if (fs->posix_acl)
+		umask(0);
+}
+
 int ffs_creds_init(void)
 {
 	int n = getgroups(0, NULL);

@@ -354,9 +354,11 @@ void ffs_creds_leave(struct ffs_creds *c);
  * applies it, or instead the parent directory's default ACL, as it does
  * for a local caller (the kernel sends the mode unmasked).  The first call
  * on a thread gives the thread a umask of its own (unshare(CLONE_FS)).
- * 0 or -errno.
+ * 0 or -errno.  ffs_creds_umask_end() puts the daemon's umask (0) back, for
+ * what the thread creates for itself later (a trace file, say).
  */
 int ffs_creds_umask(struct ffs_data *fs, fuse_req_t req);
+void ffs_creds_umask_end(struct ffs_data *fs);
 /*
  * Whether the caller of @req has @gid as its fsgid or a supplementary
  * group (false when the kernel cannot tell, e.g. the caller has exited).

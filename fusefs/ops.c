@@ -490,8 +490,10 @@ static int do_make(struct ffs_data *fs, fuse_req_t req, struct ffs_inode *dir,
 	if (ret)
 		return ret;
 	ret = ffs_creds_enter(fs, req, &c);
-	if (ret)
+	if (ret) {
+		ffs_creds_umask_end(fs);
 		return ret;
+	}
 	switch (kind) {
 	case MK_NOD:
 		ret = mknodat(dir->fd, name, mode, rdev);
@@ -505,6 +507,7 @@ static int do_make(struct ffs_data *fs, fuse_req_t req, struct ffs_inode *dir,
 	}
 	ret = ret < 0 ? -errno : 0;
 	ffs_creds_leave(&c);
+	ffs_creds_umask_end(fs);
 	if (!ret)
 		ret = wb_wlog_ns(WB_WLOG_CREATE, dir->fd, name, -1, NULL, 0);
 	if (!ret)
@@ -804,10 +807,13 @@ static int do_create(struct ffs_data *fs, fuse_req_t req,
 	do {
 		ret = ffs_creds_enter(fs, req, &c);
 		if (ret)
-			goto out_uncharge;
+			break;
 		fd = create_fd(fs, dir, name, fi->flags, mode, &access);
 		ffs_creds_leave(&c);
 	} while (fd < 0 && ffs_fd_retry(fs, -fd));
+	ffs_creds_umask_end(fs);
+	if (ret)
+		goto out_uncharge;
 	if (fd < 0) {
 		ret = fd;
 		goto out_uncharge;

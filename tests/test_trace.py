@@ -206,6 +206,27 @@ def write_ctl(mnt, text):
         os.close(fd)
 
 
+def test_trace_file_mode_not_the_last_callers_umask(dirs):
+    """The daemon's thread takes a caller's umask to create that caller's
+    file (POSIX ACLs: the backing applies it); it must not keep it.  With
+    one thread (-s), a file created under umask 077 and then a trace
+    started through the control file: the trace is made 0644."""
+    back, mnt, root = dirs
+    trace = os.path.join(root, 't.trace')
+    with Mount(back, mnt, args=['-s']):
+        old = os.umask(0o077)
+        try:
+            os.close(os.open(os.path.join(mnt, 'f'), os.O_CREAT | os.O_WRONLY, 0o666))
+            os.mkdir(os.path.join(mnt, 'd'), 0o777)
+        finally:
+            os.umask(old)
+        assert os.stat(os.path.join(back, 'f')).st_mode & 0o777 == 0o600
+        assert os.stat(os.path.join(back, 'd')).st_mode & 0o777 == 0o700
+        ctl(mnt, 'start', trace)
+        ctl(mnt, 'stop')
+    assert os.stat(trace).st_mode & 0o777 == 0o644
+
+
 def test_bad_control_writes_change_nothing(dirs):
     back, mnt, root = dirs
     a, b = os.path.join(root, 'a.trace'), os.path.join(root, 'b.trace')
