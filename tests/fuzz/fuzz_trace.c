@@ -1,0 +1,69 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * fuzz_trace - the trace reader (trace/trace.c) that foliofs-sim replays
+ * and dumps with.
+ *
+ * Input: the bytes of a trace file, handed to sim_trace_load() through a
+ * memfd.  It must return 0 or -EINVAL, and after -EINVAL say why with a
+ * byte offset ("at byte offset N") that lies inside the input.  A trace it
+ * accepts must encode back (sim_trace_encode_header/_rec) to exactly the
+ * input bytes: the reader refuses every byte it would not write, so
+ * nothing the reader lets through is lost or invented on a round trip.
+ */
+#define _GNU_SOURCE
+#include "trace.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static void fail(const char *why, const char *err)
+{
+	fprintf(stderr, "fuzz_trace: %s\n  error: \"%s\"\n", why, err);
+	abort();
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	unsigned char hdr[SIM_TRACE_HDR_SIZE], rec[SIM_TRACE_REC_SIZE];
+	struct sim_rec *recs = NULL;
+	char path[64], err[512] = "";
+	const char *at;
+	size_t nr = 0;
+	int fd, ret;
+
+	fd = memfd_create("fuzz_trace", MFD_CLOEXEC);
+	if (fd < 0 || (size && write(fd, data, size) != (ssize_t)size))
+		abort();
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	ret = sim_trace_load(path, &recs, &nr, err, sizeof(err));
+	close(fd);
+	if (ret == -EINVAL) {
+		at = strstr(err, "at byte offset ");
+		if (!at)
+			fail("refused without a byte offset", err);
+		if (strtoull(at + strlen("at byte offset "), NULL, 10) > size)
+			fail("the offset is past the end of the input", err);
+		return 0;
+	}
+	if (ret)
+		fail("neither accepted nor refused as bad", err);
+	if (size != SIM_TRACE_HDR_SIZE + nr * SIM_TRACE_REC_SIZE)
+		fail("accepted a length that is not the header plus whole records", err);
+	sim_trace_encode_header(hdr);
+	if (memcmp(hdr, data, SIM_TRACE_HDR_SIZE))
+		fail("the header does not encode back to the input", err);
+	for (size_t i = 0; i < nr; i++) {
+		sim_trace_encode_rec(rec, &recs[i]);
+		if (memcmp(rec, data + SIM_TRACE_HDR_SIZE + i * SIM_TRACE_REC_SIZE,
+			   SIM_TRACE_REC_SIZE))
+			fail("a record does not encode back to the input", err);
+	}
+	free(recs);
+	return 0;
+}
