@@ -19,7 +19,6 @@ line naming the option and the value.
 import mmap
 import os
 import random
-import shutil
 import subprocess
 
 import pytest
@@ -184,18 +183,11 @@ def device_changes(model):
 @pytest.fixture
 def loopdev(dirs):
     """A 1 MiB loop device (root only)."""
-    if os.geteuid() != 0 or not shutil.which('losetup'):
-        pytest.skip('loop devices need root and losetup')
     img = os.path.join(dirs[0], 'device.img')
     with open(img, 'wb') as f:
         f.truncate(MiB)
-    r = subprocess.run(['losetup', '-f', '--show', img], stdout=subprocess.PIPE,
-                       stderr=subprocess.PIPE)
-    if r.returncode != 0:
-        pytest.skip('no loop device here: ' + r.stderr.decode().strip())
-    dev = r.stdout.decode().strip()
-    yield dev
-    subprocess.run(['losetup', '-d', dev])
+    with util.loop_device(img) as dev:
+        yield dev
 
 
 @pytest.mark.parametrize('mode', MODES)

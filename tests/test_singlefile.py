@@ -32,16 +32,8 @@ def files():
 
 @pytest.fixture
 def loopdev(files):
-    if os.geteuid() != 0 or not shutil.which('losetup'):
-        pytest.skip('loop devices need root and losetup')
-    _, img, _ = files
-    r = subprocess.run(['losetup', '-f', '--show', img], stdout=subprocess.PIPE,
-                       stderr=subprocess.PIPE)
-    if r.returncode != 0:
-        pytest.skip('no loop device here: ' + r.stderr.decode().strip())
-    dev = r.stdout.decode().strip()
-    yield dev
-    subprocess.run(['losetup', '-d', dev])
+    with util.loop_device(files[1]) as dev:
+        yield dev
 
 
 def pattern(n, seed):

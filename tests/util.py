@@ -18,6 +18,7 @@ FOLIOFS_EXTRA_OPTIONS=uring=on (with enable_uring set, see
 test_fuse_uring.py).
 """
 
+import contextlib
 import ctypes
 import errno
 import grp
@@ -360,6 +361,23 @@ def skip_reason():
     if not os.path.exists(FUSERMOUNT):
         return 'fusermount3 missing'
     return None
+
+
+@contextlib.contextmanager
+def loop_device(img):
+    """A loop device over the file IMG, detached afterwards; skips the test
+    where there is none (not root, no losetup, no free loop device)."""
+    if os.geteuid() != 0 or not shutil.which('losetup'):
+        pytest.skip('loop devices need root and losetup')
+    r = subprocess.run(['losetup', '-f', '--show', img], stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE)
+    if r.returncode != 0:
+        pytest.skip('no loop device here: ' + r.stderr.decode().strip())
+    dev = r.stdout.decode().strip()
+    try:
+        yield dev
+    finally:
+        subprocess.run(['losetup', '-d', dev])
 
 
 # --------------------------------------------------------------------------
