@@ -9,7 +9,6 @@
  * checked; any failure ends the run with a message and exit 1, so a
  * rate is never printed for work that was not done.
  */
-#define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>

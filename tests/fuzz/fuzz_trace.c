@@ -10,7 +10,6 @@
  * input bytes: the reader refuses every byte it would not write, so
  * nothing the reader lets through is lost or invented on a round trip.
  */
-#define _GNU_SOURCE
 #include "trace.h"
 
 #include <errno.h>
@@ -56,12 +55,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (size != SIM_TRACE_HDR_SIZE + nr * SIM_TRACE_REC_SIZE)
 		fail("accepted a length that is not the header plus whole records", err);
 	sim_trace_encode_header(hdr);
-	if (memcmp(hdr, data, SIM_TRACE_HDR_SIZE))
+	if (memcmp(hdr, data, SIM_TRACE_HDR_SIZE) != 0)
 		fail("the header does not encode back to the input", err);
 	for (size_t i = 0; i < nr; i++) {
 		sim_trace_encode_rec(rec, &recs[i]);
 		if (memcmp(rec, data + SIM_TRACE_HDR_SIZE + i * SIM_TRACE_REC_SIZE,
-			   SIM_TRACE_REC_SIZE))
+			   SIM_TRACE_REC_SIZE) != 0)
 			fail("a record does not encode back to the input", err);
 	}
 	free(recs);

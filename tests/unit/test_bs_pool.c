@@ -346,7 +346,7 @@ static void test_bound_mixed_sizes(void)
 /* bs_cache_pool_shrink(): down to what is kept, largest chunks first. */
 static void test_shrink(void)
 {
-	const size_t budget = 32 * F64K;
+	const size_t budget = 32 * F64K, p4k = 4 * KiB;
 	struct bs_cache *cache = cache_new(4096, F64K, budget, "kernel");
 	struct mem_file m;
 	struct bs_file *f;
@@ -358,20 +358,20 @@ static void test_shrink(void)
 	for (size_t i = 0; i < 8; i++)
 		write_bytes(f, (off_t)(i * F64K), F64K, 'x');
 	for (size_t i = 0; i < 8; i++)
-		write_bytes(f, (off_t)(16 * F64K + i * 3 * 4096), 4096, 'y');
+		write_bytes(f, (off_t)(16 * F64K + i * 3 * p4k), p4k, 'y');
 	st = stats(cache);
 	T_CHECK(st.folios_order[4] == 8 && st.folios_order[0] == 8);
 	T_CHECK(bs_truncate(f, 0) == 0);
-	T_CHECK(stats(cache).pool_bytes == 8 * F64K + 8 * 4096);
+	T_CHECK(stats(cache).pool_bytes == 8 * F64K + 8 * p4k);
 
 	/* Nothing to give back when what is kept is all of it. */
-	T_CHECK(bs_cache_pool_shrink(cache, 8 * F64K + 8 * 4096) == 0);
+	T_CHECK(bs_cache_pool_shrink(cache, 8 * F64K + 8 * p4k) == 0);
 	/* Whole 64 KiB chunks go first: 200 KiB over what is kept takes four. */
-	T_CHECK(bs_cache_pool_shrink(cache, 5 * F64K + 8 * 4096 - 2 * 4096) == 4 * F64K);
+	T_CHECK(bs_cache_pool_shrink(cache, 5 * F64K + 8 * p4k - 2 * p4k) == 4 * F64K);
 	st = stats(cache);
-	T_CHECK(st.pool_bytes == 4 * F64K + 8 * 4096);
+	T_CHECK(st.pool_bytes == 4 * F64K + 8 * p4k);
 	/* Everything, then a new folio is fresh memory again. */
-	T_CHECK(bs_cache_pool_shrink(cache, 0) == 4 * F64K + 8 * 4096);
+	T_CHECK(bs_cache_pool_shrink(cache, 0) == 4 * F64K + 8 * p4k);
 	T_CHECK(stats(cache).pool_bytes == 0);
 	write_bytes(f, 0, F64K, 'z');
 	st = stats(cache);
