@@ -332,7 +332,10 @@ THROTTLED = ("dirty_account=folio", "dirty_bytes=16M")
 @pytest.mark.parametrize("options", [(), THROTTLED],
                          ids=["default", "throttled"])
 def test_pg_crash_loop(options, capsys):
-    _run_loop(options, CRASH_CYCLES, faults=False, capsys=capsys)
+    # The throttled loop repeats the default one's checks under pauses:
+    # as many cycles as the fault loop, for the suite's time.
+    cycles = CRASH_CYCLES if not options or LONG else FAULT_CYCLES
+    _run_loop(options, cycles, faults=False, capsys=capsys)
 
 
 @pytest.mark.timeout(_timeout(FAULT_CYCLES))
