@@ -35,8 +35,8 @@ covers many writes, where `plan` puts them.  Image kinds at a cut:
   subset  durable writes, and each other write with probability 1/2
   torn    durable writes, and each other write cut to a random number of
           its blocks (0 .. all; blocks of --block bytes, file-aligned)
-  nsdrop  subset, and a random suffix of the uncommitted namespace
-          changes dropped
+  nsdrop  subset, and a random suffix of the uncommitted metadata
+          changes (namespace, truncate, fallocate) dropped
 Everything random comes from --seed.
 
 Usage:
@@ -84,6 +84,8 @@ TYPE_NAMES = {ENTRY: "entry", ENTRIES_END: "entries_end", WRITE: "write",
               LINK: "link", UNLINK: "unlink", RENAME: "rename",
               FSYNCDIR: "fsyncdir"}
 NAMESPACE = (CREATE, LINK, UNLINK, RENAME)
+# Metadata too, applied with the namespace as a prefix of the log.
+SIZE_CHANGES = (TRUNCATE, FALLOCATE)
 SYNCS = (FSYNC, FSYNCDIR)
 KINDS = ("flush", "subset", "torn", "nsdrop")
 
@@ -249,14 +251,18 @@ def durable_writes(log, cut):
 
 
 def committed_namespace(log, cut, names_of):
-    """Index of the last namespace record known committed at CUT (-1:
-    none): followed by a sync, begun after it, of its directory or of the
-    file it names.  NAMES_OF(record) gives the inodes a namespace record
-    touches (from a replay)."""
+    """Index of the last metadata record known committed at CUT (-1:
+    none): a namespace record followed by a sync, begun after it, of its
+    directory or of the file it names; a truncate or fallocate followed by
+    one of its file.  The journal commits metadata in order, so everything
+    before that record is committed too.  NAMES_OF(record) gives the inodes
+    a namespace record touches (from a replay)."""
     begin = _sync_begins(log.records[:cut + 1])
     for r in reversed(log.records[:cut + 1]):
         if r.type in NAMESPACE and any(r.seq < begin.get(i, 0)
                                        for i in names_of(r)):
+            return r.index
+        if r.type in SIZE_CHANGES and r.seq < begin.get(r.ino, 0):
             return r.index
     return -1
 
@@ -441,6 +447,8 @@ def build(log, base, out, cut, kind="flush", seed=0, block=4096):
                 summary["ns_dropped"] += 1
             else:
                 rep.namespace(r)
+        elif r.type in SIZE_CHANGES and r.index >= drop_from:
+            summary["ns_dropped"] += 1     # metadata: dropped with the suffix
         elif r.type == TRUNCATE:
             rep.truncate(r)
         elif r.type == FALLOCATE:
@@ -472,7 +480,7 @@ def _ns_drop_from(log, records, cut, rng):
         elif r.type in NAMESPACE:
             probe.namespace(r, files=False)
     last = committed_namespace(log, cut, lambda r: probe.touched[r.index])
-    later = [r.index for r in records if r.type in NAMESPACE
+    later = [r.index for r in records if r.type in NAMESPACE + SIZE_CHANGES
              and r.index > last]
     return rng.choice(later) if later else cut + 1
 
@@ -576,7 +584,7 @@ def main(argv=None):
             return 1
         print("cut %(cut)d %(kind)s seed %(seed)d: %(durable)d durable,"
               " %(whole)d whole, %(torn)d torn, %(dropped)d dropped,"
-              " %(ns_dropped)d namespace changes dropped" % s)
+              " %(ns_dropped)d metadata changes dropped" % s)
     return 0
 
 

@@ -267,6 +267,42 @@ def test_crash_image_namespace(dirs):
     assert os.path.exists(os.path.join(img, 'old'))
 
 
+def test_nsdrop_metadata_is_a_prefix(dirs):
+    """nsdrop images apply metadata as a prefix of the log, truncates and
+    fallocates included: an image that drops an uncommitted rename must
+    not keep a truncate recorded after it (an in-order journal that
+    committed the truncate committed the rename).  And a truncate an
+    fsync of its file committed is never dropped."""
+    root, b, m = dirs
+    base = os.path.join(root, 'base')
+    shutil.copytree(b, base, symlinks=True)
+    log_path = os.path.join(root, 'wlog')
+    mount = _mount(b, m, log_path)
+    try:
+        for name in ('a', 'b'):
+            util.write_file(os.path.join(m, name), b'x' * 8192)
+            _fsync(os.path.join(m, name))
+        _fsync(m)
+        os.rename(os.path.join(m, 'a'), os.path.join(m, 'c'))    # never committed
+        os.truncate(os.path.join(m, 'b'), 100)                    # nor this
+        mount.umount()
+    finally:
+        mount.cleanup()
+    log = crashimg.Log(log_path)
+    end = len(log.records) - 1
+    seen = set()
+    for seed in range(12):
+        img = os.path.join(root, 'img-%d' % seed)
+        crashimg.build(log, base, img, end, 'nsdrop', seed)
+        renamed = not os.path.exists(os.path.join(img, 'a'))
+        truncated = os.path.getsize(os.path.join(img, 'b')) == 100
+        assert renamed or not truncated, 'seed %d: truncate kept, rename before it dropped' % seed
+        seen.add((renamed, truncated))
+        shutil.rmtree(img)
+    # Both prefixes: everything uncommitted dropped, or the truncate only.
+    assert seen == {(False, False), (True, False)}, seen
+
+
 # backing_direct: the size fix-up after an O_DIRECT write of the block
 # holding EOF (wb_sync_size in writeback/flush.c) is recorded as a truncate.
 @pytest.mark.parametrize('options', [
