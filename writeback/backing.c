@@ -95,7 +95,20 @@ int wb_backing_fsync(struct wb_file *wbf, bool datasync)
 
 	if (ret || wbf->ctx->io == WB_IO_NULL)
 		return ret;
-	begin = wb_wlog_seq();	/* the sync covers what was recorded before it */
+	/*
+	 * The sync record covers the writes recorded before @begin, so none
+	 * of them may still be in flight: a pass records each write before
+	 * issuing it and holds wb_lock until all its writes completed, so
+	 * with that lock taken no recorded write of this file is pending.
+	 * (fsync(2) does not cover a write that completes after it began.)
+	 */
+	if (wb_wlog_on()) {
+		pthread_mutex_lock(&wbf->wb_lock);
+		begin = wb_wlog_seq();
+		pthread_mutex_unlock(&wbf->wb_lock);
+	} else {
+		begin = 0;
+	}
 	ret = wb_wlog_check();
 	if (!ret && (datasync ? fdatasync(wbf->fd) : fsync(wbf->fd)) < 0)
 		ret = -errno;

@@ -335,6 +335,8 @@ int wb_ctx_sync_all(struct wb_ctx *ctx);
 int wb_wlog_open(const char *path, int root_fd);
 /* -EIO when the log has failed: the change about to be made must not be. */
 int wb_wlog_check(void);
+/* Whether a log is open (changes are being recorded). */
+bool wb_wlog_on(void);
 
 enum wb_wlog_ns {
 	WB_WLOG_CREATE,		/* @name in @dirfd was made (any type) */

@@ -447,6 +447,11 @@ void wb_wlog_write_failed(int fd, uint64_t seq, int err)
 		(void)append_fd(fd, &r, NULL);	/* a failure breaks the log: loud already */
 }
 
+bool wb_wlog_on(void)
+{
+	return atomic_load(&wlog.on);
+}
+
 uint64_t wb_wlog_seq(void)
 {
 	uint64_t seq;
