@@ -32,20 +32,41 @@ static gid_t daemon_gid;
 static gid_t *daemon_groups;
 static int daemon_ngroups;
 
-int ffs_creds_umask(struct ffs_data *fs, fuse_req_t req)
-{
-	/* The umask lives in the fs_struct that threads share until this. */
-	static __thread bool own_umask;
+/*
+ * The umask lives in the fs_struct, which a thread shares with the thread
+ * that created it (libfuse starts workers from workers) until it unshares.
+ */
+static __thread bool own_umask;
 
-	if (!fs->posix_acl)
-		return 0;	/* the kernel applied it: the daemon's umask is 0 */
+static int own_fs_struct(void)
+{
 	if (!own_umask) {
 		if (unshare(CLONE_FS) < 0)
 			return -errno;
 		own_umask = true;
 	}
-	umask(fuse_req_ctx(req)->umask);
 	return 0;
+}
+
+int ffs_creds_umask(struct ffs_data *fs, fuse_req_t req)
+{
+	int ret;
+
+	if (!fs->posix_acl)
+		return 0;	/* the kernel applied it: the daemon's umask is 0 */
+	ret = own_fs_struct();
+	if (!ret)
+		umask(fuse_req_ctx(req)->umask);
+	return ret;
+}
+
+int ffs_creds_daemon_umask(void)
+{
+	int ret = own_fs_struct();
+
+	if (!ret)
+		umask(0);
+	return ret;
 }
 
 void ffs_creds_umask_end(struct ffs_data *fs)

@@ -360,6 +360,13 @@ void ffs_creds_leave(struct ffs_creds *c);
 int ffs_creds_umask(struct ffs_data *fs, fuse_req_t req);
 void ffs_creds_umask_end(struct ffs_data *fs);
 /*
+ * Before a serving thread creates a file of the daemon's own (a trace):
+ * a umask of its own, 0.  A thread that never made a name shares the
+ * fs_struct of the worker that started it, whose umask is a caller's
+ * while that worker makes a name.  0 or -errno.
+ */
+int ffs_creds_daemon_umask(void);
+/*
  * Whether the caller of @req has @gid as its fsgid or a supplementary
  * group (false when the kernel cannot tell, e.g. the caller has exited).
  * Context: FUSE worker thread; may allocate.

@@ -309,6 +309,9 @@ int ffs_trace_start(struct ffs_trace *tr, const char *path, char *err, size_t er
 		ret = -ENOMEM;
 		goto out_unlock;
 	}
+	ret = ffs_creds_daemon_umask();
+	if (ret)
+		goto out_err;
 	tr->fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	if (tr->fd < 0) {
 		ret = -errno;
