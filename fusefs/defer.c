@@ -313,10 +313,12 @@ static int hold(struct ffs_defer *d, fuse_req_t req, size_t count, pid_t pid,
 void ffs_defer_reply_write(struct ffs_data *fs, fuse_req_t req, size_t count,
 			   uint64_t dirtied, struct ffs_trace_op *op)
 {
+	/* Read once: the timer is stopped only when no handler runs (main.c). */
+	struct ffs_defer *d = fs->defer;
 	pid_t pid = fuse_req_ctx(req)->pid;
-	int64_t pause_ns = fs->defer ? wb_balance_dirty(fs->wb, pid, dirtied) : 0;
+	int64_t pause_ns = d ? wb_balance_dirty(fs->wb, pid, dirtied) : 0;
 
-	if (pause_ns > 0 && !hold(fs->defer, req, count, pid, pause_ns, op))
+	if (pause_ns > 0 && !hold(d, req, count, pid, pause_ns, op))
 		return;
 	ffs_trace_stamp(op);
 	fuse_reply_write(req, count);

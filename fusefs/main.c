@@ -331,6 +331,12 @@ int main(int argc, char *argv[])
 	ffs_fd_budget_init(&fs);
 
 	ret = serve(se, &cfg);
+	/*
+	 * libfuse has joined its workers, but the ring threads serve until
+	 * stopped: stop them taking requests now, so that no handler runs
+	 * while the reply timer, the trace and the cache are torn down.
+	 */
+	ffs_uring_stop();
 	status = clean_stop(ret) ? 0 : 1;
 	if (status)
 		fuse_log(FUSE_LOG_ERR, "session ended with error %d\n", ret);
@@ -343,6 +349,8 @@ int main(int argc, char *argv[])
 	 */
 	fuse_session_exit(se);
 	ffs_defer_stop(&fs);
+	/* The held replies the timer handed to the parked rings go out. */
+	ffs_uring_stop();
 	/* Every request is answered: the trace is complete. */
 	if (ffs_trace_destroy(fs.trace))
 		status = 1;
@@ -357,7 +365,7 @@ int main(int argc, char *argv[])
 
 out_unmount:
 	fuse_session_unmount(se);
-	/* Only now: a lazy unmount may still need the ring to answer. */
+	/* When the loop never ran (the ring may have started at INIT). */
 	ffs_uring_stop();
 out_signals:
 	fuse_remove_signal_handlers(se);

@@ -738,6 +738,8 @@ out_log:
  * ECONNABORTED when the daemon exits, as they would on /dev/fuse.  Closing
  * the rings (or ending the threads, which cancels their commands) would
  * instead fail a request handed to an entry meanwhile with ECANCELED.
+ * Called again, it submits the replies handed off since (held writes the
+ * reply timer answers at its stop).
  */
 void ffs_uring_stop(void)
 {
