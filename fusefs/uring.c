@@ -59,6 +59,7 @@
 #include <errno.h>
 #include <liburing.h>
 #include <linux/fuse.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -204,12 +205,36 @@ static void ur_prep_cmd(struct io_uring_sqe *sqe, struct ur_ent *ent, uint32_t c
 	io_uring_sqe_set_data(sqe, ent);
 }
 
+/*
+ * Errors after which the same call may succeed: kernel memory, a signal.
+ * Stopping a queue on one would strand the requests the kernel keeps
+ * routing to it.  EBUSY (an overflowed CQ) cannot last: a queue has at most
+ * UR_QUEUE_ENTRIES + 1 commands in flight, fewer than its CQ holds.
+ */
+static bool ur_transient(int err)
+{
+	return err == -EAGAIN || err == -EBUSY || err == -ENOMEM || err == -EINTR;
+}
+
+/*
+ * Submit what is queued in @q's SQ, retrying transient errors (the SQEs
+ * stay queued until submitted).  0 or -errno.  Context: queue lock held.
+ */
+static int ur_submit_sq(struct ur_queue *q)
+{
+	int ret;
+
+	while (ur_transient(ret = io_uring_submit(&q->ring)))
+		if (ret != -EINTR)
+			sched_yield();
+	return ret < 0 ? ret : 0;
+}
+
 /* Queue @cmd for @ent and submit it.  0 or -errno.  Context: queue lock held. */
 static int ur_submit_locked(struct ur_ent *ent, uint32_t cmd, uint64_t commit_id)
 {
 	struct ur_queue *q = ent->q;
 	struct io_uring_sqe *sqe = io_uring_get_sqe(&q->ring);
-	int ret;
 
 	/* Each entry has at most one command in flight: the SQ cannot be full. */
 	if (!sqe)
@@ -217,8 +242,7 @@ static int ur_submit_locked(struct ur_ent *ent, uint32_t cmd, uint64_t commit_id
 	ent->cmd = cmd;
 	ent->commit_id = commit_id;
 	ur_prep_cmd(sqe, ent, cmd, commit_id);
-	ret = io_uring_submit(&q->ring);
-	return ret < 0 ? ret : 0;
+	return ur_submit_sq(q);
 }
 
 static int ur_submit(struct ur_ent *ent, uint32_t cmd, uint64_t commit_id)
@@ -235,8 +259,12 @@ static int ur_submit(struct ur_ent *ent, uint32_t cmd, uint64_t commit_id)
 static int ur_wake(struct ur_queue *q)
 {
 	uint64_t one = 1;
+	int ret;
 
-	return write(q->evfd, &one, sizeof(one)) == sizeof(one) ? 0 : -errno;
+	do
+		ret = write(q->evfd, &one, sizeof(one)) == sizeof(one) ? 0 : -errno;
+	while (ur_transient(ret));
+	return ret;
 }
 
 /* Have the leader of @ent's queue commit it (a reply from a non-ring thread). */
@@ -260,7 +288,6 @@ static int ur_handoff(struct ur_ent *ent, uint64_t commit_id)
 static int ur_drain_locked(struct ur_queue *q, bool rearm)
 {
 	struct io_uring_sqe *sqe;
-	int ret;
 
 	while (q->handoff) {
 		struct ur_ent *ent = q->handoff;
@@ -278,8 +305,7 @@ static int ur_drain_locked(struct ur_queue *q, bool rearm)
 		io_uring_prep_read(sqe, q->evfd, &q->evbuf, sizeof(q->evbuf), 0);
 		io_uring_sqe_set_data(sqe, NULL);
 	}
-	ret = io_uring_submit(&q->ring);
-	return ret < 0 ? ret : 0;
+	return ur_submit_sq(q);
 }
 
 /* The entry holding request @unique, claimed for its reply, or NULL. */
@@ -332,6 +358,10 @@ ssize_t ffs_uring_send(const struct iovec *iov, int count)
 	ent->hdr->ent_in_out.payload_sz = (uint32_t)len;
 	ret = ur_ring_thread ? ur_submit(ent, UR_CMD_COMMIT_AND_FETCH, out.unique)
 			     : ur_handoff(ent, out.unique);
+	if (ret)
+		fuse_log(FUSE_LOG_ERR, "error: uring: queue %u: cannot send the reply to request "
+			 "%llu: %s\n", ent->q->qid, (unsigned long long)out.unique,
+			 strerror(-ret));
 	return ret ? ret : (ssize_t)out.len;
 }
 
@@ -420,7 +450,7 @@ static bool ur_lead(struct ur_queue *q, struct ur_ent **ent, int *res)
 	while (!stop) {
 		do
 			ret = io_uring_wait_cqe(&q->ring, &cqe);
-		while (ret == -EINTR);
+		while (ur_transient(ret));
 		if (ret)
 			break;
 		*ent = io_uring_cqe_get_data(cqe);
