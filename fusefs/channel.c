@@ -90,6 +90,7 @@ static uint32_t kernel_flags2;
 static struct fuse_session *channel_se;
 static bool want_uring;
 static bool uring_notice;	/* say so when the kernel does not offer it */
+static bool *uring_refused;	/* uring=on: set when the ring cannot serve */
 /*
  * Largest request payload the kernel will put into a ring entry, set by
  * the INIT reply when it asks for the ring (0: no ring); read after that
@@ -187,6 +188,17 @@ static void *reply_body(struct iovec *iov, int count, size_t need)
 }
 
 /*
+ * uring=on and the ring cannot serve: end the session rather than serve
+ * over /dev/fuse, so that the daemon unmounts and exits with an error.
+ */
+static void refuse_uring(const char *why)
+{
+	fuse_log(FUSE_LOG_ERR, "error: uring=on: %s\n", why);
+	*uring_refused = true;
+	fuse_session_exit(channel_se);
+}
+
+/*
  * Ask for the ring in the INIT reply @init when it was wanted and the
  * kernel offered it, and size the ring's payloads as the kernel will
  * (the largest of its minimum read buffer, max_write and max_pages).
@@ -198,7 +210,9 @@ static void amend_init_uring(struct fuse_init_out *init)
 	if (!want_uring)
 		return;
 	if (!(kernel_flags2 & FFS_INIT2_OVER_IO_URING) || !(init->flags & FUSE_INIT_EXT)) {
-		if (uring_notice)
+		if (uring_refused)
+			refuse_uring("the kernel did not offer it in INIT");
+		else if (uring_notice)
 			ffs_uring_log_unoffered();
 		return;
 	}
@@ -255,6 +269,20 @@ static bool is_noted_reply(const struct iovec *iov)
 	       out->unique == pending_unique;
 }
 
+static void start_uring(void)
+{
+	char why[128];
+	int ret = ffs_uring_start(channel_se, uring_payload);
+
+	if (!ret)
+		return;
+	snprintf(why, sizeof(why), "cannot set up the rings: %s", strerror(-ret));
+	if (uring_refused)
+		refuse_uring(why);
+	else
+		fuse_log(FUSE_LOG_NOTICE, "uring: %s: serving over /dev/fuse\n", why);
+}
+
 /* libfuse's custom-io contract: bytes written, or -1 with errno set. */
 static ssize_t ch_writev(int fd, struct iovec *iov, int count, void *userdata)
 {
@@ -277,7 +305,7 @@ static ssize_t ch_writev(int fd, struct iovec *iov, int count, void *userdata)
 	n = writev(fd, iov, count);
 	/* The kernel takes ring entries only once INIT is answered. */
 	if (init_reply && n >= 0 && uring_payload)
-		ffs_uring_start(channel_se, uring_payload);
+		start_uring();
 	return n;
 }
 
@@ -286,10 +314,11 @@ static const struct fuse_custom_io ffs_channel_io = {
 	.writev = ch_writev,
 };
 
-int ffs_channel_attach(struct fuse_session *se, bool uring, bool notice)
+int ffs_channel_attach(struct fuse_session *se, bool uring, bool notice, bool *refused)
 {
 	channel_se = se;
 	want_uring = uring;
 	uring_notice = notice;
+	uring_refused = refused;
 	return fuse_session_custom_io(se, &ffs_channel_io, fuse_session_fd(se));
 }

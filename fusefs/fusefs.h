@@ -379,10 +379,14 @@ bool ffs_creds_in_group(fuse_req_t req, gid_t gid);
  * Route the mounted session's /dev/fuse traffic through channel.c, which
  * asks for parallel direct writes, shared mmap of direct-I/O files and
  * FUSE_HANDLE_KILLPRIV_V2, and for FUSE over io_uring when @uring and the
- * kernel offers it (when it does not, one notice if @uring_notice).  Call
- * after fuse_session_mount(), before the loop.  0 or -1.
+ * kernel offers it (when it does not, one notice if @uring_notice).  With
+ * @uring_refused (uring=on), a ring that cannot serve is an error instead:
+ * it is logged, the session ends and *@uring_refused is set, to be read
+ * once the loop has returned.  Call after fuse_session_mount(), before the
+ * loop.  0 or -1.
  */
-int ffs_channel_attach(struct fuse_session *se, bool uring, bool uring_notice);
+int ffs_channel_attach(struct fuse_session *se, bool uring, bool uring_notice,
+		       bool *uring_refused);
 /*
  * A request of @len bytes at @buf is about to be dispatched by libfuse on
  * this thread (called by the /dev/fuse read hook and by uring.c).
@@ -400,11 +404,12 @@ bool ffs_channel_kill_suidgid(void);
 /*
  * Start serving over io_uring, with ring payloads of @payload_size bytes
  * (the largest request the kernel will send).  Called by channel.c once
- * the INIT reply asking for it is written.  Logs one line either way; on
- * failure the kernel keeps using /dev/fuse.
+ * the INIT reply asking for it is written.  Logs the rings it serves on;
+ * 0, or -errno when it could not start and the kernel keeps using
+ * /dev/fuse (the caller says so).
  * Context: the libfuse worker that answered INIT; starts threads.
  */
-void ffs_uring_start(struct fuse_session *se, size_t payload_size);
+int ffs_uring_start(struct fuse_session *se, size_t payload_size);
 /* Log why uring= was asked for and the kernel did not offer it. */
 void ffs_uring_log_unoffered(void);
 /*

@@ -232,6 +232,8 @@ int main(int argc, char *argv[])
 	struct ffs_config cfg;
 	char err[FFS_ERRLEN];
 	int root_fd, ret, status = 1;
+	/* Set by the worker that answers INIT; read once the loop joined it. */
+	bool uring_refused = false;
 
 	/* Fails only for values out of glibc's range: a hint either way. */
 	(void)mallopt(M_MMAP_THRESHOLD, MALLOC_MMAP_THRESHOLD);
@@ -298,7 +300,8 @@ int main(int argc, char *argv[])
 	if (cfg.uring == FFS_URING_AUTO && cfg.uring_given && cfg.singlethread)
 		fuse_log(FUSE_LOG_NOTICE, "uring: not used with -s: serving over /dev/fuse\n");
 	if (ffs_channel_attach(se, cfg.uring != FFS_URING_OFF && !cfg.singlethread,
-			       cfg.uring_given))
+			       cfg.uring_given,
+			       cfg.uring == FFS_URING_ON ? &uring_refused : NULL))
 		goto out_unmount;
 	if (fuse_daemonize(cfg.foreground))
 		goto out_unmount;
@@ -337,8 +340,8 @@ int main(int argc, char *argv[])
 	 * while the reply timer, the trace and the cache are torn down.
 	 */
 	ffs_uring_stop();
-	status = clean_stop(ret) ? 0 : 1;
-	if (status)
+	status = clean_stop(ret) && !uring_refused ? 0 : 1;
+	if (!clean_stop(ret))
 		fuse_log(FUSE_LOG_ERR, "session ended with error %d\n", ret);
 	/*
 	 * Held write replies go out while the channel is still open, so that

@@ -711,7 +711,7 @@ void ffs_uring_log_unoffered(void)
 	fuse_log(FUSE_LOG_NOTICE, "uring: not used, %s: serving over /dev/fuse\n", why);
 }
 
-void ffs_uring_start(struct fuse_session *se, size_t payload_size)
+int ffs_uring_start(struct fuse_session *se, size_t payload_size)
 {
 	struct ur_ring *ur = calloc(1, sizeof(*ur));
 	unsigned int ninit = 0;
@@ -719,7 +719,7 @@ void ffs_uring_start(struct fuse_session *se, size_t payload_size)
 
 	ur_page = (size_t)sysconf(_SC_PAGESIZE);
 	if (!ur)
-		goto out_log;
+		return ret;
 	ur->se = se;
 	ur->payload_size = (payload_size + ur_page - 1) & ~(ur_page - 1);
 	ur->map_size = 2 * ur_page + ur->payload_size;
@@ -750,13 +750,11 @@ void ffs_uring_start(struct fuse_session *se, size_t payload_size)
 	fuse_log(FUSE_LOG_NOTICE, "uring: serving requests over io_uring "
 		 "(%u queues of %d entries and %d threads)\n", ur->nqueues,
 		 UR_QUEUE_ENTRIES, UR_QUEUE_THREADS);
-	return;
+	return 0;
 
 out_free:
 	ur_ring_free(ur, ninit);
-out_log:
-	fuse_log(FUSE_LOG_NOTICE, "uring: cannot set up the rings (%s): serving over /dev/fuse\n",
-		 strerror(-ret));
+	return ret;
 }
 
 /*

@@ -307,3 +307,28 @@ def test_sigterm_under_load_over_the_ring(dirs, mounted, round):
     finally:
         writers.kill()
         writers.wait()
+
+
+IO_URING_DISABLED = '/proc/sys/kernel/io_uring_disabled'
+
+
+def test_on_refuses_when_the_ring_cannot_start(dirs, enable_uring):
+    """uring=on with the ring offered but io_uring forbidden
+    (kernel.io_uring_disabled=2): the daemon does not fall back to
+    /dev/fuse but logs the reason, unmounts and exits non-zero."""
+    if not os.path.exists(IO_URING_DISABLED):
+        pytest.skip('no %s' % IO_URING_DISABLED)
+    _, b, m = dirs
+    with open(IO_URING_DISABLED) as f:
+        old = f.read().strip()
+    with open(IO_URING_DISABLED, 'w') as f:
+        f.write('2')
+    try:
+        r = run_foliofs('-f', '-o', 'uring=on', b, m)
+    finally:
+        with open(IO_URING_DISABLED, 'w') as f:
+            f.write(old)
+    assert r.returncode == 1, r.stderr
+    assert 'foliofs: error: uring=on: cannot set up the rings: %s' \
+        % os.strerror(errno.EPERM) in r.stderr.decode().splitlines(), r.stderr
+    assert not util.is_fuse_mounted(m)
