@@ -416,7 +416,8 @@ void ffs_uring_log_unoffered(void);
  * Send a reply that belongs to a request taken from a ring entry through
  * that entry: its length, -ENOENT when it belongs to none (the caller
  * writes it to /dev/fuse), or another -errno.
- * Context: any thread that replies, before ffs_uring_stop().
+ * Context: any thread that replies; after ffs_uring_stop(), replies are
+ * handed off and sent by the next ffs_uring_stop().
  */
 ssize_t ffs_uring_send(const struct iovec *iov, int count);
 /*
