@@ -35,6 +35,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <sys/uio.h>
 
 /* The unit the kernel's dirty counters use, and the smallest folio. */
 #define BS_PAGE_SHIFT 12
@@ -238,6 +239,7 @@ struct bs_stats {
 					 * in backing_read_bytes) */
 	uint64_t ra_ios;		/* backing reads readahead issued (also
 					 * in backing_read_ios) */
+	uint64_t ra_async_ios;		/* of which read asynchronously (read_start) */
 	/* Folios now by size: [0] 4 KiB, [1] 8 KiB, ... [9] 2 MiB. */
 	uint64_t folios_order[BS_NR_FOLIO_ORDERS];
 };
@@ -264,9 +266,30 @@ int bs_cache_check(struct bs_cache *cache);
 
 /* ---- files ---- */
 
+/*
+ * An asynchronous backing read, for readahead: @len bytes at @off into
+ * the @iovcnt buffers of @iov.  Whoever takes it calls @done exactly once,
+ * from any thread, with the bytes read (short only at EOF) or -errno.
+ * @done may take folio locks and free memory; it must not be called with
+ * a lock of the caller's held that a blockstate path may wait on.
+ */
+struct bs_aio {
+	const struct iovec *iov;
+	int iovcnt;
+	size_t len;
+	off_t off;
+	void (*done)(struct bs_aio *aio, ssize_t res);
+};
+
 struct bs_backing_ops {
 	/* Read up to @len bytes at @off: bytes read (short only at EOF) or -errno. */
 	ssize_t (*read)(void *ctx, void *buf, size_t len, off_t off);
+	/*
+	 * Optional: start @aio and return 0 (it completes through
+	 * aio->done), or return -errno without calling it (readahead then
+	 * reads synchronously).  NULL: readahead always reads synchronously.
+	 */
+	int (*read_start)(void *ctx, struct bs_aio *aio);
 	/* Set the backing file's size. */
 	int (*truncate)(void *ctx, off_t size);
 	/* fallocate(2) on the backing file. */
@@ -298,6 +321,12 @@ void bs_file_held_bytes(struct bs_file *file, uint64_t *dirty, uint64_t *writeba
 
 /* Whether any block of the file is dirty or under writeback. */
 bool bs_file_has_held(struct bs_file *file);
+
+/*
+ * Whether a readahead read started with read_start is still in flight.
+ * Once false it stays false until the next bs_read() of the file.
+ */
+bool bs_file_reading(struct bs_file *file);
 
 /*
  * Copy [off, off + len) into @buf, reading the blocks that are not

@@ -116,7 +116,18 @@ struct bs_folio {
 	struct bs_folio *lru_next;
 
 	pthread_mutex_t lock;		/* protects what follows and the bytes */
-	pthread_cond_t wb_done;		/* broadcast when writeback bits clear */
+	pthread_cond_t wb_done;		/* broadcast when wb_runs or rd_runs drops to 0 */
+	/*
+	 * Backing reads in flight into the folio's own memory (file.c's
+	 * fill_blocks, readahead.c), each into blocks that were not
+	 * uptodate when it began; they become uptodate when it ends.  While
+	 * rd_runs != 0 nobody else reads or writes the bytes of blocks that
+	 * are not uptodate, or plans another read into the folio: readers
+	 * and writers wait (bs_folio_wait_reads), readahead passes the folio
+	 * by, truncate and punch wait (bs_folio_wait_io).  Bytes of uptodate
+	 * blocks (writeback's runs) are not touched by a read.
+	 */
+	uint32_t rd_runs;
 	bool detached;			/* out of the index: truncated, punched or reclaimed */
 	uint32_t held_blocks;		/* blocks dirty or under writeback */
 	uint32_t held_pages;		/* 4 KiB pages holding such a block */
@@ -223,8 +234,12 @@ static inline bool bs_folio_pinned(const struct bs_folio *folio)
  * Context: index_lock held (read is enough) and the folio lock held.
  */
 void bs_folio_sync_tags(struct bs_folio *folio);
-/* Wait until no run of the folio is in flight.  Folio lock held. */
-void bs_folio_wait_writeback(struct bs_folio *folio);
+/* Wait until no writeback run and no read of the folio is in flight.  Folio lock held. */
+void bs_folio_wait_io(struct bs_folio *folio);
+/* Wait until no backing read into the folio is in flight.  Folio lock held. */
+void bs_folio_wait_reads(struct bs_folio *folio);
+/* A read into the folio ends (rd_runs--, waking waiters at 0).  Folio lock held. */
+void bs_folio_end_read(struct bs_folio *folio);
 /*
  * Unlock the folio, then, if its held state changed, bring its index tag
  * up to date.  Every path that can change held state unlocks with this.
@@ -324,13 +339,9 @@ void bs_ra_after_read(struct bs_file *file, off_t end);
 /*
  * For readahead (file.c): a new folio covering @off, sized by the policy
  * for access BS_SIZE_READAHEAD with @len, returned referenced; -EEXIST
- * when one covers @off already.  And: copy @buf, the bytes of blocks
- * [first_blk, end_blk) of @folio, into those still not uptodate (folio
- * lock held).
+ * when one covers @off already.
  */
 int bs_file_ra_folio(struct bs_file *file, off_t off, size_t len, struct bs_folio **out);
-void bs_file_install(struct bs_folio *folio, const char *buf, uint32_t first_blk,
-		     uint32_t end_blk);
 /* The folio covering @off, referenced, or NULL (file.c). */
 struct bs_folio *bs_file_lookup(struct bs_file *file, off_t off);
 
@@ -359,8 +370,11 @@ struct bs_file {
 	_Atomic uint64_t unsynced_folios;	/* folios with unsynced blocks (exact) */
 	_Atomic uint64_t unsynced_bytes;	/* their memory */
 	_Atomic uint64_t sync_gen;		/* bumped by every bs_sync_begin() */
-	pthread_mutex_t ra_lock;		/* leaf: protects ra */
+	pthread_mutex_t ra_lock;		/* leaf: protects ra and nr_aio */
 	struct bs_ra_state ra;
+	uint32_t nr_aio;			/* readahead reads in flight (started
+						 * with ops->read_start, not yet done) */
+	pthread_cond_t aio_idle;		/* nr_aio dropped to 0 (bs_file_destroy) */
 	struct bs_file *next;			/* cache files_lock */
 	struct bs_file *prev;
 };
@@ -422,6 +436,7 @@ struct bs_cache {
 	_Atomic uint64_t full_events;		/* times it became full */
 	_Atomic uint64_t ra_bytes;		/* read by readahead (stats ra_pages) */
 	_Atomic uint64_t ra_ios;
+	_Atomic uint64_t ra_async_ios;		/* of which started with read_start */
 	/* Folios now by order - BS_PAGE_SHIFT (folio.c: made and freed). */
 	_Atomic uint64_t folios_order[BS_NR_FOLIO_ORDERS];
 	uint32_t full_wait_ms;			/* set before use (tests shorten it) */

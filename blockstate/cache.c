@@ -134,6 +134,7 @@ void bs_cache_stats(struct bs_cache *cache, struct bs_stats *st)
 	st->full_events = atomic_load(&cache->full_events);
 	st->ra_pages = (atomic_load(&cache->ra_bytes) + BS_PAGE_SIZE - 1) >> BS_PAGE_SHIFT;
 	st->ra_ios = atomic_load(&cache->ra_ios);
+	st->ra_async_ios = atomic_load(&cache->ra_async_ios);
 	for (int i = 0; i < BS_NR_FOLIO_ORDERS; i++)
 		st->folios_order[i] = atomic_load(&cache->folios_order[i]);
 }

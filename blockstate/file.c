@@ -5,10 +5,11 @@
  *
  * Reads and writes hold the file's invalidate_lock shared; truncate, hole
  * punching and zeroing hold it exclusive, so no read of the backing store
- * is in flight while blocks are invalidated.  Backing reads are done with
- * no folio lock held: the bytes land in a bounce buffer and are copied in,
- * under the folio lock, only into blocks that are still not uptodate (a
- * writer may have filled them meanwhile).
+ * is in flight while blocks are invalidated (an asynchronous readahead
+ * read still in flight is waited for, folio by folio).  Backing reads are
+ * done with no folio lock held, straight into the folio's memory, and are
+ * counted in the folio's rd_runs meanwhile: readers and writers of the
+ * folio wait for them, so the blocks being read have one owner.
  *
  * Bytes of cached blocks past the file size are always zero, so extending
  * the file (write or truncate) exposes zeros without touching the cache.
@@ -45,6 +46,7 @@ int bs_file_create(struct bs_cache *cache, const struct bs_backing_ops *ops,
 	pthread_mutex_init(&file->punch_lock, NULL);
 	pthread_cond_init(&file->punch_done, NULL);
 	pthread_mutex_init(&file->ra_lock, NULL);
+	pthread_cond_init(&file->aio_idle, NULL);
 	bs_index_init(&file->index, cache->max_order);
 	atomic_init(&file->size, size);
 	pthread_mutex_lock(&cache->files_lock);
@@ -107,9 +109,14 @@ void bs_file_destroy(struct bs_file *file)
 	struct bs_cache *cache = file->cache;
 	struct bs_folio *folio;
 
+	/* A readahead read still in flight holds folios and stats of the file. */
+	pthread_mutex_lock(&file->ra_lock);
+	while (file->nr_aio)
+		pthread_cond_wait(&file->aio_idle, &file->ra_lock);
+	pthread_mutex_unlock(&file->ra_lock);
 	while ((folio = next_folio(file, 0, OFF_MAX))) {
 		pthread_mutex_lock(&folio->lock);
-		bs_folio_wait_writeback(folio);
+		bs_folio_wait_io(folio);
 		bs_folio_clear_dirty(folio, 0, folio->nr_blocks);
 		bs_folio_clear_unsynced(folio, 0, folio->nr_blocks);
 		bs_folio_unlock(folio);
@@ -129,6 +136,7 @@ void bs_file_destroy(struct bs_file *file)
 	pthread_rwlock_destroy(&file->invalidate_lock);
 	pthread_cond_destroy(&file->punch_done);
 	pthread_mutex_destroy(&file->punch_lock);
+	pthread_cond_destroy(&file->aio_idle);
 	pthread_mutex_destroy(&file->ra_lock);
 	free(file);
 }
@@ -276,36 +284,22 @@ static off_t folio_blk_off(const struct bs_folio *folio, uint32_t blk)
 	return folio->start + ((off_t)blk << folio->file->cache->blk_shift);
 }
 
-void bs_file_install(struct bs_folio *folio, const char *buf, uint32_t first_blk,
-		     uint32_t end_blk)
-{
-	unsigned int shift = folio->file->cache->blk_shift;
-
-	for (uint32_t blk = first_blk; blk < end_blk; ) {
-		uint32_t start = bs_bits_next_clear(folio->uptodate, blk, end_blk);
-		uint32_t stop = bs_bits_next_set(folio->uptodate, NULL, start, end_blk);
-
-		if (start == end_blk)
-			break;
-		memcpy(folio->data + ((size_t)start << shift),
-		       buf + ((size_t)(start - first_blk) << shift),
-		       (size_t)(stop - start) << shift);
-		bs_bits_set(folio->uptodate, start, stop);
-		blk = stop;
-	}
-}
-
-/* Read blocks [first_blk, end_blk) from the backing store into @buf, zero past EOF. */
-static int read_run(struct bs_file *file, struct bs_folio *folio, char *buf,
-		    uint32_t first_blk, uint32_t end_blk)
+/*
+ * Read blocks [first_blk, end_blk) of @folio from the backing store into
+ * the folio's memory, zeroing what lies past EOF.  The caller counted the
+ * read in rd_runs and holds no folio lock.
+ */
+static int read_run(struct bs_file *file, struct bs_folio *folio, uint32_t first_blk,
+		    uint32_t end_blk)
 {
 	struct bs_cache *cache = file->cache;
 	size_t len = (size_t)(end_blk - first_blk) << cache->blk_shift;
-	ssize_t n = file->ops->read(file->ctx, buf, len, folio_blk_off(folio, first_blk));
+	char *dst = folio->data + ((size_t)first_blk << cache->blk_shift);
+	ssize_t n = file->ops->read(file->ctx, dst, len, folio_blk_off(folio, first_blk));
 
 	if (n < 0)
 		return (int)n;
-	memset(buf + n, 0, len - (size_t)n);
+	memset(dst + n, 0, len - (size_t)n);
 	atomic_fetch_add(&cache->backing_read_bytes, (uint64_t)n);
 	atomic_fetch_add(&cache->backing_read_ios, 1);
 	return 0;
@@ -313,8 +307,11 @@ static int read_run(struct bs_file *file, struct bs_folio *folio, char *buf,
 
 /*
  * Make blocks [first_blk, end_blk) of @folio uptodate: each run that is
- * not is read with one backing read (or zeroed when it starts at or past
- * EOF, without reading).
+ * not is read with one backing read straight into the folio (or zeroed
+ * when it starts at or past EOF, without reading).  A read already in
+ * flight into the folio is waited for first, and ours is counted in
+ * rd_runs while the folio lock is dropped around it, so nobody touches
+ * those blocks meanwhile.
  * Context: invalidate_lock shared and the folio lock held; the folio lock
  * is dropped around backing reads and held again on return.
  */
@@ -324,12 +321,12 @@ static int fill_blocks(struct bs_file *file, struct bs_folio *folio,
 	unsigned int shift = file->cache->blk_shift;
 
 	for (;;) {
-		uint32_t blk = bs_bits_next_clear(folio->uptodate, first_blk, end_blk);
-		uint32_t stop;
+		uint32_t blk, stop;
 		size_t len;
-		char *buf;
 		int ret;
 
+		bs_folio_wait_reads(folio);
+		blk = bs_bits_next_clear(folio->uptodate, first_blk, end_blk);
 		if (blk == end_blk)
 			return 0;
 		stop = bs_bits_next_set(folio->uptodate, NULL, blk, end_blk);
@@ -339,15 +336,13 @@ static int fill_blocks(struct bs_file *file, struct bs_folio *folio,
 			bs_bits_set(folio->uptodate, blk, stop);
 			continue;
 		}
-		/* Page aligned: the backing file may be open with O_DIRECT. */
-		if (posix_memalign((void **)&buf, BS_PAGE_SIZE, len))
-			return -ENOMEM;
+		folio->rd_runs++;
 		pthread_mutex_unlock(&folio->lock);
-		ret = read_run(file, folio, buf, blk, stop);
+		ret = read_run(file, folio, blk, stop);
 		pthread_mutex_lock(&folio->lock);
 		if (!ret)
-			bs_file_install(folio, buf, blk, stop);
-		free(buf);
+			bs_bits_set(folio->uptodate, blk, stop);
+		bs_folio_end_read(folio);
 		if (ret)
 			return ret;
 	}
@@ -386,6 +381,8 @@ static size_t for_each_span(struct bs_file *file, off_t off, size_t len,
 		plen = folio->size - poff < len - done ? folio->size - poff
 						       : (uint32_t)(len - done);
 		pthread_mutex_lock(&folio->lock);
+		/* A backing read into the folio may own some of its bytes. */
+		bs_folio_wait_reads(folio);
 		*err = fn(file, folio, poff, plen, done, buf);
 		bs_folio_unlock(folio);
 		bs_folio_put(folio);
@@ -499,14 +496,14 @@ ssize_t bs_write(struct bs_file *file, const void *buf, size_t len, off_t off)
 
 /* ---- invalidation: truncate, punch, zero ---- */
 
-/* Wait for writeback on every folio overlapping [start, end). */
+/* Wait for writeback and reads on every folio overlapping [start, end). */
 static void wait_range(struct bs_file *file, off_t start, off_t end)
 {
 	struct bs_folio *folio;
 
 	while ((folio = next_folio(file, start, end))) {
 		pthread_mutex_lock(&folio->lock);
-		bs_folio_wait_writeback(folio);
+		bs_folio_wait_io(folio);
 		pthread_mutex_unlock(&folio->lock);
 		start = folio->start + folio->size;
 		bs_folio_put(folio);
@@ -532,7 +529,7 @@ static void zero_range(struct bs_file *file, off_t start, off_t end)
 		uint32_t end_full = (uint32_t)((ze - folio->start) / bsize);
 
 		pthread_mutex_lock(&folio->lock);
-		bs_folio_wait_writeback(folio);
+		bs_folio_wait_io(folio);
 		memset(folio->data + (zs - folio->start), 0, (size_t)(ze - zs));
 		/* Gone from the backing file too: nothing left to sync. */
 		if (first_full < end_full) {

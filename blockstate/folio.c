@@ -63,7 +63,7 @@ static void folio_free(struct bs_folio *folio)
 
 	/* Held state was discharged when the blocks were dropped. */
 	if (BS_DEBUG && (folio->held_blocks || folio->price || folio->unsynced_blocks ||
-			 folio->dirty_price || folio->wb_runs))
+			 folio->dirty_price || folio->wb_runs || folio->rd_runs))
 		abort();
 	atomic_fetch_sub(&cache->cache_bytes, folio->size);
 	atomic_fetch_sub(&cache->nr_folios, 1);
@@ -570,10 +570,22 @@ void bs_folio_sync_tags(struct bs_folio *folio)
 	folio->tag_stale = false;
 }
 
-void bs_folio_wait_writeback(struct bs_folio *folio)
+void bs_folio_wait_io(struct bs_folio *folio)
 {
-	while (folio->wb_runs)
+	while (folio->wb_runs || folio->rd_runs)
 		pthread_cond_wait(&folio->wb_done, &folio->lock);
+}
+
+void bs_folio_wait_reads(struct bs_folio *folio)
+{
+	while (folio->rd_runs)
+		pthread_cond_wait(&folio->wb_done, &folio->lock);
+}
+
+void bs_folio_end_read(struct bs_folio *folio)
+{
+	if (!--folio->rd_runs)
+		pthread_cond_broadcast(&folio->wb_done);
 }
 
 void bs_folio_unlock(struct bs_folio *folio)

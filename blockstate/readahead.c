@@ -39,20 +39,23 @@
  * "fixed" makes folio_size folios whatever readahead asks.
  *
  * I/O: new folios are read whole (to EOF); folios already there, only in
- * their blocks inside the window that are not uptodate.  Runs adjacent in
- * the file are one backing read, as the kernel's read_pages() builds one
- * bio over the window's folios.  "Async" here means: ahead of the reader,
- * in the read call that reached the mark, before it returns.  blockstate
- * has no asynchronous reads (the backing ops read synchronously), and a
- * FUSE request is one worker thread; what the comparisons need, which
- * windows are read and which folios they make, is the kernel's, only the
- * overlap of the reader's work with the I/O is not modelled.  The reader
- * at the mark waits for one backing read (of the next window) that the
- * kernel's reader would not wait for.
+ * their blocks inside the window that are not uptodate, and not at all
+ * while another read into them is in flight.  Runs adjacent in the file
+ * are one backing read, as the kernel's read_pages() builds one bio over
+ * the window's folios, straight into the folios' memory.  Where the
+ * backing ops can start a read (read_start: io_uring in writeback), the
+ * whole window is read asynchronously, as the kernel submits readahead
+ * bios and returns: bs_read() then waits only for the folios it copies
+ * from (their rd_runs), and a window read ahead of the reader is read
+ * while the reader goes on.  Else (psync, the simulator) it is read here,
+ * before the read call that started it returns.
  *
  * Readahead is off when readahead_kb is 0.  It runs under the file's
  * invalidate_lock (shared) from bs_read(); its state is under ra_lock
- * (a leaf, never held across I/O or another blockstate lock).
+ * (a leaf, never held across I/O or another blockstate lock).  A read
+ * started here may end after that lock is dropped: truncate and punch
+ * wait for it on each folio (bs_folio_wait_io), bs_file_destroy() for
+ * all of the file's (nr_aio).
  */
 #include "bs_i.h"
 
@@ -255,6 +258,9 @@ static size_t seg_len(const struct ra_seg *seg)
 /*
  * Note the runs of blocks to read in folio @i of @io: all of a folio the
  * window made, else those in [win_start, win_end); none at or past @eof.
+ * Each run is counted in the folio's rd_runs here, under its lock, and
+ * ends in seg_end().  A folio with a read in flight is passed by: its
+ * reader fills what that read leaves missing.
  */
 static int io_plan_folio(struct ra_io *io, size_t i, off_t win_start, off_t win_end, off_t eof)
 {
@@ -273,6 +279,8 @@ static int io_plan_folio(struct ra_io *io, size_t i, off_t win_start, off_t win_
 	blk = bs_folio_first_blk(folio, (uint32_t)(s - folio->start));
 	end_blk = bs_folio_end_blk(folio, (uint32_t)(s - folio->start), (uint32_t)(e - s));
 	pthread_mutex_lock(&folio->lock);
+	if (folio->rd_runs)
+		blk = end_blk;
 	while (!ret && blk < end_blk) {
 		uint32_t start = bs_bits_next_clear(folio->uptodate, blk, end_blk);
 		uint32_t stop;
@@ -281,66 +289,208 @@ static int io_plan_folio(struct ra_io *io, size_t i, off_t win_start, off_t win_
 			break;
 		stop = bs_bits_next_set(folio->uptodate, NULL, start, end_blk);
 		ret = io_add_seg(io, folio, start, stop);
+		if (!ret)
+			folio->rd_runs++;
 		blk = stop;
 	}
 	pthread_mutex_unlock(&folio->lock);
 	return ret;
 }
 
-/* Read segments [first, end) of @io, adjacent in the file, with one backing read. */
-static int io_read_run(struct bs_file *file, struct ra_io *io, size_t first, size_t end)
+/*
+ * The read of @seg ended with @done of its bytes read (0 on failure):
+ * zero the rest (past EOF) and make it uptodate, unless the read failed,
+ * then wake whoever waits for the folio.  Folio lock not held.
+ */
+static void seg_end(const struct ra_seg *seg, size_t done, bool failed)
+{
+	struct bs_folio *folio = seg->folio;
+	size_t len = seg_len(seg);
+
+	pthread_mutex_lock(&folio->lock);
+	if (!failed) {
+		if (done < len)
+			memset(folio->data + ((size_t)seg->first_blk << folio->file->cache->blk_shift) +
+			       done, 0, len - done);
+		bs_bits_set(folio->uptodate, seg->first_blk, seg->end_blk);
+	}
+	bs_folio_end_read(folio);
+	pthread_mutex_unlock(&folio->lock);
+}
+
+/* End segments [first, end) of @io, read from @off with result @n (< 0: failed). */
+static void run_end(struct bs_file *file, struct ra_seg *segs, size_t first, size_t end,
+		    off_t off, ssize_t n)
 {
 	struct bs_cache *cache = file->cache;
+
+	if (n >= 0) {
+		atomic_fetch_add(&cache->backing_read_bytes, (uint64_t)n);
+		atomic_fetch_add(&cache->backing_read_ios, 1);
+		atomic_fetch_add(&cache->ra_bytes, (uint64_t)n);
+		atomic_fetch_add(&cache->ra_ios, 1);
+	}
+	for (size_t i = first; i < end; i++) {
+		off_t at = seg_off(&segs[i]) - off;
+		size_t done = n <= at ? 0 : (size_t)(n - at);
+
+		seg_end(&segs[i], done, n < 0);
+	}
+}
+
+/*
+ * Read segments [first, end) of @io, adjacent in the file, with one
+ * synchronous backing read: straight into the folio when the run is in
+ * one, else through a bounce buffer.  The blocks are ours (rd_runs), so
+ * they are copied in without the folio lock.
+ */
+static ssize_t io_read_run_sync(struct bs_file *file, struct ra_io *io, size_t first, size_t end)
+{
 	off_t off = seg_off(&io->segs[first]);
 	size_t len = (size_t)(seg_off(&io->segs[end - 1]) - off) + seg_len(&io->segs[end - 1]);
-	char *buf;
+	struct bs_folio *folio = io->segs[first].folio;
+	unsigned int shift = file->cache->blk_shift;
+	char *buf = NULL;
 	ssize_t n;
 
-	/* Page aligned: the backing file may be open with O_DIRECT. */
-	if (posix_memalign((void **)&buf, BS_PAGE_SIZE, len))
-		return -ENOMEM;
-	n = file->ops->read(file->ctx, buf, len, off);
-	if (n < 0) {
-		free(buf);
-		return (int)n;
-	}
-	memset(buf + n, 0, len - (size_t)n);
-	atomic_fetch_add(&cache->backing_read_bytes, (uint64_t)n);
-	atomic_fetch_add(&cache->backing_read_ios, 1);
-	atomic_fetch_add(&cache->ra_bytes, (uint64_t)n);
-	atomic_fetch_add(&cache->ra_ios, 1);
-	for (size_t i = first; i < end; i++) {
-		struct ra_seg *seg = &io->segs[i];
+	if (end - first == 1) {
+		n = file->ops->read(file->ctx, folio->data + ((size_t)io->segs[first].first_blk << shift),
+				    len, off);
+	} else if (posix_memalign((void **)&buf, BS_PAGE_SIZE, len)) {
+		/* Page aligned: the backing file may be open with O_DIRECT. */
+		n = -ENOMEM;
+	} else {
+		n = file->ops->read(file->ctx, buf, len, off);
+		for (size_t i = first; n > 0 && i < end; i++) {
+			const struct ra_seg *seg = &io->segs[i];
+			off_t at = seg_off(seg) - off;
+			size_t part = seg_len(seg);
 
-		pthread_mutex_lock(&seg->folio->lock);
-		bs_file_install(seg->folio, buf + (seg_off(seg) - off), seg->first_blk,
-				seg->end_blk);
-		pthread_mutex_unlock(&seg->folio->lock);
+			if (at >= n)
+				break;
+			if ((size_t)(n - at) < part)
+				part = (size_t)(n - at);
+			memcpy(seg->folio->data + ((size_t)seg->first_blk << shift), buf + at, part);
+		}
+		free(buf);
 	}
-	free(buf);
-	return 0;
+	run_end(file, io->segs, first, end, off, n);
+	return n;
+}
+
+/* An asynchronous read of a run: its segments, with their folios referenced. */
+struct ra_aio {
+	struct bs_aio aio;
+	struct bs_file *file;
+	size_t nr_segs;
+	struct ra_seg *segs;
+	struct iovec *iov;
+};
+
+static void aio_done(struct bs_aio *aio, ssize_t res)
+{
+	struct ra_aio *ra = (struct ra_aio *)aio;
+	struct bs_file *file = ra->file;
+
+	run_end(file, ra->segs, 0, ra->nr_segs, aio->off, res);
+	for (size_t i = 0; i < ra->nr_segs; i++)
+		bs_folio_put(ra->segs[i].folio);
+	free(ra->segs);
+	free(ra->iov);
+	free(ra);
+	/* Last: bs_file_destroy() may free the file once this is 0. */
+	pthread_mutex_lock(&file->ra_lock);
+	if (!--file->nr_aio)
+		pthread_cond_broadcast(&file->aio_idle);
+	pthread_mutex_unlock(&file->ra_lock);
+}
+
+/*
+ * Start segments [first, end) of @io as one asynchronous read into the
+ * folios' memory.  Returns 0 when started (the segments end in
+ * aio_done()), -errno when not (they are still the caller's).
+ */
+static int io_read_run_async(struct bs_file *file, struct ra_io *io, size_t first, size_t end)
+{
+	size_t nr = end - first;
+	unsigned int shift = file->cache->blk_shift;
+	struct ra_aio *ra = calloc(1, sizeof(*ra));
+	int ret;
+
+	if (!ra)
+		return -ENOMEM;
+	ra->segs = malloc(nr * sizeof(*ra->segs));
+	ra->iov = malloc(nr * sizeof(*ra->iov));
+	if (!ra->segs || !ra->iov) {
+		free(ra->segs);
+		free(ra->iov);
+		free(ra);
+		return -ENOMEM;
+	}
+	ra->file = file;
+	ra->nr_segs = nr;
+	memcpy(ra->segs, io->segs + first, nr * sizeof(*ra->segs));
+	for (size_t i = 0; i < nr; i++) {
+		const struct ra_seg *seg = &ra->segs[i];
+
+		ra->iov[i].iov_base = seg->folio->data + ((size_t)seg->first_blk << shift);
+		ra->iov[i].iov_len = seg_len(seg);
+		ra->aio.len += seg_len(seg);
+		bs_folio_get(seg->folio);
+	}
+	ra->aio.iov = ra->iov;
+	ra->aio.iovcnt = (int)nr;
+	ra->aio.off = seg_off(&ra->segs[0]);
+	ra->aio.done = aio_done;
+	pthread_mutex_lock(&file->ra_lock);
+	file->nr_aio++;
+	pthread_mutex_unlock(&file->ra_lock);
+	ret = file->ops->read_start(file->ctx, &ra->aio);
+	if (!ret)
+		atomic_fetch_add(&file->cache->ra_async_ios, 1);
+	if (ret) {
+		pthread_mutex_lock(&file->ra_lock);
+		if (!--file->nr_aio)
+			pthread_cond_broadcast(&file->aio_idle);
+		pthread_mutex_unlock(&file->ra_lock);
+		for (size_t i = 0; i < nr; i++)
+			bs_folio_put(ra->segs[i].folio);
+		free(ra->segs);
+		free(ra->iov);
+		free(ra);
+	}
+	return ret;
 }
 
 /*
  * Read what the window [win_start, win_end) (bytes) needs of the folios
- * in @io.  A failed read ends readahead quietly: the reader's own read of
- * what it needs reports the error.
+ * in @io: each run of adjacent segments with one backing read, started
+ * asynchronously where the backing ops can (the reader then waits only
+ * for the folios it reads, in bs_read()), else done here.  A failed read
+ * ends readahead quietly: the reader's own read of what it needs reports
+ * the error.
  */
 static void io_read(struct bs_file *file, struct ra_io *io, off_t win_start, off_t win_end)
 {
 	off_t eof = atomic_load(&file->size);
+	bool async = file->ops->read_start != NULL;
 	size_t first = 0;
 
 	for (size_t i = 0; i < io->nr; i++) {
-		if (io_plan_folio(io, i, win_start, win_end, eof))
+		if (io_plan_folio(io, i, win_start, win_end, eof)) {
+			run_end(file, io->segs, 0, io->nr_segs, 0, -ENOMEM);
 			return;
+		}
 	}
 	for (size_t i = 1; i <= io->nr_segs; i++) {
 		if (i < io->nr_segs &&
 		    seg_off(&io->segs[i]) == seg_off(&io->segs[i - 1]) + (off_t)seg_len(&io->segs[i - 1]))
 			continue;
-		if (io_read_run(file, io, first, i))
+		if ((!async || io_read_run_async(file, io, first, i)) &&
+		    io_read_run_sync(file, io, first, i) < 0) {
+			run_end(file, io->segs, i, io->nr_segs, 0, -EIO);
 			return;
+		}
 		first = i;
 	}
 }
@@ -357,7 +507,7 @@ static void ra_submit(struct bs_file *file, uint64_t start, uint64_t size, uint6
 	unsigned int min_po = cache->min_order - BS_PAGE_SHIFT;
 	off_t fsize = atomic_load(&file->size);
 	uint64_t mark = start + size - async;
-	uint64_t last, index;
+	uint64_t last, index, made_end = 0;
 	unsigned int new_order;
 	bool fallback = false;
 	struct ra_io io = { 0 };
@@ -402,6 +552,8 @@ static void ra_submit(struct bs_file *file, uint64_t start, uint64_t size, uint6
 			bs_folio_put(folio);
 			break;
 		}
+		if (made && (uint64_t)(folio->start + folio->size) >> BS_PAGE_SHIFT > made_end)
+			made_end = (uint64_t)(folio->start + folio->size) >> BS_PAGE_SHIFT;
 		if (made && folio_has_page(folio, mark)) {
 			pthread_mutex_lock(&file->ra_lock);
 			file->ra.mark = (uint64_t)folio->start >> BS_PAGE_SHIFT;
@@ -409,6 +561,20 @@ static void ra_submit(struct bs_file *file, uint64_t start, uint64_t size, uint6
 			pthread_mutex_unlock(&file->ra_lock);
 		}
 		index = (uint64_t)(folio->start + folio->size) >> BS_PAGE_SHIFT;
+	}
+	/*
+	 * A sizing policy that made folios larger than asked for ("fixed")
+	 * has read past the window: the window is what was read, so that
+	 * the next one starts after it and is read ahead of the reader
+	 * (else each such folio would be read when the reader reached it).
+	 */
+	if (made_end > start + size) {
+		pthread_mutex_lock(&file->ra_lock);
+		if (file->ra.start == start && file->ra.size == size) {
+			file->ra.async_size += made_end - (start + size);
+			file->ra.size = made_end - start;
+		}
+		pthread_mutex_unlock(&file->ra_lock);
 	}
 	io_read(file, &io, (off_t)start << BS_PAGE_SHIFT, (off_t)(last + 1) << BS_PAGE_SHIFT);
 	io_release(&io);
@@ -514,6 +680,16 @@ void bs_ra_before_read(struct bs_file *file, off_t off, size_t len)
 		index = miss + covered;
 	}
 	ra_async(file, first, end, max);
+}
+
+bool bs_file_reading(struct bs_file *file)
+{
+	bool reading;
+
+	pthread_mutex_lock(&file->ra_lock);
+	reading = file->nr_aio != 0;
+	pthread_mutex_unlock(&file->ra_lock);
+	return reading;
 }
 
 void bs_ra_after_read(struct bs_file *file, off_t end)

@@ -188,6 +188,99 @@ static const struct bs_backing_ops mem_ops = {
 	.fallocate = mem_fallocate,
 };
 
+/*
+ * Asynchronous reads (readahead's read_start), completed by a thread of
+ * their own in a random order, some after a pause and one in 32 failing
+ * with EIO, as the writeback reader thread completes them from io_uring.
+ * A read is done when it is completed, not when it was started: the
+ * backing file may have changed in between, as a real one can.
+ */
+struct aio_item {
+	struct bs_aio *aio;
+	struct mem_file *mf;
+};
+
+static struct {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	struct aio_item items[256];
+	unsigned int nr;
+	bool stop;
+	pthread_t thread;
+	uint64_t started, failed;
+} A = { .lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER };
+
+static int mem_read_start(void *ctx, struct bs_aio *aio)
+{
+	pthread_mutex_lock(&A.lock);
+	if (A.nr == sizeof(A.items) / sizeof(A.items[0])) {
+		pthread_mutex_unlock(&A.lock);
+		return -EAGAIN;		/* the caller reads synchronously */
+	}
+	A.items[A.nr++] = (struct aio_item){ aio, ctx };
+	A.started++;
+	pthread_cond_signal(&A.cond);
+	pthread_mutex_unlock(&A.lock);
+	return 0;
+}
+
+static void aio_complete(struct aio_item it, bool fail)
+{
+	struct bs_aio *aio = it.aio;
+	char *buf = malloc(aio->len);
+	ssize_t n;
+	size_t done = 0;
+
+	T_CHECK(buf);
+	n = fail ? -EIO : mem_read(it.mf, buf, aio->len, aio->off);
+	for (int i = 0; n > 0 && i < aio->iovcnt && done < (size_t)n; i++) {
+		size_t part = aio->iov[i].iov_len < (size_t)n - done ? aio->iov[i].iov_len
+								     : (size_t)n - done;
+
+		memcpy(aio->iov[i].iov_base, buf + done, part);
+		done += part;
+	}
+	free(buf);
+	aio->done(aio, n);
+}
+
+static void *aio_main(void *arg)
+{
+	unsigned int seed = 7;
+
+	(void)arg;
+	pthread_mutex_lock(&A.lock);
+	for (;;) {
+		struct aio_item it;
+		unsigned int i;
+		bool fail;
+
+		while (!A.nr && !A.stop)
+			pthread_cond_wait(&A.cond, &A.lock);
+		if (!A.nr)
+			break;
+		i = (unsigned int)rand_r(&seed) % A.nr;
+		it = A.items[i];
+		A.items[i] = A.items[--A.nr];
+		fail = rand_r(&seed) % 32 == 0;
+		A.failed += fail;
+		pthread_mutex_unlock(&A.lock);
+		if (rand_r(&seed) % 4 == 0)
+			usleep(20);
+		aio_complete(it, fail);
+		pthread_mutex_lock(&A.lock);
+	}
+	pthread_mutex_unlock(&A.lock);
+	return NULL;
+}
+
+static const struct bs_backing_ops mem_ops_async = {
+	.read = mem_read,
+	.read_start = mem_read_start,
+	.truncate = mem_truncate,
+	.fallocate = mem_fallocate,
+};
+
 /* ---- files, writeback ---- */
 
 struct tfile {
@@ -203,6 +296,7 @@ struct test {
 	atomic_bool stop;		/* the writeback thread stops */
 	_Atomic uint64_t wb_runs, wb_failed, nc_calls;
 	bool racy_copy;
+	bool async;			/* files read ahead with mem_ops_async */
 	uint32_t bsize, fsize;
 	uint64_t cache_bytes;
 };
@@ -329,7 +423,8 @@ static void files_create(int nfiles)
 
 		mem_init(&tf->mem);
 		pthread_mutex_init(&tf->wb_lock, NULL);
-		P_CHECK(bs_file_create(T.cache, &mem_ops, &tf->mem, 0, &tf->bs) == 0);
+		P_CHECK(bs_file_create(T.cache, T.async ? &mem_ops_async : &mem_ops, &tf->mem, 0,
+				       &tf->bs) == 0);
 	}
 	atomic_store(&T.nfiles, nfiles);
 }
@@ -806,13 +901,15 @@ static double now(void)
 }
 
 static void run_config(uint32_t bsize, uint32_t fsize, uint32_t cache_folios,
-		       const char *account, const char *sizing, int ops)
+		       const char *account, const char *sizing, bool async, int ops)
 {
 	struct bs_config cfg = {
 		.block_size = bsize, .folio_size = fsize,
 		.cache_size = (uint64_t)cache_folios * fsize,
 		.account = bs_account_policy_find(account),
 		.size = bs_size_policy_find(sizing),
+		/* Windows of up to four folios: readahead runs beside everything. */
+		.readahead_kb = 4 * fsize / 1024,
 	};
 	struct bs_stats st;
 	double t0 = now();
@@ -823,6 +920,11 @@ static void run_config(uint32_t bsize, uint32_t fsize, uint32_t cache_folios,
 	atomic_store(&T.wb_runs, 0);
 	atomic_store(&T.wb_failed, 0);
 	atomic_store(&T.nc_calls, 0);
+	T.async = async;
+	A.started = A.failed = 0;
+	A.stop = false;
+	if (async)
+		P_CHECK(pthread_create(&A.thread, NULL, aio_main, NULL) == 0);
 	P_CHECK(bs_cache_create(&cfg, &cache_ops, NULL, &T.cache) == 0);
 	phase_truncate_vs_collect();
 	phase_disjoint(ops);
@@ -830,12 +932,24 @@ static void run_config(uint32_t bsize, uint32_t fsize, uint32_t cache_folios,
 	phase_overlap(2, ops);
 	bs_cache_stats(T.cache, &st);
 	P_CHECK(st.folios == 0 && st.cache_bytes == 0);
-	printf("block %u folio %u cache %u folios %s/%s: %llu reclaimed, %llu stalls, %llu need_clean, %llu runs (%llu failed), %.1f s\n",
-	       bsize, fsize, cache_folios, account, sizing,
+	if (async) {
+		/* Every file is gone, so no read is left (bs_file_destroy waits). */
+		pthread_mutex_lock(&A.lock);
+		P_CHECK(A.nr == 0);
+		A.stop = true;
+		pthread_cond_signal(&A.cond);
+		pthread_mutex_unlock(&A.lock);
+		pthread_join(A.thread, NULL);
+		/* Readahead did start reads here, and they overlapped the rest. */
+		P_CHECK(A.started > 0 && st.ra_async_ios == A.started);
+	}
+	printf("block %u folio %u cache %u folios %s/%s%s: %llu reclaimed, %llu stalls, %llu need_clean, %llu runs (%llu failed), %llu readahead reads (%llu async, %llu failed), %.1f s\n",
+	       bsize, fsize, cache_folios, account, sizing, async ? ", async reads" : "",
 	       (unsigned long long)st.reclaimed_folios, (unsigned long long)st.reclaim_stalls,
 	       (unsigned long long)atomic_load(&T.nc_calls),
 	       (unsigned long long)atomic_load(&T.wb_runs),
-	       (unsigned long long)atomic_load(&T.wb_failed), now() - t0);
+	       (unsigned long long)atomic_load(&T.wb_failed), (unsigned long long)st.ra_ios,
+	       (unsigned long long)A.started, (unsigned long long)A.failed, now() - t0);
 	fflush(stdout);
 	bs_cache_destroy(T.cache);
 	T.cache = NULL;
@@ -858,8 +972,11 @@ int main(void)
 	int ops = scaled(UNDER_TSAN ? 15000 : 40000);
 
 	T.racy_copy = getenv("BS_TEST_RACY_COPY") != NULL;
-	run_config(1024, 65536, 6, "page", "ramp", ops);
-	run_config(4096, 16384, 4, "folio", "fixed", ops);
-	run_config(512, 4096, 4, "block", "ramp", ops);
+	run_config(1024, 65536, 6, "page", "ramp", false, ops);
+	run_config(4096, 16384, 4, "folio", "fixed", false, ops);
+	run_config(512, 4096, 4, "block", "ramp", false, ops);
+	run_config(1024, 65536, 6, "page", "kernel", true, ops / 2);
+	run_config(4096, 16384, 4, "folio", "fixed", true, ops / 2);
+	run_config(512, 4096, 4, "block", "ramp", true, ops / 2);
 	return T_EXIT_PASS;
 }
