@@ -24,8 +24,11 @@
 #include <stdlib.h>
 #include <sched.h>
 #include <string.h>
+#include <sys/eventfd.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
+#include <limits.h>
 
 /* ---- faults ---- */
 
@@ -363,6 +366,246 @@ void wb_backing_write(struct wb_file *wbf, struct wb_io *io, int n)
 	}
 }
 
+/* ---- readahead's reads: one ring, one thread ---- */
+
+/*
+ * Readahead (blockstate) starts reads it does not wait for.  They go to
+ * one reader thread per context, which alone submits to and reaps from
+ * its ring: the page-cache copy of a buffered read then runs on that
+ * thread (io_uring runs a request's completion work on the task that
+ * submitted it), beside the FUSE worker that asked, which is the overlap
+ * readahead is for.  A worker queues the read and wakes the thread with
+ * an eventfd the thread keeps a read posted on.
+ *
+ * At most WB_READER_DEPTH reads are in the ring; more wait in the queue.
+ * A read that comes back short is finished here with preadv (io_uring
+ * returns short only at EOF or when interrupted), and the injected read
+ * fault applies to each completion as to a synchronous read.
+ */
+#define WB_READER_DEPTH 64u
+#define WB_READER_WAKE 0	/* user_data of the eventfd read */
+
+struct wb_read {
+	struct bs_aio *aio;
+	struct wb_file *wbf;
+	int fd;				/* wbf's descriptor when started: kept open
+					 * meanwhile (fd_idle sees the read) */
+	struct wb_read *next;
+};
+
+/*
+ * lock protects the queue and stopping; the ring, wake_buf and inflight
+ * are the thread's alone.
+ */
+struct wb_reader {
+	struct io_uring ring;
+	pthread_t thread;
+	int efd;
+	uint64_t wake_buf;
+	unsigned int inflight;
+	pthread_mutex_t lock;
+	struct wb_read *head, **tail;
+	bool stopping;
+};
+
+/* Finish the rest of a short read synchronously; the total read. */
+static ssize_t read_rest(struct wb_read *rd, ssize_t res)
+{
+	struct bs_aio *aio = rd->aio;
+	size_t done = (size_t)res;
+
+	while (done < aio->len) {
+		struct iovec iov[IOV_MAX];
+		size_t skip = done;
+		int cnt = 0;
+		ssize_t n;
+
+		for (int i = 0; i < aio->iovcnt && cnt < IOV_MAX; i++) {
+			if (skip >= aio->iov[i].iov_len) {
+				skip -= aio->iov[i].iov_len;
+				continue;
+			}
+			iov[cnt].iov_base = (char *)aio->iov[i].iov_base + skip;
+			iov[cnt++].iov_len = aio->iov[i].iov_len - skip;
+			skip = 0;
+		}
+		n = preadv(rd->fd, iov, cnt, aio->off + (off_t)done);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return done ? (ssize_t)done : -errno;
+		if (n == 0)
+			break;
+		done += (size_t)n;
+	}
+	return (ssize_t)done;
+}
+
+static void read_complete(struct wb_read *rd, ssize_t res)
+{
+	struct bs_aio *aio = rd->aio;
+
+	if (res == -EINTR || res == -EAGAIN)
+		res = 0;	/* nothing read yet: preadv reads it all */
+	if (res >= 0 && (size_t)res < aio->len)
+		res = read_rest(rd, res);
+	res = fault_apply(rd->wbf, WB_FAULT_READ, aio->off, aio->len, res);
+	free(rd);
+	aio->done(aio, res);
+}
+
+static void reader_wake(struct wb_reader *r)
+{
+	uint64_t one = 1;
+
+	while (write(r->efd, &one, sizeof(one)) < 0 && errno == EINTR)
+		;
+}
+
+/* Post the read of the eventfd that wakes the thread; false if the ring is full. */
+static bool arm_wake(struct wb_reader *r)
+{
+	struct io_uring_sqe *sqe = io_uring_get_sqe(&r->ring);
+
+	if (!sqe)
+		return false;
+	io_uring_prep_read(sqe, r->efd, &r->wake_buf, sizeof(r->wake_buf), 0);
+	io_uring_sqe_set_data64(sqe, WB_READER_WAKE);
+	return true;
+}
+
+/* Move queued reads into the ring while it has room. */
+static void reader_fill(struct wb_reader *r)
+{
+	pthread_mutex_lock(&r->lock);
+	while (r->head && r->inflight < WB_READER_DEPTH) {
+		struct wb_read *rd = r->head;
+		struct io_uring_sqe *sqe = io_uring_get_sqe(&r->ring);
+
+		if (!sqe)
+			break;
+		r->head = rd->next;
+		if (!r->head)
+			r->tail = &r->head;
+		io_uring_prep_readv(sqe, rd->fd, rd->aio->iov, (unsigned int)rd->aio->iovcnt,
+				    (uint64_t)rd->aio->off);
+		io_uring_sqe_set_data(sqe, rd);
+		r->inflight++;
+	}
+	pthread_mutex_unlock(&r->lock);
+}
+
+static void *reader_main(void *arg)
+{
+	struct wb_reader *r = arg;
+	bool armed = arm_wake(r);
+
+	for (;;) {
+		struct io_uring_cqe *cqe;
+		unsigned int head, seen = 0;
+		bool done;
+		int ret;
+
+		reader_fill(r);
+		ret = io_uring_submit_and_wait(&r->ring, 1);
+		if (ret < 0 && ret != -EINTR && ret != -EAGAIN && ret != -EBUSY) {
+			wb_log("error: readahead ring: %s", strerror(-ret));
+			abort();	/* reads in flight would never end */
+		}
+		io_uring_for_each_cqe(&r->ring, head, cqe) {
+			void *data = io_uring_cqe_get_data(cqe);
+
+			seen++;
+			if (io_uring_cqe_get_data64(cqe) == WB_READER_WAKE) {
+				armed = false;
+				continue;
+			}
+			r->inflight--;
+			read_complete(data, cqe->res);
+		}
+		io_uring_cq_advance(&r->ring, seen);
+		if (!armed)
+			armed = arm_wake(r);
+		pthread_mutex_lock(&r->lock);
+		done = r->stopping && !r->head && !r->inflight;
+		pthread_mutex_unlock(&r->lock);
+		if (done)
+			return NULL;
+	}
+}
+
+int wb_backing_read_start(struct wb_file *wbf, struct bs_aio *aio)
+{
+	struct wb_reader *r = wbf->ctx->reader;
+	struct wb_read *rd;
+
+	if (!r || wbf->fd < 0)
+		return -EOPNOTSUPP;
+	rd = malloc(sizeof(*rd));
+	if (!rd)
+		return -ENOMEM;
+	*rd = (struct wb_read){ .aio = aio, .wbf = wbf, .fd = wbf->fd };
+	pthread_mutex_lock(&r->lock);
+	*r->tail = rd;
+	r->tail = &rd->next;
+	pthread_mutex_unlock(&r->lock);
+	reader_wake(r);
+	return 0;
+}
+
+static void reader_free(struct wb_reader *r)
+{
+	io_uring_queue_exit(&r->ring);
+	close(r->efd);
+	pthread_mutex_destroy(&r->lock);
+	free(r);
+}
+
+static int reader_start(struct wb_ctx *ctx)
+{
+	struct wb_reader *r = calloc(1, sizeof(*r));
+	int ret;
+
+	if (!r)
+		return -ENOMEM;
+	r->efd = eventfd(0, EFD_CLOEXEC);
+	if (r->efd < 0) {
+		ret = -errno;
+		free(r);
+		return ret;
+	}
+	ret = io_uring_queue_init(2 * WB_READER_DEPTH, &r->ring, 0);
+	if (ret < 0) {
+		close(r->efd);
+		free(r);
+		return ret;
+	}
+	pthread_mutex_init(&r->lock, NULL);
+	r->tail = &r->head;
+	ret = -pthread_create(&r->thread, NULL, reader_main, r);
+	if (ret) {
+		reader_free(r);
+		return ret;
+	}
+	ctx->reader = r;
+	return 0;
+}
+
+static void reader_stop(struct wb_ctx *ctx)
+{
+	struct wb_reader *r = ctx->reader;
+
+	if (!r)
+		return;
+	pthread_mutex_lock(&r->lock);
+	r->stopping = true;
+	pthread_mutex_unlock(&r->lock);
+	reader_wake(r);
+	pthread_join(r->thread, NULL);
+	ctx->reader = NULL;
+	reader_free(r);
+}
+
 int wb_backing_init(struct wb_ctx *ctx)
 {
 	struct io_uring probe;
@@ -379,11 +622,15 @@ int wb_backing_init(struct wb_ctx *ctx)
 		return 0;
 	}
 	io_uring_queue_exit(&probe);
+	ret = reader_start(ctx);
+	if (ret)
+		wb_log("notice: the readahead ring cannot be set up (%s); readahead reads synchronously",
+		       strerror(-ret));
 	return 0;
 }
 
 void wb_backing_exit(struct wb_ctx *ctx)
 {
-	(void)ctx;
+	reader_stop(ctx);
 	ring_exit(NULL);	/* this thread's; the others' go with their threads */
 }

@@ -129,6 +129,8 @@ int wb_ctx_create_core(const struct bs_config *bs_cfg, const struct wb_config *c
 
 void wb_ctx_destroy_core(struct wb_ctx *ctx)
 {
+	/* The reader, if wb_backing_init() started one: no file is left to read. */
+	wb_backing_exit(ctx);
 	if (ctx->throttle)
 		wb_throttle_destroy(ctx->throttle);
 	wb_tunables_destroy(ctx);
@@ -185,7 +187,6 @@ unsigned int wb_ctx_destroy(struct wb_ctx *ctx)
 	/* Its last line shows the state after everything was written. */
 	wb_statslog_stop(ctx);
 	lost = atomic_load(&ctx->lost_files);
-	wb_backing_exit(ctx);
 	wb_ctx_destroy_core(ctx);
 	return lost;
 }
@@ -268,6 +269,7 @@ size_t wb_ctx_stats(struct wb_ctx *ctx, char *buf, size_t size)
 	put_stat(buf, size, &used, "backing_read_ios", st.backing_read_ios);
 	put_stat(buf, size, &used, "ra_pages", st.ra_pages);
 	put_stat(buf, size, &used, "ra_ios", st.ra_ios);
+	put_stat(buf, size, &used, "ra_async_ios", st.ra_async_ios);
 	put_stat(buf, size, &used, "backing_write_bytes", atomic_load(&ctx->backing_write_bytes));
 	put_stat(buf, size, &used, "backing_write_ios", atomic_load(&ctx->backing_write_ios));
 	put_stat(buf, size, &used, "backing_write_submits", atomic_load(&ctx->backing_write_submits));

@@ -11,7 +11,9 @@
  * between.  Idle means that nothing the flushers, reclaim or sync-all may
  * do to the file needs the descriptor: no dirty or writeback blocks,
  * nothing unsynced (the sync must go to the file the data was written
- * through), no pending mtime and a backing size that needs no fix-up.
+ * through), no pending mtime, no readahead read in flight (it reads
+ * through the descriptor it was started with) and a backing size that
+ * needs no fix-up.
  * The errseq state (err, err_seq) is the wb_file's, not the
  * descriptor's, so fsync reports the same errors across a reopen.
  */
@@ -102,6 +104,11 @@ static ssize_t backing_read(void *ctx, void *buf, size_t len, off_t off)
 	return wb_backing_read(ctx, buf, len, off);
 }
 
+static int backing_read_start(void *ctx, struct bs_aio *aio)
+{
+	return wb_backing_read_start(ctx, aio);
+}
+
 static int backing_truncate(void *ctx, off_t size)
 {
 	struct wb_file *wbf = ctx;
@@ -137,6 +144,7 @@ static int backing_fallocate(void *ctx, int mode, off_t off, off_t len)
 
 static const struct bs_backing_ops wb_backing_ops = {
 	.read = backing_read,
+	.read_start = backing_read_start,
 	.truncate = backing_truncate,
 	.fallocate = backing_fallocate,
 };
@@ -231,7 +239,7 @@ static bool fd_idle(struct wb_file *wbf)
 
 	if (bs_file_has_held(wbf->bs) || bs_file_has_unsynced(wbf->bs) ||
 	    atomic_load(&wbf->unsynced) || atomic_load(&wbf->mtime_ns) ||
-	    atomic_load(&wbf->backoff_ms))
+	    atomic_load(&wbf->backoff_ms) || bs_file_reading(wbf->bs))
 		return false;
 	pthread_mutex_lock(&wbf->size_lock);
 	idle = !wbf->resizing && wbf->backing_size == bs_file_size(wbf->bs);

@@ -90,7 +90,17 @@ struct wb_io {
 };
 void wb_backing_write(struct wb_file *wbf, struct wb_io *io, int n);
 int wb_backing_fsync(struct wb_file *wbf, bool datasync);
-/* Set up the backend of @ctx: 0 or -errno; prints a notice on fallback. */
+/*
+ * Start readahead's read @aio of @wbf (the bs_backing_ops read_start):
+ * 0 when the reader thread will complete it, -errno when there is no
+ * reader (psync, null, no ring) and the caller reads synchronously.
+ */
+int wb_backing_read_start(struct wb_file *wbf, struct bs_aio *aio);
+/*
+ * Set up the backend of @ctx: 0 or -errno; prints a notice on fallback.
+ * With io_uring this starts the reader thread, which wb_backing_exit()
+ * stops once every read it was given has completed.
+ */
 int wb_backing_init(struct wb_ctx *ctx);
 void wb_backing_exit(struct wb_ctx *ctx);
 
@@ -139,6 +149,8 @@ struct wb_ctx {
 	_Atomic uint64_t flusher_passes;
 	_Atomic unsigned int lost_files;
 	_Atomic uint64_t full_logged;		/* the cache's full_events last logged */
+
+	struct wb_reader *reader;		/* readahead's reads (backing.c), NULL: none */
 
 	/* The idle pool's aging (wb_pool_age): pool_look_lock protects both. */
 	pthread_mutex_t pool_look_lock;

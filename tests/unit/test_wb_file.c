@@ -285,9 +285,16 @@ int main(void)
 		.block_size = 4096, .folio_size = 64 << 10, .cache_size = 1 << 20,
 		.account = bs_account_policy_find("page"),
 		.size = bs_size_policy_find("ramp"),
+		/*
+		 * check_all() reads from 0: readahead windows, started on the
+		 * io_uring reader, race the flushers and the next steps.
+		 */
+		.readahead_kb = 256,
 	};
 
 	struct wb_config wcfg;
+	char stats[8192];
+	const char *ra;
 
 	/* Flushers with a tiny threshold and interval race the test's own ops. */
 	wb_config_default(&wcfg);
@@ -304,6 +311,9 @@ int main(void)
 		for (unsigned long long seed = 1; seed <= 8; seed++)
 			run_seed(seed, 600, buf, &m);
 	}
+	wb_ctx_stats(ctx, stats, sizeof(stats));
+	ra = strstr(stats, "\nra_async_ios ");
+	T_CHECK(ra && strtoull(ra + 14, NULL, 10) > 0);
 	T_CHECK(wb_ctx_destroy(ctx) == 0);
 	free(buf);
 	free(m.bytes);

@@ -13,7 +13,8 @@
  *   partial        a submit takes 5 of the 20 writes; the next one fails;
  *   submit_fails   the first submit fails and takes nothing.
  * Each scenario writes 20 separate blocks and fsyncs, then 20 other blocks
- * and fsyncs again, on one fresh thread (rings are per thread).
+ * and fsyncs again, on one fresh thread (rings are per thread); the
+ * wraps pass other threads' calls through.
  *
  * The fallback used to rewrite with pwritev every write not yet reaped,
  * including those still in flight (wait_fails: written twice), and left
@@ -43,6 +44,12 @@
 enum mode { NORMAL, WAIT_FAILS, PARTIAL_SUBMIT, SUBMIT_FAILS };
 
 static const char *const mode_names[] = { "normal", "wait_fails", "partial", "submit_fails" };
+
+/*
+ * The writeback thread of the test; the wraps leave every other thread's
+ * ring alone (the context's readahead reader has one of its own).
+ */
+static __thread bool test_thread;
 
 /* Set by main before the writeback thread starts; used by that thread only. */
 static enum mode scenario;
@@ -76,6 +83,8 @@ int wrap_io_uring_submit(struct io_uring *ring)
 	__asm__("__wrap_io_uring_submit");
 int wrap_io_uring_submit_and_wait(struct io_uring *ring, unsigned int wait_nr)
 	__asm__("__wrap_io_uring_submit_and_wait");
+int real_io_uring_submit_and_wait(struct io_uring *ring, unsigned int wait_nr)
+	__asm__("__real_io_uring_submit_and_wait");
 int real_io_uring_get_cqe(struct io_uring *ring, struct io_uring_cqe **cqe_ptr,
 			  unsigned int submit, unsigned int wait_nr, sigset_t *sigmask)
 	__asm__("__real___io_uring_get_cqe");
@@ -134,6 +143,9 @@ int wrap_io_uring_submit(struct io_uring *ring)
 {
 	enum mode what = next_submit;
 
+	if (!test_thread)
+		return real_io_uring_submit(ring);
+
 	submits++;
 	next_submit = what == PARTIAL_SUBMIT ? SUBMIT_FAILS : NORMAL;
 	switch (what) {
@@ -157,13 +169,16 @@ int wrap_io_uring_submit(struct io_uring *ring)
  */
 int wrap_io_uring_submit_and_wait(struct io_uring *ring, unsigned int wait_nr)
 {
-	(void)wait_nr;
+	if (!test_thread)
+		return real_io_uring_submit_and_wait(ring, wait_nr);
 	return wrap_io_uring_submit(ring);
 }
 
 int wrap_io_uring_get_cqe(struct io_uring *ring, struct io_uring_cqe **cqe_ptr,
 			  unsigned int submit, unsigned int wait_nr, sigset_t *sigmask)
 {
+	if (!test_thread)
+		return real_io_uring_get_cqe(ring, cqe_ptr, submit, wait_nr, sigmask);
 	if (deferred) {
 		/* The writes start now, and the wait for them fails. */
 		deferred = false;
@@ -201,6 +216,7 @@ static void write_and_fsync(unsigned int first, int round)
 static void *writeback_thread(void *arg)
 {
 	(void)arg;
+	test_thread = true;
 	write_and_fsync(0, 0);
 	write_and_fsync(1, 1);
 	return NULL;
