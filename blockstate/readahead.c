@@ -60,6 +60,7 @@
 #include "bs_i.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -483,7 +484,8 @@ static void io_read(struct bs_file *file, struct ra_io *io, off_t win_start, off
 		}
 	}
 	for (size_t i = 1; i <= io->nr_segs; i++) {
-		if (i < io->nr_segs &&
+		/* One iovec a segment: a run stays within readv's IOV_MAX. */
+		if (i < io->nr_segs && i - first < IOV_MAX &&
 		    seg_off(&io->segs[i]) == seg_off(&io->segs[i - 1]) + (off_t)seg_len(&io->segs[i - 1]))
 			continue;
 		if ((!async || io_read_run_async(file, io, first, i)) &&
