@@ -1,0 +1,206 @@
+#!/bin/bash
+# pg-profile.sh: where a PostgreSQL transaction's time goes, natively and on
+# foliofs mounts, side by side in one run.  A measurement, not a test.
+#
+# For each target (native: a plain directory on the same disk; any other
+# NAME=OPTIONS: a foliofs mount with -o OPTIONS) the script makes a fresh
+# cluster (initdb --data-checksums, shared_buffers=128MB,
+# max_wal_size=1GB), times `pgbench -i -s SCALE`, checkpoints, and runs
+# `pgbench -N -M prepared -c CLIENTS -j 2 -T SECONDS`.  Around the run it
+# reads:
+#   - /proc/stat: context switches and idle time of the whole machine;
+#   - CPU time (user + system) of the server (the postmaster and every
+#     backend it reaped), of pgbench, and of the daemon;
+#   - on foliofs, the operations the daemon served during the run, by
+#     kind, with their mean time in the daemon (a trace, -o trace=,
+#     cut at two marker files created before and after the run).
+# and prints, per transaction: CPU microseconds of each, context switches,
+# and operations.  Targets run one after the other, the first again at
+# the end (so that drift shows); one server and one daemon at a time.
+#
+# As root the servers and daemons run as the user foliofs-test (made if
+# missing); the run's files are under WORKDIR/pg-profile.XXXXXX, removed
+# afterwards.  Environment: FOLIOFS (daemon, default <repo>/build/foliofs;
+# use a release build), PGBIN (default /usr/lib/postgresql/15/bin).
+#
+# Example (README, "Where a pgbench transaction's time goes"):
+#   FOLIOFS=build-rel/foliofs contrib/pg-profile.sh -T 20 native \
+#       writethrough=cache=writethrough direct=cache=direct
+set -euo pipefail
+
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+FOLIOFS=${FOLIOFS:-$REPO/build/foliofs}
+PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
+SIM=$(dirname "$FOLIOFS")/sim/foliofs-sim
+RUN_USER=foliofs-test
+DURATION=20
+SCALE=20
+CLIENTS=8
+WORKDIR=/var/tmp
+PORT=5497
+HZ=$(getconf CLK_TCK)
+
+usage() {
+	cat <<EOF
+usage: $0 [-T SECONDS] [-s SCALE] [-c CLIENTS] [-d WORKDIR] TARGET...
+  TARGET      native, or NAME=OPTIONS (a foliofs mount with -o OPTIONS)
+  -T SECONDS  pgbench -N duration (default $DURATION)
+  -s SCALE    pgbench scale (default $SCALE)
+  -c CLIENTS  pgbench clients (default $CLIENTS)
+  -d WORKDIR  where the clusters live (default $WORKDIR)
+EOF
+}
+
+while getopts "T:s:c:d:h" opt; do
+	case $opt in
+	T) DURATION=$OPTARG ;;
+	s) SCALE=$OPTARG ;;
+	c) CLIENTS=$OPTARG ;;
+	d) WORKDIR=$OPTARG ;;
+	h) usage; exit 0 ;;
+	*) usage >&2; exit 2 ;;
+	esac
+done
+shift $((OPTIND - 1))
+if [[ $# -eq 0 ]]; then
+	usage >&2
+	exit 2
+fi
+for t in "$@"; do
+	if [[ $t != native && $t != *=* ]]; then
+		echo "$0: target '$t': give native or NAME=OPTIONS" >&2
+		exit 2
+	fi
+done
+for n in "$DURATION" "$SCALE" "$CLIENTS"; do
+	if ! [[ $n =~ ^[1-9][0-9]*$ ]]; then
+		echo "$0: '$n' is not a positive number" >&2
+		exit 2
+	fi
+done
+[[ -x $FOLIOFS ]] || { echo "$0: no daemon at $FOLIOFS (set FOLIOFS)" >&2; exit 1; }
+[[ -x $PGBIN/pgbench ]] || { echo "$0: no pgbench in $PGBIN (set PGBIN)" >&2; exit 1; }
+[[ -x $SIM ]] || { echo "$0: no foliofs-sim at $SIM (it dumps the trace)" >&2; exit 1; }
+
+as_user() {	# run a shell command as the run user (or ourselves when not root)
+	if [[ $EUID -eq 0 ]]; then
+		runuser -u "$RUN_USER" -- sh -c "$1"
+	else
+		sh -c "$1"
+	fi
+}
+
+if [[ $EUID -eq 0 ]]; then
+	id "$RUN_USER" >/dev/null 2>&1 || useradd -M -s /usr/sbin/nologin "$RUN_USER"
+	[[ -c /dev/fuse ]] && chmod 0666 /dev/fuse
+fi
+RUN=$(mktemp -d "$WORKDIR/pg-profile.XXXXXX")
+chmod 0755 "$RUN"
+[[ $EUID -eq 0 ]] && chown "$RUN_USER" "$RUN"
+DATA= MNT= SOCK=$RUN/sock
+
+cleanup() {
+	if [[ -n $DATA ]] && as_user "test -f $DATA/postmaster.pid"; then
+		as_user "$PGBIN/pg_ctl -D $DATA -m immediate -w stop" >/dev/null 2>&1 || true
+	fi
+	if [[ -n $MNT ]]; then
+		as_user "fusermount3 -u $MNT" 2>/dev/null || umount -l "$MNT" 2>/dev/null || true
+	fi
+	rm -rf "$RUN"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# CPU ticks (user + system) of a process, with its reaped children if $2.
+ticks() {
+	awk -v kids="${2:-}" '{ sub(/.*\) /, ""); t = $12 + $13; if (kids) t += $14 + $15; print t }' \
+		"/proc/$1/stat"
+}
+pg_ticks() {	# the server: the postmaster, the children it reaped, the ones alive
+	local t c
+	t=$(ticks "$1" kids)
+	for c in $(pgrep -P "$1"); do
+		t=$((t + $(ticks "$c" 2>/dev/null || echo 0)))
+	done
+	echo "$t"
+}
+stat_field() {	# ctxt, or the idle ticks of all CPUs
+	if [[ $1 == ctxt ]]; then
+		awk '/^ctxt/ { print $2 }' /proc/stat
+	else
+		awk '/^cpu / { print $5 }' /proc/stat
+	fi
+}
+marker_pid() {	# create $1 as the run user; print the pid that created it
+	as_user "echo \$\$; exec touch $1"
+}
+
+printf '%-14s %8s %7s %9s %9s %9s %9s %8s  %s\n' target tps init_s \
+	"pg_us/tx" "bench_us" "daemon_us" "idle_us" "ctxsw/tx" "daemon ops per tx (mean us in daemon)"
+
+profile() {	# TARGET
+	local name opts dir t0 t1 tps c0 c1 i0 i1 pg0 pg1 d0 d1 bench_s pm dpid trace
+	local b_pid e_pid ops=""
+	if [[ $1 == native ]]; then
+		name=native opts=
+	else
+		name=${1%%=*} opts=${1#*=}
+	fi
+	dir=$RUN/$name
+	mkdir -p "$dir/back" "$dir/mnt" "$SOCK"
+	[[ $EUID -eq 0 ]] && chown -R "$RUN_USER" "$dir" "$SOCK"
+	DATA=$dir/back/data
+	if [[ $name != native ]]; then
+		trace=$dir/ops.trace
+		MNT=$dir/mnt
+		as_user "$FOLIOFS -o ${opts:+$opts,}trace=$trace $dir/back $MNT"
+		DATA=$MNT/data
+		dpid=$(pgrep -n -f "^$FOLIOFS .*$MNT\$")
+	fi
+	as_user "$PGBIN/initdb -D $DATA --data-checksums -A trust" >/dev/null
+	as_user "$PGBIN/pg_ctl -D $DATA -l $dir/pg.log -w start -o \"-c shared_buffers=128MB -c max_wal_size=1GB -c listen_addresses= -k $SOCK -p $PORT\"" >/dev/null
+	t0=$(date +%s%N)
+	as_user "$PGBIN/pgbench -h $SOCK -p $PORT -i -q -s $SCALE postgres" >/dev/null 2>&1
+	t1=$(date +%s%N)
+	as_user "$PGBIN/psql -h $SOCK -p $PORT -q -c checkpoint postgres"
+	# As the run user: root may not look into another user's FUSE mount.
+	pm=$(as_user "head -1 $DATA/postmaster.pid")
+	b_pid=$(marker_pid "$DATA/profile_begin")
+	c0=$(stat_field ctxt); i0=$(stat_field idle); pg0=$(pg_ticks "$pm")
+	[[ -n ${dpid:-} ]] && d0=$(ticks "$dpid")
+	TIMEFORMAT='%U %S'
+	{ time as_user "$PGBIN/pgbench -h $SOCK -p $PORT -N -M prepared -c $CLIENTS -j 2 -T $DURATION postgres" \
+		>"$dir/pgbench.out" 2>&1 ; } 2>"$dir/time.out"
+	# The backends have exited; let the postmaster reap them.
+	sleep 1
+	c1=$(stat_field ctxt); i1=$(stat_field idle); pg1=$(pg_ticks "$pm")
+	[[ -n ${dpid:-} ]] && d1=$(ticks "$dpid")
+	e_pid=$(marker_pid "$DATA/profile_end")
+	tps=$(awk '/^tps/ { print $3; exit }' "$dir/pgbench.out")
+	bench_s=$(awk '{ print $1 + $2 }' "$dir/time.out")
+	as_user "$PGBIN/pg_ctl -D $DATA -m fast -w stop" >/dev/null
+	if [[ $name != native ]]; then
+		as_user "fusermount3 -u $MNT"
+		MNT=
+		# The daemon writes the trace's end at exit.
+		for _ in $(seq 100); do pgrep -f "^$FOLIOFS .*$dir/mnt\$" >/dev/null || break; sleep 0.1; done
+		ops=$("$SIM" dump "$trace" | awk -v b="$b_pid" -v e="$e_pid" -v tx="$tps" -v s="$DURATION" '
+			$5 == "create" && $3 == b { on = 1; next }
+			$5 == "create" && $3 == e { on = 0; next }
+			on && NR > 1 { n[$5]++; d[$5] += $2 }
+			END { for (k in n) printf "%s %.2f (%.0f)  ", k, n[k] / (tx * s), d[k] / n[k] / 1000 }')
+	fi
+	DATA=
+	awk -v n="$name" -v tps="$tps" -v init=$(( (t1 - t0) / 1000000 )) -v s="$DURATION" \
+	    -v pg=$((pg1 - pg0)) -v bench="$bench_s" -v dm=$(( ${d1:-0} - ${d0:-0} )) \
+	    -v idle=$((i1 - i0)) -v cs=$((c1 - c0)) -v hz="$HZ" -v ops="$ops" 'BEGIN {
+		tx = tps * s; us = 1e6 / hz / tx
+		printf "%-14s %8.0f %7.1f %9.0f %9.0f %9s %9.0f %8.1f  %s\n", n, tps, init / 1000,
+		       pg * us, bench * 1e6 / tx, n == "native" ? "-" : sprintf("%.0f", dm * us),
+		       idle * us, cs / tx, ops }'
+	rm -rf "$dir"
+}
+
+for t in "$@" "$1"; do
+	profile "$t"
+done
