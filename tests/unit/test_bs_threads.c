@@ -192,12 +192,16 @@ static const struct bs_backing_ops mem_ops = {
  * Asynchronous reads (readahead's read_start), completed by a thread of
  * their own in a random order, some after a pause and one in 32 failing
  * with EIO, as the writeback reader thread completes them from io_uring.
- * A read is done when it is completed, not when it was started: the
- * backing file may have changed in between, as a real one can.
+ * Every other read takes its bytes from the backing file when it starts
+ * and delivers them when it completes, as a device that read early and
+ * answered late: a truncate, punch or write meanwhile must wait for it
+ * (else stale bytes land in the cache); the others read at completion.
  */
 struct aio_item {
 	struct bs_aio *aio;
 	struct mem_file *mf;
+	char *early;			/* bytes read at start, or NULL */
+	ssize_t early_n;
 };
 
 static struct {
@@ -217,7 +221,13 @@ static int mem_read_start(void *ctx, struct bs_aio *aio)
 		pthread_mutex_unlock(&A.lock);
 		return -EAGAIN;		/* the caller reads synchronously */
 	}
-	A.items[A.nr++] = (struct aio_item){ aio, ctx };
+	A.items[A.nr] = (struct aio_item){ aio, ctx, NULL, 0 };
+	if (A.started % 2) {
+		A.items[A.nr].early = malloc(aio->len);
+		T_CHECK(A.items[A.nr].early);
+		A.items[A.nr].early_n = mem_read(ctx, A.items[A.nr].early, aio->len, aio->off);
+	}
+	A.nr++;
 	A.started++;
 	pthread_cond_signal(&A.cond);
 	pthread_mutex_unlock(&A.lock);
@@ -232,7 +242,15 @@ static void aio_complete(struct aio_item it, bool fail)
 	size_t done = 0;
 
 	T_CHECK(buf);
-	n = fail ? -EIO : mem_read(it.mf, buf, aio->len, aio->off);
+	if (it.early) {
+		memcpy(buf, it.early, (size_t)it.early_n);
+		n = it.early_n;
+		free(it.early);
+	} else {
+		n = mem_read(it.mf, buf, aio->len, aio->off);
+	}
+	if (fail)
+		n = -EIO;
 	for (int i = 0; n > 0 && i < aio->iovcnt && done < (size_t)n; i++) {
 		size_t part = aio->iov[i].iov_len < (size_t)n - done ? aio->iov[i].iov_len
 								     : (size_t)n - done;
