@@ -993,8 +993,8 @@ int main(void)
 	run_config(1024, 65536, 6, "page", "ramp", false, ops);
 	run_config(4096, 16384, 4, "folio", "fixed", false, ops);
 	run_config(512, 4096, 4, "block", "ramp", false, ops);
-	run_config(1024, 65536, 6, "page", "kernel", true, ops / 2);
-	run_config(4096, 16384, 4, "folio", "fixed", true, ops / 2);
-	run_config(512, 4096, 4, "block", "ramp", true, ops / 2);
+	run_config(1024, 65536, 6, "page", "kernel", true, ops / 4);
+	run_config(4096, 16384, 4, "folio", "fixed", true, ops / 4);
+	run_config(512, 4096, 4, "block", "ramp", true, ops / 4);
 	return T_EXIT_PASS;
 }
