@@ -11,6 +11,9 @@
  * ring, made on first use.  Faults are applied to each completion, so the
  * same spec hits every backend; an fsync fault replaces the sync itself.
  *
+ * Readahead's reads are asynchronous: one reader thread per context
+ * submits and reaps them on a ring of its own (below).
+ *
  * With a write log (writelog.c) every write is recorded before it is
  * issued, each resubmission of the rest of a short one too, and a write
  * the backing file system failed is marked so (the real result, before
@@ -19,6 +22,7 @@
 #include "wb_i.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <liburing.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,7 +32,6 @@
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
-#include <limits.h>
 
 /* ---- faults ---- */
 
@@ -508,9 +511,17 @@ static void *reader_main(void *arg)
 
 		reader_fill(r);
 		ret = io_uring_submit_and_wait(&r->ring, 1);
-		if (ret < 0 && ret != -EINTR && ret != -EAGAIN && ret != -EBUSY) {
-			wb_log("error: readahead ring: %s", strerror(-ret));
-			abort();	/* reads in flight would never end */
+		if (ret < 0 && ret != -EINTR) {
+			/*
+			 * Reads in flight still complete, and readers wait for
+			 * them: retry (EAGAIN, EBUSY and ENOMEM pass), never
+			 * give the ring up.
+			 */
+			static atomic_bool said;
+
+			if (!atomic_exchange(&said, true))
+				wb_log("notice: readahead ring: %s; retrying", strerror(-ret));
+			nanosleep(&(struct timespec){ .tv_nsec = 1000000 }, NULL);
 		}
 		io_uring_for_each_cqe(&r->ring, head, cqe) {
 			void *data = io_uring_cqe_get_data(cqe);
