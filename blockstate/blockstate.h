@@ -268,8 +268,9 @@ int bs_cache_check(struct bs_cache *cache);
 
 /*
  * An asynchronous backing read, for readahead: @len bytes at @off into
- * the @iovcnt (at most IOV_MAX) buffers of @iov.  Whoever takes it calls @done exactly once,
- * from any thread, with the bytes read (short only at EOF) or -errno.
+ * the @iovcnt (at most IOV_MAX) buffers of @iov.  Whoever takes it calls
+ * @done exactly once, from any thread, with the bytes read (short only at
+ * EOF) or -errno.
  * @done may take folio locks and free memory; it must not be called with
  * a lock of the caller's held that a blockstate path may wait on.
  */
