@@ -379,31 +379,39 @@ static ssize_t io_read_run_sync(struct bs_file *file, struct ra_io *io, size_t f
 	return n;
 }
 
-/* An asynchronous read of a run: its segments, with their folios referenced. */
+/*
+ * An asynchronous read of a run: its segments, with their folios
+ * referenced, and an iovec for each (one allocation: segs follows iov).
+ */
 struct ra_aio {
 	struct bs_aio aio;
 	struct bs_file *file;
 	size_t nr_segs;
 	struct ra_seg *segs;
-	struct iovec *iov;
+	struct iovec iov[];
 };
 
-static void aio_done(struct bs_aio *aio, ssize_t res)
+/* Drop @ra's folio references and free it; the file's nr_aio last. */
+static void aio_release(struct ra_aio *ra)
 {
-	struct ra_aio *ra = (struct ra_aio *)aio;
 	struct bs_file *file = ra->file;
 
-	run_end(file, ra->segs, 0, ra->nr_segs, aio->off, res);
 	for (size_t i = 0; i < ra->nr_segs; i++)
 		bs_folio_put(ra->segs[i].folio);
-	free(ra->segs);
-	free(ra->iov);
 	free(ra);
 	/* Last: bs_file_destroy() may free the file once this is 0. */
 	pthread_mutex_lock(&file->ra_lock);
 	if (!--file->nr_aio)
 		pthread_cond_broadcast(&file->aio_idle);
 	pthread_mutex_unlock(&file->ra_lock);
+}
+
+static void aio_done(struct bs_aio *aio, ssize_t res)
+{
+	struct ra_aio *ra = (struct ra_aio *)aio;
+
+	run_end(ra->file, ra->segs, 0, ra->nr_segs, aio->off, res);
+	aio_release(ra);
 }
 
 /*
@@ -415,21 +423,14 @@ static int io_read_run_async(struct bs_file *file, struct ra_io *io, size_t firs
 {
 	size_t nr = end - first;
 	unsigned int shift = file->cache->blk_shift;
-	struct ra_aio *ra = calloc(1, sizeof(*ra));
+	struct ra_aio *ra = calloc(1, sizeof(*ra) + nr * (sizeof(ra->iov[0]) + sizeof(*ra->segs)));
 	int ret;
 
 	if (!ra)
 		return -ENOMEM;
-	ra->segs = malloc(nr * sizeof(*ra->segs));
-	ra->iov = malloc(nr * sizeof(*ra->iov));
-	if (!ra->segs || !ra->iov) {
-		free(ra->segs);
-		free(ra->iov);
-		free(ra);
-		return -ENOMEM;
-	}
 	ra->file = file;
 	ra->nr_segs = nr;
+	ra->segs = (struct ra_seg *)(ra->iov + nr);
 	memcpy(ra->segs, io->segs + first, nr * sizeof(*ra->segs));
 	for (size_t i = 0; i < nr; i++) {
 		const struct ra_seg *seg = &ra->segs[i];
@@ -447,19 +448,10 @@ static int io_read_run_async(struct bs_file *file, struct ra_io *io, size_t firs
 	file->nr_aio++;
 	pthread_mutex_unlock(&file->ra_lock);
 	ret = file->ops->read_start(file->ctx, &ra->aio);
-	if (!ret)
+	if (ret)
+		aio_release(ra);
+	else
 		atomic_fetch_add(&file->cache->ra_async_ios, 1);
-	if (ret) {
-		pthread_mutex_lock(&file->ra_lock);
-		if (!--file->nr_aio)
-			pthread_cond_broadcast(&file->aio_idle);
-		pthread_mutex_unlock(&file->ra_lock);
-		for (size_t i = 0; i < nr; i++)
-			bs_folio_put(ra->segs[i].folio);
-		free(ra->segs);
-		free(ra->iov);
-		free(ra);
-	}
 	return ret;
 }
 
