@@ -264,6 +264,7 @@ class Mount:
             mi = mountinfo(self.mnt)
             if mi is not None and mi['fstype'].startswith('fuse'):
                 self.conn = int(mi['dev'].split(':')[1])
+                self._wait_serving()
                 return
             rc = self.proc.poll()
             if rc is not None:
@@ -274,6 +275,17 @@ class Mount:
                 pytest.fail('%s not mounted after %ss; daemon output:\n%s'
                             % (self.mnt, timeout, self.output()))
             time.sleep(0.02)
+
+    def _wait_serving(self):
+        """The mount appears before the daemon has set up its cache and
+        threads (they start after it forks); the first request waits for
+        them, so one stat makes what a test measures next the daemon's
+        steady state.  A mount the caller may not enter answers at once
+        (EACCES) and is left as it is."""
+        try:
+            os.stat(self.mnt)
+        except OSError:
+            pass
 
     def umount(self, timeout=30):
         """fusermount3 -u; assert the daemon exits 0 with clean output."""
