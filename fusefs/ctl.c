@@ -287,8 +287,9 @@ static void ctl_fill_stats(struct ffs_data *fs, struct ctl_buf *buf)
 		     (unsigned long long)atomic_load(&fs->fd_refused));
 	used += n > 0 && (size_t)n < buf->cap - used ? (size_t)n : 0;
 	/* Requests served from io_uring entries (0: all over /dev/fuse). */
-	n = snprintf(buf->data + used, buf->cap - used, "fuse_uring_requests %llu\n",
-		     (unsigned long long)ffs_uring_requests());
+	n = snprintf(buf->data + used, buf->cap - used,
+		     "fuse_uring_requests %llu\n" "fuse_uring_threads %u\n",
+		     (unsigned long long)ffs_uring_requests(), ffs_uring_threads());
 	used += n > 0 && (size_t)n < buf->cap - used ? (size_t)n : 0;
 	buf->len = used;
 }

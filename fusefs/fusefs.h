@@ -237,7 +237,8 @@ struct ffs_data {
 	 * O_PATH one, a file's data descriptor, an open directory's) is
 	 * counted in nr_fds, and one more is opened only while nr_fds is
 	 * under fd_budget: RLIMIT_NOFILE less the descriptors the daemon had
-	 * when it began serving (fd_base) and fd_reserve, kept for what must
+	 * when it began serving (fd_base), those of the io_uring transport
+	 * (ffs_uring_fds()) and fd_reserve, kept for what must
 	 * not fail for want of one (io_uring rings and /dev/fuse clones of
 	 * new threads, fusermount3 at unmount, short-lived descriptors).  At
 	 * the budget, the data descriptors of files nobody has open are
@@ -430,6 +431,14 @@ ssize_t ffs_uring_send(const struct iovec *iov, int count);
 void ffs_uring_stop(void);
 /* Requests served from ring entries so far (.foliofs/stats). */
 uint64_t ffs_uring_requests(void);
+/* Threads serving the rings, each with one entry (.foliofs/stats). */
+unsigned int ffs_uring_threads(void);
+/*
+ * Descriptors the rings hold (each thread's io_uring and eventfd): opened
+ * after the daemon began serving, so outside fd_base, and counted in the
+ * descriptor budget here instead.
+ */
+long ffs_uring_fds(void);
 
 /* ---- control directory (ctl.c) ---- */
 

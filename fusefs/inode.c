@@ -328,7 +328,7 @@ static void fd_budget_update(struct ffs_data *fs)
 		limit = (long)rl.rlim_cur;
 	if (reserve > limit / 4)
 		reserve = limit / 4;
-	atomic_store(&fs->fd_budget, limit - fs->fd_base - reserve);
+	atomic_store(&fs->fd_budget, limit - fs->fd_base - ffs_uring_fds() - reserve);
 }
 
 void ffs_fd_budget_init(struct ffs_data *fs)

@@ -31,28 +31,38 @@
  *    written to /dev/fuse.  So held write replies (defer.c) leave from the
  *    timer thread through their entry, like any other reply.
  *
- * Threads.  Each queue has its own io_uring, UR_QUEUE_ENTRIES entries and
- * UR_QUEUE_THREADS threads that serve until ffs_uring_stop().  One thread
- * at a time (the leader) waits for a completion; when it has one, it makes
- * another idle thread the leader and serves the request itself, so the
- * request is served on the thread that was woken for it (no hand-off) and
- * a handler that blocks (fsync waiting for writeback, a cold read) holds
- * only its own thread and entry: the others keep serving the queue.  A held
- * write reply holds an entry but no thread, hence more entries than
- * threads.  The queue stalls only while all its threads are blocked in
- * handlers, as libfuse's loop does at max_threads; libfuse master instead
- * serves a queue on one thread, where one blocking handler stops its queue.
+ * Threads.  Each queue is served by UR_THREADS_TOTAL / nqueues threads
+ * (at least UR_MIN_THREADS, at most UR_MAX_THREADS), and each thread owns
+ * one io_uring and exactly one entry of its queue (more below).  Who submits matters to
+ * the kernel: it finishes delivering a request to an entry in the context
+ * of the thread that submitted the entry's last command (task work).  Here
+ * that thread is the one waiting on the ring the completion goes to, so a
+ * request wakes one thread, which serves it and then commits the reply and
+ * waits for the next request in one io_uring_enter.  An entry is in the
+ * kernel's hands only while its thread is free to serve it, so a handler
+ * that blocks (fsync waiting for writeback, a cold read) holds only its
+ * own thread and entry and the queue's other threads keep serving, as
+ * libfuse's loop does up to max_threads; libfuse master instead serves a
+ * queue on one thread, where one blocking handler stops its queue.  (An
+ * earlier design shared one ring among a queue's threads: each request then
+ * woke the entry's submitter to run the task work, the leader waiting on
+ * the ring, and a thread to lead next, and cost twice the context switches
+ * and 1.8x the daemon CPU of /dev/fuse.)
  *
- * Who submits matters to the kernel: it finishes delivering a request to an
- * entry in the context of the thread that submitted the entry's last
- * command, and when that thread exits it cancels the command, failing a
- * request being delivered with ECANCELED.  So only the queue's own
- * threads submit, and they live until the process exits (ffs_uring_stop()
- * parks them).  A reply from any other thread (held write replies leave
- * from defer.c's timer thread, which ends at stop) is handed to the
- * queue's leader, woken through an eventfd, which submits its commit.  A
- * request can wait for its entry's submitter to leave an uninterruptible
- * sleep (a handler's backing read), a bounded delay.
+ * A reply from a ring thread to its own request is queued on its ring and
+ * submitted with the wait for the next request, or before a message to
+ * /dev/fuse (a notification must not overtake the reply it follows).  A
+ * reply from any other thread (held write replies leave from defer.c's
+ * timer thread) is handed to the entry's thread, woken through an eventfd
+ * whose read it keeps queued, which submits the commit: a thread that
+ * exits cancels the commands it submitted, failing a request being
+ * delivered with ECANCELED, so only ring threads submit, and they live
+ * until the process exits (ffs_uring_stop() parks them).  While a reply is
+ * held its thread has no entry and serves nothing, so the queue starts
+ * another thread with an entry whenever fewer than its starting number are
+ * free of held replies, up to UR_QUEUE_MAX_THREADS: a held write pauses its
+ * writer and nothing else, as over /dev/fuse.  The kernel cannot take an
+ * entry back, so a queue keeps the threads of its busiest moment.
  */
 #include "fusefs.h"
 
@@ -97,17 +107,27 @@ struct ur_cmd_req {
 	uint8_t padding[6];
 };
 
-#define UR_QUEUE_ENTRIES	16
-#define UR_QUEUE_THREADS	4
+#define UR_THREADS_TOTAL	16	/* spread over the queues... */
+#define UR_MIN_THREADS		2	/* ...but never fewer per queue */
+#define UR_MAX_THREADS		8	/* nor more */
+#define UR_QUEUE_MAX_THREADS	64	/* with those started for held replies */
 
 struct ur_queue;
 
 /*
- * One ring entry.  Its buffers are one mapping: the header page, a spare
- * page whose end receives the fixed parts of a request, and the payload.
+ * One serving thread, with its own ring and its one entry.  The entry's
+ * buffers are one mapping: the header page, a spare page whose end
+ * receives the fixed parts of a request, and the payload.
  */
-struct ur_ent {
+struct ur_thread {
 	struct ur_queue *q;		/* immutable */
+	/*
+	 * The thread's alone (SQ and CQ) until it parks; then the caller of
+	 * ffs_uring_stop(), under ur_queue.lock.
+	 */
+	struct io_uring ring;
+	int evfd;			/* immutable: wakes the thread (hand-off, stop) */
+	uint64_t evbuf;			/* the eventfd read's target */
 	struct ur_req_header *hdr;	/* immutable; the kernel writes it */
 	char *payload;			/* immutable; ur_ring.payload_size bytes */
 	struct iovec iov[2];		/* immutable: what REGISTER names */
@@ -118,38 +138,33 @@ struct ur_ent {
 	 */
 	_Atomic uint64_t unique;
 	/*
-	 * The command to submit again if the kernel answers EAGAIN/EINTR,
-	 * and its commit id: written by the thread that submits, under
-	 * ur_queue.lock, read by the leader that reaps it.
+	 * The entry's last command and its commit id, to submit again if the
+	 * kernel answers EAGAIN/EINTR; the submitter's.
 	 */
 	uint32_t cmd;
 	uint64_t commit_id;
-	struct ur_ent *handoff_next;	/* on ur_queue.handoff; under its lock */
+	/*
+	 * A reply handed off by another thread waits to be committed, for
+	 * request @handoff_id; under ur_queue.lock.
+	 */
+	bool handoff;
+	uint64_t handoff_id;
+	/* The handler returned without the reply (held); under ur_queue.lock. */
+	bool held;
+	pthread_t tid;			/* immutable after start */
 };
 
 /*
- * One kernel queue.  The SQ side of @ring (get_sqe .. submit) and the
- * leader hand-over are under @lock, taken by any thread that submits; the
- * CQ side is the leader's alone (one reaper at a time) and needs no lock.
- * @lock is a leaf: nothing is locked or replied under it, and a reply may
- * take it from any thread (no lock of fusefs is held across a reply).
+ * One kernel queue and its threads.  @lock guards the hand-offs, the held
+ * counts, the growth and the stop; it is a leaf: nothing is locked or
+ * replied under it, and a reply may take it from any thread (no lock of
+ * fusefs is held across a reply).
  */
 struct ur_queue {
 	struct ur_ring *ur;		/* immutable */
 	unsigned int qid;		/* immutable */
-	struct io_uring ring;		/* see above */
-	int evfd;			/* immutable: wakes the leader (hand-offs, stop) */
-	uint64_t evbuf;			/* the eventfd read's target */
 	pthread_mutex_t lock;
-	pthread_cond_t idle;		/* a thread waits here to lead; under lock */
-	bool has_leader;		/* under lock */
 	bool stopping;			/* under lock: serve no more */
-	/*
-	 * Replies from threads that must not submit (see the top), waiting
-	 * for the leader to submit their commits; under lock.  Pushing one
-	 * writes @evfd, whose read the leader keeps queued.
-	 */
-	struct ur_ent *handoff;
 	/*
 	 * Threads that stopped serving and wait (on @parked_cond, under lock)
 	 * for @release, which only a failed start sets: see ffs_uring_stop().
@@ -157,28 +172,36 @@ struct ur_queue {
 	unsigned int parked;
 	bool release;
 	pthread_cond_t parked_cond;
-	struct ur_ent ents[UR_QUEUE_ENTRIES];	/* immutable after start */
-	pthread_t threads[UR_QUEUE_THREADS];	/* immutable after start */
-	unsigned int nthreads;		/* started; immutable after start */
+	/*
+	 * Slots of @threads set up, and threads running; both grow under
+	 * @lock (ur_grow_locked()), and a slot is set up before @nthreads counts it.
+	 */
+	_Atomic unsigned int nthreads;
+	unsigned int started;
+	unsigned int nheld;		/* threads with ur_thread.held; under lock */
+	struct ur_thread *threads;	/* immutable array of UR_QUEUE_MAX_THREADS */
 };
 
 struct ur_ring {
 	struct fuse_session *se;	/* immutable */
 	size_t payload_size;		/* immutable */
 	size_t map_size;		/* immutable: an entry's mapping */
+	int fuse_fd;			/* immutable: /dev/fuse */
 	unsigned int nqueues;		/* immutable */
+	unsigned int threads_per_queue;	/* immutable */
 	struct ur_queue *queues;	/* immutable array */
 };
 
 /* The ring, or NULL: set at start before any ring request; cleared only if the start fails. */
 static struct ur_ring *_Atomic ur_active;
 static _Atomic uint64_t ur_requests;
+static _Atomic unsigned int ur_nthreads;	/* running ring threads */
 /* A refused entry was logged (once: every entry would be). */
 static _Atomic bool ur_refused;
-/* The entry whose request this thread serves, to find its reply at once. */
-static __thread struct ur_ent *ur_current;
-/* This thread is a ring thread: it may submit (see the top). */
-static __thread bool ur_ring_thread;
+/* This thread, when it is a ring thread (it may submit: see the top). */
+static __thread struct ur_thread *ur_self;
+/* A commit queued on ur_self's ring and not yet submitted. */
+static __thread bool ur_unsubmitted;
 static size_t ur_page;
 
 uint64_t ffs_uring_requests(void)
@@ -186,163 +209,171 @@ uint64_t ffs_uring_requests(void)
 	return atomic_load_explicit(&ur_requests, memory_order_relaxed);
 }
 
-static void ur_prep_cmd(struct io_uring_sqe *sqe, struct ur_ent *ent, uint32_t cmd,
-			uint64_t commit_id)
+unsigned int ffs_uring_threads(void)
 {
-	struct ur_cmd_req *req = (struct ur_cmd_req *)sqe->cmd;
+	return atomic_load_explicit(&ur_nthreads, memory_order_relaxed);
+}
 
+long ffs_uring_fds(void)
+{
+	/* A thread's ring and eventfd; a thread being set up is counted late. */
+	return 2L * atomic_load_explicit(&ur_nthreads, memory_order_relaxed);
+}
+
+/* Queue @cmd for @t's entry on @t's ring.  0, or -EBUSY when the SQ is full (it cannot be). */
+static int ur_prep_cmd(struct ur_thread *t, uint32_t cmd, uint64_t commit_id)
+{
+	struct io_uring_sqe *sqe = io_uring_get_sqe(&t->ring);
+	struct ur_cmd_req *req;
+
+	if (!sqe)
+		return -EBUSY;
+	req = (struct ur_cmd_req *)sqe->cmd;
 	memset(sqe, 0, 2 * sizeof(*sqe));	/* SQE128: the command area too */
 	sqe->opcode = IORING_OP_URING_CMD;
 	sqe->flags = IOSQE_FIXED_FILE;
 	sqe->fd = 0;			/* /dev/fuse, registered */
 	sqe->cmd_op = cmd;
 	if (cmd == UR_CMD_REGISTER) {
-		sqe->addr = (uintptr_t)ent->iov;
+		sqe->addr = (uintptr_t)t->iov;
 		sqe->len = 2;
 	}
-	req->qid = (uint16_t)ent->q->qid;
+	req->qid = (uint16_t)t->q->qid;
 	req->commit_id = commit_id;
-	io_uring_sqe_set_data(sqe, ent);
+	io_uring_sqe_set_data(sqe, t);
+	t->cmd = cmd;
+	t->commit_id = commit_id;
+	return 0;
+}
+
+/* Queue the read of @t's eventfd.  0 or -EBUSY. */
+static int ur_prep_wake_read(struct ur_thread *t)
+{
+	struct io_uring_sqe *sqe = io_uring_get_sqe(&t->ring);
+
+	if (!sqe)
+		return -EBUSY;
+	io_uring_prep_read(sqe, t->evfd, &t->evbuf, sizeof(t->evbuf), 0);
+	io_uring_sqe_set_data(sqe, NULL);
+	return 0;
 }
 
 /*
  * Errors after which the same call may succeed: kernel memory, a signal.
- * Stopping a queue on one would strand the requests the kernel keeps
- * routing to it.  EBUSY (an overflowed CQ) cannot last: a queue has at most
- * UR_QUEUE_ENTRIES + 1 commands in flight, fewer than its CQ holds.
+ * Stopping a thread on one would strand the requests the kernel keeps
+ * routing to its entry.  EBUSY (an overflowed CQ) cannot last: a ring has
+ * at most two commands in flight (the entry's and the eventfd read).
  */
 static bool ur_transient(int err)
 {
 	return err == -EAGAIN || err == -EBUSY || err == -ENOMEM || err == -EINTR;
 }
 
-/*
- * Submit what is queued in @q's SQ, retrying transient errors (the SQEs
- * stay queued until submitted).  0 or -errno.  Context: queue lock held.
- */
-static int ur_submit_sq(struct ur_queue *q)
+/* Submit what is queued in @t's SQ, retrying transient errors.  0 or -errno. */
+static int ur_submit(struct ur_thread *t)
 {
 	int ret;
 
-	while (ur_transient(ret = io_uring_submit(&q->ring)))
+	while (ur_transient(ret = io_uring_submit(&t->ring)))
 		if (ret != -EINTR)
 			sched_yield();
 	return ret < 0 ? ret : 0;
 }
 
-/* Queue @cmd for @ent and submit it.  0 or -errno.  Context: queue lock held. */
-static int ur_submit_locked(struct ur_ent *ent, uint32_t cmd, uint64_t commit_id)
-{
-	struct ur_queue *q = ent->q;
-	struct io_uring_sqe *sqe = io_uring_get_sqe(&q->ring);
-
-	/* Each entry has at most one command in flight: the SQ cannot be full. */
-	if (!sqe)
-		return -EBUSY;
-	ent->cmd = cmd;
-	ent->commit_id = commit_id;
-	ur_prep_cmd(sqe, ent, cmd, commit_id);
-	return ur_submit_sq(q);
-}
-
-static int ur_submit(struct ur_ent *ent, uint32_t cmd, uint64_t commit_id)
-{
-	int ret;
-
-	pthread_mutex_lock(&ent->q->lock);
-	ret = ur_submit_locked(ent, cmd, commit_id);
-	pthread_mutex_unlock(&ent->q->lock);
-	return ret;
-}
-
-/* Wake @q's leader through the eventfd. */
-static int ur_wake(struct ur_queue *q)
+/* Wake @t through its eventfd. */
+static int ur_wake(struct ur_thread *t)
 {
 	uint64_t one = 1;
 	int ret;
 
 	do
-		ret = write(q->evfd, &one, sizeof(one)) == sizeof(one) ? 0 : -errno;
+		ret = write(t->evfd, &one, sizeof(one)) == sizeof(one) ? 0 : -errno;
 	while (ur_transient(ret));
 	return ret;
 }
 
-/* Have the leader of @ent's queue commit it (a reply from a non-ring thread). */
-static int ur_handoff(struct ur_ent *ent, uint64_t commit_id)
+/*
+ * Queue the commit of a handed-off reply, if @t has one.  0 or -errno.
+ * Context: queue lock held; @t's thread, or the stopper once it parked.
+ */
+static int ur_take_handoff_locked(struct ur_thread *t)
 {
-	struct ur_queue *q = ent->q;
+	if (!t->handoff)
+		return 0;
+	t->handoff = false;
+	if (t->held) {
+		t->held = false;
+		t->q->nheld--;
+	}
+	return ur_prep_cmd(t, UR_CMD_COMMIT_AND_FETCH, t->handoff_id);
+}
+
+/* Have @t's thread commit its entry's reply (a reply from another thread). */
+static int ur_handoff(struct ur_thread *t, uint64_t commit_id)
+{
+	struct ur_queue *q = t->q;
 
 	pthread_mutex_lock(&q->lock);
-	ent->cmd = UR_CMD_COMMIT_AND_FETCH;
-	ent->commit_id = commit_id;
-	ent->handoff_next = q->handoff;
-	q->handoff = ent;
+	t->handoff_id = commit_id;
+	t->handoff = true;
 	pthread_mutex_unlock(&q->lock);
-	return ur_wake(q);
+	return ur_wake(t);
 }
 
-/*
- * Submit the handed-off commits and, with @rearm, the eventfd read again;
- * one submission.  0 or -errno.  Context: queue lock held.
- */
-static int ur_drain_locked(struct ur_queue *q, bool rearm)
+/* The thread whose entry holds request @unique, claimed for its reply, or NULL. */
+static struct ur_thread *ur_claim(struct ur_ring *ur, uint64_t unique)
 {
-	struct io_uring_sqe *sqe;
-
-	while (q->handoff) {
-		struct ur_ent *ent = q->handoff;
-
-		sqe = io_uring_get_sqe(&q->ring);
-		if (!sqe)
-			return -EBUSY;	/* one command per entry: cannot happen */
-		q->handoff = ent->handoff_next;
-		ur_prep_cmd(sqe, ent, ent->cmd, ent->commit_id);
-	}
-	if (rearm) {
-		sqe = io_uring_get_sqe(&q->ring);
-		if (!sqe)
-			return -EBUSY;
-		io_uring_prep_read(sqe, q->evfd, &q->evbuf, sizeof(q->evbuf), 0);
-		io_uring_sqe_set_data(sqe, NULL);
-	}
-	return ur_submit_sq(q);
-}
-
-/* The entry holding request @unique, claimed for its reply, or NULL. */
-static struct ur_ent *ur_claim(struct ur_ring *ur, uint64_t unique)
-{
-	struct ur_ent *ent = ur_current;
+	struct ur_thread *t = ur_self;
 	uint64_t want = unique;
 
-	if (ent && atomic_compare_exchange_strong(&ent->unique, &want, 0))
-		return ent;
+	if (t && atomic_compare_exchange_strong(&t->unique, &want, 0))
+		return t;
 	for (unsigned int i = 0; i < ur->nqueues; i++) {
-		for (unsigned int j = 0; j < UR_QUEUE_ENTRIES; j++) {
-			ent = &ur->queues[i].ents[j];
+		struct ur_queue *q = &ur->queues[i];
+
+		unsigned int n = atomic_load(&q->nthreads);
+
+		for (unsigned int j = 0; j < n; j++) {
+			t = &q->threads[j];
 			want = unique;
-			if (atomic_compare_exchange_strong(&ent->unique, &want, 0))
-				return ent;
+			if (atomic_compare_exchange_strong(&t->unique, &want, 0))
+				return t;
 		}
 	}
 	return NULL;
+}
+
+/* Submit this ring thread's queued commit now.  Context: any thread. */
+static void ur_flush_self(void)
+{
+	int ret;
+
+	if (!ur_unsubmitted)
+		return;
+	ur_unsubmitted = false;
+	ret = ur_submit(ur_self);
+	if (ret)
+		fuse_log(FUSE_LOG_ERR, "error: uring: queue %u: cannot send a reply: %s\n",
+			 ur_self->q->qid, strerror(-ret));
 }
 
 ssize_t ffs_uring_send(const struct iovec *iov, int count)
 {
 	struct ur_ring *ur = atomic_load(&ur_active);
 	struct fuse_out_header out;
-	struct ur_ent *ent;
+	struct ur_thread *t;
 	size_t len = 0;
 	int ret;
 
 	if (!ur || count < 1 || iov[0].iov_len < sizeof(out))
 		return -ENOENT;
 	memcpy(&out, iov[0].iov_base, sizeof(out));
-	if (!out.unique)
-		return -ENOENT;		/* a notification */
-	ent = ur_claim(ur, out.unique);
-	if (!ent)
-		return -ENOENT;		/* a reply to a /dev/fuse request */
+	t = out.unique ? ur_claim(ur, out.unique) : NULL;
+	if (!t) {
+		/* A notification or a reply to a /dev/fuse request: after ours. */
+		ur_flush_self();
+		return -ENOENT;
+	}
 	for (int i = 1; i < count; i++) {
 		if (iov[i].iov_len > ur->payload_size - len) {
 			/* Larger than the kernel asked for: cannot happen. */
@@ -350,30 +381,35 @@ ssize_t ffs_uring_send(const struct iovec *iov, int count)
 			len = 0;
 			break;
 		}
-		memmove(ent->payload + len, iov[i].iov_base, iov[i].iov_len);
+		memmove(t->payload + len, iov[i].iov_base, iov[i].iov_len);
 		len += iov[i].iov_len;
 	}
 	out.len = (uint32_t)(sizeof(out) + len);
-	memcpy(ent->hdr->in_out, &out, sizeof(out));
-	ent->hdr->ent_in_out.payload_sz = (uint32_t)len;
-	ret = ur_ring_thread ? ur_submit(ent, UR_CMD_COMMIT_AND_FETCH, out.unique)
-			     : ur_handoff(ent, out.unique);
+	memcpy(t->hdr->in_out, &out, sizeof(out));
+	t->hdr->ent_in_out.payload_sz = (uint32_t)len;
+	if (t == ur_self) {
+		/* Submitted with the wait for the next request (ur_thread()). */
+		ret = ur_prep_cmd(t, UR_CMD_COMMIT_AND_FETCH, out.unique);
+		ur_unsubmitted = !ret;
+	} else {
+		ret = ur_handoff(t, out.unique);
+	}
 	if (ret)
 		fuse_log(FUSE_LOG_ERR, "error: uring: queue %u: cannot send the reply to request "
-			 "%llu: %s\n", ent->q->qid, (unsigned long long)out.unique,
+			 "%llu: %s\n", t->q->qid, (unsigned long long)out.unique,
 			 strerror(-ret));
 	return ret ? ret : (ssize_t)out.len;
 }
 
 /*
- * Serve the request the kernel put into @ent: rebuild it as read(2) gives
- * it, in front of the payload, and let libfuse dispatch it.
+ * Serve the request the kernel put into @t's entry: rebuild it as read(2)
+ * gives it, in front of the payload, and let libfuse dispatch it.
  */
-static void ur_serve(struct ur_ring *ur, struct ur_ent *ent)
+static void ur_serve(struct ur_ring *ur, struct ur_thread *t)
 {
-	const struct fuse_in_header *in = (const void *)ent->hdr->in_out;
-	uint32_t payload_sz = ent->hdr->ent_in_out.payload_sz;
-	uint64_t commit_id = ent->hdr->ent_in_out.commit_id;
+	const struct fuse_in_header *in = (const void *)t->hdr->in_out;
+	uint32_t payload_sz = t->hdr->ent_in_out.payload_sz;
+	uint64_t commit_id = t->hdr->ent_in_out.commit_id;
 	struct fuse_buf fbuf = { .size = 0 };
 	size_t op_len;
 	char *start;
@@ -386,98 +422,165 @@ static void ur_serve(struct ur_ring *ur, struct ur_ent *ent)
 
 		fuse_log(FUSE_LOG_ERR, "error: uring: malformed request (opcode %u)\n",
 			 in->opcode);
-		memcpy(ent->hdr->in_out, &out, sizeof(out));
-		ent->hdr->ent_in_out.payload_sz = 0;
-		(void)ur_submit(ent, UR_CMD_COMMIT_AND_FETCH, commit_id);
+		memcpy(t->hdr->in_out, &out, sizeof(out));
+		t->hdr->ent_in_out.payload_sz = 0;
+		ur_unsubmitted = !ur_prep_cmd(t, UR_CMD_COMMIT_AND_FETCH, commit_id);
 		return;
 	}
 	op_len = in->len - sizeof(*in) - payload_sz;
-	start = ent->payload - op_len - sizeof(*in);
-	memmove(start + sizeof(*in), ent->hdr->op_in, op_len);
+	start = t->payload - op_len - sizeof(*in);
+	memmove(start + sizeof(*in), t->hdr->op_in, op_len);
 	memmove(start, in, sizeof(*in));
 	fbuf.mem = start;
 	fbuf.size = ((const struct fuse_in_header *)start)->len;
 	atomic_fetch_add_explicit(&ur_requests, 1, memory_order_relaxed);
-	atomic_store(&ent->unique, commit_id);
-	ur_current = ent;
+	atomic_store(&t->unique, commit_id);
 	ffs_channel_received(fbuf.mem, fbuf.size);
 	fuse_session_process_buf(ur->se, &fbuf);
-	ur_current = NULL;
 }
 
-/* A completion for @ent with result @res. */
-static void ur_complete(struct ur_ring *ur, struct ur_ent *ent, int res)
+/* A completion of @t's entry command with result @res. */
+static void ur_complete(struct ur_ring *ur, struct ur_thread *t, int res)
 {
 	if (res == 0) {
-		ur_serve(ur, ent);
+		ur_serve(ur, t);
 		return;
 	}
 	/*
 	 * EAGAIN, EINTR: submit again.  Otherwise the entry is out of use:
 	 * ENOTCONN when the connection ends; a refused REGISTER leaves the
-	 * kernel on /dev/fuse.
+	 * kernel on /dev/fuse (while any queue has no entry).
 	 */
 	if (res == -EAGAIN || res == -EINTR)
-		(void)ur_submit(ent, ent->cmd, ent->commit_id);
-	else if (res != -ENOTCONN && ent->cmd == UR_CMD_REGISTER &&
+		ur_unsubmitted = !ur_prep_cmd(t, t->cmd, t->commit_id);
+	else if (res != -ENOTCONN && t->cmd == UR_CMD_REGISTER &&
 		 !atomic_exchange(&ur_refused, true))
 		fuse_log(FUSE_LOG_NOTICE, "uring: the kernel refused a ring entry (%s)\n",
 			 strerror(-res));
 }
 
 /*
- * Wait to be the leader, then for a completion of an entry.  Returns false
- * when the queue stops.  Gives up leadership before returning.  The
- * eventfd's read completes when replies were handed off (submitted here)
- * and at stop.
+ * The eventfd read completed: queue handed-off commits and, unless the
+ * queue stops, the read again.  Returns whether to go on serving, or
+ * -errno.
  */
-static bool ur_lead(struct ur_queue *q, struct ur_ent **ent, int *res)
+static int ur_woken(struct ur_thread *t)
 {
-	struct io_uring_cqe *cqe;
-	bool stop = false;
+	struct ur_queue *q = t->q;
+	bool stop;
 	int ret;
 
-	*ent = NULL;
 	pthread_mutex_lock(&q->lock);
-	while (q->has_leader && !q->stopping)
-		pthread_cond_wait(&q->idle, &q->lock);
-	if (q->stopping) {
-		pthread_mutex_unlock(&q->lock);
-		return false;
-	}
-	q->has_leader = true;
-	pthread_mutex_unlock(&q->lock);
-	while (!stop) {
-		do
-			ret = io_uring_wait_cqe(&q->ring, &cqe);
-		while (ur_transient(ret));
-		if (ret)
-			break;
-		*ent = io_uring_cqe_get_data(cqe);
-		*res = cqe->res;
-		io_uring_cqe_seen(&q->ring, cqe);
-		if (*ent)
-			break;
-		pthread_mutex_lock(&q->lock);
-		stop = q->stopping;
-		ret = ur_drain_locked(q, !stop);
-		pthread_mutex_unlock(&q->lock);
-		if (ret)
-			break;
-	}
-	pthread_mutex_lock(&q->lock);
-	q->has_leader = false;
-	if (ret || !*ent) {
-		q->stopping = true;
-		pthread_cond_broadcast(&q->idle);
-	} else {
-		pthread_cond_signal(&q->idle);
-	}
+	stop = q->stopping;
+	ret = ur_take_handoff_locked(t);
+	if (!ret && !stop)
+		ret = ur_prep_wake_read(t);
 	pthread_mutex_unlock(&q->lock);
 	if (ret)
-		fuse_log(FUSE_LOG_ERR, "error: uring: queue %u stops serving: %s\n",
-			 q->qid, strerror(-ret));
-	return !ret && *ent;
+		return ret;
+	return !stop;
+}
+
+static void ur_thread_destroy(struct ur_ring *ur, struct ur_thread *t)
+{
+	io_uring_queue_exit(&t->ring);
+	close(t->evfd);
+	munmap(t->hdr, ur->map_size);
+}
+
+static int ur_thread_init(struct ur_ring *ur, struct ur_queue *q, struct ur_thread *t)
+{
+	struct io_uring_params p = { .flags = IORING_SETUP_SQE128 };
+	char *map;
+	int ret;
+
+	t->q = q;
+	t->evfd = eventfd(0, EFD_CLOEXEC);
+	if (t->evfd < 0)
+		return -errno;
+	/* The entry's command, the eventfd read, and a commit queued beside them. */
+	ret = io_uring_queue_init_params(4, &t->ring, &p);
+	if (ret)
+		goto out_evfd;
+	ret = io_uring_register_files(&t->ring, &ur->fuse_fd, 1);
+	if (ret)
+		goto out_ring;
+	map = mmap(NULL, ur->map_size, PROT_READ | PROT_WRITE,
+		   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (map == MAP_FAILED) {
+		ret = -errno;
+		goto out_ring;
+	}
+	t->hdr = (struct ur_req_header *)map;
+	t->payload = map + 2 * ur_page;
+	t->iov[0] = (struct iovec){ t->hdr, sizeof(*t->hdr) };
+	t->iov[1] = (struct iovec){ t->payload, ur->payload_size };
+	return 0;
+
+out_ring:
+	io_uring_queue_exit(&t->ring);
+out_evfd:
+	close(t->evfd);
+	return ret;
+}
+
+static void *ur_thread(void *arg);
+
+/*
+ * Start one more thread for @q, unless it stops or has the most it may.
+ * Context: queue lock held.
+ */
+static void ur_grow_locked(struct ur_queue *q)
+{
+	unsigned int n = atomic_load(&q->nthreads);
+	struct ur_thread *t = &q->threads[n];
+	sigset_t all, old;
+	int ret;
+
+	if (q->stopping || n == UR_QUEUE_MAX_THREADS || n != q->started)
+		return;
+	ret = ur_thread_init(q->ur, q, t);
+	if (ret)
+		goto fail;
+	/* Signals are for libfuse's handlers on the main thread. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &old);
+	ret = -pthread_create(&t->tid, NULL, ur_thread, t);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (ret) {
+		ur_thread_destroy(q->ur, t);
+		memset(t, 0, sizeof(*t));
+		goto fail;
+	}
+	atomic_store(&q->nthreads, n + 1);
+	q->started++;
+	atomic_fetch_add(&ur_nthreads, 1);
+	return;
+fail:
+	fuse_log(FUSE_LOG_ERR, "error: uring: queue %u cannot start a thread for held "
+		 "replies (%u held of %u threads): %s\n", q->qid, q->nheld, n,
+		 strerror(-ret));
+}
+
+/*
+ * The handler of @t's request returned.  If no reply has claimed the entry,
+ * the reply is held (defer.c) and will be handed off, and until then @t
+ * serves nothing: keep the queue's starting number of threads free to
+ * serve.  (A claim that races this check is counted or not, and its
+ * hand-off undoes what was counted.)
+ */
+static void ur_note_held(struct ur_thread *t)
+{
+	struct ur_queue *q = t->q;
+
+	pthread_mutex_lock(&q->lock);
+	if (atomic_load(&t->unique) && !t->held) {
+		t->held = true;
+		q->nheld++;
+		if (q->started - q->nheld < q->ur->threads_per_queue)
+			ur_grow_locked(q);
+	}
+	pthread_mutex_unlock(&q->lock);
 }
 
 /* Serve no more; wait to be released (see ffs_uring_stop()). */
@@ -492,167 +595,128 @@ static void *ur_park(struct ur_queue *q)
 	return NULL;
 }
 
+/*
+ * A ring thread: register the entry, then serve each request the kernel
+ * delivers to it, submitting the reply with the wait for the next.
+ */
 static void *ur_thread(void *arg)
 {
-	struct ur_queue *q = arg;
-	struct ur_ent *ent;
-	int res;
+	struct ur_thread *t = arg;
+	struct ur_ring *ur = t->q->ur;
+	bool serving = true;
+	int ret;
 
-	ur_ring_thread = true;
-	while (ur_lead(q, &ent, &res))
-		ur_complete(q->ur, ent, res);
-	return ur_park(q);
-}
+	ur_self = t;
+	ret = ur_prep_cmd(t, UR_CMD_REGISTER, 0);
+	if (!ret)
+		ret = ur_prep_wake_read(t);
+	while (!ret && serving) {
+		struct io_uring_cqe *cqe;
+		unsigned int head, seen = 0;
 
-/* Submit REGISTER for every entry and the eventfd read.  Context: queue's first thread. */
-static int ur_register(struct ur_queue *q)
-{
-	struct io_uring_sqe *sqe;
-	int ret = 0;
+		ur_unsubmitted = false;
+		ret = io_uring_submit_and_wait(&t->ring, 1);
+		if (ur_transient(ret) && ret != -EINTR)
+			sched_yield();
+		if (ret >= 0 || ur_transient(ret))
+			ret = 0;
+		io_uring_for_each_cqe(&t->ring, head, cqe) {
+			struct ur_thread *ent = io_uring_cqe_get_data(cqe);
+			int res = cqe->res, r;
 
-	pthread_mutex_lock(&q->lock);
-	for (unsigned int i = 0; i < UR_QUEUE_ENTRIES; i++) {
-		struct io_uring_sqe *s = io_uring_get_sqe(&q->ring);
-
-		if (!s) {
-			ret = -EBUSY;
-			goto out_unlock;
+			seen++;
+			if (ent) {
+				ur_complete(ur, ent, res);
+				if (!res)
+					ur_note_held(t);
+				continue;
+			}
+			r = ur_woken(t);
+			if (r < 0)
+				ret = r;
+			else
+				serving = serving && r;
 		}
-		q->ents[i].cmd = UR_CMD_REGISTER;
-		ur_prep_cmd(s, &q->ents[i], UR_CMD_REGISTER, 0);
+		io_uring_cq_advance(&t->ring, seen);
 	}
-	sqe = io_uring_get_sqe(&q->ring);
-	if (!sqe) {
-		ret = -EBUSY;
-		goto out_unlock;
-	}
-	io_uring_prep_read(sqe, q->evfd, &q->evbuf, sizeof(q->evbuf), 0);
-	io_uring_sqe_set_data(sqe, NULL);
-	ret = io_uring_submit(&q->ring);
-	ret = ret < 0 ? ret : 0;
-out_unlock:
-	pthread_mutex_unlock(&q->lock);
-	return ret;
+	/* Commits queued last (a reply, a hand-off taken at stop). */
+	if (!ret)
+		ret = ur_submit(t);
+	ur_unsubmitted = false;
+	if (ret)
+		fuse_log(FUSE_LOG_ERR, "error: uring: a thread of queue %u stops serving: %s\n",
+			 t->q->qid, strerror(-ret));
+	return ur_park(t->q);
 }
 
-/*
- * The queue's first thread starts as its leader (ur_queue_start), so that
- * no thread waits on the ring before the eventfd read that ends the wait
- * at stop is queued.  If registering fails, the queue stops: the kernel
- * then never has every queue and stays on /dev/fuse.
- */
-static void *ur_first_thread(void *arg)
+static int ur_queue_init(struct ur_ring *ur, struct ur_queue *q, unsigned int qid)
 {
-	struct ur_queue *q = arg;
-	int ret;
-
-	ur_ring_thread = true;
-	ret = ur_register(q);
-
-	pthread_mutex_lock(&q->lock);
-	q->has_leader = false;
-	if (ret) {
-		q->stopping = true;
-		pthread_cond_broadcast(&q->idle);
-	} else {
-		pthread_cond_signal(&q->idle);
-	}
-	pthread_mutex_unlock(&q->lock);
-	if (ret) {
-		fuse_log(FUSE_LOG_NOTICE, "uring: cannot register queue %u (%s): "
-			 "serving over /dev/fuse\n", q->qid, strerror(-ret));
-		return ur_park(q);
-	}
-	return ur_thread(q);
-}
-
-static int ur_queue_init(struct ur_ring *ur, struct ur_queue *q, unsigned int qid, int fuse_fd)
-{
-	struct io_uring_params p = { .flags = IORING_SETUP_SQE128 };
-	int ret;
+	unsigned int n = 0;
+	int ret = 0;
 
 	q->ur = ur;
 	q->qid = qid;
-	q->evfd = eventfd(0, EFD_CLOEXEC);
-	if (q->evfd < 0)
-		return -errno;
-	ret = io_uring_queue_init_params(UR_QUEUE_ENTRIES + 1, &q->ring, &p);
-	if (ret)
-		goto out_evfd;
-	ret = io_uring_register_files(&q->ring, &fuse_fd, 1);
-	if (ret)
-		goto out_ring;
-	for (unsigned int i = 0; i < UR_QUEUE_ENTRIES; i++) {
-		struct ur_ent *ent = &q->ents[i];
-		char *map = mmap(NULL, ur->map_size, PROT_READ | PROT_WRITE,
-				 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-
-		if (map == MAP_FAILED) {
-			ret = -errno;
-			goto out_maps;
-		}
-		ent->q = q;
-		ent->hdr = (struct ur_req_header *)map;
-		ent->payload = map + 2 * ur_page;
-		ent->iov[0] = (struct iovec){ ent->hdr, sizeof(*ent->hdr) };
-		ent->iov[1] = (struct iovec){ ent->payload, ur->payload_size };
+	q->threads = calloc(UR_QUEUE_MAX_THREADS, sizeof(*q->threads));
+	if (!q->threads)
+		return -ENOMEM;
+	for (; n < ur->threads_per_queue; n++) {
+		ret = ur_thread_init(ur, q, &q->threads[n]);
+		if (ret)
+			break;
 	}
+	if (ret) {
+		while (n)
+			ur_thread_destroy(ur, &q->threads[--n]);
+		free(q->threads);
+		return ret;
+	}
+	atomic_store(&q->nthreads, n);
 	pthread_mutex_init(&q->lock, NULL);
-	pthread_cond_init(&q->idle, NULL);
 	pthread_cond_init(&q->parked_cond, NULL);
 	return 0;
-
-out_maps:
-	for (unsigned int i = 0; i < UR_QUEUE_ENTRIES && q->ents[i].hdr; i++)
-		munmap(q->ents[i].hdr, ur->map_size);
-out_ring:
-	io_uring_queue_exit(&q->ring);
-out_evfd:
-	close(q->evfd);
-	return ret;
 }
 
 /* Free what ur_queue_init() made; its threads have ended. */
 static void ur_queue_destroy(struct ur_ring *ur, struct ur_queue *q)
 {
-	io_uring_queue_exit(&q->ring);
-	close(q->evfd);
-	for (unsigned int i = 0; i < UR_QUEUE_ENTRIES; i++)
-		munmap(q->ents[i].hdr, ur->map_size);
+	for (unsigned int i = 0; i < atomic_load(&q->nthreads); i++)
+		ur_thread_destroy(ur, &q->threads[i]);
+	free(q->threads);
 	pthread_cond_destroy(&q->parked_cond);
-	pthread_cond_destroy(&q->idle);
 	pthread_mutex_destroy(&q->lock);
 }
 
 /*
- * Start @q's threads, the first of which registers the entries.  0 once
- * that one runs (fewer threads than UR_QUEUE_THREADS still serve), or
- * -errno when it could not start, before anything was registered.
+ * Start @q's threads, each of which registers its entry.  0 once one runs
+ * (fewer threads still serve), or -errno when none could start, before
+ * anything was registered.
  */
 static int ur_queue_start(struct ur_queue *q)
 {
 	sigset_t all, old;
 	int ret = 0;
 
-	q->has_leader = true;	/* the first thread's, see ur_first_thread() */
 	/* Signals are for libfuse's handlers on the main thread. */
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, &old);
-	for (unsigned int i = 0; i < UR_QUEUE_THREADS && !ret; i++) {
-		ret = -pthread_create(&q->threads[i], NULL, i ? ur_thread : ur_first_thread, q);
-		if (!ret)
-			q->nthreads++;
+	for (unsigned int i = 0; i < atomic_load(&q->nthreads) && !ret; i++) {
+		ret = -pthread_create(&q->threads[i].tid, NULL, ur_thread, &q->threads[i]);
+		if (!ret) {
+			q->started++;
+			atomic_fetch_add(&ur_nthreads, 1);
+		}
 	}
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	if (ret && q->nthreads)
+	if (ret && q->started)
 		fuse_log(FUSE_LOG_NOTICE, "uring: queue %u runs %u threads (%s)\n",
-			 q->qid, q->nthreads, strerror(-ret));
-	return q->nthreads ? 0 : ret;
+			 q->qid, q->started, strerror(-ret));
+	return q->started ? 0 : ret;
 }
 
 /*
- * Stop @q's threads serving and wait until all have parked; with
- * @release, let them end and join them.
+ * Stop @q's threads serving and wait until all have parked, then submit
+ * the replies handed off meanwhile; with @release, let them end and join
+ * them.
  */
 static void ur_queue_stop(struct ur_queue *q, bool release)
 {
@@ -660,28 +724,36 @@ static void ur_queue_stop(struct ur_queue *q, bool release)
 
 	pthread_mutex_lock(&q->lock);
 	q->stopping = true;
-	pthread_cond_broadcast(&q->idle);
 	pthread_mutex_unlock(&q->lock);
-	/* Ends the leader's wait for a completion. */
-	ret = ur_wake(q);
-	if (ret)
-		fuse_log(FUSE_LOG_ERR, "error: uring: cannot wake queue %u: %s\n",
-			 q->qid, strerror(-ret));
+	/* Ends each thread's wait for a completion. */
+	for (unsigned int i = 0; i < q->started; i++) {
+		ret = ur_wake(&q->threads[i]);
+		if (ret)
+			fuse_log(FUSE_LOG_ERR, "error: uring: cannot wake a thread of queue %u: %s\n",
+				 q->qid, strerror(-ret));
+	}
 	pthread_mutex_lock(&q->lock);
-	while (q->parked < q->nthreads)
+	while (q->parked < q->started)
 		pthread_cond_wait(&q->parked_cond, &q->lock);
-	/* Replies handed off when no thread led any more (this thread stays). */
-	ret = ur_drain_locked(q, false);
-	if (ret)
-		fuse_log(FUSE_LOG_ERR, "error: uring: queue %u: %s\n", q->qid,
-			 strerror(-ret));
+	/* Replies handed off when the threads no longer served (this thread stays). */
+	for (unsigned int i = 0; i < q->started; i++) {
+		struct ur_thread *t = &q->threads[i];
+
+		if (!t->handoff)
+			continue;
+		ret = ur_take_handoff_locked(t);
+		if (!ret)
+			ret = ur_submit(t);
+		if (ret)
+			fuse_log(FUSE_LOG_ERR, "error: uring: queue %u: cannot send a reply: %s\n",
+				 q->qid, strerror(-ret));
+	}
 	q->release = release;
 	pthread_cond_broadcast(&q->parked_cond);
 	pthread_mutex_unlock(&q->lock);
-	for (unsigned int i = 0; release && i < q->nthreads; i++)
-		pthread_join(q->threads[i], NULL);
+	for (unsigned int i = 0; release && i < q->started; i++)
+		pthread_join(q->threads[i].tid, NULL);
 }
-
 static void ur_ring_stop(struct ur_ring *ur, unsigned int ninit, bool release)
 {
 	for (unsigned int i = 0; i < ninit; i++)
@@ -723,13 +795,19 @@ int ffs_uring_start(struct fuse_session *se, size_t payload_size)
 	ur->se = se;
 	ur->payload_size = (payload_size + ur_page - 1) & ~(ur_page - 1);
 	ur->map_size = 2 * ur_page + ur->payload_size;
+	ur->fuse_fd = fuse_session_fd(se);
 	/* The kernel has a queue for every possible CPU and needs all of them. */
 	ur->nqueues = (unsigned int)get_nprocs_conf();
+	ur->threads_per_queue = UR_THREADS_TOTAL / ur->nqueues;
+	if (ur->threads_per_queue < UR_MIN_THREADS)
+		ur->threads_per_queue = UR_MIN_THREADS;
+	if (ur->threads_per_queue > UR_MAX_THREADS)
+		ur->threads_per_queue = UR_MAX_THREADS;
 	ur->queues = calloc(ur->nqueues, sizeof(*ur->queues));
 	if (!ur->queues)
 		goto out_free;
 	for (; ninit < ur->nqueues; ninit++) {
-		ret = ur_queue_init(ur, &ur->queues[ninit], ninit, fuse_session_fd(se));
+		ret = ur_queue_init(ur, &ur->queues[ninit], ninit);
 		if (ret)
 			goto out_free;
 	}
@@ -748,8 +826,8 @@ int ffs_uring_start(struct fuse_session *se, size_t payload_size)
 		}
 	}
 	fuse_log(FUSE_LOG_NOTICE, "uring: serving requests over io_uring "
-		 "(%u queues of %d entries and %d threads)\n", ur->nqueues,
-		 UR_QUEUE_ENTRIES, UR_QUEUE_THREADS);
+		 "(%u queues of %u threads, one entry each)\n", ur->nqueues,
+		 ur->threads_per_queue);
 	return 0;
 
 out_free:

@@ -179,6 +179,64 @@ def test_held_write_reply_leaves_through_its_entry(dirs, mounted):
     assert os.path.getsize(os.path.join(b, 'big')) == 64 * MiB
 
 
+def test_held_replies_beyond_a_queues_threads(dirs, mounted):
+    """Each held write reply keeps its ring thread and entry (uring.c), so
+    the queue starts threads to stay serving: with 20 writers held on one
+    CPU's queue, more than the threads or entries any queue starts with,
+    requests from that CPU are still served over the ring, and every
+    writer finishes once writeback works again."""
+    _, b, m = dirs
+    mnt = mounted('flushers=1', 'fault=write:EIO', 'dirty_bytes=8M',
+                  'dirty_expire_ms=600000', 'writeback_interval_ms=600000',
+                  'cache_size=256M', expect_errors=True)
+    nwriters = 20
+    threads_before = stats(m)['fuse_uring_threads']
+    # The kernel sends a request to the queue of the CPU its caller runs on.
+    code = ('import os, sys\n'
+            'os.sched_setaffinity(0, {0})\n'
+            'fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT, 0o644)\n'
+            'for i in range(8): os.pwrite(fd, sys.argv[1][-2:].encode() * (1 << 19), i << 20)\n'
+            'print("END", flush=True)\n')
+    writers = [subprocess.Popen([sys.executable, '-c', code,
+                                 os.path.join(m, 'w%02d' % i)],
+                                stdout=subprocess.PIPE, text=True)
+               for i in range(nwriters)]
+    probe = ('import os, sys\n'
+             'os.sched_setaffinity(0, {0})\n'
+             'for i in range(20):\n'
+             '    os.mkdir(os.path.join(sys.argv[1], "d%d" % i))\n'
+             '    os.stat(os.path.join(sys.argv[1], "d%d" % i))\n')
+    done = False
+    try:
+        assert poll(lambda: stats(m)['throttled_writers'] >= nwriters, HANG), stats(m)
+        assert stats(m)['fuse_uring_threads'] >= threads_before + nwriters
+        before = ring_requests(m)
+        try:
+            subprocess.run([sys.executable, '-c', probe, m], check=True, timeout=HANG)
+        except subprocess.TimeoutExpired:
+            pytest.fail('requests from CPU 0 not served with %d writes held' % nwriters)
+        assert ring_requests(m) >= before + 40
+        assert all(w.poll() is None for w in writers)
+        set_fault(m, 'off')
+        assert poll(lambda: util.ctl_write(m, 'sync', value='1') or
+                    all(w.poll() is not None for w in writers), HANG, step=0.2)
+        for w in writers:
+            out, _ = w.communicate(timeout=HANG)
+            assert out.strip() == 'END'
+            assert w.returncode == 0
+        done = True
+    finally:
+        if not done:
+            mnt.abort()  # answers the held writes, which a kill cannot end
+        for w in writers:
+            w.kill()
+            w.wait()
+    mnt.umount()
+    for i in range(nwriters):
+        with open(os.path.join(b, 'w%02d' % i), 'rb') as f:
+            assert f.read() == (b'%02d' % i) * (4 << 20)
+
+
 def test_kill_9_while_serving_over_the_ring(dirs, mounted):
     """kill -9 of a daemon serving over the ring ends the connection as it
     does over /dev/fuse: callers get ENOTCONN, nothing hangs, and what was
