@@ -5,6 +5,10 @@
 # Targets (-t): native (the plain directory), block and folio (foliofs with
 # wb_granularity=block / =folio), and direct, writethrough and writeback
 # (foliofs with cache=MODE); -t modes is native,direct,writethrough,writeback.
+# These serve over /dev/fuse (uring=off); direct-ring, writethrough-ring and
+# writeback-ring are the same modes over FUSE over io_uring (uring=on; as
+# root the script sets the fuse module's enable_uring to Y for the run and
+# puts it back after), so the transports compare side by side.
 #
 # Workloads (-w, numbers; default 1,2), each on every target, ioengine=psync,
 # numjobs=2, size=256M each, group_reporting:
@@ -57,7 +61,8 @@ usage: $0 [-T SECONDS] [-s SIZE] [-j JOBS] [-r ROUNDS] [-o "foliofs options"] [-
   -d WORKDIR  directory on the disk to test; a private subdirectory is made
               inside it and removed afterwards (default /var/tmp)
   -t TARGETS  comma-separated subset of native,block,folio,direct,writethrough,
-              writeback, or "modes" for native,direct,writethrough,writeback
+              writeback,direct-ring,writethrough-ring,writeback-ring, or
+              "modes" for native,direct,writethrough,writeback
               (default native,block,folio)
   -w WORKLOADS  comma-separated workload numbers 1-6 (see the top of this
               script; default 1,2)
@@ -105,11 +110,13 @@ if ! [[ $SIZE =~ ^[1-9][0-9]*[KMG]?$ ]]; then
 	exit 2
 fi
 [[ $TARGETS == modes ]] && TARGETS=native,direct,writethrough,writeback
+RING=0
 IFS=, read -r -a TARGET_LIST <<<"$TARGETS"
 for t in "${TARGET_LIST[@]}"; do
 	case $t in
 	native | block | folio | direct | writethrough | writeback) ;;
-	*) echo "$0: unknown target '$t' (native, block, folio, direct, writethrough, writeback)" >&2
+	direct-ring | writethrough-ring | writeback-ring) RING=1 ;;
+	*) echo "$0: unknown target '$t' (native, block, folio, direct, writethrough, writeback, direct-ring, writethrough-ring, writeback-ring)" >&2
 	   exit 2 ;;
 	esac
 done
@@ -172,6 +179,7 @@ cleanup() {
 		fi
 		wait "${DPIDS[$t]}" 2>/dev/null || true
 	done
+	[[ -n $URING_OLD ]] && echo "$URING_OLD" >"$URING_PARAM"
 	if ((KEEP)); then
 		log "kept $WORK"
 	else
@@ -180,13 +188,26 @@ cleanup() {
 	exit $rc
 }
 trap cleanup EXIT
+
+# Ring targets need the kernel to offer FUSE over io_uring.
+URING_PARAM=/sys/module/fuse/parameters/enable_uring
+URING_OLD=
+if ((RING)); then
+	[[ -e $URING_PARAM ]] || die "ring targets need a kernel with FUSE over io_uring ($URING_PARAM missing)"
+	if [[ $(cat "$URING_PARAM") != Y ]]; then
+		[[ -w $URING_PARAM ]] || die "ring targets need $URING_PARAM set to Y (as root)"
+		URING_OLD=$(cat "$URING_PARAM")
+		echo Y >"$URING_PARAM"
+	fi
+fi
 trap 'exit 130' INT TERM
 
 # The foliofs options of TARGET.
 target_opts() {
 	case $1 in
-	block | folio) echo "wb_granularity=$1" ;;
-	*) echo "cache=$1" ;;
+	block | folio) echo "wb_granularity=$1,uring=off" ;;
+	*-ring) echo "cache=${1%-ring},uring=on" ;;
+	*) echo "cache=$1,uring=off" ;;
 	esac
 }
 
@@ -347,9 +368,10 @@ WORKLOADS = workloads.split(',')
 NAMES = {'1': 'randwrite-fdatasync 4k', '2': 'buffered-8k', '3': 'seqwrite-1m',
          '4': 'seqread-1m-cold', '5': 'seqread-1m-warm', '6': 'randread-8k-warm'}
 READS = ('4', '5', '6')
-OPTS = {'native': '-', 'block': 'wb_granularity=block', 'folio': 'wb_granularity=folio',
-        'direct': 'cache=direct', 'writethrough': 'cache=writethrough',
-        'writeback': 'cache=writeback'}
+OPTS = {'native': '-', 'block': 'wb_granularity=block', 'folio': 'wb_granularity=folio'}
+for m in ('direct', 'writethrough', 'writeback'):
+    OPTS[m] = 'cache=' + m
+    OPTS[m + '-ring'] = 'cache=%s,uring=on' % m
 
 
 def stats(path):
@@ -417,18 +439,10 @@ def f(v, fmt):
 
 
 print()
-try:
-    with open('/sys/module/fuse/parameters/enable_uring') as fh:
-        offered = fh.read().strip() == 'Y'
-except OSError:
-    offered = False
-# uring=auto (the default) and uring=on take the ring when the kernel offers it.
-transport = ('FUSE over io_uring' if offered and 'uring=off' not in extra.split(',')
-             else '/dev/fuse')
 print('fio, ioengine=psync, %s jobs x %s, %s s per timed run, %s round(s) (medians); '
-      'foliofs extra options: %s; transport: %s' % (jobs, size, duration, rounds,
-                                                    extra or 'none', transport))
-cols = '%-23s %-12s %-20s %8s %8s %8s %11s %11s %7s %7s %10s %8s'
+      'foliofs extra options: %s; transport: /dev/fuse (uring=off), FUSE over io_uring '
+      'for the -ring targets (uring=on)' % (jobs, size, duration, rounds, extra or 'none'))
+cols = '%-23s %-17s %-28s %8s %8s %8s %11s %11s %7s %7s %10s %8s'
 hdr = cols % ('workload', 'target', 'foliofs options', 'IOPS', 'MB/s', 'x native', 'p99 I/O',
               'p99 fdsync', 'bk/app', 'bk/app', 'bk/dirtied', 'daemon')
 print(hdr)
@@ -439,7 +453,7 @@ for w in WORKLOADS:
         r = data.get((t, w))
         if not r:
             continue
-        print('%-23s %-12s %-20s %8.0f %8.0f %8s %8s us %8s us %7s %7s %10s %8s' % (
+        print('%-23s %-17s %-28s %8.0f %8.0f %8s %8s us %8s us %7s %7s %10s %8s' % (
             NAMES[w], t, OPTS[t], r['iops'], r['mbs'], f(r['ratio'], '%.2fx'),
             f(r['p99_io'], '%.0f'), f(r['p99_sync'], '%.0f'), f(r['run'], '%.2f'),
             f(r['sync'], '%.2f'), f(r['per_dirtied'], '%.2f'), f(r['daemon_read'], '%.2f')))
