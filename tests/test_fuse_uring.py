@@ -65,6 +65,13 @@ def mounted(dirs, enable_uring):
         conftest._active_mounts.append(mnt)
         started.append(mnt)
         mnt.wait_for_mount()
+        # The rings are set up by the thread that answered INIT, after the
+        # reply: the first requests, wait_for_mount's among them, can be
+        # served over /dev/fuse before the ring's notice is printed.
+        uring = [o.split('=', 1)[1] for o in ['uring=on'] + list(options)
+                 if o.startswith('uring=')][-1]
+        if uring == 'on' and not expect_errors:
+            poll(lambda: 'uring: serving requests over io_uring' in mnt.output(), HANG)
         return mnt
 
     started = []
