@@ -8,7 +8,12 @@
 # These serve over /dev/fuse (uring=off); direct-ring, writethrough-ring and
 # writeback-ring are the same modes over FUSE over io_uring (uring=on; as
 # root the script sets the fuse module's enable_uring to Y for the run and
-# puts it back after), so the transports compare side by side.
+# puts it back after), so the transports compare side by side.  With PTHP
+# naming libfuse's passthrough_hp (built outside the project from a libfuse
+# snapshot), the peer targets pthp (its defaults: kernel passthrough as
+# root, where the data never reaches the server), pthp-direct (direct I/O,
+# no passthrough: every read and write reaches the server) and
+# pthp-direct-ring (the same over FUSE over io_uring) run beside them.
 #
 # Workloads (-w, numbers; default 1,2), each on every target, ioengine=psync,
 # numjobs=2, size=256M each, group_reporting:
@@ -45,7 +50,8 @@
 # the foreground as the calling user; it must exit 0 after each unmount.
 #
 # Environment: FOLIOFS (daemon binary, default <repo>/build/foliofs; use a
-# build without -Ddebug_checks for numbers).
+# build without -Ddebug_checks for numbers); PTHP (passthrough_hp, for the
+# pthp targets).
 
 set -euo pipefail
 
@@ -61,7 +67,8 @@ usage: $0 [-T SECONDS] [-s SIZE] [-j JOBS] [-r ROUNDS] [-o "foliofs options"] [-
   -d WORKDIR  directory on the disk to test; a private subdirectory is made
               inside it and removed afterwards (default /var/tmp)
   -t TARGETS  comma-separated subset of native,block,folio,direct,writethrough,
-              writeback,direct-ring,writethrough-ring,writeback-ring, or
+              writeback,direct-ring,writethrough-ring,writeback-ring,pthp,
+              pthp-direct,pthp-direct-ring (these three need PTHP), or
               "modes" for native,direct,writethrough,writeback
               (default native,block,folio)
   -w WORKLOADS  comma-separated workload numbers 1-6 (see the top of this
@@ -116,7 +123,13 @@ for t in "${TARGET_LIST[@]}"; do
 	case $t in
 	native | block | folio | direct | writethrough | writeback) ;;
 	direct-ring | writethrough-ring | writeback-ring) RING=1 ;;
-	*) echo "$0: unknown target '$t' (native, block, folio, direct, writethrough, writeback, direct-ring, writethrough-ring, writeback-ring)" >&2
+	pthp | pthp-direct | pthp-direct-ring)
+		if [[ -z ${PTHP:-} || ! -x $PTHP ]]; then
+			echo "$0: target '$t' needs PTHP set to libfuse's passthrough_hp binary" >&2
+			exit 2
+		fi
+		[[ $t == pthp-direct-ring ]] && RING=1 ;;
+	*) echo "$0: unknown target '$t' (native, block, folio, direct, writethrough, writeback, direct-ring, writethrough-ring, writeback-ring, pthp, pthp-direct, pthp-direct-ring)" >&2
 	   exit 2 ;;
 	esac
 done
@@ -211,12 +224,27 @@ target_opts() {
 	esac
 }
 
+# passthrough_hp's arguments for a pthp TARGET.
+pthp_args() {
+	case $1 in
+	pthp) ;;
+	pthp-direct) echo "--direct-io --nopassthrough" ;;
+	pthp-direct-ring) echo "--direct-io --nopassthrough -o io_uring" ;;
+	esac
+}
+
 mount_foliofs() {	# TARGET: mounts $WORK/back-TARGET at $WORK/mnt-TARGET
 	local t=$1 opts mnt=$WORK/mnt-$1
-	opts=$(target_opts "$1")
-	[[ -n $FOLIOFS_OPTS ]] && opts+=",$FOLIOFS_OPTS"
 	mkdir -p "$WORK/back-$t" "$mnt"
-	"$FOLIOFS" -f -o "$opts" "$WORK/back-$t" "$mnt" >"$WORK/daemon-$t.log" 2>&1 &
+	if [[ $t == pthp* ]]; then
+		# shellcheck disable=SC2046
+		"$PTHP" --foreground $(pthp_args "$t") "$WORK/back-$t" "$mnt" \
+			>"$WORK/daemon-$t.log" 2>&1 &
+	else
+		opts=$(target_opts "$1")
+		[[ -n $FOLIOFS_OPTS ]] && opts+=",$FOLIOFS_OPTS"
+		"$FOLIOFS" -f -o "$opts" "$WORK/back-$t" "$mnt" >"$WORK/daemon-$t.log" 2>&1 &
+	fi
 	DPIDS[$t]=$!
 	MNTS[$t]=$mnt
 	for _ in $(seq 200); do
@@ -235,7 +263,7 @@ umount_foliofs() {	# TARGET: unmount, the daemon must exit 0 with clean output
 	unset "MNTS[$t]" "DPIDS[$t]"
 	if ((rc != 0)) || grep -qi "error\|warning" "$WORK/daemon-$t.log"; then
 		cat "$WORK/daemon-$t.log" >&3
-		die "foliofs ($t) exited with status $rc"
+		die "the daemon of $t exited with status $rc"
 	fi
 }
 
@@ -372,6 +400,8 @@ OPTS = {'native': '-', 'block': 'wb_granularity=block', 'folio': 'wb_granularity
 for m in ('direct', 'writethrough', 'writeback'):
     OPTS[m] = 'cache=' + m
     OPTS[m + '-ring'] = 'cache=%s,uring=on' % m
+OPTS.update({'pthp': 'passthrough_hp', 'pthp-direct': 'ph --direct-io --nopassthrough',
+             'pthp-direct-ring': 'ph --direct-io --nopassthrough -o io_uring'})
 
 
 def stats(path):
@@ -480,6 +510,22 @@ for t in TARGETS:
                   '%6.0f MiB' % (t, NAMES[w], r['app'] / 2**20, r['dirtied'] / 2**20,
                                  r['backing'] / 2**20))
 print()
+print('x native (median of the per-round ratios), workload by target:')
+print()
+print('| workload | ' + ' | '.join(TARGETS) + ' |')
+print('|---|' + '---:|' * len(TARGETS))
+for w in WORKLOADS:
+    cells = []
+    for t in TARGETS:
+        r = data.get((t, w))
+        if not r:
+            cells.append('')
+        elif t == 'native':
+            cells.append('%.0f MB/s' % r['mbs'] if w in ('3', '4', '5') else '%.0f IOPS' % r['iops'])
+        else:
+            cells.append(f(r['ratio'], '%.2f'))
+    print('| %s | %s |' % (NAMES[w], ' | '.join(cells)))
+print()
 print('targets (issue): block granularity writes 1.0x the dirtied bytes; '
       'randwrite+fdatasync >= 0.8x native IOPS; buffered 8K >= 0.6x native IOPS in every mode; '
       '1 MiB seq write >= 0.8x; 1 MiB seq read cold >= 0.9x; 8 KiB random read warm >= 0.8x '
@@ -488,7 +534,8 @@ GOALS = {'1': 0.8, '2': 0.6, '3': 0.8, '4': 0.9, '6': 0.8}
 for w in WORKLOADS:
     for t in TARGETS:
         r = data.get((t, w))
-        if t == 'native' or w not in GOALS or not r or r['ratio'] is None:
+        if t == 'native' or t.startswith('pthp') or w not in GOALS or not r \
+                or r['ratio'] is None:
             continue
         if w == '6' and t != 'writethrough':
             continue

@@ -24,9 +24,17 @@ foliofs-test (created if missing; /dev/fuse is made 0666 for it).  On any
 failure, ^C or SIGTERM, running servers are stopped, daemons unmounted and
 the scratch directory removed (unless -k), and the exit status is non-zero.
 
+A configuration may also be libfuse's passthrough_hp, the reference
+userspace server, mounted the same way (as the same user) for peer figures
+measured in the same run: `pthp` (its defaults), `pthp-direct` (direct I/O,
+no kernel passthrough: every read and write reaches the server, as in
+foliofs's cache=direct) and `pthp-direct-ring` (the same over FUSE over
+io_uring: needs /sys/module/fuse/parameters/enable_uring set to Y).  Build
+it outside the project from a libfuse snapshot and name it in PTHP.
+
 Environment: FOLIOFS (daemon, default <repo>/build/foliofs), PGBIN
 (PostgreSQL bindir, default /usr/lib/postgresql/15/bin, else
-`pg_config --bindir`).
+`pg_config --bindir`), PTHP (passthrough_hp, for the pthp configurations).
 """
 
 import argparse
@@ -65,6 +73,11 @@ DEFAULT_CONFIGS = ("folio=dirty_account=folio", "page=dirty_account=page")
 PG_CONF = ("shared_buffers=128MB", "max_wal_size=1GB")
 # Options the script sets itself on every mount.
 RESERVED_OPTS = ("stats_log", "stats_interval_ms")
+# passthrough_hp configurations: SPEC -> its arguments.
+PEERS = {"pthp": [],
+         "pthp-direct": ["--direct-io", "--nopassthrough"],
+         "pthp-direct-ring": ["--direct-io", "--nopassthrough", "-o", "io_uring"]}
+URING_PARAM = "/sys/module/fuse/parameters/enable_uring"
 STATS_INTERVAL_MS = 1000
 
 # Counters whose per-iteration deltas go to iterations.csv: over the pgbench
@@ -162,11 +175,13 @@ class FoliofsHelp:
 
 
 class Config:
-    """One configuration: a name and its foliofs options (None: native)."""
+    """One configuration: a name and its foliofs options (None: native or a
+    passthrough_hp peer)."""
 
-    def __init__(self, name, opts):
+    def __init__(self, name, opts, peer=None):
         self.name = name
-        self.opts = opts            # extra -o options, or None for native
+        self.opts = opts            # extra -o options, or None for native/peer
+        self.peer = peer            # passthrough_hp's arguments, or None
         self.top = self.backing = self.mnt = self.sock = self.pgdata = None
         self.stats_log = None
         self.daemon = None          # Popen of foliofs -f while mounted
@@ -175,7 +190,13 @@ class Config:
 
     @property
     def native(self):
-        return self.opts is None
+        """A plain directory, nothing mounted."""
+        return self.opts is None and self.peer is None
+
+    @property
+    def foliofs(self):
+        """A foliofs mount (with stats)."""
+        return self.opts is not None
 
 
 def short_name(opts):
@@ -198,8 +219,16 @@ def parse_config(spec, fhelp):
     head, eq, rest = spec.partition("=")
     if eq and head not in fhelp.options:
         name, body = head, rest
+    peer = None
     if body == "native":
         opts = None
+    elif body in PEERS:
+        opts, peer = None, PEERS[body]
+        if not os.environ.get("PTHP"):
+            raise Failure("%s: set PTHP to libfuse's passthrough_hp binary" % where)
+        if body.endswith("-ring") and not uring_enabled():
+            raise Failure("%s: FUSE over io_uring needs %s set to Y (as root)"
+                          % (where, URING_PARAM))
     elif body and "=" not in body and "," not in body and body in fhelp.policies:
         opts = {fhelp.policies[body]: body}
     elif body and "=" not in body and "," not in body and body not in fhelp.options:
@@ -211,7 +240,9 @@ def parse_config(spec, fhelp):
             if k in RESERVED_OPTS:
                 raise Failure("%s: %s is set by the script" % (where, k))
     if name is None:
-        if opts is None:
+        if peer is not None:
+            name = body
+        elif opts is None:
             name = "native"
         elif not opts:
             raise Failure("%s: a configuration of the common options only"
@@ -221,7 +252,15 @@ def parse_config(spec, fhelp):
     if not re.match(r"^[A-Za-z0-9][A-Za-z0-9_.+=-]*$", name):
         raise Failure("%s: name '%s' may hold only letters, digits and _.+=-"
                       % (where, name))
-    return Config(name, opts)
+    return Config(name, opts, peer)
+
+
+def uring_enabled():
+    try:
+        with open(URING_PARAM) as f:
+            return f.read().strip() == "Y"
+    except OSError:
+        return False
 
 
 def parse_args(argv):
@@ -231,7 +270,9 @@ def parse_args(argv):
         " (per-folio against per-page dirty charging by default), with a"
         " Markdown report, CSVs and plots.",
         epilog="CONFIG is [NAME=]SPEC; SPEC is 'native' (a plain directory on"
-        " the same disk), a policy name (folio, page, block, strictlimit,"
+        " the same disk), 'pthp', 'pthp-direct' or 'pthp-direct-ring'"
+        " (libfuse's passthrough_hp named by PTHP: its defaults, direct I/O,"
+        " direct I/O over FUSE over io_uring), a policy name (folio, page, block, strictlimit,"
         " none, ...: sets its option) or comma-separated foliofs -o options"
         " (added to the common ones, overriding them). Examples:"
         " --config folio --config page --config native;"
@@ -450,7 +491,8 @@ class Comparison:
         for c in self.configs:
             lines.append("configuration %s: %s" % (
                 c.name, "plain directory (native)" if c.native else
-                "foliofs -o " + join_opts(self.mount_opts(c))))
+                "%s %s" % (os.environ["PTHP"], " ".join(c.peer)) if c.peer is not None
+                else "foliofs -o " + join_opts(self.mount_opts(c))))
         return lines
 
     def mount_opts(self, c):
@@ -461,9 +503,13 @@ class Comparison:
     # ------------------------------------------------------------ mounts
 
     def mount(self, c):
-        opts = self.mount_opts(c)
-        opts.update(stats_log=c.stats_log, stats_interval_ms=str(STATS_INTERVAL_MS))
-        cmd = [self.foliofs, "-f", "-o", join_opts(opts), c.backing, c.mnt]
+        if c.peer is not None:
+            cmd = [os.environ["PTHP"], "--foreground", *c.peer, c.backing, c.mnt]
+        else:
+            opts = self.mount_opts(c)
+            opts.update(stats_log=c.stats_log,
+                        stats_interval_ms=str(STATS_INTERVAL_MS))
+            cmd = [self.foliofs, "-f", "-o", join_opts(opts), c.backing, c.mnt]
         log("%s: mounting: %s" % (c.name, " ".join(cmd)))
         c.daemon_log = open(os.path.join(self.logs, "foliofs-%s.log" % c.name), "wb")
         c.daemon = self.r.popen(cmd, c.daemon_log)
@@ -471,8 +517,9 @@ class Comparison:
         while not is_fuse_mounted(c.mnt):
             if c.daemon.poll() is not None:
                 c.daemon = None
-                raise Failure("%s: foliofs exited before the mount appeared:\n%s"
-                              % (c.name, self.daemon_output(c)))
+                raise Failure("%s: %s exited before the mount appeared:\n%s"
+                              % (c.name, os.path.basename(cmd[0]),
+                                 self.daemon_output(c)))
             if time.monotonic() > deadline:
                 raise Failure("%s: %s not mounted after %d s"
                               % (c.name, c.mnt, TIMEOUT_MOUNT))
@@ -513,8 +560,9 @@ class Comparison:
                           % (c.name, self.daemon_output(c)))
 
     def snapshot(self, c):
-        """The stats now, read through the mount as its user; {} for native."""
-        if c.native:
+        """The stats now, read through the mount as its user; {} but for
+        foliofs."""
+        if not c.foliofs:
             return {}
         out = self.r.check(["cat", os.path.join(c.mnt, ".foliofs", "stats")],
                            "%s: reading .foliofs/stats" % c.name, timeout=60)
@@ -614,7 +662,7 @@ class Comparison:
             row["total_" + k] = tot
         self.iterations.append(row)
         log("%s: iteration %d: %.1f tps%s" % (
-            c.name, it, row["tps"], "" if c.native else
+            c.name, it, row["tps"], "" if not c.foliofs else
             ", %d pauses (%.1f s)" % (row["run_throttle_events"],
                                       row["run_throttle_ms"] / 1000)))
 
@@ -637,7 +685,8 @@ class Comparison:
             self.mkdir(c.backing)
             self.mkdir(c.mnt)
             c.pgdata = os.path.join(c.mnt, "pgdata")
-            c.stats_log = os.path.join(self.logs, "stats-%s.jsonl" % c.name)
+            if c.foliofs:
+                c.stats_log = os.path.join(self.logs, "stats-%s.jsonl" % c.name)
 
     def run(self):
         t0 = time.monotonic()
@@ -716,7 +765,7 @@ def read_samples(cmp):
     (the server's shutdown checkpoint after it), 'idle' otherwise."""
     rows, keys = [], []
     for c in cmp.configs:
-        if c.native:
+        if not c.foliofs:
             continue
         wins = [r for r in cmp.iterations if r["config"] == c.name]
         with open(c.stats_log) as f:
@@ -787,8 +836,8 @@ def summarize(cmp, samples):
              "cv": statistics.stdev(tps) / mean * 100 if len(tps) > 1 and mean else 0.0,
              "first": statistics.mean(tps[:half]),
              "second": statistics.mean(tps[half:]) if tps[half:] else None,
-             "native": c.native}
-        if not c.native:
+             "foliofs": c.foliofs, "plain": c.native}
+        if c.foliofs:
             tot = {k: sum(r["total_" + k] for r in its) for k in COUNTERS}
             run = {k: sum(r["run_" + k] for r in its) for k in COUNTERS}
             mine = [x for x in samples if x["config"] == c.name]
@@ -863,16 +912,20 @@ def tps_table(cmp, summ):
     half = n // 2 or 1
     h1 = "iters 1-%d" % half if half > 1 else "iter 1"
     h2 = "iters %d-%d" % (half + 1, n) if n - half > 1 else "iter %d" % n
+    base = next((s for s in summ if s["plain"]), None)
     rows = [[s["name"], fmt_tps(s["avg"]), fmt_tps(s["min"]), fmt_tps(s["max"]),
              "%.2f%%" % s["cv"], fmt_tps(s["first"]), fmt_tps(s["second"])]
+            + ([fmt_num("%.2f", s["avg"] / base["avg"] if base["avg"] else None)]
+               if base else [])
             for s in summ]
-    return md_table(["configuration", "avg tps", "min", "max", "CV", h1, h2], rows)
+    return md_table(["configuration", "avg tps", "min", "max", "CV", h1, h2]
+                    + (["x native"] if base else []), rows)
 
 
 def dirty_table(summ):
     rows = []
     for s in summ:
-        if s["native"]:
+        if not s["foliofs"]:
             rows.append([s["name"]] + [""] * 10)
             continue
         rows.append([
@@ -892,7 +945,7 @@ def peaks_table(summ):
     rows = [[s["name"], fmt_bytes(s["peak_charged"]), fmt_bytes(s["peak_exact"]),
              fmt_bytes(s["limit"]), fmt_bytes(s["nr_written"]),
              fmt_num("%.0f ms", s["peak_ms_per_s"]), "%d" % s["n_samples"]]
-            for s in summ if not s["native"]]
+            for s in summ if s["foliofs"]]
     return md_table(["configuration", "peak charged", "peak exact dirty",
                      "limit", "nr_written", "peak paused per s", "samples"], rows)
 
@@ -907,6 +960,14 @@ def comparisons(summ):
                         (s["avg"] / base["avg"] - 1) * 100 if base["avg"] else 0,
                         s["cv"], base["cv"], fmt_tps(s["min"]), fmt_tps(base["min"])))
     return lines
+
+
+def load_times(cmp):
+    """Each configuration's load time, and its ratio to native's."""
+    base = next((c.load_s for c in cmp.configs if c.native), None)
+    return ", ".join("%s %.1f s%s" % (
+        c.name, c.load_s, " (%.1fx)" % (c.load_s / base)
+        if base and not c.native else "") for c in cmp.configs)
 
 
 def write_report(cmp, settings, summ, path):
@@ -933,9 +994,7 @@ def write_report(cmp, settings, summ, path):
         *comparisons(summ), "",
         "CV: sample standard deviation over the mean of the iterations.",
         "`pgbench -i -s %d` and the stop after it (once, not in the table):"
-        " %s." % (
-            cmp.a.scale, ", ".join("%s %.1f s" % (c.name, c.load_s)
-                                   for c in cmp.configs)),
+        " %s." % (cmp.a.scale, load_times(cmp)),
         "", "Per iteration (order: who ran first):", "",
         md_table(["iteration", "order"] + [c.name for c in cmp.configs], it_rows),
         "",
@@ -994,7 +1053,7 @@ def plot(cmp, samples, summ, outdir):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fcs = [c for c in cmp.configs if not c.native]
+    fcs = [c for c in cmp.configs if c.foliofs]
     title = "pgbench -N -M prepared -c %d -j %d -T %d, scale %d" % (
         cmp.a.clients, cmp.a.threads, cmp.a.duration, cmp.a.scale)
 

@@ -69,6 +69,8 @@ struct ffs_config {
 	bool uring_given;
 	unsigned int max_threads;
 	unsigned int max_idle_threads;
+	/* max_background=: the kernel's limit on asynchronous requests in flight */
+	unsigned int max_background;
 	bool show_help;
 	bool show_version;
 	struct bs_config bs;	/* block_size, folio_size, cache_size, policies */
@@ -80,6 +82,13 @@ struct ffs_config {
 	char *write_log;	/* write_log= made absolute (owned), or NULL */
 	struct fuse_args args;	/* what is left for fuse_session_new() */
 };
+
+/*
+ * max_background=: the kernel's bound on FUSE background requests (its
+ * own default is 12), and the largest value libfuse passes on.
+ */
+#define FFS_MAX_BACKGROUND_DEFAULT 64
+#define FFS_MAX_BACKGROUND 65535
 
 /* Length of the error buffers the parsers below fill. */
 #define FFS_ERRLEN 512

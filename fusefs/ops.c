@@ -1510,6 +1510,14 @@ static void ffs_init(void *userdata, struct fuse_conn_info *conn)
 	conn->want &= ~(FUSE_CAP_POSIX_LOCKS | FUSE_CAP_FLOCK_LOCKS);
 	if (conn->max_write > FFS_MAX_IO || conn->max_write == 0)
 		conn->max_write = FFS_MAX_IO;
+	/*
+	 * Readahead and writeback requests, and asynchronous direct I/O,
+	 * are "background" requests: the kernel keeps at most this many in
+	 * flight (12 if not told) and skips asynchronous readahead once
+	 * three quarters of them are (libfuse derives that threshold).
+	 */
+	conn->max_background = fs->cfg->max_background;
+	conn->congestion_threshold = 0;
 	if (conn->capable & FUSE_CAP_PARALLEL_DIROPS)
 		conn->want |= FUSE_CAP_PARALLEL_DIROPS;
 	/*

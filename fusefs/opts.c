@@ -56,6 +56,7 @@ enum {
 	KEY_STATS_INTERVAL,
 	KEY_MAX_THREADS,
 	KEY_MAX_IDLE_THREADS,
+	KEY_MAX_BACKGROUND,
 	KEY_FSNAME,
 };
 
@@ -65,6 +66,9 @@ enum {
  * and mounts anyway, so such values are refused here first.
  */
 #define FFS_MAX_THREADS 100000
+
+#define FFS_STR_(x) #x
+#define FFS_STR(x) FFS_STR_(x)
 
 static const struct fuse_opt ffs_opt_spec[] = {
 	FUSE_OPT_KEY("-h", KEY_HELP),
@@ -103,6 +107,7 @@ static const struct fuse_opt ffs_opt_spec[] = {
 	FUSE_OPT_KEY("stats_interval_ms=", KEY_STATS_INTERVAL),
 	FUSE_OPT_KEY("max_threads=", KEY_MAX_THREADS),
 	FUSE_OPT_KEY("max_idle_threads=", KEY_MAX_IDLE_THREADS),
+	FUSE_OPT_KEY("max_background=", KEY_MAX_BACKGROUND),
 	FUSE_OPT_KEY("fsname=", KEY_FSNAME),
 	FUSE_OPT_END
 };
@@ -148,6 +153,8 @@ static const struct {
 	{ "trace=FILE", "off", "record every data and namespace operation into FILE for foliofs-sim" },
 	{ "write_log=FILE", "off", "record every change to BACKING, with its data, into FILE for contrib/crashimg.py" },
 	{ "max_threads=N", "10", "most FUSE worker threads (libfuse; 1 .. 100000)" },
+	{ "max_background=N", FFS_STR(FFS_MAX_BACKGROUND_DEFAULT),
+	  "most asynchronous requests the kernel keeps in flight: its readahead (writethrough, writeback), its writeback (writeback) and asynchronous direct I/O (1 .. 65535; the kernel holds an unprivileged mount to fuse's max_user_bgreq)" },
 };
 
 struct parse_state {
@@ -628,6 +635,9 @@ static int opt_proc(void *data, const char *arg, int key,
 	case KEY_MAX_IDLE_THREADS:
 		return parse_u32("max_idle_threads", strchr(arg, '=') + 1, 0, FFS_MAX_THREADS,
 				 &cfg->max_idle_threads, ps->err) ? -1 : 1;
+	case KEY_MAX_BACKGROUND:
+		return parse_u32("max_background", strchr(arg, '=') + 1, 1,
+				 FFS_MAX_BACKGROUND, &cfg->max_background, ps->err) ? -1 : 0;
 	case KEY_FSNAME:
 		ps->fsname_given = true;
 		return 1;
@@ -680,6 +690,7 @@ int ffs_parse_args(int argc, char **argv, struct ffs_config *cfg, char *err)
 
 	memset(cfg, 0, sizeof(*cfg));
 	cfg->attr_timeout = 86400;
+	cfg->max_background = FFS_MAX_BACKGROUND_DEFAULT;
 	cfg->bs = (struct bs_config){
 		.block_size = 4096,
 		.folio_size = BS_MAX_FOLIO_SIZE,

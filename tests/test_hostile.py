@@ -79,6 +79,7 @@ OPTIONS = {
                'write:EIO:' + 'x' * 600], ['off', 'write:EIO:after=1000000']),
     'max_threads': (BAD_UINT + ['0', '100001'], ['1', '100000']),
     'max_idle_threads': (BAD_UINT + ['100001'], ['0', '100000']),
+    'max_background': (BAD_UINT + ['0', '65536'], ['1', '65535']),
 }
 # Options without a value: giving one is an error.
 FLAGS = ('kernel_cache', 'allow_other', 'backing_direct')

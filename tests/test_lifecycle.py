@@ -32,6 +32,9 @@ BAD = [
     (['-o', 'attr_timeout=-1'], 'attr_timeout=-1'),
     (['-o', 'attr_timeout='], 'attr_timeout='),
     (['-o', 'max_threads=lots'], 'max_threads=lots'),
+    (['-o', 'max_background=0'], 'max_background=0'),
+    (['-o', 'max_background=65536'], 'max_background=65536'),
+    (['-o', 'max_background=-1'], 'max_background=-1'),
 ]
 
 
@@ -76,11 +79,38 @@ def test_help_lists_every_option_with_default():
     out = r.stdout.decode()
     for opt, default in [('kernel_cache', '[off]'), ('cache=MODE', '[direct]'),
                          ('attr_timeout=SECS', '[86400]'),
-                         ('allow_other', '[off]'), ('max_threads=N', '[10]')]:
+                         ('allow_other', '[off]'), ('max_threads=N', '[10]'),
+                         ('max_background=N', '[64]')]:
         line = [l for l in out.splitlines() if ('-o ' + opt) in l]
         assert line and default in line[0], (opt, out)
     r = run_foliofs('--version')
     assert r.returncode == 0 and r.stdout.decode().startswith('foliofs ')
+
+
+FUSECTL = '/sys/fs/fuse/connections'
+
+
+@pytest.mark.parametrize('opts,want', [([], 64), (['max_background=200'], 200),
+                                       (['max_background=4'], 4)])
+def test_max_background_reaches_the_kernel(dirs, opts, want):
+    """The connection's max_background (fusectl, as root) is the option's,
+    and its congestion threshold three quarters of it, as libfuse derives."""
+    if os.geteuid() != 0:
+        pytest.skip('reading %s needs root' % FUSECTL)
+    _, b, m = dirs
+    if not os.path.exists(os.path.join(FUSECTL, 'max_background')) and \
+            not os.listdir(FUSECTL):
+        subprocess.run(['mount', '-t', 'fusectl', 'fusectl', FUSECTL],
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=10)
+    with Mount(b, m, options=opts) as mnt:
+        conn = os.path.join(FUSECTL, str(mnt.conn))
+        if not os.path.isdir(conn):
+            pytest.skip('fusectl is not mounted at %s' % FUSECTL)
+        with open(os.path.join(conn, 'max_background')) as f:
+            assert int(f.read()) == want
+        with open(os.path.join(conn, 'congestion_threshold')) as f:
+            assert int(f.read()) == want * 3 // 4
+        mnt.umount()
 
 
 @pytest.mark.parametrize('sig', [signal.SIGTERM, signal.SIGINT])
