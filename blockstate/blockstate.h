@@ -324,6 +324,14 @@ void bs_file_held_bytes(struct bs_file *file, uint64_t *dirty, uint64_t *writeba
 bool bs_file_has_held(struct bs_file *file);
 
 /*
+ * Whether the block holding @off is cached and uptodate, so that a write
+ * covering only part of it needs no read.  A snapshot: another thread may
+ * change it at once, so only decisions that stay correct either way (a
+ * read saved or not) may rest on it.
+ */
+bool bs_file_block_uptodate(struct bs_file *file, off_t off);
+
+/*
  * Whether a readahead read started with read_start is still in flight.
  * Once false it stays false until the next bs_read() of the file.
  */

@@ -162,6 +162,28 @@ static struct bs_folio *lookup_get(struct bs_file *file, off_t off)
 	return folio;
 }
 
+bool bs_file_block_uptodate(struct bs_file *file, off_t off)
+{
+	struct bs_folio *folio;
+	bool uptodate = false;
+	uint32_t blk;
+
+	/* Not lookup_get(): a question is not a use (the clock bit stays). */
+	pthread_rwlock_rdlock(&file->index_lock);
+	folio = bs_index_lookup(&file->index, off);
+	if (folio)
+		bs_folio_get(folio);
+	pthread_rwlock_unlock(&file->index_lock);
+	if (!folio)
+		return false;
+	blk = (uint32_t)((off - folio->start) >> file->cache->blk_shift);
+	pthread_mutex_lock(&folio->lock);
+	uptodate = !folio->detached && bs_bits_all_set(folio->uptodate, blk, blk + 1);
+	pthread_mutex_unlock(&folio->lock);
+	bs_folio_put(folio);
+	return uptodate;
+}
+
 struct bs_folio *bs_file_lookup(struct bs_file *file, off_t off)
 {
 	return lookup_get(file, off);

@@ -223,6 +223,12 @@ struct ffs_data {
 	 * the daemon (FUSE_CAP_DONT_MASK), see ffs_creds_umask().
 	 */
 	bool posix_acl;
+	/*
+	 * Writes longer than this were cut by the kernel at max_write (set
+	 * at INIT, read-only after; 0: never): their rest follows in the
+	 * next request, so they go through wb_write_cut().
+	 */
+	size_t write_cut;
 
 	pthread_mutex_t handles_lock;	/* protects the handle list */
 	struct ffs_handle *handles;

@@ -1028,7 +1028,8 @@ static void ffs_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 	if (!ret && size && ffs_channel_kill_suidgid())
 		kill_suidgid(req, ffs_inode(req, ino));
 	if (!ret && size)
-		n = wb_write(file->data, buf, size, off, &dirtied);
+		n = (ffs_data(req)->write_cut && size > ffs_data(req)->write_cut ?
+		     wb_write_cut : wb_write)(file->data, buf, size, off, &dirtied);
 	if (n < 0)
 		ret = (int)n;
 	/*
@@ -1518,6 +1519,13 @@ static void ffs_init(void *userdata, struct fuse_conn_info *conn)
 	 */
 	conn->max_background = fs->cfg->max_background;
 	conn->congestion_threshold = 0;
+	/*
+	 * The kernel cuts a larger write into requests of max_write bytes
+	 * (of fewer when the caller's buffer is not page aligned: it pins
+	 * at most max_write's worth of pages per request).  A request within
+	 * a page of max_write was most likely cut, the rest to follow.
+	 */
+	fs->write_cut = conn->max_write - (size_t)sysconf(_SC_PAGESIZE);
 	if (conn->capable & FUSE_CAP_PARALLEL_DIROPS)
 		conn->want |= FUSE_CAP_PARALLEL_DIROPS;
 	/*

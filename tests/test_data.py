@@ -21,6 +21,7 @@ import time
 
 import pytest
 
+import util
 from util import (FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, FALLOC_FL_ZERO_RANGE,
                   Mount, assert_stat_same, fallocate, fd_count, outcome,
                   read_file, run_as, same, write_file)
@@ -660,6 +661,38 @@ def test_concurrent_writers_disjoint_regions(work, ref):
     res = same(run, work.mnt, ref)
     assert res[1] == want
     assert read_file(work.b('f')) == want
+
+
+def test_unaligned_buffers_read_no_block(ffs, work, ref):
+    """Large writes from buffers that are not page aligned, over data on the
+    backing file that the cache does not hold.  In direct I/O the kernel
+    cuts each into requests that end inside a block, the next starting
+    there; the daemon joins the pieces (the split tail) instead of reading
+    those blocks from the backing file first.  The data is the same as on
+    a plain directory, through the mount and on the backing file."""
+    size = 8 * MiB
+    old, new = pattern(size, 1), pattern(size, 2)
+    for d in (work.back, ref):
+        write_file(P(d, 'f'), old)
+        fsync_path(P(d, 'f'))
+    buf = mmap.mmap(-1, 4 * MiB)
+    # (file offset, length, offset of the buffer in its page)
+    writes = [(0, MiB, 100), (MiB, 3 * MiB, 4095), (4 * MiB, 2 * MiB + 8 * KiB, 1),
+              (6 * MiB + 8 * KiB, 2 * MiB - 8 * KiB, 2048)]
+    before = util.stats(ffs.mnt)['backing_read_bytes']
+    for d in (work.mnt, ref):
+        fd = os.open(P(d, 'f'), os.O_WRONLY)
+        try:
+            for off, n, o in writes:
+                buf[o:o + n] = new[off:off + n]
+                assert os.pwrite(fd, memoryview(buf)[o:o + n], off) == n
+        finally:
+            os.close(fd)
+    assert util.stats(ffs.mnt)['backing_read_bytes'] == before
+    assert read_file(work.m('f')) == new
+    assert read_file(P(ref, 'f')) == new
+    fsync_path(work.m('f'))
+    assert read_file(work.b('f')) == new
 
 
 def test_concurrent_readers_and_writer(work):

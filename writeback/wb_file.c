@@ -16,6 +16,21 @@
  * needs no fix-up.
  * The errseq state (err, err_seq) is the wb_file's, not the
  * descriptor's, so fsync reports the same errors across a reopen.
+ *
+ * The split tail.  The kernel cuts a FUSE write into requests of at most
+ * max_write bytes, each ending where the application's buffer crosses
+ * that many pages: with a buffer that is not page aligned every request
+ * but the last ends inside a block, and the next one starts there.  A
+ * cache that writes such a request as it comes must first read the block
+ * it ends in (when not uptodate), which the next request overwrites a
+ * moment later.  So a cut write (wb_write_cut) holds those bytes back,
+ * and the next write that starts where they end completes the block and
+ * writes it whole, with no read.  Every other data operation first
+ * applies a held tail just as the plain write would have (tail_settle),
+ * so nothing sees the file without it: reads, writes elsewhere, fsync,
+ * truncate, fallocate, lseek and flush (and so sync-all, the idle
+ * descriptor's close and the file's end).  A tail that cannot be applied
+ * stays held, and the operation that tried fails with the error.
  */
 #include "wb_i.h"
 
@@ -169,6 +184,7 @@ int wb_file_alloc(struct wb_ctx *ctx, int fd, enum wb_access access,
 	atomic_init(&wbf->access, access);
 	pthread_mutex_init(&wbf->wb_lock, NULL);
 	pthread_mutex_init(&wbf->size_lock, NULL);
+	pthread_mutex_init(&wbf->tail_lock, NULL);
 	if (S_ISBLK(st.st_mode)) {
 		uint64_t bytes;
 
@@ -194,6 +210,7 @@ int wb_file_alloc(struct wb_ctx *ctx, int fd, enum wb_access access,
 	return 0;
 
 out_destroy:
+	pthread_mutex_destroy(&wbf->tail_lock);
 	pthread_mutex_destroy(&wbf->size_lock);
 	pthread_mutex_destroy(&wbf->wb_lock);
 out_free:
@@ -239,7 +256,8 @@ static bool fd_idle(struct wb_file *wbf)
 
 	if (bs_file_has_held(wbf->bs) || bs_file_has_unsynced(wbf->bs) ||
 	    atomic_load(&wbf->unsynced) || atomic_load(&wbf->mtime_ns) ||
-	    atomic_load(&wbf->backoff_ms) || bs_file_reading(wbf->bs))
+	    atomic_load(&wbf->backoff_ms) || bs_file_reading(wbf->bs) ||
+	    atomic_load(&wbf->tail_held))
 		return false;
 	pthread_mutex_lock(&wbf->size_lock);
 	idle = !wbf->resizing && wbf->backing_size == bs_file_size(wbf->bs);
@@ -292,9 +310,14 @@ int wb_file_fd_reopen(struct wb_file *wbf, int fd, enum wb_access access)
 	return 0;
 }
 
+static int tail_settle(struct wb_file *wbf);
+
 int wb_file_flush(struct wb_file *wbf)
 {
-	int ret = wb_writeback_range(wbf, 0, INT64_MAX);
+	int ret = tail_settle(wbf);
+
+	if (!ret)
+		ret = wb_writeback_range(wbf, 0, INT64_MAX);
 
 	if (!ret)
 		wb_stamp_mtime(wbf);
@@ -322,8 +345,10 @@ static void file_release(struct wb_file *wbf)
 	bs_file_destroy(wbf->bs);
 	if (wbf->fd >= 0)
 		close(wbf->fd);
+	pthread_mutex_destroy(&wbf->tail_lock);
 	pthread_mutex_destroy(&wbf->size_lock);
 	pthread_mutex_destroy(&wbf->wb_lock);
+	free(wbf->tail_buf);
 	free(wbf);
 }
 
@@ -365,7 +390,9 @@ off_t wb_file_size(struct wb_file *wbf)
 
 ssize_t wb_read(struct wb_file *wbf, void *buf, size_t len, off_t off)
 {
-	return bs_read(wbf->bs, buf, len, off);
+	int ret = tail_settle(wbf);
+
+	return ret ? ret : bs_read(wbf->bs, buf, len, off);
 }
 
 /*
@@ -387,18 +414,13 @@ static void report_full(struct wb_ctx *ctx)
 	       (unsigned long long)st.dirty_bytes_exact, (unsigned long long)st.pinned_bytes);
 }
 
-ssize_t wb_write(struct wb_file *wbf, const void *buf, size_t len, off_t off,
-		 uint64_t *dirtied)
+/* bs_write() and what a write of the cache changes beside the data. */
+static ssize_t cache_write(struct wb_file *wbf, const void *buf, size_t len, off_t off)
 {
-	ssize_t n;
+	ssize_t n = bs_write(wbf->bs, buf, len, off);
 
-	bs_thread_dirtied_take();	/* what an earlier caller left unclaimed */
-	n = bs_write(wbf->bs, buf, len, off);
-	if (dirtied)
-		*dirtied = bs_thread_dirtied_take();
 	if (n == -ENOSPC)
 		report_full(wbf->ctx);
-
 	if (n > 0) {
 		int64_t zero = 0;
 
@@ -407,6 +429,145 @@ ssize_t wb_write(struct wb_file *wbf, const void *buf, size_t len, off_t off,
 		wb_flushers_poke(wbf->ctx);
 	}
 	return n;
+}
+
+/*
+ * Write the held tail, if any, as it is (reading the rest of its block).
+ * Context: tail_lock held.
+ */
+static int tail_apply(struct wb_file *wbf)
+{
+	ssize_t n;
+
+	if (!atomic_load(&wbf->tail_held))
+		return 0;
+	/* One block, so one folio: all of it or an error. */
+	n = cache_write(wbf, wbf->tail_buf, wbf->tail_len, wbf->tail_off);
+	if (n < 0)
+		return (int)n;
+	atomic_store(&wbf->tail_held, false);
+	return 0;
+}
+
+/* Apply a held tail before anything else sees the file: 0 or -errno. */
+static int tail_settle(struct wb_file *wbf)
+{
+	int ret;
+
+	if (!atomic_load(&wbf->tail_held))
+		return 0;
+	pthread_mutex_lock(&wbf->tail_lock);
+	ret = tail_apply(wbf);
+	pthread_mutex_unlock(&wbf->tail_lock);
+	return ret;
+}
+
+/*
+ * The held tail and a write of [*off, *off + *len) from *buf: if the write
+ * starts where the tail ends, its first bytes complete the tail's block,
+ * which is written whole (or with what there is), and *buf, *len, *off
+ * move past them, adding them to *done; any other tail is applied as it
+ * is.  0 or -errno (the tail then stays held).
+ * Context: tail_lock held.
+ */
+static int tail_join(struct wb_file *wbf, const unsigned char **buf, size_t *len,
+		     off_t *off, size_t *done)
+{
+	size_t bsize = bs_cache_config(wbf->ctx->cache)->block_size, k;
+	ssize_t n;
+
+	if (!atomic_load(&wbf->tail_held))
+		return 0;
+	if (*off != wbf->tail_off + (off_t)wbf->tail_len)
+		return tail_apply(wbf);
+	k = bsize - wbf->tail_len < *len ? bsize - wbf->tail_len : *len;
+	memcpy(wbf->tail_buf + wbf->tail_len, *buf, k);
+	n = cache_write(wbf, wbf->tail_buf, wbf->tail_len + k, wbf->tail_off);
+	if (n < 0)
+		return (int)n;
+	atomic_store(&wbf->tail_held, false);
+	*buf += k;
+	*len -= k;
+	*off += (off_t)k;
+	*done += k;
+	return 0;
+}
+
+/*
+ * Hold the part of a cut write [off, off + len) that lies in the block it
+ * ends in, if that block is inside the file and not uptodate, and write
+ * the rest.  Returns the bytes written or held, or -errno; -EAGAIN: not a
+ * case for holding (nothing done).
+ * Context: tail_lock held, no tail held.
+ */
+static ssize_t tail_hold(struct wb_file *wbf, const unsigned char *buf, size_t len,
+			 off_t off)
+{
+	size_t bsize = bs_cache_config(wbf->ctx->cache)->block_size;
+	off_t end = off + (off_t)len;
+	off_t blk = end & ~(off_t)(bsize - 1);
+	ssize_t n;
+
+	if (blk == end || blk < off || end > bs_file_size(wbf->bs) ||
+	    bs_file_block_uptodate(wbf->bs, blk))
+		return -EAGAIN;
+	if (!wbf->tail_buf) {
+		wbf->tail_buf = malloc(bsize);
+		if (!wbf->tail_buf)
+			return -EAGAIN;		/* then it is read, as without holding */
+	}
+	if (blk > off) {
+		n = cache_write(wbf, buf, (size_t)(blk - off), off);
+		if (n < (ssize_t)(blk - off))
+			return n;
+	}
+	memcpy(wbf->tail_buf, buf + (blk - off), (size_t)(end - blk));
+	wbf->tail_off = blk;
+	wbf->tail_len = (size_t)(end - blk);
+	atomic_store(&wbf->tail_held, true);
+	return (ssize_t)len;
+}
+
+static ssize_t write_common(struct wb_file *wbf, const void *buf, size_t len, off_t off,
+			    uint64_t *dirtied, bool cut)
+{
+	const unsigned char *p = buf;
+	size_t done = 0;
+	ssize_t n = 0;
+	int ret;
+
+	bs_thread_dirtied_take();	/* what an earlier caller left unclaimed */
+	if (!cut && !atomic_load(&wbf->tail_held)) {
+		n = cache_write(wbf, p, len, off);
+	} else {
+		pthread_mutex_lock(&wbf->tail_lock);
+		ret = tail_join(wbf, &p, &len, &off, &done);
+		if (ret)
+			n = ret;
+		else if (len && cut)
+			n = tail_hold(wbf, p, len, off);
+		if (!ret && len && (!cut || n == -EAGAIN))
+			n = cache_write(wbf, p, len, off);
+		pthread_mutex_unlock(&wbf->tail_lock);
+		/* Bytes of the join count even when the rest fails. */
+		if (done)
+			n = n < 0 ? (ssize_t)done : (ssize_t)done + n;
+	}
+	if (dirtied)
+		*dirtied = bs_thread_dirtied_take();
+	return n;
+}
+
+ssize_t wb_write(struct wb_file *wbf, const void *buf, size_t len, off_t off,
+		 uint64_t *dirtied)
+{
+	return write_common(wbf, buf, len, off, dirtied, false);
+}
+
+ssize_t wb_write_cut(struct wb_file *wbf, const void *buf, size_t len, off_t off,
+		     uint64_t *dirtied)
+{
+	return write_common(wbf, buf, len, off, dirtied, true);
 }
 
 void wb_file_fix_stat(struct wb_file *wbf, struct stat *st)
@@ -438,8 +599,11 @@ uint64_t wb_file_err_sample(struct wb_file *wbf)
 int wb_fsync(struct wb_file *wbf, bool datasync, uint64_t *seen)
 {
 	/* What was written before the call; later writes are not waited for. */
-	int ret = wb_writeback_range(wbf, 0, bs_file_size(wbf->bs));
+	int ret = tail_settle(wbf);
 	uint64_t seq;
+
+	if (!ret)
+		ret = wb_writeback_range(wbf, 0, bs_file_size(wbf->bs));
 
 	if (!ret) {
 		/*
@@ -484,28 +648,33 @@ static void resize_end(struct wb_file *wbf)
 	pthread_mutex_unlock(&wbf->size_lock);
 }
 
+/*
+ * Size changes hold tail_lock throughout: a cut write decides whether to
+ * hold a tail by the size, which must not change before the tail is held.
+ */
 int wb_truncate(struct wb_file *wbf, off_t size)
 {
 	int ret;
 
 	if (size < 0)
 		return -EINVAL;
-	/* ftruncate stamps the backing file itself; a pending time is older. */
-	atomic_store(&wbf->mtime_ns, 0);
-	resize_begin(wbf);
-	ret = bs_truncate(wbf->bs, size);
-	resize_end(wbf);
+	pthread_mutex_lock(&wbf->tail_lock);
+	ret = tail_apply(wbf);
+	if (!ret) {
+		/* ftruncate stamps the backing file itself; a pending time is older. */
+		atomic_store(&wbf->mtime_ns, 0);
+		resize_begin(wbf);
+		ret = bs_truncate(wbf->bs, size);
+		resize_end(wbf);
+	}
+	pthread_mutex_unlock(&wbf->tail_lock);
 	return ret;
 }
 
-int wb_fallocate(struct wb_file *wbf, int mode, off_t off, off_t len)
+static int fallocate_locked(struct wb_file *wbf, int mode, off_t off, off_t len)
 {
 	int ret;
 
-	if (off < 0 || len <= 0)
-		return -EINVAL;
-	if (len > INT64_MAX - off)
-		return -EFBIG;
 	/* As Linux does: dirty data of the range reaches the disk first. */
 	if (mode & (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE)) {
 		ret = wb_writeback_range(wbf, off, off + len);
@@ -520,6 +689,22 @@ int wb_fallocate(struct wb_file *wbf, int mode, off_t off, off_t len)
 	return ret;
 }
 
+int wb_fallocate(struct wb_file *wbf, int mode, off_t off, off_t len)
+{
+	int ret;
+
+	if (off < 0 || len <= 0)
+		return -EINVAL;
+	if (len > INT64_MAX - off)
+		return -EFBIG;
+	pthread_mutex_lock(&wbf->tail_lock);
+	ret = tail_apply(wbf);
+	if (!ret)
+		ret = fallocate_locked(wbf, mode, off, len);
+	pthread_mutex_unlock(&wbf->tail_lock);
+	return ret;
+}
+
 off_t wb_lseek(struct wb_file *wbf, off_t off, int whence)
 {
 	off_t ret;
@@ -528,7 +713,9 @@ off_t wb_lseek(struct wb_file *wbf, off_t off, int whence)
 	if (whence != SEEK_DATA && whence != SEEK_HOLE)
 		return -EINVAL;
 	/* Holes are the backing file's: let it see the cached data first. */
-	err = wb_writeback_range(wbf, off, INT64_MAX);
+	err = tail_settle(wbf);
+	if (!err)
+		err = wb_writeback_range(wbf, off, INT64_MAX);
 	if (err)
 		return err;
 	if (off >= bs_file_size(wbf->bs))

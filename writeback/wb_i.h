@@ -189,6 +189,21 @@ struct wb_file {
 	_Atomic int err;
 	_Atomic uint64_t err_seq;
 
+	/*
+	 * The split tail (wb_write_cut): the bytes a cut write left in the
+	 * last block it touched, held for the continuation that completes
+	 * the block, so that the block need not be read first.  At most one
+	 * per file, always inside [0, size) and never more than a block.
+	 * tail_lock protects the fields below and is taken before any other
+	 * lock of the file or the cache, by the data operations only;
+	 * tail_held changes under it and is read without it as a hint.
+	 */
+	pthread_mutex_t tail_lock;
+	atomic_bool tail_held;
+	off_t tail_off;				/* block-aligned */
+	size_t tail_len;			/* 0 < tail_len < block size */
+	unsigned char *tail_buf;		/* a block, made at the first hold */
+
 	unsigned int refs;			/* files_lock: walkers using it */
 	bool dying;				/* files_lock: being freed */
 	bool orphan;				/* files_lock: freed by its user, data unwritten */

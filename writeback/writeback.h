@@ -208,6 +208,18 @@ ssize_t wb_read(struct wb_file *wbf, void *buf, size_t len, off_t off);
  */
 ssize_t wb_write(struct wb_file *wbf, const void *buf, size_t len, off_t off,
 		 uint64_t *dirtied);
+/*
+ * wb_write() of a write its transport cut at a size limit, whose rest
+ * likely follows at off + len (a FUSE request of max_write bytes).  If it
+ * ends inside a block that is inside the file and not uptodate, the bytes
+ * in that block are held back (the split tail, wb_file.c) until the next
+ * write, which completes the block when it starts where they end, or any
+ * other data operation on the file, which writes them as they are; the
+ * return value counts them as written.  No block is then read that the
+ * next write would overwrite.
+ */
+ssize_t wb_write_cut(struct wb_file *wbf, const void *buf, size_t len, off_t off,
+		     uint64_t *dirtied);
 
 /*
  * Make every byte written so far durable in the backing store.  @seen is

@@ -2,8 +2,10 @@
 /*
  * Model-based test of the data path (writeback/wb_file.c): random reads,
  * writes, truncates, punches, zero ranges, copies and fsyncs on a real
- * file against a shadow byte array.  A failing seed is printed and can be
- * replayed with WB_TEST_SEED=N.
+ * file against a shadow byte array, and writes cut as the kernel cuts
+ * FUSE requests (wb_write_cut, the split tail) with other operations
+ * between the pieces.  A failing seed is printed and can be replayed with
+ * WB_TEST_SEED=N.
  */
 #include "writeback.h"
 #include "blockstate.h"
@@ -14,6 +16,7 @@
 #include <linux/falloc.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,6 +70,47 @@ static void check_all(struct wb_file *f, const struct model *m, unsigned char *b
 	M_CHECK(memcmp(buf, m->bytes, m->size) == 0);
 }
 
+static void step(struct wb_file *f, struct model *m, unsigned char *buf);
+
+/*
+ * A write cut into pieces at random points, as the kernel cuts a FUSE
+ * write of an unaligned buffer: each piece but the last through
+ * wb_write_cut(); now and then another operation between two pieces, or
+ * the rest never sent (a short write).  The model takes each piece as
+ * written when its call returns.
+ */
+static void cut_write(struct wb_file *f, struct model *m, unsigned char *buf)
+{
+	size_t off = rnd_below(MAX_SIZE), len = 1 + rnd_below(300000), done = 0;
+	unsigned char *data = malloc(300000);
+
+	M_CHECK(data != NULL);
+	if (off + len > MAX_SIZE)
+		len = MAX_SIZE - off;
+	for (size_t i = 0; i < len; i++)
+		data[i] = (unsigned char)rnd();
+	while (done < len) {
+		size_t piece = len - done;
+		bool last;
+
+		if (piece > 1 && rnd_below(4))
+			piece = 1 + rnd_below(piece < 70000 ? piece : 70000);
+		last = done + piece == len;
+		M_CHECK((last ? wb_write : wb_write_cut)(f, data + done, piece,
+							 (off_t)(off + done), NULL) ==
+			(ssize_t)piece);
+		if (off + done + piece > m->size)
+			model_resize(m, off + done + piece);
+		memcpy(m->bytes + off + done, data + done, piece);
+		done += piece;
+		if (!last && !rnd_below(6))
+			step(f, m, buf);	/* anything, on the same file, between two pieces */
+		if (!last && !rnd_below(20))
+			break;			/* the rest never comes */
+	}
+	free(data);
+}
+
 static void step(struct wb_file *f, struct model *m, unsigned char *buf)
 {
 	size_t off = rnd_below(MAX_SIZE), len = 1 + rnd_below(rnd() & 1 ? 64 : 200000);
@@ -74,7 +118,10 @@ static void step(struct wb_file *f, struct model *m, unsigned char *buf)
 
 	if (off + len > MAX_SIZE)
 		len = MAX_SIZE - off;
-	switch (rnd_below(8)) {
+	switch (rnd_below(9)) {
+	case 8:
+		cut_write(f, m, buf);
+		break;
 	case 0: case 1: case 2:	/* write */
 		for (size_t i = 0; i < len; i++)
 			buf[i] = (unsigned char)rnd();
@@ -196,6 +243,106 @@ static void test_edges(void)
 	T_CHECK(wb_file_free(f) == 0);
 }
 
+static uint64_t stat_of(const char *name)
+{
+	char stats[8192], key[64];
+	const char *p;
+
+	wb_ctx_stats(ctx, stats, sizeof(stats));
+	snprintf(key, sizeof(key), "\n%s ", name);
+	p = strstr(stats, key);
+	T_CHECK(p != NULL);
+	return strtoull(p + strlen(key), NULL, 10);
+}
+
+/*
+ * The split tail: a write cut inside a block of data that is on the
+ * backing file but not cached is finished by the next piece without a
+ * backing read; anything else that comes first reads the block and sees
+ * the held bytes; a tail that cannot be applied (the read fails) stays
+ * held, and the operations that need it fail until it can.
+ */
+static void test_split_tail(void)
+{
+	char path[] = "/tmp/foliofs-wbtest-XXXXXX";
+	size_t size = 4u << 20, cut = (1u << 20) - 100;
+	unsigned char *want = malloc(size), *got = malloc(size), *w = malloc(size);
+	char err[256];
+	struct wb_file *f;
+	uint64_t reads;
+	int fd = mkstemp(path);
+
+	T_CHECK(fd >= 0 && want && got && w);
+	for (size_t i = 0; i < size; i++)
+		want[i] = (unsigned char)(i * 7 + 3);
+	T_CHECK(pwrite(fd, want, size, 0) == (ssize_t)size);
+	T_CHECK(wb_file_alloc(ctx, fd, WB_RDWR, &f) == 0);
+	for (size_t i = 0; i < size; i++)
+		w[i] = (unsigned char)(i * 13 + 1);
+
+	/* Two pieces of 1 MiB at 0, cut 100 bytes short of a block: no read. */
+	reads = stat_of("backing_read_bytes");
+	T_CHECK(wb_write_cut(f, w, cut, 0, NULL) == (ssize_t)cut);
+	T_CHECK(wb_write(f, w + cut, 100, (off_t)cut, NULL) == 100);
+	T_CHECK(stat_of("backing_read_bytes") == reads);
+	memcpy(want, w, 1u << 20);
+
+	/* Three cut pieces in a row, then the last: still no read. */
+	T_CHECK(wb_write_cut(f, w + (1u << 20), cut, 1 << 20, NULL) == (ssize_t)cut);
+	T_CHECK(wb_write_cut(f, w + (1u << 20) + cut, 1u << 20,
+			     (off_t)((1u << 20) + cut), NULL) == 1 << 20);
+	T_CHECK(wb_write(f, w + (2u << 20) + cut, 100, (off_t)((2u << 20) + cut), NULL) == 100);
+	T_CHECK(stat_of("backing_read_bytes") == reads);
+	memcpy(want + (1u << 20), w + (1u << 20), 2u << 20);
+
+	/* A read first: the block is read, the held bytes are there. */
+	T_CHECK(wb_write_cut(f, w + (3u << 20), cut, 3 << 20, NULL) == (ssize_t)cut);
+	memcpy(want + (3u << 20), w + (3u << 20), cut);
+	T_CHECK(wb_read(f, got, 4096, (off_t)((3u << 20) + cut - 4000)) == 4096);
+	T_CHECK(memcmp(got, want + (3u << 20) + cut - 4000, 4096) == 0);
+	T_CHECK(stat_of("backing_read_bytes") > reads);
+	T_CHECK(wb_read(f, got, size, 0) == (ssize_t)size);
+	T_CHECK(memcmp(got, want, size) == 0);
+
+	/* Everything reached the backing file. */
+	T_CHECK(wb_fsync(f, true, NULL) == 0);
+	T_CHECK(wb_file_free(f) == 0);	/* closes fd */
+	fd = open(path, O_RDWR);
+	T_CHECK(fd >= 0);
+	T_CHECK(pread(fd, got, size, 0) == (ssize_t)size);
+	T_CHECK(memcmp(got, want, size) == 0);
+
+	/* The block's read fails: the tail stays held, and what needs it fails. */
+	T_CHECK(wb_file_alloc(ctx, fd, WB_RDWR, &f) == 0);
+	fd = open(path, O_RDONLY);
+	T_CHECK(fd >= 0);
+	T_CHECK(wb_ctx_set_fault(ctx, "read:EIO", err, sizeof(err)) == 0);
+	T_CHECK(wb_write_cut(f, w, cut, 0, NULL) == (ssize_t)cut);
+	memcpy(want, w, cut);
+	T_CHECK(wb_read(f, got, 4096, (off_t)cut - 4000) == -EIO);
+	T_CHECK(wb_fsync(f, true, NULL) == -EIO);
+	T_CHECK(wb_truncate(f, 1) == -EIO);
+	T_CHECK(wb_ctx_set_fault(ctx, "off", err, sizeof(err)) == 0);
+	T_CHECK(wb_fsync(f, true, NULL) == 0);
+	T_CHECK(pread(fd, got, size, 0) == (ssize_t)size);
+	T_CHECK(memcmp(got, want, size) == 0);
+	close(fd);
+
+	/* Past the end nothing needs reading: nothing is held. */
+	T_CHECK(wb_write_cut(f, w, cut, (off_t)size, NULL) == (ssize_t)cut);
+	T_CHECK(wb_file_size(f) == (off_t)(size + cut));
+	T_CHECK(wb_file_free(f) == 0);
+	fd = open(path, O_RDONLY);
+	T_CHECK(fd >= 0);
+	T_CHECK(pread(fd, got, size, (off_t)size) == (ssize_t)cut);
+	T_CHECK(memcmp(got, w, cut) == 0);
+	close(fd);
+	unlink(path);
+	free(want);
+	free(got);
+	free(w);
+}
+
 /*
  * Truncate racing the size fix-up at the end of a writeback pass: in each
  * round one thread truncates (to a larger, then a smaller size) while
@@ -305,6 +452,7 @@ int main(void)
 	test_truncate_vs_size_fixup();
 	T_CHECK(wb_ctx_create(&cfg, &wcfg, &ctx) == 0);
 	test_edges();
+	test_split_tail();
 	if (env) {
 		run_seed(strtoull(env, NULL, 10), 2000, buf, &m);
 	} else {
