@@ -32,10 +32,16 @@
 #                          drop the files' kernel pages before the run)
 #   6 randread-8k-warm     rw=randread, bs=8k, 20 s time_based, after a read
 #                          of every file, invalidate=0
+#   7 seqwrite-1m-unal-cold  rw=write, bs=1M, each file once, end_fsync=1,
+#                          from a buffer 100 bytes past a page boundary
+#                          (iomem_align=100), over data no cache holds
+#                          (every cache dropped first, as for 4): in
+#                          direct I/O the kernel cuts each write into
+#                          requests that end inside a block
 # All use the same laid-out files (fio --create_only, fsynced), so the runs
 # overwrite existing data.  On foliofs the files are laid out, fsynced and
-# fully written back before each measurement.  Workload 4 needs root
-# (drop_caches).
+# fully written back before each measurement.  Workloads 4 and 7 need
+# root (drop_caches).
 #
 # Reported per run: IOPS, p99 latency of write(2) (clat) and, with
 # fdatasync, of fdatasync(2); for foliofs the bytes written to the backing
@@ -71,7 +77,7 @@ usage: $0 [-T SECONDS] [-s SIZE] [-j JOBS] [-r ROUNDS] [-o "foliofs options"] [-
               pthp-direct,pthp-direct-ring (these three need PTHP), or
               "modes" for native,direct,writethrough,writeback
               (default native,block,folio)
-  -w WORKLOADS  comma-separated workload numbers 1-6 (see the top of this
+  -w WORKLOADS  comma-separated workload numbers 1-7 (see the top of this
               script; default 1,2)
   -k          keep the work directory (files, fio JSON, daemon logs)
 EOF
@@ -135,11 +141,11 @@ for t in "${TARGET_LIST[@]}"; do
 done
 IFS=, read -r -a WORKLOAD_LIST <<<"$WORKLOADS"
 for w in "${WORKLOAD_LIST[@]}"; do
-	if ! [[ $w =~ ^[1-6]$ ]]; then
-		echo "$0: unknown workload '$w' (1-6)" >&2
+	if ! [[ $w =~ ^[1-7]$ ]]; then
+		echo "$0: unknown workload '$w' (1-7)" >&2
 		exit 2
 	fi
-	if ((w == 4 && EUID != 0)); then
+	if (((w == 4 || w == 7) && EUID != 0)); then
 		echo "$0: workload $w drops the kernel's caches: run as root" >&2
 		exit 2
 	fi
@@ -316,9 +322,11 @@ WORKLOAD_ARGS=([1]="--rw=randwrite --bs=4k --fdatasync=1 $TIMED"
 	[3]="--rw=write --bs=1M --end_fsync=1"
 	[4]="--rw=read --bs=1M"
 	[5]="--rw=read --bs=1M --invalidate=0 $TIMED"
-	[6]="--rw=randread --bs=8k --invalidate=0 $TIMED")
+	[6]="--rw=randread --bs=8k --invalidate=0 $TIMED"
+	[7]="--rw=write --bs=1M --end_fsync=1 --iomem_align=100")
 WORKLOAD_NAME=([1]=randwrite-fdatasync [2]=buffered-8k [3]=seqwrite-1m
-	[4]=seqread-1m-cold [5]=seqread-1m-warm [6]=randread-8k-warm)
+	[4]=seqread-1m-cold [5]=seqread-1m-warm [6]=randread-8k-warm
+	[7]=seqwrite-1m-unal-cold)
 
 # Empty every cache TARGET's files could be read from: the daemon's (by a
 # remount, which writes everything back first) and the kernel's.
@@ -343,7 +351,7 @@ run_one() {	# TARGET WORKLOAD ROUND
 	sync_files "$dir"
 	wait_clean "$dir"
 	case $w in
-	4) drop_caches "$target"; dir=$(dir_of "$target") ;;
+	4 | 7) drop_caches "$target"; dir=$(dir_of "$target") ;;
 	5 | 6) read_files "$dir" ;;
 	esac
 	log "round $r: ${WORKLOAD_NAME[$w]} on $target"
@@ -394,7 +402,8 @@ results, duration, size, jobs, rounds, extra, targets, workloads = sys.argv[1:9]
 TARGETS = targets.split(',')
 WORKLOADS = workloads.split(',')
 NAMES = {'1': 'randwrite-fdatasync 4k', '2': 'buffered-8k', '3': 'seqwrite-1m',
-         '4': 'seqread-1m-cold', '5': 'seqread-1m-warm', '6': 'randread-8k-warm'}
+         '4': 'seqread-1m-cold', '5': 'seqread-1m-warm', '6': 'randread-8k-warm',
+         '7': 'seqwrite-1m-unal-cold'}
 READS = ('4', '5', '6')
 OPTS = {'native': '-', 'block': 'wb_granularity=block', 'folio': 'wb_granularity=folio'}
 for m in ('direct', 'writethrough', 'writeback'):
@@ -441,6 +450,9 @@ for line in open(results):
         res['run'] = (sb['backing_write_bytes'] - sa['backing_write_bytes']) / app if app else None
         res['sync'] = res['backing'] / app if app else None
         res['per_dirtied'] = res['backing'] / res['dirtied'] if res['dirtied'] else None
+        # Backing reads a write cost (blocks partly written that were not cached).
+        res['bk_read'] = (sb['backing_read_bytes'] - sa['backing_read_bytes']) / app \
+            if app else None
     if sa and w in READS:
         # Bytes the daemon's cache returned per byte fio read: 0 when the
         # kernel served the reads itself.
@@ -453,7 +465,7 @@ data = {}
 for key, rs in runs.items():
     data[key] = {k: med([x.get(k) for x in rs])
                  for k in ('iops', 'mbs', 'p99_io', 'p99_sync', 'run', 'sync', 'per_dirtied',
-                           'app', 'backing', 'dirtied', 'daemon_read')}
+                           'app', 'backing', 'dirtied', 'daemon_read', 'bk_read')}
     data[key]['all_iops'] = [x['iops'] for x in rs]
 # x native: the median over rounds of each round's ratio to native, so that
 # a round the whole machine ran slow in counts as one ratio, not as one slow
@@ -472,21 +484,22 @@ print()
 print('fio, ioengine=psync, %s jobs x %s, %s s per timed run, %s round(s) (medians); '
       'foliofs extra options: %s; transport: /dev/fuse (uring=off), FUSE over io_uring '
       'for the -ring targets (uring=on)' % (jobs, size, duration, rounds, extra or 'none'))
-cols = '%-23s %-17s %-28s %8s %8s %8s %11s %11s %7s %7s %10s %8s'
+cols = '%-23s %-17s %-28s %8s %8s %8s %11s %11s %7s %7s %10s %8s %8s'
 hdr = cols % ('workload', 'target', 'foliofs options', 'IOPS', 'MB/s', 'x native', 'p99 I/O',
-              'p99 fdsync', 'bk/app', 'bk/app', 'bk/dirtied', 'daemon')
+              'p99 fdsync', 'bk/app', 'bk/app', 'bk/dirtied', 'daemon', 'bk read')
 print(hdr)
-print(cols % ('', '', '', '', '', '', '', '', 'run', '+sync', '+sync', 'read'))
+print(cols % ('', '', '', '', '', '', '', '', 'run', '+sync', '+sync', 'read', '/app'))
 print('-' * len(hdr))
 for w in WORKLOADS:
     for t in TARGETS:
         r = data.get((t, w))
         if not r:
             continue
-        print('%-23s %-17s %-28s %8.0f %8.0f %8s %8s us %8s us %7s %7s %10s %8s' % (
+        print('%-23s %-17s %-28s %8.0f %8.0f %8s %8s us %8s us %7s %7s %10s %8s %8s' % (
             NAMES[w], t, OPTS[t], r['iops'], r['mbs'], f(r['ratio'], '%.2fx'),
             f(r['p99_io'], '%.0f'), f(r['p99_sync'], '%.0f'), f(r['run'], '%.2f'),
-            f(r['sync'], '%.2f'), f(r['per_dirtied'], '%.2f'), f(r['daemon_read'], '%.2f')))
+            f(r['sync'], '%.2f'), f(r['per_dirtied'], '%.2f'), f(r['daemon_read'], '%.2f'),
+            f(r['bk_read'], '%.4f')))
 print()
 print('x native: median over the rounds of the IOPS ratio to native in the same round.')
 print('bk/app: bytes written to the backing store per byte the application wrote '
@@ -495,6 +508,8 @@ print('bk/dirtied: per byte of pages that became dirty (nr_dirtied x 4 KiB), i.e
       'write amplification of writeback.')
 print('daemon read: bytes the daemon\'s cache returned per byte fio read (0: the kernel '
       'served the reads from its own pages).')
+print('bk read/app: bytes the daemon read from the backing store per byte fio wrote '
+      '(blocks a write covered only in part that were not cached).')
 if int(rounds) > 1:
     for w in WORKLOADS:
         for t in TARGETS:
@@ -521,7 +536,7 @@ for w in WORKLOADS:
         if not r:
             cells.append('')
         elif t == 'native':
-            cells.append('%.0f MB/s' % r['mbs'] if w in ('3', '4', '5') else '%.0f IOPS' % r['iops'])
+            cells.append('%.0f MB/s' % r['mbs'] if w in ('3', '4', '5', '7') else '%.0f IOPS' % r['iops'])
         else:
             cells.append(f(r['ratio'], '%.2f'))
     print('| %s | %s |' % (NAMES[w], ' | '.join(cells)))
