@@ -151,6 +151,9 @@ def check_output(out):
         assert names == list(CONFIGS), "report: %s table rows %s" % (what, names)
         assert all(len(row) == len(t[0]) for row in t), \
             "report: %s table rows of different lengths" % what
+    assert tps[0][-1] == "x native", "report: tps table has no x native column"
+    assert [row[-1] for row in tps[2:] if row[0] == "native"] == ["1.00"], \
+        "report: native's ratio to itself is not 1.00"
     for row in acct[2:]:
         filled = [cell for cell in row[1:] if cell]
         if row[0] == "native":
@@ -199,3 +202,39 @@ def test_postgres_compare_checker_fails(compare_out, tmp_path, breakage):
     BREAKAGES[breakage](broken)
     with pytest.raises((AssertionError, OSError)):
         check_output(broken)
+
+
+def _run_bad(args, env_extra=None, drop=()):
+    env = dict(os.environ, FOLIOFS=util.FOLIOFS)
+    env.update(env_extra or {})
+    for k in drop:
+        env.pop(k, None)
+    return subprocess.run([sys.executable, SCRIPT, *args], env=env,
+                          stdin=subprocess.DEVNULL, capture_output=True,
+                          text=True, timeout=60)
+
+
+def test_postgres_compare_peer_configs_refused_without_their_needs(tmp_path):
+    """The passthrough_hp configurations need PTHP, and the ring one
+    FUSE over io_uring: without them the script stops at once, saying
+    which, before it mounts or runs anything."""
+    pytest.importorskip("matplotlib", reason="python3-matplotlib is not installed")
+    if not os.path.exists(util.FOLIOFS):
+        pytest.fail("%s does not exist: build it or set $FOLIOFS" % util.FOLIOFS)
+    out = str(tmp_path / "out")
+    r = _run_bad(["--config", "native", "--config", "pthp-direct", "-O", out],
+                 drop=("PTHP",))
+    assert r.returncode != 0
+    assert "--config 'pthp-direct': set PTHP" in r.stderr, r.stderr
+    assert not os.path.exists(out) or not os.listdir(out)
+    enable = "/sys/module/fuse/parameters/enable_uring"
+    try:
+        with open(enable) as f:
+            on = f.read().strip() == "Y"
+    except OSError:
+        on = False
+    if not on:
+        r = _run_bad(["--config", "pthp-direct-ring", "-O", out],
+                     env_extra={"PTHP": "/bin/true"})
+        assert r.returncode != 0
+        assert "needs %s set to Y" % enable in r.stderr, r.stderr
