@@ -14,6 +14,10 @@
 # root, where the data never reaches the server), pthp-direct (direct I/O,
 # no passthrough: every read and write reaches the server) and
 # pthp-direct-ring (the same over FUSE over io_uring) run beside them.
+# A target NAME=BASE+OPT+OPT... is the foliofs target BASE (block, folio,
+# a mode or a -ring mode) with more -o options, so that one option can be
+# compared side by side: -t native,bg12=writethrough+max_background=12,
+# bg64=writethrough+max_background=64.
 #
 # Workloads (-w, numbers; default 1,2), each on every target, ioengine=psync,
 # numjobs=2, size=256M each, group_reporting:
@@ -75,7 +79,8 @@ usage: $0 [-T SECONDS] [-s SIZE] [-j JOBS] [-r ROUNDS] [-o "foliofs options"] [-
   -t TARGETS  comma-separated subset of native,block,folio,direct,writethrough,
               writeback,direct-ring,writethrough-ring,writeback-ring,pthp,
               pthp-direct,pthp-direct-ring (these three need PTHP), or
-              "modes" for native,direct,writethrough,writeback
+              "modes" for native,direct,writethrough,writeback; NAME=BASE+OPT...
+              is foliofs target BASE with more -o options OPT
               (default native,block,folio)
   -w WORKLOADS  comma-separated workload numbers 1-7 (see the top of this
               script; default 1,2)
@@ -124,8 +129,31 @@ if ! [[ $SIZE =~ ^[1-9][0-9]*[KMG]?$ ]]; then
 fi
 [[ $TARGETS == modes ]] && TARGETS=native,direct,writethrough,writeback
 RING=0
-IFS=, read -r -a TARGET_LIST <<<"$TARGETS"
-for t in "${TARGET_LIST[@]}"; do
+IFS=, read -r -a TARGET_SPECS <<<"$TARGETS"
+TARGET_LIST=()
+declare -A T_BASE=() T_EXTRA=()
+for t in "${TARGET_SPECS[@]}"; do
+	if [[ $t == *=* ]]; then
+		name=${t%%=*}
+		spec=${t#*=}
+		base=${spec%%+*}
+		case $base in
+		block | folio | direct | writethrough | writeback | *-ring) ;;
+		*) echo "$0: target '$t': '$base' is not a foliofs target (block, folio, a mode or a -ring mode)" >&2
+		   exit 2 ;;
+		esac
+		if ! [[ $name =~ ^[A-Za-z0-9_.-]+$ ]] || [[ -n ${T_BASE[$name]:-} ||
+			$name == native || $name == pthp* ]]; then
+			echo "$0: target '$t': NAME must be letters, digits, _ . -, used once, not native or pthp*" >&2
+			exit 2
+		fi
+		T_BASE[$name]=$base
+		[[ $spec == *+* ]] && T_EXTRA[$name]=$(tr + , <<<"${spec#*+}")
+		TARGET_LIST+=("$name")
+		t=$base
+	else
+		TARGET_LIST+=("$t")
+	fi
 	case $t in
 	native | block | folio | direct | writethrough | writeback) ;;
 	direct-ring | writethrough-ring | writeback-ring) RING=1 ;;
@@ -223,10 +251,11 @@ trap 'exit 130' INT TERM
 
 # The foliofs options of TARGET.
 target_opts() {
-	case $1 in
-	block | folio) echo "wb_granularity=$1,uring=off" ;;
-	*-ring) echo "cache=${1%-ring},uring=on" ;;
-	*) echo "cache=$1,uring=off" ;;
+	local t=${T_BASE[$1]:-$1} extra=${T_EXTRA[$1]:-}
+	case $t in
+	block | folio) echo "wb_granularity=$t,uring=off${extra:+,$extra}" ;;
+	*-ring) echo "cache=${t%-ring},uring=on${extra:+,$extra}" ;;
+	*) echo "cache=$t,uring=off${extra:+,$extra}" ;;
 	esac
 }
 
@@ -394,11 +423,15 @@ for t in "${TARGET_LIST[@]}"; do
 	[[ $t != native ]] && umount_foliofs "$t"
 done
 
-python3 - "$RESULTS" "$DURATION" "$SIZE" "$JOBS" "$ROUNDS" "${FOLIOFS_OPTS:-}" "$TARGETS" \
-	"$WORKLOADS" <<'EOF'
+CUSTOM=
+for t in "${!T_BASE[@]}"; do
+	CUSTOM+="$t:$(target_opts "$t");"
+done
+python3 - "$RESULTS" "$DURATION" "$SIZE" "$JOBS" "$ROUNDS" "${FOLIOFS_OPTS:-}" \
+	"$(IFS=,; echo "${TARGET_LIST[*]}")" "$WORKLOADS" "$CUSTOM" <<'EOF'
 import json, statistics, sys
 
-results, duration, size, jobs, rounds, extra, targets, workloads = sys.argv[1:9]
+results, duration, size, jobs, rounds, extra, targets, workloads, custom = sys.argv[1:10]
 TARGETS = targets.split(',')
 WORKLOADS = workloads.split(',')
 NAMES = {'1': 'randwrite-fdatasync 4k', '2': 'buffered-8k', '3': 'seqwrite-1m',
@@ -411,6 +444,7 @@ for m in ('direct', 'writethrough', 'writeback'):
     OPTS[m + '-ring'] = 'cache=%s,uring=on' % m
 OPTS.update({'pthp': 'passthrough_hp', 'pthp-direct': 'ph --direct-io --nopassthrough',
              'pthp-direct-ring': 'ph --direct-io --nopassthrough -o io_uring'})
+OPTS.update(item.split(':', 1) for item in custom.split(';') if item)
 
 
 def stats(path):
