@@ -127,7 +127,8 @@ static bool folio_has_page(const struct bs_folio *folio, uint64_t index)
 	return off >= folio->start && off < folio->start + folio->size;
 }
 
-/* The first page of [from, to) that is not cached (in a folio and uptodate); @to if none. */
+/* The first page of [from, to) that is not cached (in a folio and uptodate, or
+ * being read into one); @to if none. */
 static uint64_t first_missing(struct bs_file *file, uint64_t from, uint64_t to)
 {
 	uint64_t index = from;
@@ -139,8 +140,15 @@ static uint64_t first_missing(struct bs_file *file, uint64_t from, uint64_t to)
 		if (!folio)
 			return index;
 		pthread_mutex_lock(&folio->lock);
+		/*
+		 * A folio with a read in flight is not a miss: the reader waits
+		 * for it (bs_folio_wait_reads), as Linux's reader waits on a
+		 * locked folio instead of starting a new sync window there.
+		 * Counting it would restart readahead small whenever the reader
+		 * catches up with an asynchronous window.
+		 */
 		for (; index < to && folio_has_page(folio, index); index++) {
-			if (!page_uptodate(folio, index)) {
+			if (!page_uptodate(folio, index) && !folio->rd_runs) {
 				missing = true;
 				break;
 			}
