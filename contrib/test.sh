@@ -10,7 +10,9 @@
 #      throttling, cache-mode and durability tests again with every mount
 #      on the ring (-o uring=on; enable_uring set to Y, then restored)
 #   d. ASan+UBSan build in build-asan/: the unit tests, then the mount tests
-#      against build-asan/foliofs (without the PostgreSQL tests and crash loops, for time)
+#      against build-asan/foliofs (without the PostgreSQL tests and crash
+#      loops, for time), over /dev/fuse
+#   d2. the FUSE over io_uring tests against build-asan/foliofs
 #   e. TSan build in build-tsan/ (clang): the unit tests
 #   f. clang-tidy's bugprone checks on every C file (with build/'s
 #      compile_commands.json): one test per file, failed if it warns
@@ -20,6 +22,9 @@
 #      target, passed when it exits 0; skipped when clang cannot link
 #      -fsanitize=fuzzer
 #
+# Stages b-c2 run in order; d (but its FUSE over io_uring tests, d2,
+# which run after c2), e, f and g run in the background beside them,
+# niced (see "in the background" below).
 # Every stage runs even when an earlier one failed (except the tests of a
 # build that failed).  Results are counted exactly: meson tests from
 # meson-logs/testlog.json, pytest from its junit XML; a build or a runner
@@ -84,11 +89,11 @@ if [ -f "$ROOT/tests/tsan_suppressions.txt" ]; then
 	TSAN_OPTS="$TSAN_OPTS:suppressions=$ROOT/tests/tsan_suppressions.txt"
 fi
 
-TOTAL_PASS=0
-TOTAL_FAIL=0
-TOTAL_SKIP=0
-NOT_RUN=0
-SUMMARY=()
+# Each stage's result is one line of $RESULTS (name, seconds, passed,
+# failed, skipped, note; "-" seconds for a stage that could not run), so
+# that the stages run in the background (below) count like the others.
+RESULTS=$(mktemp "${TMPDIR:-/tmp}/foliofs-test-results.XXXXXX") || exit 1
+trap 'rm -f "$RESULTS" "$RESULTS".*' EXIT
 
 is_root() { [ "$(id -u)" -eq 0 ]; }
 
@@ -99,19 +104,15 @@ header() {
 # record NAME SECONDS PASSED FAILED SKIPPED [NOTE]: add one stage's result.
 record() {
 	local name=$1 secs=$2 p=$3 f=$4 s=$5 note=${6:-}
-	TOTAL_PASS=$((TOTAL_PASS + p))
-	TOTAL_FAIL=$((TOTAL_FAIL + f))
-	TOTAL_SKIP=$((TOTAL_SKIP + s))
 	local what="$p passed, $f failed, $s skipped${note:+ ($note)}"
 	[ "$((p + f + s))" -eq 0 ] && [ -n "$note" ] && what=$note
-	SUMMARY+=("$(printf '%-28s %5ss  %s' "$name" "$secs" "$what")")
+	printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "$secs" "$p" "$f" "$s" "$what" >>"$RESULTS"
 	printf -- '--> %s: %s [%ss]\n' "$name" "$what" "$secs"
 }
 
 # not_run NAME WHY: a stage that could not run (fails the whole run).
 not_run() {
-	NOT_RUN=1
-	SUMMARY+=("$(printf '%-28s %5s   not run: %s' "$1" "-" "$2")")
+	printf '%s\t-\t0\t0\t0\tnot run: %s\n' "$1" "$2" >>"$RESULTS"
 	printf -- '--> %s: not run: %s\n' "$1" "$2"
 }
 
@@ -395,48 +396,6 @@ uring_mounttests() {
 
 # --------------------------------------------------------------------------
 
-[ "$INSTALL" -eq 1 ] && stage_install
-
-SAN_CC=gcc
-command -v clang >/dev/null && SAN_CC=clang
-
-if build "b. build" build gcc -Dwerror=true -Ddebug_checks=true \
-	--buildtype=debugoptimized; then
-	unit "b. unit tests" build 1 "$T_UNIT"
-	mounttests "c. mount tests" "$ROOT/build/foliofs" "$ROOT/build/pytest.xml" "$T_PYTEST" --
-	uring_mounttests "c2. mount tests over io_uring"
-else
-	not_run "b. unit tests" "build/ not built"
-	not_run "c. mount tests" "build/ not built"
-fi
-
-if [ "$QUICK" -eq 0 ]; then
-	if build "d. ASan+UBSan build" build-asan "$SAN_CC" \
-		-Db_sanitize=address,undefined -Db_lundef=false -Ddebug_checks=true \
-		--buildtype=debugoptimized -Dc_args=-fno-omit-frame-pointer; then
-		unit "d. ASan+UBSan unit tests" build-asan 3 "$T_UNIT_SAN" \
-			ASAN_OPTIONS="$ASAN_OPTS" UBSAN_OPTIONS="$UBSAN_OPTS" LSAN_OPTIONS="$LSAN_OPTS"
-		mounttests "d. ASan+UBSan mount tests" "$ROOT/build-asan/foliofs" \
-			"$ROOT/build-asan/pytest.xml" "$T_PYTEST_SAN" \
-			ASAN_OPTIONS="$ASAN_OPTS" UBSAN_OPTIONS="$UBSAN_OPTS" LSAN_OPTIONS="$LSAN_OPTS" \
-			-- -k "not postgres and not pg_crash and not write_amplification and not test_posix"
-	else
-		not_run "d. ASan+UBSan unit tests" "build-asan/ not built"
-		not_run "d. ASan+UBSan mount tests" "build-asan/ not built"
-	fi
-
-	if command -v clang >/dev/null; then
-		if build "e. TSan build" build-tsan clang -Db_sanitize=thread \
-			-Db_lundef=false -Ddebug_checks=true --buildtype=debugoptimized \
-			-Dc_args=-fno-omit-frame-pointer; then
-			unit "e. TSan unit tests" build-tsan 5 "$T_UNIT_SAN" TSAN_OPTIONS="$TSAN_OPTS"
-		else
-			not_run "e. TSan unit tests" "build-tsan/ not built"
-		fi
-	else
-		not_run "e. TSan" "clang is not installed"
-	fi
-fi
 
 # tidy NAME: clang-tidy's bugprone checks (but the one that flags any two
 # adjacent parameters of one type) on each C file; one test per file.
@@ -482,9 +441,7 @@ tidy() {
 	record "$name" $(($(date +%s) - t0)) "$p" "$fails" 0
 }
 
-if [ "$QUICK" -eq 0 ]; then
-	tidy "f. clang-tidy bugprone"
-fi
+
 
 # fuzz_env CMD...: CMD (a shell function too) with the sanitizers' options.
 fuzz_env() {
@@ -586,11 +543,129 @@ fuzzing() {
 	record "$name" "$secs" "$p" "$fails" 0 "$runs executions"
 }
 
+
+# --------------------------------------------------------------------------
+# The mount tests mostly wait (on the disk, on PostgreSQL, on FUSE round
+# trips), the builds, sanitizer runs, clang-tidy and fuzzing mostly compute:
+# so the latter run in the background, niced, beside stages b-c2, in two
+# groups with a log each, printed when the group ends.
+#  - ASan+UBSan: build, unit tests, then the mount tests but those of the
+#    FUSE over io_uring transport, every mount with uring=off (stages c and
+#    c2 switch the kernel's enable_uring on and off meanwhile).  The ring's
+#    own tests run under ASan after c2, alone.
+#  - TSan (build, unit tests), clang-tidy, fuzzing.
+
+# bg NAME LOG FUNCTION...: run the functions in order in the background,
+# niced, output to LOG; the job's pid is left in BG_PID.
+bg() {
+	local name=$1 log=$2
+	shift 2
+	(
+		renice -n 10 -p "$BASHPID" >/dev/null 2>&1 || true
+		header "$name (in the background)"
+		for fn in "$@"; do "$fn"; done
+	) >"$log" 2>&1 </dev/null &
+	BG_PID=$!
+}
+
+# bg_wait PID LOG: wait for a background group and print its log.
+bg_wait() {
+	wait "$1"
+	cat "$2"
+}
+
+ASAN_ENV=(ASAN_OPTIONS="$ASAN_OPTS" UBSAN_OPTIONS="$UBSAN_OPTS" LSAN_OPTIONS="$LSAN_OPTS")
+ASAN_SKIP="not postgres and not pg_crash and not write_amplification and not test_posix"
+
+asan() {
+	if build "d. ASan+UBSan build" build-asan "$SAN_CC" \
+		-Db_sanitize=address,undefined -Db_lundef=false -Ddebug_checks=true \
+		--buildtype=debugoptimized -Dc_args=-fno-omit-frame-pointer; then
+		: >"$ROOT/build-asan/.ci-built"
+		unit "d. ASan+UBSan unit tests" build-asan 3 "$T_UNIT_SAN" "${ASAN_ENV[@]}"
+		mounttests "d. ASan+UBSan mount tests" "$ROOT/build-asan/foliofs" \
+			"$ROOT/build-asan/pytest.xml" "$T_PYTEST_SAN" \
+			"${ASAN_ENV[@]}" FOLIOFS_EXTRA_OPTIONS=uring=off -- \
+			-p no:cacheprovider -k "$ASAN_SKIP and not test_fuse_uring"
+	else
+		not_run "d. ASan+UBSan unit tests" "build-asan/ not built"
+		not_run "d. ASan+UBSan mount tests" "build-asan/ not built"
+	fi
+}
+
+asan_uring_mounttests() {
+	if [ -f "$ROOT/build-asan/.ci-built" ]; then
+		mounttests "d2. ASan+UBSan FUSE over io_uring" "$ROOT/build-asan/foliofs" \
+			"$ROOT/build-asan/pytest-uring.xml" "$T_PYTEST_SAN" "${ASAN_ENV[@]}" -- \
+			-k "$ASAN_SKIP and test_fuse_uring"
+	else
+		not_run "d2. ASan+UBSan FUSE over io_uring" "build-asan/ not built"
+	fi
+}
+
+tsan() {
+	if ! command -v clang >/dev/null; then
+		not_run "e. TSan" "clang is not installed"
+	elif build "e. TSan build" build-tsan clang -Db_sanitize=thread \
+		-Db_lundef=false -Ddebug_checks=true --buildtype=debugoptimized \
+		-Dc_args=-fno-omit-frame-pointer; then
+		unit "e. TSan unit tests" build-tsan 5 "$T_UNIT_SAN" TSAN_OPTIONS="$TSAN_OPTS"
+	else
+		not_run "e. TSan unit tests" "build-tsan/ not built"
+	fi
+}
+
+tidy_stage() { tidy "f. clang-tidy bugprone"; }
+fuzz_stage() { fuzzing "g. fuzzing"; }
+
+# --------------------------------------------------------------------------
+
+[ "$INSTALL" -eq 1 ] && stage_install
+
+SAN_CC=gcc
+command -v clang >/dev/null && SAN_CC=clang
+
+BUILT=0
+build "b. build" build gcc -Dwerror=true -Ddebug_checks=true \
+	--buildtype=debugoptimized && BUILT=1
+
+ASAN_PID="" REST_PID=""
 if [ "$QUICK" -eq 0 ]; then
-	fuzzing "g. fuzzing"
+	rm -f "$ROOT/build-asan/.ci-built"
+	bg "ASan+UBSan build, unit and mount tests" "$RESULTS.asan" asan
+	ASAN_PID=$BG_PID
+	# clang-tidy reads build/'s compile_commands.json.
+	if [ "$BUILT" -eq 1 ]; then
+		bg "TSan, clang-tidy, fuzzing" "$RESULTS.rest" tsan tidy_stage fuzz_stage
+	else
+		bg "TSan, fuzzing" "$RESULTS.rest" tsan fuzz_stage
+		not_run "f. clang-tidy bugprone" "build/ not built"
+	fi
+	REST_PID=$BG_PID
+fi
+
+if [ "$BUILT" -eq 1 ]; then
+	unit "b. unit tests" build 1 "$T_UNIT"
+	mounttests "c. mount tests" "$ROOT/build/foliofs" "$ROOT/build/pytest.xml" "$T_PYTEST" --
+	uring_mounttests "c2. mount tests over io_uring"
+else
+	not_run "b. unit tests" "build/ not built"
+	not_run "c. mount tests" "build/ not built"
+fi
+
+if [ "$QUICK" -eq 0 ]; then
+	bg_wait "$ASAN_PID" "$RESULTS.asan"
+	asan_uring_mounttests
+	bg_wait "$REST_PID" "$RESULTS.rest"
+	rm -f "$RESULTS.asan" "$RESULTS.rest"
 fi
 
 header "summary (total $(($(date +%s) - START))s)"
-printf '%s\n' "${SUMMARY[@]}"
-echo "$TOTAL_PASS passed, $TOTAL_FAIL failed, $TOTAL_SKIP skipped"
-[ "$TOTAL_FAIL" -eq 0 ] && [ "$NOT_RUN" -eq 0 ]
+# The stages in the order they ended; then the totals.
+awk -F'\t' '{ printf "%-28s %5s%s  %s\n", $1, $2, ($2 == "-" ? " " : "s"), $6 }' "$RESULTS"
+awk -F'\t' '
+	{ p += $3; f += $4; s += $5; if ($2 == "-") notrun = 1 }
+	END {
+		printf "%d passed, %d failed, %d skipped\n", p, f, s
+		exit (f > 0 || notrun) ? 1 : 0
+	}' "$RESULTS"
