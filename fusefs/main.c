@@ -359,7 +359,12 @@ int main(int argc, char *argv[])
 		status = 1;
 	fs.trace = NULL;
 #ifdef FOLIOFS_DEBUG_CHECKS
-	/* No request is in flight any more: the sums must add up. */
+	/*
+	 * No request is in flight any more, and with the flushers stopped
+	 * (a background pass or sync could be midway) the sums must add up.
+	 * The files are then written back by ffs_itable_destroy() alone.
+	 */
+	wb_ctx_quiesce(fs.wb);
 	if (wb_ctx_check(fs.wb)) {
 		fuse_log(FUSE_LOG_ERR, "error: dirty accounting invariant broken at unmount\n");
 		status = 1;

@@ -191,6 +191,11 @@ unsigned int wb_ctx_destroy(struct wb_ctx *ctx)
 	return lost;
 }
 
+void wb_ctx_quiesce(struct wb_ctx *ctx)
+{
+	wb_flushers_stop(ctx);
+}
+
 int wb_ctx_check(struct wb_ctx *ctx)
 {
 	return bs_cache_check(ctx->cache);

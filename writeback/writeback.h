@@ -103,8 +103,19 @@ void wb_ctx_get_fault(struct wb_ctx *ctx, char *buf, size_t len);
 unsigned int wb_ctx_destroy(struct wb_ctx *ctx);
 
 /*
+ * Stop the flusher threads for good (wb_ctx_destroy() does it if this was
+ * not called): from now on writeback happens only in calls (fsync,
+ * reclaim, file destroy).  A flusher changes folios and counters on its
+ * own, by its passes and by syncing files it wrote back, so the cache is
+ * at rest only once they are stopped and no call is in flight.
+ */
+void wb_ctx_quiesce(struct wb_ctx *ctx);
+
+/*
  * Check the cache's accounting invariant (blockstate's bs_cache_check);
- * only at a quiescent point.  0 or -EUCLEAN with details on stderr.
+ * only at rest: after wb_ctx_quiesce(), with no call in flight (reads of
+ * readahead still in flight only make blocks uptodate, which the check
+ * allows).  0 or -EUCLEAN with details on stderr.
  */
 int wb_ctx_check(struct wb_ctx *ctx);
 
