@@ -595,11 +595,11 @@ asan() {
 
 asan_uring_mounttests() {
 	if [ -f "$ROOT/build-asan/.ci-built" ]; then
-		mounttests "d2. ASan+UBSan FUSE over io_uring" "$ROOT/build-asan/foliofs" \
+		mounttests "d2. ASan+UBSan ring tests" "$ROOT/build-asan/foliofs" \
 			"$ROOT/build-asan/pytest-uring.xml" "$T_PYTEST_SAN" "${ASAN_ENV[@]}" -- \
 			-k "$ASAN_SKIP and test_fuse_uring"
 	else
-		not_run "d2. ASan+UBSan FUSE over io_uring" "build-asan/ not built"
+		not_run "d2. ASan+UBSan ring tests" "build-asan/ not built"
 	fi
 }
 
