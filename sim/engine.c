@@ -308,7 +308,7 @@ static ssize_t sim_fault(struct sim *s, enum wb_fault_op op, const struct sim_fi
 	if (!wb_fault_fires(ft, id, op, off, len))
 		return res;
 	atomic_fetch_add(&s->ctx->faults_injected, 1);
-	return wb_fault_result(ft, res);
+	return wb_fault_result(ft, res, 1);
 }
 
 /* flush.c's record_error(): for fsync (errseq) and the stats. */

@@ -54,7 +54,8 @@ static ssize_t fault_apply(struct wb_file *wbf, enum wb_fault_op op, off_t off,
 		if (ctx->fault->file[0])
 			wb_file_path(wbf, path, sizeof(path));
 		if (wb_fault_fires(ctx->fault, path, op, off, len)) {
-			out = wb_fault_result(ctx->fault, res);
+			out = wb_fault_result(ctx->fault, res, ctx->cfg.backing_direct ?
+					      bs_cache_config(ctx->cache)->block_size : 1);
 			atomic_fetch_add(&ctx->faults_injected, 1);
 		}
 	}

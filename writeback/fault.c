@@ -186,9 +186,12 @@ bool wb_fault_fires(struct wb_fault *f, const char *name, enum wb_fault_op op,
 	return true;
 }
 
-ssize_t wb_fault_result(const struct wb_fault *f, ssize_t res)
+ssize_t wb_fault_result(const struct wb_fault *f, ssize_t res, size_t align)
 {
+	ssize_t half;
+
 	if (f->err)
 		return -f->err;
-	return res > 1 ? res / 2 : res;
+	half = res / 2 - (res / 2) % (ssize_t)align;
+	return half > 0 ? half : res;
 }

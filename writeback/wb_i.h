@@ -67,8 +67,13 @@ void wb_fault_format(const struct wb_fault *f, char *buf, size_t len);
  */
 bool wb_fault_fires(struct wb_fault *f, const char *name, enum wb_fault_op op,
 		    off_t off, size_t len);
-/* What a fault that fired makes of a call that returned @res. */
-ssize_t wb_fault_result(const struct wb_fault *f, ssize_t res);
+/*
+ * What a fault that fired makes of a call that returned @res.  A short
+ * result is a multiple of @align (the block size for O_DIRECT backing
+ * files, which go on only from aligned offsets; else 1), so a call of a
+ * single @align unit completes whole.
+ */
+ssize_t wb_fault_result(const struct wb_fault *f, ssize_t res, size_t align);
 
 /* ---- backing I/O (backing.c) ---- */
 
