@@ -67,6 +67,12 @@ struct ffs_config {
 	 */
 	enum ffs_uring_mode { FFS_URING_AUTO, FFS_URING_ON, FFS_URING_OFF } uring;
 	bool uring_given;
+	/*
+	 * backing_direct=: open backing files with O_DIRECT where BACKING's
+	 * file system takes it at block_size (auto, main.c probes it and sets
+	 * wb.backing_direct), always (on, also the bare flag) or never (off).
+	 */
+	enum ffs_direct_mode { FFS_DIRECT_AUTO, FFS_DIRECT_ON, FFS_DIRECT_OFF } backing_direct;
 	unsigned int max_threads;
 	unsigned int max_idle_threads;
 	/* max_background=: the kernel's limit on asynchronous requests in flight */

@@ -710,6 +710,12 @@ static int open_data_fd(struct ffs_data *fs, struct ffs_inode *inode, int need, 
 		/* O_NONBLOCK: never hang on a FIFO; no effect on regular files. */
 		fd = ffs_fd_open(fs, AT_FDCWD, p.path,
 				 modes[i].flags | O_CLOEXEC | O_NONBLOCK | extra_flags);
+		if (fd == -EINVAL && extra_flags &&
+		    fs->cfg->backing_direct == FFS_DIRECT_AUTO) {
+			/* backing_direct=auto, a file system without O_DIRECT: buffered. */
+			extra_flags = 0;
+			fd = ffs_fd_open(fs, AT_FDCWD, p.path, modes[i].flags | O_CLOEXEC | O_NONBLOCK);
+		}
 		if (fd >= 0) {
 			*access = modes[i].access;
 			return fd;

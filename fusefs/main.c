@@ -163,6 +163,39 @@ static int open_backing(const struct ffs_config *cfg, int *fd, mode_t *type)
 }
 
 /*
+ * backing_direct=auto: O_DIRECT where BACKING's file system takes it with
+ * block_size I/O from page-aligned memory, as statx(STATX_DIOALIGN)
+ * reports (Linux 6.1).  A directory is probed with an unnamed temporary
+ * file in it (O_TMPFILE, gone at close), a file or device by opening it.
+ * Anything that fails (no O_TMPFILE, no O_DIRECT, read-only, no alignment
+ * reported) means buffered backing I/O.  Files on other file systems
+ * mounted inside BACKING are opened buffered where O_DIRECT is refused.
+ */
+static bool probe_backing_direct(const struct ffs_config *cfg, int root_fd, mode_t type)
+{
+	long page = sysconf(_SC_PAGESIZE);
+	struct ffs_procpath p;
+	struct statx stx;
+	bool ok;
+	int fd;
+
+	ffs_procpath(&p, root_fd);
+	if (S_ISDIR(type))
+		fd = open(p.path, O_TMPFILE | O_RDWR | O_DIRECT | O_CLOEXEC, 0600);
+	else
+		fd = open(p.path, O_RDONLY | O_DIRECT | O_CLOEXEC | O_NONBLOCK);
+	if (fd < 0)
+		return false;
+	ok = statx(fd, "", AT_EMPTY_PATH, STATX_DIOALIGN, &stx) == 0 &&
+	     (stx.stx_mask & STATX_DIOALIGN) && stx.stx_dio_offset_align &&
+	     stx.stx_dio_mem_align && page > 0 &&
+	     cfg->bs.block_size % stx.stx_dio_offset_align == 0 &&
+	     (unsigned long)page % stx.stx_dio_mem_align == 0;
+	close(fd);
+	return ok;
+}
+
+/*
  * Create the file of option @name (stats_log=, trace=, write_log=) now, as
  * the user who mounts and before mounting, so that a path that cannot be
  * written is reported like any bad option; the daemon opens it again once
@@ -259,6 +292,9 @@ int main(int argc, char *argv[])
 		ffs_config_free(&cfg);
 		return ret;
 	}
+	cfg.wb.backing_direct = cfg.backing_direct == FFS_DIRECT_ON ||
+		(cfg.backing_direct == FFS_DIRECT_AUTO &&
+		 probe_backing_direct(&cfg, root_fd, fs.backing_type));
 	ret = create_output("stats_log", cfg.stats_log, O_APPEND);
 	if (!ret)
 		ret = create_output("trace", cfg.trace, O_TRUNC);

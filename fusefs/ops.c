@@ -767,10 +767,21 @@ static void ffs_open(fuse_req_t req, fuse_ino_t ino,
 static int create_fd(struct ffs_data *fs, struct ffs_inode *dir, const char *name,
 		     int flags, mode_t mode, int *access)
 {
-	int base = O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK |
-		   (flags & O_EXCL) | (fs->cfg->wb.backing_direct ? O_DIRECT : 0);
+	int base = O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK | (flags & O_EXCL) |
+		   (fs->cfg->wb.backing_direct ? O_DIRECT : 0);
 	int fd = openat(dir->fd, name, base | O_RDWR, mode);
 
+	/*
+	 * backing_direct=auto, and @dir is on a file system without O_DIRECT
+	 * (one mounted inside BACKING): the file is made (the flag is checked
+	 * after), the open refused.  Open it buffered: writeback's whole-block
+	 * writes are right on it too.
+	 */
+	if (fd < 0 && errno == EINVAL && (base & O_DIRECT) &&
+	    fs->cfg->backing_direct == FFS_DIRECT_AUTO) {
+		base &= ~(O_DIRECT | O_EXCL);
+		fd = openat(dir->fd, name, base | O_RDWR, mode);
+	}
 	*access = WB_RDWR;
 	if (fd < 0 && errno == EACCES && (flags & O_ACCMODE) != O_RDWR) {
 		fd = openat(dir->fd, name, base | (flags & O_ACCMODE), mode);

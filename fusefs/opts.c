@@ -44,6 +44,7 @@ enum {
 	KEY_MAX_IO,
 	KEY_FAULT,
 	KEY_BACKING_DIRECT,
+	KEY_BACKING_DIRECT_MODE,
 	KEY_URING,
 	KEY_DIRTY_RATIO,
 	KEY_DIRTY_BYTES,
@@ -95,6 +96,7 @@ static const struct fuse_opt ffs_opt_spec[] = {
 	FUSE_OPT_KEY("max_io=", KEY_MAX_IO),
 	FUSE_OPT_KEY("fault=", KEY_FAULT),
 	FUSE_OPT_KEY("backing_direct", KEY_BACKING_DIRECT),
+	FUSE_OPT_KEY("backing_direct=", KEY_BACKING_DIRECT_MODE),
 	FUSE_OPT_KEY("uring=", KEY_URING),
 	FUSE_OPT_KEY("dirty_ratio=", KEY_DIRTY_RATIO),
 	FUSE_OPT_KEY("dirty_bytes=", KEY_DIRTY_BYTES),
@@ -145,7 +147,7 @@ static const struct {
 	{ "backing_io=NAME", "uring", "uring (batched io_uring, falls back to psync), psync (pwritev), null (discard writes, read zeros: measures FUSE and cache cost)" },
 	{ "wb_granularity=NAME", "block", "block (write only dirty blocks) or folio (every uptodate block of a dirty folio, as Linux before 6.6)" },
 	{ "max_io=BYTES", "1M", "largest merged backing write (power of two, >= 4K)" },
-	{ "backing_direct", "off", "open backing files with O_DIRECT (block-aligned I/O from the cache's memory)" },
+	{ "backing_direct=auto|on|off", "auto", "open backing files with O_DIRECT (block-aligned I/O from the cache's memory, no second copy in the backing page cache); auto: where BACKING's file system takes O_DIRECT at block_size; the bare flag is on" },
 	{ "uring=auto|on|off", "auto", "serve FUSE requests through io_uring when the kernel offers it (Linux 6.14+, fuse module parameter enable_uring=Y); on: refuse to mount without it; off: always /dev/fuse" },
 	{ "fault=SPEC", "off", "inject backing I/O faults, for tests (see README)" },
 	{ "stats_log=FILE", "off", "append the stats as one JSON object per line every stats_interval_ms" },
@@ -525,6 +527,18 @@ static int parse_uring(struct ffs_config *cfg, const char *val, char *err)
 	return 0;
 }
 
+static int parse_backing_direct(struct ffs_config *cfg, const char *val, char *err)
+{
+	/* In the order of enum ffs_direct_mode. */
+	static const char *const modes[] = { "auto", "on", "off" };
+	unsigned int choice;
+
+	if (parse_choice("backing_direct", val, modes, 3, &choice, err))
+		return -EINVAL;
+	cfg->backing_direct = (enum ffs_direct_mode)choice;
+	return 0;
+}
+
 /*
  * uring=on is refused before mounting where it cannot be had: with -s (the
  * ring serves from threads of its own), or when the kernel has no FUSE
@@ -592,8 +606,10 @@ static int opt_proc(void *data, const char *arg, int key,
 	case KEY_CACHE:
 		return parse_cache(cfg, strchr(arg, '=') + 1, ps->err) ? -1 : 0;
 	case KEY_BACKING_DIRECT:
-		cfg->wb.backing_direct = true;
+		cfg->backing_direct = FFS_DIRECT_ON;
 		return 0;
+	case KEY_BACKING_DIRECT_MODE:
+		return parse_backing_direct(cfg, strchr(arg, '=') + 1, ps->err) ? -1 : 0;
 	case KEY_URING:
 		cfg->uring_given = true;
 		return parse_uring(cfg, strchr(arg, '=') + 1, ps->err) ? -1 : 0;

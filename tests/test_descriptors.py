@@ -42,8 +42,8 @@ def raised_nofile():
 
 
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize('opts', [(), ('backing_direct',), ('kernel_cache',)],
-                         ids=['plain', 'backing_direct', 'kernel_cache'])
+@pytest.mark.parametrize('opts', [('backing_direct=off',), ('backing_direct',), ('kernel_cache',)],
+                         ids=['buffered', 'backing_direct', 'kernel_cache'])
 def test_more_files_than_half_the_limit(dirs, raised_nofile, opts):
     """800 files cached under a limit of 1024: twice that many descriptors
     used to be needed.  Some stay open, some dirty; all read back and

@@ -73,6 +73,7 @@ OPTIONS = {
     'writeback_interval_ms': (BAD_UINT + ['86400001'], ['0', '86400000']),
     'backing_io': (BAD_NAME, ['uring', 'psync', 'null']),
     'wb_granularity': (BAD_NAME, ['block', 'folio']),
+    'backing_direct': (BAD_NAME + ['1', '0', 'yes'], ['auto', 'on', 'off']),
     'max_io': (BAD_SIZE + ['0', '2K', '6K', '128M'], ['4K', '64M']),
     'fault': (['', 'x', 'write', 'write:EWHAT', 'write:EIO:every=0',
                'write:EIO:range=5-5', 'write:EIO:prob=2', 'write:EIO:bogus=1',
@@ -82,7 +83,7 @@ OPTIONS = {
     'max_background': (BAD_UINT + ['0', '65536'], ['1', '65535']),
 }
 # Options without a value: giving one is an error.
-FLAGS = ('kernel_cache', 'allow_other', 'backing_direct')
+FLAGS = ('kernel_cache', 'allow_other')
 
 
 def readme_options():
@@ -168,6 +169,8 @@ def check_in_force(mnt, opts):
         elif name in tun:
             want = str(parse_size(val)) if name.endswith('_bytes') else val
             assert tun[name] == want, (name, val, tun[name])
+        elif name == 'backing_direct' and val != 'auto':
+            assert st['backing_direct'] == (val == 'on'), (name, val)
         elif name == 'fault':
             assert util.get_fault(mnt).split(':')[:2] == val.split(':')[:2], (name, val)
 

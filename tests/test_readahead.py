@@ -61,7 +61,8 @@ def uring_ready(mnt):
         'readahead ring cannot be set up' not in mnt.output()
 
 
-@pytest.mark.parametrize('opts', [('backing_io=uring',), ('backing_io=psync',),
+@pytest.mark.parametrize('opts', [('backing_io=uring', 'backing_direct=off'),
+                                  ('backing_io=psync', 'backing_direct=off'),
                                   ('backing_io=uring', 'backing_direct'),
                                   ('backing_io=uring', 'folio_policy=kernel')],
                          ids=['uring', 'psync', 'uring_direct', 'uring_kernel_sizing'])

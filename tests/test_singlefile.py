@@ -81,7 +81,8 @@ def check_backing(path, written):
             assert f.read(len(data)) == data, 'backing differs at %d' % off
 
 
-@pytest.mark.parametrize('opts', [(), ('backing_direct',)], ids=['buffered', 'direct'])
+@pytest.mark.parametrize('opts', [('backing_direct=off',), ('backing_direct',)],
+                         ids=['buffered', 'direct'])
 def test_regular_file(files, opts):
     _, img, mnt = files
     with Mount(img, mnt, options=opts) as m:
@@ -94,7 +95,8 @@ def test_regular_file(files, opts):
     check_backing(img, written)
 
 
-@pytest.mark.parametrize('opts', [(), ('backing_direct',)], ids=['buffered', 'direct'])
+@pytest.mark.parametrize('opts', [('backing_direct=off',), ('backing_direct',)],
+                         ids=['buffered', 'direct'])
 def test_block_device(files, loopdev, opts):
     _, img, mnt = files
     with Mount(loopdev, mnt, options=opts) as m:
