@@ -767,8 +767,8 @@ static void ffs_open(fuse_req_t req, fuse_ino_t ino,
 static int create_fd(struct ffs_data *fs, struct ffs_inode *dir, const char *name,
 		     int flags, mode_t mode, int *access)
 {
-	int base = O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK | (flags & O_EXCL) |
-		   (fs->cfg->wb.backing_direct ? O_DIRECT : 0);
+	int base = O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK |
+		   (flags & O_EXCL) | (fs->cfg->wb.backing_direct ? O_DIRECT : 0);
 	int fd = openat(dir->fd, name, base | O_RDWR, mode);
 
 	/*
