@@ -515,28 +515,12 @@ static int parse_cache(struct ffs_config *cfg, const char *val, char *err)
 	return 0;
 }
 
-static int parse_uring(struct ffs_config *cfg, const char *val, char *err)
+/* auto, on or off, in the order of enum ffs_uring_mode and enum ffs_direct_mode. */
+static int parse_auto_on_off(const char *name, const char *val, unsigned int *out, char *err)
 {
-	/* In the order of enum ffs_uring_mode. */
 	static const char *const modes[] = { "auto", "on", "off" };
-	unsigned int choice;
 
-	if (parse_choice("uring", val, modes, 3, &choice, err))
-		return -EINVAL;
-	cfg->uring = (enum ffs_uring_mode)choice;
-	return 0;
-}
-
-static int parse_backing_direct(struct ffs_config *cfg, const char *val, char *err)
-{
-	/* In the order of enum ffs_direct_mode. */
-	static const char *const modes[] = { "auto", "on", "off" };
-	unsigned int choice;
-
-	if (parse_choice("backing_direct", val, modes, 3, &choice, err))
-		return -EINVAL;
-	cfg->backing_direct = (enum ffs_direct_mode)choice;
-	return 0;
+	return parse_choice(name, val, modes, 3, out, err);
 }
 
 /*
@@ -578,6 +562,7 @@ static int opt_proc(void *data, const char *arg, int key,
 {
 	struct parse_state *ps = data;
 	struct ffs_config *cfg = ps->cfg;
+	unsigned int choice;
 	(void)outargs;
 
 	switch (key) {
@@ -609,10 +594,16 @@ static int opt_proc(void *data, const char *arg, int key,
 		cfg->backing_direct = FFS_DIRECT_ON;
 		return 0;
 	case KEY_BACKING_DIRECT_MODE:
-		return parse_backing_direct(cfg, strchr(arg, '=') + 1, ps->err) ? -1 : 0;
+		if (parse_auto_on_off("backing_direct", strchr(arg, '=') + 1, &choice, ps->err))
+			return -1;
+		cfg->backing_direct = (enum ffs_direct_mode)choice;
+		return 0;
 	case KEY_URING:
 		cfg->uring_given = true;
-		return parse_uring(cfg, strchr(arg, '=') + 1, ps->err) ? -1 : 0;
+		if (parse_auto_on_off("uring", strchr(arg, '=') + 1, &choice, ps->err))
+			return -1;
+		cfg->uring = (enum ffs_uring_mode)choice;
+		return 0;
 	case KEY_ATTR_TIMEOUT:
 		return ffs_parse_double("attr_timeout", strchr(arg, '=') + 1,
 					0, 86400, &cfg->attr_timeout,
