@@ -347,6 +347,13 @@ void ffs_fd_uncharge(struct ffs_data *fs);
 bool ffs_fd_retry(struct ffs_data *fs, int err);
 int ffs_fd_open(struct ffs_data *fs, int dirfd, const char *name, int flags);
 void ffs_fd_close(struct ffs_data *fs, int fd);
+/*
+ * An open with @flags failed with @err, and should be tried again without
+ * O_DIRECT: backing_direct=auto, and EINVAL for O_DIRECT, as a file system
+ * without it (one mounted inside BACKING) answers.  Such a file is used
+ * buffered; writeback's whole-block writes are right on it too.
+ */
+bool ffs_direct_refused(const struct ffs_data *fs, int flags, int err);
 
 /* "/proc/self/fd/N" for an inode's O_PATH descriptor. */
 struct ffs_procpath {

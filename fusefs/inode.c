@@ -683,6 +683,11 @@ out_unlock:
 	pthread_mutex_unlock(&fs->itable_lock);
 }
 
+bool ffs_direct_refused(const struct ffs_data *fs, int flags, int err)
+{
+	return err == EINVAL && (flags & O_DIRECT) && fs->cfg->backing_direct == FFS_DIRECT_AUTO;
+}
+
 /*
  * Open the backing file behind @inode's O_PATH descriptor (charged to the
  * budget): the first time, and again after its descriptor was closed.
@@ -710,9 +715,7 @@ static int open_data_fd(struct ffs_data *fs, struct ffs_inode *inode, int need, 
 		/* O_NONBLOCK: never hang on a FIFO; no effect on regular files. */
 		fd = ffs_fd_open(fs, AT_FDCWD, p.path,
 				 modes[i].flags | O_CLOEXEC | O_NONBLOCK | extra_flags);
-		if (fd == -EINVAL && extra_flags &&
-		    fs->cfg->backing_direct == FFS_DIRECT_AUTO) {
-			/* backing_direct=auto, a file system without O_DIRECT: buffered. */
+		if (fd < 0 && ffs_direct_refused(fs, extra_flags, -fd)) {
 			extra_flags = 0;
 			fd = ffs_fd_open(fs, AT_FDCWD, p.path, modes[i].flags | O_CLOEXEC | O_NONBLOCK);
 		}

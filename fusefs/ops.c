@@ -771,14 +771,8 @@ static int create_fd(struct ffs_data *fs, struct ffs_inode *dir, const char *nam
 		   (flags & O_EXCL) | (fs->cfg->wb.backing_direct ? O_DIRECT : 0);
 	int fd = openat(dir->fd, name, base | O_RDWR, mode);
 
-	/*
-	 * backing_direct=auto, and @dir is on a file system without O_DIRECT
-	 * (one mounted inside BACKING): the file is made (the flag is checked
-	 * after), the open refused.  Open it buffered: writeback's whole-block
-	 * writes are right on it too.
-	 */
-	if (fd < 0 && errno == EINVAL && (base & O_DIRECT) &&
-	    fs->cfg->backing_direct == FFS_DIRECT_AUTO) {
+	/* The file is made (O_DIRECT is checked after): O_EXCL must go too. */
+	if (fd < 0 && ffs_direct_refused(fs, base, errno)) {
 		base &= ~(O_DIRECT | O_EXCL);
 		fd = openat(dir->fd, name, base | O_RDWR, mode);
 	}
