@@ -396,7 +396,6 @@ uring_mounttests() {
 
 # --------------------------------------------------------------------------
 
-
 # tidy NAME: clang-tidy's bugprone checks (but the one that flags any two
 # adjacent parameters of one type) on each C file; one test per file.
 tidy() {
@@ -440,7 +439,6 @@ tidy() {
 	done
 	record "$name" $(($(date +%s) - t0)) "$p" "$fails" 0
 }
-
 
 
 # fuzz_env CMD...: CMD (a shell function too) with the sanitizers' options.
@@ -543,7 +541,6 @@ fuzzing() {
 	record "$name" "$secs" "$p" "$fails" 0 "$runs executions"
 }
 
-
 # --------------------------------------------------------------------------
 # The mount tests mostly wait (on the disk, on PostgreSQL, on FUSE round
 # trips), the builds, sanitizer runs, clang-tidy and fuzzing mostly compute:
@@ -581,7 +578,6 @@ asan() {
 	if build "d. ASan+UBSan build" build-asan "$SAN_CC" \
 		-Db_sanitize=address,undefined -Db_lundef=false -Ddebug_checks=true \
 		--buildtype=debugoptimized -Dc_args=-fno-omit-frame-pointer; then
-		: >"$ROOT/build-asan/.ci-built"
 		unit "d. ASan+UBSan unit tests" build-asan 3 "$T_UNIT_SAN" "${ASAN_ENV[@]}"
 		mounttests "d. ASan+UBSan mount tests" "$ROOT/build-asan/foliofs" \
 			"$ROOT/build-asan/pytest.xml" "$T_PYTEST_SAN" \
@@ -593,8 +589,13 @@ asan() {
 	fi
 }
 
+# built NAME: the build stage NAME is recorded as built in this run.
+built() {
+	awk -F'\t' -v n="$1" '$1 == n && $6 == "built" { ok = 1 } END { exit !ok }' "$RESULTS"
+}
+
 asan_uring_mounttests() {
-	if [ -f "$ROOT/build-asan/.ci-built" ]; then
+	if built "d. ASan+UBSan build"; then
 		mounttests "d2. ASan+UBSan ring tests" "$ROOT/build-asan/foliofs" \
 			"$ROOT/build-asan/pytest-uring.xml" "$T_PYTEST_SAN" "${ASAN_ENV[@]}" -- \
 			-k "$ASAN_SKIP and test_fuse_uring"
@@ -631,7 +632,6 @@ build "b. build" build gcc -Dwerror=true -Ddebug_checks=true \
 
 ASAN_PID="" REST_PID=""
 if [ "$QUICK" -eq 0 ]; then
-	rm -f "$ROOT/build-asan/.ci-built"
 	bg "ASan+UBSan build, unit and mount tests" "$RESULTS.asan" asan
 	ASAN_PID=$BG_PID
 	# clang-tidy reads build/'s compile_commands.json.
