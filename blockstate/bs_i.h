@@ -357,12 +357,12 @@ struct bs_file {
 	struct bs_index index;
 	struct bs_size_state size_state;
 	bool fixed_size;			/* a block device: set once, before use */
-	atomic_bool no_collect;			/* a punch is in flight: collection
-						 * waits for it (read under the folio
-						 * lock, like size; changed under
-						 * punch_lock) */
-	pthread_mutex_t punch_lock;		/* leaf: no_collect changes, punch_done */
-	pthread_cond_t punch_done;		/* no_collect went false */
+	atomic_bool no_collect;			/* a punch or a truncate down is in
+						 * flight: collection waits for it
+						 * (read under the folio lock, like
+						 * size; changed under collect_lock) */
+	pthread_mutex_t collect_lock;		/* leaf: no_collect changes, collect_resumed */
+	pthread_cond_t collect_resumed;		/* no_collect went false */
 	_Atomic off_t size;			/* grows under invalidate_lock shared
 						 * (compare and swap), set under it
 						 * exclusive */

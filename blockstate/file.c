@@ -43,8 +43,8 @@ int bs_file_create(struct bs_cache *cache, const struct bs_backing_ops *ops,
 	file->ctx = ctx;
 	pthread_rwlock_init(&file->invalidate_lock, NULL);
 	pthread_rwlock_init(&file->index_lock, NULL);
-	pthread_mutex_init(&file->punch_lock, NULL);
-	pthread_cond_init(&file->punch_done, NULL);
+	pthread_mutex_init(&file->collect_lock, NULL);
+	pthread_cond_init(&file->collect_resumed, NULL);
 	pthread_mutex_init(&file->ra_lock, NULL);
 	pthread_cond_init(&file->aio_idle, NULL);
 	bs_index_init(&file->index, cache->max_order);
@@ -134,8 +134,8 @@ void bs_file_destroy(struct bs_file *file)
 	bs_index_destroy(&file->index);
 	pthread_rwlock_destroy(&file->index_lock);
 	pthread_rwlock_destroy(&file->invalidate_lock);
-	pthread_cond_destroy(&file->punch_done);
-	pthread_mutex_destroy(&file->punch_lock);
+	pthread_cond_destroy(&file->collect_resumed);
+	pthread_mutex_destroy(&file->collect_lock);
 	pthread_cond_destroy(&file->aio_idle);
 	pthread_mutex_destroy(&file->ra_lock);
 	free(file);
@@ -518,6 +518,26 @@ ssize_t bs_write(struct bs_file *file, const void *buf, size_t len, off_t off)
 
 /* ---- invalidation: truncate, punch, zero ---- */
 
+/*
+ * Keep writeback from collecting runs of @file (they wait) while a punch
+ * or a truncate down changes it.  Not nested: invalidate_lock exclusive
+ * is held from pause to resume.
+ */
+static void collect_pause(struct bs_file *file)
+{
+	pthread_mutex_lock(&file->collect_lock);
+	atomic_store(&file->no_collect, true);
+	pthread_mutex_unlock(&file->collect_lock);
+}
+
+static void collect_resume(struct bs_file *file)
+{
+	pthread_mutex_lock(&file->collect_lock);
+	atomic_store(&file->no_collect, false);
+	pthread_cond_broadcast(&file->collect_resumed);
+	pthread_mutex_unlock(&file->collect_lock);
+}
+
 /* Wait for writeback and reads on every folio overlapping [start, end). */
 static void wait_range(struct bs_file *file, off_t start, off_t end)
 {
@@ -580,7 +600,13 @@ int bs_truncate(struct bs_file *file, off_t size)
 	pthread_rwlock_wrlock(&file->invalidate_lock);
 	old = atomic_load(&file->size);
 	if (size < old) {
-		/* From here writeback collects nothing past @size. */
+		/*
+		 * Nothing is collected until the cache's tail is zeroed: a run
+		 * of whole blocks (BS_WB_WHOLE_BLOCKS) holding the new EOF would
+		 * carry the old bytes past it, written after the backing
+		 * truncate, and a later extension of the file would show them.
+		 */
+		collect_pause(file);
 		atomic_store(&file->size, size);
 		wait_range(file, size, OFF_MAX);
 	}
@@ -591,6 +617,8 @@ int bs_truncate(struct bs_file *file, off_t size)
 		zero_range(file, size, OFF_MAX);
 	else
 		atomic_store(&file->size, size);
+	if (size < old)
+		collect_resume(file);
 	pthread_rwlock_unlock(&file->invalidate_lock);
 	return ret;
 }
@@ -621,20 +649,14 @@ int bs_fallocate(struct bs_file *file, int mode, off_t off, off_t len)
 		 * Collectors wait (bs_wb_collect_mode), so that an fsync still
 		 * writes what was dirty before it.
 		 */
-		pthread_mutex_lock(&file->punch_lock);
-		atomic_store(&file->no_collect, true);
-		pthread_mutex_unlock(&file->punch_lock);
+		collect_pause(file);
 		wait_range(file, off, off + len);
 	}
 	ret = file->ops->fallocate(file->ctx, mode, off, len);
 	if (!ret && zeroes)
 		zero_range(file, off, off + len);
-	if (zeroes) {
-		pthread_mutex_lock(&file->punch_lock);
-		atomic_store(&file->no_collect, false);
-		pthread_cond_broadcast(&file->punch_done);
-		pthread_mutex_unlock(&file->punch_lock);
-	}
+	if (zeroes)
+		collect_resume(file);
 	if (!ret && !(mode & FALLOC_FL_KEEP_SIZE))
 		size_grow(file, off + len);
 	pthread_rwlock_unlock(&file->invalidate_lock);

@@ -19,12 +19,13 @@
 #include <stdint.h>
 #include <string.h>
 
-enum collected { COLLECT_NONE, COLLECT_RUN, COLLECT_PUNCH };
+enum collected { COLLECT_NONE, COLLECT_RUN, COLLECT_PAUSED };
 
 /*
  * Collect the next run of @folio at or after @pos: COLLECT_RUN, or
- * COLLECT_NONE if it has none, or COLLECT_PUNCH if a punch of the file is
- * in flight (nothing may be collected until it is done).  A run is a
+ * COLLECT_NONE if it has none, or COLLECT_PAUSED if a punch or a truncate
+ * down of the file is in flight (nothing may be collected until it is
+ * done).  A run is a
  * stretch of dirty blocks, or with @whole_folio a stretch of uptodate
  * blocks of a folio that has any dirty block.
  */
@@ -49,12 +50,12 @@ static enum collected collect_one(struct bs_folio *folio, off_t pos, off_t end,
 	if (end < fend)
 		end_blk = bs_folio_end_blk(folio, 0, (uint32_t)(end - folio->start));
 	/*
-	 * Under the folio lock: a punch marks the file before it waits for
-	 * writeback folio by folio, so either it waits for this run or this
-	 * sees the mark.
+	 * Under the folio lock: a punch or a truncate down marks the file
+	 * before it waits for writeback folio by folio, so either it waits for
+	 * this run or this sees the mark.
 	 */
 	if (atomic_load(&folio->file->no_collect))
-		return COLLECT_PUNCH;
+		return COLLECT_PAUSED;
 	if (folio->detached)
 		return COLLECT_NONE;
 	/*
@@ -82,13 +83,13 @@ static enum collected collect_one(struct bs_folio *folio, off_t pos, off_t end,
 	return COLLECT_RUN;
 }
 
-/* Wait until no punch of @file is in flight.  Context: no blockstate lock held. */
-static void wait_punch(struct bs_file *file)
+/* Wait until no punch or truncate down of @file is in flight.  Context: no blockstate lock held. */
+static void wait_collect_resumed(struct bs_file *file)
 {
-	pthread_mutex_lock(&file->punch_lock);
+	pthread_mutex_lock(&file->collect_lock);
 	while (atomic_load(&file->no_collect))
-		pthread_cond_wait(&file->punch_done, &file->punch_lock);
-	pthread_mutex_unlock(&file->punch_lock);
+		pthread_cond_wait(&file->collect_resumed, &file->collect_lock);
+	pthread_mutex_unlock(&file->collect_lock);
 }
 
 int bs_wb_collect(struct bs_file *file, off_t *pos, off_t end,
@@ -189,16 +190,16 @@ int bs_wb_collect_budget(struct bs_file *file, off_t *pos, off_t end,
 		got = collect_one(folio, *pos, end, budget < max_run ? budget : max_run,
 				  flags, &runs[n]);
 		pthread_mutex_unlock(&folio->lock);
-		if (got == COLLECT_PUNCH) {
+		if (got == COLLECT_PAUSED) {
 			bs_folio_put(folio);
 			/*
-			 * Runs already collected go back first: the punch waits
-			 * for them.  Then wait for it and look again (an fsync
+			 * Runs already collected go back first: the punch or
+			 * truncate waits for them.  Then wait for it and look again (an fsync
 			 * must not return having skipped dirty data).
 			 */
 			if (n)
 				return n;
-			wait_punch(file);
+			wait_collect_resumed(file);
 			continue;
 		}
 		if (got == COLLECT_NONE) {

@@ -794,16 +794,18 @@ static void phase_overlap(int nfiles, int ops)
  * blocks on W; main truncates to a size past W, so the truncate waits
  * (finding no writeback) on the folios past the new size and truncates
  * the backing file; then, inside that backing truncate, main has the
- * helper let W go and waits until the collector has collected, copied and
- * completed.  Runs of folios wholly past the new size must not have been
- * collected (they would write old bytes past EOF of the already truncated
- * backing file, and extending the file again would expose them).
+ * helper let W go.  The collector then finds the truncate in flight and
+ * waits for it (a truncate down pauses collection until the cache's tail
+ * is zeroed), and collects, copies and completes once it is done.  Runs
+ * of folios wholly past the new size must not have been collected (they
+ * would write old bytes past EOF of the already truncated backing file,
+ * and extending the file again would expose them).
  */
 struct tvc {
 	struct tfile *tf;
 	pthread_mutex_t *w_lock;	/* W's folio lock, held by the helper */
 	atomic_bool holding, release;	/* helper */
-	atomic_bool started, done;	/* collector */
+	atomic_bool started;		/* collector */
 	pthread_t helper;
 	int runs;
 	off_t max_end;			/* end of the last run collected */
@@ -839,7 +841,6 @@ static void *tvc_collector(void *arg)
 		bs_wb_complete(c->tf->bs, &runs[i], 0);
 	}
 	pthread_mutex_unlock(&c->tf->wb_lock);
-	atomic_store(&c->done, true);
 	return NULL;
 }
 
@@ -850,8 +851,6 @@ static void tvc_after_truncate(void *arg)
 	c->tf->mem.after_truncate = NULL;
 	atomic_store(&c->release, true);
 	P_CHECK(pthread_join(c->helper, NULL) == 0);
-	while (!atomic_load(&c->done))
-		usleep(1000);
 }
 
 static void phase_truncate_vs_collect(void)
