@@ -70,8 +70,7 @@ struct ffs_config {
 	/*
 	 * backing_direct=: open backing files with O_DIRECT where BACKING's
 	 * file system takes it at block_size (auto, main.c probes it and sets
-	 * wb.backing_direct), always (on, also the bare flag) or never (off,
-	 * the default).
+	 * wb.backing_direct), always (on, also the bare flag) or never (off).
 	 */
 	enum ffs_direct_mode { FFS_DIRECT_AUTO, FFS_DIRECT_ON, FFS_DIRECT_OFF } backing_direct;
 	unsigned int max_threads;

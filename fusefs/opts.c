@@ -147,7 +147,7 @@ static const struct {
 	{ "backing_io=NAME", "uring", "uring (batched io_uring, falls back to psync), psync (pwritev), null (discard writes, read zeros: measures FUSE and cache cost)" },
 	{ "wb_granularity=NAME", "block", "block (write only dirty blocks) or folio (every uptodate block of a dirty folio, as Linux before 6.6)" },
 	{ "max_io=BYTES", "1M", "largest merged backing write (power of two, >= 4K)" },
-	{ "backing_direct=auto|on|off", "off", "open backing files with O_DIRECT (block-aligned I/O from the cache's memory, no second copy in the backing page cache); auto: where BACKING's file system takes O_DIRECT at block_size; the bare flag is on" },
+	{ "backing_direct=auto|on|off", "auto", "open backing files with O_DIRECT (block-aligned I/O from the cache's memory, no second copy in the backing page cache); auto: where BACKING's file system takes O_DIRECT at block_size; the bare flag is on" },
 	{ "uring=auto|on|off", "auto", "serve FUSE requests through io_uring when the kernel offers it (Linux 6.14+, fuse module parameter enable_uring=Y); on: refuse to mount without it; off: always /dev/fuse" },
 	{ "fault=SPEC", "off", "inject backing I/O faults, for tests (see README)" },
 	{ "stats_log=FILE", "off", "append the stats as one JSON object per line every stats_interval_ms" },
@@ -698,8 +698,6 @@ int ffs_parse_args(int argc, char **argv, struct ffs_config *cfg, char *err)
 	memset(cfg, 0, sizeof(*cfg));
 	cfg->attr_timeout = 86400;
 	cfg->max_background = FFS_MAX_BACKGROUND_DEFAULT;
-	/* Not auto yet: see README, "O_DIRECT backing". */
-	cfg->backing_direct = FFS_DIRECT_OFF;
 	cfg->bs = (struct bs_config){
 		.block_size = 4096,
 		.folio_size = BS_MAX_FOLIO_SIZE,

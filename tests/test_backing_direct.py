@@ -1,5 +1,5 @@
 """backing_direct=auto|on|off: backing files opened with O_DIRECT where
-BACKING's file system takes it (auto), always, or never (the default); the
+BACKING's file system takes it (the default, auto), always, or never; the
 `backing_direct` stat says which the mount uses.  auto falls back to
 buffered I/O for a BACKING without O_DIRECT (ramfs here), and file by file
 for a file system without it mounted inside BACKING."""
@@ -70,20 +70,10 @@ def exercise(m, name, size=3 * MiB + 1234):
     return bytes(data)
 
 
-def test_default_is_buffered(dirs):
-    """With no option, backing files are opened buffered."""
+def test_default_follows_the_backing_file_system(dirs):
+    """With no option, O_DIRECT is used exactly where BACKING takes it."""
     _, b, m = dirs
     with Mount(b, m) as mnt:
-        assert stats(m)['backing_direct'] == 0
-        data = exercise(m, 'f')
-        mnt.umount()
-    assert util.read_file(os.path.join(b, 'f')) == data
-
-
-def test_auto_follows_the_backing_file_system(dirs):
-    """backing_direct=auto uses O_DIRECT exactly where BACKING takes it."""
-    _, b, m = dirs
-    with Mount(b, m, options=['backing_direct=auto']) as mnt:
         want = takes_o_direct(b)
         assert stats(m)['backing_direct'] == want, (fstype(b), want)
         data = exercise(m, 'f')
@@ -110,7 +100,7 @@ def test_auto_on_a_backing_without_o_direct(dirs):
     root, _, m = dirs
     with ramfs(os.path.join(root, 'ram')) as b:
         assert not takes_o_direct(b)
-        with Mount(b, m, options=['backing_direct=auto']) as mnt:
+        with Mount(b, m) as mnt:
             assert stats(m)['backing_direct'] == 0
             data = exercise(m, 'f')
             mnt.umount()
@@ -126,7 +116,7 @@ def test_auto_file_by_file_inside_backing(dirs):
         pytest.skip('%s does not take O_DIRECT' % fstype(b))
     with ramfs(os.path.join(b, 'ram')) as ram:
         util.write_file(os.path.join(ram, 'old'), b'x' * 100000)
-        with Mount(b, m, options=['backing_direct=auto']) as mnt:
+        with Mount(b, m) as mnt:
             assert stats(m)['backing_direct'] == 1
             on_disk = exercise(m, 'f')
             on_ram = exercise(os.path.join(m, 'ram'), 'new')

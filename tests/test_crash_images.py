@@ -303,11 +303,13 @@ def test_nsdrop_metadata_is_a_prefix(dirs):
     assert seen == {(False, False), (True, False)}, seen
 
 
-# backing_direct: the size fix-up after an O_DIRECT write of the block
-# holding EOF (wb_sync_size in writeback/flush.c) is recorded as a truncate.
+# backing_direct (the default where BACKING takes O_DIRECT): the size
+# fix-up after an O_DIRECT write of the block holding EOF (wb_sync_size in
+# writeback/flush.c) is recorded as a truncate.
 @pytest.mark.parametrize('options', [
-    [], ['backing_io=psync'], ['wb_granularity=folio', 'folio_size=64K'], ['backing_direct']],
-    ids=['default', 'psync', 'folio', 'direct'])
+    [], ['backing_io=psync'], ['wb_granularity=folio', 'folio_size=64K'],
+    ['backing_direct=off']],
+    ids=['default', 'psync', 'folio', 'buffered'])
 def test_write_log_complete(dirs, options):
     """Writes, holes, truncates down and up, every fallocate mode,
     copy_file_range, a rename over a file, an unlink of an open file that
