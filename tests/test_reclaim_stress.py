@@ -21,7 +21,8 @@ and no inode, and its RSS is back within cache_size (the pool of freed
 folio memory) plus a margin of its RSS after mounting plus the buffers its threads keep (see KEPT_BUFFERS).
 
 Each configuration has a fixed seed, printed: a failure replays with the
-same operations (not the same interleaving).
+same operations (not the same interleaving).  FOLIOFS_STRESS_SEED=N
+replaces every configuration's seed with N, to search other schedules.
 """
 
 import os
@@ -260,6 +261,7 @@ def big_mappings(pid, least=1 * MiB):
 @pytest.mark.parametrize('name, seed, nops, maxsize, opts', CONFIGS)
 def test_reclaim_stress(dirs, name, seed, nops, maxsize, opts):
     _, b, m = dirs
+    seed = int(os.environ.get('FOLIOFS_STRESS_SEED', seed))
     opts = opts + ['flushers=%d' % FLUSHERS, 'writeback_interval_ms=50',
                    'dirty_expire_ms=200']
     print('\n[%s] seed %d, %d threads x %d ops on %d files, -o %s'
