@@ -2,8 +2,11 @@
 # pg-profile.sh: where a PostgreSQL transaction's time goes, natively and on
 # foliofs mounts, side by side in one run.  A measurement, not a test.
 #
-# For each target (native: a plain directory on the same disk; any other
-# NAME=OPTIONS: a foliofs mount with -o OPTIONS) the script makes a fresh
+# For each target (native: a plain directory on the same disk; pthp,
+# pthp-direct, pthp-direct-ring: libfuse's passthrough_hp, named by PTHP,
+# with its defaults, with direct I/O, and with direct I/O over FUSE over
+# io_uring, as contrib/pgcompare.py runs it; any other NAME=OPTIONS: a
+# foliofs mount with -o OPTIONS) the script makes a fresh
 # cluster (initdb --data-checksums, shared_buffers=128MB,
 # max_wal_size=1GB), times `pgbench -i -s SCALE`, checkpoints, and runs
 # `pgbench -N -M prepared -c CLIENTS -j 2 -T SECONDS`.  Around the run it
@@ -14,6 +17,9 @@
 #   - on foliofs, the operations the daemon served during the run, by
 #     kind, with their mean time in the daemon (a trace, -o trace=,
 #     cut at two marker files created before and after the run).
+# Ring targets (pthp-direct-ring, or options with uring=on) need the fuse
+# module's enable_uring: as root the script sets it to Y for the run and
+# puts it back after.
 # and prints, per transaction: CPU microseconds of each, context switches,
 # and operations.  Targets run one after the other, the first again at
 # the end (so that drift shows); one server and one daemon at a time.
@@ -21,11 +27,14 @@
 # As root the servers and daemons run as the user foliofs-test (made if
 # missing); the run's files are under WORKDIR/pg-profile.XXXXXX, removed
 # afterwards.  Environment: FOLIOFS (daemon, default <repo>/build/foliofs;
-# use a release build), PGBIN (default /usr/lib/postgresql/15/bin).
+# use a release build), PGBIN (default /usr/lib/postgresql/15/bin), PTHP
+# (passthrough_hp, for the pthp targets).
 #
 # Example (README, "Where a pgbench transaction's time goes"):
 #   FOLIOFS=build-rel/foliofs contrib/pg-profile.sh -T 20 native \
 #       writethrough=cache=writethrough direct=cache=direct
+#   PTHP=.../passthrough_hp FOLIOFS=build-rel/foliofs contrib/pg-profile.sh \
+#       native direct=cache=direct,uring=off pthp-direct
 set -euo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -43,7 +52,8 @@ HZ=$(getconf CLK_TCK)
 usage() {
 	cat <<EOF
 usage: $0 [-T SECONDS] [-s SCALE] [-c CLIENTS] [-d WORKDIR] TARGET...
-  TARGET      native, or NAME=OPTIONS (a foliofs mount with -o OPTIONS)
+  TARGET      native, pthp, pthp-direct, pthp-direct-ring (passthrough_hp
+              named by PTHP), or NAME=OPTIONS (a foliofs mount with -o OPTIONS)
   -T SECONDS  pgbench -N duration (default $DURATION)
   -s SCALE    pgbench scale (default $SCALE)
   -c CLIENTS  pgbench clients (default $CLIENTS)
@@ -66,11 +76,21 @@ if [[ $# -eq 0 ]]; then
 	usage >&2
 	exit 2
 fi
+RING=0
 for t in "$@"; do
-	if [[ $t != native && $t != *=* ]]; then
-		echo "$0: target '$t': give native or NAME=OPTIONS" >&2
-		exit 2
-	fi
+	case $t in
+	native) ;;
+	pthp | pthp-direct | pthp-direct-ring)
+		if [[ -z ${PTHP:-} || ! -x $PTHP ]]; then
+			echo "$0: target '$t' needs PTHP set to libfuse's passthrough_hp binary" >&2
+			exit 2
+		fi
+		[[ $t == pthp-direct-ring ]] && RING=1 ;;
+	*=*) [[ $t == *uring=on* ]] && RING=1 ;;
+	*)
+		echo "$0: target '$t': give native, pthp, pthp-direct, pthp-direct-ring or NAME=OPTIONS" >&2
+		exit 2 ;;
+	esac
 done
 for n in "$DURATION" "$SCALE" "$CLIENTS"; do
 	if ! [[ $n =~ ^[1-9][0-9]*$ ]]; then
@@ -94,6 +114,16 @@ if [[ $EUID -eq 0 ]]; then
 	id "$RUN_USER" >/dev/null 2>&1 || useradd -M -s /usr/sbin/nologin "$RUN_USER"
 	[[ -c /dev/fuse ]] && chmod 0666 /dev/fuse
 fi
+# Ring targets need the kernel to offer FUSE over io_uring.
+URING_PARAM=/sys/module/fuse/parameters/enable_uring
+URING_OLD=
+if ((RING)) && [[ $(cat "$URING_PARAM" 2>/dev/null) != Y ]]; then
+	if [[ ! -w $URING_PARAM ]]; then
+		echo "$0: ring targets need $URING_PARAM set to Y (as root)" >&2
+		exit 1
+	fi
+	URING_OLD=$(cat "$URING_PARAM")
+fi
 RUN=$(mktemp -d "$WORKDIR/pg-profile.XXXXXX")
 chmod 0755 "$RUN"
 [[ $EUID -eq 0 ]] && chown "$RUN_USER" "$RUN"
@@ -107,11 +137,23 @@ cleanup() {
 		as_user "fusermount3 -u $MNT" 2>/dev/null || umount -l "$MNT" 2>/dev/null || true
 	fi
 	rm -rf "$RUN"
+	[[ -n $URING_OLD ]] && echo "$URING_OLD" >"$URING_PARAM"
+	return 0
 }
 trap cleanup EXIT
+[[ -n $URING_OLD ]] && echo Y >"$URING_PARAM"
 trap 'exit 130' INT TERM
 
 # CPU ticks (user + system) of a process, with its reaped children if $2.
+# passthrough_hp's arguments for a pthp TARGET (as contrib/pgcompare.py).
+pthp_args() {
+	case $1 in
+	pthp) ;;
+	pthp-direct) echo "--direct-io --nopassthrough" ;;
+	pthp-direct-ring) echo "--direct-io --nopassthrough -o io_uring" ;;
+	esac
+}
+
 ticks() {
 	awk -v kids="${2:-}" '{ sub(/.*\) /, ""); t = $12 + $13; if (kids) t += $14 + $15; print t }' \
 		"/proc/$1/stat"
@@ -140,23 +182,38 @@ printf '%-14s %8s %7s %9s %9s %9s %9s %8s  %s\n' target tps init_s \
 
 profile() {	# TARGET
 	local name opts dir t0 t1 tps c0 c1 i0 i1 pg0 pg1 d0 d1 bench_s pm dpid trace
-	local b_pid e_pid ops=""
-	if [[ $1 == native ]]; then
-		name=native opts=
-	else
-		name=${1%%=*} opts=${1#*=}
-	fi
+	local b_pid e_pid ops="" kind=foliofs
+	case $1 in
+	native) name=native opts= kind=native ;;
+	pthp*) name=$1 opts=$(pthp_args "$1") kind=pthp ;;
+	*) name=${1%%=*} opts=${1#*=} ;;
+	esac
 	dir=$RUN/$name
 	mkdir -p "$dir/back" "$dir/mnt" "$SOCK"
 	[[ $EUID -eq 0 ]] && chown -R "$RUN_USER" "$dir" "$SOCK"
 	DATA=$dir/back/data
-	if [[ $name != native ]]; then
+	MNT=$dir/mnt
+	case $kind in
+	native) MNT= ;;
+	foliofs)
 		trace=$dir/ops.trace
-		MNT=$dir/mnt
 		as_user "$FOLIOFS -o ${opts:+$opts,}trace=$trace $dir/back $MNT"
-		DATA=$MNT/data
-		dpid=$(pgrep -n -f "^$FOLIOFS .*$MNT\$")
-	fi
+		dpid=$(pgrep -n -f "^$FOLIOFS .*$MNT\$") ;;
+	pthp)
+		# In the foreground, its output in a file: nothing holds our pipes.
+		as_user "$PTHP --foreground $opts $dir/back $MNT >$dir/pthp.log 2>&1 &"
+		for _ in $(seq 200); do
+			grep -q " $MNT fuse" /proc/self/mounts && break
+			sleep 0.05
+		done
+		if ! grep -q " $MNT fuse" /proc/self/mounts; then
+			cat "$dir/pthp.log" >&2
+			echo "$0: passthrough_hp did not mount $MNT" >&2
+			exit 1
+		fi
+		dpid=$(pgrep -n -f "^$PTHP .*$MNT\$") ;;
+	esac
+	[[ -n $MNT ]] && DATA=$MNT/data
 	as_user "$PGBIN/initdb -D $DATA --data-checksums -A trust" >/dev/null
 	as_user "$PGBIN/pg_ctl -D $DATA -l $dir/pg.log -w start -o \"-c shared_buffers=128MB -c max_wal_size=1GB -c listen_addresses= -k $SOCK -p $PORT\"" >/dev/null
 	t0=$(date +%s%N)
@@ -179,7 +236,11 @@ profile() {	# TARGET
 	tps=$(awk '/^tps/ { print $3; exit }' "$dir/pgbench.out")
 	bench_s=$(awk '{ print $1 + $2 }' "$dir/time.out")
 	as_user "$PGBIN/pg_ctl -D $DATA -m fast -w stop" >/dev/null
-	if [[ $name != native ]]; then
+	if [[ $kind == pthp ]]; then
+		as_user "fusermount3 -u $MNT"
+		MNT=
+		for _ in $(seq 100); do kill -0 "$dpid" 2>/dev/null || break; sleep 0.1; done
+	elif [[ $kind == foliofs ]]; then
 		as_user "fusermount3 -u $MNT"
 		MNT=
 		# The daemon writes the trace's end at exit.
