@@ -67,6 +67,8 @@ struct ffs_config {
 	 */
 	enum ffs_uring_mode { FFS_URING_AUTO, FFS_URING_ON, FFS_URING_OFF } uring;
 	bool uring_given;
+	/* uring_pin=: each queue's threads run on the queue's CPU (uring.c). */
+	bool uring_pin;
 	/*
 	 * backing_direct=: open backing files with O_DIRECT where BACKING's
 	 * file system takes it at block_size (auto, main.c probes it and sets
@@ -439,6 +441,11 @@ bool ffs_channel_kill_suidgid(void);
  * Context: the libfuse worker that answered INIT; starts threads.
  */
 int ffs_uring_start(struct fuse_session *se, size_t payload_size);
+/*
+ * Whether ffs_uring_start()'s threads run on their queue's CPU (where the
+ * daemon may run there); true unless set before the start.
+ */
+void ffs_uring_set_pin(bool pin);
 /* Log why uring= was asked for and the kernel did not offer it. */
 void ffs_uring_log_unoffered(void);
 /*

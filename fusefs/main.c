@@ -335,6 +335,7 @@ int main(int argc, char *argv[])
 	/* The ring serves from threads of its own: -s asks for none. */
 	if (cfg.uring == FFS_URING_AUTO && cfg.uring_given && cfg.singlethread)
 		fuse_log(FUSE_LOG_NOTICE, "uring: not used with -s: serving over /dev/fuse\n");
+	ffs_uring_set_pin(cfg.uring_pin);
 	if (ffs_channel_attach(se, cfg.uring != FFS_URING_OFF && !cfg.singlethread,
 			       cfg.uring_given,
 			       cfg.uring == FFS_URING_ON ? &uring_refused : NULL))

@@ -46,6 +46,7 @@ enum {
 	KEY_BACKING_DIRECT,
 	KEY_BACKING_DIRECT_MODE,
 	KEY_URING,
+	KEY_URING_PIN,
 	KEY_DIRTY_RATIO,
 	KEY_DIRTY_BYTES,
 	KEY_PINNED_RATIO,
@@ -98,6 +99,7 @@ static const struct fuse_opt ffs_opt_spec[] = {
 	FUSE_OPT_KEY("backing_direct", KEY_BACKING_DIRECT),
 	FUSE_OPT_KEY("backing_direct=", KEY_BACKING_DIRECT_MODE),
 	FUSE_OPT_KEY("uring=", KEY_URING),
+	FUSE_OPT_KEY("uring_pin=", KEY_URING_PIN),
 	FUSE_OPT_KEY("dirty_ratio=", KEY_DIRTY_RATIO),
 	FUSE_OPT_KEY("dirty_bytes=", KEY_DIRTY_BYTES),
 	FUSE_OPT_KEY("dirty_pinned_ratio=", KEY_PINNED_RATIO),
@@ -149,6 +151,7 @@ static const struct {
 	{ "max_io=BYTES", "1M", "largest merged backing write (power of two, >= 4K)" },
 	{ "backing_direct=auto|on|off", "auto", "open backing files with O_DIRECT (block-aligned I/O from the cache's memory, no second copy in the backing page cache); auto: where BACKING's file system takes O_DIRECT at block_size; the bare flag is on" },
 	{ "uring=auto|on|off", "auto", "serve FUSE requests through io_uring when the kernel offers it (Linux 6.14+, fuse module parameter enable_uring=Y); on: refuse to mount without it; off: always /dev/fuse" },
+	{ "uring_pin=on|off", "on", "run each io_uring queue's threads on the CPU the kernel sends that queue's requests from (where the daemon may run there)" },
 	{ "fault=SPEC", "off", "inject backing I/O faults, for tests (see README)" },
 	{ "stats_log=FILE", "off", "append the stats as one JSON object per line every stats_interval_ms" },
 	{ "stats_interval_ms=N", "1000", "stats_log period (10 .. 3600000)" },
@@ -523,6 +526,18 @@ static int parse_auto_on_off(const char *name, const char *val, unsigned int *ou
 	return parse_choice(name, val, modes, 3, out, err);
 }
 
+/* on or off: *@out true for on. */
+static int parse_on_off(const char *name, const char *val, bool *out, char *err)
+{
+	static const char *const modes[] = { "on", "off" };
+	unsigned int choice;
+
+	if (parse_choice(name, val, modes, 2, &choice, err))
+		return -1;
+	*out = choice == 0;
+	return 0;
+}
+
 /*
  * uring=on is refused before mounting where it cannot be had: with -s (the
  * ring serves from threads of its own), or when the kernel has no FUSE
@@ -604,6 +619,8 @@ static int opt_proc(void *data, const char *arg, int key,
 			return -1;
 		cfg->uring = (enum ffs_uring_mode)choice;
 		return 0;
+	case KEY_URING_PIN:
+		return parse_on_off("uring_pin", strchr(arg, '=') + 1, &cfg->uring_pin, ps->err) ? -1 : 0;
 	case KEY_ATTR_TIMEOUT:
 		return ffs_parse_double("attr_timeout", strchr(arg, '=') + 1,
 					0, 86400, &cfg->attr_timeout,
@@ -698,6 +715,7 @@ int ffs_parse_args(int argc, char **argv, struct ffs_config *cfg, char *err)
 	memset(cfg, 0, sizeof(*cfg));
 	cfg->attr_timeout = 86400;
 	cfg->max_background = FFS_MAX_BACKGROUND_DEFAULT;
+	cfg->uring_pin = true;
 	cfg->bs = (struct bs_config){
 		.block_size = 4096,
 		.folio_size = BS_MAX_FOLIO_SIZE,

@@ -63,6 +63,15 @@
  * free of held replies, up to UR_QUEUE_MAX_THREADS: a held write pauses its
  * writer and nothing else, as over /dev/fuse.  The kernel cannot take an
  * entry back, so a queue keeps the threads of its busiest moment.
+ *
+ * CPUs.  Queue N is the queue of CPU N: the kernel puts a request on the
+ * queue of the CPU its caller runs on, and that caller then sleeps until
+ * the reply.  So each queue's threads run on that CPU (uring_pin=on, the
+ * default, as libfuse's own transport does): a request is served where
+ * it was made, in caches that still hold it, and its wake-up needs no
+ * other CPU.  A CPU the daemon may not run on (taskset, cpusets) is left
+ * to the scheduler.  Side by side on 2 CPUs (README, Results), pgbench
+ * over the ring ran 9% faster than with uring_pin=off.
  */
 #include "fusefs.h"
 
@@ -198,6 +207,13 @@ static _Atomic uint64_t ur_requests;
 static _Atomic unsigned int ur_nthreads;	/* running ring threads */
 /* A refused entry was logged (once: every entry would be). */
 static _Atomic bool ur_refused;
+/*
+ * The CPUs the daemon could run on when the ring started, and whether
+ * queue threads go to theirs (ffs_uring_set_pin(); both set before any
+ * ring thread starts).
+ */
+static cpu_set_t ur_cpus;
+static bool ur_pin = true;
 /* This thread, when it is a ring thread (it may submit: see the top). */
 static __thread struct ur_thread *ur_self;
 /* A commit queued on ur_self's ring and not yet submitted. */
@@ -595,6 +611,26 @@ static void *ur_park(struct ur_queue *q)
 	return NULL;
 }
 
+void ffs_uring_set_pin(bool pin)
+{
+	ur_pin = pin;
+}
+
+/* Run this thread on @q's CPU, if it may (see "CPUs" at the top). */
+static void ur_pin_to_queue(const struct ur_queue *q)
+{
+	cpu_set_t one;
+
+	if (!ur_pin || q->qid >= CPU_SETSIZE || !CPU_ISSET(q->qid, &ur_cpus))
+		return;
+	CPU_ZERO(&one);
+	CPU_SET(q->qid, &one);
+	/* Only a CPU gone offline since the start refuses: then unpinned. */
+	if (sched_setaffinity(0, sizeof(one), &one) < 0)
+		fuse_log(FUSE_LOG_DEBUG, "uring: queue %u: cannot run on its CPU: %s\n",
+			 q->qid, strerror(errno));
+}
+
 /*
  * A ring thread: register the entry, then serve each request the kernel
  * delivers to it, submitting the reply with the wait for the next.
@@ -607,6 +643,13 @@ static void *ur_thread(void *arg)
 	int ret;
 
 	ur_self = t;
+	{
+		char name[16];
+
+		snprintf(name, sizeof(name), "ffs-uring-%u", t->q->qid);
+		pthread_setname_np(pthread_self(), name);	/* for ps, perf, tests */
+	}
+	ur_pin_to_queue(t->q);
 	ret = ur_prep_cmd(t, UR_CMD_REGISTER, 0);
 	if (!ret)
 		ret = ur_prep_wake_read(t);
@@ -792,6 +835,9 @@ int ffs_uring_start(struct fuse_session *se, size_t payload_size)
 	ur_page = (size_t)sysconf(_SC_PAGESIZE);
 	if (!ur)
 		return ret;
+	/* The daemon's CPUs, before any thread of ours is pinned. */
+	if (sched_getaffinity(0, sizeof(ur_cpus), &ur_cpus) < 0)
+		CPU_ZERO(&ur_cpus);
 	ur->se = se;
 	ur->payload_size = (payload_size + ur_page - 1) & ~(ur_page - 1);
 	ur->map_size = 2 * ur_page + ur->payload_size;
@@ -826,8 +872,8 @@ int ffs_uring_start(struct fuse_session *se, size_t payload_size)
 		}
 	}
 	fuse_log(FUSE_LOG_NOTICE, "uring: serving requests over io_uring "
-		 "(%u queues of %u threads, one entry each)\n", ur->nqueues,
-		 ur->threads_per_queue);
+		 "(%u queues of %u threads, one entry each%s)\n", ur->nqueues,
+		 ur->threads_per_queue, ur_pin ? ", each queue on its CPU" : "");
 	return 0;
 
 out_free:

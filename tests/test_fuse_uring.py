@@ -147,6 +147,50 @@ def test_requests_come_over_the_ring(dirs, mounted):
     assert set(os.listdir(b)) == expected_files(6)
 
 
+def ring_threads(pid):
+    """{queue: [CPUs each of its threads may run on, as sets]} of the
+    daemon's ring threads (named ffs-uring-QUEUE)."""
+    out = {}
+    for tid in os.listdir('/proc/%d/task' % pid):
+        with open('/proc/%d/task/%s/status' % (pid, tid)) as f:
+            st = dict(line.rstrip('\n').split(':\t', 1) for line in f if ':\t' in line)
+        if st['Name'].startswith('ffs-uring-'):
+            out.setdefault(int(st['Name'][len('ffs-uring-'):]), []).append(
+                cpu_list(st['Cpus_allowed_list']))
+    return out
+
+
+def cpu_list(text):
+    """'0-2,5' -> {0, 1, 2, 5}"""
+    cpus = set()
+    for part in text.split(','):
+        lo, _, hi = part.partition('-')
+        cpus.update(range(int(lo), int(hi or lo) + 1))
+    return cpus
+
+
+@pytest.mark.parametrize('pin', ['on', 'off'])
+def test_queue_threads_run_on_their_cpu(dirs, mounted, pin):
+    """uring_pin=on (the default) runs each queue's threads on the CPU the
+    queue belongs to, where the daemon may run there; off leaves them
+    where the daemon may run.  Requests are served either way."""
+    _, _, m = dirs
+    mnt = mounted() if pin == 'on' else mounted('uring_pin=off')
+    allowed = os.sched_getaffinity(mnt.pid)
+    threads = ring_threads(mnt.pid)
+    # A queue for every possible CPU, each with its threads.
+    assert sorted(threads) == list(range(os.sysconf('SC_NPROCESSORS_CONF'))), threads
+    for q, sets in threads.items():
+        want = {q} if pin == 'on' and q in allowed else allowed
+        assert all(s == want for s in sets), (q, sets, allowed)
+    assert ('each queue on its CPU' in mnt.output()) == (pin == 'on')
+    before = ring_requests(m)
+    errors = []
+    worker(m, 0, errors)
+    assert not errors, errors
+    assert ring_requests(m) - before >= 8 * 4
+
+
 def test_held_write_reply_leaves_through_its_entry(dirs, mounted):
     """A write the throttler holds (its reply sent later from the timer
     thread) is answered through its ring entry once writeback works again,

@@ -49,6 +49,7 @@ OPTIONS = {
     'cache': (BAD_NAME, ['direct', 'writethrough', 'writeback']),
     # uring=on is refused where the kernel has it off (test_fuse_uring.py).
     'uring': (BAD_NAME, ['auto', 'off']),
+    'uring_pin': (BAD_NAME + ['auto', '1', 'yes'], ['on', 'off']),
     'folio_policy': (BAD_NAME, ['fixed', 'ramp', 'kernel']),
     'readahead_kb': (BAD_UINT + ['65537'], ['0', '65536']),
     'cache_size': (BAD_SIZE + ['0', '1', str(phys_mem() + 1), '8589934591G'],
