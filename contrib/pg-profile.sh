@@ -21,7 +21,8 @@
 # module's enable_uring: as root the script sets it to Y for the run and
 # puts it back after.
 # and prints, per transaction: CPU microseconds of each, context switches,
-# and operations.  Targets run one after the other, the first again at
+# and operations.  With -P DIR the daemon is also recorded with
+# `perf record -g` during the run, into DIR/NAME.perf.data.  Targets run one after the other, the first again at
 # the end (so that drift shows); one server and one daemon at a time.
 #
 # As root the servers and daemons run as the user foliofs-test (made if
@@ -58,11 +59,14 @@ usage: $0 [-T SECONDS] [-s SCALE] [-c CLIENTS] [-d WORKDIR] TARGET...
   -s SCALE    pgbench scale (default $SCALE)
   -c CLIENTS  pgbench clients (default $CLIENTS)
   -d WORKDIR  where the clusters live (default $WORKDIR)
+  -P DIR      record each daemon with perf record -g into DIR/NAME.perf.data
 EOF
 }
 
-while getopts "T:s:c:d:h" opt; do
+PERF_DIR=
+while getopts "T:s:c:d:P:h" opt; do
 	case $opt in
+	P) PERF_DIR=$OPTARG ;;
 	T) DURATION=$OPTARG ;;
 	s) SCALE=$OPTARG ;;
 	c) CLIENTS=$OPTARG ;;
@@ -101,6 +105,10 @@ done
 [[ -x $FOLIOFS ]] || { echo "$0: no daemon at $FOLIOFS (set FOLIOFS)" >&2; exit 1; }
 [[ -x $PGBIN/pgbench ]] || { echo "$0: no pgbench in $PGBIN (set PGBIN)" >&2; exit 1; }
 [[ -x $SIM ]] || { echo "$0: no foliofs-sim at $SIM (it dumps the trace)" >&2; exit 1; }
+if [[ -n $PERF_DIR ]]; then
+	command -v perf >/dev/null || { echo "$0: -P needs perf (Debian: linux-perf)" >&2; exit 1; }
+	mkdir -p "$PERF_DIR" || exit 1
+fi
 
 as_user() {	# run a shell command as the run user (or ourselves when not root)
 	if [[ $EUID -eq 0 ]]; then
@@ -225,9 +233,18 @@ profile() {	# TARGET
 	b_pid=$(marker_pid "$DATA/profile_begin")
 	c0=$(stat_field ctxt); i0=$(stat_field idle); pg0=$(pg_ticks "$pm")
 	[[ -n ${dpid:-} ]] && d0=$(ticks "$dpid")
+	local perf_pid=
+	if [[ -n $PERF_DIR && -n ${dpid:-} ]]; then
+		perf record -q -g -p "$dpid" -o "$PERF_DIR/$name.perf.data" >/dev/null 2>&1 &
+		perf_pid=$!
+	fi
 	TIMEFORMAT='%U %S'
 	{ time as_user "$PGBIN/pgbench -h $SOCK -p $PORT -N -M prepared -c $CLIENTS -j 2 -T $DURATION postgres" \
 		>"$dir/pgbench.out" 2>&1 ; } 2>"$dir/time.out"
+	if [[ -n $perf_pid ]]; then
+		kill -INT "$perf_pid"
+		wait "$perf_pid" || true
+	fi
 	# The backends have exited; let the postmaster reap them.
 	sleep 1
 	c1=$(stat_field ctxt); i1=$(stat_field idle); pg1=$(pg_ticks "$pm")
