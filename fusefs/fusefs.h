@@ -442,8 +442,8 @@ bool ffs_channel_kill_suidgid(void);
  */
 int ffs_uring_start(struct fuse_session *se, size_t payload_size);
 /*
- * Whether ffs_uring_start()'s threads run on their queue's CPU (where the
- * daemon may run there); true unless set before the start.
+ * Whether ffs_uring_start()'s threads run on their queue's CPU (when the
+ * daemon may run on it); true unless set to false before the start.
  */
 void ffs_uring_set_pin(bool pin);
 /* Log why uring= was asked for and the kernel did not offer it. */

@@ -151,7 +151,7 @@ static const struct {
 	{ "max_io=BYTES", "1M", "largest merged backing write (power of two, >= 4K)" },
 	{ "backing_direct=auto|on|off", "auto", "open backing files with O_DIRECT (block-aligned I/O from the cache's memory, no second copy in the backing page cache); auto: where BACKING's file system takes O_DIRECT at block_size; the bare flag is on" },
 	{ "uring=auto|on|off", "auto", "serve FUSE requests through io_uring when the kernel offers it (Linux 6.14+, fuse module parameter enable_uring=Y); on: refuse to mount without it; off: always /dev/fuse" },
-	{ "uring_pin=on|off", "on", "run each io_uring queue's threads on the CPU the kernel sends that queue's requests from (where the daemon may run there)" },
+	{ "uring_pin=on|off", "on", "run each io_uring queue's threads on the CPU the kernel sends that queue's requests from (when the daemon may run on it)" },
 	{ "fault=SPEC", "off", "inject backing I/O faults, for tests (see README)" },
 	{ "stats_log=FILE", "off", "append the stats as one JSON object per line every stats_interval_ms" },
 	{ "stats_interval_ms=N", "1000", "stats_log period (10 .. 3600000)" },
