@@ -32,7 +32,7 @@
 #include <time.h>
 
 #define BLOCK 4096u
-#define BLK_OFF (3 * BLOCK)		/* the block cut in two, at the end */
+#define BLK_OFF ((off_t)3 * BLOCK)	/* the block cut in two, at the end */
 #define FILE_END (BLK_OFF + BLOCK)
 #define FILE_MAX (64u << 10)
 #define ROUNDS 2000
