@@ -446,6 +446,14 @@ int ffs_uring_start(struct fuse_session *se, size_t payload_size);
  * daemon may run on it); true unless set to false before the start.
  */
 void ffs_uring_set_pin(bool pin);
+/*
+ * Where a handler may build a reply of up to @size bytes of data, to be
+ * sent with fuse_reply_buf() from the same thread before it returns: the
+ * ring entry that holds the request, so that the reply is not copied
+ * again.  NULL when the request did not come over the ring (or is too
+ * large): use a buffer of your own.
+ */
+void *ffs_uring_reply_buf(size_t size);
 /* Log why uring= was asked for and the kernel did not offer it. */
 void ffs_uring_log_unoffered(void);
 /*

@@ -991,7 +991,10 @@ static void ffs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	}
 	if (size > FFS_MAX_IO)
 		size = FFS_MAX_IO;
-	buf = get_read_buf(size);
+	/* Over the ring the data goes straight into the request's entry. */
+	buf = ffs_uring_reply_buf(size);
+	if (!buf)
+		buf = get_read_buf(size);
 	if (!buf) {
 		fuse_reply_err(req, ENOMEM);
 		return;

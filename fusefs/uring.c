@@ -397,7 +397,9 @@ ssize_t ffs_uring_send(const struct iovec *iov, int count)
 			len = 0;
 			break;
 		}
-		memmove(t->payload + len, iov[i].iov_base, iov[i].iov_len);
+		/* Data put in place by ffs_uring_reply_buf() is not copied. */
+		if (iov[i].iov_base != t->payload + len)
+			memmove(t->payload + len, iov[i].iov_base, iov[i].iov_len);
 		len += iov[i].iov_len;
 	}
 	out.len = (uint32_t)(sizeof(out) + len);
@@ -415,6 +417,21 @@ ssize_t ffs_uring_send(const struct iovec *iov, int count)
 			 "%llu: %s\n", t->q->qid, (unsigned long long)out.unique,
 			 strerror(-ret));
 	return ret ? ret : (ssize_t)out.len;
+}
+
+void *ffs_uring_reply_buf(size_t size)
+{
+	struct ur_ring *ur = atomic_load(&ur_active);
+	struct ur_thread *t = ur_self;
+
+	/*
+	 * A ring thread holds the request it serves in its entry until the
+	 * reply claims it; the request's own fixed parts sit in front of the
+	 * payload (ur_serve()), so the payload is free for the reply.
+	 */
+	if (!ur || !t || !atomic_load(&t->unique) || size > ur->payload_size)
+		return NULL;
+	return t->payload;
 }
 
 /*
