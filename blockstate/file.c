@@ -588,6 +588,7 @@ static void zero_range(struct bs_file *file, off_t start, off_t end)
 
 int bs_truncate(struct bs_file *file, off_t size)
 {
+	bool shrink;
 	off_t old;
 	int ret;
 
@@ -599,7 +600,8 @@ int bs_truncate(struct bs_file *file, off_t size)
 		return size == atomic_load(&file->size) ? 0 : -EPERM;
 	pthread_rwlock_wrlock(&file->invalidate_lock);
 	old = atomic_load(&file->size);
-	if (size < old) {
+	shrink = size < old;
+	if (shrink) {
 		/*
 		 * Nothing is collected until the cache's tail is zeroed: a run
 		 * of whole blocks (BS_WB_WHOLE_BLOCKS) holding the new EOF would
@@ -613,11 +615,11 @@ int bs_truncate(struct bs_file *file, off_t size)
 	ret = file->ops->truncate(file->ctx, size);
 	if (ret)
 		atomic_store(&file->size, old);
-	else if (size < old)
+	else if (shrink)
 		zero_range(file, size, OFF_MAX);
 	else
 		atomic_store(&file->size, size);
-	if (size < old)
+	if (shrink)
 		collect_resume(file);
 	pthread_rwlock_unlock(&file->invalidate_lock);
 	return ret;

@@ -25,9 +25,8 @@ enum collected { COLLECT_NONE, COLLECT_RUN, COLLECT_PAUSED };
  * Collect the next run of @folio at or after @pos: COLLECT_RUN, or
  * COLLECT_NONE if it has none, or COLLECT_PAUSED if a punch or a truncate
  * down of the file is in flight (nothing may be collected until it is
- * done).  A run is a
- * stretch of dirty blocks, or with @whole_folio a stretch of uptodate
- * blocks of a folio that has any dirty block.
+ * done).  A run is a stretch of dirty blocks, or with @whole_folio a
+ * stretch of uptodate blocks of a folio that has any dirty block.
  */
 static enum collected collect_one(struct bs_folio *folio, off_t pos, off_t end,
 			size_t max_run, unsigned int flags, struct bs_wb_run *run)
@@ -83,7 +82,10 @@ static enum collected collect_one(struct bs_folio *folio, off_t pos, off_t end,
 	return COLLECT_RUN;
 }
 
-/* Wait until no punch or truncate down of @file is in flight.  Context: no blockstate lock held. */
+/*
+ * Wait until no punch or truncate down of @file is in flight.
+ * Context: no blockstate lock held.
+ */
 static void wait_collect_resumed(struct bs_file *file)
 {
 	pthread_mutex_lock(&file->collect_lock);
@@ -194,8 +196,9 @@ int bs_wb_collect_budget(struct bs_file *file, off_t *pos, off_t end,
 			bs_folio_put(folio);
 			/*
 			 * Runs already collected go back first: the punch or
-			 * truncate waits for them.  Then wait for it and look again (an fsync
-			 * must not return having skipped dirty data).
+			 * truncate waits for them.  Then wait for it and look
+			 * again (an fsync must not return having skipped dirty
+			 * data).
 			 */
 			if (n)
 				return n;

@@ -198,6 +198,11 @@ struct ur_ring {
 	int fuse_fd;			/* immutable: /dev/fuse */
 	unsigned int nqueues;		/* immutable */
 	unsigned int threads_per_queue;	/* immutable */
+	/*
+	 * Immutable: the CPUs whose queue's threads run on them, those the
+	 * daemon could run on at the start (none with uring_pin=off).
+	 */
+	cpu_set_t pin_cpus;
 	struct ur_queue *queues;	/* immutable array */
 };
 
@@ -207,12 +212,7 @@ static _Atomic uint64_t ur_requests;
 static _Atomic unsigned int ur_nthreads;	/* running ring threads */
 /* A refused entry was logged (once: every entry would be). */
 static _Atomic bool ur_refused;
-/*
- * The CPUs the daemon could run on when the ring started, and whether
- * queue threads go to theirs (ffs_uring_set_pin(); both set before any
- * ring thread starts).
- */
-static cpu_set_t ur_cpus;
+/* uring_pin=: set before the start (ffs_uring_set_pin()). */
 static bool ur_pin = true;
 /* This thread, when it is a ring thread (it may submit: see the top). */
 static __thread struct ur_thread *ur_self;
@@ -633,12 +633,18 @@ void ffs_uring_set_pin(bool pin)
 	ur_pin = pin;
 }
 
-/* Run this thread on @q's CPU, if it may (see "CPUs" at the top). */
-static void ur_pin_to_queue(const struct ur_queue *q)
+/*
+ * Name this thread after @q (ffs-uring-QUEUE, for ps, perf and the tests)
+ * and run it on @q's CPU where it may (see "CPUs" at the top).
+ */
+static void ur_thread_place(const struct ur_queue *q)
 {
+	char name[16];
 	cpu_set_t one;
 
-	if (!ur_pin || q->qid >= CPU_SETSIZE || !CPU_ISSET(q->qid, &ur_cpus))
+	snprintf(name, sizeof(name), "ffs-uring-%u", q->qid);
+	pthread_setname_np(pthread_self(), name);
+	if (q->qid >= CPU_SETSIZE || !CPU_ISSET(q->qid, &q->ur->pin_cpus))
 		return;
 	CPU_ZERO(&one);
 	CPU_SET(q->qid, &one);
@@ -660,13 +666,7 @@ static void *ur_thread(void *arg)
 	int ret;
 
 	ur_self = t;
-	{
-		char name[16];
-
-		snprintf(name, sizeof(name), "ffs-uring-%u", t->q->qid);
-		pthread_setname_np(pthread_self(), name);	/* for ps, perf, tests */
-	}
-	ur_pin_to_queue(t->q);
+	ur_thread_place(t->q);
 	ret = ur_prep_cmd(t, UR_CMD_REGISTER, 0);
 	if (!ret)
 		ret = ur_prep_wake_read(t);
@@ -853,8 +853,8 @@ int ffs_uring_start(struct fuse_session *se, size_t payload_size)
 	if (!ur)
 		return ret;
 	/* The daemon's CPUs, before any thread of ours is pinned. */
-	if (sched_getaffinity(0, sizeof(ur_cpus), &ur_cpus) < 0)
-		CPU_ZERO(&ur_cpus);
+	if (!ur_pin || sched_getaffinity(0, sizeof(ur->pin_cpus), &ur->pin_cpus) < 0)
+		CPU_ZERO(&ur->pin_cpus);
 	ur->se = se;
 	ur->payload_size = (payload_size + ur_page - 1) & ~(ur_page - 1);
 	ur->map_size = 2 * ur_page + ur->payload_size;

@@ -152,21 +152,12 @@ def ring_threads(pid):
     daemon's ring threads (named ffs-uring-QUEUE)."""
     out = {}
     for tid in os.listdir('/proc/%d/task' % pid):
-        with open('/proc/%d/task/%s/status' % (pid, tid)) as f:
-            st = dict(line.rstrip('\n').split(':\t', 1) for line in f if ':\t' in line)
-        if st['Name'].startswith('ffs-uring-'):
-            out.setdefault(int(st['Name'][len('ffs-uring-'):]), []).append(
-                cpu_list(st['Cpus_allowed_list']))
+        with open('/proc/%d/task/%s/comm' % (pid, tid)) as f:
+            name = f.read().strip()
+        if name.startswith('ffs-uring-'):
+            out.setdefault(int(name[len('ffs-uring-'):]), []).append(
+                os.sched_getaffinity(int(tid)))
     return out
-
-
-def cpu_list(text):
-    """'0-2,5' -> {0, 1, 2, 5}"""
-    cpus = set()
-    for part in text.split(','):
-        lo, _, hi = part.partition('-')
-        cpus.update(range(int(lo), int(hi or lo) + 1))
-    return cpus
 
 
 @pytest.mark.parametrize('pin', ['on', 'off'])
