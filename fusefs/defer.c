@@ -239,6 +239,7 @@ static void *defer_main(void *arg)
 	struct ffs_defer *d = arg;
 	struct ffs_held h;
 
+	pthread_setname_np(pthread_self(), "ffs-defer");
 	pthread_mutex_lock(&d->lock);
 	while (next_due(d, &h)) {
 		pthread_mutex_unlock(&d->lock);

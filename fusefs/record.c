@@ -123,6 +123,7 @@ static void *trace_writer(void *arg)
 	struct trace_chunk *list, *c;
 	int fd = tr->fd;	/* set before this thread, changed after its join */
 
+	pthread_setname_np(pthread_self(), "ffs-trace");
 	pthread_mutex_lock(&tr->qlock);
 	for (;;) {
 		while (!tr->queue && !tr->qstop)

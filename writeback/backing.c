@@ -502,7 +502,10 @@ static void reader_fill(struct wb_reader *r)
 static void *reader_main(void *arg)
 {
 	struct wb_reader *r = arg;
-	bool armed = arm_wake(r);
+	bool armed;
+
+	pthread_setname_np(pthread_self(), "ffs-reader");
+	armed = arm_wake(r);
 
 	for (;;) {
 		struct io_uring_cqe *cqe;

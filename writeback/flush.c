@@ -678,6 +678,7 @@ static void *flusher_main(void *arg)
 {
 	struct wb_ctx *ctx = arg;
 
+	pthread_setname_np(pthread_self(), "ffs-flush");
 	bounce_flusher = true;
 
 	pthread_mutex_lock(&ctx->flush_lock);

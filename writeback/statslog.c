@@ -186,6 +186,7 @@ static void *statslog_main(void *arg)
 	struct wb_statslog *log = arg;
 	int64_t step = (int64_t)log->interval_ms * 1000000, next = log->start_ns + step;
 
+	pthread_setname_np(pthread_self(), "ffs-statslog");
 	pthread_mutex_lock(&log->lock);
 	while (!log->stopping) {
 		struct timespec ts = ns_to_timespec(next);
