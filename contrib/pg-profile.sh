@@ -14,6 +14,10 @@
 #   - /proc/stat: context switches and idle time of the whole machine;
 #   - CPU time (user + system) of the server (the postmaster and every
 #     backend it reaped), of pgbench, and of the daemon;
+#   - /proc/diskstats of the disk under WORKDIR: writes, KiB written and
+#     cache flushes it completed (each write or flush is a request the
+#     disk driver hands to the device: on a VM, an exit to the host);
+#   - the daemon's CPU time by thread name (a second line per target);
 #   - on foliofs, the operations the daemon served during the run, by
 #     kind, with their mean time in the daemon (a trace, -o trace=,
 #     cut at two marker files created before and after the run).
@@ -21,9 +25,13 @@
 # module's enable_uring: as root the script sets it to Y for the run and
 # puts it back after.
 # and prints, per transaction: CPU microseconds of each, context switches,
-# and operations.  With -P DIR the daemon is also recorded with
-# `perf record -g` during the run, into DIR/NAME.perf.data.  Targets run one after the other, the first again at
-# the end (so that drift shows); one server and one daemon at a time.
+# and operations.  With -P DIR the whole machine is also recorded with
+# `perf record -a -g -F 999` during the run, into DIR/NAME.perf.data, and the
+# daemon's pid written to DIR/NAME.pid (`perf report --pid $(cat NAME.pid)`):
+# sampling every CPU at a low rate costs the daemon little, where
+# following its threads (-p) slowed a ring target to a third.  Targets run
+# one after the other, the first again at the end (so that drift shows);
+# one server and one daemon at a time.
 #
 # As root the servers and daemons run as the user foliofs-test (made if
 # missing); the run's files are under WORKDIR/pg-profile.XXXXXX, removed
@@ -59,13 +67,18 @@ usage: $0 [-T SECONDS] [-s SCALE] [-c CLIENTS] [-d WORKDIR] TARGET...
   -s SCALE    pgbench scale (default $SCALE)
   -c CLIENTS  pgbench clients (default $CLIENTS)
   -d WORKDIR  where the clusters live (default $WORKDIR)
-  -P DIR      record each daemon with perf record -g into DIR/NAME.perf.data
+  -P DIR      record each run with perf record -a -g into DIR/NAME.perf.data,
+              the daemon's pid in DIR/NAME.pid
+  -N          no operation trace on foliofs (it costs the daemon CPU; the
+              last column stays empty)
 EOF
 }
 
 PERF_DIR=
-while getopts "T:s:c:d:P:h" opt; do
+TRACE=1
+while getopts "T:s:c:d:P:Nh" opt; do
 	case $opt in
+	N) TRACE= ;;
 	P) PERF_DIR=$OPTARG ;;
 	T) DURATION=$OPTARG ;;
 	s) SCALE=$OPTARG ;;
@@ -133,6 +146,8 @@ if ((RING)) && [[ $(cat "$URING_PARAM" 2>/dev/null) != Y ]]; then
 	URING_OLD=$(cat "$URING_PARAM")
 fi
 RUN=$(mktemp -d "$WORKDIR/pg-profile.XXXXXX")
+# The disk under WORKDIR, by its name in /proc/diskstats (vda, vda1).
+DISK=$(basename "$(findmnt -no SOURCE -T "$WORKDIR" 2>/dev/null || echo none)")
 chmod 0755 "$RUN"
 [[ $EUID -eq 0 ]] && chown "$RUN_USER" "$RUN"
 DATA= MNT= SOCK=$RUN/sock
@@ -166,6 +181,13 @@ ticks() {
 	awk -v kids="${2:-}" '{ sub(/.*\) /, ""); t = $12 + $13; if (kids) t += $14 + $15; print t }' \
 		"/proc/$1/stat"
 }
+thread_ticks() {	# "TID NAME TICKS" for each thread of process $1
+	local t
+	for t in /proc/"$1"/task/*/stat; do
+		awk '{ tid = $1; name = $0; sub(/^[^(]*\(/, "", name); sub(/\) .*/, "", name)
+		       gsub(/ /, "_", name); sub(/.*\) /, ""); print tid, name, $12 + $13 }' "$t" 2>/dev/null || true
+	done
+}
 pg_ticks() {	# the server: the postmaster, the children it reaped, the ones alive
 	local t c
 	t=$(ticks "$1" kids)
@@ -181,6 +203,9 @@ stat_field() {	# ctxt, or the idle ticks of all CPUs
 		awk '/^cpu / { print $5 }' /proc/stat
 	fi
 }
+disk_stats() {	# "writes sectors flushes" of the disk under WORKDIR
+	awk -v d="$DISK" '$3 == d { print $8, $10, ($19 == "" ? 0 : $19) }' /proc/diskstats
+}
 marker_pid() {	# create $1 as the run user; print the pid that created it
 	as_user "echo \$\$; exec touch $1"
 }
@@ -189,7 +214,7 @@ printf '%-14s %8s %7s %9s %9s %9s %9s %8s  %s\n' target tps init_s \
 	"pg_us/tx" "bench_us" "daemon_us" "idle_us" "ctxsw/tx" "daemon ops per tx (mean us in daemon)"
 
 profile() {	# TARGET
-	local name opts dir t0 t1 tps c0 c1 i0 i1 pg0 pg1 d0 d1 bench_s pm dpid trace
+	local name opts dir t0 t1 tps c0 c1 i0 i1 pg0 pg1 d0 d1 bench_s pm dpid trace w0 w1 s0 s1 f0 f1
 	local b_pid e_pid ops="" kind=foliofs
 	case $1 in
 	native) name=native opts= kind=native ;;
@@ -204,8 +229,9 @@ profile() {	# TARGET
 	case $kind in
 	native) MNT= ;;
 	foliofs)
-		trace=$dir/ops.trace
-		as_user "$FOLIOFS -o ${opts:+$opts,}trace=$trace $dir/back $MNT"
+		trace=${TRACE:+$dir/ops.trace}
+		[[ -n $trace ]] && opts=${opts:+$opts,}trace=$trace
+		as_user "$FOLIOFS ${opts:+-o $opts} $dir/back $MNT"
 		dpid=$(pgrep -n -f "^$FOLIOFS .*$MNT\$") ;;
 	pthp)
 		# In the foreground, its output in a file: nothing holds our pipes.
@@ -232,10 +258,12 @@ profile() {	# TARGET
 	pm=$(as_user "head -1 $DATA/postmaster.pid")
 	b_pid=$(marker_pid "$DATA/profile_begin")
 	c0=$(stat_field ctxt); i0=$(stat_field idle); pg0=$(pg_ticks "$pm")
-	[[ -n ${dpid:-} ]] && d0=$(ticks "$dpid")
+	read -r w0 s0 f0 < <(disk_stats)
+	[[ -n ${dpid:-} ]] && d0=$(ticks "$dpid") && thread_ticks "$dpid" >"$dir/threads0"
 	local perf_pid=
 	if [[ -n $PERF_DIR && -n ${dpid:-} ]]; then
-		perf record -q -g -p "$dpid" -o "$PERF_DIR/$name.perf.data" >/dev/null 2>&1 &
+		echo "$dpid" >"$PERF_DIR/$name.pid"
+		perf record -q -a -g -F 999 -o "$PERF_DIR/$name.perf.data" >/dev/null 2>&1 &
 		perf_pid=$!
 	fi
 	TIMEFORMAT='%U %S'
@@ -248,7 +276,8 @@ profile() {	# TARGET
 	# The backends have exited; let the postmaster reap them.
 	sleep 1
 	c1=$(stat_field ctxt); i1=$(stat_field idle); pg1=$(pg_ticks "$pm")
-	[[ -n ${dpid:-} ]] && d1=$(ticks "$dpid")
+	read -r w1 s1 f1 < <(disk_stats)
+	[[ -n ${dpid:-} ]] && d1=$(ticks "$dpid") && thread_ticks "$dpid" >"$dir/threads1"
 	e_pid=$(marker_pid "$DATA/profile_end")
 	tps=$(awk '/^tps/ { print $3; exit }' "$dir/pgbench.out")
 	bench_s=$(awk '{ print $1 + $2 }' "$dir/time.out")
@@ -262,7 +291,7 @@ profile() {	# TARGET
 		MNT=
 		# The daemon writes the trace's end at exit.
 		for _ in $(seq 100); do pgrep -f "^$FOLIOFS .*$dir/mnt\$" >/dev/null || break; sleep 0.1; done
-		ops=$("$SIM" dump "$trace" | awk -v b="$b_pid" -v e="$e_pid" -v tx="$tps" -v s="$DURATION" '
+		[[ -n $trace ]] && ops=$("$SIM" dump "$trace" | awk -v b="$b_pid" -v e="$e_pid" -v tx="$tps" -v s="$DURATION" '
 			$5 == "create" && $3 == b { on = 1; next }
 			$5 == "create" && $3 == e { on = 0; next }
 			on && NR > 1 { n[$5]++; d[$5] += $2 }
@@ -276,6 +305,19 @@ profile() {	# TARGET
 		printf "%-14s %8.0f %7.1f %9.0f %9.0f %9s %9.0f %8.1f  %s\n", n, tps, init / 1000,
 		       pg * us, bench * 1e6 / tx, n == "native" ? "-" : sprintf("%.0f", dm * us),
 		       idle * us, cs / tx, ops }'
+	awk -v n="$DISK" -v tx="$tps" -v s="$DURATION" -v w=$((w1 - w0)) -v kb=$(((s1 - s0) / 2)) \
+	    -v f=$((f1 - f0)) 'BEGIN { printf "%-14s disk %s: %.2f writes, %.1f KiB, %.2f flushes per transaction\n",
+				     "", n, w / (tx * s), kb / (tx * s), f / (tx * s) }'
+	if [[ -n ${dpid:-} ]]; then
+		# The daemon's CPU by thread name (ffs-uring-0 and ffs-uring-1 as
+		# ffs-uring); threads that exited during the run are not seen.
+		awk -v tx="$tps" -v s="$DURATION" -v hz="$HZ" '
+			NR == FNR { t0[$1] = $3; next }
+			{ n = $2; sub(/-[0-9]+$/, "", n); d[n] += $3 - t0[$1]; c[n]++ }
+			END { printf "%-14s threads:", ""
+			      for (n in d) printf "  %s x%d %.1f us", n, c[n], d[n] * 1e6 / hz / (tx * s)
+			      printf "\n" }' "$dir/threads0" "$dir/threads1"
+	fi
 	rm -rf "$dir"
 }
 
