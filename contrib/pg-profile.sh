@@ -203,8 +203,9 @@ stat_field() {	# ctxt, or the idle ticks of all CPUs
 		awk '/^cpu / { print $5 }' /proc/stat
 	fi
 }
-disk_stats() {	# "writes sectors flushes" of the disk under WORKDIR
-	awk -v d="$DISK" '$3 == d { print $8, $10, ($19 == "" ? 0 : $19) }' /proc/diskstats
+disk_stats() {	# "writes sectors flushes" of the disk under WORKDIR (0s if unknown)
+	awk -v d="$DISK" '$3 == d { print $8, $10, ($19 == "" ? 0 : $19); found = 1 }
+			  END { if (!found) print 0, 0, 0 }' /proc/diskstats
 }
 marker_pid() {	# create $1 as the run user; print the pid that created it
 	as_user "echo \$\$; exec touch $1"
