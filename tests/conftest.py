@@ -14,6 +14,14 @@ dirs  (function) (root, backing, mountpoint): fresh empty directories under a
 tuser (session)  (name, uid, gid) of the unprivileged test user (root only).
 tgroup (session) gid of a group the test user has as a supplementary group.
 
+Tests that make the kernel drop its caches (/proc/sys/vm/drop_caches) are
+marked @pytest.mark.drops_caches.  The drop is machine-wide, and
+contrib/test.sh runs two pytest sessions at once (the ASan build's beside
+the plain one): a drop evicts the inodes and pages the other session's test
+relies on the kernel keeping (an inode count, a read the kernel serves).
+So every test holds a lock on one file in /tmp, shared, and a dropping test
+holds it alone; a test waits for it before its timeout starts.
+
 Every test has a timeout: 120 s, or N from @pytest.mark.timeout(N).  It is a
 SIGALRM; if the test is stuck in the kernel waiting for a hung daemon (FUSE
 waits are only killable once interrupted), a watchdog thread aborts the FUSE
@@ -25,8 +33,10 @@ import pwd
 import shutil
 import signal
 import subprocess
+import fcntl
 import tempfile
 import threading
+import warnings
 
 import pytest
 
@@ -42,6 +52,9 @@ def pytest_configure(config):
     config.addinivalue_line('markers',
                             'timeout(seconds): per-test timeout (default %d)'
                             % DEFAULT_TIMEOUT)
+    config.addinivalue_line('markers',
+                            'drops_caches: the test drops the kernel\'s caches, '
+                            'machine-wide; it runs while no other test does')
 
 
 def pytest_collection_modifyitems(config, items):
@@ -52,8 +65,34 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(mark)
 
 
+# Shared by every pytest session on the machine (see the top).
+CACHES_LOCK = os.path.join(tempfile.gettempdir(), 'foliofs-tests-caches.lock')
+
+
 @pytest.fixture(autouse=True)
-def _timeout(request):
+def _caches_lock(request):
+    exclusive = request.node.get_closest_marker('drops_caches') is not None
+    try:
+        # Without O_CREAT first: /tmp's protected_regular refuses O_CREAT
+        # on another user's file even when it exists.
+        try:
+            fd = os.open(CACHES_LOCK, os.O_RDONLY)
+        except FileNotFoundError:
+            fd = os.open(CACHES_LOCK, os.O_RDONLY | os.O_CREAT, 0o644)
+    except OSError as e:
+        warnings.warn('%s: %s: tests run without the drop_caches lock'
+                      % (CACHES_LOCK, e.strerror))
+        yield
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        yield
+    finally:
+        os.close(fd)
+
+
+@pytest.fixture(autouse=True)
+def _timeout(request, _caches_lock):
     m = request.node.get_closest_marker('timeout')
     secs = int(m.args[0]) if m else DEFAULT_TIMEOUT
 

@@ -799,6 +799,7 @@ def _drop_caches():
         f.write('2')
 
 
+@pytest.mark.drops_caches
 def test_no_fd_leak(ffs, work):
     pid = ffs.mount.pid
     _drop_caches()

@@ -31,7 +31,8 @@ MiB = 1 << 20
 OPTS = ['flushers=0', 'dirty_expire_ms=3600000', 'writeback_interval_ms=0',
         'cache_size=256M']
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason='drop_caches needs root')
+pytestmark = [pytest.mark.skipif(os.geteuid() != 0, reason='drop_caches needs root'),
+              pytest.mark.drops_caches]
 
 
 def drop_caches():

@@ -311,6 +311,7 @@ def data_fd_count(pid):
     return n
 
 
+@pytest.mark.drops_caches
 def test_nofile_raised_and_no_fd_leak(dirs):
     _, b, m = dirs
     with Mount(b, m) as mnt:

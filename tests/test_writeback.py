@@ -629,6 +629,7 @@ def _forget_kept(mnt, m):
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason='drop_caches and tmpfs need root')
+@pytest.mark.drops_caches
 @pytest.mark.parametrize('how', ['fault', 'enospc'])
 def test_forgotten_inode_with_unwritable_data(dirs, how):
     """The kernel forgets an inode whose dirty data cannot be written (the
