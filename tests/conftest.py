@@ -28,12 +28,12 @@ waits are only killable once interrupted), a watchdog thread aborts the FUSE
 connections of the mounts made here a few seconds later, which unblocks it.
 """
 
+import fcntl
 import os
 import pwd
 import shutil
 import signal
 import subprocess
-import fcntl
 import tempfile
 import threading
 import warnings
