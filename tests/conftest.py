@@ -14,8 +14,9 @@ dirs  (function) (root, backing, mountpoint): fresh empty directories under a
 tuser (session)  (name, uid, gid) of the unprivileged test user (root only).
 tgroup (session) gid of a group the test user has as a supplementary group.
 
-Tests that make the kernel drop its caches (/proc/sys/vm/drop_caches) are
-marked @pytest.mark.drops_caches.  The drop is machine-wide, and
+Tests that make the kernel drop its caches (util.drop_caches(), which
+refuses in a test without the mark) are marked @pytest.mark.drops_caches.
+The drop is machine-wide, and
 contrib/test.sh runs two pytest sessions at once (the ASan build's beside
 the plain one): a drop evicts the inodes and pages the other session's test
 relies on the kernel keeping (an inode count, a read the kernel serves).
@@ -82,13 +83,16 @@ def _caches_lock(request):
     except OSError as e:
         warnings.warn('%s: %s: tests run without the drop_caches lock'
                       % (CACHES_LOCK, e.strerror))
-        yield
-        return
+        fd = None
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        if fd is not None:
+            fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        util.may_drop_caches = exclusive
         yield
     finally:
-        os.close(fd)
+        util.may_drop_caches = False
+        if fd is not None:
+            os.close(fd)
 
 
 @pytest.fixture(autouse=True)

@@ -794,15 +794,10 @@ def test_fio_direct_verify(work):
 # ---------------------------------------------------------------------------
 # daemon resources and unmount
 
-def _drop_caches():
-    with open('/proc/sys/vm/drop_caches', 'w') as f:
-        f.write('2')
-
-
 @pytest.mark.drops_caches
 def test_no_fd_leak(ffs, work):
     pid = ffs.mount.pid
-    _drop_caches()
+    util.drop_caches()
     time.sleep(0.3)
     before = fd_count(pid)
     for i in range(300):
@@ -823,7 +818,7 @@ def test_no_fd_leak(ffs, work):
     os.mkdir(work.mnt)
     deadline = time.monotonic() + 5
     while True:
-        _drop_caches()
+        util.drop_caches()
         after = fd_count(pid)
         if after <= before + 2 or time.monotonic() > deadline:
             break

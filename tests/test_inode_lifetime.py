@@ -35,15 +35,10 @@ pytestmark = [pytest.mark.skipif(os.geteuid() != 0, reason='drop_caches needs ro
               pytest.mark.drops_caches]
 
 
-def drop_caches():
-    with open('/proc/sys/vm/drop_caches', 'w') as f:
-        f.write('2')
-
-
 def forget_until(m, inodes):
     """drop_caches until the daemon knows at most INODES inodes."""
     def forgotten():
-        drop_caches()
+        util.drop_caches()
         return stats(m)['inodes'] <= inodes
     assert poll(forgotten, 20, 0.05), \
         'the kernel never forgot the inodes: %r' % stats(m)
@@ -167,7 +162,7 @@ def test_lookups_racing_forgets_keep_data(dirs):
             t.start()
         try:
             while any(t.is_alive() for t in threads[:2]):
-                drop_caches()
+                util.drop_caches()
         finally:
             stop.set()
             for t in threads:

@@ -342,8 +342,7 @@ def test_nofile_raised_and_no_fd_leak(dirs):
         # Descriptors (O_PATH, and data ones with their cache) live as long
         # as the kernel keeps the inode, until it forgets it.
         if os.geteuid() == 0:
-            with open('/proc/sys/vm/drop_caches', 'w') as f:
-                f.write('2')
+            util.drop_caches()
             for _ in range(100):
                 if file_fd_count(mnt.pid) == base:
                     break

@@ -622,8 +622,7 @@ def _forget_kept(mnt, m):
     """Make the kernel forget the mount's inodes (drop_caches) until the
     daemon reports an inode kept because its data could not be written."""
     def kept():
-        with open('/proc/sys/vm/drop_caches', 'w') as f:
-            f.write('2')
+        util.drop_caches()
         return stats(m)['kept_inodes'] >= 1
     assert poll(kept, 10, 0.1), 'the kernel never forgot the inode: %r' % stats(m)
 

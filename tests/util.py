@@ -209,6 +209,20 @@ def check_output(text, what='daemon', allowed=()):
                     % (what, '\n'.join(bad), text))
 
 
+# True while the running test is marked @pytest.mark.drops_caches (conftest
+# sets it, with the lock that keeps the other pytest session's tests out).
+may_drop_caches = False
+
+
+def drop_caches():
+    """Make the kernel forget its unused dentries and inodes (echo 2 >
+    /proc/sys/vm/drop_caches; root only).  Machine-wide, so only a test
+    marked @pytest.mark.drops_caches may: see conftest."""
+    assert may_drop_caches, 'drop_caches() in a test not marked @pytest.mark.drops_caches'
+    with open('/proc/sys/vm/drop_caches', 'w') as f:
+        f.write('2')
+
+
 def fd_count(pid):
     """Number of open descriptors of process PID (for leak checks)."""
     return len(os.listdir('/proc/%d/fd' % pid))
