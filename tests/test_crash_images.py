@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: GPL-2.0-or-later
 """Crash states beyond kill -9 (issue 10): the write log (-o write_log=FILE)
-and crash images built from it by contrib/crashimg.py.
+and crash images built from it by contrib/tools/crashimg.py.
 
 The log and the tool on their own (small, no PostgreSQL):
 - a write, fsync, write sequence on the mount gives exactly those records,
@@ -51,10 +51,10 @@ import util
 from pgutil import Cluster, Inserter, pg_bindir_or_skip
 from util import Mount
 
-sys.path.insert(0, os.path.join(util.REPO, 'contrib'))
+sys.path.insert(0, os.path.join(util.REPO, 'contrib', 'tools'))
 import crashimg  # noqa: E402
 
-CRASHIMG = os.path.join(util.REPO, 'contrib', 'crashimg.py')
+CRASHIMG = os.path.join(util.REPO, 'contrib', 'tools', 'crashimg.py')
 BLOCK = 4096
 
 

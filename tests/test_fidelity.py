@@ -147,7 +147,7 @@ def test_seed_scenario_folio_sizes(dirs, policy):
     two steps a window, as page_cache_ra_order() does since v6.17), and the
     updates land in those folios: each first update of a clean folio is
     charged 512 pages under dirty_account=folio.  The histogram is printed
-    for the README's table."""
+    for doc/design.md's table."""
     _, b, m = dirs
     size = 32 * MiB
     table = random.Random(9).randbytes(size)

@@ -88,8 +88,8 @@ FLAGS = ('kernel_cache', 'allow_other')
 
 
 def readme_options():
-    """Option names of README's option table (-o rows)."""
-    with open(os.path.join(util.REPO, 'README.md')) as f:
+    """Option names of doc/admin.md's option table (-o rows)."""
+    with open(os.path.join(util.REPO, 'doc', 'admin.md')) as f:
         text = f.read()
     return set(re.findall(r'^\| `-o ([a-z_]+)', text, re.M))
 
@@ -101,9 +101,9 @@ def help_options():
 
 
 def test_option_table_covers_every_option():
-    """The tables here name every option README and --help list."""
+    """The tables here name every option doc/admin.md and --help list."""
     listed = readme_options() | help_options()
-    assert listed, 'no option found in README or --help'
+    assert listed, 'no option found in doc/admin.md or --help'
     assert listed <= set(OPTIONS) | set(FLAGS), listed - set(OPTIONS) - set(FLAGS)
 
 

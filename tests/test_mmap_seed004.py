@@ -12,7 +12,7 @@ test asserts both halves, so that a kernel which starts sending more
 instead of passing for the wrong reason.  wb_granularity=folio is the
 contrast: the same stores write every uptodate block of the folio.
 
-contrib/mmap-seed004.py measures the same at the seed's size, beside the
+contrib/seed/mmap-seed004.py measures the same at the seed's size, beside the
 native file system.
 """
 

@@ -1,4 +1,5 @@
-"""Smoke test of contrib/pgcompare.py, the PostgreSQL policy comparison.
+"""Smoke test of contrib/tools/pgcompare.py, the PostgreSQL policy
+comparison.
 
 Runs the whole script once with tiny settings (scale 1, two iterations of
 3 s, one foliofs configuration and the native baseline: about 40 s) and
@@ -29,7 +30,7 @@ import pytest
 import util
 from test_postgres import _pg_bindir_or_skip
 
-SCRIPT = os.path.join(util.REPO, "contrib", "pgcompare.py")
+SCRIPT = os.path.join(util.REPO, "contrib", "tools", "pgcompare.py")
 CONFIGS = ("folio", "native")       # the first by policy name, then native
 ITERS = 2
 ARGS = ("--quick", "-s", "1", "-r", str(ITERS), "-T", "3", "-c", "2")

@@ -26,8 +26,8 @@ so that any update the call makes is visible as a change.
 
 A difference inherent to FUSE or to foliofs is a case's `known` (KNOWN):
 what foliofs gives instead, and why, per mount mode; the test checks that
-foliofs gives exactly that, so a change either way shows.  README lists
-them.  A defect would be an xfail(strict=True) case naming its cause.
+foliofs gives exactly that, so a change either way shows.  doc/admin.md
+lists them.  A defect would be an xfail(strict=True) case naming its cause.
 """
 
 import collections

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """sim-fidelity.py: what a mount did against what foliofs-sim says it did.
 
-usage: contrib/sim-fidelity.py [-O DIR] [-w fio|pgbench]... [-T SECONDS]
+usage: contrib/sim/sim-fidelity.py [-O DIR] [-w fio|pgbench]... [-T SECONDS]
                                [-t TRACEDIR] [-d WORKDIR]
 
 For each workload and each configuration (dirty_account=folio and page;
@@ -16,7 +16,7 @@ on the machine.
 
   fio      buffered 8 KiB random overwrites (psync), 2 jobs x 256 MiB laid
            out in the backing directory before the mount, -T seconds
-  pgbench  contrib/pgcompare.py's run, one iteration: initdb, pgbench -i
+  pgbench  contrib/tools/pgcompare.py's run, one iteration: initdb, pgbench -i
            -s 20 -F 90, pgbench -N -M prepared -c 8 -j 2 for -T seconds
 
 The options are pgcompare.py's common ones (folio_size=2M,cache_size=2G,
@@ -41,7 +41,8 @@ import subprocess
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "..", "tools"))
 import pgcompare                                        # noqa: E402
 from pgcompare import Failure, log, join_opts           # noqa: E402
 

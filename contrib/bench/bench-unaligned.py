@@ -15,7 +15,7 @@ reads such a block first shows it in backing_read_bytes.
 Prints per round MB/s (the writes and the fsync) and backing_read_bytes,
 then the median MB/s of each build.
 
-  contrib/bench-unaligned.py [-s SIZE_MIB] [-r ROUNDS] [-o OPTIONS] NAME=FOLIOFS...
+  contrib/bench/bench-unaligned.py [-s SIZE_MIB] [-r ROUNDS] [-o OPTIONS] NAME=FOLIOFS...
 """
 
 import argparse

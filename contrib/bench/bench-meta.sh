@@ -1,6 +1,6 @@
 #!/bin/bash
 # bench-meta.sh: metadata rates (create, stat, open, rename, unlink of
-# NFILES files in one directory; contrib/bench-meta.c) on a plain directory,
+# NFILES files in one directory; contrib/bench/bench-meta.c) on a plain directory,
 # on foliofs with its default timeouts and with the timeouts given by -o,
 # and on libfuse's passthrough_hp when PTHP names its binary.  Targets take
 # turns first; the median of the rounds is printed with its ratio to native.
@@ -22,7 +22,7 @@ EOF
 }
 
 here=$(cd "$(dirname "$0")" && pwd)
-repo=$(dirname "$here")
+repo=$(cd "$here/../.." && pwd)
 nfiles=5000 rounds=3 opts=attr_timeout=86400 work=
 while getopts n:r:o:d:h c; do
 	case $c in

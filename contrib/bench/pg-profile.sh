@@ -5,7 +5,7 @@
 # For each target (native: a plain directory on the same disk; pthp,
 # pthp-direct, pthp-direct-ring: libfuse's passthrough_hp, named by PTHP,
 # with its defaults, with direct I/O, and with direct I/O over FUSE over
-# io_uring, as contrib/pgcompare.py runs it; any other NAME=OPTIONS: a
+# io_uring, as contrib/tools/pgcompare.py runs it; any other NAME=OPTIONS: a
 # foliofs mount with -o OPTIONS) the script makes a fresh
 # cluster (initdb --data-checksums, shared_buffers=128MB,
 # max_wal_size=1GB), times `pgbench -i -s SCALE`, checkpoints, and runs
@@ -39,14 +39,14 @@
 # use a release build), PGBIN (default /usr/lib/postgresql/15/bin), PTHP
 # (passthrough_hp, for the pthp targets).
 #
-# Example (README, "Where a pgbench transaction's time goes"):
-#   FOLIOFS=build-rel/foliofs contrib/pg-profile.sh -T 20 native \
+# Example (doc/results.md, "Where a pgbench transaction's time goes"):
+#   FOLIOFS=build-rel/foliofs contrib/bench/pg-profile.sh -T 20 native \
 #       writethrough=cache=writethrough direct=cache=direct
-#   PTHP=.../passthrough_hp FOLIOFS=build-rel/foliofs contrib/pg-profile.sh \
+#   PTHP=.../passthrough_hp FOLIOFS=build-rel/foliofs contrib/bench/pg-profile.sh \
 #       native direct=cache=direct,uring=off pthp-direct
 set -euo pipefail
 
-REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 FOLIOFS=${FOLIOFS:-$REPO/build/foliofs}
 PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
 SIM=$(dirname "$FOLIOFS")/sim/foliofs-sim
@@ -168,7 +168,7 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 # CPU ticks (user + system) of a process, with its reaped children if $2.
-# passthrough_hp's arguments for a pthp TARGET (as contrib/pgcompare.py).
+# passthrough_hp's arguments for a pthp TARGET (as contrib/tools/pgcompare.py).
 pthp_args() {
 	case $1 in
 	pthp) ;;

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# contrib/bench-engine.sh: the blockstate engine alone (no FUSE), random
+# contrib/bench/bench-engine.sh: the blockstate engine alone (no FUSE), random
 # 4 KiB and 8 KiB writes into cached folios from 1 and 2 threads, each run
-# repeated; prints a table of medians.  See contrib/bench-engine.c.
+# repeated; prints a table of medians.  See contrib/bench/bench-engine.c.
 #
 # Each configuration is also run with bench-engine -M (the same random
 # writes as plain memcpy() into a buffer of the same size): the floor the
 # copy into uncached memory sets; "engine ns" is the rest of the CPU time.
 #
-# Usage: contrib/bench-engine.sh [--release] [-d SECS] [-n REPEATS] [-a POLICY] [-m MIB]
+# Usage: contrib/bench/bench-engine.sh [--release] [-d SECS] [-n REPEATS] [-a POLICY] [-m MIB]
 #   --release   build and run in build-bench/ (buildtype=release,
 #               debug_checks=false; made with meson setup if missing)
 #               instead of build/ (whatever build/ is configured with; the
@@ -28,7 +28,7 @@
 
 set -uo pipefail
 
-cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
+cd "$(dirname "${BASH_SOURCE[0]}")/../.." || exit 1
 
 SECS=5
 REPEATS=3

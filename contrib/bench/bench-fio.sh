@@ -179,7 +179,7 @@ for w in "${WORKLOAD_LIST[@]}"; do
 	fi
 done
 
-REPO=$(cd "$(dirname "$0")/.." && pwd)
+REPO=$(cd "$(dirname "$0")/../.." && pwd)
 FOLIOFS=${FOLIOFS:-$REPO/build/foliofs}
 FUSERMOUNT=$(command -v fusermount3 || echo /usr/bin/fusermount3)
 
