@@ -31,6 +31,7 @@
 #ifndef FOLIOFS_BLOCKSTATE_H
 #define FOLIOFS_BLOCKSTATE_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -129,6 +130,8 @@ struct bs_config {
 	 * BS_READAHEAD_KB_MAX count as that.
 	 */
 	uint32_t readahead_kb;
+	/* Whose readahead decisions to follow (enum bs_ra_model). */
+	unsigned int ra_model;
 };
 
 /*
@@ -138,6 +141,28 @@ struct bs_config {
  */
 #define BS_READAHEAD_KB_DEFAULT 2048u
 #define BS_READAHEAD_KB_MAX 65536u
+
+/*
+ * The readahead of which Linux release to follow (see readahead.c).  They
+ * differ where a window's folio order comes from: 6.16 takes the order of
+ * the marked folio a reader met and adds 2, and starts every window a
+ * cache miss makes at order 2; 6.17 and later keep the order in the open
+ * file's state (file_ra_state.order), start a miss's window at order 0,
+ * add 2 from the caller's own kept order at a mark, and trim each window's
+ * end to that order.  So under 6.17+ a reader that once ramped up makes
+ * the largest folios at any mark it meets, another reader's included.
+ */
+enum bs_ra_model {
+	BS_RA_6_17,		/* 6.17 and later (the 6.18 we run on): 0, so
+				 * that a zeroed config gets it */
+	BS_RA_6_16,
+	BS_NR_RA_MODELS,
+};
+#define BS_RA_MODEL_DEFAULT BS_RA_6_17
+/* "6.16", "6.17"; NULL past the last. */
+const char *bs_ra_model_name(unsigned int model);
+/* The model named @name ("6.16", "6.17"; "6.18" and later mean 6.17): 0 or -EINVAL. */
+int bs_ra_model_parse(const char *name, unsigned int *model);
 
 /* Check @cfg; on error fill @err (one line naming the option) and return -EINVAL. */
 int bs_config_check(const struct bs_config *cfg, char *err, size_t errlen);
@@ -171,6 +196,10 @@ const struct bs_account_policy *bs_cache_account(struct bs_cache *cache);
  * Context: any thread; takes each file's index lock and each folio's lock.
  */
 void bs_cache_set_account(struct bs_cache *cache, const struct bs_account_policy *policy);
+
+/* The readahead model in force now; switch it on a live cache (any thread). */
+unsigned int bs_cache_ra_model(struct bs_cache *cache);
+void bs_cache_set_ra_model(struct bs_cache *cache, unsigned int model);
 
 /*
  * How long (ms, 0: not at all) a writer that finds the cache full of data
@@ -338,11 +367,42 @@ bool bs_file_block_uptodate(struct bs_file *file, off_t off);
 bool bs_file_reading(struct bs_file *file);
 
 /*
+ * The readahead state of one open file, Linux's struct file_ra_state,
+ * in 4 KiB pages: the last window [start, start + size), whose last
+ * async_size pages were read ahead of the reader, the folio order it asked
+ * for (kept across windows under the 6.17+ model), and the byte after the
+ * previous read.  Each open has its own, as each struct file has; the
+ * cache (and the readahead marks on its folios) is the file's, shared by
+ * all opens.  bs_ra_init() gives the state of a new open.
+ *
+ * lock protects the fields and is a leaf: a read copies the state out,
+ * decides with the copy (looking at the cache) and copies the result
+ * back, so concurrent reads through one open race as they do on one
+ * struct file (the last one's window wins), without torn values.
+ */
+struct bs_ra_state {
+	uint64_t start;
+	uint64_t size;
+	uint64_t async_size;
+	unsigned int order;	/* page order */
+	int64_t prev_pos;	/* -1 before the first read */
+};
+struct bs_ra {
+	pthread_mutex_t lock;
+	struct bs_ra_state st;
+};
+void bs_ra_init(struct bs_ra *ra);
+void bs_ra_destroy(struct bs_ra *ra);
+
+/*
  * Copy [off, off + len) into @buf, reading the blocks that are not
  * uptodate from the backing store (one read per contiguous run; blocks
- * past EOF are zeroed, not read).  Returns bytes copied, short only at EOF.
+ * past EOF are zeroed, not read).  @ra is the state of the open the read
+ * comes through: it decides readahead, and is updated.  NULL: no
+ * readahead (only what the read needs is read), as for an open with
+ * readahead_kb 0.  Returns bytes copied, short only at EOF.
  */
-ssize_t bs_read(struct bs_file *file, void *buf, size_t len, off_t off);
+ssize_t bs_read(struct bs_file *file, struct bs_ra *ra, void *buf, size_t len, off_t off);
 
 /*
  * Copy @buf into [off, off + len): fully covered blocks are copied without

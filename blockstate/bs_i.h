@@ -128,6 +128,12 @@ struct bs_folio {
 	 * blocks (writeback's runs) are not touched by a read.
 	 */
 	uint32_t rd_runs;
+	/*
+	 * PG_readahead: set on the folio holding a window's mark page when
+	 * readahead makes it; a read that meets it takes it (clears it) and
+	 * reads the next window (readahead.c).
+	 */
+	bool ra_mark;
 	bool detached;			/* out of the index: truncated, punched or reclaimed */
 	uint32_t held_blocks;		/* blocks dirty or under writeback */
 	uint32_t held_pages;		/* 4 KiB pages holding such a block */
@@ -307,35 +313,109 @@ void bs_index_tag(struct bs_index *idx, struct bs_folio *folio, bool set);
 struct bs_folio *bs_index_next_tagged(const struct bs_index *idx, off_t off);
 uint64_t bs_index_nr_tagged(const struct bs_index *idx);
 
+/* ---- readahead decisions (ra_decide.c) ---- */
+
+/*
+ * The decisions of Linux's mm/readahead.c, as pure functions of an open
+ * file's state (a copy: see struct bs_ra) and of what the cache holds,
+ * which they see only through this view.  All in 4 KiB pages.
+ */
+struct bs_ra_view {
+	/*
+	 * page_cache_next_miss(): the first of pages [index, index + max)
+	 * that no folio holds; index + max if every one is held.
+	 */
+	uint64_t (*next_miss)(void *ctx, uint64_t index, uint64_t max);
+	/*
+	 * page_cache_prev_miss(): the first of pages index, index - 1, ...
+	 * (at most max of them) that no folio holds; index - max if every
+	 * one is held; UINT64_MAX when the walk went below page 0.
+	 */
+	uint64_t (*prev_miss)(void *ctx, uint64_t index, uint64_t max);
+	void *ctx;
+};
+
+/* The limits of the cache the decisions work in. */
+struct bs_ra_limits {
+	uint64_t max_pages;		/* largest window (ra_pages), > 0 */
+	unsigned int min_order;		/* smallest folio, page order */
+	unsigned int max_order;		/* largest folio, page order */
+};
+
+/* What a decision asks to be read. */
+enum bs_ra_kind {
+	BS_RA_NONE,
+	/*
+	 * page_cache_ra_order(): folios of @order (smaller where alignment
+	 * or EOF ask) over [start, start + nr); where a folio is in the way,
+	 * the rest goes as BS_RA_UNBOUNDED from there.
+	 */
+	BS_RA_ORDER,
+	/* page_cache_ra_unbounded(): folios of min_order for each missing page. */
+	BS_RA_UNBOUNDED,
+	/*
+	 * A random read: do_page_cache_ra() of the read's own @nr pages
+	 * from @start, no mark.  readahead.c leaves them to the read path,
+	 * which makes them (access BS_SIZE_READ) and reads only the blocks
+	 * the read needs.
+	 */
+	BS_RA_RANDOM,
+};
+
+struct bs_ra_read {
+	enum bs_ra_kind kind;
+	uint64_t start;
+	uint64_t nr;
+	/*
+	 * The page whose new folio gets the readahead mark (start + size -
+	 * async_size); past the read (UINT64_MAX, or start + nr): none.
+	 */
+	uint64_t mark;
+	unsigned int order;		/* BS_RA_ORDER: page order asked for */
+};
+
+/* The first window for a read of @req pages (get_init_ra_size()). */
+uint64_t bs_ra_init_size(uint64_t req, uint64_t max);
+/* The window after one of @cur pages (get_next_ra_size()). */
+uint64_t bs_ra_next_size(uint64_t cur, uint64_t max);
+
+/*
+ * page_cache_sync_ra(): a read of @req pages (from @index to the end of
+ * the request) found no folio at page @index.  Updates @ra, except for a
+ * random read (BS_RA_RANDOM), which leaves it as it was.
+ */
+struct bs_ra_read bs_ra_sync(unsigned int model, struct bs_ra_state *ra, uint64_t index,
+			     uint64_t req, const struct bs_ra_limits *lim,
+			     const struct bs_ra_view *view);
+/*
+ * page_cache_async_ra(): a read with @req pages left (from the folio's
+ * first page to the end of the request) met the marked folio of
+ * 2^@folio_order pages at page @folio_index, and took its mark.  Updates
+ * @ra unless it returns BS_RA_NONE.
+ */
+struct bs_ra_read bs_ra_async(unsigned int model, struct bs_ra_state *ra,
+			      uint64_t folio_index, unsigned int folio_order, uint64_t req,
+			      const struct bs_ra_limits *lim, const struct bs_ra_view *view);
+/*
+ * The order of the folio page_cache_ra_order() makes at page @index when
+ * it asks for @order: smaller where @index is not aligned to it, and no
+ * folio reaching past page @last (EOF or the window's end) unless of
+ * @min_order.
+ */
+unsigned int bs_ra_folio_order(uint64_t index, unsigned int order, uint64_t last,
+			       unsigned int min_order);
+
 /* ---- readahead (readahead.c) ---- */
 
 /*
- * A file's readahead state, like the kernel's file_ra_state, in 4 KiB
- * pages: the last window [start, start + size), of which the last
- * async_size pages were read ahead of the reader.  Its folio holding page
- * start + size - async_size, if the window made it, is marked: a read
- * touching [mark, mark_end) reads the next window.  Protected by the
- * file's ra_lock.
- */
-struct bs_ra_state {
-	uint64_t start;
-	uint64_t size;
-	uint64_t async_size;
-	uint64_t mark;			/* pages of the marked folio; */
-	uint64_t mark_end;		/* mark == mark_end: none */
-	unsigned int order;		/* page order of the window's folios */
-	bool have_prev;			/* prev_end is valid */
-	off_t prev_end;			/* byte after the previous read */
-};
-
-/*
- * Before a read of [off, off + len) (within the file) is served: start
+ * Before a read of [off, off + len) through the open whose state is @ra
+ * is served (off within the file; len as asked, EOF not cut off): start
  * the windows it calls for.  After it: remember where it ended.
  * Context: invalidate_lock shared, no other blockstate lock; may read the
  * backing store and reclaim.
  */
-void bs_ra_before_read(struct bs_file *file, off_t off, size_t len);
-void bs_ra_after_read(struct bs_file *file, off_t end);
+void bs_ra_before_read(struct bs_file *file, struct bs_ra *ra, off_t off, size_t len);
+void bs_ra_after_read(struct bs_ra *ra, off_t end);
 /*
  * For readahead (file.c): a new folio covering @off, sized by the policy
  * for access BS_SIZE_READAHEAD with @len, returned referenced; -EEXIST
@@ -370,8 +450,7 @@ struct bs_file {
 	_Atomic uint64_t unsynced_folios;	/* folios with unsynced blocks (exact) */
 	_Atomic uint64_t unsynced_bytes;	/* their memory */
 	_Atomic uint64_t sync_gen;		/* bumped by every bs_sync_begin() */
-	pthread_mutex_t ra_lock;		/* leaf: protects ra and nr_aio */
-	struct bs_ra_state ra;
+	pthread_mutex_t ra_lock;		/* leaf: protects nr_aio */
 	uint32_t nr_aio;			/* readahead reads in flight (started
 						 * with ops->read_start, not yet done) */
 	pthread_cond_t aio_idle;		/* nr_aio dropped to 0 (bs_file_destroy) */
@@ -388,6 +467,7 @@ struct bs_cache {
 	 */
 	const struct bs_account_policy *_Atomic account;
 	_Atomic uint64_t account_switching;	/* odd while a switch reprices */
+	_Atomic unsigned int ra_model;		/* enum bs_ra_model, switched at run time */
 	const struct bs_cache_ops *ops;
 	void *ctx;
 	unsigned int blk_shift;

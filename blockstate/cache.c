@@ -51,6 +51,10 @@ int bs_config_check(const struct bs_config *cfg, char *err, size_t errlen)
 		snprintf(err, errlen, "no accounting or sizing policy");
 		return -EINVAL;
 	}
+	if (cfg->ra_model >= BS_NR_RA_MODELS) {
+		snprintf(err, errlen, "ra_model: no readahead model %u", cfg->ra_model);
+		return -EINVAL;
+	}
 	return 0;
 }
 
@@ -67,6 +71,7 @@ int bs_cache_create(const struct bs_config *cfg, const struct bs_cache_ops *ops,
 		return -ENOMEM;
 	cache->cfg = *cfg;
 	atomic_init(&cache->account, cfg->account);
+	atomic_init(&cache->ra_model, cfg->ra_model);
 	cache->ops = ops;
 	cache->ctx = ctx;
 	cache->blk_shift = (unsigned int)__builtin_ctz(cfg->block_size);

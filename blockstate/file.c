@@ -426,9 +426,9 @@ static int read_span(struct bs_file *file, struct bs_folio *folio, uint32_t poff
 	return ret;
 }
 
-ssize_t bs_read(struct bs_file *file, void *buf, size_t len, off_t off)
+ssize_t bs_read(struct bs_file *file, struct bs_ra *ra, void *buf, size_t len, off_t off)
 {
-	size_t done;
+	size_t asked = len, done;
 	off_t size;
 	int ret;
 
@@ -441,10 +441,10 @@ ssize_t bs_read(struct bs_file *file, void *buf, size_t len, off_t off)
 	else if (len > (uint64_t)(size - off))
 		len = (size_t)(size - off);
 	if (len)
-		bs_ra_before_read(file, off, len);
+		bs_ra_before_read(file, ra, off, asked);
 	done = for_each_span(file, off, len, read_span, buf, false, &ret);
 	if (done)
-		bs_ra_after_read(file, off + (off_t)done);
+		bs_ra_after_read(ra, off + (off_t)done);
 	pthread_rwlock_unlock(&file->invalidate_lock);
 	atomic_fetch_add(&file->cache->app_read_bytes, done);
 	return done || !ret ? (ssize_t)done : ret;

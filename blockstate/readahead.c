@@ -1,42 +1,43 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
- * readahead.c - reading ahead of a sequential reader, the way Linux's
- * mm/readahead.c does it, so that a stream is read in windows that grow
- * and (under the "kernel" sizing policy) into folios that grow with them.
+ * readahead.c - reading ahead of sequential readers as Linux's filemap
+ * read path and mm/readahead.c do it: the decisions (ra_decide.c) per
+ * open file, the marks on the cache's folios, and the reads they ask for.
  *
- * Each file has one readahead state (struct bs_ra_state, in 4 KiB pages):
- * the last window [start, start + size) and how much of it, async_size,
- * was read ahead of the reader.  Two events move it:
+ * State: each open has its own struct bs_ra (file_ra_state); the folios
+ * and their readahead marks (bs_folio.ra_mark, PG_readahead) are the
+ * file's, so one open meets the marks another open's windows left.
  *
- * - Sync readahead, when a read needs a page that is not cached.  If the
- *   read starts the file, continues the previous read (its first page is
- *   the previous read's last or the one after), or is larger than the
- *   largest window, a new window starts at the missing page:
- *       size = 4 x req   if req (rounded up to a power of two) <= max / 32
- *              2 x req   if <= max / 4,   else max
- *   with async_size = size - req (the part beyond the request).  Else the
- *   pages just before it are counted: if more of them are cached than the
- *   read asks for, a stream lost track of resumes with a window of
- *   (that count, doubled if cached back to the file's start) + req, else
- *   the read is random and reads only what it needs.
- * - Async readahead, when a read touches the folio marked in the last
- *   window (the one holding page start + size - async_size): the next
- *   window follows the last one, and grows:
- *       size = max(size, 4 x size if size < max / 16,
- *                        2 x size if size <= max / 2, else max)
- *   trimmed so that it ends on a multiple of the folio size it asks for.
+ * A read of pages [first, end) walks the folios the way filemap_read()'s
+ * batches do (bs_ra_before_read): where no folio holds a page, it starts
+ * a synchronous window there (page_cache_sync_ra, with the pages left to
+ * the end of the request); at each marked folio it meets, it takes the
+ * mark and starts the next window (page_cache_async_ra).  A folio with a
+ * write in flight to the backing store keeps its mark and starts nothing
+ * (the kernel shares the bit with PG_reclaim and leaves such a folio
+ * alone).  When the read has been served, bs_ra_after_read() notes where
+ * it ended (prev_pos).  Presence is what counts, as in the page cache: a
+ * folio whose blocks are not all uptodate (a read in flight, or a partial
+ * write) is not a miss.
  *
- * Folio order: a sync window asks for order 0; each async window asks for
- * the previous window's order + 2, at most folio_size, at most the log2 of
- * the window, and no more than the alignment of each folio's first page
- * allows, as page_cache_ra_order() does since the v6.17 change that keeps
- * the order in the state.  So a stream read 8 KiB at a time with a 2 MiB
- * window goes 4 KiB, 16 KiB, 32-64 KiB, 128-256 KiB, 512 KiB, 1 MiB, then
- * 2 MiB folios from about the fourth MiB on.  Where a folio is in the way,
- * the rest of the window falls back to the smallest folios, as the kernel
- * falls back to page_cache_ra_unbounded().  The sizing policy has the last
- * word (access BS_SIZE_READAHEAD): "kernel" takes the order asked for,
- * "fixed" makes folio_size folios whatever readahead asks.
+ * Which model (6.16 or 6.17+) decides is the cache's, switchable at run
+ * time; the state of an open is the same shape under both.
+ *
+ * A window is made as the decision asks:
+ * - BS_RA_ORDER (page_cache_ra_order): from the window's first page (the
+ *   smallest folio's alignment), folios of the order asked for, smaller
+ *   where the page is not aligned to it or the folio would reach past
+ *   the window or EOF; the new folio holding the mark page is marked.
+ *   Where a folio is in the way (-EEXIST) the rest of the window goes as
+ *   BS_RA_UNBOUNDED from that page, with the same mark.
+ * - BS_RA_UNBOUNDED (page_cache_ra_unbounded): a smallest folio for each
+ *   page no folio holds, up to EOF; the one made at the mark page is
+ *   marked.
+ * The sizing policy has the last word on each folio (access
+ * BS_SIZE_READAHEAD): "kernel" takes the order asked for, "fixed" makes
+ * folio_size folios whatever readahead asks.  A folio larger than asked
+ * may reach past the window: the window then counts as ending at its
+ * end, as the kernel lets a window exceed its size for a PMD-sized folio.
  *
  * I/O: new folios are read whole (to EOF); folios already there, only in
  * their blocks inside the window that are not uptodate, and not at all
@@ -50,17 +51,19 @@
  * while the reader goes on.  Else (psync, the simulator) it is read here,
  * before the read call that started it returns.
  *
- * Readahead is off when readahead_kb is 0.  It runs under the file's
- * invalidate_lock (shared) from bs_read(); its state is under ra_lock
- * (a leaf, never held across I/O or another blockstate lock).  A read
- * started here may end after that lock is dropped: truncate and punch
- * wait for it on each folio (bs_folio_wait_io), bs_file_destroy() for
- * all of the file's (nr_aio).
+ * Readahead is off when readahead_kb is 0 or a read comes with no state.
+ * It runs under the file's invalidate_lock (shared) from bs_read(); an
+ * open's state is under its own lock (a leaf, held only to copy the state
+ * in and out), a folio's mark under the folio lock, and the file's ra_lock
+ * (a leaf) counts reads in flight.  A read started here may end after
+ * bs_read() returns: truncate and punch wait for it on each folio
+ * (bs_folio_wait_io), bs_file_destroy() for all of the file's (nr_aio).
  */
 #include "bs_i.h"
 
 #include <errno.h>
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -73,125 +76,121 @@ static uint64_t max_pages(const struct bs_cache *cache)
 	return kb / (BS_PAGE_SIZE / 1024);
 }
 
-static unsigned int log2_floor(uint64_t v)
+static uint64_t page_end(const struct bs_folio *folio)
 {
-	return 63u - (unsigned int)__builtin_clzll(v);
+	return (uint64_t)(folio->start + folio->size) >> BS_PAGE_SHIFT;
 }
 
-static uint64_t pow2_ceil(uint64_t v)
+static uint64_t page_of(const struct bs_folio *folio)
 {
-	return v <= 1 ? 1 : (uint64_t)1 << (log2_floor(v - 1) + 1);
+	return (uint64_t)folio->start >> BS_PAGE_SHIFT;
 }
 
-static uint64_t min_u64(uint64_t a, uint64_t b)
+static struct bs_folio *lookup_page(struct bs_file *file, uint64_t index)
 {
-	return a < b ? a : b;
+	return bs_file_lookup(file, (off_t)index << BS_PAGE_SHIFT);
 }
 
-/* The first window of a stream whose read asks for @req pages. */
-static uint64_t first_size(uint64_t req, uint64_t max)
-{
-	uint64_t size = pow2_ceil(req);
-
-	if (size <= max / 32)
-		return 4 * size;
-	if (size <= max / 4)
-		return 2 * size;
-	return max;
-}
-
-/* The window after one of @cur pages: fast growth while small. */
-static uint64_t next_size(uint64_t cur, uint64_t max)
-{
-	if (cur < max / 16)
-		return 4 * cur;
-	if (cur <= max / 2)
-		return 2 * cur;
-	return max;
-}
+/* ---- the cache as the decisions see it ---- */
 
 /* Whether page @index of @folio (which holds it) is uptodate.  Folio lock held. */
 static bool page_uptodate(const struct bs_folio *folio, uint64_t index)
 {
 	uint32_t poff = (uint32_t)(((off_t)index << BS_PAGE_SHIFT) - folio->start);
-	uint32_t first = bs_folio_first_blk(folio, poff);
-	uint32_t end = bs_folio_end_blk(folio, poff, BS_PAGE_SIZE);
 
-	return bs_bits_all_set(folio->uptodate, first, end);
-}
-
-static bool folio_has_page(const struct bs_folio *folio, uint64_t index)
-{
-	off_t off = (off_t)index << BS_PAGE_SHIFT;
-
-	return off >= folio->start && off < folio->start + folio->size;
-}
-
-/* The first page of [from, to) that is not cached (in a folio and uptodate, or
- * being read into one); @to if none. */
-static uint64_t first_missing(struct bs_file *file, uint64_t from, uint64_t to)
-{
-	uint64_t index = from;
-
-	while (index < to) {
-		struct bs_folio *folio = bs_file_lookup(file, (off_t)index << BS_PAGE_SHIFT);
-		bool missing = false;
-
-		if (!folio)
-			return index;
-		pthread_mutex_lock(&folio->lock);
-		/*
-		 * A folio with a read in flight is not a miss: the reader waits
-		 * for it (bs_folio_wait_reads), as Linux's reader waits on a
-		 * locked folio instead of starting a new sync window there.
-		 * Counting it would restart readahead small whenever the reader
-		 * catches up with an asynchronous window.
-		 */
-		for (; index < to && folio_has_page(folio, index); index++) {
-			if (!page_uptodate(folio, index) && !folio->rd_runs) {
-				missing = true;
-				break;
-			}
-		}
-		pthread_mutex_unlock(&folio->lock);
-		bs_folio_put(folio);
-		if (missing)
-			return index;
-	}
-	return to;
+	return bs_bits_all_set(folio->uptodate, bs_folio_first_blk(folio, poff),
+			       bs_folio_end_blk(folio, poff, BS_PAGE_SIZE));
 }
 
 /*
- * Cached pages just before page @index, at most @max (the kernel's
- * page_cache_prev_miss).  *@from_start: they reach back to page 0.
+ * The first page from @index on (within @folio, which holds @index) that
+ * the cache does not hold; the folio's end if none.  A page is held when
+ * its folio is there and the page is uptodate or being read.  The kernel
+ * counts a folio's pages as held whatever their state, but its folios
+ * hold pages they never read only after a partial write; ours may hold
+ * many (a "fixed" sizing policy makes a 2 MiB folio for an 8 KiB read),
+ * and those must not pass for a stream's history or stop a window.
  */
-static uint64_t cached_before(struct bs_file *file, uint64_t index, uint64_t max,
-			      bool *from_start)
+static uint64_t held_until(struct bs_folio *folio, uint64_t index)
 {
-	uint64_t count = 0;
+	uint64_t end = page_end(folio);
 
-	while (count < max && index > 0) {
-		struct bs_folio *folio = bs_file_lookup(file, (off_t)(index - 1) << BS_PAGE_SHIFT);
-		bool gap = false;
+	pthread_mutex_lock(&folio->lock);
+	if (!folio->rd_runs)
+		while (index < end && page_uptodate(folio, index))
+			index++;
+	else
+		index = end;
+	pthread_mutex_unlock(&folio->lock);
+	return index;
+}
+
+/* The last page down from @index (which @folio holds) that the cache holds
+ * without a gap after it; @index + 1 if @index itself is not held. */
+static uint64_t held_from(struct bs_folio *folio, uint64_t index)
+{
+	uint64_t first = page_of(folio);
+	uint64_t at = index + 1;
+
+	pthread_mutex_lock(&folio->lock);
+	if (folio->rd_runs)
+		at = first;
+	else
+		while (at > first && page_uptodate(folio, at - 1))
+			at--;
+	pthread_mutex_unlock(&folio->lock);
+	return at;
+}
+
+static uint64_t view_next_miss(void *ctx, uint64_t index, uint64_t max)
+{
+	struct bs_file *file = ctx;
+	uint64_t end = index + max;
+
+	while (index < end) {
+		struct bs_folio *folio = lookup_page(file, index);
+		uint64_t until;
 
 		if (!folio)
-			break;
-		pthread_mutex_lock(&folio->lock);
-		while (count < max && index > 0 && folio_has_page(folio, index - 1)) {
-			if (!page_uptodate(folio, index - 1)) {
-				gap = true;
-				break;
-			}
-			count++;
-			index--;
-		}
-		pthread_mutex_unlock(&folio->lock);
+			return index;
+		until = held_until(folio, index);
 		bs_folio_put(folio);
-		if (gap)
-			break;
+		if (until < page_end(folio))
+			return until < end ? until : end;
+		index = until;
 	}
-	*from_start = index == 0;
-	return count;
+	return end;
+}
+
+static uint64_t view_prev_miss(void *ctx, uint64_t index, uint64_t max)
+{
+	struct bs_file *file = ctx;
+	uint64_t stop = index >= max ? index - max : UINT64_MAX;
+
+	/* Pages index, index - 1, ... down to stop + 1 (or page 0). */
+	for (;;) {
+		struct bs_folio *folio = lookup_page(file, index);
+		uint64_t from;
+
+		if (!folio)
+			return index;
+		from = held_from(folio, index);
+		bs_folio_put(folio);
+		if (stop != UINT64_MAX && from <= stop + 1)
+			return stop;
+		if (from > page_of(folio))
+			return from - 1;
+		if (from == 0)
+			return UINT64_MAX;
+		index = from - 1;
+	}
+}
+
+static void ra_limits(const struct bs_cache *cache, struct bs_ra_limits *lim)
+{
+	lim->max_pages = max_pages(cache);
+	lim->min_order = cache->min_order - BS_PAGE_SHIFT;
+	lim->max_order = cache->max_order - BS_PAGE_SHIFT;
 }
 
 /* ---- reading a window ---- */
@@ -497,191 +496,192 @@ static void io_read(struct bs_file *file, struct ra_io *io, off_t win_start, off
 	}
 }
 
-/*
- * Read the window [start, start + size) pages, its last @async pages
- * ahead of the reader, asking for folios of the state's order (capped
- * here, as page_cache_ra_order() caps it).
- */
-static void ra_submit(struct bs_file *file, uint64_t start, uint64_t size, uint64_t async)
+/* Mark @folio, new and made by this window, if it holds page @mark. */
+static void mark_new(struct bs_folio *folio, uint64_t mark)
 {
-	struct bs_cache *cache = file->cache;
-	unsigned int max_po = cache->max_order - BS_PAGE_SHIFT;
-	unsigned int min_po = cache->min_order - BS_PAGE_SHIFT;
-	off_t fsize = atomic_load(&file->size);
-	uint64_t mark = start + size - async;
-	uint64_t last, index, made_end = 0;
-	unsigned int new_order;
-	bool fallback = false;
-	struct ra_io io = { 0 };
-
-	if (fsize <= 0 || start > (uint64_t)(fsize - 1) >> BS_PAGE_SHIFT)
+	if (mark < page_of(folio) || mark >= page_end(folio))
 		return;
-	last = min_u64((uint64_t)(fsize - 1) >> BS_PAGE_SHIFT, start + size - 1);
-	pthread_mutex_lock(&file->ra_lock);
-	new_order = file->ra.order;
-	if (new_order > max_po)
-		new_order = max_po;
-	if (new_order > log2_floor(size))
-		new_order = log2_floor(size);
-	if (new_order < min_po)
-		new_order = min_po;
-	file->ra.order = new_order;
-	pthread_mutex_unlock(&file->ra_lock);
+	pthread_mutex_lock(&folio->lock);
+	folio->ra_mark = true;
+	pthread_mutex_unlock(&folio->lock);
+}
 
-	index = start & ~(((uint64_t)1 << min_po) - 1);
-	while (index <= last) {
-		unsigned int order = fallback ? min_po : new_order;
-		off_t off = (off_t)index << BS_PAGE_SHIFT;
-		struct bs_folio *folio;
-		bool made = true;
-		int ret;
+/*
+ * Add the folio covering page @index to @io: a new one of page order
+ * @order if none is there (*@made), else the one that is.  Returns 0, or
+ * -errno when none could be had.
+ */
+static int window_folio(struct bs_file *file, struct ra_io *io, uint64_t index,
+			unsigned int order, struct bs_folio **out, bool *made)
+{
+	off_t off = (off_t)index << BS_PAGE_SHIFT;
+	struct bs_folio *folio;
+	int ret;
 
-		if (index & (((uint64_t)1 << order) - 1))
-			order = (unsigned int)__builtin_ctzll(index);
-		while (order > min_po && index + ((uint64_t)1 << order) - 1 > last)
-			order--;
-		ret = bs_file_ra_folio(file, off, (size_t)1 << (order + BS_PAGE_SHIFT), &folio);
+	for (;;) {
+		ret = bs_file_ra_folio(file, off, (size_t)BS_PAGE_SIZE << order, &folio);
+		*made = !ret;
 		if (ret == -EEXIST) {
 			folio = bs_file_lookup(file, off);
 			if (!folio)
 				continue;	/* gone again: make one */
-			made = false;
-			fallback = true;
 		} else if (ret) {
-			break;
+			return ret;
 		}
-		if (io_add_folio(&io, folio, made)) {
-			bs_folio_put(folio);
-			break;
-		}
-		if (made && (uint64_t)(folio->start + folio->size) >> BS_PAGE_SHIFT > made_end)
-			made_end = (uint64_t)(folio->start + folio->size) >> BS_PAGE_SHIFT;
-		if (made && folio_has_page(folio, mark)) {
-			pthread_mutex_lock(&file->ra_lock);
-			file->ra.mark = (uint64_t)folio->start >> BS_PAGE_SHIFT;
-			file->ra.mark_end = (uint64_t)(folio->start + folio->size) >> BS_PAGE_SHIFT;
-			pthread_mutex_unlock(&file->ra_lock);
-		}
-		index = (uint64_t)(folio->start + folio->size) >> BS_PAGE_SHIFT;
+		break;
 	}
+	if (io_add_folio(io, folio, *made)) {
+		bs_folio_put(folio);
+		return -ENOMEM;
+	}
+	*out = folio;
+	return 0;
+}
+
+/*
+ * Make the folios of @rd (up to page @last, EOF) into @io.  Returns the
+ * page after the last folio it made (0: none).
+ */
+static uint64_t make_window(struct bs_file *file, const struct bs_ra_read *rd,
+			    uint64_t last, struct ra_io *io)
+{
+	struct bs_cache *cache = file->cache;
+	unsigned int min_order = cache->min_order - BS_PAGE_SHIFT;
+	uint64_t min_mask = ((uint64_t)1 << min_order) - 1;
+	uint64_t index = rd->start & ~min_mask;
+	bool unbounded = rd->kind == BS_RA_UNBOUNDED;
+	uint64_t made_end = 0;
+
+	if (rd->start + rd->nr - 1 < last)
+		last = rd->start + rd->nr - 1;
+	while (index <= last) {
+		unsigned int order = unbounded ? min_order
+					       : bs_ra_folio_order(index, rd->order, last, min_order);
+		struct bs_folio *folio;
+		bool made;
+
+		if (window_folio(file, io, index, order, &folio, &made))
+			break;
+		if (made) {
+			mark_new(folio, rd->mark);
+			made_end = page_end(folio);
+		} else {
+			unbounded = true;	/* a folio in the way: the rest page by page */
+		}
+		index = page_end(folio);
+	}
+	return made_end;
+}
+
+/*
+ * Read what @rd asks for (BS_RA_ORDER or BS_RA_UNBOUNDED).  @ra (the
+ * caller's copy of the open's state, which @rd came from) grows when the
+ * sizing policy made folios past the window.
+ */
+static void ra_submit(struct bs_file *file, struct bs_ra_state *ra, const struct bs_ra_read *rd)
+{
+	off_t fsize = atomic_load(&file->size);
+	struct ra_io io = { 0 };
+	uint64_t last, made_end;
+
+	if ((rd->kind != BS_RA_ORDER && rd->kind != BS_RA_UNBOUNDED) || !rd->nr ||
+	    fsize <= 0 || rd->start > (uint64_t)(fsize - 1) >> BS_PAGE_SHIFT)
+		return;
+	last = (uint64_t)(fsize - 1) >> BS_PAGE_SHIFT;
+	made_end = make_window(file, rd, last, &io);
 	/*
 	 * A sizing policy that made folios larger than asked for ("fixed")
 	 * has read past the window: the window is what was read, so that
 	 * the next one starts after it and is read ahead of the reader
 	 * (else each such folio would be read when the reader reached it).
 	 */
-	if (made_end > start + size) {
-		pthread_mutex_lock(&file->ra_lock);
-		if (file->ra.start == start && file->ra.size == size) {
-			file->ra.async_size += made_end - (start + size);
-			file->ra.size = made_end - start;
-		}
-		pthread_mutex_unlock(&file->ra_lock);
+	if (rd->start == ra->start && made_end > ra->start + ra->size) {
+		ra->async_size += made_end - (ra->start + ra->size);
+		ra->size = made_end - ra->start;
 	}
-	io_read(file, &io, (off_t)start << BS_PAGE_SHIFT, (off_t)(last + 1) << BS_PAGE_SHIFT);
+	if (rd->start + rd->nr - 1 < last)
+		last = rd->start + rd->nr - 1;
+	io_read(file, &io, (off_t)rd->start << BS_PAGE_SHIFT, (off_t)(last + 1) << BS_PAGE_SHIFT);
 	io_release(&io);
 }
 
 /*
- * A read of @req pages needs page @index, which is not cached.  Returns
- * the pages from @index on that a window now covers, 0 if the read is
- * random (no readahead).
+ * A read met @folio; if it is marked, take the mark and start the next
+ * window (page_cache_async_ra).  A folio with writeback in flight keeps
+ * its mark and starts nothing.
  */
-static uint64_t ra_sync(struct bs_file *file, uint64_t index, uint64_t req, uint64_t max)
+static void ra_meet(struct bs_file *file, struct bs_ra_state *ra, struct bs_folio *folio,
+		    uint64_t end, const struct bs_ra_limits *lim, const struct bs_ra_view *view)
 {
-	struct bs_ra_state *ra = &file->ra;
-	uint64_t start = index, size, async;
-	bool stream;
+	unsigned int model = atomic_load(&file->cache->ra_model);
+	struct bs_ra_read rd;
+	bool marked;
 
-	pthread_mutex_lock(&file->ra_lock);
-	stream = !index || req > max;
-	if (ra->have_prev) {
-		uint64_t prev = (uint64_t)ra->prev_end >> BS_PAGE_SHIFT;
-
-		stream = stream || (index >= prev && index - prev <= 1);
-	}
-	pthread_mutex_unlock(&file->ra_lock);
-	if (stream) {
-		size = first_size(req, max);
-		async = size > req ? size - req : size / 2;
-	} else {
-		bool from_start;
-		uint64_t contig = cached_before(file, index, max, &from_start);
-
-		if (contig <= req)
-			return 0;
-		if (from_start)
-			contig *= 2;
-		size = min_u64(contig + req, max);
-		async = 1;
-	}
-	pthread_mutex_lock(&file->ra_lock);
-	ra->start = start;
-	ra->size = size;
-	ra->async_size = async;
-	ra->order = 0;
-	ra->mark = ra->mark_end = 0;
-	pthread_mutex_unlock(&file->ra_lock);
-	ra_submit(file, start, size, async);
-	return size;
-}
-
-/*
- * If a read of pages [first, end) touches the marked folio, read the
- * next window, larger.  Unmarking and moving the window happen together,
- * so that of two readers reaching the mark only one reads on.
- */
-static void ra_async(struct bs_file *file, uint64_t first, uint64_t end, uint64_t max)
-{
-	struct bs_ra_state *ra = &file->ra;
-	uint64_t align, win_end, aligned_end, start, size;
-
-	pthread_mutex_lock(&file->ra_lock);
-	if (ra->mark == ra->mark_end || ra->mark >= end || first >= ra->mark_end) {
-		pthread_mutex_unlock(&file->ra_lock);
+	pthread_mutex_lock(&folio->lock);
+	marked = folio->ra_mark && !folio->wb_runs;
+	if (marked)
+		folio->ra_mark = false;
+	pthread_mutex_unlock(&folio->lock);
+	if (!marked)
 		return;
-	}
-	ra->mark = ra->mark_end = 0;
-	ra->start += ra->size;
-	size = next_size(ra->size, max);
-	if (size > ra->size)
-		ra->size = size;
-	ra->order += 2;
-	align = (uint64_t)1 << (ra->order < (unsigned int)__builtin_ctzll(max)
-				? ra->order : (unsigned int)__builtin_ctzll(max));
-	win_end = ra->start + ra->size;
-	aligned_end = win_end & ~(align - 1);
-	if (aligned_end > ra->start)
-		ra->size -= win_end - aligned_end;
-	ra->async_size = ra->size;
-	start = ra->start;
-	size = ra->size;
-	pthread_mutex_unlock(&file->ra_lock);
-	ra_submit(file, start, size, size);
+	rd = bs_ra_async(model, ra, page_of(folio),
+			 (unsigned int)__builtin_ctz(folio->size) - BS_PAGE_SHIFT,
+			 end - page_of(folio), lim, view);
+	ra_submit(file, ra, &rd);
 }
 
-void bs_ra_before_read(struct bs_file *file, off_t off, size_t len)
+void bs_ra_before_read(struct bs_file *file, struct bs_ra *ra, off_t off, size_t len)
 {
-	uint64_t max = max_pages(file->cache);
-	uint64_t first = (uint64_t)off >> BS_PAGE_SHIFT;
+	struct bs_cache *cache = file->cache;
+	struct bs_ra_view view = { view_next_miss, view_prev_miss, file };
+	uint64_t index = (uint64_t)off >> BS_PAGE_SHIFT;
 	uint64_t end = ((uint64_t)off + len - 1) / BS_PAGE_SIZE + 1;
-	uint64_t index = first;
+	off_t fsize = atomic_load(&file->size);
+	uint64_t eof_end = ((uint64_t)fsize + BS_PAGE_SIZE - 1) >> BS_PAGE_SHIFT;
+	uint64_t random_end = 0;
+	struct bs_ra_limits lim;
+	struct bs_ra_state st;
 
-	if (!max)
+	ra_limits(cache, &lim);
+	if (!lim.max_pages || !ra)
 		return;
-	/* Every miss of the read starts a window, as each batch of the kernel's read does. */
-	while (index < end) {
-		uint64_t miss = first_missing(file, index, end);
-		uint64_t covered;
+	pthread_mutex_lock(&ra->lock);
+	st = ra->st;
+	pthread_mutex_unlock(&ra->lock);
+	/*
+	 * filemap_read(): batch after batch of the folios there, in order;
+	 * a page not held starts a window (unless a random read's own).
+	 */
+	while (index < end && index < eof_end) {
+		struct bs_folio *folio = lookup_page(file, index);
+		uint64_t next;
 
-		if (miss == end)
-			break;
-		covered = ra_sync(file, miss, end - miss, max);
-		if (!covered)
-			break;
-		index = miss + covered;
+		if ((!folio || held_until(folio, index) == index) && index >= random_end) {
+			unsigned int model = atomic_load(&cache->ra_model);
+			struct bs_ra_read rd = bs_ra_sync(model, &st, index, end - index, &lim, &view);
+
+			if (rd.kind == BS_RA_RANDOM)
+				random_end = rd.start + rd.nr;
+			else
+				ra_submit(file, &st, &rd);
+			if (!folio)
+				folio = lookup_page(file, index);
+		}
+		if (!folio) {
+			index++;	/* the read path makes it */
+			continue;
+		}
+		ra_meet(file, &st, folio, end, &lim, &view);
+		next = held_until(folio, index);
+		index = next > index ? next : index + 1;
+		bs_folio_put(folio);
 	}
-	ra_async(file, first, end, max);
+	pthread_mutex_lock(&ra->lock);
+	ra->st.start = st.start;
+	ra->st.size = st.size;
+	ra->st.async_size = st.async_size;
+	ra->st.order = st.order;
+	pthread_mutex_unlock(&ra->lock);
 }
 
 bool bs_file_reading(struct bs_file *file)
@@ -694,12 +694,56 @@ bool bs_file_reading(struct bs_file *file)
 	return reading;
 }
 
-void bs_ra_after_read(struct bs_file *file, off_t end)
+void bs_ra_after_read(struct bs_ra *ra, off_t end)
 {
-	if (!max_pages(file->cache))
-		return;		/* no readahead: spare every read the lock */
-	pthread_mutex_lock(&file->ra_lock);
-	file->ra.have_prev = true;
-	file->ra.prev_end = end;
-	pthread_mutex_unlock(&file->ra_lock);
+	if (!ra)
+		return;
+	pthread_mutex_lock(&ra->lock);
+	ra->st.prev_pos = end;
+	pthread_mutex_unlock(&ra->lock);
+}
+
+void bs_ra_init(struct bs_ra *ra)
+{
+	*ra = (struct bs_ra){ .st = { .prev_pos = -1 } };
+	pthread_mutex_init(&ra->lock, NULL);
+}
+
+void bs_ra_destroy(struct bs_ra *ra)
+{
+	pthread_mutex_destroy(&ra->lock);
+}
+
+const char *bs_ra_model_name(unsigned int model)
+{
+	static const char *const names[BS_NR_RA_MODELS] = {
+		[BS_RA_6_16] = "6.16",
+		[BS_RA_6_17] = "6.17",
+	};
+
+	return model < BS_NR_RA_MODELS ? names[model] : NULL;
+}
+
+int bs_ra_model_parse(const char *name, unsigned int *model)
+{
+	unsigned int major, minor;
+	char tail;
+
+	if (name[0] < '0' || name[0] > '9' ||
+	    sscanf(name, "%u.%u%c", &major, &minor, &tail) != 2 || major != 6 ||
+	    minor < 16 || minor > 99)
+		return -EINVAL;
+	*model = minor == 16 ? BS_RA_6_16 : BS_RA_6_17;
+	return 0;
+}
+
+unsigned int bs_cache_ra_model(struct bs_cache *cache)
+{
+	return atomic_load(&cache->ra_model);
+}
+
+void bs_cache_set_ra_model(struct bs_cache *cache, unsigned int model)
+{
+	if (model < BS_NR_RA_MODELS)
+		atomic_store(&cache->ra_model, model);
 }

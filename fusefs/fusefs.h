@@ -207,6 +207,11 @@ struct ffs_file {
 	struct ffs_inode *inode;
 	struct wb_file *data;	/* == inode->data, held open by this handle */
 	int flags;		/* open(2) flags of the client */
+	/*
+	 * Readahead state of this open (file_ra_state): each open of a file
+	 * reads ahead on its own, over the file's shared cache.
+	 */
+	struct bs_ra ra;
 	uint64_t err_seen;	/* errseq cursor: writeback errors already reported */
 	pthread_mutex_t err_lock;	/* protects err_seen (fsyncs of one handle) */
 };

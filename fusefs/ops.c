@@ -714,6 +714,7 @@ static int open_finish(struct ffs_data *fs, fuse_req_t req, struct ffs_inode *in
 	file->flags = fi->flags;
 	file->err_seen = wb_file_err_sample(data);
 	pthread_mutex_init(&file->err_lock, NULL);
+	bs_ra_init(&file->ra);
 	ffs_handle_add(fs, &file->h, FFS_H_FILE);
 	fi->fh = (uintptr_t)file;
 	/*
@@ -893,6 +894,7 @@ static void ffs_release(fuse_req_t req, fuse_ino_t ino,
 		ffs_handle_del(ffs_data(req), &file->h);
 		ffs_data_put(ffs_data(req), file->inode);
 		pthread_mutex_destroy(&file->err_lock);
+		bs_ra_destroy(&file->ra);
 		free(file);
 	}
 	fuse_reply_err(req, 0);
@@ -999,7 +1001,7 @@ static void ffs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	n = wb_read(ffs_file(fi)->data, buf, size, off);
+	n = wb_read(ffs_file(fi)->data, &ffs_file(fi)->ra, buf, size, off);
 	if (n < 0) {
 		fuse_reply_err(req, (int)-n);
 		return;
@@ -1127,7 +1129,7 @@ static void ffs_copy_file_range(fuse_req_t req, fuse_ino_t ino_in,
 	if (!ret && len)
 		ret = ffs_data_check_size(ffs_file(fi_out)->inode, off_out, &len);
 	if (!ret)
-		ret = wb_copy_range(ffs_file(fi_in)->data, off_in,
+		ret = wb_copy_range(ffs_file(fi_in)->data, &ffs_file(fi_in)->ra, off_in,
 				    ffs_file(fi_out)->data, off_out, len);
 	if (ret < 0)
 		fuse_reply_err(req, (int)-ret);

@@ -33,6 +33,7 @@ enum {
 	KEY_CACHE_SIZE,
 	KEY_FOLIO_POLICY,
 	KEY_READAHEAD_KB,
+	KEY_RA_MODEL,
 	KEY_DIRTY_ACCOUNT,
 	KEY_FLUSHERS,
 	KEY_BG_RATIO,
@@ -86,6 +87,7 @@ static const struct fuse_opt ffs_opt_spec[] = {
 	FUSE_OPT_KEY("cache_size=", KEY_CACHE_SIZE),
 	FUSE_OPT_KEY("folio_policy=", KEY_FOLIO_POLICY),
 	FUSE_OPT_KEY("readahead_kb=", KEY_READAHEAD_KB),
+	FUSE_OPT_KEY("ra_model=", KEY_RA_MODEL),
 	FUSE_OPT_KEY("dirty_account=", KEY_DIRTY_ACCOUNT),
 	FUSE_OPT_KEY("flushers=", KEY_FLUSHERS),
 	FUSE_OPT_KEY("dirty_background_ratio=", KEY_BG_RATIO),
@@ -134,6 +136,7 @@ static const struct {
 	{ "folio_size=BYTES", "2M", "largest folio (4K .. 2M, power of two, >= block_size)" },
 	{ "folio_policy=NAME", "fixed", "folio sizing policy (see below)" },
 	{ "readahead_kb=N", "2048", "largest readahead window in KiB, like read_ahead_kb (0: no readahead)" },
+	{ "ra_model=VERSION", "6.17", "whose readahead to follow: 6.16, or 6.17 (6.17 and later: folio order kept per open file)" },
 	{ "cache_size=BYTES", "1/8 of RAM", "memory for cached file data (at least 4 folios)" },
 	{ "dirty_account=NAME", "page", "dirty accounting policy (see below)" },
 	{ "flushers=N", "2", "background writeback threads (0 .. 64; 0: writeback only at fsync, reclaim, unmount)" },
@@ -641,6 +644,13 @@ static int opt_proc(void *data, const char *arg, int key,
 	case KEY_READAHEAD_KB:
 		return parse_u32("readahead_kb", strchr(arg, '=') + 1, 0, BS_READAHEAD_KB_MAX,
 				 &cfg->bs.readahead_kb, ps->err) ? -1 : 0;
+	case KEY_RA_MODEL:
+		if (bs_ra_model_parse(strchr(arg, '=') + 1, &cfg->bs.ra_model)) {
+			set_err(ps->err, "%s=%s: %s", "ra_model", strchr(arg, '=') + 1,
+				"not a readahead model (6.16, or 6.17 for 6.17 and later)");
+			return -1;
+		}
+		return 0;
 	case KEY_DIRTY_ACCOUNT:
 		return parse_policy("dirty_account", strchr(arg, '=') + 1, true,
 				    &cfg->bs, ps->err) ? -1 : 0;

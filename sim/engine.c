@@ -90,6 +90,11 @@ struct sim_file {
 	struct sim *s;			/* for its backing read op */
 	uint32_t id;			/* in the trace */
 	struct bs_file *bs;
+	/*
+	 * Readahead state: traces carry no open handle yet, so a file's
+	 * reads share one (as if through one open).
+	 */
+	struct bs_ra ra;
 	int64_t dirtied_ns;		/* virtual: when it went from clean to dirty, 0: clean */
 	off_t bg_next;			/* where background writeback goes on */
 	struct sim_pass *busy;		/* the pass holding it (the mount's wb_lock) */
@@ -896,7 +901,7 @@ static int writer_read(struct sim *s, uint32_t w, struct sim_file *f, const stru
 	s->read_at = s->now;
 	while (at < r->length) {
 		size_t n = r->length - at < sizeof(sim_buf) ? r->length - at : sizeof(sim_buf);
-		ssize_t got = bs_read(f->bs, sim_buf, n, (off_t)(r->offset + at));
+		ssize_t got = bs_read(f->bs, &f->ra, sim_buf, n, (off_t)(r->offset + at));
 
 		if (got < 0)
 			s->res->read_errors++;
@@ -1121,8 +1126,10 @@ static void ctx_destroy(struct sim *s)
 	if (!s->ctx)
 		return;
 	for (size_t i = 0; i < s->nr_files; i++)
-		if (s->files[i].bs)
+		if (s->files[i].bs) {
 			bs_file_destroy(s->files[i].bs);
+			bs_ra_destroy(&s->files[i].ra);
+		}
 	wb_ctx_destroy_core(s->ctx);
 	s->ctx = NULL;
 }
@@ -1297,6 +1304,7 @@ static int setup_actors(struct sim *s, const struct sim_rec *recs, size_t nr)
 				     recs[i].op == SIM_OP_CREATE ? (off_t)recs[i].length : 0, &f->bs);
 		if (ret)
 			goto out;
+		bs_ra_init(&f->ra);
 	}
 	ret = -ENOMEM;
 	for (size_t w = 0; w < s->nr_writers; w++) {

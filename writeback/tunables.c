@@ -33,7 +33,7 @@ struct wb_tunables {
 /* Smallest writers' threshold in bytes, as /proc/sys/vm/dirty_bytes. */
 #define MIN_DIRTY_BYTES (2ull * BS_PAGE_SIZE)
 
-enum tunable_kind { T_RATIO, T_BYTES, T_MS, T_ACCOUNT, T_THROTTLE };
+enum tunable_kind { T_RATIO, T_BYTES, T_MS, T_ACCOUNT, T_THROTTLE, T_RA_MODEL };
 
 struct tunable {
 	const char *name;
@@ -55,6 +55,7 @@ static const struct tunable tunables[] = {
 	{ "writeback_interval_ms", T_MS, 0, 0 },
 	{ "dirty_account", T_ACCOUNT, 0, 0 },
 	{ "throttle", T_THROTTLE, 0, 0 },
+	{ "ra_model", T_RA_MODEL, 0, 0 },
 };
 
 #define NR_TUNABLES (sizeof(tunables) / sizeof(tunables[0]))
@@ -224,6 +225,9 @@ int wb_tunable_get(struct wb_ctx *ctx, const char *name, char *buf, size_t len)
 	case T_ACCOUNT:
 		n = snprintf(buf, len, "%s", bs_cache_account(ctx->cache)->name);
 		break;
+	case T_RA_MODEL:
+		n = snprintf(buf, len, "%s", bs_ra_model_name(bs_cache_ra_model(ctx->cache)));
+		break;
 	default:
 		n = snprintf(buf, len, "%s", wb_throttle_get_policy(ctx->throttle)->name);
 		break;
@@ -340,6 +344,15 @@ int wb_tunable_set(struct wb_ctx *ctx, const char *name, const char *val,
 			wb_throttle_set_policy(ctx->throttle, p);
 		else
 			ret = -EINVAL;
+	} else if (t->kind == T_RA_MODEL) {
+		unsigned int model;
+
+		ret = bs_ra_model_parse(v, &model);
+		if (ret)
+			snprintf(err, errlen, "%s=%s: not a readahead model (6.16, or 6.17 for 6.17 and later)",
+				 t->name, v);
+		else
+			bs_cache_set_ra_model(ctx->cache, model);
 	} else {
 		ret = set_number(ctx, t, v, err, errlen);
 	}
@@ -353,7 +366,7 @@ int wb_tunable_set(struct wb_ctx *ctx, const char *name, const char *val,
 	if (ret)
 		return ret;
 	/* Writers held under the old settings may go now. */
-	if (notify && t->kind != T_MS)
+	if (notify && t->kind != T_MS && t->kind != T_RA_MODEL)
 		notify(notify_arg);
 	wb_flushers_poke(ctx);
 	return 0;

@@ -388,11 +388,11 @@ off_t wb_file_size(struct wb_file *wbf)
 	return bs_file_size(wbf->bs);
 }
 
-ssize_t wb_read(struct wb_file *wbf, void *buf, size_t len, off_t off)
+ssize_t wb_read(struct wb_file *wbf, struct bs_ra *ra, void *buf, size_t len, off_t off)
 {
 	int ret = tail_settle(wbf);
 
-	return ret ? ret : bs_read(wbf->bs, buf, len, off);
+	return ret ? ret : bs_read(wbf->bs, ra, buf, len, off);
 }
 
 /*
@@ -729,7 +729,7 @@ static bool ranges_overlap(off_t a, off_t b, size_t len)
 	return a < b ? b - a < (off_t)len : a - b < (off_t)len;
 }
 
-ssize_t wb_copy_range(struct wb_file *src, off_t src_off,
+ssize_t wb_copy_range(struct wb_file *src, struct bs_ra *src_ra, off_t src_off,
 		      struct wb_file *dst, off_t dst_off, size_t len)
 {
 	size_t chunk = len < WB_COPY_CHUNK ? len : WB_COPY_CHUNK;
@@ -750,7 +750,7 @@ ssize_t wb_copy_range(struct wb_file *src, off_t src_off,
 		return -ENOMEM;
 	while (done < len) {
 		size_t want = len - done < chunk ? len - done : chunk;
-		ssize_t got = wb_read(src, buf, want, src_off + (off_t)done);
+		ssize_t got = wb_read(src, src_ra, buf, want, src_off + (off_t)done);
 		ssize_t put;
 
 		if (got <= 0) {

@@ -36,6 +36,7 @@
 struct wb_file;
 struct wb_ctx;
 struct bs_config;
+struct bs_ra;
 
 enum wb_backing_io {
 	WB_IO_URING,	/* io_uring, falling back to psync where it cannot be set up */
@@ -208,8 +209,11 @@ void wb_file_fix_stat(struct wb_file *wbf, struct stat *st);
 /* An explicit mtime was set (utimensat): it replaces the pending one. */
 void wb_file_mtime_set(struct wb_file *wbf, const struct timespec *mtime);
 
-/* Read up to @len bytes at @off; short only at end of file. */
-ssize_t wb_read(struct wb_file *wbf, void *buf, size_t len, off_t off);
+/*
+ * Read up to @len bytes at @off through the open whose readahead state is
+ * @ra (NULL: no readahead); short only at end of file.
+ */
+ssize_t wb_read(struct wb_file *wbf, struct bs_ra *ra, void *buf, size_t len, off_t off);
 
 /*
  * Write all @len bytes at @off; returns @len or -errno (nothing partial).
@@ -256,10 +260,12 @@ off_t wb_lseek(struct wb_file *wbf, off_t off, int whence);
 
 /*
  * Copy [src_off, src_off + len) of @src to @dst at @dst_off through the
- * read and write paths above; stops early at the end of @src.  Overlapping
- * ranges of one file are -EINVAL (as copy_file_range(2)).
+ * read and write paths above, reading through the source open's readahead
+ * state @src_ra (NULL: none), as the kernel's copy reads through the
+ * source file; stops early at the end of @src.  Overlapping ranges of one
+ * file are -EINVAL (as copy_file_range(2)).
  */
-ssize_t wb_copy_range(struct wb_file *src, off_t src_off,
+ssize_t wb_copy_range(struct wb_file *src, struct bs_ra *src_ra, off_t src_off,
 		      struct wb_file *dst, off_t dst_off, size_t len);
 
 /* ---- dirty throttling (throttle.c) ---- */

@@ -215,7 +215,7 @@ static int populate(struct bs_file *file, uint64_t bytes, uint32_t folio)
 	if (!buf)
 		return -ENOMEM;
 	for (uint64_t off = 0; off < bytes; off += folio) {
-		ssize_t n = bs_read(file, buf, folio, (off_t)off);
+		ssize_t n = bs_read(file, NULL, buf, folio, (off_t)off);
 
 		if (n != (ssize_t)folio) {
 			ret = n < 0 ? (int)n : -EIO;

@@ -853,7 +853,7 @@ static void op_read(struct tctx *t, int fi, bool fault)
 	if (fault)
 		f->mem.fail_reads = 1;
 	t->nc_happened = false;
-	ret = bs_read(f->bs, t->buf, len, (off_t)off);
+	ret = bs_read(f->bs, NULL, t->buf, len, (off_t)off);
 	if (!fault) {
 		M_CHECK(ret == (ssize_t)expect);
 	} else {
@@ -1073,7 +1073,7 @@ static void op_read_all(struct tctx *t, int fi)
 
 	cur_op = "read all";
 	t->nc_happened = false;
-	ret = bs_read(f->bs, t->buf, t->max_size, 0);
+	ret = bs_read(f->bs, NULL, t->buf, t->max_size, 0);
 	M_CHECK(ret == (ssize_t)f->size);
 	M_CHECK(memcmp(t->buf, f->shadow, f->size) == 0);
 	apply_nc(t);
@@ -1352,7 +1352,7 @@ static void case_eof_zero_fill(void)
 	M_CHECK(bs_write(h.file[0], &c, 1, 0) == 1);
 	M_CHECK(h_ios(&h) == 0);
 	M_CHECK(bs_file_size(h.file[0]) == 1);
-	M_CHECK(bs_read(h.file[0], buf, sizeof(buf), 0) == 1 && buf[0] == 'x');
+	M_CHECK(bs_read(h.file[0], NULL, buf, sizeof(buf), 0) == 1 && buf[0] == 'x');
 	M_CHECK(h_ios(&h) == 0);
 	/* The middle and the last byte of a second 2 MiB folio, also past EOF. */
 	M_CHECK(bs_write(h.file[0], &c, 1, (3 << 20) + 5) == 1);
@@ -1361,7 +1361,7 @@ static void case_eof_zero_fill(void)
 	/* Unaligned, in the other (empty) file: zeros before it, nothing read. */
 	M_CHECK(bs_write(h.file[1], "abc", 3, 4095) == 3);
 	M_CHECK(h_ios(&h) == 0);
-	M_CHECK(bs_read(h.file[1], buf, 8, 4090) == 8);
+	M_CHECK(bs_read(h.file[1], NULL, buf, 8, 4090) == 8);
 	M_CHECK(!memcmp(buf, "\0\0\0\0\0abc", 8));
 	M_CHECK(h_ios(&h) == 0);
 	h_teardown(&h);
@@ -1383,7 +1383,7 @@ static void case_partial_block_read(void)
 		M_CHECK(h_ios(&h) == 1);
 		M_CHECK(h_read_bytes(&h) == (bsize < 8192 ? bsize : 8192));
 		M_CHECK(h.mem[0].last_read_off == 0 && h.mem[0].last_read_len == bsize);
-		M_CHECK(bs_read(h.file[0], buf, sizeof(buf), 0) == 8192);
+		M_CHECK(bs_read(h.file[0], NULL, buf, sizeof(buf), 0) == 8192);
 		M_CHECK(memcmp(buf + 100, "0123456789", 10) == 0);
 		M_CHECK(memcmp(buf, h.mem[0].data, 100) == 0);
 		M_CHECK(memcmp(buf + 110, h.mem[0].data + 110, 8192 - 110) == 0);
@@ -1423,7 +1423,7 @@ static void case_alternate_blocks(void)
 				runs++;
 		}
 		M_CHECK(h_ios(&h) == 0);
-		M_CHECK(bs_read(h.file[0], buf, 2u << 20, 0) == 2u << 20);
+		M_CHECK(bs_read(h.file[0], NULL, buf, 2u << 20, 0) == 2u << 20);
 		M_CHECK(h_ios(&h) == runs);
 		{
 			uint32_t missing = 0;
@@ -1438,7 +1438,7 @@ static void case_alternate_blocks(void)
 			M_CHECK(memcmp(buf + (size_t)b * bsize, want, bsize) == 0);
 		}
 		/* Everything is uptodate now. */
-		M_CHECK(bs_read(h.file[0], buf, 2u << 20, 0) == 2u << 20);
+		M_CHECK(bs_read(h.file[0], NULL, buf, 2u << 20, 0) == 2u << 20);
 		M_CHECK(h_ios(&h) == runs);
 		h_teardown(&h);
 		free(buf);
@@ -1544,7 +1544,7 @@ static void case_arguments(void)
 		M_CHECK(bs_size_policy_find(bs_size_policy_at(i)->name) == bs_size_policy_at(i));
 
 	h_setup(&h, 4096, 65536, 1 << 20, "page", "fixed", 1000, 1);
-	M_CHECK(bs_read(h.file[0], buf, 1, -1) == -EINVAL);
+	M_CHECK(bs_read(h.file[0], NULL, buf, 1, -1) == -EINVAL);
 	M_CHECK(bs_write(h.file[0], buf, 1, -1) == -EINVAL);
 	M_CHECK(bs_write(h.file[0], buf, 2, INT64_MAX - 1) == -EFBIG);
 	M_CHECK(bs_truncate(h.file[0], -1) == -EINVAL);
@@ -1556,10 +1556,10 @@ static void case_arguments(void)
 	/* Zero-length writes and reads change nothing, anywhere. */
 	M_CHECK(bs_write(h.file[0], buf, 0, 5000) == 0);
 	M_CHECK(bs_write(h.file[0], buf, 0, 0) == 0);
-	M_CHECK(bs_read(h.file[0], buf, 0, 10) == 0);
-	M_CHECK(bs_read(h.file[0], buf, 10, 1000) == 0);
-	M_CHECK(bs_read(h.file[0], buf, 10, 5000) == 0);
-	M_CHECK(bs_read(h.file[0], buf, SIZE_MAX, 990) == 10);
+	M_CHECK(bs_read(h.file[0], NULL, buf, 0, 10) == 0);
+	M_CHECK(bs_read(h.file[0], NULL, buf, 10, 1000) == 0);
+	M_CHECK(bs_read(h.file[0], NULL, buf, 10, 5000) == 0);
+	M_CHECK(bs_read(h.file[0], NULL, buf, SIZE_MAX, 990) == 10);
 	M_CHECK(bs_file_size(h.file[0]) == 1000 && !bs_file_has_held(h.file[0]));
 	h_teardown(&h);
 }
@@ -1576,7 +1576,7 @@ static void case_failed_truncate(void)
 	h.mem[0].fail_truncate = -EIO;
 	M_CHECK(bs_truncate(h.file[0], 100) == -EIO);
 	M_CHECK(bs_file_size(h.file[0]) == 8192);
-	M_CHECK(bs_read(h.file[0], out, sizeof(out), 0) == 8192 && !memcmp(out, buf, 8192));
+	M_CHECK(bs_read(h.file[0], NULL, out, sizeof(out), 0) == 8192 && !memcmp(out, buf, 8192));
 	h.mem[0].fail_truncate = -EIO;
 	M_CHECK(bs_truncate(h.file[0], 100000) == -EIO);
 	M_CHECK(bs_file_size(h.file[0]) == 8192);
@@ -1599,7 +1599,7 @@ static void case_truncate_zeroes(void)
 			h_sync(&h, 0);
 		M_CHECK(bs_truncate(h.file[0], 1000) == 0);
 		M_CHECK(bs_truncate(h.file[0], sizeof(buf)) == 0);
-		M_CHECK(bs_read(h.file[0], out, sizeof(out), 0) == sizeof(out));
+		M_CHECK(bs_read(h.file[0], NULL, out, sizeof(out), 0) == sizeof(out));
 		M_CHECK(!memcmp(out, buf, 1000));
 		for (size_t i = 1000; i < sizeof(out); i++)
 			M_CHECK(out[i] == 0);
@@ -1855,10 +1855,10 @@ static void case_fixed_size(void)
 	M_CHECK(bs_fallocate(h.file[0], FALLOC_FL_KEEP_SIZE, 9000, 2000) == 0);
 	M_CHECK(bs_fallocate(h.file[0], 0, 0, 10000) == 0);
 	M_CHECK(bs_file_size(h.file[0]) == 10000);
-	M_CHECK(bs_read(h.file[0], out, sizeof(out), 0) == 10000);
+	M_CHECK(bs_read(h.file[0], NULL, out, sizeof(out), 0) == 10000);
 	M_CHECK(!memcmp(out, h.mem[0].data, 9950) && !memcmp(out + 9950, buf, 50));
 	M_CHECK(bs_fallocate(h.file[0], FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE, 9000, 2000) == 0);
-	M_CHECK(bs_read(h.file[0], out, sizeof(out), 0) == 10000);
+	M_CHECK(bs_read(h.file[0], NULL, out, sizeof(out), 0) == 10000);
 	for (int i = 9000; i < 10000; i++)
 		M_CHECK(out[i] == 0);
 	h_sync(&h, 0);
@@ -1880,7 +1880,7 @@ static void case_collect_modes(void)
 	off_t pos = 0;
 
 	h_setup(&h, 4096, 65536, 1 << 20, "block", "fixed", 65536 + 5000, 4);
-	M_CHECK(bs_read(h.file[0], buf, sizeof(buf), 0) == sizeof(buf));
+	M_CHECK(bs_read(h.file[0], NULL, buf, sizeof(buf), 0) == sizeof(buf));
 	memset(buf, 'w', 4096);
 	M_CHECK(bs_write(h.file[0], buf, 4096, (off_t)8 * 4096) == 4096);
 	M_CHECK(bs_wb_collect_mode(h.file[0], &pos, INT64_MAX, runs, 4, SIZE_MAX, SIZE_MAX,
@@ -2013,9 +2013,9 @@ static void case_over_budget(void)
 	bs_cache_stats(cache, &st);
 	M_CHECK(st.folios == 4 && st.full_events == 1);
 	/* A read goes over the budget; its folios are reclaimed later. */
-	M_CHECK(bs_read(file2, rbuf, len, 0) == (ssize_t)len);
+	M_CHECK(bs_read(file2, NULL, rbuf, len, 0) == (ssize_t)len);
 	M_CHECK(memcmp(rbuf, mem2.data, len) == 0);
-	M_CHECK(bs_read(file, rbuf, len, 0) == 4 * F64K);
+	M_CHECK(bs_read(file, NULL, rbuf, len, 0) == 4 * F64K);
 	M_CHECK(memcmp(rbuf, buf, 4 * F64K) == 0);
 	M_CHECK(bs_cache_check(cache) == 0);
 	/* Writeback works again: so do writes, and the cache is back in budget. */
@@ -2057,7 +2057,7 @@ static void case_huge_offset(void)
 	M_CHECK(ret == 5 || ret == -EFBIG);
 	if (ret == 5) {
 		M_CHECK(bs_file_size(h.file[0]) == off + 5);
-		M_CHECK(bs_read(h.file[0], buf, sizeof(buf), off) == 5 && !memcmp(buf, "hello", 5));
+		M_CHECK(bs_read(h.file[0], NULL, buf, sizeof(buf), off) == 5 && !memcmp(buf, "hello", 5));
 		M_CHECK(bs_cache_check(h.cache) == 0);
 		n = bs_wb_collect(h.file[0], &pos, INT64_MAX, runs, 4, SIZE_MAX);
 		M_CHECK(n == 1);
@@ -2223,7 +2223,7 @@ static void case_failed_punch(void)
 		h.mem[0].fail_fallocate = -EIO;
 		M_CHECK(bs_fallocate(h.file[0], FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
 				     0, 16384) == -EIO);
-		M_CHECK(bs_read(h.file[0], out, sizeof(out), 0) == sizeof(out));
+		M_CHECK(bs_read(h.file[0], NULL, out, sizeof(out), 0) == sizeof(out));
 		for (size_t k = 0; k < sizeof(out); k++) {
 			if (out[k] != 'B' && out[k] != 0) {
 				fprintf(stderr, "folio %u: byte %zu reads %#x after a failed punch (written 'B', backing 'A')\n",

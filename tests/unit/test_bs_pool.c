@@ -124,7 +124,7 @@ static void check_reads(struct bs_file *file, off_t off, size_t len, int byte)
 	unsigned char *buf = malloc(len);
 
 	T_CHECK(buf);
-	T_CHECK(bs_read(file, buf, len, off) == (ssize_t)len);
+	T_CHECK(bs_read(file, NULL, buf, len, off) == (ssize_t)len);
 	for (size_t i = 0; i < len; i++) {
 		if (buf[i] != byte) {
 			fprintf(stderr, "byte %lld reads 0x%02x, not 0x%02x\n",
@@ -284,7 +284,7 @@ static void test_reclaim_refills(void)
 	for (size_t i = 0; i < total; i++) {
 		unsigned char buf[F64K];
 
-		T_CHECK(bs_read(file, buf, F64K, (off_t)(i * F64K)) == (ssize_t)F64K);
+		T_CHECK(bs_read(file, NULL, buf, F64K, (off_t)(i * F64K)) == (ssize_t)F64K);
 		T_CHECK(buf[0] == (unsigned char)i && buf[1] == FILL && buf[F64K - 1] == FILL);
 		st = stats(cache);
 	}

@@ -72,6 +72,23 @@ static const char *cur_phase = "setup";
 		}                                                              \
 	} while (0)
 
+
+/*
+ * The readahead state this thread reads through, made on first use: each
+ * thread reads as through an open of its own (struct bs_ra).
+ */
+static struct bs_ra *thread_ra(void)
+{
+	static __thread struct bs_ra ra;
+	static __thread bool made;
+
+	if (!made) {
+		bs_ra_init(&ra);
+		made = true;
+	}
+	return &ra;
+}
+
 /* ---- per-thread random numbers ---- */
 
 static uint64_t rnd(uint64_t *s)
@@ -472,7 +489,7 @@ static void files_settle(int nfiles)
 		size_t n;
 
 		P_CHECK(buf && !bs_file_has_held(tf->bs));
-		P_CHECK(bs_read(tf->bs, buf, size + 1, 0) == (ssize_t)size);
+		P_CHECK(bs_read(tf->bs, thread_ra(), buf, size + 1, 0) == (ssize_t)size);
 		n = tf->mem.len < size ? tf->mem.len : size;
 		if (memcmp(buf, tf->mem.data, n) != 0) {
 			for (size_t k = 0; k < n; k++) {
@@ -543,7 +560,7 @@ static void d_check_read(struct djob *j, struct bs_file *f, size_t off, size_t l
 {
 	size_t base = j->start, fsize = (size_t)bs_file_size(f);
 	size_t expect = off >= fsize ? 0 : (len < fsize - off ? len : fsize - off);
-	ssize_t n = bs_read(f, buf, len, (off_t)off);
+	ssize_t n = bs_read(f, thread_ra(), buf, len, (off_t)off);
 
 	/* The size only moves in thread 0's tail, by thread 0: it is known. */
 	P_CHECK(n == (ssize_t)expect);
@@ -723,8 +740,13 @@ static void *o_thread(void *arg)
 	struct ojob *j = arg;
 	uint64_t rs = 0xabcdefull * (uint64_t)(j->id + 3), seq = 0;
 	uint64_t *buf = malloc(j->words * 8 + 8);
+	/* This thread's open of each file, and where its last read of it ended. */
+	struct bs_ra ra[MAX_FILES];
+	size_t read_end[MAX_FILES] = { 0 };
 
 	P_CHECK(buf);
+	for (int fi = 0; fi < MAX_FILES; fi++)
+		bs_ra_init(&ra[fi]);
 	for (int op = 0; op < j->ops; op++) {
 		int fi = (int)rnd_below(&rs, (uint64_t)j->nfiles);
 		struct bs_file *f = T.files[fi].bs;
@@ -743,7 +765,18 @@ static void *o_thread(void *arg)
 				buf[k] = stamp((uint64_t)j->id, seq, first + k, fi);
 			P_CHECK(bs_write(f, buf, n * 8, (off_t)(first * 8)) == (ssize_t)(n * 8));
 		} else if (r < 90 || j->id != 0) {
-			got = bs_read(f, buf, n * 8, (off_t)(first * 8));
+			/*
+			 * Every other read goes on where this thread's last
+			 * read of the file ended: a stream, so that readahead
+			 * windows run beside everything else.
+			 */
+			if ((r & 1) && read_end[fi] < j->words) {
+				first = read_end[fi];
+				if (first + n > j->words)
+					n = j->words - first;
+			}
+			got = bs_read(f, &ra[fi], buf, n * 8, (off_t)(first * 8));
+			read_end[fi] = first + (size_t)got / 8;
 			P_CHECK(got >= 0 && got % 8 == 0 && (size_t)got <= n * 8);
 			o_check(j, fi, buf, first, (size_t)got / 8);
 		} else if (r < 95) {
@@ -756,6 +789,8 @@ static void *o_thread(void *arg)
 			P_CHECK(bs_fallocate(f, mode, (off_t)(first * 8), (off_t)(n * 8)) == 0);
 		}
 	}
+	for (int fi = 0; fi < MAX_FILES; fi++)
+		bs_ra_destroy(&ra[fi]);
 	free(buf);
 	return NULL;
 }
@@ -778,7 +813,7 @@ static void phase_overlap(int nfiles, int ops)
 		uint64_t *buf = malloc(size + 8);
 
 		P_CHECK(buf && size % 8 == 0);
-		P_CHECK(bs_read(T.files[fi].bs, buf, size, 0) == (ssize_t)size);
+		P_CHECK(bs_read(T.files[fi].bs, thread_ra(), buf, size, 0) == (ssize_t)size);
 		o_check(&jobs[0], fi, buf, 0, size / 8);
 		free(buf);
 	}
@@ -899,7 +934,7 @@ static void phase_truncate_vs_collect(void)
 	pthread_mutex_unlock(&tf->mem.lock);
 	/* Extend again: the bytes past the old cut read as zeros. */
 	P_CHECK(bs_truncate(tf->bs, (off_t)total) == 0);
-	P_CHECK(bs_read(tf->bs, buf, total, 0) == (ssize_t)total);
+	P_CHECK(bs_read(tf->bs, thread_ra(), buf, total, 0) == (ssize_t)total);
 	for (size_t k = cut; k < total; k++)
 		P_CHECK(buf[k] == 0);
 	files_settle(1);

@@ -177,9 +177,12 @@ static void stats_of(struct bs_cache *cache, struct bs_stats *st)
 	T_CHECK(st->ra_ios == ios && st->ra_pages == pages);
 }
 
+/* The one open each scenario reads through (its readahead state). */
+static struct bs_ra reader;
+
 static void read_check(struct bs_file *file, char *buf, off_t off)
 {
-	T_CHECK(bs_read(file, buf, IO, off) == IO);
+	T_CHECK(bs_read(file, &reader, buf, IO, off) == IO);
 	T_CHECK(!memcmp(buf, table + off, IO));
 }
 
@@ -201,6 +204,7 @@ static void run_scenario(struct run *r)
 	T_CHECK(cfg.account && cfg.size);
 	T_CHECK(!bs_cache_create(&cfg, &ops, NULL, &cache));
 	T_CHECK(!bs_file_create(cache, &mem_ops, NULL, TABLE, &file));
+	bs_ra_init(&reader);
 
 	/* The table read sequentially. */
 	stats_of(cache, &s0);
@@ -239,6 +243,7 @@ static void run_scenario(struct run *r)
 
 	/* Drop the updates (nothing writes them back here) before the file goes. */
 	bs_file_destroy(file);
+	bs_ra_destroy(&reader);
 	bs_cache_destroy(cache);
 }
 
@@ -265,6 +270,7 @@ static void run_cold_random(const char *policy)
 
 	T_CHECK(!bs_cache_create(&cfg, &ops, NULL, &cache));
 	T_CHECK(!bs_file_create(cache, &mem_ops, NULL, TABLE, &file));
+	bs_ra_init(&reader);
 	for (uint64_t i = 1; i <= 512; i++)
 		read_check(file, buf, (off_t)((i * 1031) % slots) * (32 << 10));
 	stats_of(cache, &st);
@@ -281,6 +287,7 @@ static void run_cold_random(const char *policy)
 		T_CHECK(h.n[0] == 1024 && hist_bytes(&h) == 1024ull * 4096);
 	}
 	bs_file_destroy(file);
+	bs_ra_destroy(&reader);
 	bs_cache_destroy(cache);
 }
 
@@ -334,6 +341,7 @@ static void check_kernel_writes(void)
 
 	T_CHECK(!bs_cache_create(&cfg, &ops, NULL, &cache));
 	T_CHECK(!bs_file_create(cache, &mem_ops, NULL, TABLE, &file));
+	bs_ra_init(&reader);
 	for (size_t i = 0; i < sizeof(writes) / sizeof(writes[0]); i++)
 		T_CHECK(bs_write(file, buf, writes[i].len, writes[i].off) == (ssize_t)writes[i].len);
 	while ((folio = bs_index_next(&file->index, pos))) {
@@ -346,6 +354,7 @@ static void check_kernel_writes(void)
 	T_CHECK(n == sizeof(linux_folios) / sizeof(linux_folios[0]));
 	printf("kernel writes: the folios Linux 6.18 made, all %zu\n", n);
 	bs_file_destroy(file);
+	bs_ra_destroy(&reader);
 	bs_cache_destroy(cache);
 }
 

@@ -76,7 +76,7 @@ static void test_busy_then_idle(struct wb_file *f)
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	T_CHECK(fd >= 0);
 	T_CHECK(wb_file_fd_reopen(f, fd, WB_READ) == -EBUSY);	/* has one */
-	T_CHECK(wb_read(f, buf, sizeof(buf), 0) == 5 && !memcmp(buf, "hello", 5));
+	T_CHECK(wb_read(f, NULL, buf, sizeof(buf), 0) == 5 && !memcmp(buf, "hello", 5));
 	T_CHECK(wb_write(f, "J", 1, 0, NULL) == 1);
 	T_CHECK(wb_fsync(f, false, NULL) == 0);
 	check_backing("Jello", 5);

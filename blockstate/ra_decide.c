@@ -1,0 +1,221 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * ra_decide.c - what Linux's readahead decides, release by release: the
+ * window sizes, where the next window starts, which folio order it asks
+ * for and where its mark goes.  Pure functions of an open file's state
+ * and of what the cache holds (struct bs_ra_view); readahead.c reads what
+ * they ask for.  Unit tests pin every branch (tests/unit/test_ra_decide.c).
+ *
+ * Both models share mm/readahead.c's shape:
+ *
+ * - page_cache_sync_ra(), on a miss at page index for a read of req
+ *   pages: a read that starts the file, asks for more than the largest
+ *   window, or continues the previous read (index - prev_index <= 1)
+ *   starts a stream: window [index, index + init_size(req)), of which all
+ *   but req pages (half, if the window is no larger) are read ahead.  Else
+ *   the cached pages just before index (page_cache_prev_miss) tell a
+ *   stream lost track of from a random read: more of them than req (twice
+ *   as many when cached back to page 0) resume it with a window of that
+ *   many + req pages and one page ahead; otherwise the read is random and
+ *   reads its own pages only, leaving the state alone.
+ * - page_cache_async_ra(), when a read meets a marked folio: if the folio
+ *   is where this open's state expects its mark (start + size -
+ *   async_size rounded down to the folio), the next window follows the
+ *   last, larger; if not (another open's mark, or this open lost track),
+ *   the cached pages after the folio (page_cache_next_miss) stand for the
+ *   last window's read-ahead part, and the next window starts after them.
+ *
+ * Where they part (Ryan Roberts's series, merged for 6.17):
+ *
+ *   6.16  page_cache_ra_order() is passed the order of the marked folio
+ *         the reader met (0 for a miss) and adds 2 itself; a window of
+ *         fewer than 4 pages is read in single pages; the window's end is
+ *         not trimmed.  So a reader meeting a small folio's mark asks for
+ *         small folios again, whatever it read before.
+ *   6.17+ the order lives in the open file's state (ra->order): a miss's
+ *         window sets it to 0, each marked folio met adds 2 to it, and
+ *         page_cache_ra_order() only caps it (folio_size, the window) and
+ *         stores the capped value back.  A random read goes through
+ *         do_page_cache_ra() and leaves it alone, so an open that once
+ *         streamed keeps its high order, and the next mark it meets (its
+ *         own or another open's) reads 2 MiB folios at once.  The window's
+ *         end is trimmed to a multiple of that order's folio size (at most
+ *         the largest window's alignment).
+ *
+ * Not modelled: mmap faults (do_sync_mmap_readahead), FMODE_RANDOM and
+ * POSIX_FADV_SEQUENTIAL, blk-cgroup congestion, and a device's io_pages
+ * larger than the window (ractl_max_pages() lets a read larger than the
+ * window use it; here the window is the limit).
+ */
+#include "bs_i.h"
+
+#include <stdint.h>
+
+static unsigned int ilog2_u64(uint64_t v)
+{
+	return 63u - (unsigned int)__builtin_clzll(v);
+}
+
+static uint64_t roundup_pow2(uint64_t v)
+{
+	return v <= 1 ? 1 : (uint64_t)1 << (ilog2_u64(v - 1) + 1);
+}
+
+static uint64_t min_u64(uint64_t a, uint64_t b)
+{
+	return a < b ? a : b;
+}
+
+uint64_t bs_ra_init_size(uint64_t req, uint64_t max)
+{
+	uint64_t size = roundup_pow2(req);
+
+	if (size <= max / 32)
+		return 4 * size;
+	if (size <= max / 4)
+		return 2 * size;
+	return max;
+}
+
+uint64_t bs_ra_next_size(uint64_t cur, uint64_t max)
+{
+	if (cur < max / 16)
+		return 4 * cur;
+	if (cur <= max / 2)
+		return 2 * cur;
+	return max;
+}
+
+unsigned int bs_ra_folio_order(uint64_t index, unsigned int order, uint64_t last,
+			       unsigned int min_order)
+{
+	if (index & (((uint64_t)1 << order) - 1))
+		order = (unsigned int)__builtin_ctzll(index);
+	while (order > min_order && index + ((uint64_t)1 << order) - 1 > last)
+		order--;
+	return order;
+}
+
+/* do_page_cache_ra() of @nr pages from @start, the mark @lookahead pages before the end. */
+static struct bs_ra_read unbounded(uint64_t start, uint64_t nr, uint64_t lookahead,
+				   const struct bs_ra_limits *lim)
+{
+	uint64_t min_nr = (uint64_t)1 << lim->min_order;
+	uint64_t mark = UINT64_MAX;
+
+	if (lookahead <= nr) {
+		mark = start + nr - lookahead;
+		mark = (mark + min_nr - 1) & ~(min_nr - 1);
+	}
+	return (struct bs_ra_read){ .kind = BS_RA_UNBOUNDED, .start = start, .nr = nr,
+				    .mark = mark, .order = lim->min_order };
+}
+
+/* page_cache_ra_order() of the window in @ra, asking for @new_order. */
+static struct bs_ra_read ra_order(unsigned int model, struct bs_ra_state *ra,
+				  unsigned int new_order, const struct bs_ra_limits *lim)
+{
+	bool large = lim->max_order > lim->min_order;
+	uint64_t min_ra = (uint64_t)1 << lim->min_order;
+
+	if (model == BS_RA_6_16) {
+		/* 6.16: at least four pages for large folios, and +2 here. */
+		if (min_ra < 4)
+			min_ra = 4;
+		if (!large || ra->size < min_ra)
+			return unbounded(ra->start, ra->size, ra->async_size, lim);
+		if (new_order < lim->max_order)
+			new_order += 2;
+	} else if (!large) {
+		ra->order = 0;
+		return unbounded(ra->start, ra->size, ra->async_size, lim);
+	}
+	if (new_order > lim->max_order)
+		new_order = lim->max_order;
+	if (new_order > ilog2_u64(ra->size))
+		new_order = ilog2_u64(ra->size);
+	if (new_order < lim->min_order)
+		new_order = lim->min_order;
+	if (model != BS_RA_6_16)
+		ra->order = new_order;
+	return (struct bs_ra_read){ .kind = BS_RA_ORDER, .start = ra->start, .nr = ra->size,
+				    .mark = ra->start + ra->size - ra->async_size,
+				    .order = new_order };
+}
+
+struct bs_ra_read bs_ra_sync(unsigned int model, struct bs_ra_state *ra, uint64_t index,
+			     uint64_t req, const struct bs_ra_limits *lim,
+			     const struct bs_ra_view *view)
+{
+	uint64_t max = lim->max_pages;
+	uint64_t prev_index = (uint64_t)ra->prev_pos >> BS_PAGE_SHIFT;
+	uint64_t miss, contig;
+
+	if (!index || req > max || index - prev_index <= 1) {
+		ra->start = index;
+		ra->size = bs_ra_init_size(req, max);
+		ra->async_size = ra->size > req ? ra->size - req : ra->size >> 1;
+	} else {
+		/* The cached history a stream would leave behind. */
+		miss = view->prev_miss(view->ctx, index - 1, max);
+		contig = index - miss - 1;
+		if (contig <= req)
+			return (struct bs_ra_read){ .kind = BS_RA_RANDOM, .start = index,
+						    .nr = req, .mark = UINT64_MAX };
+		/* Cached from page 0: a long stream, or a whole-file read. */
+		if (miss == UINT64_MAX)
+			contig *= 2;
+		ra->start = index;
+		ra->size = min_u64(contig + req, max);
+		ra->async_size = 1;
+	}
+	if (model == BS_RA_6_16)
+		return ra_order(model, ra, 0, lim);
+	ra->order = 0;
+	return ra_order(model, ra, ra->order, lim);
+}
+
+struct bs_ra_read bs_ra_async(unsigned int model, struct bs_ra_state *ra,
+			      uint64_t folio_index, unsigned int folio_order, uint64_t req,
+			      const struct bs_ra_limits *lim, const struct bs_ra_view *view)
+{
+	uint64_t max = lim->max_pages;
+	uint64_t folio_mask = ((uint64_t)1 << folio_order) - 1;
+	uint64_t expected = (ra->start + ra->size - ra->async_size) & ~folio_mask;
+	uint64_t start, end, aligned_end, align;
+
+	if (folio_index == expected) {
+		/* This open's own mark: push the window forward, larger. */
+		uint64_t next = bs_ra_next_size(ra->size, max);
+
+		ra->start += ra->size;
+		if (next > ra->size)
+			ra->size = next;
+	} else {
+		/*
+		 * A mark without matching state (interleaved reads, another
+		 * open's window): the cached pages after the folio stand for
+		 * the last window's read-ahead part.
+		 */
+		start = view->next_miss(view->ctx, folio_index + 1, max);
+		if (!start || start - folio_index > max)
+			return (struct bs_ra_read){ .kind = BS_RA_NONE };
+		ra->start = start;
+		ra->size = start - folio_index + req;
+		ra->size = bs_ra_next_size(ra->size, max);
+	}
+	if (model == BS_RA_6_16) {
+		ra->async_size = ra->size;
+		return ra_order(model, ra, folio_order, lim);
+	}
+	/* 6.17+: the open's own order, the window's end on its boundary. */
+	ra->order += 2;
+	align = (uint64_t)1 << (ra->order < (unsigned int)__builtin_ctzll(max)
+				? ra->order : (unsigned int)__builtin_ctzll(max));
+	end = ra->start + ra->size;
+	aligned_end = end & ~(align - 1);
+	if (aligned_end > ra->start)
+		ra->size -= end - aligned_end;
+	ra->async_size = ra->size;
+	return ra_order(model, ra, ra->order, lim);
+}

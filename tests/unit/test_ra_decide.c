@@ -1,0 +1,394 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * test_ra_decide.c - the readahead decisions (blockstate/ra_decide.c)
+ * against the code of Linux's mm/readahead.c they follow: 6.16 (before
+ * Ryan Roberts's "mm/readahead: honour new_order", "terminate async
+ * readahead on natural boundary" and "store folio order in struct
+ * file_ra_state", merged for 6.17) and 6.17+ (as in 6.18).  Each case
+ * gives the state, the cache (a set of held pages) and the call, and the
+ * window, order and mark the kernel's code computes for them, worked out
+ * by hand from that code and written next to each check.
+ */
+#include "bs_i.h"
+#include "test_helpers.h"
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+
+#define PAGES 8192
+
+/* The cache: which pages a folio holds. */
+static bool held[PAGES];
+
+static void cache_clear(void)
+{
+	memset(held, 0, sizeof(held));
+}
+
+static void cache_hold(uint64_t first, uint64_t end)
+{
+	for (uint64_t i = first; i < end; i++)
+		held[i] = true;
+}
+
+static uint64_t next_miss(void *ctx, uint64_t index, uint64_t max)
+{
+	(void)ctx;
+	for (uint64_t i = index; i < index + max; i++)
+		if (i >= PAGES || !held[i])
+			return i;
+	return index + max;
+}
+
+static uint64_t prev_miss(void *ctx, uint64_t index, uint64_t max)
+{
+	(void)ctx;
+	for (uint64_t n = 0; n < max; n++, index--) {
+		if (!held[index])
+			return index;
+		if (index == 0)
+			return UINT64_MAX;
+	}
+	return index;
+}
+
+static const struct bs_ra_view view = { next_miss, prev_miss, NULL };
+
+/* 2 MiB window and largest folio, 4 KiB smallest: the mount's defaults. */
+static const struct bs_ra_limits lim = { .max_pages = 512, .min_order = 0, .max_order = 9 };
+
+static struct bs_ra_state fresh(void)
+{
+	return (struct bs_ra_state){ .prev_pos = -1 };
+}
+
+static void check_read(struct bs_ra_read rd, enum bs_ra_kind kind, uint64_t start, uint64_t nr,
+		       uint64_t mark, unsigned int order, int line)
+{
+	if (rd.kind != kind || rd.start != start || rd.nr != nr || rd.mark != mark ||
+	    (kind == BS_RA_ORDER && rd.order != order)) {
+		fprintf(stderr, "line %d: got kind %d start %llu nr %llu mark %llu order %u\n",
+			line, rd.kind, (unsigned long long)rd.start, (unsigned long long)rd.nr,
+			(unsigned long long)rd.mark, rd.order);
+		exit(T_EXIT_FAIL);
+	}
+}
+#define CHECK_READ(rd, kind, start, nr, mark, order) \
+	check_read(rd, kind, start, nr, mark, order, __LINE__)
+
+static void check_state(const struct bs_ra_state *ra, uint64_t start, uint64_t size,
+			uint64_t async, unsigned int order, int line)
+{
+	if (ra->start != start || ra->size != size || ra->async_size != async || ra->order != order) {
+		fprintf(stderr, "line %d: state start %llu size %llu async %llu order %u\n", line,
+			(unsigned long long)ra->start, (unsigned long long)ra->size,
+			(unsigned long long)ra->async_size, ra->order);
+		exit(T_EXIT_FAIL);
+	}
+}
+#define CHECK_STATE(ra, start, size, async, order) \
+	check_state(ra, start, size, async, order, __LINE__)
+
+/* get_init_ra_size() and get_next_ra_size(), both releases. */
+static void test_sizes(void)
+{
+	/* 2 MiB (512 pages): x4 up to max/32, x2 up to max/4, then max. */
+	T_CHECK(bs_ra_init_size(1, 512) == 4);
+	T_CHECK(bs_ra_init_size(2, 512) == 8);
+	T_CHECK(bs_ra_init_size(3, 512) == 16);		/* rounded up to 4 */
+	T_CHECK(bs_ra_init_size(16, 512) == 64);
+	T_CHECK(bs_ra_init_size(17, 512) == 64);	/* 32 <= 128: x2 */
+	T_CHECK(bs_ra_init_size(128, 512) == 256);
+	T_CHECK(bs_ra_init_size(129, 512) == 512);
+	/* 128 KiB, the comment's table: 1-2 pages 16k, 3-4 32k, 5-8 64k, more 128k. */
+	T_CHECK(bs_ra_init_size(2, 32) == 4 && bs_ra_init_size(4, 32) == 8);
+	T_CHECK(bs_ra_init_size(8, 32) == 16 && bs_ra_init_size(9, 32) == 32);
+	/* x4 below max/16, x2 up to max/2, then max. */
+	T_CHECK(bs_ra_next_size(4, 512) == 16);
+	T_CHECK(bs_ra_next_size(31, 512) == 124);
+	T_CHECK(bs_ra_next_size(32, 512) == 64);
+	T_CHECK(bs_ra_next_size(256, 512) == 512);
+	T_CHECK(bs_ra_next_size(257, 512) == 512);
+	T_CHECK(bs_ra_next_size(512, 512) == 512);
+}
+
+/* page_cache_ra_order()'s folio layout: alignment and the window's end. */
+static void test_folio_order(void)
+{
+	T_CHECK(bs_ra_folio_order(0, 9, 1023, 0) == 9);
+	T_CHECK(bs_ra_folio_order(6, 2, 100, 0) == 1);		/* __ffs(6) */
+	T_CHECK(bs_ra_folio_order(8, 2, 9, 0) == 1);		/* 8 + 3 > 9 */
+	T_CHECK(bs_ra_folio_order(8, 3, 8, 0) == 0);
+	T_CHECK(bs_ra_folio_order(8, 3, 8, 1) == 1);		/* never below min */
+	T_CHECK(bs_ra_folio_order(512, 9, 1000, 0) == 8);	/* 512 + 511 > 1000 */
+}
+
+/* page_cache_sync_ra(): the start of the file and a read continuing the previous one. */
+static void test_sync_stream(void)
+{
+	for (unsigned int model = 0; model < BS_NR_RA_MODELS; model++) {
+		bool v16 = model == BS_RA_6_16;
+		struct bs_ra_state ra = fresh();
+		struct bs_ra_read rd;
+
+		cache_clear();
+		/* Page 0, 8 KiB: window 8, 6 ahead, mark on page 2. */
+		rd = bs_ra_sync(model, &ra, 0, 2, &lim, &view);
+		/* 6.16: order 0 + 2 inside page_cache_ra_order(); 6.17+: ra->order = 0. */
+		CHECK_READ(rd, BS_RA_ORDER, 0, 8, 2, v16 ? 2 : 0);
+		CHECK_STATE(&ra, 0, 8, 6, 0);
+
+		/* Continuing a read that ended at byte 40960 (page 10): a stream. */
+		ra = fresh();
+		ra.prev_pos = 40960;
+		ra.order = 7;
+		rd = bs_ra_sync(model, &ra, 10, 2, &lim, &view);
+		CHECK_READ(rd, BS_RA_ORDER, 10, 8, 12, v16 ? 2 : 0);
+		CHECK_STATE(&ra, 10, 8, 6, v16 ? 7 : 0);	/* 6.16 has no ra->order */
+
+		/* Larger than the largest window: 600 pages, window = max, half ahead. */
+		ra = fresh();
+		rd = bs_ra_sync(model, &ra, 100, 600, &lim, &view);
+		CHECK_READ(rd, BS_RA_ORDER, 100, 512, 356, v16 ? 2 : 0);
+		CHECK_STATE(&ra, 100, 512, 256, 0);
+	}
+}
+
+/* page_cache_sync_ra(): random reads, and a stream that lost track. */
+static void test_sync_history(void)
+{
+	for (unsigned int model = 0; model < BS_NR_RA_MODELS; model++) {
+		bool v16 = model == BS_RA_6_16;
+		struct bs_ra_state ra = fresh();
+		struct bs_ra_read rd;
+
+		/* Nothing cached before page 1000: random, the state untouched. */
+		cache_clear();
+		ra.start = 5;
+		ra.size = 64;
+		ra.async_size = 64;
+		ra.order = 9;
+		ra.prev_pos = 8192;
+		rd = bs_ra_sync(model, &ra, 1000, 2, &lim, &view);
+		T_CHECK(rd.kind == BS_RA_RANDOM && rd.start == 1000 && rd.nr == 2);
+		/* do_page_cache_ra() keeps ra->order: the 6.17 mechanism. */
+		CHECK_STATE(&ra, 5, 64, 64, 9);
+
+		/* Two pages cached before: not more than the read, still random. */
+		cache_hold(998, 1000);
+		rd = bs_ra_sync(model, &ra, 1000, 2, &lim, &view);
+		T_CHECK(rd.kind == BS_RA_RANDOM);
+
+		/* 100 cached before: a stream lost track of; 100 + 2 pages, 1 ahead. */
+		cache_hold(900, 1000);
+		rd = bs_ra_sync(model, &ra, 1000, 2, &lim, &view);
+		/* 6.16: 0 + 2, ilog2(102) = 6: order 2. */
+		CHECK_READ(rd, BS_RA_ORDER, 1000, 102, 1101, v16 ? 2 : 0);
+		CHECK_STATE(&ra, 1000, 102, 1, v16 ? 9 : 0);
+
+		/* Cached back to page 0: doubled, 2 x 300 + 2, at most the window. */
+		cache_clear();
+		cache_hold(0, 300);
+		ra = fresh();
+		ra.prev_pos = 4096;
+		rd = bs_ra_sync(model, &ra, 300, 2, &lim, &view);
+		CHECK_READ(rd, BS_RA_ORDER, 300, 512, 811, v16 ? 2 : 0);
+		/* 200 back: 202. */
+		cache_clear();
+		cache_hold(100, 300);
+		rd = bs_ra_sync(model, &ra, 300, 2, &lim, &view);
+		CHECK_READ(rd, BS_RA_ORDER, 300, 202, 501, v16 ? 2 : 0);
+	}
+}
+
+/* page_cache_async_ra(): this open's own marks, the ramp of windows and orders. */
+static void test_async_own(void)
+{
+	struct bs_ra_state ra16 = fresh(), ra17 = fresh();
+	struct bs_ra_read rd;
+
+	cache_clear();
+	(void)bs_ra_sync(BS_RA_6_16, &ra16, 0, 2, &lim, &view);
+	(void)bs_ra_sync(BS_RA_6_17, &ra17, 0, 2, &lim, &view);
+	/*
+	 * The mark on page 2; 6.16 made order-2 folios, so the marked folio
+	 * is [0, 4), 6.17 order 0: [2, 3).  expected = round_down(2, folio).
+	 */
+	rd = bs_ra_async(BS_RA_6_16, &ra16, 0, 2, 2, &lim, &view);
+	/* start 8, size max(8, 4 x 8) = 32, all ahead; order 2 + 2. */
+	CHECK_READ(rd, BS_RA_ORDER, 8, 32, 8, 4);
+	CHECK_STATE(&ra16, 8, 32, 32, 0);
+	rd = bs_ra_async(BS_RA_6_17, &ra17, 2, 0, 2, &lim, &view);
+	/* ra->order 0 + 2; align 4: end 40 stays. */
+	CHECK_READ(rd, BS_RA_ORDER, 8, 32, 8, 2);
+	CHECK_STATE(&ra17, 8, 32, 32, 2);
+
+	/*
+	 * Next mark: page 8.  6.16 asked for order 4, but page 8 is aligned
+	 * to order 3 only, so the marked folio is [8, 16): the order it
+	 * passes on is 3 (the slow ramp the 6.17 series fixed).  6.17: [8, 12).
+	 */
+	rd = bs_ra_async(BS_RA_6_16, &ra16, 8, 3, 2, &lim, &view);
+	/* size 2 x 32 = 64 (32 is not below max/16); order 3 + 2, no trimming. */
+	CHECK_READ(rd, BS_RA_ORDER, 40, 64, 40, 5);
+	CHECK_STATE(&ra16, 40, 64, 64, 0);
+	/* Had 6.16 met a folio of order 4 there, expected (round_down(8, 16) = 0)
+	 * would not match: the branch for a mark without state. */
+	{
+		struct bs_ra_state other = { .start = 8, .size = 32, .async_size = 32, .prev_pos = -1 };
+
+		cache_clear();
+		cache_hold(8, 40);
+		rd = bs_ra_async(BS_RA_6_16, &other, 8, 4, 2, &lim, &view);
+		/* start 40 (the miss), size next(32 + 2) = 68, order 4 + 2 */
+		CHECK_READ(rd, BS_RA_ORDER, 40, 68, 40, 6);
+		cache_clear();
+	}
+	rd = bs_ra_async(BS_RA_6_17, &ra17, 8, 2, 2, &lim, &view);
+	/* order 4, align 16: end 104 -> 96, size 56; ilog2(56) = 5 > 4. */
+	CHECK_READ(rd, BS_RA_ORDER, 40, 56, 40, 4);
+	CHECK_STATE(&ra17, 40, 56, 56, 4);
+
+	/*
+	 * 6.17 ramps to the largest folio and window and stays there: each
+	 * mark is on the first folio of the last window, as aligned as its
+	 * page allows.  Windows (start, size, order): (96, 96, 6), (192, 64,
+	 * 6), (256, 128, 7), (384, 128, 7), (512, 256, 8), (768, 256, 8),
+	 * (1024, 512, 9), then 512 pages of 2 MiB folios each time.
+	 */
+	for (int i = 0; i < 8; i++) {
+		unsigned int forder = bs_ra_folio_order(ra17.start, ra17.order,
+							ra17.start + ra17.size - 1, 0);
+
+		rd = bs_ra_async(BS_RA_6_17, &ra17, ra17.start, forder, 2, &lim, &view);
+		T_CHECK(rd.kind == BS_RA_ORDER);
+		if (i == 5)
+			CHECK_STATE(&ra17, 768, 256, 256, 8);
+	}
+	CHECK_STATE(&ra17, 1536, 512, 512, 9);
+}
+
+/* page_cache_async_ra(): a mark this open did not leave (interleaved reads). */
+static void test_async_other(void)
+{
+	for (unsigned int model = 0; model < BS_NR_RA_MODELS; model++) {
+		bool v16 = model == BS_RA_6_16;
+		struct bs_ra_state ra = fresh();
+		struct bs_ra_read rd;
+
+		/* Another open's window left [1000, 1100) cached, marked folio [1000, 1004). */
+		cache_clear();
+		cache_hold(1000, 1100);
+		rd = bs_ra_async(model, &ra, 1000, 2, 2, &lim, &view);
+		/* start at the miss 1100, size next(100 + 2) = 204. */
+		if (v16) {
+			/* order of the marked folio 2, + 2. */
+			CHECK_READ(rd, BS_RA_ORDER, 1100, 204, 1100, 4);
+			CHECK_STATE(&ra, 1100, 204, 204, 0);
+		} else {
+			/* this open's order 0, + 2; align 4: 1304 stays. */
+			CHECK_READ(rd, BS_RA_ORDER, 1100, 204, 1100, 2);
+			CHECK_STATE(&ra, 1100, 204, 204, 2);
+		}
+
+		/* An open that ramped to 2 MiB folios before (and read at random since). */
+		ra = fresh();
+		ra.order = 9;
+		cache_clear();
+		cache_hold(1024, 1536);
+		cache_hold(1536, 1540);
+		rd = bs_ra_async(model, &ra, 1536, 2, 2, &lim, &view);
+		/* start 1540, size next(4 + 2) = 24 */
+		if (v16) {
+			CHECK_READ(rd, BS_RA_ORDER, 1540, 24, 1540, 4);
+		} else {
+			/* order 11, align 1 << 9: end 1564 rounds to 1536 < start, kept;
+			 * order capped to 9, then to ilog2(24) = 4. */
+			CHECK_READ(rd, BS_RA_ORDER, 1540, 24, 1540, 4);
+			T_CHECK(ra.order == 4);
+		}
+
+		/* The same with 1 MiB cached after the mark: a large window. */
+		ra = fresh();
+		ra.order = 9;
+		cache_clear();
+		cache_hold(2048, 2048 + 256);
+		rd = bs_ra_async(model, &ra, 2048, 2, 2, &lim, &view);
+		/* start 2304, size next(258) = 512 (258 > 256: max). */
+		if (v16) {
+			/* 2 + 2 */
+			CHECK_READ(rd, BS_RA_ORDER, 2304, 512, 2304, 4);
+		} else {
+			/* order 11 -> align 512: end 2816 -> 2560, size 256; order 9 capped to ilog2(256) = 8 */
+			CHECK_READ(rd, BS_RA_ORDER, 2304, 256, 2304, 8);
+			CHECK_STATE(&ra, 2304, 256, 256, 8);
+		}
+
+		/* Everything cached for a whole window after the mark: nothing to do. */
+		ra = fresh();
+		cache_clear();
+		cache_hold(4096, 4096 + 600);
+		rd = bs_ra_async(model, &ra, 4096, 0, 2, &lim, &view);
+		T_CHECK(rd.kind == BS_RA_NONE);
+	}
+}
+
+/* Small windows and caches without large folios. */
+static void test_fallbacks(void)
+{
+	static const struct bs_ra_limits small = { .max_pages = 2, .min_order = 0, .max_order = 9 };
+	static const struct bs_ra_limits flat = { .max_pages = 512, .min_order = 0, .max_order = 0 };
+	struct bs_ra_state ra = fresh();
+	struct bs_ra_read rd;
+
+	cache_clear();
+	/* 6.16: fewer than 4 pages go page by page, the mark on start + size - async. */
+	rd = bs_ra_sync(BS_RA_6_16, &ra, 0, 1, &small, &view);
+	CHECK_READ(rd, BS_RA_UNBOUNDED, 0, 2, 1, 0);
+	/* 6.17+: no such floor. */
+	ra = fresh();
+	rd = bs_ra_sync(BS_RA_6_17, &ra, 0, 1, &small, &view);
+	CHECK_READ(rd, BS_RA_ORDER, 0, 2, 1, 0);
+	/* No large folios: page by page, and 6.17 resets the order. */
+	ra = fresh();
+	ra.order = 5;
+	ra.prev_pos = 0;
+	rd = bs_ra_sync(BS_RA_6_17, &ra, 1, 2, &flat, &view);
+	CHECK_READ(rd, BS_RA_UNBOUNDED, 1, 8, 3, 0);
+	T_CHECK(ra.order == 0);
+}
+
+/* Model names: 6.18 and later are 6.17+; nothing else is taken. */
+static void test_names(void)
+{
+	static const char *const bad[] = { "", "6", "6.", "6.15", "5.19", "7.0", " 6.17",
+					   "+6.17", "6.17 ", "6.17x", "x" };
+	unsigned int m = 99;
+
+	T_CHECK(!bs_ra_model_parse("6.16", &m) && m == BS_RA_6_16);
+	T_CHECK(!bs_ra_model_parse("6.17", &m) && m == BS_RA_6_17);
+	T_CHECK(!bs_ra_model_parse("6.18", &m) && m == BS_RA_6_17);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		m = 99;
+		T_CHECK(bs_ra_model_parse(bad[i], &m) == -EINVAL && m == 99);
+	}
+	T_CHECK(!strcmp(bs_ra_model_name(BS_RA_6_16), "6.16"));
+	T_CHECK(!strcmp(bs_ra_model_name(BS_RA_6_17), "6.17"));
+	T_CHECK(!bs_ra_model_name(BS_NR_RA_MODELS));
+}
+
+int main(void)
+{
+	test_names();
+	test_sizes();
+	test_folio_order();
+	test_sync_stream();
+	test_sync_history();
+	test_async_own();
+	test_async_other();
+	test_fallbacks();
+	printf("readahead decisions: 6.16 and 6.17+ as mm/readahead.c computes them\n");
+	return T_EXIT_PASS;
+}
