@@ -328,8 +328,9 @@ struct bs_ra_view {
 	uint64_t (*next_miss)(void *ctx, uint64_t index, uint64_t max);
 	/*
 	 * page_cache_prev_miss(): the first of pages index, index - 1, ...
-	 * (at most max of them) that no folio holds; index - max if every
-	 * one is held; UINT64_MAX when the walk went below page 0.
+	 * (at most max of them) that no folio holds; if every one is held,
+	 * the last one looked at (index - max + 1), or UINT64_MAX when the
+	 * walk would go on below page 0.
 	 */
 	uint64_t (*prev_miss)(void *ctx, uint64_t index, uint64_t max);
 	void *ctx;

@@ -165,9 +165,9 @@ static uint64_t view_next_miss(void *ctx, uint64_t index, uint64_t max)
 static uint64_t view_prev_miss(void *ctx, uint64_t index, uint64_t max)
 {
 	struct bs_file *file = ctx;
-	uint64_t stop = index >= max ? index - max : UINT64_MAX;
+	/* The last page the walk looks at; below 0: UINT64_MAX. */
+	uint64_t last = index + 1 >= max ? index + 1 - max : UINT64_MAX;
 
-	/* Pages index, index - 1, ... down to stop + 1 (or page 0). */
 	for (;;) {
 		struct bs_folio *folio = lookup_page(file, index);
 		uint64_t from;
@@ -176,8 +176,8 @@ static uint64_t view_prev_miss(void *ctx, uint64_t index, uint64_t max)
 			return index;
 		from = held_from(folio, index);
 		bs_folio_put(folio);
-		if (stop != UINT64_MAX && from <= stop + 1)
-			return stop;
+		if (last != UINT64_MAX && from <= last)
+			return last;
 		if (from > page_of(folio))
 			return from - 1;
 		if (from == 0)

@@ -42,16 +42,16 @@ static uint64_t next_miss(void *ctx, uint64_t index, uint64_t max)
 	return index + max;
 }
 
+/* As the kernel's: the walk stops on the max-th page, held or not. */
 static uint64_t prev_miss(void *ctx, uint64_t index, uint64_t max)
 {
 	(void)ctx;
-	for (uint64_t n = 0; n < max; n++, index--) {
-		if (!held[index])
+	for (uint64_t n = 1;; n++, index--) {
+		if (!held[index] || n == max)
 			return index;
 		if (index == 0)
 			return UINT64_MAX;
 	}
-	return index;
 }
 
 static const struct bs_ra_view view = { next_miss, prev_miss, NULL };
@@ -200,6 +200,15 @@ static void test_sync_history(void)
 		cache_hold(100, 300);
 		rd = bs_ra_sync(model, &ra, 300, 2, &lim, &view);
 		CHECK_READ(rd, BS_RA_ORDER, 300, 202, 501, v16 ? 2 : 0);
+		/*
+		 * More than a window back: the walk stops on its 512th page
+		 * (988), held, so contig is 511, not 512; 511 + 2 -> 512.
+		 */
+		cache_clear();
+		cache_hold(0, 1500);
+		rd = bs_ra_sync(model, &ra, 1500, 1, &lim, &view);
+		CHECK_READ(rd, BS_RA_ORDER, 1500, 512, 2011, v16 ? 2 : 0);
+		T_CHECK(prev_miss(NULL, 1499, 512) == 988);
 	}
 }
 
