@@ -567,4 +567,52 @@ void bs_sync_end(struct bs_file *file, uint64_t token, int err);
 bool bs_file_has_unsynced(struct bs_file *file);
 uint64_t bs_file_unsynced_bytes(struct bs_file *file);
 
+/*
+ * ---- the folios of one file: a view, and eviction (file_map.c) ----
+ *
+ * For the control files .foliofs/folios and .foliofs/evict, which compare
+ * the cache folio for folio with the kernel's page cache.
+ */
+
+/* One cached folio, as bs_file_folios() sees it. */
+struct bs_folio_info {
+	off_t start;		/* file offset, a multiple of the size */
+	unsigned int order;	/* log2 of the size in 4 KiB pages: 0 .. 9 */
+	bool uptodate;		/* every block uptodate */
+	bool dirty;		/* a block dirty */
+	bool writeback;		/* a block under writeback */
+	bool ra_mark;		/* the readahead mark (PG_readahead) */
+};
+
+/*
+ * Call @fn(@arg, info) for every folio of @file in file order until it
+ * returns non-zero, which is then returned (0 when the walk ended).  Each
+ * folio's state is exact when read, but the walk is not one snapshot:
+ * folios made or dropped meanwhile may or may not be seen.
+ * Context: any thread, no blockstate lock held; @fn is called with none.
+ */
+typedef int (*bs_folio_fn)(void *arg, const struct bs_folio_info *info);
+int bs_file_folios(struct bs_file *file, bs_folio_fn fn, void *arg);
+
+/* What bs_file_evict() did. */
+struct bs_evict_result {
+	uint64_t folios;	/* folios dropped */
+	uint64_t bytes;		/* their memory */
+	uint64_t kept_held;	/* folios kept: a block dirty, under writeback or unsynced */
+	uint64_t kept_busy;	/* folios kept: in use (a read in flight, a reader) */
+};
+
+/*
+ * Drop every folio wholly inside [@start, @end) that is clean and not in
+ * use, as POSIX_FADV_DONTNEED does through invalidate_mapping_pages():
+ * folios holding dirty, writeback or unsynced blocks and folios in use
+ * stay (counted in @res), and so do folios only partly inside.  Nothing
+ * is written back.  Dropped folios leave the clock like reclaimed ones
+ * (but are not counted as reclaimed).
+ * Context: any thread, no blockstate lock held; takes the file's
+ * index_lock for writing.
+ */
+void bs_file_evict(struct bs_file *file, off_t start, off_t end,
+		   struct bs_evict_result *res);
+
 #endif /* FOLIOFS_BLOCKSTATE_H */

@@ -536,6 +536,15 @@ struct bs_cache {
 int bs_cache_make_room(struct bs_cache *cache, size_t bytes, bool may_fail);
 void bs_cache_lru_add(struct bs_cache *cache, struct bs_folio *folio);
 void bs_cache_lru_del(struct bs_cache *cache, struct bs_folio *folio);
+/*
+ * Take @folio out of its file's index if nobody but the index holds it
+ * and it is clean: no block dirty, under writeback or unsynced, no read
+ * in flight.  True when it was taken out (detached; the caller takes it
+ * off the clock and drops the index's reference).  Reclaim and eviction
+ * (file_map.c) drop a folio with this.
+ * Context: the file's index_lock held for writing, the folio lock not held.
+ */
+bool bs_folio_detach_clean(struct bs_folio *folio);
 
 #ifdef FOLIOFS_DEBUG_CHECKS
 #define BS_DEBUG 1

@@ -208,6 +208,23 @@ void bs_cache_lru_del(struct bs_cache *cache, struct bs_folio *folio)
 	pthread_mutex_unlock(&cache->lru_lock);
 }
 
+bool bs_folio_detach_clean(struct bs_folio *folio)
+{
+	bool detached = false;
+
+	/* refs == 1 under the index lock: nobody else has it or can get it. */
+	if (atomic_load(&folio->refs) != 1)
+		return false;
+	pthread_mutex_lock(&folio->lock);
+	if (!folio->detached && !bs_folio_pinned(folio) && !folio->rd_runs) {
+		bs_index_remove(&folio->file->index, folio);
+		folio->detached = true;
+		detached = true;
+	}
+	pthread_mutex_unlock(&folio->lock);
+	return detached;
+}
+
 /*
  * Try to take @folio out of its file for reclaim.
  * Context: lru_lock held; index lock taken only by trylock (order).
@@ -215,23 +232,15 @@ void bs_cache_lru_del(struct bs_cache *cache, struct bs_folio *folio)
 static bool try_evict(struct bs_cache *cache, struct bs_folio *folio)
 {
 	struct bs_file *file = folio->file;
-	bool evicted = false;
+	bool evicted;
 
 	if (atomic_load(&folio->refs) != 1)
 		return false;
 	if (pthread_rwlock_trywrlock(&file->index_lock))
 		return false;
-	/* refs == 1 under the index lock: nobody else has it or can get it. */
-	if (atomic_load(&folio->refs) == 1) {
-		pthread_mutex_lock(&folio->lock);
-		if (!folio->detached && !bs_folio_pinned(folio)) {
-			bs_index_remove(&file->index, folio);
-			folio->detached = true;
-			lru_del_locked(cache, folio);
-			evicted = true;
-		}
-		pthread_mutex_unlock(&folio->lock);
-	}
+	evicted = bs_folio_detach_clean(folio);
+	if (evicted)
+		lru_del_locked(cache, folio);
 	pthread_rwlock_unlock(&file->index_lock);
 	return evicted;
 }

@@ -25,6 +25,20 @@
  *                    path) or "stop".  A bad command fails with EINVAL,
  *                    a start while recording with EBUSY, and changes
  *                    nothing.  Writable by the mounting user only.
+ *   .foliofs/folios  every cached folio of every file, one line each,
+ *                    "INO INDEX ORDER FLAGS" (wb_ctx_folios()): a snapshot
+ *                    at open, sized by the walk.  Readable by the mounting
+ *                    user only, as files.
+ *   .foliofs/evict   write "INO START LEN" (bytes; LEN 0: to the end) to
+ *                    drop that file's clean, unused folios wholly inside
+ *                    [START, START + LEN), as POSIX_FADV_DONTNEED does;
+ *                    dirty and busy folios stay.  A read through the same
+ *                    open file then gives what was done ("dropped N bytes
+ *                    B kept_held H kept_busy K").  Bad input fails with
+ *                    EINVAL, an inode no cached file has with ENOENT, both
+ *                    logged with the reason, which a read then gives.
+ *                    Mounting user only (0600): it names files by number,
+ *                    whoever may open them.
  *   .foliofs/tunables/NAME
  *                    one file per run-time setting (wb_tunable_name()),
  *                    like /proc/sys/vm: read gives the value and a
@@ -66,6 +80,8 @@ static struct ffs_inode ctl_fault = CTL_INODE(FFS_CTL_FAULT, S_IFREG);
 static struct ffs_inode ctl_files = CTL_INODE(FFS_CTL_FILES, S_IFREG);
 static struct ffs_inode ctl_sync = CTL_INODE(FFS_CTL_SYNC, S_IFREG);
 static struct ffs_inode ctl_trace = CTL_INODE(FFS_CTL_TRACE, S_IFREG);
+static struct ffs_inode ctl_folios = CTL_INODE(FFS_CTL_FOLIOS, S_IFREG);
+static struct ffs_inode ctl_evict = CTL_INODE(FFS_CTL_EVICT, S_IFREG);
 static struct ffs_inode ctl_tunables = CTL_INODE(FFS_CTL_TUNABLES, S_IFDIR);
 /* tunables/NAME: the i-th is wb_tunable_name(i). */
 static struct ffs_inode ctl_tunable[CTL_TUNABLES_MAX] = {
@@ -82,6 +98,8 @@ static struct {
 	{ "files", &ctl_files },
 	{ "sync", &ctl_sync },
 	{ "trace", &ctl_trace },
+	{ "folios", &ctl_folios },
+	{ "evict", &ctl_evict },
 	{ "tunables", &ctl_tunables },
 };
 
@@ -132,7 +150,10 @@ static mode_t ctl_mode(const struct ffs_inode *inode)
 	case FFS_CTL_TRACE:
 		return 0644;
 	case FFS_CTL_FILES:
+	case FFS_CTL_FOLIOS:
 		return 0400;
+	case FFS_CTL_EVICT:
+		return 0600;
 	case FFS_CTL_SYNC:
 		return 0222;
 	default:
@@ -305,9 +326,11 @@ static int ctl_fill(struct ffs_data *fs, struct ffs_inode *inode, struct ctl_buf
 		ctl_fill_stats(fs, buf);
 		return 0;
 	case FFS_CTL_FILES:
+	case FFS_CTL_FOLIOS:
 		free(buf->data);
 		buf->data = NULL;
-		n = wb_ctx_files(fs->wb, &buf->data);
+		n = inode->ctl == FFS_CTL_FILES ? wb_ctx_files(fs->wb, &buf->data) :
+						  wb_ctx_folios(fs->wb, &buf->data);
 		if (n < 0)
 			return (int)n;
 		buf->len = buf->cap = (size_t)n;
@@ -341,7 +364,8 @@ int ffs_ctl_open(struct ffs_data *fs, struct ffs_inode *inode, struct fuse_file_
 	if (inode->type == S_IFDIR)
 		return -EISDIR;
 	/* Root passes the kernel's mode check: these are read-only for all. */
-	if ((inode->ctl == FFS_CTL_STATS || inode->ctl == FFS_CTL_FILES) &&
+	if ((inode->ctl == FFS_CTL_STATS || inode->ctl == FFS_CTL_FILES ||
+	     inode->ctl == FFS_CTL_FOLIOS) &&
 	    (!rdonly || (fi->flags & O_TRUNC)))
 		return -EACCES;
 	buf = ctl_buf_alloc(inode->ctl == FFS_CTL_SYNC ? 0 : CTL_STATS_MAX);
@@ -379,6 +403,29 @@ static int ctl_set(struct ffs_data *fs, struct ffs_inode *inode, const char *spe
 	if (inode->ctl == FFS_CTL_TRACE)
 		return ctl_set_trace(fs, spec, err, errlen);
 	return wb_tunable_set(fs->wb, ctl_tunable_name(inode), spec, err, errlen);
+}
+
+/* What a read through this open file gives next: @text and a newline. */
+static void ctl_set_msg(struct ctl_buf *buf, const char *text)
+{
+	buf->msg_len = (size_t)snprintf(buf->msg, sizeof(buf->msg) - 1, "%s", text);
+	if (buf->msg_len > sizeof(buf->msg) - 2)
+		buf->msg_len = sizeof(buf->msg) - 2;
+	buf->msg[buf->msg_len++] = '\n';
+}
+
+/*
+ * A write to .foliofs/@dir@name failed with @ret for the reason in @err
+ * (strerror when empty): logged, and what a read gives next.
+ */
+static void ctl_refused(struct ctl_buf *buf, const char *dir, const char *name, char *err,
+			int ret)
+{
+	if (!err[0])
+		snprintf(err, FFS_ERRLEN, "%s", strerror(-ret));
+	/* fuse_log: to syslog once the daemon is in the background. */
+	fuse_log(FUSE_LOG_ERR, ".foliofs/%s%s: %s\n", dir, name, err);
+	ctl_set_msg(buf, err);
 }
 
 static int ctl_write_value(struct ffs_data *fs, struct ffs_inode *inode, struct ctl_buf *buf,
@@ -419,20 +466,96 @@ static int ctl_write_value(struct ffs_data *fs, struct ffs_inode *inode, struct 
 		ret = ctl_set(fs, inode, spec, err, sizeof(err));
 	}
 	if (ret) {
-		if (!err[0])
-			snprintf(err, sizeof(err), "%s", strerror(-ret));
-		/* fuse_log: to syslog once the daemon is in the background. */
-		fuse_log(FUSE_LOG_ERR, ".foliofs/%s%s: %s\n",
-			inode->ctl == FFS_CTL_TUNABLE ? "tunables/" : "", name, err);
-		buf->msg_len = (size_t)snprintf(buf->msg, sizeof(buf->msg) - 1, "%s", err);
-		if (buf->msg_len > sizeof(buf->msg) - 2)
-			buf->msg_len = sizeof(buf->msg) - 2;
-		buf->msg[buf->msg_len++] = '\n';
+		ctl_refused(buf, inode->ctl == FFS_CTL_TUNABLE ? "tunables/" : "", name, err, ret);
 		return ret;
 	}
 	buf->msg_len = 0;
 	memcpy(buf->data + off, data, size);
 	buf->len = (size_t)off + size;
+	return (int)size;
+}
+
+/* One unsigned decimal number of "INO START LEN" at *@p, moved past it. */
+static int ctl_parse_u64(const char **p, uint64_t max, uint64_t *out)
+{
+	const char *s = *p;
+	uint64_t v = 0;
+
+	while (*s == ' ' || *s == '\t')
+		s++;
+	if (!isdigit((unsigned char)*s))
+		return -EINVAL;
+	for (; isdigit((unsigned char)*s); s++) {
+		unsigned int d = (unsigned int)(*s - '0');
+
+		if (v > (max - d) / 10)
+			return -EINVAL;
+		v = v * 10 + d;
+	}
+	*p = s;
+	*out = v;
+	return 0;
+}
+
+/*
+ * "INO START LEN" written to .foliofs/evict: 0 with the result as the
+ * message, or -errno with the reason in @err.
+ */
+static int ctl_do_evict(struct ffs_data *fs, const char *cmd, char *err, size_t errlen,
+		     struct ctl_buf *buf)
+{
+	const uint64_t off_max = (uint64_t)INT64_MAX;
+	struct bs_evict_result res;
+	uint64_t ino, start, len;
+	const char *p = cmd;
+	char done[FFS_ERRLEN];
+	int ret;
+
+	if (ctl_parse_u64(&p, UINT64_MAX, &ino) || ctl_parse_u64(&p, off_max, &start) ||
+	    ctl_parse_u64(&p, off_max, &len) || *p) {
+		snprintf(err, errlen, "%.64s: not \"INO START LEN\" (decimal numbers, bytes)", cmd);
+		return -EINVAL;
+	}
+	if (len > off_max - start) {
+		snprintf(err, errlen, "%.64s: START + LEN is past the largest offset", cmd);
+		return -EINVAL;
+	}
+	ret = wb_ctx_evict(fs->wb, ino, (off_t)start, len ? (off_t)(start + len) : INT64_MAX,
+			   &res);
+	if (ret == -ENOENT) {
+		snprintf(err, errlen, "inode %llu: no cached file has it", (unsigned long long)ino);
+		return ret;
+	}
+	snprintf(done, sizeof(done), "dropped %llu bytes %llu kept_held %llu kept_busy %llu",
+		 (unsigned long long)res.folios, (unsigned long long)res.bytes,
+		 (unsigned long long)res.kept_held, (unsigned long long)res.kept_busy);
+	ctl_set_msg(buf, done);
+	return 0;
+}
+
+/* A write to .foliofs/evict: each write() is one command. */
+static int ctl_write_evict(struct ffs_data *fs, struct ctl_buf *buf, const char *data,
+			   size_t size)
+{
+	char cmd[256], err[FFS_ERRLEN];
+	size_t len = size;
+	int ret;
+
+	err[0] = '\0';
+	while (len && isspace((unsigned char)data[len - 1]))
+		len--;
+	if (len >= sizeof(cmd)) {
+		snprintf(err, sizeof(err), "a command of %zu bytes: not \"INO START LEN\"", len);
+		ret = -EINVAL;
+	} else {
+		memcpy(cmd, data, len);
+		cmd[len] = '\0';
+		ret = ctl_do_evict(fs, cmd, err, sizeof(err), buf);
+	}
+	if (ret) {
+		ctl_refused(buf, "", "evict", err, ret);
+		return ret;
+	}
 	return (int)size;
 }
 
@@ -447,6 +570,10 @@ int ffs_ctl_write(struct ffs_data *fs, struct ffs_inode *inode, struct fuse_file
 	case FFS_CTL_TUNABLE:
 	case FFS_CTL_TRACE:
 		return ctl_write_value(fs, inode, buf, data, size, off);
+	case FFS_CTL_EVICT:
+		if (size > INT32_MAX)
+			return -EINVAL;
+		return ctl_write_evict(fs, buf, data, size);
 	case FFS_CTL_SYNC:
 		if (size > INT32_MAX)
 			size = INT32_MAX;	/* taken whole, whatever it says */

@@ -137,6 +137,8 @@ enum ffs_ctl {
 	FFS_CTL_TUNABLES,	/* .foliofs/tunables (a directory) */
 	FFS_CTL_TUNABLE,	/* .foliofs/tunables/NAME */
 	FFS_CTL_TRACE,	/* .foliofs/trace: start and stop recording */
+	FFS_CTL_FOLIOS,	/* .foliofs/folios: every cached folio */
+	FFS_CTL_EVICT,	/* .foliofs/evict: drop a file's clean folios */
 };
 
 /*

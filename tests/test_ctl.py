@@ -96,7 +96,8 @@ def test_control_directory_hidden_from_root_listing(mount):
     nor under another name; its own listing has the new entries."""
     assert '.foliofs' not in os.listdir(mount.mnt)
     assert os.path.isdir(ctl(mount.mnt))
-    assert set(os.listdir(ctl(mount.mnt))) == {'stats', 'fault', 'files', 'sync', 'trace', 'tunables'}
+    assert set(os.listdir(ctl(mount.mnt))) == {'stats', 'fault', 'files', 'sync', 'trace',
+                                               'folios', 'evict', 'tunables'}
     assert os.path.isdir(ctl(mount.mnt, 'tunables'))
 
 

@@ -10,6 +10,8 @@
  *   sync      a write of .foliofs/sync (on a second thread), with progress
  *             from .foliofs/stats on stderr meanwhile
  *   trace     .foliofs/trace: start or stop recording a trace
+ *   folios    .foliofs/folios summed per file: folios by size
+ *   evict     a write of .foliofs/evict: drop a file's clean folios
  *
  * Exit status: 0 done; 2 usage, not a foliofs mount, an unknown tunable or
  * a value the daemon refused (one line on stderr naming it); 1 anything
@@ -76,6 +78,14 @@ static void usage(FILE *out)
 "      start recording every operation into FILE (a trace for foliofs-sim;\n"
 "      created or truncated, by the daemon, as the mounting user), or stop\n"
 "      and flush it; with neither, print \"off\" or \"recording FILE\"\n"
+"  folios MNT [FILE...]\n"
+"      the daemon's cached folios per file (of each FILE, default every\n"
+"      cached file): how many, MiB, the share of bytes in 2 MiB folios,\n"
+"      folios with a readahead mark, and the count of each folio size\n"
+"  evict MNT FILE [START LEN]\n"
+"      drop FILE's clean folios wholly inside [START, START + LEN) (bytes,\n"
+"      K/M/G allowed; default 0 0: the whole file) from the daemon's\n"
+"      cache, as POSIX_FADV_DONTNEED does; dirty or busy folios stay\n"
 "  -h, --help\n"
 "      this text\n"
 "\n"
@@ -747,6 +757,175 @@ static int cmd_trace(const char *mnt, int argc, char **argv)
 	return ret;
 }
 
+/* ---- folios and evict ---- */
+
+/* Per file of .foliofs/folios. */
+struct folio_sum {
+	unsigned long long ino;
+	unsigned long long by_order[10];
+	unsigned long long marked;
+};
+
+/* The sums of the lines of @text, one per inode, into *@out: how many. */
+static size_t folio_sums(char *text, struct folio_sum **out)
+{
+	struct folio_sum *sums = NULL;
+	char *line, *save = NULL;
+	size_t n = 0;
+
+	for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		unsigned long long ino, index;
+		unsigned int order;
+		char flags[8];
+
+		if (sscanf(line, "%llu %llu %u %7s", &ino, &index, &order, flags) != 4 ||
+		    order >= 10)
+			continue;	/* a format this tool does not know */
+		/* Lines come sorted by inode: a new one starts a new sum. */
+		if (!n || sums[n - 1].ino != ino) {
+			struct folio_sum *p = realloc(sums, (n + 1) * sizeof(*sums));
+
+			if (!p) {
+				say("out of memory");
+				exit(1);
+			}
+			sums = p;
+			memset(&sums[n], 0, sizeof(sums[n]));
+			sums[n++].ino = ino;
+		}
+		sums[n - 1].by_order[order]++;
+		sums[n - 1].marked += strchr(flags, 'r') != NULL;
+	}
+	*out = sums;
+	return n;
+}
+
+static void folio_sum_print(const struct folio_sum *s, const char *name)
+{
+	unsigned long long folios = 0, pages = 0;
+
+	for (int o = 0; o < 10; o++) {
+		folios += s->by_order[o];
+		pages += s->by_order[o] << o;
+	}
+	printf("%s%sino %llu%s: %llu folios, MiB %.2f, in 2M folios %.1f%%, marked %llu\n",
+	       name ? name : "", name ? " (" : "", s->ino, name ? ")" : "", folios,
+	       pages * PAGE_BYTES / MIB, pages ? 100.0 * (s->by_order[9] << 9) / pages : 0.0,
+	       s->marked);
+	for (int o = 0; o < 10; o++) {
+		if (s->by_order[o])
+			printf("  %u%c: %llu\n", o < 8 ? 4u << o : 1u << (o - 8),
+			       o < 8 ? 'K' : 'M', s->by_order[o]);
+	}
+}
+
+static int cmd_folios(const char *mnt, int argc, char **argv)
+{
+	char *path = ctl_path(mnt, "folios"), *text;
+	struct folio_sum *sums;
+	size_t n;
+	int ret;
+
+	ret = read_all(path, &text, NULL);
+	if (ret) {
+		say("%s: %s", path, strerror(-ret));
+		free(path);
+		return 1;
+	}
+	free(path);
+	n = folio_sums(text, &sums);
+	for (int i = 0; i < argc; i++) {
+		struct stat st;
+		size_t j;
+
+		if (stat(argv[i], &st) < 0) {
+			say("%s: %s", argv[i], strerror(errno));
+			ret = 1;
+			continue;
+		}
+		for (j = 0; j < n && sums[j].ino != (unsigned long long)st.st_ino; j++)
+			;
+		if (j == n)
+			printf("%s (ino %llu): no folios cached\n", argv[i],
+			       (unsigned long long)st.st_ino);
+		else
+			folio_sum_print(&sums[j], argv[i]);
+	}
+	for (size_t j = 0; !argc && j < n; j++)
+		folio_sum_print(&sums[j], NULL);
+	free(sums);
+	free(text);
+	return ret;
+}
+
+/* A byte count with an optional K, M or G: 0, or -1 when it is not one. */
+static int parse_bytes(const char *val, unsigned long long *out)
+{
+	unsigned long long v, mul = 1;
+	char *end;
+
+	if (val[0] < '0' || val[0] > '9')
+		return -1;
+	errno = 0;
+	v = strtoull(val, &end, 10);
+	if (errno)
+		return -1;
+	if (*end && !end[1])
+		mul = *end == 'K' ? 1ull << 10 : *end == 'M' ? 1ull << 20 :
+		      *end == 'G' ? 1ull << 30 : 0;
+	else if (*end)
+		mul = 0;
+	if (!mul || v > INT64_MAX / mul)
+		return -1;
+	*out = v * mul;
+	return 0;
+}
+
+static int cmd_evict(const char *mnt, int argc, char **argv)
+{
+	unsigned long long start = 0, len = 0, dropped, bytes, held, busy;
+	char *path, cmd[96], reply[512];
+	struct stat st;
+	ssize_t n;
+	int fd, err;
+
+	if ((argc != 1 && argc != 3) ||
+	    (argc == 3 && (parse_bytes(argv[1], &start) || parse_bytes(argv[2], &len)))) {
+		say("evict: takes FILE [START LEN], byte counts (see %s -h)", progname);
+		return EXIT_USAGE;
+	}
+	if (stat(argv[0], &st) < 0) {
+		say("%s: %s", argv[0], strerror(errno));
+		return 1;
+	}
+	snprintf(cmd, sizeof(cmd), "%llu %llu %llu\n", (unsigned long long)st.st_ino, start, len);
+	path = ctl_path(mnt, "evict");
+	fd = open(path, O_RDWR | O_CLOEXEC);
+	free(path);
+	if (fd < 0) {
+		say("evict: %s", strerror(errno));
+		return 1;
+	}
+	n = pwrite(fd, cmd, strlen(cmd), 0);
+	err = n < 0 ? errno : 0;
+	n = pread(fd, reply, sizeof(reply) - 1, 0);
+	reply[n > 0 ? n : 0] = '\0';
+	reply[strcspn(reply, "\n")] = '\0';
+	close(fd);
+	if (err) {
+		say("evict %s: %s", argv[0], reply[0] ? reply : strerror(err));
+		return err == EINVAL || err == ENOENT ? EXIT_USAGE : 1;
+	}
+	if (sscanf(reply, "dropped %llu bytes %llu kept_held %llu kept_busy %llu",
+		   &dropped, &bytes, &held, &busy) != 4) {
+		printf("%s\n", reply);	/* a format this tool does not know */
+		return 0;
+	}
+	printf("%s: dropped %llu folios (MiB %.2f), kept %llu dirty or unsynced, %llu busy\n",
+	       argv[0], dropped, bytes / MIB, held, busy);
+	return 0;
+}
+
 /* ---- main ---- */
 
 static const struct {
@@ -759,6 +938,8 @@ static const struct {
 	{ "files", cmd_files },
 	{ "sync", cmd_sync },
 	{ "trace", cmd_trace },
+	{ "folios", cmd_folios },
+	{ "evict", cmd_evict },
 };
 
 int main(int argc, char **argv)

@@ -181,6 +181,7 @@ int wb_file_alloc(struct wb_ctx *ctx, int fd, enum wb_access access,
 	}
 	wbf->ctx = ctx;
 	wbf->fd = fd;
+	wbf->ino = st.st_ino;
 	atomic_init(&wbf->access, access);
 	pthread_mutex_init(&wbf->wb_lock, NULL);
 	pthread_mutex_init(&wbf->size_lock, NULL);

@@ -173,6 +173,7 @@ struct wb_file {
 	int fd;
 	_Atomic int access;
 	struct bs_file *bs;			/* immutable */
+	ino_t ino;				/* immutable: the backing file's st_ino */
 	pthread_mutex_t wb_lock;		/* one writeback pass at a time */
 	pthread_mutex_t size_lock;		/* leaf: protects backing_size, resizing */
 	off_t backing_size;			/* the backing file's size as last set

@@ -349,6 +349,29 @@ ssize_t wb_ctx_files(struct wb_ctx *ctx, char **out);
  */
 int wb_ctx_sync_all(struct wb_ctx *ctx);
 
+/* ---- the cache folio for folio (cache_view.c, for .foliofs/folios and evict) ---- */
+
+/*
+ * wb_ctx_folios - every cached folio of every file as text, into a
+ * malloc'ed buffer (*@out, its length returned): one line per folio,
+ * "INO INDEX ORDER FLAGS", INO the backing file's st_ino (what stat(2)
+ * through the mount says), INDEX its first 4 KiB page, ORDER log2 of its
+ * pages, FLAGS the letters of u (every block uptodate), d (a block dirty),
+ * w (a block under writeback), r (readahead mark), or "-"; sorted by INO,
+ * then INDEX.  Each file's folios are read in one walk (bs_file_folios).
+ * -ENOMEM on failure.
+ */
+ssize_t wb_ctx_folios(struct wb_ctx *ctx, char **out);
+/*
+ * wb_ctx_evict - drop the clean, unused folios of the file with st_ino
+ * @ino wholly inside [@start, @end) (bs_file_evict(), summed into @res
+ * over the files with that number).  0, or -ENOENT when no cached file
+ * has it.
+ */
+struct bs_evict_result;
+int wb_ctx_evict(struct wb_ctx *ctx, uint64_t ino, off_t start, off_t end,
+		 struct bs_evict_result *res);
+
 /*
  * ---- the write log (writelog.c, -o write_log=FILE) ----
  *

@@ -1,0 +1,193 @@
+"""The control files .foliofs/folios (every cached folio) and
+.foliofs/evict (drop a file's clean folios in a range), and foliofsctl's
+folios and evict.
+
+- folios lists one line per folio, "INO INDEX ORDER FLAGS", sorted, INO
+  the st_ino stat(2) reports through the mount; flags u/d/w/r or -;
+- evict drops exactly the clean folios wholly inside the range, keeps
+  dirty ones, reads back what it did; bad input is EINVAL with the reason
+  readable through the same open file and logged, an unknown inode
+  ENOENT; both files are the mounting user's only.
+"""
+
+import errno
+import os
+import subprocess
+
+import pytest
+
+import util
+from util import Mount, run_as
+
+KiB = 1 << 10
+MiB = 1 << 20
+
+FOLIOFSCTL = os.environ.get(
+    'FOLIOFSCTL',
+    os.path.join(os.path.dirname(os.path.abspath(util.FOLIOFS)), 'tools', 'foliofsctl'))
+
+# Lines the daemon logs for the refused commands below: expected here.
+REFUSED = ('.foliofs/evict: ',)
+
+
+def ctl(mnt, name):
+    return os.path.join(mnt, '.foliofs', name)
+
+
+def folios(mnt):
+    """[(ino, index, order, flags)] of .foliofs/folios."""
+    out = []
+    with open(ctl(mnt, 'folios')) as f:
+        for line in f:
+            ino, index, order, flags = line.split()
+            out.append((int(ino), int(index), int(order), flags))
+    return out
+
+
+def evict(mnt, cmd):
+    """Write CMD to .foliofs/evict: (errno or 0, what a read then gives)."""
+    fd = os.open(ctl(mnt, 'evict'), os.O_RDWR)
+    try:
+        try:
+            os.pwrite(fd, cmd.encode(), 0)
+            err = 0
+        except OSError as e:
+            err = e.errno
+        return err, os.pread(fd, 4096, 0).decode()
+    finally:
+        os.close(fd)
+
+
+def check_quiet(m):
+    """The daemon's output holds only the refusals this module provokes."""
+    bad = [l for l in m.output().splitlines()
+           if any(w in l for w in util.BAD_OUTPUT) and not any(r in l for r in REFUSED)]
+    assert not bad, m.output()
+
+
+@pytest.fixture
+def mnt(dirs):
+    _, b, m = dirs
+    # Refused commands are logged as errors: checked by check_quiet instead.
+    mount = Mount(b, m, options=['allow_other', 'folio_policy=fixed', 'folio_size=64K',
+                                 'readahead_kb=0', 'flushers=0'])
+    mount.start()
+    try:
+        mount.wait_for_mount()
+        yield m, b, mount
+        subprocess.run([util.FUSERMOUNT, '-u', m], check=True)
+        assert mount.proc.wait(30) == 0, mount.output()
+        check_quiet(mount)
+    finally:
+        mount.cleanup()
+
+
+def test_folios_lists_every_folio(mnt):
+    m, b, _ = mnt
+    util.write_file(os.path.join(b, 'f'), os.urandom(MiB))
+    util.write_file(os.path.join(b, 'g'), os.urandom(256 * KiB))
+    assert folios(m) == []
+    for name in ('g', 'f'):
+        with open(os.path.join(m, name), 'rb') as f:
+            f.read()
+    ino_f = os.stat(os.path.join(m, 'f')).st_ino
+    ino_g = os.stat(os.path.join(m, 'g')).st_ino
+    got = folios(m)
+    assert got == sorted(got)
+    want = sorted([(ino_f, i * 16, 4, 'u') for i in range(16)] +
+                  [(ino_g, i * 16, 4, 'u') for i in range(4)])
+    assert got == want
+    # A dirty block shows on its folio.
+    with open(os.path.join(m, 'f'), 'r+b') as f:
+        f.seek(5 * 64 * KiB + 100)
+        f.write(b'x')
+        f.flush()
+        assert (ino_f, 80, 4, 'ud') in folios(m)
+
+
+def test_evict_drops_clean_folios_in_range(mnt):
+    m, b, _ = mnt
+    data = os.urandom(MiB)
+    util.write_file(os.path.join(b, 'f'), data)
+    path = os.path.join(m, 'f')
+    ino = os.stat(path).st_ino
+    with open(path, 'rb') as f:
+        f.read()
+    # [68K, 320K): the folios at 128K, 192K and 256K are wholly inside.
+    err, msg = evict(m, '%d %d %d\n' % (ino, 68 * KiB, 252 * KiB))
+    assert (err, msg) == (0, 'dropped 3 bytes %d kept_held 0 kept_busy 0\n' % (192 * KiB))
+    assert [i for _, i, _, _ in folios(m)] == [0, 16] + [i * 16 for i in range(5, 16)]
+    # A dirty folio stays; LEN 0 is to the end of the file.
+    with open(path, 'r+b') as f:
+        f.seek(700 * KiB)
+        f.write(b'y')
+        f.flush()
+        err, msg = evict(m, '%d 0 0' % ino)
+        assert err == 0 and msg.startswith('dropped 12 ') and 'kept_held 1 ' in msg, msg
+        assert folios(m) == [(ino, 640 // 4, 4, 'ud')]
+        os.fsync(f.fileno())
+    assert evict(m, '%d 0 0' % ino)[0] == 0
+    assert folios(m) == []
+    # Read again: the bytes are the file's.
+    with open(path, 'rb') as f:
+        assert f.read() == data[:700 * KiB] + b'y' + data[700 * KiB + 1:]
+
+
+@pytest.mark.parametrize('cmd,code', [
+    ('', errno.EINVAL), ('x', errno.EINVAL), ('1 2', errno.EINVAL),
+    ('1 2 3 4', errno.EINVAL), ('-1 0 0', errno.EINVAL), ('1 0 -5', errno.EINVAL),
+    ('1 0x10 0', errno.EINVAL), ('1 99999999999999999999 0', errno.EINVAL),
+    ('1 %d %d' % (1 << 62, 1 << 62), errno.EINVAL), ('%d 0 0' % ((1 << 64) - 2), errno.ENOENT),
+])
+def test_evict_bad_input(mnt, cmd, code):
+    m, b, mount = mnt
+    util.write_file(os.path.join(b, 'f'), os.urandom(128 * KiB))
+    with open(os.path.join(m, 'f'), 'rb') as f:
+        f.read()
+    before = folios(m)
+    err, msg = evict(m, cmd + '\n')
+    assert err == code, (cmd, err, msg)
+    assert msg.endswith('\n') and len(msg) > 1, msg
+    assert folios(m) == before
+    assert '.foliofs/evict: ' in mount.output()
+
+
+def test_ctl_files_mounting_user_only(mnt):
+    m, _, _ = mnt
+    for name, mode in (('folios', 0o400), ('evict', 0o600)):
+        assert os.stat(ctl(m, name)).st_mode & 0o777 == mode
+    with pytest.raises(PermissionError):
+        run_as('nobody', util.read_file, ctl(m, 'folios'))
+    with pytest.raises(PermissionError):
+        run_as('nobody', os.open, ctl(m, 'evict'), os.O_WRONLY)
+    with pytest.raises(PermissionError):
+        os.open(ctl(m, 'folios'), os.O_WRONLY)
+
+
+def run_ctl(*args):
+    if not os.path.exists(FOLIOFSCTL):
+        pytest.fail('%s does not exist: build it or set $FOLIOFSCTL' % FOLIOFSCTL)
+    return subprocess.run([FOLIOFSCTL] + [str(a) for a in args], stdin=subprocess.DEVNULL,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          timeout=60)
+
+
+def test_foliofsctl_folios_and_evict(mnt):
+    m, b, _ = mnt
+    util.write_file(os.path.join(b, 'f'), os.urandom(MiB))
+    path = os.path.join(m, 'f')
+    with open(path, 'rb') as f:
+        f.read()
+    r = run_ctl('folios', m, path)
+    assert r.returncode == 0, r.stderr
+    assert '64K: 16' in r.stdout and 'MiB 1.00' in r.stdout, r.stdout
+    r = run_ctl('evict', m, path, 0, '256K')
+    assert r.returncode == 0, r.stderr
+    assert 'dropped 4 folios' in r.stdout, r.stdout
+    assert len(folios(m)) == 12
+    r = run_ctl('evict', m, path)
+    assert r.returncode == 0 and len(folios(m)) == 0, r.stdout + r.stderr
+    r = run_ctl('evict', m, path, 'x', 0)
+    assert r.returncode == 2, r.stdout + r.stderr
+    r = run_ctl('folios', m)
+    assert r.returncode == 0 and r.stdout == '', r.stdout + r.stderr

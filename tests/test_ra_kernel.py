@@ -1,0 +1,74 @@
+"""Readahead folio for folio: this machine's kernel beside the mount.
+
+Each pattern of contrib/kernel/ra-patterns.py (one stream, two handles
+interleaved, reopen, random reads crossing a readahead mark in three
+variants, reads after a partial eviction) runs on the kernel (ext4 on a
+loop device, traced with tracefs) and through a foliofs mount with its
+default readahead model (folio_policy=kernel, cache=direct, readahead_kb
+= the loop device's read_ahead_kb, 2048), and the folios each leaves
+must be the same, folio for folio.  Every pattern is deterministic on the
+kernel (two runs, ext4 and XFS: equal; contrib/results/ra-kernel-2026-12-05),
+so equality is demanded of all of them.
+
+The kernel side runs once per session (all patterns, about 2 s); skipped
+with the reason where it cannot run: not root, no tracefs, no loop device.
+"""
+
+import importlib.util
+import os
+
+import pytest
+
+import util
+
+SCRIPT = os.path.join(util.REPO, 'contrib', 'kernel', 'ra-patterns.py')
+
+
+def load_script():
+    spec = importlib.util.spec_from_file_location('ra_patterns', SCRIPT)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+rap = load_script()
+
+
+@pytest.fixture(scope='module')
+def kernel():
+    """{pattern: result} of the kernel (ext4)."""
+    try:
+        res = rap.run_kernel(('ext4',))
+    except rap.Skip as e:
+        pytest.skip('kernel side: %s' % e)
+    return {r['pattern']: r for r in res}
+
+
+@pytest.fixture(scope='module')
+def mount_side():
+    """{pattern: result} of the mount, default readahead model."""
+    try:
+        res = rap.run_foliofs(util.FOLIOFS, opts=util.EXTRA_OPTIONS)
+    except rap.Skip as e:
+        pytest.skip('mount side: %s' % e)
+    return {r['pattern']: r for r in res}
+
+
+def test_kernel_trace_adds_up(kernel):
+    """The kernel side itself: the trace accounts for every resident page
+    and every add and delete matches."""
+    for name, r in kernel.items():
+        assert not r['odd'], (name, r['odd'])
+        assert r['folios'], name
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize('pattern', list(rap.PATTERNS))
+def test_folios_as_kernel(kernel, mount_side, pattern):
+    k, m = kernel[pattern], mount_side[pattern]
+    assert m['exit_status'] == 0, m['output']
+    util.check_output(m['output'])
+    diffs = rap.compare(k, m)
+    table = '\n'.join(rap.histogram_table([k, m]))
+    assert not diffs, ('%s: %d folios differ from the kernel\'s:\n%s\n%s'
+                       % (pattern, len(diffs), '\n'.join(diffs[:30]), table))
