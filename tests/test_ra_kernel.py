@@ -12,6 +12,7 @@ so equality is demanded of all of them.
 
 The kernel side runs once per session (all patterns, about 2 s); skipped
 with the reason where it cannot run: not root, no tracefs, no loop device.
+The tests take the drop_caches lock exclusively (see pytestmark).
 """
 
 import importlib.util
@@ -34,24 +35,39 @@ def load_script():
 rap = load_script()
 
 
-@pytest.fixture(scope='module')
+# Each side runs once per session, inside the first test that needs it,
+# so that the test's drop_caches lock (below) is held while it runs.
+_RUNS = {}
+
+
+def _once(name, run):
+    if name not in _RUNS:
+        try:
+            _RUNS[name] = {r['pattern']: r for r in run()}
+        except rap.Skip as e:
+            _RUNS[name] = str(e)
+    if isinstance(_RUNS[name], str):
+        pytest.skip('%s: %s' % (name, _RUNS[name]))
+    return _RUNS[name]
+
+
+# Exclusive with every other test of both pytest sessions (conftest's
+# drop_caches lock): another session's drop of the kernel's caches would
+# evict the traced file mid-pattern, and two runs of this test at once
+# would share tracefs (which the first mounts and unmounts).
+pytestmark = pytest.mark.drops_caches
+
+
+@pytest.fixture
 def kernel():
     """{pattern: result} of the kernel (ext4)."""
-    try:
-        res = rap.run_kernel(('ext4',))
-    except rap.Skip as e:
-        pytest.skip('kernel side: %s' % e)
-    return {r['pattern']: r for r in res}
+    return _once('kernel side', lambda: rap.run_kernel(('ext4',)))
 
 
-@pytest.fixture(scope='module')
+@pytest.fixture
 def mount_side():
     """{pattern: result} of the mount, default readahead model."""
-    try:
-        res = rap.run_foliofs(util.FOLIOFS, opts=util.EXTRA_OPTIONS)
-    except rap.Skip as e:
-        pytest.skip('mount side: %s' % e)
-    return {r['pattern']: r for r in res}
+    return _once('mount side', lambda: rap.run_foliofs(util.FOLIOFS, opts=util.EXTRA_OPTIONS))
 
 
 def test_kernel_trace_adds_up(kernel):
