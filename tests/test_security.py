@@ -748,7 +748,8 @@ def ctl_value(name):
     for suffix, value in (('_bytes', '16M'), ('_ratio', '1'), ('_ms', '1000')):
         if name.endswith(suffix):
             return value
-    return {'fault': 'write:EIO', 'dirty_account': 'folio', 'throttle': 'none'}[name]
+    return {'fault': 'write:EIO', 'dirty_account': 'folio', 'throttle': 'none',
+            'ra_model': '6.16'}[name]
 
 
 def ctl_attempts(mnt):
