@@ -13,6 +13,8 @@ that holds $FOLIOFS (the layout of a meson build directory).
 import errno
 import json
 import os
+import re
+import stat
 import subprocess
 
 import pytest
@@ -97,7 +99,7 @@ def test_control_directory_hidden_from_root_listing(mount):
     assert '.foliofs' not in os.listdir(mount.mnt)
     assert os.path.isdir(ctl(mount.mnt))
     assert set(os.listdir(ctl(mount.mnt))) == {'stats', 'fault', 'files', 'sync', 'trace',
-                                               'folios', 'evict', 'tunables'}
+                                               'folios', 'evict', 'errors', 'tunables'}
     assert os.path.isdir(ctl(mount.mnt, 'tunables'))
 
 
@@ -184,6 +186,50 @@ def test_tunable_bad_value(mount):
         finally:
             os.close(fd)
     assert {n: read_tunable(mnt, n) for n in TUNABLES} == before
+
+
+def test_refused_write_reason_in_errors_file(mount):
+    """A shell's `echo 150 > tunables/dirty_ratio` says only "Invalid
+    argument": .foliofs/errors then has the daemon's reason, newest last,
+    with the time and the file; the daemon (in the foreground) printed the
+    same reason on stderr.  errors is read-only, mounting user only."""
+    mnt = mount.mnt
+    r = subprocess.run(['sh', '-c', 'echo 150 > "$1"', 'sh', tunable(mnt, 'dirty_ratio')],
+                       capture_output=True, text=True)
+    assert r.returncode != 0, r      # bash: "Invalid argument"; dash: "I/O error"
+    r = subprocess.run(['sh', '-c', 'echo bogus > "$1"', 'sh', ctl(mnt, 'fault')],
+                       capture_output=True, text=True)
+    assert r.returncode != 0
+    with open(ctl(mnt, 'errors')) as f:
+        lines = f.read().splitlines()
+    assert len(lines) >= 2, lines
+    ratio, fault = lines[-2], lines[-1]
+    assert re.match(r'\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ \.foliofs/tunables/dirty_ratio: '
+                    r'dirty_ratio.*150', ratio), ratio
+    assert ' .foliofs/fault: ' in fault and 'bogus' in fault, fault
+    reason = ratio.split(': ', 1)[1]
+    assert reason in mount.output(), mount.output()
+    assert stat.S_IMODE(os.stat(ctl(mnt, 'errors')).st_mode) == 0o400
+    with pytest.raises(PermissionError):
+        os.open(ctl(mnt, 'errors'), os.O_WRONLY)
+    with pytest.raises(PermissionError):
+        run_as('nobody', os.open, ctl(mnt, 'errors'), os.O_RDONLY)
+
+
+def test_refused_writes_keep_the_last_32(mount):
+    """errors keeps the last 32 refusals, oldest first."""
+    mnt = mount.mnt
+    for i in range(40):
+        fd = os.open(tunable(mnt, 'dirty_bytes'), os.O_WRONLY)
+        try:
+            with pytest.raises(OSError):
+                os.write(fd, b'%dx\n' % i)
+        finally:
+            os.close(fd)
+    with open(ctl(mnt, 'errors')) as f:
+        lines = f.read().splitlines()
+    assert len(lines) == 32, lines
+    assert '8x' in lines[0] and '39x' in lines[-1], (lines[0], lines[-1])
 
 
 def test_tunable_other_user_eacces(mount):
