@@ -32,7 +32,8 @@ foliofs's cache=direct) and `pthp-direct-ring` (the same over FUSE over
 io_uring: needs /sys/module/fuse/parameters/enable_uring set to Y).  Build
 it outside the project from a libfuse snapshot and name it in PTHP.
 
-Environment: FOLIOFS (daemon, default <repo>/build/foliofs), PGBIN
+Environment: FOLIOFS (daemon, default <repo>/build/foliofs, or foliofs on
+PATH where that is missing, as when installed as foliofs-pgcompare), PGBIN
 (PostgreSQL bindir, default /usr/lib/postgresql/15/bin, else
 `pg_config --bindir`), PTHP (passthrough_hp, for the pthp configurations).
 """
@@ -1191,8 +1192,11 @@ def main(argv):
     if importlib.util.find_spec("matplotlib") is None:
         raise Failure("matplotlib is needed for the plots (apt-get install"
                       " python3-matplotlib)")
-    foliofs = os.path.realpath(os.environ.get(
-        "FOLIOFS", os.path.join(REPO, "build", "foliofs")))
+    # In the tree: its build; installed (foliofs-pgcompare): foliofs on PATH.
+    default = os.path.join(REPO, "build", "foliofs")
+    if not os.path.exists(default):
+        default = shutil.which("foliofs") or default
+    foliofs = os.path.realpath(os.environ.get("FOLIOFS", default))
     if not os.access(foliofs, os.X_OK):
         raise Failure("foliofs binary %s not found (set FOLIOFS or build it)"
                       % foliofs)
