@@ -16,9 +16,11 @@ after 2% of a table changed), or `none`.
 
 Per iteration, from the kernel itself:
   tps            pgbench's
-  bdp, paused_ms writeback:balance_dirty_pages events on the loop device's
-                 bdi and the sum of their pause (ms), counted from a tracefs
-                 instance's trace_pipe as they come (a lost event fails the run)
+  bdp events     writeback:balance_dirty_pages events on the loop device's
+  pauses, ms     bdi; those that slept (pause > 0: a shorter one is traced
+                 as min(pause, 0) and not slept) and the time they slept,
+                 counted from a tracefs instance's trace_pipe as they come
+                 (a lost event fails the run)
   charged        pages charged to the dirty budget: each folio the
                  kernel charges (writeback:writeback_dirty_folio, fired in
                  folio_account_dirtied()) at its whole size, as known from
@@ -166,7 +168,7 @@ class EventCounter:
         self.present = {}
         self.added = collections.Counter()
         self.charged = 0
-        self.bdp = [0, 0]
+        self.bdp = [0, 0, 0]     # events, sleeps, ms slept
         self.idle = False
         self.lock = threading.Lock()
         self.stop_flag = False
@@ -182,9 +184,14 @@ class EventCounter:
             return
         ev, rest = m.groups()
         if ev == 'balance_dirty_pages':
+            # A pause below min_pause is traced as min(pause, 0) and not
+            # slept: count the events, and the sleeps and their length.
             p = self.PAUSE.search(rest)
+            pause = int(p.group(1)) if p else 0
             self.bdp[0] += 1
-            self.bdp[1] += int(p.group(1)) if p else 0
+            if pause > 0:
+                self.bdp[1] += 1
+                self.bdp[2] += pause
         elif ev == 'writeback_dirty_folio':
             d = self.DIRTY.search(rest)
             if d:
@@ -226,7 +233,8 @@ class EventCounter:
             time.sleep(0.1)     # until the reader found the pipe empty
         with self.lock:
             cached = collections.Counter(self.present.values())
-            return {'added': dict(self.added), 'pauses': self.bdp[0], 'paused_ms': self.bdp[1],
+            return {'added': dict(self.added), 'bdp_events': self.bdp[0],
+                    'pauses': self.bdp[1], 'paused_ms': self.bdp[2],
                     'charged_pages': self.charged, 'cached': dict(cached)}
 
     def lost(self):
@@ -254,6 +262,7 @@ def delta(a, b):
     """Snapshot B minus snapshot A (cached: B's)."""
     return {'added': {o: n - a['added'].get(o, 0) for o, n in b['added'].items()
                       if n - a['added'].get(o, 0)},
+            'bdp_events': b['bdp_events'] - a['bdp_events'],
             'pauses': b['pauses'] - a['pauses'], 'paused_ms': b['paused_ms'] - a['paused_ms'],
             'charged_pages': b['charged_pages'] - a['charged_pages'], 'cached': b['cached']}
 
@@ -344,12 +353,12 @@ def run_reference(args, undo, work):
         w1 = sectors_written(dev)
         src, run_ = delta(s0, s1), delta(s1, events.snapshot())
         row = {'iter': i + 1, 'tps': parse_tps(out), 'charged_pages': run_['charged_pages'],
-               'written_pages': (w1 - w0) * 512 // PAGE, 'bdp_events': run_['pauses'],
-               'paused_ms': run_['paused_ms'], 'added': run_['added'],
+               'written_pages': (w1 - w0) * 512 // PAGE, 'bdp_events': run_['bdp_events'],
+               'pauses': run_['pauses'], 'paused_ms': run_['paused_ms'], 'added': run_['added'],
                'source_added': src['added'], 'cached': run_['cached']}
         rows.append(row)
         log('iteration %d: %.0f tps, %d pauses (%d ms), charged/written x%.1f, '
-            'cached %s in 2M' % (i + 1, row['tps'], row['bdp_events'], row['paused_ms'],
+            'cached %s in 2M' % (i + 1, row['tps'], row['pauses'], row['paused_ms'],
                                  ratio(row['charged_pages'], row['written_pages']),
                                  pct(share_2m(row['cached']))))
     cl.stop()
@@ -392,6 +401,7 @@ def summarize(rows):
         'charged_per_written': ratio(sum(r['charged_pages'] for r in rows),
                                      sum(r['written_pages'] for r in rows)),
         'bdp_events': sum(r['bdp_events'] for r in rows),
+        'pauses': sum(r['pauses'] for r in rows),
         'paused_ms': sum(r['paused_ms'] for r in rows),
     }
 
@@ -406,12 +416,12 @@ def markdown(args, res, summ):
            % (args.scale, args.iters, args.duration, args.clients, args.mem // MiB,
               args.dirty_bytes // MiB, args.dirty_background_bytes // MiB, args.ra_kb,
               args.fs, args.source, res['load_seconds']), '',
-           '| iteration | tps | pauses | paused ms | charged/written | folios added in the run: '
+           '| iteration | tps | bdp events | pauses | paused ms | charged/written | folios added in the run: '
            + ' '.join(SIZES) + ' | cached in 2M after |',
-           '|---:|---:|---:|---:|---:|---|---:|']
+           '|---:|---:|---:|---:|---:|---:|---|---:|']
     for r in res['iterations']:
-        out.append('| %d | %.0f | %d | %d | x%.1f | %s | %s |'
-                   % (r['iter'], r['tps'], r['bdp_events'], r['paused_ms'],
+        out.append('| %d | %.0f | %d | %d | %d | x%.1f | %s | %s |'
+                   % (r['iter'], r['tps'], r['bdp_events'], r['pauses'], r['paused_ms'],
                       ratio(r['charged_pages'], r['written_pages']),
                       ' '.join(str(r['added'].get(o, 0)) for o in range(10)),
                       pct(share_2m(r['cached']))))
@@ -420,7 +430,7 @@ def markdown(args, res, summ):
             '| %.0f | %.2f%% | %.0f | %+.1f%% | x%.1f | %d | %.1f s |'
             % (summ['mean_tps'], 100 * summ['cv'], summ['worst_tps'],
                100 * summ['second_half_vs_first'], summ['charged_per_written'],
-               summ['bdp_events'], summ['paused_ms'] / 1000)]
+               summ['pauses'], summ['paused_ms'] / 1000)]
     return '\n'.join(out) + '\n'
 
 
