@@ -271,30 +271,38 @@ class DevTracer:
         return out, lost
 
 
+def pg_loop_fs(fstype, work, size, ra_kb, undo):
+    """A FSTYPE file system of SIZE bytes on a loop device (direct I/O)
+    over an image in WORK, read_ahead_kb RA_KB, mounted, with an empty
+    directory pgdata for the postgres user: (the loop device, pgdata)."""
+    mkfs = {'ext4': ['mkfs.ext4', '-q', '-F'], 'xfs': ['mkfs.xfs', '-q', '-f']}[fstype]
+    if not shutil.which(mkfs[0]):
+        raise Skip('%s is missing' % mkfs[0])
+    img, mnt = os.path.join(work, fstype + '.img'), os.path.join(work, fstype)
+    os.mkdir(mnt)
+    with open(img, 'wb') as f:
+        f.truncate(size)
+    run(mkfs + [img])
+    dev = run(['losetup', '-f', '--show', '--direct-io=on', img]).strip()
+    undo.push('losetup -d ' + dev, run, ['losetup', '-d', dev])
+    ra_path = '/sys/block/%s/queue/read_ahead_kb' % os.path.basename(dev)
+    undo.push('read_ahead_kb of ' + dev, wr, ra_path, rd(ra_path).strip())
+    wr(ra_path, str(ra_kb))
+    run(['mount', dev, mnt])
+    undo.push('umount ' + mnt, run, ['umount', mnt])
+    data = os.path.join(mnt, 'pgdata')
+    os.mkdir(data, 0o700)
+    os.chown(data, pwd.getpwnam(PG_USER).pw_uid, -1)
+    return dev, data
+
+
 def run_kernel_backend(args, undo, work):
     why = rap.kernel_skip_reason()
     if why:
         raise Skip(why)
     bindir = pg_bindir()
     tracer = DevTracer(rap.tracefs_root(undo), undo)
-    mkfs = {'ext4': ['mkfs.ext4', '-q', '-F'], 'xfs': ['mkfs.xfs', '-q', '-f']}[args.fs]
-    if not shutil.which(mkfs[0]):
-        raise Skip('%s is missing' % mkfs[0])
-    img, mnt = os.path.join(work, args.fs + '.img'), os.path.join(work, args.fs)
-    os.mkdir(mnt)
-    with open(img, 'wb') as f:
-        f.truncate(max(4096, 80 * args.scale) * MiB)
-    run(mkfs + [img])
-    dev = run(['losetup', '-f', '--show', '--direct-io=on', img]).strip()
-    undo.push('losetup -d ' + dev, run, ['losetup', '-d', dev])
-    ra_path = '/sys/block/%s/queue/read_ahead_kb' % os.path.basename(dev)
-    undo.push('read_ahead_kb of ' + dev, wr, ra_path, rd(ra_path).strip())
-    wr(ra_path, str(args.ra_kb))
-    run(['mount', dev, mnt])
-    undo.push('umount ' + mnt, run, ['umount', mnt])
-    data = os.path.join(mnt, 'pgdata')
-    os.mkdir(data, 0o700)
-    os.chown(data, pwd.getpwnam(PG_USER).pw_uid, -1)
+    _, data = pg_loop_fs(args.fs, work, max(4096, 80 * args.scale) * MiB, args.ra_kb, undo)
     cl = Cluster(bindir, data, work, undo)
     st_dev = os.stat(data).st_dev
     results = []

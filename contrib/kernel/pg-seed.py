@@ -48,7 +48,6 @@ import datetime
 import importlib.util
 import json
 import os
-import pwd
 import re
 import shutil
 import statistics
@@ -302,27 +301,11 @@ def run_reference(args, undo, work):
     bindir = pgf.pg_bindir()
     hroot = rap.tracefs_root(undo)
     cg = MemCgroup(args.mem, undo)
-    mkfs = {'ext4': ['mkfs.ext4', '-q', '-F'], 'xfs': ['mkfs.xfs', '-q', '-f']}[args.fs]
-    if not shutil.which(mkfs[0]):
-        raise Skip('%s is missing' % mkfs[0])
-    img, mnt = os.path.join(work, args.fs + '.img'), os.path.join(work, args.fs)
-    os.mkdir(mnt)
-    with open(img, 'wb') as f:
-        f.truncate(max(4096, 60 * args.scale) * MiB)
-    run(mkfs + [img])
-    dev = run(['losetup', '-f', '--show', '--direct-io=on', img]).strip()
-    undo.push('losetup -d ' + dev, run, ['losetup', '-d', dev])
-    ra_path = '/sys/block/%s/queue/read_ahead_kb' % os.path.basename(dev)
-    undo.push('read_ahead_kb of ' + dev, wr, ra_path, rd(ra_path).strip())
-    wr(ra_path, str(args.ra_kb))
-    run(['mount', dev, mnt])
-    undo.push('umount ' + mnt, run, ['umount', mnt])
-    st = os.stat(mnt)
+    dev, data = pgf.pg_loop_fs(args.fs, work, max(4096, 60 * args.scale) * MiB, args.ra_kb,
+                               undo)
+    st = os.stat(data)
     kdev = (os.major(st.st_dev) << 20) | os.minor(st.st_dev)
     bdi = '%d:%d' % (os.major(st.st_dev), os.minor(st.st_dev))
-    data = os.path.join(mnt, 'pgdata')
-    os.mkdir(data, 0o700)
-    os.chown(data, pwd.getpwnam(pgf.PG_USER).pw_uid, -1)
     events = EventCounter(hroot, kdev, bdi, undo)
     cl = pgf.Cluster(bindir, data, work, undo)
     cg.enter()
