@@ -59,16 +59,17 @@ static int cmd_dump(int argc, char **argv)
 
 	if (argc != 2)
 		return usage("dump takes one TRACE");
-	if (sim_trace_load(argv[1], &recs, &nr, err, sizeof(err))) {
+	if (sim_trace_load(argv[1], &recs, &nr, NULL, err, sizeof(err))) {
 		fprintf(stderr, "foliofs-sim: %s\n", err);
 		return 1;
 	}
-	printf("# time_ns dur_ns pid file op offset length flags\n");
+	printf("# time_ns dur_ns pid file op offset length flags open\n");
 	for (size_t i = 0; i < nr; i++)
-		printf("%llu %llu %u %u %s %llu %llu %u\n", (unsigned long long)recs[i].time_ns,
+		printf("%llu %llu %u %u %s %llu %llu %u %llu\n", (unsigned long long)recs[i].time_ns,
 		       (unsigned long long)recs[i].dur_ns, recs[i].pid, recs[i].file,
 		       sim_op_name(recs[i].op), (unsigned long long)recs[i].offset,
-		       (unsigned long long)recs[i].length, recs[i].flags);
+		       (unsigned long long)recs[i].length, recs[i].flags,
+		       (unsigned long long)recs[i].open);
 	free(recs);
 	return 0;
 }
@@ -187,7 +188,7 @@ static int cmd_replay(int argc, char **argv)
 		return usage("no TRACE");
 	if (stats_log && nr_cmp)
 		return usage("--stats-log is for one replay, not --compare");
-	if (sim_trace_load(trace, &recs, &nr, err, sizeof(err))) {
+	if (sim_trace_load(trace, &recs, &nr, NULL, err, sizeof(err))) {
 		fprintf(stderr, "foliofs-sim: %s\n", err);
 		return 1;
 	}

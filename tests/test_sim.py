@@ -37,7 +37,8 @@ pytestmark = pytest.mark.skipif(
     reason='%s not built (ninja -C build, or set $FOLIOSIM)' % FOLIOSIM)
 
 HDR = 32
-REC = 48
+REC = 56          # trace version 2 (trace/trace.h)
+REC_V1 = 48
 # The seed: four writers of random 8 KiB overwrites over a 1 GiB table at
 # 500 writes/s each, on a device of 200 I/Os per second.
 SEED_SPEC = 'writers=4,file_size=1G,io=8K,ops=8000,rate=500/s'

@@ -63,9 +63,10 @@ def dump(path):
     for line in p.stdout.splitlines():
         if line.startswith('#'):
             continue
-        t, dur, pid, file, op, off, length, flags = line.split()
+        t, dur, pid, file, op, off, length, flags, open_id = line.split()
         recs.append(dict(time=int(t), dur=int(dur), pid=int(pid), file=int(file), op=op,
-                         off=int(off), len=int(length), flags=int(flags)))
+                         off=int(off), len=int(length), flags=int(flags),
+                         open=int(open_id)))
     return recs
 
 
