@@ -33,7 +33,11 @@ static int usage(const char *why)
 		"  dev_bw=BYTES/S dev_lat_us=US dev_qd=N dev_flush_us=US\n"
 		"  default dev_bw=%llu,dev_lat_us=%u,dev_qd=%u,dev_flush_us=%u: fitted by\n"
 		"  contrib/fit-device.sh (fio, medians of 3 runs) to the virtio disk holding\n"
-		"  /work on the machine foliofs is developed on, 2026-12-01; run it on yours.\n",
+		"  /work on the machine foliofs is developed on, 2026-12-01; run it on yours.\n"
+		"A replay gives each open of the trace (its records' open id; without one,\n"
+		"each pid and file) its own readahead state, as each open file has on Linux.\n"
+		"It prints the stats, a summary, the folios in the cache at the end by size\n"
+		"(folio_sizes) and the opens read through (opens).\n",
 		SIM_DEV_BW, SIM_DEV_LAT_US, SIM_DEV_QD, SIM_DEV_FLUSH_US);
 	return 2;
 }
@@ -98,6 +102,10 @@ static void print_summary(const struct sim_result *r)
 	printf("peak_charged_bytes %llu peak_dirty_exact_bytes %llu peak_pinned_bytes %llu\n",
 	       (unsigned long long)r->peak_charged, (unsigned long long)r->peak_dirty_exact,
 	       (unsigned long long)r->peak_pinned);
+	printf("folio_sizes");
+	for (unsigned int o = 0; o < SIM_NR_ORDERS; o++)
+		printf(" %uk %llu", 4u << o, (unsigned long long)r->folios_order[o]);
+	printf("\nopens %llu\n", (unsigned long long)r->opens);
 }
 
 /* Total ops/s of all writers, achieved. */
@@ -117,7 +125,7 @@ static void print_compare(char **names, const struct sim_result *res, int n)
 		"pause_p99_ms", "pause_max_ms", "fsync_p50_ms", "fsync_p99_ms", "read_p50_ms",
 		"read_p99_ms", "op_errors", "pages_charged",
 		"pages_written", "device_MiB", "peak_charged_MiB", "peak_dirty_exact_MiB",
-		"peak_pinned_MiB",
+		"peak_pinned_MiB", "folios_2M", "opens",
 	};
 
 	printf("%-22s", "");
@@ -139,6 +147,7 @@ static void print_compare(char **names, const struct sim_result *res, int n)
 				(double)r->peak_charged / 1048576.0,
 				(double)r->peak_dirty_exact / 1048576.0,
 				(double)r->peak_pinned / 1048576.0,
+				(double)r->folios_order[SIM_NR_ORDERS - 1], (double)r->opens,
 			};
 
 			printf(" %28.1f", v[row]);
