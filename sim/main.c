@@ -37,7 +37,19 @@ static int usage(const char *why)
 		"A replay gives each open of the trace (its records' open id; without one,\n"
 		"each pid and file) its own readahead state, as each open file has on Linux.\n"
 		"It prints the stats, a summary, the folios in the cache at the end by size\n"
-		"(folio_sizes) and the opens read through (opens).\n",
+		"(folio_sizes) and the opens read through (opens).\n"
+		"SPEC: name=value items separated by commas:\n"
+		"  writers=N (1)  files=N (1; writer w uses file w mod N + 1)\n"
+		"  file_size=SIZE (256M)  op=write|read (write)  io=SIZE (8K)\n"
+		"  pattern=random|seq (random)  ops=N (100000, shared out)  fsync_every=K (0)\n"
+		"  rate=N/s|closed (closed)  think_us=N  seed=N (1)\n"
+		"  open=own|shared (own: each writer through an open of its own; shared:\n"
+		"    all writers of a file through one)\n"
+		"  warm=SIZE (0): before the ops, the first SIZE bytes of a file are read\n"
+		"    sequentially, io bytes at a time\n"
+		"  warm_by=N (0): who reads them: 0 a reader of its own (pid writers + 1,\n"
+		"    one open per file, every file); N writer N, its own file, its own open\n"
+		"  start_ms=N (0; 1000 with warm): when the ops begin\n",
 		SIM_DEV_BW, SIM_DEV_LAT_US, SIM_DEV_QD, SIM_DEV_FLUSH_US);
 	return 2;
 }
