@@ -1493,6 +1493,7 @@ static void summarize(struct sim *s)
 	r->end_ns = s->now;
 	_Static_assert(SIM_NR_ORDERS == BS_NR_FOLIO_ORDERS, "folio sizes of the summary");
 	memcpy(r->folios_order, st.folios_order, sizeof(r->folios_order));
+	memcpy(r->folios_made_order, st.folios_made_order, sizeof(r->folios_made_order));
 	r->opens = s->nr_opens;
 	r->pages_charged = st.nr_dirtied;
 	r->pages_written = st.nr_written;

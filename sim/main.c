@@ -37,7 +37,8 @@ static int usage(const char *why)
 		"A replay gives each open of the trace (its records' open id; without one,\n"
 		"each pid and file) its own readahead state, as each open file has on Linux.\n"
 		"It prints the stats, a summary, the folios in the cache at the end by size\n"
-		"(folio_sizes) and the opens read through (opens).\n"
+		"(folio_sizes), those made in all (folios_made, reclaimed ones included) and\n"
+		"the opens read through (opens).\n"
 		"SPEC: name=value items separated by commas:\n"
 		"  writers=N (1)  files=N (1; writer w uses file w mod N + 1)\n"
 		"  file_size=SIZE (256M)  op=write|read (write)  io=SIZE (8K)\n"
@@ -117,6 +118,9 @@ static void print_summary(const struct sim_result *r)
 	printf("folio_sizes");
 	for (unsigned int o = 0; o < SIM_NR_ORDERS; o++)
 		printf(" %uk %llu", 4u << o, (unsigned long long)r->folios_order[o]);
+	printf("\nfolios_made");
+	for (unsigned int o = 0; o < SIM_NR_ORDERS; o++)
+		printf(" %uk %llu", 4u << o, (unsigned long long)r->folios_made_order[o]);
 	printf("\nopens %llu\n", (unsigned long long)r->opens);
 }
 
@@ -137,7 +141,7 @@ static void print_compare(char **names, const struct sim_result *res, int n)
 		"pause_p99_ms", "pause_max_ms", "fsync_p50_ms", "fsync_p99_ms", "read_p50_ms",
 		"read_p99_ms", "op_errors", "pages_charged",
 		"pages_written", "device_MiB", "peak_charged_MiB", "peak_dirty_exact_MiB",
-		"peak_pinned_MiB", "folios_2M", "opens",
+		"peak_pinned_MiB", "folios_2M", "folios_2M_made", "opens",
 	};
 
 	printf("%-22s", "");
@@ -159,7 +163,8 @@ static void print_compare(char **names, const struct sim_result *res, int n)
 				(double)r->peak_charged / 1048576.0,
 				(double)r->peak_dirty_exact / 1048576.0,
 				(double)r->peak_pinned / 1048576.0,
-				(double)r->folios_order[SIM_NR_ORDERS - 1], (double)r->opens,
+				(double)r->folios_order[SIM_NR_ORDERS - 1],
+				(double)r->folios_made_order[SIM_NR_ORDERS - 1], (double)r->opens,
 			};
 
 			printf(" %28.1f", v[row]);

@@ -58,8 +58,9 @@ struct sim_result {
 	uint64_t peak_charged;		/* bytes */
 	uint64_t peak_dirty_exact;	/* bytes */
 	uint64_t peak_pinned;		/* bytes */
-	/* folios in the cache at the end, by size: [0] 4 KiB ... [9] 2 MiB */
+	/* folios in the cache at the end, and made in all, by size: [0] 4 KiB ... [9] 2 MiB */
 	uint64_t folios_order[SIM_NR_ORDERS];
+	uint64_t folios_made_order[SIM_NR_ORDERS];
 	uint64_t opens;			/* opens read through (readahead states) */
 	/* per writer: ops/s achieved and recorded */
 	uint32_t nr_writers;
