@@ -26,12 +26,12 @@
  *             through (struct sim_open: the record's open id, or for a
  *             record without one, every read of its pid and file; see
  *             trace.h), so readahead decides what is read as it did on
- *             the mount; each backing read it
- *             makes (blockstate's bs_backing_ops.read: misses, readahead
- *             windows, the partial blocks a write must read first) is a
- *             device I/O issued when the one before it ended, as the
- *             mount's worker thread does them in turn, and the caller
- *             waits for the last.  A read the cache holds takes no time.
+ *             the mount; each backing read it makes (blockstate's
+ *             bs_backing_ops.read: misses, readahead windows, the
+ *             partial blocks a write must read first) is a device I/O
+ *             issued when the one before it ended, as the mount's worker
+ *             thread does them in turn, and the caller waits for the
+ *             last.  A read the cache holds takes no time.
  *   device    dev_bw bytes/s through one transfer pipe, dev_lat_us per
  *             I/O on top, at most dev_qd I/Os in flight, reads and writes
  *             alike; a flush completes dev_flush_us after every write
@@ -118,7 +118,7 @@ struct sim_open {
 /* What names an open in the trace: (open, file), or (pid, file) for open 0. */
 struct sim_open_key {
 	uint64_t open;
-	uint32_t pid;			/* 0 when open is not */
+	uint32_t pid;			/* 0 when open is set */
 	uint32_t file;			/* dense index */
 };
 
