@@ -271,6 +271,11 @@ struct bs_stats {
 	uint64_t ra_async_ios;		/* of which read asynchronously (read_start) */
 	/* Folios now by size: [0] 4 KiB, [1] 8 KiB, ... [9] 2 MiB. */
 	uint64_t folios_order[BS_NR_FOLIO_ORDERS];
+	/*
+	 * Folios made since the cache was created, by size (monotonic; those
+	 * reclaim dropped included): foliofs-sim's summary.
+	 */
+	uint64_t folios_made_order[BS_NR_FOLIO_ORDERS];
 };
 void bs_cache_stats(struct bs_cache *cache, struct bs_stats *st);
 /* The exact charge now, in bytes (one atomic read: for hot paths). */

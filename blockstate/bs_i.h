@@ -523,6 +523,8 @@ struct bs_cache {
 	_Atomic uint64_t ra_async_ios;		/* of which started with read_start */
 	/* Folios now by order - BS_PAGE_SHIFT (folio.c: made and freed). */
 	_Atomic uint64_t folios_order[BS_NR_FOLIO_ORDERS];
+	/* Folios ever made, by order (folio.c); monotonic. */
+	_Atomic uint64_t folios_made_order[BS_NR_FOLIO_ORDERS];
 	uint32_t full_wait_ms;			/* set before use (tests shorten it) */
 	struct bs_pool pool;			/* free folio memory */
 };

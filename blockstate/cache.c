@@ -140,8 +140,10 @@ void bs_cache_stats(struct bs_cache *cache, struct bs_stats *st)
 	st->ra_pages = (atomic_load(&cache->ra_bytes) + BS_PAGE_SIZE - 1) >> BS_PAGE_SHIFT;
 	st->ra_ios = atomic_load(&cache->ra_ios);
 	st->ra_async_ios = atomic_load(&cache->ra_async_ios);
-	for (int i = 0; i < BS_NR_FOLIO_ORDERS; i++)
+	for (int i = 0; i < BS_NR_FOLIO_ORDERS; i++) {
 		st->folios_order[i] = atomic_load(&cache->folios_order[i]);
+		st->folios_made_order[i] = atomic_load(&cache->folios_made_order[i]);
+	}
 }
 
 uint64_t bs_cache_charged(struct bs_cache *cache)

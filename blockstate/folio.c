@@ -44,6 +44,7 @@ struct bs_folio *bs_folio_alloc_touch(struct bs_file *file, off_t start, uint32_
 	atomic_fetch_add(&cache->cache_bytes, size);
 	atomic_fetch_add(&cache->nr_folios, 1);
 	atomic_fetch_add(&cache->folios_order[__builtin_ctz(size) - BS_PAGE_SHIFT], 1);
+	atomic_fetch_add(&cache->folios_made_order[__builtin_ctz(size) - BS_PAGE_SHIFT], 1);
 	return folio;
 }
 

@@ -103,26 +103,33 @@ static bool page_uptodate(const struct bs_folio *folio, uint64_t index)
 }
 
 /*
- * The first page from @index on (within @folio, which holds @index) that
- * the cache does not hold; the folio's end if none.  A page is held when
- * its folio is there and the page is uptodate or being read.  The kernel
- * counts a folio's pages as held whatever their state, but its folios
- * hold pages they never read only after a partial write; ours may hold
- * many (a "fixed" sizing policy makes a 2 MiB folio for an 8 KiB read),
- * and those must not pass for a stream's history or stop a window.
+ * The first page of [@index, @limit) (@folio holds @index, @limit is at
+ * most its end) that the cache does not hold; @limit if none.  A page is
+ * held when its folio is there and the page is uptodate or being read.
+ * The kernel counts a folio's pages as held whatever their state, but its
+ * folios hold pages they never read only after a partial write; ours may
+ * hold many (a "fixed" sizing policy makes a 2 MiB folio for an 8 KiB
+ * read), and those must not pass for a stream's history or stop a window.
  */
-static uint64_t held_until(struct bs_folio *folio, uint64_t index)
+static uint64_t held_until(struct bs_folio *folio, uint64_t index, uint64_t limit)
 {
-	uint64_t end = page_end(folio);
+	uint32_t poff = (uint32_t)(((off_t)index << BS_PAGE_SHIFT) - folio->start);
+	uint32_t plen = (uint32_t)((limit - index) << BS_PAGE_SHIFT);
+	uint32_t end_blk = bs_folio_end_blk(folio, poff, plen);
+	uint64_t first;
+	uint32_t blk;
 
 	pthread_mutex_lock(&folio->lock);
-	if (!folio->rd_runs)
-		while (index < end && page_uptodate(folio, index))
-			index++;
-	else
-		index = end;
+	blk = folio->rd_runs ? end_blk
+			     : bs_bits_next_clear(folio->uptodate, bs_folio_first_blk(folio, poff),
+						  end_blk);
 	pthread_mutex_unlock(&folio->lock);
-	return index;
+	if (blk == end_blk)
+		return limit;
+	/* The page holding the first block that is not uptodate (a block may
+	 * be larger than a page and begin before @index). */
+	first = page_of(folio) + (((uint64_t)blk << folio->file->cache->blk_shift) >> BS_PAGE_SHIFT);
+	return first > index ? first : index;
 }
 
 /* The last page down from @index (which @folio holds) that the cache holds
@@ -149,14 +156,15 @@ static uint64_t view_next_miss(void *ctx, uint64_t index, uint64_t max)
 
 	while (index < end) {
 		struct bs_folio *folio = lookup_page(file, index);
-		uint64_t until;
+		uint64_t until, limit;
 
 		if (!folio)
 			return index;
-		until = held_until(folio, index);
+		limit = page_end(folio) < end ? page_end(folio) : end;
+		until = held_until(folio, index, limit);
 		bs_folio_put(folio);
-		if (until < page_end(folio))
-			return until < end ? until : end;
+		if (until < limit || limit == end)
+			return until;
 		index = until;
 	}
 	return end;
@@ -660,7 +668,7 @@ void bs_ra_before_read(struct bs_file *file, struct bs_ra *ra, off_t off, size_t
 		struct bs_folio *folio = lookup_page(file, index);
 		uint64_t next;
 
-		if ((!folio || held_until(folio, index) == index) && index >= random_end) {
+		if ((!folio || held_until(folio, index, index + 1) == index) && index >= random_end) {
 			unsigned int model = atomic_load(&cache->ra_model);
 			struct bs_ra_read rd;
 
@@ -682,7 +690,7 @@ void bs_ra_before_read(struct bs_file *file, struct bs_ra *ra, off_t off, size_t
 			continue;
 		}
 		ra_meet(file, &st, folio, end, &lim, &view);
-		next = held_until(folio, index);
+		next = held_until(folio, index, page_end(folio) < end ? page_end(folio) : end);
 		index = next > index ? next : index + 1;
 		bs_folio_put(folio);
 	}

@@ -215,6 +215,11 @@ struct ffs_file {
 	 * reads ahead on its own, over the file's shared cache.
 	 */
 	struct bs_ra ra;
+	/*
+	 * This open in a trace (sim_rec.open): from ffs_data.last_open_id,
+	 * never 0 and never reused while the mount lives; immutable.
+	 */
+	uint64_t open_id;
 	uint64_t err_seen;	/* errseq cursor: writeback errors already reported */
 	pthread_mutex_t err_lock;	/* protects err_seen (fsyncs of one handle) */
 };
@@ -262,6 +267,12 @@ struct ffs_data {
 
 	/* The trace recorder (record.c): set before the session loop, immutable. */
 	struct ffs_trace *trace;
+	/*
+	 * The id of the last open made (ffs_file.open_id), counted whether
+	 * or not a trace is recorded so that ids stay unique across
+	 * recordings: one relaxed atomic add per open.
+	 */
+	_Atomic uint64_t last_open_id;
 
 	/*
 	 * Descriptors (inode.c).  Every descriptor fusefs keeps (an inode's

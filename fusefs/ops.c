@@ -134,6 +134,12 @@ static void trace_fill(struct ffs_trace_op *op, ino_t ino, uint64_t off, uint64_
 	op->rec.flags = flags;
 }
 
+/* The open @file the operation came through (NULL: none, or a control file). */
+static void trace_open(struct ffs_trace_op *op, const struct ffs_file *file)
+{
+	op->rec.open = file ? file->open_id : 0;
+}
+
 /* The operation succeeded: record it (when recording; @req may be answered). */
 static void trace_done(struct ffs_trace_op *op, ino_t ino, uint64_t off, uint64_t len,
 		       uint32_t flags)
@@ -465,6 +471,8 @@ static void ffs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		if (!ret && (valid & FUSE_SET_ATTR_SIZE) &&
 		    (valid & FFS_SET_ATTR_KILL_SUIDGID))
 			kill_suidgid(req, inode);
+		if (!ret && fi)
+			trace_open(&op, ffs_file(fi));
 		if (!ret)
 			trace_done(&op, inode->src_ino, (uint64_t)attr->st_size, 0, 0);
 	}
@@ -715,6 +723,7 @@ static int open_finish(struct ffs_data *fs, fuse_req_t req, struct ffs_inode *in
 	file->err_seen = wb_file_err_sample(data);
 	pthread_mutex_init(&file->err_lock, NULL);
 	bs_ra_init(&file->ra);
+	file->open_id = atomic_fetch_add_explicit(&fs->last_open_id, 1, memory_order_relaxed) + 1;
 	ffs_handle_add(fs, &file->h, FFS_H_FILE);
 	fi->fh = (uintptr_t)file;
 	/*
@@ -756,8 +765,10 @@ static void ffs_open(fuse_req_t req, fuse_ino_t ino,
 		trace_begin(req, &op, SIM_OP_TRUNCATE);
 	if (!ret)
 		ret = open_finish(fs, req, inode, data, fi);
-	if (!ret)
+	if (!ret) {
+		trace_open(&op, ffs_file(fi));
 		trace_done(&op, inode->src_ino, 0, 0, 0);
+	}
 	if (ret)
 		fuse_reply_err(req, -ret);
 	else
@@ -875,8 +886,10 @@ static void ffs_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 
 	trace_begin(req, &op, SIM_OP_CREATE);
 	ret = do_create(ffs_data(req), req, ffs_inode(req, parent), name, mode, fi, &e);
-	if (!ret)
+	if (!ret) {
+		trace_open(&op, ffs_file(fi));
 		trace_done(&op, e.attr.st_ino, 0, (uint64_t)e.attr.st_size, 0);
+	}
 	if (ret)
 		fuse_reply_err(req, -ret);
 	else
@@ -936,6 +949,7 @@ static void ffs_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 	}
 	trace_begin(req, &op, datasync ? SIM_OP_FDATASYNC : SIM_OP_FSYNC);
 	ret = file_fsync(ffs_file(fi), datasync);
+	trace_open(&op, ffs_file(fi));
 	if (!ret)
 		trace_done(&op, ffs_file(fi)->inode->src_ino, 0, 0, 0);
 	fuse_reply_err(req, -ret);
@@ -1008,6 +1022,7 @@ static void ffs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	}
 	/* Before the reply: a close may free the handle as soon as it is sent. */
 	trace_fill(&op, ffs_file(fi)->inode->src_ino, (uint64_t)off, (uint64_t)n, 0);
+	trace_open(&op, ffs_file(fi));
 	ffs_trace_stamp(&op);
 	fuse_reply_buf(req, buf, n);
 	ffs_trace_end(&op);
@@ -1068,6 +1083,7 @@ static void ffs_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 	 * writeback.
 	 */
 	trace_fill(&op, file->inode->src_ino, (uint64_t)off, (uint64_t)n, 0);
+	trace_open(&op, file);
 	if (fi->writepage) {
 		ffs_trace_stamp(&op);
 		fuse_reply_write(req, (size_t)n);
@@ -1091,9 +1107,11 @@ static void ffs_fallocate(fuse_req_t req, fuse_ino_t ino, int mode,
 	trace_begin(req, &op, SIM_OP_FALLOCATE);
 	if (!ret)
 		ret = wb_fallocate(ffs_file(fi)->data, mode, off, len);
-	if (!ret)
+	if (!ret) {
+		trace_open(&op, ffs_file(fi));
 		trace_done(&op, ffs_file(fi)->inode->src_ino, (uint64_t)off, (uint64_t)len,
 			   (uint32_t)mode);
+	}
 	fuse_reply_err(req, -ret);
 }
 

@@ -24,6 +24,14 @@
  * the order is the same every time) and the trace is in the order the
  * operations reached the daemon, as the format says.
  *
+ * A record names the open it came through (sim_rec.open) by the handle's
+ * ffs_file.open_id, which open_finish() (ops.c) takes from a counter of
+ * the mount: an id, not a pointer (a freed handle's address comes back
+ * for the next open), so that a replay gives each open its own readahead
+ * state and a reopen a new one (trace.h says why ids and not open/close
+ * records).  The handler copies it into the record before the reply,
+ * while the handle is certainly alive.
+ *
  * Lock order: ffs_trace.lock, then ffs_trace_buf.lock, then
  * ffs_trace.qlock.
  */
@@ -39,7 +47,7 @@
 #include <time.h>
 #include <unistd.h>
 
-/* Records per chunk: 24 KiB, one write(2) each. */
+/* Records per chunk: 28 KiB, one write(2) each. */
 #define TRACE_CHUNK_RECS 512
 
 struct trace_chunk {

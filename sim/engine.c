@@ -22,12 +22,16 @@
  *             wb_fp_* decisions; woken by writes over the background
  *             threshold (kicks) or writeback_interval_ms.
  *   reader    a read is one bs_read() of the request, as ffs_read() does
- *             it, so readahead decides what is read; each backing read it
- *             makes (blockstate's bs_backing_ops.read: misses, readahead
- *             windows, the partial blocks a write must read first) is a
- *             device I/O issued when the one before it ended, as the
- *             mount's worker thread does them in turn, and the caller
- *             waits for the last.  A read the cache holds takes no time.
+ *             it, through the readahead state of the open it came
+ *             through (struct sim_open: the record's open id, or for a
+ *             record without one, every read of its pid and file; see
+ *             trace.h), so readahead decides what is read as it did on
+ *             the mount; each backing read it makes (blockstate's
+ *             bs_backing_ops.read: misses, readahead windows, the
+ *             partial blocks a write must read first) is a device I/O
+ *             issued when the one before it ended, as the mount's worker
+ *             thread does them in turn, and the caller waits for the
+ *             last.  A read the cache holds takes no time.
  *   device    dev_bw bytes/s through one transfer pipe, dev_lat_us per
  *             I/O on top, at most dev_qd I/Os in flight, reads and writes
  *             alike; a flush completes dev_flush_us after every write
@@ -90,11 +94,6 @@ struct sim_file {
 	struct sim *s;			/* for its backing read op */
 	uint32_t id;			/* in the trace */
 	struct bs_file *bs;
-	/*
-	 * Readahead state: traces carry no open handle yet, so a file's
-	 * reads share one (as if through one open).
-	 */
-	struct bs_ra ra;
 	int64_t dirtied_ns;		/* virtual: when it went from clean to dirty, 0: clean */
 	off_t bg_next;			/* where background writeback goes on */
 	struct sim_pass *busy;		/* the pass holding it (the mount's wb_lock) */
@@ -103,6 +102,24 @@ struct sim_file {
 	uint32_t backoff_ms;		/* 0: its last pass succeeded */
 	int err;			/* the last error */
 	uint64_t err_seq, err_seen;	/* errors, and those an fsync reported */
+};
+
+/*
+ * One open of a file: its readahead state (file_ra_state), made zeroed at
+ * its first read and kept to the end of the replay.  Open ids are never
+ * reused (trace.h), so nothing reads through an open after its close and
+ * keeping it is exact.
+ */
+struct sim_open {
+	struct bs_ra ra;
+	bool live;			/* ra initialized */
+};
+
+/* What names an open in the trace: (open, file), or (pid, file) for open 0. */
+struct sim_open_key {
+	uint64_t open;
+	uint32_t pid;			/* 0 when open is set */
+	uint32_t file;			/* dense index */
 };
 
 enum wr_state { WR_READY, WR_PAUSED, WR_WAIT_FILE, WR_PASS, WR_SYNC, WR_DONE };
@@ -166,6 +183,8 @@ struct sim {
 	/* actors */
 	struct sim_file *files;
 	size_t nr_files;
+	struct sim_open *opens;		/* a read's is opens[rec.open - 1] once set up */
+	size_t nr_opens;
 	struct sim_writer *writers;
 	size_t nr_writers, writers_left;
 	struct sim_flusher *flushers;
@@ -895,13 +914,18 @@ static int writer_write(struct sim *s, uint32_t w, struct sim_file *f, const str
  */
 static int writer_read(struct sim *s, uint32_t w, struct sim_file *f, const struct sim_rec *r)
 {
+	struct sim_open *o = &s->opens[r->open - 1];
 	uint64_t at = 0;
 
+	if (!o->live) {
+		bs_ra_init(&o->ra);
+		o->live = true;
+	}
 	s->reclaim_until = 0;
 	s->read_at = s->now;
 	while (at < r->length) {
 		size_t n = r->length - at < sizeof(sim_buf) ? r->length - at : sizeof(sim_buf);
-		ssize_t got = bs_read(f->bs, &f->ra, sim_buf, n, (off_t)(r->offset + at));
+		ssize_t got = bs_read(f->bs, &o->ra, sim_buf, n, (off_t)(r->offset + at));
 
 		if (got < 0)
 			s->res->read_errors++;
@@ -1125,11 +1149,12 @@ static void ctx_destroy(struct sim *s)
 {
 	if (!s->ctx)
 		return;
+	for (size_t i = 0; i < s->nr_opens; i++)
+		if (s->opens[i].live)
+			bs_ra_destroy(&s->opens[i].ra);
 	for (size_t i = 0; i < s->nr_files; i++)
-		if (s->files[i].bs) {
+		if (s->files[i].bs)
 			bs_file_destroy(s->files[i].bs);
-			bs_ra_destroy(&s->files[i].ra);
-		}
 	wb_ctx_destroy_core(s->ctx);
 	s->ctx = NULL;
 }
@@ -1255,6 +1280,62 @@ static int64_t percentile(struct i64_vec *v, unsigned int pct)
 	return v->v[(v->n - 1) * pct / 100];
 }
 
+static int cmp_open_key(const void *a, const void *b)
+{
+	const struct sim_open_key *x = a, *y = b;
+
+	if (x->open != y->open)
+		return x->open < y->open ? -1 : 1;
+	if (x->pid != y->pid)
+		return x->pid < y->pid ? -1 : 1;
+	return x->file < y->file ? -1 : x->file > y->file;
+}
+
+/* The open record @r (dense file numbers) reads through. */
+static struct sim_open_key open_key_of(const struct sim_rec *r)
+{
+	return (struct sim_open_key){ .open = r->open, .pid = r->open ? 0 : r->pid,
+				      .file = r->file };
+}
+
+/*
+ * Give every read of @recs[0..nr) (dense file numbers) the open it reads
+ * through, as an index + 1 into s->opens in its open field: one open per
+ * (open id, file), and per (pid, file) for reads without an open id.
+ * Only reads need one: readahead is the only state an open keeps here.
+ */
+static int setup_opens(struct sim *s, struct sim_rec *recs, size_t nr)
+{
+	struct sim_open_key *keys = malloc((nr + 1) * sizeof(*keys));
+	size_t n = 0, m = 0;
+
+	if (!keys)
+		return -ENOMEM;
+	for (size_t i = 0; i < nr; i++)
+		if (recs[i].op == SIM_OP_READ)
+			keys[n++] = open_key_of(&recs[i]);
+	qsort(keys, n, sizeof(*keys), cmp_open_key);
+	for (size_t i = 0; i < n; i++)
+		if (!m || cmp_open_key(&keys[m - 1], &keys[i]))
+			keys[m++] = keys[i];
+	s->opens = calloc(m + 1, sizeof(*s->opens));
+	if (!s->opens) {
+		free(keys);
+		return -ENOMEM;
+	}
+	s->nr_opens = m;
+	for (size_t i = 0; i < nr; i++) {
+		struct sim_open_key k = open_key_of(&recs[i]);
+
+		if (recs[i].op != SIM_OP_READ)
+			continue;
+		recs[i].open = (uint64_t)((struct sim_open_key *)bsearch(&k, keys, m, sizeof(*keys),
+									 cmp_open_key) - keys) + 1;
+	}
+	free(keys);
+	return 0;
+}
+
 static int setup_actors(struct sim *s, const struct sim_rec *recs, size_t nr)
 {
 	uint32_t *fids = malloc((nr + 1) * sizeof(*fids)), *pids = malloc((nr + 1) * sizeof(*pids));
@@ -1304,7 +1385,6 @@ static int setup_actors(struct sim *s, const struct sim_rec *recs, size_t nr)
 				     recs[i].op == SIM_OP_CREATE ? (off_t)recs[i].length : 0, &f->bs);
 		if (ret)
 			goto out;
-		bs_ra_init(&f->ra);
 	}
 	ret = -ENOMEM;
 	for (size_t w = 0; w < s->nr_writers; w++) {
@@ -1321,6 +1401,9 @@ static int setup_actors(struct sim *s, const struct sim_rec *recs, size_t nr)
 
 		wr->ops[wr->nr_ops++] = i;
 	}
+	ret = setup_opens(s, mine, nr);
+	if (ret)
+		goto out;
 	s->recs = mine;
 	mine = NULL;
 	s->writers_left = s->nr_writers;
@@ -1408,6 +1491,10 @@ static void summarize(struct sim *s)
 	bs_cache_stats(s->ctx->cache, &st);
 	wb_ctx_stats(s->ctx, r->stats, sizeof(r->stats));
 	r->end_ns = s->now;
+	_Static_assert(SIM_NR_ORDERS == BS_NR_FOLIO_ORDERS, "folio sizes of the summary");
+	memcpy(r->folios_order, st.folios_order, sizeof(r->folios_order));
+	memcpy(r->folios_made_order, st.folios_made_order, sizeof(r->folios_made_order));
+	r->opens = s->nr_opens;
 	r->pages_charged = st.nr_dirtied;
 	r->pages_written = st.nr_written;
 	r->pauses = s->pauses.n;
@@ -1506,6 +1593,7 @@ int sim_replay(const struct sim_rec *recs, size_t nr, const char *opts, const ch
 		free(s.writers[w].ops);
 	free(s.writers);
 	free(s.files);
+	free(s.opens);
 	free(s.flushers);
 	free((void *)s.recs);
 	free(s.heap);

@@ -19,6 +19,19 @@
  *                    or rate=closed: no think time (default closed)
  *   think_us=N       think time before each operation instead of a rate
  *   seed=N           random seed (default 1)
+ *   open=own|shared  own (default): each writer reads and writes through
+ *                    an open of its own (open id: its number), as
+ *                    processes that each open the file do; shared: all
+ *                    writers of a file through one (open id: the file's)
+ *   warm=SIZE        before the ops, the first SIZE bytes of a file are
+ *                    read sequentially, io bytes at a time (default 0:
+ *                    none), leaving a ramped-up readahead state and marks
+ *   warm_by=N        who reads them: 0 (default) a reader of its own,
+ *                    pid writers + 1, one open per file, every file; N:
+ *                    writer N, its own file, through the open its ops use
+ *   start_ms=N       the ops begin N ms into the trace (default 0, 1000
+ *                    with warm: time for the warm reads to end first,
+ *                    in a replay's closed loop)
  * The same SPEC always gives the same trace.
  */
 #include "sim.h"
@@ -30,7 +43,8 @@
 
 struct gen_spec {
 	uint64_t writers, files, file_size, io, ops, fsync_every, think_ns, seed;
-	bool seq, read;
+	uint64_t warm, warm_by, start_ms;
+	bool seq, read, shared_open, start_set;
 };
 
 static int parse_size(const char *name, const char *val, uint64_t *out, char *err, size_t errlen)
@@ -68,6 +82,8 @@ static int parse_item(struct gen_spec *g, const char *name, const char *val, cha
 		{ "ops", offsetof(struct gen_spec, ops) },
 		{ "fsync_every", offsetof(struct gen_spec, fsync_every) },
 		{ "seed", offsetof(struct gen_spec, seed) },
+		{ "warm", offsetof(struct gen_spec, warm) },
+		{ "warm_by", offsetof(struct gen_spec, warm_by) },
 	};
 	uint64_t v;
 
@@ -111,6 +127,18 @@ static int parse_item(struct gen_spec *g, const char *name, const char *val, cha
 		g->think_ns = 1000000000ull / v;
 		return 0;
 	}
+	if (!strcmp(name, "open")) {
+		if (strcmp(val, "own") != 0 && strcmp(val, "shared") != 0) {
+			snprintf(err, errlen, "open=%s: own or shared", val);
+			return -EINVAL;
+		}
+		g->shared_open = !strcmp(val, "shared");
+		return 0;
+	}
+	if (!strcmp(name, "start_ms")) {
+		g->start_set = true;
+		return parse_size(name, val, &g->start_ms, err, errlen);
+	}
 	if (!strcmp(name, "think_us")) {
 		if (parse_size(name, val, &v, err, errlen))
 			return -EINVAL;
@@ -118,7 +146,8 @@ static int parse_item(struct gen_spec *g, const char *name, const char *val, cha
 		return 0;
 	}
 	snprintf(err, errlen, "%s: unknown spec item (writers, files, file_size, op, io, "
-		 "pattern, ops, fsync_every, rate, think_us, seed)", name);
+		 "pattern, ops, fsync_every, rate, think_us, seed, open, warm, warm_by, "
+		 "start_ms)", name);
 	return -EINVAL;
 }
 
@@ -155,6 +184,14 @@ static int parse_spec(const char *spec, struct gen_spec *g, char *err, size_t er
 			 (unsigned long long)g->io);
 		ret = -EINVAL;
 	}
+	if (!ret && (g->warm > g->file_size || g->warm_by > g->writers)) {
+		snprintf(err, errlen, "warm=%llu,warm_by=%llu: at most file_size, and a writer "
+			 "(1 to writers) or 0", (unsigned long long)g->warm,
+			 (unsigned long long)g->warm_by);
+		ret = -EINVAL;
+	}
+	if (!ret && !g->start_set && g->warm)
+		g->start_ms = 1000;
 	return ret;
 }
 
@@ -165,6 +202,42 @@ static uint64_t next_rand(uint64_t *s)
 	*s ^= *s >> 7;
 	*s ^= *s << 17;
 	return *s;
+}
+
+/* The open writer @w (0-based) reads and writes @file (1-based) through. */
+static uint64_t writer_open(const struct gen_spec *g, uint64_t w, uint32_t file)
+{
+	return g->shared_open ? file : w + 1;
+}
+
+/*
+ * The warm reads (warm=, warm_by=): [0, warm) of each file warmed, in
+ * order, io bytes a read, at time 0 (closed loop), each file's through one
+ * open.  0 or -errno.
+ */
+static int write_warm(FILE *f, const struct gen_spec *g)
+{
+	int ret = 0;
+
+	for (uint64_t i = 0; i < g->files && !ret; i++) {
+		uint32_t file = (uint32_t)i + 1;
+		struct sim_rec r = { .file = file, .op = SIM_OP_READ, .length = g->io };
+
+		if (g->warm_by) {
+			if ((g->warm_by - 1) % g->files != i)
+				continue;	/* not the warming writer's file */
+			r.pid = (uint32_t)g->warm_by;
+			r.open = writer_open(g, g->warm_by - 1, file);
+		} else {
+			r.pid = (uint32_t)g->writers + 1;
+			r.open = g->shared_open ? file : g->writers + 1 + i;
+		}
+		for (uint64_t off = 0; off + g->io <= g->warm && !ret; off += g->io) {
+			r.offset = off;
+			ret = sim_trace_write_rec(f, &r);
+		}
+	}
+	return ret;
 }
 
 int sim_gen(const char *spec, const char *out_path, char *err, size_t errlen)
@@ -193,6 +266,8 @@ int sim_gen(const char *spec, const char *out_path, char *err, size_t errlen)
 
 		ret = sim_trace_write_rec(f, &r);
 	}
+	if (!ret && g.warm)
+		ret = write_warm(f, &g);
 	for (uint64_t w = 0; w < g.writers; w++) {
 		rng[w] = (g.seed + 1) * 0x9e3779b97f4a7c15ull + w * 0xbf58476d1ce4e5b9ull;
 		if (!rng[w])
@@ -210,9 +285,10 @@ int sim_gen(const char *spec, const char *out_path, char *err, size_t errlen)
 			uint32_t file = (uint32_t)(w % g.files) + 1;
 			uint64_t slot = g.seq ? seq_pos[w]++ % slots : next_rand(&rng[w]) % slots;
 			struct sim_rec r = {
-				.time_ns = (k + 1) * g.think_ns, .pid = (uint32_t)w + 1, .file = file,
+				.time_ns = g.start_ms * 1000000 + (k + 1) * g.think_ns,
+				.pid = (uint32_t)w + 1, .file = file,
 				.op = g.read ? SIM_OP_READ : SIM_OP_WRITE, .offset = slot * g.io,
-				.length = g.io,
+				.length = g.io, .open = writer_open(&g, w, file),
 			};
 
 			ret = sim_trace_write_rec(f, &r);

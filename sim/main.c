@@ -33,7 +33,24 @@ static int usage(const char *why)
 		"  dev_bw=BYTES/S dev_lat_us=US dev_qd=N dev_flush_us=US\n"
 		"  default dev_bw=%llu,dev_lat_us=%u,dev_qd=%u,dev_flush_us=%u: fitted by\n"
 		"  contrib/fit-device.sh (fio, medians of 3 runs) to the virtio disk holding\n"
-		"  /work on the machine foliofs is developed on, 2026-12-01; run it on yours.\n",
+		"  /work on the machine foliofs is developed on, 2026-12-01; run it on yours.\n"
+		"A replay gives each open of the trace (its records' open id; without one,\n"
+		"each pid and file) its own readahead state, as each open file has on Linux.\n"
+		"It prints the stats, a summary, the folios in the cache at the end by size\n"
+		"(folio_sizes), those made in all (folios_made, reclaimed ones included) and\n"
+		"the opens read through (opens).\n"
+		"SPEC: name=value items separated by commas:\n"
+		"  writers=N (1)  files=N (1; writer w uses file w mod N + 1)\n"
+		"  file_size=SIZE (256M)  op=write|read (write)  io=SIZE (8K)\n"
+		"  pattern=random|seq (random)  ops=N (100000, shared out)  fsync_every=K (0)\n"
+		"  rate=N/s|closed (closed)  think_us=N  seed=N (1)\n"
+		"  open=own|shared (own: each writer through an open of its own; shared:\n"
+		"    all writers of a file through one)\n"
+		"  warm=SIZE (0): before the ops, the first SIZE bytes of a file are read\n"
+		"    sequentially, io bytes at a time\n"
+		"  warm_by=N (0): who reads them: 0 a reader of its own (pid writers + 1,\n"
+		"    one open per file, every file); N writer N, its own file, its own open\n"
+		"  start_ms=N (0; 1000 with warm): when the ops begin\n",
 		SIM_DEV_BW, SIM_DEV_LAT_US, SIM_DEV_QD, SIM_DEV_FLUSH_US);
 	return 2;
 }
@@ -59,16 +76,17 @@ static int cmd_dump(int argc, char **argv)
 
 	if (argc != 2)
 		return usage("dump takes one TRACE");
-	if (sim_trace_load(argv[1], &recs, &nr, err, sizeof(err))) {
+	if (sim_trace_load(argv[1], &recs, &nr, NULL, err, sizeof(err))) {
 		fprintf(stderr, "foliofs-sim: %s\n", err);
 		return 1;
 	}
-	printf("# time_ns dur_ns pid file op offset length flags\n");
+	printf("# time_ns dur_ns pid file op offset length flags open\n");
 	for (size_t i = 0; i < nr; i++)
-		printf("%llu %llu %u %u %s %llu %llu %u\n", (unsigned long long)recs[i].time_ns,
+		printf("%llu %llu %u %u %s %llu %llu %u %llu\n", (unsigned long long)recs[i].time_ns,
 		       (unsigned long long)recs[i].dur_ns, recs[i].pid, recs[i].file,
 		       sim_op_name(recs[i].op), (unsigned long long)recs[i].offset,
-		       (unsigned long long)recs[i].length, recs[i].flags);
+		       (unsigned long long)recs[i].length, recs[i].flags,
+		       (unsigned long long)recs[i].open);
 	free(recs);
 	return 0;
 }
@@ -97,6 +115,13 @@ static void print_summary(const struct sim_result *r)
 	printf("peak_charged_bytes %llu peak_dirty_exact_bytes %llu peak_pinned_bytes %llu\n",
 	       (unsigned long long)r->peak_charged, (unsigned long long)r->peak_dirty_exact,
 	       (unsigned long long)r->peak_pinned);
+	printf("folio_sizes");
+	for (unsigned int o = 0; o < SIM_NR_ORDERS; o++)
+		printf(" %uk %llu", 4u << o, (unsigned long long)r->folios_order[o]);
+	printf("\nfolios_made");
+	for (unsigned int o = 0; o < SIM_NR_ORDERS; o++)
+		printf(" %uk %llu", 4u << o, (unsigned long long)r->folios_made_order[o]);
+	printf("\nopens %llu\n", (unsigned long long)r->opens);
 }
 
 /* Total ops/s of all writers, achieved. */
@@ -116,7 +141,7 @@ static void print_compare(char **names, const struct sim_result *res, int n)
 		"pause_p99_ms", "pause_max_ms", "fsync_p50_ms", "fsync_p99_ms", "read_p50_ms",
 		"read_p99_ms", "op_errors", "pages_charged",
 		"pages_written", "device_MiB", "peak_charged_MiB", "peak_dirty_exact_MiB",
-		"peak_pinned_MiB",
+		"peak_pinned_MiB", "folios_2M", "folios_2M_made", "opens",
 	};
 
 	printf("%-22s", "");
@@ -138,6 +163,8 @@ static void print_compare(char **names, const struct sim_result *res, int n)
 				(double)r->peak_charged / 1048576.0,
 				(double)r->peak_dirty_exact / 1048576.0,
 				(double)r->peak_pinned / 1048576.0,
+				(double)r->folios_order[SIM_NR_ORDERS - 1],
+				(double)r->folios_made_order[SIM_NR_ORDERS - 1], (double)r->opens,
 			};
 
 			printf(" %28.1f", v[row]);
@@ -187,7 +214,7 @@ static int cmd_replay(int argc, char **argv)
 		return usage("no TRACE");
 	if (stats_log && nr_cmp)
 		return usage("--stats-log is for one replay, not --compare");
-	if (sim_trace_load(trace, &recs, &nr, err, sizeof(err))) {
+	if (sim_trace_load(trace, &recs, &nr, NULL, err, sizeof(err))) {
 		fprintf(stderr, "foliofs-sim: %s\n", err);
 		return 1;
 	}

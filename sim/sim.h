@@ -34,6 +34,9 @@ struct sim_dev_cfg {
 	uint64_t flush_us;	/* a cache flush (fdatasync), after the writes before it */
 };
 
+/* Folio sizes the summary counts: 4 KiB << 0 .. 2 MiB (BS_NR_FOLIO_ORDERS). */
+#define SIM_NR_ORDERS 10
+
 /* What one replay gives, for the summary and --compare. */
 struct sim_result {
 	char stats[16384];		/* wb_ctx_stats() at the end */
@@ -55,6 +58,10 @@ struct sim_result {
 	uint64_t peak_charged;		/* bytes */
 	uint64_t peak_dirty_exact;	/* bytes */
 	uint64_t peak_pinned;		/* bytes */
+	/* folios in the cache at the end, and made in all, by size: [0] 4 KiB ... [9] 2 MiB */
+	uint64_t folios_order[SIM_NR_ORDERS];
+	uint64_t folios_made_order[SIM_NR_ORDERS];
+	uint64_t opens;			/* opens read through (readahead states) */
 	/* per writer: ops/s achieved and recorded */
 	uint32_t nr_writers;
 	struct sim_writer_result {

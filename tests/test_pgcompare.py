@@ -320,3 +320,52 @@ def test_dirty_plot_legend_outside_the_axes(tmp_path):
     plt.close(fig)
     with open(tmp_path / "dirty.png", "rb") as f:
         assert f.read(8) == PNG_MAGIC
+@pytest.mark.timeout(400)
+def test_postgres_compare_seed_preset():
+    """--preset seed in its smallest form: the 2 x 2 of ra_model and
+    dirty_account, each configuration's iterations back to back on one
+    server (the first configuration's all before the second's), the
+    sequential scan before each (in the server log), the share of the
+    cache in 2 MiB folios per iteration in the CSV, the report's table of
+    it, and its plot."""
+    pytest.importorskip("matplotlib", reason="python3-matplotlib is not installed")
+    bindir = _pg_bindir_or_skip()
+    top = tempfile.mkdtemp(prefix="foliofs-pgcompare-", dir="/var/tmp")
+    try:
+        check_seed_preset(top, bindir)
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
+
+
+def check_seed_preset(top, bindir):
+    os.chmod(top, 0o755)        # the unprivileged user works in it
+    out = os.path.join(top, "out")
+    cmd = [sys.executable, SCRIPT, "--preset", "seed", "--quick", "-s", "2", "-r", "2",
+           "-T", "3", "-c", "2", "-O", out, "-d", top]
+    r = subprocess.run(cmd, env=dict(os.environ, FOLIOFS=util.FOLIOFS, PGBIN=bindir),
+                       stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                       timeout=TIMEOUT_RUN)
+    sys.stdout.write("$ %s\n%s%s" % (" ".join(cmd), r.stdout, r.stderr))
+    assert r.returncode == 0, "pgcompare.py exited %d" % r.returncode
+    _, rows = read_csv(os.path.join(out, "iterations.csv"))
+    names = ["6.16-folio", "6.16-page", "6.17-folio", "6.17-page"]
+    assert [(x["config"], x["iteration"]) for x in rows] == \
+        [(n, str(i)) for n in names for i in (1, 2)]
+    # Back to back: each configuration's runs all before the next one's.
+    starts = [int(x["start_unix_ms"]) for x in rows]
+    assert starts == sorted(starts)
+    for x in rows:
+        assert 0.0 <= float(x["share_2m"]) <= 1.0, x
+    with open(os.path.join(out, "report.md")) as f:
+        report = f.read()
+    assert "Per iteration, foliofs configurations" in report
+    assert "ra_model=6.16" in report and "ra_model=6.17" in report
+    detail = [t for t in md_tables(report) if t[0][:2] == ["configuration", "iteration"]]
+    assert detail and len(detail[0]) == 2 + len(rows), detail      # header, rule, rows
+    check_png(os.path.join(out, "share2m.png"))
+    logs = os.path.join(out, "logs")
+    for n in names:
+        with open(os.path.join(logs, "server-%s.log" % n), errors="replace") as f:
+            server = f.read()
+        # One server start for the runs (the load has its own).
+        assert server.count("database system is ready to accept connections") == 2, n

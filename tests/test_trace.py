@@ -4,8 +4,9 @@ and foliofsctl trace.
 
 - two processes run a known sequence of writes, reads, fsync, fdatasync,
   truncate, fallocate, create, unlink and rename; foliofs-sim dump of the
-  trace shows exactly those, in order per pid, with their offsets, lengths
-  and file ids (the backing inode numbers), and the file is in time order;
+  trace shows exactly those, in order per pid, with their offsets, lengths,
+  file ids (the backing inode numbers) and open ids (one per open, none
+  for a rename or unlink), and the file is in time order;
 - start and stop at run time with foliofsctl record only what ran between;
   an unmount while recording leaves a valid trace;
 - a recorded trace replays in foliofs-sim;
@@ -63,9 +64,10 @@ def dump(path):
     for line in p.stdout.splitlines():
         if line.startswith('#'):
             continue
-        t, dur, pid, file, op, off, length, flags = line.split()
+        t, dur, pid, file, op, off, length, flags, open_id = line.split()
         recs.append(dict(time=int(t), dur=int(dur), pid=int(pid), file=int(file), op=op,
-                         off=int(off), len=int(length), flags=int(flags)))
+                         off=int(off), len=int(length), flags=int(flags),
+                         open=int(open_id)))
     return recs
 
 
@@ -116,6 +118,17 @@ def test_two_writers_recorded_exactly(dirs):
         got = [(r['op'], r['file'], r['off'], r['len'], r['flags'])
                for r in recs if r['pid'] == pid]
         assert got == expected(ino_f, ino_g)
+    # The open each operation came through: f's one open from its create
+    # to its fallocate, g's create its own, none for rename and unlink;
+    # no id shared between the processes' opens.
+    opens = {}
+    for pid in inos:
+        ids = [r['open'] for r in recs if r['pid'] == pid]
+        assert len(set(ids[:8])) == 1 and ids[0] != 0, ids
+        assert ids[8] not in (0, ids[0]) and ids[9:] == [0, 0], ids
+        opens[pid] = {ids[0], ids[8]}
+    a, b = opens.values()
+    assert not a & b, opens
 
 
 def test_no_operation_begins_before_the_last_ended(dirs):

@@ -63,10 +63,24 @@ static int bad(char *err, size_t errlen, const char *path, uint64_t off, const c
 	return -EINVAL;
 }
 
+size_t sim_trace_rec_size(unsigned int version)
+{
+	switch (version) {
+	case 1:
+		return SIM_TRACE_V1_REC_SIZE;
+	case 2:
+		return SIM_TRACE_REC_SIZE;
+	default:
+		return 0;
+	}
+}
+
+/* A header of a version this reader knows: 0 (its version in *@version), or -EINVAL. */
 static int check_header(const unsigned char *h, size_t len, const char *path,
-			char *err, size_t errlen)
+			unsigned int *version, char *err, size_t errlen)
 {
 	char what[96];
+	size_t rec_size;
 
 	if (len < SIM_TRACE_HDR_SIZE) {
 		snprintf(what, sizeof(what), "truncated header (%zu of %u bytes)", len,
@@ -75,14 +89,16 @@ static int check_header(const unsigned char *h, size_t len, const char *path,
 	}
 	if (memcmp(h, SIM_TRACE_MAGIC, 8) != 0)
 		return bad(err, errlen, path, 0, "not a foliofs trace (bad magic)");
-	if (get32(h + 8) != SIM_TRACE_VERSION) {
-		snprintf(what, sizeof(what), "version %u (this reader knows %u)", get32(h + 8),
+	*version = get32(h + 8);
+	rec_size = sim_trace_rec_size(*version);
+	if (!rec_size) {
+		snprintf(what, sizeof(what), "version %u (this reader knows 1 to %u)", *version,
 			 SIM_TRACE_VERSION);
 		return bad(err, errlen, path, 8, what);
 	}
-	if (get32(h + 12) != SIM_TRACE_REC_SIZE) {
-		snprintf(what, sizeof(what), "record size %u (version %u has %u)", get32(h + 12),
-			 SIM_TRACE_VERSION, SIM_TRACE_REC_SIZE);
+	if (get32(h + 12) != rec_size) {
+		snprintf(what, sizeof(what), "record size %u (version %u has %zu)", get32(h + 12),
+			 *version, rec_size);
 		return bad(err, errlen, path, 12, what);
 	}
 	if (get64(h + 16) || get64(h + 24))
@@ -90,8 +106,8 @@ static int check_header(const unsigned char *h, size_t len, const char *path,
 	return 0;
 }
 
-static int decode(const unsigned char *p, uint64_t off, struct sim_rec *r, const char *path,
-		  char *err, size_t errlen)
+static int decode(const unsigned char *p, unsigned int version, uint64_t off,
+		  struct sim_rec *r, const char *path, char *err, size_t errlen)
 {
 	char what[64];
 
@@ -99,6 +115,7 @@ static int decode(const unsigned char *p, uint64_t off, struct sim_rec *r, const
 		.time_ns = get64(p), .dur_ns = get64(p + 8),
 		.pid = get32(p + 16), .file = get32(p + 20), .op = p[24],
 		.flags = get32(p + 28), .offset = get64(p + 32), .length = get64(p + 40),
+		.open = version >= 2 ? get64(p + 48) : 0,
 	};
 	if (!sim_op_name(r->op)) {
 		snprintf(what, sizeof(what), "unknown op %u", r->op);
@@ -110,11 +127,12 @@ static int decode(const unsigned char *p, uint64_t off, struct sim_rec *r, const
 }
 
 int sim_trace_load(const char *path, struct sim_rec **recs, size_t *nr,
-		   char *err, size_t errlen)
+		   unsigned int *version, char *err, size_t errlen)
 {
 	unsigned char *buf = NULL;
 	struct sim_rec *out = NULL;
-	size_t len = 0, n;
+	size_t len = 0, n, rec_size;
+	unsigned int ver = 0;
 	struct stat st;
 	FILE *f = fopen(path, "rb");
 	int ret;
@@ -141,16 +159,17 @@ int sim_trace_load(const char *path, struct sim_rec **recs, size_t *nr,
 		snprintf(err, errlen, "%s: cannot read: %s", path, strerror(-ret));
 		goto out;
 	}
-	ret = check_header(buf, len, path, err, errlen);
+	ret = check_header(buf, len, path, &ver, err, errlen);
 	if (ret)
 		goto out;
-	n = (len - SIM_TRACE_HDR_SIZE) / SIM_TRACE_REC_SIZE;
-	if ((len - SIM_TRACE_HDR_SIZE) % SIM_TRACE_REC_SIZE) {
-		uint64_t at = SIM_TRACE_HDR_SIZE + (uint64_t)n * SIM_TRACE_REC_SIZE;
+	rec_size = sim_trace_rec_size(ver);
+	n = (len - SIM_TRACE_HDR_SIZE) / rec_size;
+	if ((len - SIM_TRACE_HDR_SIZE) % rec_size) {
+		uint64_t at = SIM_TRACE_HDR_SIZE + (uint64_t)n * rec_size;
 		char what[96];
 
-		snprintf(what, sizeof(what), "truncated record %zu (%llu of %u bytes)", n,
-			 (unsigned long long)(len - at), SIM_TRACE_REC_SIZE);
+		snprintf(what, sizeof(what), "truncated record %zu (%llu of %zu bytes)", n,
+			 (unsigned long long)(len - at), rec_size);
 		ret = bad(err, errlen, path, at, what);
 		goto out;
 	}
@@ -161,14 +180,16 @@ int sim_trace_load(const char *path, struct sim_rec **recs, size_t *nr,
 		goto out;
 	}
 	for (size_t i = 0; i < n; i++) {
-		uint64_t at = SIM_TRACE_HDR_SIZE + (uint64_t)i * SIM_TRACE_REC_SIZE;
+		uint64_t at = SIM_TRACE_HDR_SIZE + (uint64_t)i * rec_size;
 
-		ret = decode(buf + at, at, &out[i], path, err, errlen);
+		ret = decode(buf + at, ver, at, &out[i], path, err, errlen);
 		if (ret)
 			goto out;
 	}
 	*recs = out;
 	*nr = n;
+	if (version)
+		*version = ver;
 	out = NULL;
 out:
 	free(out);
@@ -177,19 +198,24 @@ out:
 	return ret;
 }
 
-void sim_trace_encode_header(unsigned char h[SIM_TRACE_HDR_SIZE])
+void sim_trace_encode_header_v(unsigned char h[SIM_TRACE_HDR_SIZE], unsigned int version)
 {
 	memset(h, 0, SIM_TRACE_HDR_SIZE);
 	/* The magic has no terminating NUL in the file. */
 	for (int i = 0; i < 8; i++)
 		h[i] = (unsigned char)SIM_TRACE_MAGIC[i];
-	put32(h + 8, SIM_TRACE_VERSION);
-	put32(h + 12, SIM_TRACE_REC_SIZE);
+	put32(h + 8, version);
+	put32(h + 12, (uint32_t)sim_trace_rec_size(version));
 }
 
-void sim_trace_encode_rec(unsigned char p[SIM_TRACE_REC_SIZE], const struct sim_rec *r)
+void sim_trace_encode_header(unsigned char h[SIM_TRACE_HDR_SIZE])
 {
-	memset(p, 0, SIM_TRACE_REC_SIZE);
+	sim_trace_encode_header_v(h, SIM_TRACE_VERSION);
+}
+
+void sim_trace_encode_rec_v(unsigned char *p, const struct sim_rec *r, unsigned int version)
+{
+	memset(p, 0, sim_trace_rec_size(version));
 	put64(p, r->time_ns);
 	put64(p + 8, r->dur_ns);
 	put32(p + 16, r->pid);
@@ -198,6 +224,13 @@ void sim_trace_encode_rec(unsigned char p[SIM_TRACE_REC_SIZE], const struct sim_
 	put32(p + 28, r->flags);
 	put64(p + 32, r->offset);
 	put64(p + 40, r->length);
+	if (version >= 2)
+		put64(p + 48, r->open);
+}
+
+void sim_trace_encode_rec(unsigned char p[SIM_TRACE_REC_SIZE], const struct sim_rec *r)
+{
+	sim_trace_encode_rec_v(p, r, SIM_TRACE_VERSION);
 }
 
 uint64_t sim_trace_rec_time(const unsigned char p[SIM_TRACE_REC_SIZE])

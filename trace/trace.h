@@ -13,11 +13,12 @@
  *
  *   header, 32 bytes
  *     0  char[8]  magic "FFSTRACE"
- *     8  u32      version (SIM_TRACE_VERSION)
- *    12  u32      record size in bytes (SIM_TRACE_REC_SIZE)
+ *     8  u32      version: 2 (SIM_TRACE_VERSION), or 1
+ *    12  u32      record size in bytes: 56 in version 2, 48 in version 1
+ *                 (sim_trace_rec_size())
  *    16  u64      reserved, 0
  *    24  u64      reserved, 0
- *   record, 48 bytes, in the order the operations reached the daemon
+ *   record, 56 bytes, in the order the operations reached the daemon
  *     0  u64      time_ns   when the operation began (ns from any origin)
  *     8  u64      dur_ns    how long it took when recorded (0: unknown);
  *                           the writer's think time before its next
@@ -32,6 +33,33 @@
  *                           the new size; rename: the file id it replaces
  *    40  u64      length    write/read/fallocate: bytes; create: the
  *                           file's size when it was opened
+ *    48  u64      open      the open file (FUSE handle) the operation came
+ *                           through: a number unique for the trace's whole
+ *                           lifetime, never reused, the same in every
+ *                           record of one open; 0: none or not known (an
+ *                           unlink, a rename, a truncate by name)
+ *
+ * Version 1 records are the first 48 bytes of these, without open; a
+ * reader gives them open 0.
+ *
+ * Why open ids and no open or close records: what needs the open is the
+ * state each open keeps, readahead's (struct bs_ra, Linux's
+ * file_ra_state, zeroed at open), so a replay needs to know which reads
+ * share one, and that a reopen starts afresh.  An id that is never
+ * reused says both: a replay makes an open's state at its first record
+ * and keeps it to the end, which is exact, since a closed open has no
+ * more records.  Open and close records would add two records and a
+ * recorder call to every open and release, yet still not cover the opens
+ * made before a recording started, which a replay would have to make at
+ * their first record all the same.  The recorder numbers opens from a
+ * counter of the mount (one atomic add per open, recording or not), 64
+ * bits so that it never wraps.
+ *
+ * A replay gives a record with open 0 (every record of a version 1 trace)
+ * the open of its (pid, file): each process opens a file once, as each
+ * PostgreSQL backend opens a table itself.  Two threads of one process
+ * sharing a descriptor then count as two opens, and a process that
+ * reopens a file as one.
  *
  * A reader refuses (with the byte offset of what is wrong) a bad magic, a
  * version or record size it does not know, a trace whose length is not
@@ -47,9 +75,10 @@
 #include <stdio.h>
 
 #define SIM_TRACE_MAGIC "FFSTRACE"
-#define SIM_TRACE_VERSION 1u
+#define SIM_TRACE_VERSION 2u	/* what the writers write */
 #define SIM_TRACE_HDR_SIZE 32u
-#define SIM_TRACE_REC_SIZE 48u
+#define SIM_TRACE_REC_SIZE 56u	/* of SIM_TRACE_VERSION */
+#define SIM_TRACE_V1_REC_SIZE 48u
 
 enum sim_op {
 	SIM_OP_WRITE = 1,
@@ -74,26 +103,38 @@ struct sim_rec {
 	uint32_t flags;
 	uint64_t offset;
 	uint64_t length;
+	uint64_t open;		/* 0: none or not known (all of version 1) */
 };
 
 /* The op's name in dump output ("write", ...), or NULL when unknown. */
 const char *sim_op_name(unsigned int op);
 
+/* The record size of trace version @version, 0 for a version not known. */
+size_t sim_trace_rec_size(unsigned int version);
+
 /*
- * Read the whole trace at @path into a malloc'ed array (*@recs, *@nr).
- * Returns 0, or -errno with one line in @err naming the file and, for a
- * bad trace, the byte offset of what is wrong (-EINVAL).
+ * Read the whole trace at @path (version 1 or 2) into a malloc'ed array
+ * (*@recs, *@nr); its version into *@version unless NULL.  Returns 0, or
+ * -errno with one line in @err naming the file and, for a bad trace, the
+ * byte offset of what is wrong (-EINVAL).
  */
 int sim_trace_load(const char *path, struct sim_rec **recs, size_t *nr,
-		   char *err, size_t errlen);
+		   unsigned int *version, char *err, size_t errlen);
 
-/* Writing: the header, then records; 0 or -errno. */
+/* Writing (SIM_TRACE_VERSION): the header, then records; 0 or -errno. */
 int sim_trace_write_header(FILE *f);
 int sim_trace_write_rec(FILE *f, const struct sim_rec *rec);
 
-/* The same bytes, into memory: for a writer that does its own I/O. */
+/*
+ * The same bytes, into memory: for a writer that does its own I/O.  The
+ * _v variants write trace version @version (1 or 2; a record of version
+ * 1 is sim_trace_rec_size(1) bytes and drops rec->open): what a reader
+ * accepted encodes back to the same bytes.
+ */
 void sim_trace_encode_header(unsigned char h[SIM_TRACE_HDR_SIZE]);
 void sim_trace_encode_rec(unsigned char p[SIM_TRACE_REC_SIZE], const struct sim_rec *rec);
+void sim_trace_encode_header_v(unsigned char h[SIM_TRACE_HDR_SIZE], unsigned int version);
+void sim_trace_encode_rec_v(unsigned char *p, const struct sim_rec *rec, unsigned int version);
 /* time_ns of an encoded record. */
 uint64_t sim_trace_rec_time(const unsigned char p[SIM_TRACE_REC_SIZE]);
 

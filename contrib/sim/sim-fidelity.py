@@ -62,9 +62,11 @@ FIO_JOB = ["--name=bench", "--ioengine=psync", "--rw=randwrite", "--bs=8k",
            "--overwrite=1", "--numjobs=2", "--size=256M", "--direct=0",
            "--group_reporting"]
 
-# trace/trace.h: a 32-byte header, then 48-byte little-endian records.
+# trace/trace.h: a 32-byte header (magic, u32 version, u32 record size),
+# then little-endian records: 56 bytes in version 2 (the open id last),
+# 48 in version 1.
 TRACE_HDR = 32
-TRACE_REC = struct.Struct("<QQIIB3xIQQ")
+TRACE_RECS = {1: struct.Struct("<QQIIB3xIQQ"), 2: struct.Struct("<QQIIB3xIQQQ")}
 OP_FSYNC, OP_FDATASYNC = 3, 4
 
 
@@ -80,10 +82,15 @@ def read_trace(path):
         data = f.read()
     if data[:8] != b"FFSTRACE":
         raise Failure("%s: not a trace" % path)
+    version, size = struct.unpack_from("<II", data, 8)
+    rec = TRACE_RECS.get(version)
+    if rec is None or rec.size != size:
+        raise Failure("%s: trace version %d, record size %d: not known here"
+                      % (path, version, size))
     recs = 0
     syncs = []
     first = end = None
-    for t, dur, _pid, _file, op, _flags, _off, _len in TRACE_REC.iter_unpack(
+    for t, dur, _pid, _file, op, _flags, _off, _len, *_open in rec.iter_unpack(
             memoryview(data)[TRACE_HDR:]):
         recs += 1
         if op in (OP_FSYNC, OP_FDATASYNC):

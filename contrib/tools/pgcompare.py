@@ -17,7 +17,15 @@ each pgbench run and after each stop, for exact per-iteration deltas.
 Output (-O DIR): report.md (settings, the seed's tps table, the accounting
 and throttling table), iterations.csv (one row per configuration and
 iteration), samples.csv (every one-second stats sample, tagged with its
-iteration and phase), tps.png, dirty.png, pauses.png, and logs/.
+iteration and phase), tps.png, share2m.png (the share of the cache in
+2 MiB folios after each run), dirty.png, pauses.png, and logs/.
+
+--back-to-back runs each configuration's iterations one after the other on
+one running server instead; --source runs a sequential scan or a VACUUM of
+pgbench_accounts before each iteration (what builds 2 MiB folios in
+PostgreSQL's life); --preset seed is the seed's scenario (issue 27): data
+several times the cache, the scan before each iteration, back to back, the
+2 x 2 of ra_model 6.16/6.17 and dirty_account folio/page.
 
 As root, the daemons, servers and pgbench run as the unprivileged user
 foliofs-test (created if missing; /dev/fuse is made 0666 for it).  On any
@@ -73,6 +81,30 @@ QUICK = {"iters": 3, "duration": 20}
 COMMON_OPTS = "folio_size=2M,cache_size=2G,dirty_bytes=32M,throttle=bdp"
 DEFAULT_CONFIGS = ("folio=dirty_account=folio", "page=dirty_account=page")
 PG_CONF = ("shared_buffers=128MB", "max_wal_size=1GB")
+# --preset seed: the seed's scenario (issue 27), on this machine's size.
+# Data several times the cache (scale 100 is 1.6 GB, cache_size 512M), a
+# sequential scan of pgbench_accounts before each iteration (the large-folio
+# source: contrib/results/pg-folios-2026-12-05 finds that pgbench's own
+# reads build no 2 MiB folio, a scan or a VACUUM of the table does),
+# iterations back to back on one running server, and the 2 x 2 of readahead
+# model and dirty accounting under the same thresholds.
+SEED_PRESET = {
+    "scale": 100, "iters": 8, "duration": 30, "clients": 16,
+    "common": "folio_policy=kernel,readahead_kb=2048,cache_size=512M,"
+              "dirty_bytes=64M,dirty_background_bytes=32M",
+    "configs": ("6.16-folio=ra_model=6.16,dirty_account=folio",
+                "6.16-page=ra_model=6.16,dirty_account=page",
+                "6.17-folio=ra_model=6.17,dirty_account=folio",
+                "6.17-page=ra_model=6.17,dirty_account=page"),
+    "source": "seqscan",
+}
+SEED_QUICK = {"scale": 20, "iters": 3, "duration": 10,
+              "common": SEED_PRESET["common"].replace("cache_size=512M", "cache_size=128M")}
+PRESETS = {"seed": SEED_PRESET}
+# What --source runs before each iteration, as the server's superuser.
+SOURCES = {"none": None,
+           "seqscan": "SELECT sum(abalance) FROM pgbench_accounts",
+           "vacuum": "VACUUM pgbench_accounts"}
 # Options the script sets itself on every mount.
 RESERVED_OPTS = ("stats_log", "stats_interval_ms")
 # passthrough_hp configurations: SPEC -> its arguments.
@@ -306,6 +338,23 @@ def parse_args(argv):
     p.add_argument("--pg-conf", action="append", metavar="NAME=VALUE",
                    default=[], help="server setting, over the defaults %s"
                    " (repeat for more)" % ", ".join(PG_CONF))
+    p.add_argument("--preset", choices=sorted(PRESETS),
+                   help="a named scenario: 'seed' runs the seed's (scale 100,"
+                   " cache_size 512M, a sequential scan before each of 8"
+                   " iterations of 30 s back to back, 16 clients, the 2 x 2 of"
+                   " ra_model 6.16/6.17 and dirty_account folio/page); options"
+                   " given beside it win; with --quick: scale 20, cache_size"
+                   " 128M, 3 iterations of 10 s")
+    p.add_argument("--back-to-back", action="store_true",
+                   help="each configuration's iterations one after the other"
+                   " on one running server (started before the first, stopped"
+                   " after the last), configurations in turn; default: the"
+                   " configurations take turns, each server stopped after"
+                   " each run")
+    p.add_argument("--source", choices=sorted(SOURCES),
+                   help="run before each iteration, on the running server:"
+                   " seqscan (%s), vacuum (%s) or none (the default)"
+                   % (SOURCES["seqscan"], SOURCES["vacuum"]))
     p.add_argument("--quick", action="store_true",
                    help="%d iterations of %d s (about 3 minutes)"
                    % (QUICK["iters"], QUICK["duration"]))
@@ -318,6 +367,18 @@ def parse_args(argv):
     p.add_argument("-k", "--keep", action="store_true",
                    help="keep the scratch directory (clusters, backing files)")
     a = p.parse_args(argv)
+    if a.preset:
+        preset = dict(PRESETS[a.preset], **(SEED_QUICK if a.quick else {}))
+        for key in ("scale", "iters", "duration", "clients", "source"):
+            if getattr(a, key) is None:
+                setattr(a, key, preset[key])
+        if not a.common:
+            a.common = preset["common"]
+        if not a.config:
+            a.config = list(preset["configs"])
+        a.back_to_back = True
+    if a.source is None:
+        a.source = "none"
     for key, val in DEFAULTS.items():
         if getattr(a, key) is None:
             setattr(a, key, QUICK[key] if a.quick and key in QUICK else val)
@@ -639,9 +700,17 @@ class Comparison:
         self.pg_stop(c)
         c.load_s = time.monotonic() - t0
 
-    def iteration(self, c, it, position):
+    def iteration(self, c, it, position, stop=True):
+        """One pgbench run of C (its server started if it is not running,
+        the --source step first); the server stopped after it if STOP."""
         self.check_daemon(c)
-        self.pg_start(c)
+        if self.running is not c:
+            self.pg_start(c)
+        if SOURCES[self.a.source]:
+            self.r.check([self.r.prog("psql"), "-X", "-q", "-At", "-h", c.sock,
+                          "-p", "5432", "-U", "postgres", "-d", "postgres",
+                          "-v", "ON_ERROR_STOP=1", "-c", SOURCES[self.a.source]],
+                         "%s: %s" % (c.name, self.a.source), timeout=TIMEOUT_STEP)
         before = self.snapshot(c)
         start = now_ms()
         out = self.pgbench(c, ["-N", "-M", "prepared", "-c", str(self.a.clients),
@@ -649,7 +718,8 @@ class Comparison:
                            "pgbench -N", "pgbench-%s-%d.log" % (c.name, it))
         end = now_ms()
         after_run = self.snapshot(c)
-        self.pg_stop(c)
+        if stop:
+            self.pg_stop(c)
         after_stop = self.snapshot(c)
         stop_end = now_ms()
         self.check_daemon(c)
@@ -657,6 +727,9 @@ class Comparison:
                "start_unix_ms": start, "end_unix_ms": end,
                "stop_end_unix_ms": stop_end}
         row.update(parse_pgbench(out, c.name))
+        # The share of the cache in 2 MiB folios after the run.
+        row["share_2m"] = (after_run.get("folios_2048k", 0) * 2 * MIB
+                           / after_run["cache_bytes"]) if after_run.get("cache_bytes") else ""
         for k in COUNTERS:
             run = after_run.get(k, 0) - before.get(k, 0) if before else ""
             tot = after_stop.get(k, 0) - before.get(k, 0) if before else ""
@@ -701,10 +774,15 @@ class Comparison:
             self.pg_init(c)
             self.load(c)
         n = len(self.configs)
-        for it in range(1, self.a.iters + 1):
-            k = (it - 1) % n
-            for pos, c in enumerate(self.configs[k:] + self.configs[:k], 1):
-                self.iteration(c, it, pos)
+        if self.a.back_to_back:
+            for pos, c in enumerate(self.configs, 1):
+                for it in range(1, self.a.iters + 1):
+                    self.iteration(c, it, pos, stop=it == self.a.iters)
+        else:
+            for it in range(1, self.a.iters + 1):
+                k = (it - 1) % n
+                for pos, c in enumerate(self.configs[k:] + self.configs[:k], 1):
+                    self.iteration(c, it, pos)
         for c in self.configs:
             if not c.native:
                 log("%s: unmounting (the daemon writes back and syncs)" % c.name)
@@ -992,6 +1070,25 @@ def load_times(cmp):
         if base and not c.native else "") for c in cmp.configs)
 
 
+def iteration_detail_table(cmp):
+    """Per foliofs configuration and iteration: tps, the share of the cache
+    in 2 MiB folios after the run, charged over written during the run,
+    pauses and time paused: the seed's decay, where it shows."""
+    rows = []
+    for c in cmp.configs:
+        if not c.foliofs:
+            continue
+        for r in sorted((r for r in cmp.iterations if r["config"] == c.name),
+                        key=lambda r: r["iteration"]):
+            written = r["run_backing_write_bytes"] / PAGE if r["run_backing_write_bytes"] else 0
+            rows.append([c.name, str(r["iteration"]), fmt_tps(r["tps"]),
+                         fmt_pct(r["share_2m"] * 100) if r["share_2m"] != "" else "",
+                         "x%.1f" % (r["run_nr_dirtied"] / written) if written else "-",
+                         str(r["run_throttle_events"]), "%.1f s" % (r["run_throttle_ms"] / 1000)])
+    return md_table(["configuration", "iteration", "tps", "cache in 2 MiB folios after",
+                     "charged/written in the run", "pauses", "paused"], rows)
+
+
 def write_report(cmp, settings, summ, path):
     it_rows = []
     for it in range(1, cmp.a.iters + 1):
@@ -1019,7 +1116,8 @@ def write_report(cmp, settings, summ, path):
         " %s." % (cmp.a.scale, load_times(cmp)),
         "", "Per iteration (order: who ran first):", "",
         md_table(["iteration", "order"] + [c.name for c in cmp.configs], it_rows),
-        "",
+        "", "Per iteration, foliofs configurations:", "",
+        iteration_detail_table(cmp), "",
         "## Dirty accounting and throttling", "",
         dirty_table(summ), "",
         peaks_table(summ), "",
@@ -1051,6 +1149,7 @@ def write_report(cmp, settings, summ, path):
         "",
         "## Plots", "",
         "![tps per iteration](tps.png)", "",
+        "![the cache in 2 MiB folios per iteration](share2m.png)", "",
         "![charged and exact dirty, setpoint and limit](dirty.png)", "",
         "![time paused per second](pauses.png)", "",
         "## Files", "",
@@ -1091,6 +1190,24 @@ def plot(cmp, samples, summ, outdir):
     ax.legend()
     fig.tight_layout()
     fig.savefig(os.path.join(outdir, "tps.png"), dpi=100)
+    plt.close(fig)
+
+    fig, ax = plt.subplots(figsize=(9, 4.5))
+    for c in fcs:
+        its = sorted((r for r in cmp.iterations if r["config"] == c.name),
+                     key=lambda r: r["iteration"])
+        ax.plot([r["iteration"] for r in its],
+                [100 * r["share_2m"] if r["share_2m"] != "" else 0 for r in its],
+                marker="o", label=c.name)
+    ax.set_xlabel("iteration")
+    ax.set_ylabel("% of the cache in 2 MiB folios, after the run")
+    ax.set_ylim(0, 100)
+    ax.set_xticks(range(1, cmp.a.iters + 1))
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(os.path.join(outdir, "share2m.png"), dpi=100)
     plt.close(fig)
 
     fig = dirty_figure(plt, cmp, samples, fcs, title)
@@ -1161,6 +1278,7 @@ def report(cmp, settings):
               "stop_end_unix_ms", "tps", "transactions", "failed",
               "latency_avg_ms"]
     header += ["run_" + k for k in COUNTERS] + ["total_" + k for k in COUNTERS]
+    header += ["share_2m"]
     write_csv(os.path.join(cmp.out, "iterations.csv"), header, cmp.iterations)
     summ = summarize(cmp, samples)
     write_report(cmp, settings, summ, os.path.join(cmp.out, "report.md"))

@@ -1,0 +1,477 @@
+#!/usr/bin/python3
+"""pg-seed.py: the seed's PostgreSQL scenario on this machine's kernel, the
+reference foliofs's model is judged against.
+
+One PostgreSQL 15 cluster on XFS (or ext4) over a loop device
+(`losetup --direct-io=on`, `read_ahead_kb` --ra-kb), its processes in a
+memory cgroup of --mem (cgroup v2 where the machine has the memory
+controller there, v1 otherwise), `vm.dirty_bytes` and
+`vm.dirty_background_bytes` set for the run and restored; after
+`pgbench -i -s SCALE`, --iters runs of `pgbench -N -M prepared` back to
+back on the one running server, each --duration seconds.  A large-folio
+source (--source) reads the table in order: `seqscan-each` (a sequential
+scan before each iteration), `seqscan-first` (one before the first),
+`vacuum-each` (VACUUM before each), `autovacuum` (autovacuum on, acting
+after 2% of a table changed), or `none`.
+
+Per iteration, from the kernel itself:
+  tps            pgbench's
+  bdp events     writeback:balance_dirty_pages events on the loop device's
+  pauses, ms     bdi; those that slept (pause > 0: a shorter one is traced
+                 as min(pause, 0) and not slept) and the time they slept,
+                 counted from a tracefs instance's trace_pipe as they come
+                 (a lost event fails the run)
+  charged        pages charged to the dirty budget: each folio the
+                 kernel charges (writeback:writeback_dirty_folio, fired in
+                 folio_account_dirtied()) at its whole size, as known from
+                 the folio events
+  written        pages the loop device wrote (/sys/block/loopN/stat)
+  added, cached  folios added to the file system's page cache by order
+                 (mm_filemap_add_to_page_cache), and the share of its cached
+                 bytes in 2 MiB folios after the iteration (adds minus
+                 mm_filemap_delete_from_page_cache)
+and the summary the seed reports: mean tps, CV, worst, the second half
+of the iterations against the first, charged/written, pauses.
+
+Usage, as root:
+  contrib/kernel/pg-seed.py [--scale 100] [--iters 8] [--duration 30]
+      [--clients 16] [--mem 1G] [--dirty-bytes 200M] [--source seqscan-each]
+      [--json out.json] [--md report.md]
+  contrib/kernel/pg-seed.py --tiny       a 1-minute smoke run (scale 5, 2 x 5 s)
+Exit status 0, 1 on failure, 77 when it cannot run here (the reason on
+stderr).  Everything set up is undone on exit, also on SIGINT/SIGTERM.
+"""
+
+import argparse
+import collections
+import datetime
+import importlib.util
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+
+
+def _load(name, file):
+    spec = importlib.util.spec_from_file_location(name, os.path.join(HERE, file))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+pgf = _load('pg_folios', 'pg-folios.py')
+rap = pgf.rap
+Skip, Undo, Signals, run, wr, rd = rap.Skip, rap.Undo, rap.Signals, rap.run, rap.wr, rap.rd
+
+PAGE = 4096
+MiB = 1 << 20
+SOURCES = ('seqscan-each', 'seqscan-first', 'vacuum-each', 'autovacuum', 'none')
+AUTOVACUUM = ['autovacuum=on', 'autovacuum_naptime=5', 'autovacuum_vacuum_scale_factor=0.02',
+              'autovacuum_vacuum_insert_scale_factor=0.02', 'autovacuum_vacuum_cost_delay=0']
+
+
+def log(msg):
+    print('pg-seed: %s' % msg, file=sys.stderr, flush=True)
+
+
+def parse_size(text):
+    m = re.fullmatch(r'(\d+)([KMGT]?)', text.strip().upper())
+    if not m:
+        raise argparse.ArgumentTypeError('%r: a size (bytes, or with K, M, G, T)' % text)
+    return int(m.group(1)) << {'': 0, 'K': 10, 'M': 20, 'G': 30, 'T': 40}[m.group(2)]
+
+
+# --------------------------------------------------------------------------
+# the memory cgroup
+
+class MemCgroup:
+    """A memory cgroup of LIMIT bytes that this process (and so everything
+    it starts from now on) runs in until close()."""
+
+    def __init__(self, limit, undo):
+        v2 = '/sys/fs/cgroup'
+        ctl = os.path.join(v2, 'cgroup.controllers')
+        name = 'pg-seed-%d' % os.getpid()
+        if os.path.exists(ctl) and 'memory' in rd(ctl).split():
+            self.dir = os.path.join(v2, name)
+            self.root_procs = os.path.join(v2, 'cgroup.procs')
+            limit_file, self.version = 'memory.max', 2
+        else:
+            v1 = '/sys/fs/cgroup/memory'
+            if not os.path.exists(os.path.join(v1, 'cgroup.procs')):
+                raise Skip('no memory cgroup controller (neither v2 nor v1 at %s)' % v1)
+            self.dir = os.path.join(v1, name)
+            self.root_procs = os.path.join(v1, 'cgroup.procs')
+            limit_file, self.version = 'memory.limit_in_bytes', 1
+        os.mkdir(self.dir)
+        undo.push('rmdir ' + self.dir, self._remove)
+        wr(os.path.join(self.dir, limit_file), str(limit))
+
+    def enter(self):
+        wr(os.path.join(self.dir, 'cgroup.procs'), str(os.getpid()))
+
+    def _remove(self):
+        wr(self.root_procs, str(os.getpid()))
+        for _ in range(50):
+            try:
+                os.rmdir(self.dir)
+                return
+            except OSError:
+                time.sleep(0.1)     # the last server process is going
+        os.rmdir(self.dir)
+
+
+# --------------------------------------------------------------------------
+# tracefs: two events, counted as they come (this kernel has no hist
+# triggers, and a buffer read at the end could overflow)
+
+class EventCounter:
+    """Events of the file system's device, read from a tracefs instance's
+    trace_pipe by a thread as they come and counted:
+      filemap:mm_filemap_add_to_page_cache / _delete_from_page_cache: the
+        folios in the page cache now ({(ino, index): order}) and those
+        added, by order;
+      writeback:writeback_dirty_folio (fired where folio_account_dirtied()
+        charges a folio): pages charged, each folio's whole size;
+      writeback:balance_dirty_pages: pauses and their sum (ms).
+    Start it before anything of the file system is cached."""
+
+    LINE = re.compile(r'(mm_filemap_add_to_page_cache|mm_filemap_delete_from_page_cache|'
+                      r'writeback_dirty_folio|balance_dirty_pages): (.*)')
+    FOLIO = re.compile(r'ino ([0-9a-f]+) pfn=0x[0-9a-f]+ ofs=(\d+) order=(\d+)')
+    DIRTY = re.compile(r'ino=(\d+) index=(\d+)')
+    PAUSE = re.compile(r' pause=(-?\d+)')
+
+    def __init__(self, root, kdev, bdi, undo):
+        self.dir = os.path.join(root, 'instances', 'pg-seed-%d' % os.getpid())
+        os.mkdir(self.dir)
+        undo.push('rmdir ' + self.dir, self._remove)
+        wr(os.path.join(self.dir, 'buffer_size_kb'), '32768')
+        dev = 's_dev == %d' % kdev
+        self.events = (('filemap', 'mm_filemap_add_to_page_cache', dev),
+                       ('filemap', 'mm_filemap_delete_from_page_cache', dev),
+                       ('writeback', 'writeback_dirty_folio', 'name == "%s"' % bdi),
+                       ('writeback', 'balance_dirty_pages', 'bdi == "%s"' % bdi))
+        for sub, ev, flt in self.events:
+            wr(os.path.join(self.dir, 'events', sub, ev, 'filter'), flt)
+            wr(os.path.join(self.dir, 'events', sub, ev, 'enable'), '1')
+        self.present = {}
+        self.added = collections.Counter()
+        self.charged = 0
+        self.bdp = [0, 0, 0]     # events, sleeps, ms slept
+        self.idle = False
+        self.lock = threading.Lock()
+        self.stop_flag = False
+        self.pipe = open(os.path.join(self.dir, 'trace_pipe'), 'rb', buffering=0)
+        os.set_blocking(self.pipe.fileno(), False)
+        self.thread = threading.Thread(target=self._reader, daemon=True)
+        self.thread.start()
+        undo.push('event reader', self._stop)
+
+    def _line(self, text):
+        m = self.LINE.search(text)
+        if not m:
+            return
+        ev, rest = m.groups()
+        if ev == 'balance_dirty_pages':
+            # A pause below min_pause is traced as min(pause, 0) and not
+            # slept: count the events, and the sleeps and their length.
+            p = self.PAUSE.search(rest)
+            pause = int(p.group(1)) if p else 0
+            self.bdp[0] += 1
+            if pause > 0:
+                self.bdp[1] += 1
+                self.bdp[2] += pause
+        elif ev == 'writeback_dirty_folio':
+            d = self.DIRTY.search(rest)
+            if d:
+                self.charged += 1 << self.present.get((int(d.group(1)), int(d.group(2))), 0)
+        else:
+            f = self.FOLIO.search(rest)
+            if f:
+                key = (int(f.group(1), 16), int(f.group(2)) // PAGE)
+                if ev == 'mm_filemap_add_to_page_cache':
+                    self.present[key] = int(f.group(3))
+                    self.added[int(f.group(3))] += 1
+                else:
+                    self.present.pop(key, None)
+
+    def _reader(self):
+        buf = b''
+        while not self.stop_flag:
+            try:
+                chunk = self.pipe.read(1 << 16)
+            except BlockingIOError:
+                chunk = None
+            if not chunk:
+                self.idle = True
+                time.sleep(0.05)
+                continue
+            self.idle = False
+            buf += chunk
+            lines = buf.split(b'\n')
+            buf = lines.pop()
+            with self.lock:
+                for line in lines:
+                    self._line(line.decode(errors='replace'))
+
+    def snapshot(self):
+        """{added: {order: n}, pauses, paused_ms, charged_pages, cached: {order: n}}."""
+        self.idle = False
+        deadline = time.monotonic() + 30
+        while not self.idle and time.monotonic() < deadline:
+            time.sleep(0.1)     # until the reader found the pipe empty
+        with self.lock:
+            cached = collections.Counter(self.present.values())
+            return {'added': dict(self.added), 'bdp_events': self.bdp[0],
+                    'pauses': self.bdp[1], 'paused_ms': self.bdp[2],
+                    'charged_pages': self.charged, 'cached': dict(cached)}
+
+    def lost(self):
+        lost = 0
+        for cpu in os.listdir(os.path.join(self.dir, 'per_cpu')):
+            stats = rd(os.path.join(self.dir, 'per_cpu', cpu, 'stats'))
+            lost += int(re.search(r'^overrun: (\d+)', stats, re.M).group(1))
+        return lost
+
+    def _stop(self):
+        self.stop_flag = True
+        self.thread.join(5)
+        self.pipe.close()
+
+    def _remove(self):
+        for sub, ev, _ in self.events:
+            try:
+                wr(os.path.join(self.dir, 'events', sub, ev, 'enable'), '0')
+            except OSError:
+                pass
+        os.rmdir(self.dir)
+
+
+def delta(a, b):
+    """Snapshot B minus snapshot A (cached: B's)."""
+    return {'added': {o: n - a['added'].get(o, 0) for o, n in b['added'].items()
+                      if n - a['added'].get(o, 0)},
+            'bdp_events': b['bdp_events'] - a['bdp_events'],
+            'pauses': b['pauses'] - a['pauses'], 'paused_ms': b['paused_ms'] - a['paused_ms'],
+            'charged_pages': b['charged_pages'] - a['charged_pages'], 'cached': b['cached']}
+
+
+def wa(path, text):
+    """Append TEXT to PATH: a trigger file is never opened with O_TRUNC,
+    which would drop every trigger of the event."""
+    with open(path, 'a') as f:
+        f.write(text)
+
+
+def sectors_written(dev):
+    return int(rd('/sys/block/%s/stat' % os.path.basename(dev)).split()[6])
+
+
+# --------------------------------------------------------------------------
+# the run
+
+def source_step(cl, source, i):
+    if source == 'seqscan-each' or (source == 'seqscan-first' and i == 0):
+        cl.psql('SELECT sum(abalance) FROM pgbench_accounts')
+    elif source == 'vacuum-each':
+        cl.psql('VACUUM pgbench_accounts')
+
+
+def parse_tps(out):
+    m = re.search(r'^tps = ([\d.]+)', out, re.M)
+    if not m:
+        raise RuntimeError('no tps in pgbench output:\n' + out)
+    return float(m.group(1))
+
+
+def run_reference(args, undo, work):
+    why = rap.kernel_skip_reason()
+    if why:
+        raise Skip(why)
+    bindir = pgf.pg_bindir()
+    hroot = rap.tracefs_root(undo)
+    cg = MemCgroup(args.mem, undo)
+    dev, data = pgf.pg_loop_fs(args.fs, work, max(4096, 60 * args.scale) * MiB, args.ra_kb,
+                               undo)
+    st = os.stat(data)
+    kdev = (os.major(st.st_dev) << 20) | os.minor(st.st_dev)
+    bdi = '%d:%d' % (os.major(st.st_dev), os.minor(st.st_dev))
+    events = EventCounter(hroot, kdev, bdi, undo)
+    cl = pgf.Cluster(bindir, data, work, undo)
+    cg.enter()
+    settings = ['shared_buffers=%s' % args.shared_buffers, 'max_wal_size=1GB',
+                'max_connections=%d' % (args.clients + 10)]
+    if args.source == 'autovacuum':
+        settings += AUTOVACUUM
+    cl.start(settings)
+    t0 = time.monotonic()
+    cl.pgbench(['-i', '-q', '-s', str(args.scale)])
+    cl.psql('CHECKPOINT')
+    load_s = time.monotonic() - t0
+    log('loaded scale %d in %.0f s' % (args.scale, load_s))
+    for knob, val in (('dirty_background_bytes', args.dirty_background_bytes),
+                      ('dirty_bytes', args.dirty_bytes)):
+        path = '/proc/sys/vm/' + knob
+        old_bytes, old_ratio = rd(path).strip(), rd(path.replace('_bytes', '_ratio')).strip()
+        undo.push('vm.' + knob, restore_vm, knob, old_bytes, old_ratio)
+        wr(path, str(val))
+    rows = []
+    for i in range(args.iters):
+        s0 = events.snapshot()
+        source_step(cl, args.source, i)
+        s1 = events.snapshot()
+        w0 = sectors_written(dev)
+        out = cl.pgbench(['-N', '-M', 'prepared', '-c', str(args.clients), '-j', '2',
+                          '-T', str(args.duration), '-n'])
+        w1 = sectors_written(dev)
+        src, run_ = delta(s0, s1), delta(s1, events.snapshot())
+        row = {'iter': i + 1, 'tps': parse_tps(out), 'charged_pages': run_['charged_pages'],
+               'written_pages': (w1 - w0) * 512 // PAGE, 'bdp_events': run_['bdp_events'],
+               'pauses': run_['pauses'], 'paused_ms': run_['paused_ms'], 'added': run_['added'],
+               'source_added': src['added'], 'cached': run_['cached']}
+        rows.append(row)
+        log('iteration %d: %.0f tps, %d pauses (%d ms), charged/written x%.1f, '
+            'cached %s in 2M' % (i + 1, row['tps'], row['pauses'], row['paused_ms'],
+                                 ratio(row['charged_pages'], row['written_pages']),
+                                 pct(share_2m(row['cached']))))
+    cl.stop()
+    if events.lost():
+        raise RuntimeError('the trace lost %d events' % events.lost())
+    return {'load_seconds': load_s, 'iterations': rows}
+
+
+def restore_vm(knob, old_bytes, old_ratio):
+    # Writing one of a pair zeroes the other: put back whichever was in force.
+    path = '/proc/sys/vm/' + knob
+    if int(old_bytes):
+        wr(path, old_bytes)
+    else:
+        wr(path.replace('_bytes', '_ratio'), old_ratio)
+
+
+def share_2m(added):
+    total = sum(n << o for o, n in added.items())
+    return (added.get(9, 0) << 9) / total if total else 0.0
+
+
+def ratio(a, b):
+    return a / b if b else float('nan')
+
+
+def pct(v):
+    return '%.0f%%' % (100 * v)
+
+
+def summarize(rows):
+    tps = [r['tps'] for r in rows]
+    half = len(tps) // 2
+    mean = statistics.mean(tps)
+    return {
+        'mean_tps': mean, 'cv': statistics.pstdev(tps) / mean if mean else 0.0,
+        'worst_tps': min(tps),
+        'second_half_vs_first': (statistics.mean(tps[half:]) / statistics.mean(tps[:half]) - 1)
+        if half else 0.0,
+        'charged_per_written': ratio(sum(r['charged_pages'] for r in rows),
+                                     sum(r['written_pages'] for r in rows)),
+        'bdp_events': sum(r['bdp_events'] for r in rows),
+        'pauses': sum(r['pauses'] for r in rows),
+        'paused_ms': sum(r['paused_ms'] for r in rows),
+    }
+
+
+SIZES = ['4K', '8K', '16K', '32K', '64K', '128K', '256K', '512K', '1M', '2M']
+
+
+def markdown(args, res, summ):
+    out = ['# pg-seed on the kernel: %s' % res['meta']['kernel'], '',
+           'scale %d, %d x %d s, %d clients, memory cgroup %d MiB, dirty_bytes %d MiB, '
+           'dirty_background_bytes %d MiB, read_ahead_kb %d, %s, source %s; load %.0f s.'
+           % (args.scale, args.iters, args.duration, args.clients, args.mem // MiB,
+              args.dirty_bytes // MiB, args.dirty_background_bytes // MiB, args.ra_kb,
+              args.fs, args.source, res['load_seconds']), '',
+           '| iteration | tps | bdp events | pauses | paused ms | charged/written | folios added in the run: '
+           + ' '.join(SIZES) + ' | cached in 2M after |',
+           '|---:|---:|---:|---:|---:|---:|---|---:|']
+    for r in res['iterations']:
+        out.append('| %d | %.0f | %d | %d | %d | x%.1f | %s | %s |'
+                   % (r['iter'], r['tps'], r['bdp_events'], r['pauses'], r['paused_ms'],
+                      ratio(r['charged_pages'], r['written_pages']),
+                      ' '.join(str(r['added'].get(o, 0)) for o in range(10)),
+                      pct(share_2m(r['cached']))))
+    out += ['', '| mean tps | CV | worst | 2nd half vs 1st | charged/written | pauses | paused |',
+            '|---:|---:|---:|---:|---:|---:|---:|',
+            '| %.0f | %.2f%% | %.0f | %+.1f%% | x%.1f | %d | %.1f s |'
+            % (summ['mean_tps'], 100 * summ['cv'], summ['worst_tps'],
+               100 * summ['second_half_vs_first'], summ['charged_per_written'],
+               summ['pauses'], summ['paused_ms'] / 1000)]
+    return '\n'.join(out) + '\n'
+
+
+def main(argv):
+    ap = argparse.ArgumentParser(description=__doc__.split('\n\n')[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument('--fs', choices=('xfs', 'ext4'), default='xfs')
+    ap.add_argument('--scale', type=int, default=100)
+    ap.add_argument('--iters', type=int, default=8)
+    ap.add_argument('--duration', type=int, default=30, help='seconds of each iteration')
+    ap.add_argument('--clients', type=int, default=16)
+    ap.add_argument('--mem', type=parse_size, default=parse_size('1G'),
+                    help='the memory cgroup limit of the server (page cache included)')
+    ap.add_argument('--shared-buffers', default='128MB')
+    ap.add_argument('--dirty-bytes', type=parse_size, default=parse_size('200M'))
+    ap.add_argument('--dirty-background-bytes', type=parse_size, default=parse_size('100M'))
+    ap.add_argument('--ra-kb', type=int, default=2048)
+    ap.add_argument('--source', choices=SOURCES, default='seqscan-each')
+    ap.add_argument('--tiny', action='store_true', help='a smoke run: scale 5, 2 x 5 s')
+    ap.add_argument('--json', help='write the raw results here')
+    ap.add_argument('--md', help='write the report (markdown) here')
+    args = ap.parse_args(argv)
+    if args.tiny:
+        args.scale, args.iters, args.duration, args.clients = 5, 2, 5, 4
+        args.mem = parse_size('256M')
+    if args.iters < 1 or args.duration < 1 or args.scale < 1 or args.clients < 1:
+        ap.error('--scale, --iters, --duration and --clients are at least 1')
+    if args.dirty_background_bytes >= args.dirty_bytes:
+        ap.error('--dirty-background-bytes must be below --dirty-bytes')
+    undo = Undo()
+    with Signals():
+        try:
+            work = tempfile.mkdtemp(prefix='pg-seed-')
+            os.chmod(work, 0o755)
+            undo.push('rm -r ' + work, shutil.rmtree, work)
+            res = run_reference(args, undo, work)
+        except Skip as e:
+            print('pg-seed: skipped: %s' % e, file=sys.stderr)
+            return 77
+        finally:
+            undo.close()
+    res['meta'] = {'date': datetime.datetime.now().isoformat(timespec='seconds'),
+                   'kernel': os.uname().release,
+                   'args': {k: v for k, v in vars(args).items()},
+                   'commit': subprocess.run(['git', '-C', REPO, 'rev-parse', '--short', 'HEAD'],
+                                            stdout=subprocess.PIPE, text=True).stdout.strip()}
+    summ = summarize(res['iterations'])
+    res['summary'] = summ
+    md = markdown(args, res, summ)
+    print(md, end='')
+    if args.md:
+        with open(args.md, 'w') as f:
+            f.write(md)
+    if args.json:
+        with open(args.json, 'w') as f:
+            json.dump(res, f, indent=1)
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main(sys.argv[1:]))
