@@ -141,7 +141,8 @@ mount --bind "$BIN" /usr/local/bin
 mount -t fuse.foliofs -o flushers=1 "$B" "$M"
 printf installed > "$M/f"
 grep -q '^nr_dirtied ' "$M/.foliofs/stats"
-foliofs_pid=$(pgrep -n -x foliofs)
+# The daemon of this mount: its command line names the mount point.
+foliofs_pid=$(pgrep -n -f "^foliofs .*$M")
 readlink /proc/$foliofs_pid/exe
 umount "$M"
 # The daemon writes back and syncs after the unmount, then exits.
