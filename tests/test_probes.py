@@ -89,6 +89,17 @@ def test_translate_refuses_what_foliofs_lacks(tmp_path, body, message):
     assert r.returncode == 2 and message in r.stderr, (r.returncode, r.stderr)
 
 
+def test_translate_takes_older_field_names(tmp_path):
+    """bdi_setpoint and bdi_dirty, the fields' names before cgroup
+    writeback, are wb_setpoint and wb_dirty."""
+    p = tmp_path / 's.bt'
+    p.write_text('tracepoint:writeback:balance_dirty_pages'
+                 ' { @d = max(args->bdi_dirty); @s = max(args->bdi_setpoint); }\n')
+    r = translate(str(p))
+    assert r.returncode == 0, r.stderr
+    assert '->wb_dirty)' in r.stdout and '->wb_setpoint)' in r.stdout, r.stdout
+
+
 def bpftrace_attach_reason():
     """None if bpftrace can attach a USDT probe of the foliofs binary here,
     else why not."""
