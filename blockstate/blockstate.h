@@ -347,6 +347,8 @@ off_t bs_file_size(struct bs_file *file);
  * (-ENOSPC past it), truncate fails with -EPERM.
  */
 void bs_file_fix_size(struct bs_file *file);
+/* The backing inode number the probes name the file by (foliofs_probes.h). */
+void bs_file_set_ino(struct bs_file *file, uint64_t ino);
 
 /*
  * Bytes of the file in blocks that are dirty, and under writeback, now

@@ -18,6 +18,7 @@
 #define FOLIOFS_BS_I_H
 
 #include "blockstate.h"
+#include "foliofs_probes.h"
 
 #include <limits.h>
 #include <pthread.h>
@@ -432,6 +433,8 @@ struct bs_file {
 	struct bs_cache *cache;			/* immutable */
 	const struct bs_backing_ops *ops;	/* immutable */
 	void *ctx;				/* immutable */
+	uint64_t ino;				/* for the probes only: the backing
+						 * st_ino (bs_file_set_ino), or 0 */
 
 	pthread_rwlock_t invalidate_lock;	/* see the lock order above */
 	pthread_rwlock_t index_lock;		/* protects index and size_state */

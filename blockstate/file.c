@@ -59,6 +59,11 @@ int bs_file_create(struct bs_cache *cache, const struct bs_backing_ops *ops,
 	return 0;
 }
 
+void bs_file_set_ino(struct bs_file *file, uint64_t ino)
+{
+	file->ino = ino;
+}
+
 void bs_file_fix_size(struct bs_file *file)
 {
 	file->fixed_size = true;
@@ -231,6 +236,9 @@ static int insert(struct bs_file *file, struct bs_folio *folio, off_t off,
 			file->size_state.order = order;
 			bs_folio_get(folio);	/* the caller's; the index has the first */
 			bs_cache_lru_add(file->cache, folio);
+			FOLIOFS_TP(mm_filemap_add_to_page_cache, .i_ino = file->ino,
+				   .index = (unsigned long)folio->start >> BS_PAGE_SHIFT,
+				   .order = __builtin_ctz(folio->size) - BS_PAGE_SHIFT);
 		}
 	}
 	pthread_rwlock_unlock(&file->index_lock);

@@ -418,6 +418,9 @@ void bs_folio_set_dirty(struct bs_folio *folio, uint32_t first_blk, uint32_t end
 	if (bs_bits_count(folio->dirty, first_blk, end_blk) == end_blk - first_blk)
 		return;
 	was_pinned = bs_folio_pinned(folio);
+	if (folio->held_blocks == folio->wb_blocks)	/* it was clean: now dirty */
+		FOLIOFS_TP(writeback_dirty_folio, .ino = folio->file->ino,
+			   .index = (unsigned long)folio->start >> BS_PAGE_SHIFT);
 	change_held(folio, folio->dirty, true, first_blk, end_blk, false);
 	/* Only writes set dirty bits on a folio that was not pinned. */
 	if (!was_pinned)
@@ -573,8 +576,12 @@ void bs_folio_sync_tags(struct bs_folio *folio)
 
 void bs_folio_wait_io(struct bs_folio *folio)
 {
-	while (folio->wb_runs || folio->rd_runs)
+	while (folio->wb_runs || folio->rd_runs) {
+		if (folio->wb_runs)
+			FOLIOFS_TP(folio_wait_writeback, .ino = folio->file->ino,
+				   .index = (unsigned long)folio->start >> BS_PAGE_SHIFT);
 		pthread_cond_wait(&folio->wb_done, &folio->lock);
+	}
 }
 
 void bs_folio_wait_reads(struct bs_folio *folio)

@@ -632,6 +632,10 @@ static void ra_meet(struct bs_file *file, struct bs_ra_state *ra, struct bs_foli
 	pthread_mutex_unlock(&folio->lock);
 	if (!marked)
 		return;
+	FOLIOFS_TP(page_cache_async_ra, .i_ino = file->ino, .index = page_of(folio),
+		   .order = ra->order, .size = ra->size, .async_size = ra->async_size,
+		   .ra_pages = lim->max_pages, .prev_pos = ra->prev_pos,
+		   .req_count = end - page_of(folio));
 	rd = bs_ra_async(model, ra, page_of(folio),
 			 (unsigned int)__builtin_ctz(folio->size) - BS_PAGE_SHIFT,
 			 end - page_of(folio), lim, view);
@@ -666,7 +670,13 @@ void bs_ra_before_read(struct bs_file *file, struct bs_ra *ra, off_t off, size_t
 
 		if ((!folio || held_until(folio, index, index + 1) == index) && index >= random_end) {
 			unsigned int model = atomic_load(&cache->ra_model);
-			struct bs_ra_read rd = bs_ra_sync(model, &st, index, end - index, &lim, &view);
+			struct bs_ra_read rd;
+
+			FOLIOFS_TP(page_cache_sync_ra, .i_ino = file->ino, .index = index,
+				   .order = st.order, .size = st.size, .async_size = st.async_size,
+				   .ra_pages = lim.max_pages, .prev_pos = st.prev_pos,
+				   .req_count = end - index);
+			rd = bs_ra_sync(model, &st, index, end - index, &lim, &view);
 
 			if (rd.kind == BS_RA_RANDOM)
 				random_end = rd.start + rd.nr;

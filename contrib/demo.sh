@@ -68,7 +68,7 @@ is_root() { [ "$(id -u)" -eq 0 ]; }
 # ---------------------------------------------------------------------------
 # dependencies and build
 
-PKGS=(meson ninja-build pkg-config gcc libfuse3-dev fuse3 liburing-dev)
+PKGS=(meson ninja-build pkg-config gcc libfuse3-dev fuse3 liburing-dev zlib1g-dev systemtap-sdt-dev scdoc)
 
 install_deps() {
 	local p missing=()

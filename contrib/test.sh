@@ -202,7 +202,7 @@ EOF
 # a. dependencies
 
 PKGS=(meson ninja-build pkg-config gcc clang clang-tidy libclang-rt-dev libfuse3-dev fuse3
-	liburing-dev python3-pytest python3-matplotlib fio postgresql-15 postgresql-contrib valgrind)
+	liburing-dev zlib1g-dev systemtap-sdt-dev bpftrace scdoc python3-pytest python3-matplotlib fio postgresql-15 postgresql-contrib valgrind)
 
 stage_install() {
 	local t0 p note missing=()
@@ -413,7 +413,7 @@ tidy() {
 	fi
 	# tests/fuzz is built only with -Dfuzz=true, so build/ has no compile
 	# commands for it: give its files the include directories they get.
-	for d in blockstate writeback fusefs trace; do
+	for d in blockstate writeback fusefs trace probes; do
 		fuzz_inc+=("--extra-arg=-I$ROOT/$d")
 	done
 	for d in $(pkg-config --cflags-only-I fuse3 2>/dev/null); do

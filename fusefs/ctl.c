@@ -39,6 +39,13 @@
  *                    logged with the reason, which a read then gives.
  *                    Mounting user only (0600): it names files by number,
  *                    whoever may open them.
+ *   .foliofs/errors  the last CTL_ERRORS writes of a control file that
+ *                    were refused, oldest first, one line each: "TIME
+ *                    PATH: REASON" (TIME in UTC, ISO 8601), the same line
+ *                    the daemon logs, so that a shell user whose write
+ *                    said only "Invalid argument" can read why without
+ *                    syslog.  Mounting user only (0400), as the writes it
+ *                    records are theirs.
  *   .foliofs/tunables/NAME
  *                    one file per run-time setting (wb_tunable_name()),
  *                    like /proc/sys/vm: read gives the value and a
@@ -82,6 +89,7 @@ static struct ffs_inode ctl_sync = CTL_INODE(FFS_CTL_SYNC, S_IFREG);
 static struct ffs_inode ctl_trace = CTL_INODE(FFS_CTL_TRACE, S_IFREG);
 static struct ffs_inode ctl_folios = CTL_INODE(FFS_CTL_FOLIOS, S_IFREG);
 static struct ffs_inode ctl_evict = CTL_INODE(FFS_CTL_EVICT, S_IFREG);
+static struct ffs_inode ctl_errors = CTL_INODE(FFS_CTL_ERRORS, S_IFREG);
 static struct ffs_inode ctl_tunables = CTL_INODE(FFS_CTL_TUNABLES, S_IFDIR);
 /* tunables/NAME: the i-th is wb_tunable_name(i). */
 static struct ffs_inode ctl_tunable[CTL_TUNABLES_MAX] = {
@@ -100,10 +108,24 @@ static struct {
 	{ "trace", &ctl_trace },
 	{ "folios", &ctl_folios },
 	{ "evict", &ctl_evict },
+	{ "errors", &ctl_errors },
 	{ "tunables", &ctl_tunables },
 };
 
 #define CTL_NR_NAMES (sizeof(ctl_names) / sizeof(ctl_names[0]))
+
+/*
+ * The last refused writes (.foliofs/errors): a ring of lines, oldest at
+ * ctl_errors_next once it is full.  One mount per daemon, like the
+ * control inodes above.
+ */
+#define CTL_ERRORS 32
+static struct {
+	pthread_mutex_t lock;		/* leaf: protects the rest */
+	char line[CTL_ERRORS][FFS_ERRLEN + 96];
+	unsigned int next;		/* where the next line goes */
+	unsigned int count;		/* lines held, at most CTL_ERRORS */
+} ctl_errors_ring = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
 /*
  * Per open control file; fuse_file_info.fh points to it.  Threads sharing
@@ -118,6 +140,43 @@ struct ctl_buf {
 	char msg[FFS_ERRLEN];	/* why the last write failed: read gives it */
 	size_t msg_len;
 };
+
+/* Keep "TIME .foliofs/@dir@name: @err" as the newest line of .foliofs/errors. */
+static void ctl_errors_add(const char *dir, const char *name, const char *err)
+{
+	char stamp[32] = "-";
+	struct timespec ts;
+	struct tm tm;
+
+	if (!clock_gettime(CLOCK_REALTIME, &ts) && gmtime_r(&ts.tv_sec, &tm))
+		strftime(stamp, sizeof(stamp), "%Y-%m-%dT%H:%M:%SZ", &tm);
+	pthread_mutex_lock(&ctl_errors_ring.lock);
+	snprintf(ctl_errors_ring.line[ctl_errors_ring.next], sizeof(ctl_errors_ring.line[0]),
+		 "%s .foliofs/%s%s: %s", stamp, dir, name, err);
+	ctl_errors_ring.next = (ctl_errors_ring.next + 1) % CTL_ERRORS;
+	if (ctl_errors_ring.count < CTL_ERRORS)
+		ctl_errors_ring.count++;
+	pthread_mutex_unlock(&ctl_errors_ring.lock);
+}
+
+/* .foliofs/errors into @buf: the lines held, oldest first, each with a newline. */
+static void ctl_fill_errors(struct ctl_buf *buf)
+{
+	unsigned int first;
+
+	buf->len = 0;
+	pthread_mutex_lock(&ctl_errors_ring.lock);
+	first = (ctl_errors_ring.next + CTL_ERRORS - ctl_errors_ring.count) % CTL_ERRORS;
+	for (unsigned int i = 0; i < ctl_errors_ring.count; i++) {
+		const char *line = ctl_errors_ring.line[(first + i) % CTL_ERRORS];
+		int n = snprintf(buf->data + buf->len, buf->cap - buf->len, "%s\n", line);
+
+		if (n < 0 || (size_t)n >= buf->cap - buf->len)
+			break;
+		buf->len += (size_t)n;
+	}
+	pthread_mutex_unlock(&ctl_errors_ring.lock);
+}
 
 static size_t ctl_nr_tunables(void)
 {
@@ -151,6 +210,7 @@ static mode_t ctl_mode(const struct ffs_inode *inode)
 		return 0644;
 	case FFS_CTL_FILES:
 	case FFS_CTL_FOLIOS:
+	case FFS_CTL_ERRORS:
 		return 0400;
 	case FFS_CTL_EVICT:
 		return 0600;
@@ -343,6 +403,9 @@ static int ctl_fill(struct ffs_data *fs, struct ffs_inode *inode, struct ctl_buf
 	case FFS_CTL_TRACE:
 		buf->len = (size_t)ffs_trace_state(fs->trace, buf->data, buf->cap);
 		return 0;
+	case FFS_CTL_ERRORS:
+		ctl_fill_errors(buf);
+		return 0;
 	case FFS_CTL_TUNABLE:
 		len = wb_tunable_get(fs->wb, ctl_tunable_name(inode), buf->data, buf->cap - 1);
 		if (len < 0)
@@ -365,7 +428,7 @@ int ffs_ctl_open(struct ffs_data *fs, struct ffs_inode *inode, struct fuse_file_
 		return -EISDIR;
 	/* Root passes the kernel's mode check: these are read-only for all. */
 	if ((inode->ctl == FFS_CTL_STATS || inode->ctl == FFS_CTL_FILES ||
-	     inode->ctl == FFS_CTL_FOLIOS) &&
+	     inode->ctl == FFS_CTL_FOLIOS || inode->ctl == FFS_CTL_ERRORS) &&
 	    (!rdonly || (fi->flags & O_TRUNC)))
 		return -EACCES;
 	buf = ctl_buf_alloc(inode->ctl == FFS_CTL_SYNC ? 0 : CTL_STATS_MAX);
@@ -423,8 +486,9 @@ static void ctl_refused(struct ctl_buf *buf, const char *dir, const char *name, 
 {
 	if (!err[0])
 		snprintf(err, FFS_ERRLEN, "%s", strerror(-ret));
-	/* fuse_log: to syslog once the daemon is in the background. */
+	/* fuse_log: to stderr in the foreground, syslog in the background. */
 	fuse_log(FUSE_LOG_ERR, ".foliofs/%s%s: %s\n", dir, name, err);
+	ctl_errors_add(dir, name, err);
 	ctl_set_msg(buf, err);
 }
 

@@ -139,6 +139,7 @@ enum ffs_ctl {
 	FFS_CTL_TRACE,	/* .foliofs/trace: start and stop recording */
 	FFS_CTL_FOLIOS,	/* .foliofs/folios: every cached folio */
 	FFS_CTL_EVICT,	/* .foliofs/evict: drop a file's clean folios */
+	FFS_CTL_ERRORS,	/* .foliofs/errors: the last writes refused, and why */
 };
 
 /*

@@ -13,6 +13,9 @@ that holds $FOLIOFS (the layout of a meson build directory).
 import errno
 import json
 import os
+import re
+import shutil
+import stat
 import subprocess
 
 import pytest
@@ -97,7 +100,7 @@ def test_control_directory_hidden_from_root_listing(mount):
     assert '.foliofs' not in os.listdir(mount.mnt)
     assert os.path.isdir(ctl(mount.mnt))
     assert set(os.listdir(ctl(mount.mnt))) == {'stats', 'fault', 'files', 'sync', 'trace',
-                                               'folios', 'evict', 'tunables'}
+                                               'folios', 'evict', 'errors', 'tunables'}
     assert os.path.isdir(ctl(mount.mnt, 'tunables'))
 
 
@@ -184,6 +187,50 @@ def test_tunable_bad_value(mount):
         finally:
             os.close(fd)
     assert {n: read_tunable(mnt, n) for n in TUNABLES} == before
+
+
+def test_refused_write_reason_in_errors_file(mount):
+    """A shell's `echo 150 > tunables/dirty_ratio` says only "Invalid
+    argument": .foliofs/errors then has the daemon's reason, newest last,
+    with the time and the file; the daemon (in the foreground) printed the
+    same reason on stderr.  errors is read-only, mounting user only."""
+    mnt = mount.mnt
+    r = subprocess.run(['sh', '-c', 'echo 150 > "$1"', 'sh', tunable(mnt, 'dirty_ratio')],
+                       capture_output=True, text=True)
+    assert r.returncode != 0, r      # bash: "Invalid argument"; dash: "I/O error"
+    r = subprocess.run(['sh', '-c', 'echo bogus > "$1"', 'sh', ctl(mnt, 'fault')],
+                       capture_output=True, text=True)
+    assert r.returncode != 0
+    with open(ctl(mnt, 'errors')) as f:
+        lines = f.read().splitlines()
+    assert len(lines) >= 2, lines
+    ratio, fault = lines[-2], lines[-1]
+    assert re.match(r'\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ \.foliofs/tunables/dirty_ratio: '
+                    r'dirty_ratio.*150', ratio), ratio
+    assert ' .foliofs/fault: ' in fault and 'bogus' in fault, fault
+    reason = ratio.split(': ', 1)[1]
+    assert reason in mount.output(), mount.output()
+    assert stat.S_IMODE(os.stat(ctl(mnt, 'errors')).st_mode) == 0o400
+    with pytest.raises(PermissionError):
+        os.open(ctl(mnt, 'errors'), os.O_WRONLY)
+    with pytest.raises(PermissionError):
+        run_as('nobody', os.open, ctl(mnt, 'errors'), os.O_RDONLY)
+
+
+def test_refused_writes_keep_the_last_32(mount):
+    """errors keeps the last 32 refusals, oldest first."""
+    mnt = mount.mnt
+    for i in range(40):
+        fd = os.open(tunable(mnt, 'dirty_bytes'), os.O_WRONLY)
+        try:
+            with pytest.raises(OSError):
+                os.write(fd, b'%dx\n' % i)
+        finally:
+            os.close(fd)
+    with open(ctl(mnt, 'errors')) as f:
+        lines = f.read().splitlines()
+    assert len(lines) == 32, lines
+    assert '8x' in lines[0] and '39x' in lines[-1], (lines[0], lines[-1])
 
 
 def test_tunable_other_user_eacces(mount):
@@ -354,6 +401,130 @@ def test_foliofsctl_usage():
     assert r.returncode == 2
     r = run_ctl('no_such_command', '/')
     assert r.returncode == 2 and one_line(r.stderr)
+
+
+def test_foliofsctl_options_anywhere(mount):
+    """getopt_long: options before, between and after the operands."""
+    for args in (['stat', '-i', '0.1', mount.mnt, '-c', '1'],
+                 ['-c', '1', 'stat', mount.mnt, '--interval', '0.1'],
+                 ['stat', mount.mnt, '--count=1', '-i0.1']):
+        r = run_ctl(*args)
+        assert r.returncode == 0 and not r.stderr, (args, r)
+        assert len(r.stdout.splitlines()) == 2, (args, r.stdout)
+    r = run_ctl('get', '--json', mount.mnt, 'dirty_ratio')
+    assert json.loads(r.stdout) == {'dirty_ratio': 20}, r
+    r = run_ctl('get', mount.mnt, '-i', '1')
+    assert r.returncode == 2 and '-i and -c are options of stat' in one_line(r.stderr), r
+    r = run_ctl('set', mount.mnt, '--json', 'dirty_ratio=20')
+    assert r.returncode == 2 and '--json' in one_line(r.stderr), r
+    r = run_ctl('stat', mount.mnt, '--bogus')
+    assert r.returncode == 2 and '--bogus' in one_line(r.stderr), r
+
+
+def test_foliofsctl_and_foliofs_version():
+    r = run_ctl('--version')
+    assert r.returncode == 0 and re.fullmatch(r'foliofsctl \d+\.\d+\.\d+\n', r.stdout), r
+    r = subprocess.run([FOLIOFS, '--version'], capture_output=True, text=True)
+    assert r.returncode == 0 and r.stdout.startswith('foliofs %s' % r.stdout.split()[1]), r
+    assert r.stdout.split()[1] == run_ctl('-V').stdout.split()[1]
+
+
+@NO_FLUSHERS
+def test_foliofsctl_stat_exact_dirty_precision(mount):
+    """16 KiB dirty shows as 0.016 MiB in the exact column, not 0.0."""
+    with open(os.path.join(mount.mnt, 'f'), 'wb') as f:
+        f.write(os.urandom(16 * KiB))
+    r = run_ctl('stat', mount.mnt, '-c', 1, '-i', 0.1)
+    assert r.returncode == 0, r
+    assert r.stdout.splitlines()[1].split()[1] == '0.016', r.stdout
+
+
+@NO_FLUSHERS
+def test_foliofsctl_json(mount):
+    mnt, back = mount.mnt, mount.backing
+    with open(os.path.join(mnt, 'f'), 'wb') as f:
+        f.write(os.urandom(100 * KiB))
+    r = run_ctl('stat', mnt, '--json')
+    assert r.returncode == 0 and not r.stderr, r
+    st = json.loads(r.stdout)
+    assert st['dirty_bytes_exact'] == 100 * KiB and isinstance(st['nr_dirty'], int), st
+    assert set(st) == set(stats(mnt))
+    r = run_ctl('stat', mnt, '--json', '-c', 2, '-i', 0.1)
+    assert [set(json.loads(l)) for l in r.stdout.splitlines()] == [set(st)] * 2, r
+    r = run_ctl('get', mnt, '--json')
+    got = json.loads(r.stdout)
+    assert set(TUNABLES) <= set(got) and got['dirty_ratio'] == 20, got
+    assert got['throttle'] == 'bdp'
+    r = run_ctl('files', mnt, '--json')
+    files = json.loads(r.stdout)
+    assert len(files) == 1, files
+    assert files[0]['path'] == os.path.join(os.path.realpath(back), 'f')
+    assert files[0]['dirty_bytes'] == 100 * KiB and files[0]['wb_errors'] == 0
+    assert files[0]['last_error'] is None
+    r = run_ctl('folios', mnt, '--json', os.path.join(mnt, 'f'))
+    fol = json.loads(r.stdout)
+    assert len(fol) == 1 and fol[0]['path'] == os.path.join(mnt, 'f'), fol
+    assert fol[0]['bytes'] >= 100 * KiB and sum(fol[0]['by_size'].values()) == fol[0]['folios']
+    r = run_ctl('folios', mnt, '--json')
+    assert [f['ino'] for f in json.loads(r.stdout)] == [fol[0]['ino']], r.stdout
+
+
+def test_foliofsctl_openmetrics(mount):
+    """The text node_exporter's textfile collector reads: a TYPE line and
+    one sample per stat, counters as _total, the mount point as a label,
+    # EOF last."""
+    mnt = mount.mnt
+    r = run_ctl('stat', '--openmetrics', mnt)
+    assert r.returncode == 0 and not r.stderr, r
+    lines = r.stdout.splitlines()
+    assert lines[-1] == '# EOF'
+    st = stats(mnt)
+    samples = {}
+    for type_line, sample in zip(lines[0:-1:2], lines[1:-1:2]):
+        m = re.fullmatch(r'# TYPE (foliofs_\w+) (gauge|counter)', type_line)
+        assert m, type_line
+        name, kind = m.groups()
+        assert name.endswith('_total') == (kind == 'counter'), type_line
+        m = re.fullmatch(r'(foliofs_\w+)\{mountpoint="(.*)"\} (\S+)', sample)
+        assert m and m.group(1) == name and m.group(2) == mnt, sample
+        samples[name] = float(m.group(3))
+    assert len(samples) == len(st)
+    assert 'foliofs_nr_dirtied_total' in samples and 'foliofs_nr_dirty' in samples
+    assert 'foliofs_throttle_events_total' in samples
+    r = run_ctl('stat', '--openmetrics', mnt, '-c', 2)
+    assert r.returncode == 2 and one_line(r.stderr), r
+
+
+def _private_ns(keep, script):
+    """Run SCRIPT (sh) in a mount namespace of its own in which every
+    foliofs mount but those in KEEP is lazily unmounted: mount discovery
+    sees only the test's."""
+    prologue = ('KEEP="%s"; ' % ' '.join(keep) +'for m in $(awk \'$0 ~ / - fuse\\.foliofs / {print $5}\' /proc/self/mountinfo); do '
+                'case " $KEEP " in *" $m "*) ;; *) umount -l "$m" 2>/dev/null;; esac; done; ')
+    return subprocess.run(['unshare', '--mount', '--propagation', 'private', 'sh', '-c',
+                           prologue + script], capture_output=True, text=True, timeout=60)
+
+
+def test_foliofsctl_finds_the_mount(dirs, tmp_path):
+    """No mount point given: the one foliofs mount is used; with two, both
+    are listed and the exit status is 2."""
+    if os.geteuid() != 0 or not shutil.which('unshare'):
+        pytest.skip('needs root and unshare(1): a mount namespace of its own')
+    _, b, m = dirs
+    b2, m2 = str(tmp_path / 'b2'), str(tmp_path / 'm2')
+    os.mkdir(b2)
+    os.mkdir(m2)
+    with Mount(b, m), Mount(b2, m2):
+        r = _private_ns([m], '{0} get dirty_ratio; {0} stat --json -c 1 -i 0.1'.format(
+            FOLIOFSCTL))
+        assert r.returncode == 0, r
+        assert r.stdout.splitlines()[0] == 'dirty_ratio 20', r.stdout
+        assert 'nr_dirty' in json.loads(r.stdout.splitlines()[1])
+        r = _private_ns([m, m2], FOLIOFSCTL + ' stat -c 1')
+        assert r.returncode == 2 and not r.stdout, r
+        assert m in r.stderr and m2 in r.stderr and 'foliofs mounts' in r.stderr, r
+        r = _private_ns([], FOLIOFSCTL + ' files')
+        assert r.returncode == 2 and 'no foliofs mount found' in one_line(r.stderr), r
 
 
 @NO_FLUSHERS

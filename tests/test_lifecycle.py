@@ -228,10 +228,13 @@ def installed_binary():
                        stdout=subprocess.PIPE)
     if r.returncode != 0:
         pytest.skip('not a meson build directory: %s' % os.path.dirname(FOLIOFS))
-    target = [v for k, v in json.loads(r.stdout).items() if k.endswith('/foliofs')][0]
+    # The daemon's own entry (keys are the built files): completion and
+    # docs named foliofs are installed too.
+    target = [v for k, v in json.loads(r.stdout).items()
+              if os.path.realpath(k) == os.path.realpath(FOLIOFS)][0]
     made = False
     if not os.path.exists(target):
-        os.symlink(FOLIOFS, target)
+        os.symlink(os.path.abspath(FOLIOFS), target)
         made = True
     try:
         yield

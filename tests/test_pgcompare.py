@@ -20,6 +20,7 @@ contrib/test.sh, which deselects the PostgreSQL tests, skips these too.
 import csv
 import os
 import shutil
+import statistics
 import struct
 import subprocess
 import sys
@@ -241,6 +242,84 @@ def test_postgres_compare_peer_configs_refused_without_their_needs(tmp_path):
         assert "needs %s set to Y" % enable in r.stderr, r.stderr
 
 
+# ------------------------------------------------ the report's parts alone
+# (no PostgreSQL: pgcompare's functions on made-up iterations and samples)
+
+sys.path.insert(0, os.path.dirname(SCRIPT))
+import pgcompare  # noqa: E402
+
+
+def _fake(iters, tps):
+    """A comparison of one foliofs configuration and native over ITERS
+    iterations with the given tps, and 20 one-second samples per
+    iteration climbing to the limit."""
+    from types import SimpleNamespace
+    configs = [pgcompare.Config("folio", {"dirty_account": "folio"}),
+               pgcompare.Config("native", None)]
+    cmp = SimpleNamespace(a=SimpleNamespace(iters=iters, clients=2, threads=2, duration=20,
+                                            scale=1),
+                          configs=configs, iterations=[])
+    samples = []
+    for c in configs:
+        for it in range(1, iters + 1):
+            t0 = it * 100000
+            cmp.iterations.append({"config": c.name, "iteration": it, "tps": tps[it - 1],
+                                   "start_unix_ms": t0, "end_unix_ms": t0 + 20000})
+            for k in range(20):
+                samples.append({"config": c.name, "iteration": it, "phase": "run",
+                                "unix_ms": t0 + k * 1000, "time_ms": t0 + k * 1000,
+                                "nr_dirty": 1000 * k, "dirty_bytes_exact": 4096 * 10 * k,
+                                "dirty_thresh": 20000, "bg_thresh": 10000,
+                                "setpoint": 17500, "dirty_limit": 20000,
+                                "throttle_ms": 0})
+    return cmp, samples
+
+
+@pytest.mark.parametrize("iters, header, cv", [
+    (1, ["configuration", "avg tps", "min", "max", "CV", "x native"], "-"),
+    (2, ["configuration", "avg tps", "min", "max", "CV", "iter 1", "iter 2", "x native"],
+     "%.2f%%" % (statistics.stdev([100, 110]) / 105 * 100)),
+    (4, ["configuration", "avg tps", "min", "max", "CV", "iters 1-2", "iters 3-4",
+         "x native"], None),
+])
+def test_tps_table_any_number_of_iterations(iters, header, cv):
+    """One iteration: no halves (they were "| iter 1 | iter 1 |") and no
+    CV ("-", it was 0.00%); two or more: both halves, distinct."""
+    tps = [100, 110, 120, 130][:iters]
+    cmp, _ = _fake(iters, tps)
+    summ = [dict(pgcompare.summarize_tps(c.name, tps), plain=c.native, foliofs=c.foliofs)
+            for c in cmp.configs]
+    lines = pgcompare.tps_table(cmp, summ).splitlines()
+    assert [h.strip() for h in lines[0].strip("|").split("|")] == header
+    row = [v.strip() for v in lines[2].strip("|").split("|")]
+    assert len(row) == len(header)
+    if cv:
+        assert row[4] == cv
+    for line in pgcompare.comparisons(summ):
+        assert "CV %s against %s" % (row[4], row[4]) in line
+
+
+def test_dirty_plot_legend_outside_the_axes(tmp_path):
+    """dirty.png's legend stands beside the axes, so it covers neither the
+    limit line nor the peaks of dirty memory."""
+    matplotlib = pytest.importorskip("matplotlib", reason="python3-matplotlib is not"
+                                     " installed")
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    cmp, samples = _fake(2, [100, 110])
+    fcs = [c for c in cmp.configs if c.foliofs]
+    fig = pgcompare.dirty_figure(plt, cmp, samples, fcs, "t")
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    ax = fig.axes[0]
+    legend = ax.get_legend().get_window_extent(renderer)
+    for a in fig.axes:
+        box = a.get_window_extent(renderer)
+        assert legend.x0 >= box.x1, (legend, box)
+    fig.savefig(str(tmp_path / "dirty.png"), bbox_inches="tight")
+    plt.close(fig)
+    with open(tmp_path / "dirty.png", "rb") as f:
+        assert f.read(8) == PNG_MAGIC
 @pytest.mark.timeout(400)
 def test_postgres_compare_seed_preset():
     """--preset seed in its smallest form: the 2 x 2 of ra_model and

@@ -13,13 +13,20 @@
  *   folios    .foliofs/folios summed per file: folios by size
  *   evict     a write of .foliofs/evict: drop a file's clean folios
  *
- * Exit status: 0 done; 2 usage, not a foliofs mount, an unknown tunable or
- * a value the daemon refused (one line on stderr naming it); 1 anything
- * else (an I/O error, a refused permission, a failed sync).
+ * Options go anywhere on the line (getopt_long); MOUNTPOINT may be left
+ * out when exactly one foliofs mount is visible in /proc/self/mountinfo.
+ * stat, get, files and folios print JSON with --json; stat prints the
+ * stats in the Prometheus/OpenMetrics text format with --openmetrics.
+ *
+ * Exit status: 0 done; 2 usage, not a foliofs mount (or none, or several
+ * to choose from), an unknown tunable or a value the daemon refused (one
+ * line on stderr naming it); 1 anything else (an I/O error, a refused
+ * permission, a failed sync).
  */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <getopt.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -37,21 +44,39 @@
 #define HEADER_EVERY 20
 #define PAGE_BYTES 4096.0
 #define MIB (1024.0 * 1024.0)
+#define KIB 1024.0
+
+#ifndef FOLIOFS_VERSION
+#define FOLIOFS_VERSION "unknown"
+#endif
 
 static const char *progname = "foliofsctl";
+
+/* The command line's options, wherever they stood. */
+static struct {
+	double interval;	/* -i: seconds */
+	bool have_interval;
+	unsigned long long count;	/* -c: lines, 0 forever */
+	bool have_count;
+	bool json;		/* --json */
+	bool openmetrics;	/* --openmetrics */
+} opt = { .interval = 1 };
 
 static void usage(FILE *out)
 {
 	fprintf(out,
-"usage: %s COMMAND MOUNTPOINT [ARGS]\n"
+"usage: %s [OPTIONS] COMMAND [MOUNTPOINT] [ARGS]\n"
 "\n"
 "Watch and change a live foliofs mount through MOUNTPOINT/.foliofs.\n"
+"Options may stand anywhere.  Without MOUNTPOINT, the one foliofs mount\n"
+"in /proc/self/mountinfo is used (several: they are listed, exit 2).\n"
 "\n"
-"  stat MNT [-i SECONDS] [-c COUNT]\n"
+"  stat [MNT] [-i SECONDS] [-c COUNT] [--json | --openmetrics]\n"
 "      a table like vmstat, one line every SECONDS (default 1), COUNT lines\n"
 "      (default: until interrupted), a header every %d lines.  Columns:\n"
 "        dirty    charged dirty (nr_dirty), MiB\n"
-"        exact    bytes in dirty or writeback blocks (dirty_bytes_exact), MiB\n"
+"        exact    bytes in dirty or writeback blocks (dirty_bytes_exact),\n"
+"                 MiB, three decimals (KiB exact)\n"
 "        pinned   memory of folios holding such blocks, MiB\n"
 "        wback    under writeback (nr_writeback, or writeback_bytes), MiB\n"
 "        bg thresh limit setpt   bg_thresh, dirty_thresh, dirty_limit,\n"
@@ -60,34 +85,44 @@ static void usage(FILE *out)
 "        dirtd/s writn/s   pages dirtied and written back, MiB/s\n"
 "        pauses paused_ms  writer pauses and time paused, this interval\n"
 "      A stat the daemon does not have shows as \"-\".\n"
-"  get MNT [NAME...]\n"
+"      --json: every stat as one JSON object, now (with -c or -i: COUNT\n"
+"      objects SECONDS apart, one per line).  --openmetrics: every stat\n"
+"      now in the text format of Prometheus' node_exporter textfile\n"
+"      collector (gauges, counters as NAME_total), ending with # EOF.\n"
+"  get [MNT] [NAME...] [--json]\n"
 "      print \"NAME VALUE\" for each tunable named (default: all of them)\n"
-"  set MNT NAME=VALUE...\n"
+"  set [MNT] NAME=VALUE...\n"
 "      set tunables in the order given.  The first bad name or value stops\n"
 "      with one line naming it and the daemon's reason; the ones before it\n"
 "      stay set.  Only the mounting user and root may set tunables.\n"
-"  files MNT\n"
+"  files [MNT] [--json]\n"
 "      the writeback queue: every file holding dirty or writeback data,\n"
 "      those bytes, the age of its oldest dirty data and its writeback\n"
 "      errors (count:last)\n"
-"  sync MNT\n"
+"  sync [MNT]\n"
 "      write back and sync every file of the mount and wait (the syncfs\n"
 "      that Linux does not send to FUSE), printing the dirty data left to\n"
 "      stderr every 0.5 s\n"
-"  trace MNT [start FILE | stop]\n"
+"  trace [MNT] [start FILE | stop]\n"
 "      start recording every operation into FILE (a trace for foliofs-sim;\n"
 "      created or truncated, by the daemon, as the mounting user), or stop\n"
 "      and flush it; with neither, print \"off\" or \"recording FILE\"\n"
-"  folios MNT [FILE...]\n"
+"  folios [MNT] [FILE...] [--json]\n"
 "      the daemon's cached folios per file (of each FILE, default every\n"
 "      cached file): how many, MiB, the share of bytes in 2 MiB folios,\n"
 "      folios with a readahead mark, and the count of each folio size\n"
-"  evict MNT FILE [START LEN]\n"
+"  evict [MNT] FILE [START LEN]\n"
 "      drop FILE's clean folios wholly inside [START, START + LEN) (bytes,\n"
 "      K/M/G allowed; default 0 0: the whole file) from the daemon's\n"
 "      cache, as POSIX_FADV_DONTNEED does; dirty or busy folios stay\n"
-"  -h, --help\n"
-"      this text\n"
+"\n"
+"Options:\n"
+"  -i, --interval SECONDS   stat: seconds between lines\n"
+"  -c, --count COUNT        stat: lines to print\n"
+"  -j, --json               stat, get, files, folios: JSON\n"
+"      --openmetrics        stat: Prometheus/OpenMetrics text\n"
+"  -V, --version            print the version\n"
+"  -h, --help               this text\n"
 "\n"
 "Exit status: 0 done; 2 bad usage, not a foliofs mount, an unknown\n"
 "tunable or a refused value; 1 any other failure.\n",
@@ -116,19 +151,6 @@ static char *ctl_path(const char *mnt, const char *name)
 		exit(1);
 	}
 	return p;
-}
-
-/* Exit 2 unless @mnt has MNT/.foliofs/stats. */
-static void check_mount(const char *mnt)
-{
-	char *p = ctl_path(mnt, "stats");
-	struct stat st;
-
-	if (stat(p, &st) < 0 || !S_ISREG(st.st_mode)) {
-		say("%s: not a foliofs mount (no %s)", mnt, p);
-		exit(EXIT_USAGE);
-	}
-	free(p);
 }
 
 /* The whole file at @path, NUL-terminated, into *@out: 0 or -errno. */
@@ -185,6 +207,7 @@ struct stats {
 	size_t n;
 	char *names[MAX_STATS];
 	double vals[MAX_STATS];
+	char *raw[MAX_STATS];	/* the value as the daemon wrote it */
 	char *text;
 };
 
@@ -215,6 +238,7 @@ static int stats_read(const char *mnt, struct stats *s)
 		s->vals[s->n] = strtod(sp + 1, &end);
 		if (end == sp + 1)
 			continue;
+		s->raw[s->n] = sp + 1;
 		s->names[s->n++] = line;
 	}
 	return 0;
@@ -230,6 +254,132 @@ static bool stat_get(const struct stats *s, const char *name, double *val)
 		}
 	}
 	return false;
+}
+
+/* ---- JSON and OpenMetrics ---- */
+
+/* @s as a JSON string. */
+static void json_string(const char *s)
+{
+	putchar('"');
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+
+		if (c == '"' || c == '\\')
+			printf("\\%c", c);
+		else if (c < 0x20)
+			printf("\\u%04x", c);
+		else
+			putchar(c);
+	}
+	putchar('"');
+}
+
+/* Whether @s is a JSON number: -?digits[.digits][e[+-]digits]. */
+static bool json_number_ok(const char *s)
+{
+	if (*s == '-')
+		s++;
+	if (*s < '0' || *s > '9' || (*s == '0' && s[1] >= '0' && s[1] <= '9'))
+		return false;
+	while (*s >= '0' && *s <= '9')
+		s++;
+	if (*s == '.') {
+		if (*++s < '0' || *s > '9')
+			return false;
+		while (*s >= '0' && *s <= '9')
+			s++;
+	}
+	if (*s == 'e' || *s == 'E') {
+		if (*++s == '+' || *s == '-')
+			s++;
+		if (*s < '0' || *s > '9')
+			return false;
+		while (*s >= '0' && *s <= '9')
+			s++;
+	}
+	return !*s;
+}
+
+/* A value the daemon printed: a JSON number as it is, anything else a string. */
+static void json_value(const char *raw)
+{
+	if (json_number_ok(raw))
+		fputs(raw, stdout);
+	else
+		json_string(raw);
+}
+
+/* Every stat of @s as one JSON object on one line. */
+static void stats_json(const struct stats *s)
+{
+	putchar('{');
+	for (size_t i = 0; i < s->n; i++) {
+		if (i)
+			putchar(',');
+		json_string(s->names[i]);
+		putchar(':');
+		json_value(s->raw[i]);
+	}
+	puts("}");
+	fflush(stdout);
+}
+
+/*
+ * Stats that only grow (counters; OpenMetrics' counter type); every other
+ * stat is a gauge.
+ */
+static const char *const counters[] = {
+	"nr_dirtied", "nr_written", "nr_discharged", "wb_budget_pages",
+	"wb_dirty_pages_written", "app_write_bytes", "app_read_bytes",
+	"backing_read_bytes", "backing_read_ios", "ra_pages", "ra_ios", "ra_async_ios",
+	"backing_write_bytes", "backing_write_ios", "backing_write_submits", "wb_errors",
+	"wb_retries", "faults_injected", "flusher_passes", "pool_hits", "pool_misses",
+	"reclaimed_folios", "reclaim_stalls", "full_events", "kept_inodes",
+	"fds_idle_closed", "fds_reopened", "fds_refused", "fuse_uring_requests",
+	"throttle_events", "throttle_ms",
+};
+
+static bool is_counter(const char *name)
+{
+	for (size_t i = 0; i < sizeof(counters) / sizeof(counters[0]); i++) {
+		if (!strcmp(name, counters[i]))
+			return true;
+	}
+	return false;
+}
+
+/* @s as a label value: backslash, quote and newline escaped. */
+static void om_label(const char *s)
+{
+	for (; *s; s++) {
+		if (*s == '\\' || *s == '"')
+			printf("\\%c", *s);
+		else if (*s == '\n')
+			fputs("\\n", stdout);
+		else
+			putchar(*s);
+	}
+}
+
+/*
+ * Every stat of @s in the text format node_exporter's textfile collector
+ * reads: foliofs_NAME, or foliofs_NAME_total for a counter, labelled with
+ * the mount point; "# EOF" last, as OpenMetrics ends.
+ */
+static void stats_openmetrics(const struct stats *s, const char *mnt)
+{
+	for (size_t i = 0; i < s->n; i++) {
+		bool counter = is_counter(s->names[i]);
+		const char *suffix = counter ? "_total" : "";
+
+		printf("# TYPE foliofs_%s%s %s\n", s->names[i], suffix,
+		       counter ? "counter" : "gauge");
+		printf("foliofs_%s%s{mountpoint=\"", s->names[i], suffix);
+		om_label(mnt);
+		printf("\"} %s\n", s->raw[i]);
+	}
+	puts("# EOF");
 }
 
 static double now_s(void)
@@ -278,18 +428,20 @@ static void col_delta(const struct stats *prev, const struct stats *cur, const c
 
 static void stat_header(void)
 {
-	printf("%8s %8s %8s %8s %7s %7s %7s %7s %7s %8s %8s %6s %9s\n",
+	printf("%8s %10s %8s %8s %7s %7s %7s %7s %7s %8s %8s %6s %9s\n",
 	       "dirty", "exact", "pinned", "wback", "bg", "thresh", "limit", "setpt",
 	       "wr_bw", "dirtd/s", "writn/s", "pauses", "paused_ms");
 }
 
 static void stat_line(const struct stats *prev, const struct stats *cur, double dt)
 {
-	double wb = 0, bw = 0;
+	double wb = 0, bw = 0, exact = 0;
 	bool have;
 
 	col_pages(cur, "nr_dirty", 8);
-	col_bytes(cur, "dirty_bytes_exact", 8);
+	/* KiB exact: the few KiB the policies disagree about must show. */
+	have = stat_get(cur, "dirty_bytes_exact", &exact);
+	col(have, exact / MIB, 10, 3);
 	col_bytes(cur, "pinned_bytes", 8);
 	if (stat_get(cur, "nr_writeback", &wb))
 		col(true, wb * PAGE_BYTES / MIB, 8, 1);
@@ -333,25 +485,49 @@ static double parse_positive(const char *opt, const char *val, bool integer)
 	return v;
 }
 
+/* stat --json and --openmetrics: snapshots now, not differences. */
+static int stat_snapshots(const char *mnt)
+{
+	unsigned long long count = opt.have_count ? opt.count : opt.have_interval ? 0 : 1;
+	struct stats s = { 0 };
+	int ret = 0;
+
+	for (unsigned long long i = 0; !count || i < count; i++) {
+		if (i)
+			sleep_s(opt.interval);
+		ret = stats_read(mnt, &s);
+		if (ret)
+			break;
+		if (opt.openmetrics)
+			stats_openmetrics(&s, mnt);
+		else
+			stats_json(&s);
+		stats_free(&s);
+	}
+	if (ret) {
+		say("%s/" CTL_DIR "/stats: %s", mnt, strerror(-ret));
+		return 1;
+	}
+	return 0;
+}
+
 static int cmd_stat(const char *mnt, int argc, char **argv)
 {
 	struct stats prev = { 0 }, cur = { 0 };
-	double interval = 1, t_prev, t_cur;
-	unsigned long long count = 0;	/* 0: forever */
+	double interval = opt.interval, t_prev, t_cur;
+	unsigned long long count = opt.count;	/* 0: forever */
 	int ret;
 
-	for (int i = 0; i < argc; i++) {
-		if ((!strcmp(argv[i], "-i") || !strcmp(argv[i], "-c")) && i + 1 < argc) {
-			if (argv[i][1] == 'i')
-				interval = parse_positive("-i", argv[i + 1], false);
-			else
-				count = (unsigned long long)parse_positive("-c", argv[i + 1], true);
-			i++;
-		} else {
-			say("stat: unexpected argument '%s' (see %s -h)", argv[i], progname);
-			return EXIT_USAGE;
-		}
+	if (argc) {
+		say("stat: unexpected argument '%s' (see %s -h)", argv[0], progname);
+		return EXIT_USAGE;
 	}
+	if (opt.openmetrics && (opt.have_count || opt.have_interval)) {
+		say("--openmetrics prints one snapshot: -c and -i do not apply");
+		return EXIT_USAGE;
+	}
+	if (opt.json || opt.openmetrics)
+		return stat_snapshots(mnt);
 	ret = stats_read(mnt, &prev);
 	t_prev = now_s();
 	for (unsigned long long line = 0; !ret && (!count || line < count); line++) {
@@ -422,7 +598,8 @@ static int tunable_path(const char *mnt, const char *name, char **path)
 	return 0;
 }
 
-static int print_tunable(const char *mnt, const char *name)
+/* "NAME VALUE", or with --json "NAME": VALUE after a comma unless @first. */
+static int print_tunable(const char *mnt, const char *name, bool first)
 {
 	char *path, *val;
 	size_t len;
@@ -436,7 +613,14 @@ static int print_tunable(const char *mnt, const char *name)
 		return tunable_open_error(name, -ret);
 	while (len && val[len - 1] == '\n')
 		val[--len] = '\0';
-	printf("%s %s\n", name, val);
+	if (opt.json) {
+		fputs(first ? "" : ",", stdout);
+		json_string(name);
+		putchar(':');
+		json_value(val);
+	} else {
+		printf("%s %s\n", name, val);
+	}
 	free(val);
 	return 0;
 }
@@ -448,13 +632,14 @@ static int cmd_get(const char *mnt, int argc, char **argv)
 	DIR *dir;
 	int ret = 0;
 
-	for (int i = 0; i < argc; i++) {
-		ret = print_tunable(mnt, argv[i]);
-		if (ret)
-			return ret;
-	}
+	bool first = true;
+
+	if (opt.json)
+		putchar('{');
+	for (int i = 0; i < argc && !ret; i++, first = false)
+		ret = print_tunable(mnt, argv[i], first);
 	if (argc)
-		return 0;
+		goto out;
 	dir_path = ctl_path(mnt, "tunables");
 	dir = opendir(dir_path);
 	if (!dir) {
@@ -464,10 +649,15 @@ static int cmd_get(const char *mnt, int argc, char **argv)
 	}
 	free(dir_path);
 	while (!ret && (d = readdir(dir))) {
-		if (d->d_name[0] != '.')
-			ret = print_tunable(mnt, d->d_name);
+		if (d->d_name[0] != '.') {
+			ret = print_tunable(mnt, d->d_name, first);
+			first = false;
+		}
 	}
 	closedir(dir);
+out:
+	if (opt.json && !ret)
+		puts("}");
 	return ret;
 }
 
@@ -557,9 +747,29 @@ static const char *human(char *buf, size_t len, unsigned long long bytes)
 	return buf;
 }
 
+/* One file of the queue as a JSON object; @errs is "COUNT" or "COUNT:ENAME". */
+static void file_json(bool *first, unsigned long long dirty, unsigned long long wb,
+		      long long age_ms, const char *errs, const char *path)
+{
+	const char *colon = strchr(errs, ':');
+
+	printf("%s{\"dirty_bytes\":%llu,\"writeback_bytes\":%llu,\"oldest_dirty_ms\":%lld,"
+	       "\"wb_errors\":%llu,\"last_error\":", *first ? "" : ",", dirty, wb, age_ms,
+	       strtoull(errs, NULL, 10));
+	if (colon)
+		json_string(colon + 1);
+	else
+		fputs("null", stdout);
+	fputs(",\"path\":", stdout);
+	json_string(path);
+	putchar('}');
+	*first = false;
+}
+
 static int cmd_files(const char *mnt, int argc, char **argv)
 {
 	char *path, *text, *line, *save = NULL;
+	bool first = true;
 	int ret;
 
 	if (argc) {
@@ -574,7 +784,10 @@ static int cmd_files(const char *mnt, int argc, char **argv)
 		return 1;
 	}
 	free(path);
-	printf("%8s %8s %9s %8s  %s\n", "DIRTY", "WBACK", "AGE_S", "ERRORS", "PATH");
+	if (opt.json)
+		putchar('[');
+	else
+		printf("%8s %8s %9s %8s  %s\n", "DIRTY", "WBACK", "AGE_S", "ERRORS", "PATH");
 	for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
 		unsigned long long dirty, wb;
 		long long age_ms;
@@ -583,12 +796,18 @@ static int cmd_files(const char *mnt, int argc, char **argv)
 
 		if (sscanf(line, "%llu %llu %lld %63s %n", &dirty, &wb, &age_ms, errs, &off) < 4 ||
 		    !off) {
-			printf("%s\n", line);	/* a format this tool does not know */
+			if (!opt.json)
+				printf("%s\n", line);	/* a format this tool does not know */
 			continue;
 		}
-		printf("%8s %8s %9.1f %8s  %s\n", human(a, sizeof(a), dirty),
-		       human(b, sizeof(b), wb), (double)age_ms / 1000, errs, line + off);
+		if (opt.json)
+			file_json(&first, dirty, wb, age_ms, errs, line + off);
+		else
+			printf("%8s %8s %9.1f %8s  %s\n", human(a, sizeof(a), dirty),
+			       human(b, sizeof(b), wb), (double)age_ms / 1000, errs, line + off);
 	}
+	if (opt.json)
+		puts("]");
 	free(text);
 	return 0;
 }
@@ -800,6 +1019,30 @@ static size_t folio_sums(char *text, struct folio_sum **out)
 	return n;
 }
 
+/* One file's folios as a JSON object (after a comma unless @first). */
+static void folio_sum_json(const struct folio_sum *s, const char *name, bool first)
+{
+	unsigned long long folios = 0, pages = 0;
+
+	for (int o = 0; o < 10; o++) {
+		folios += s->by_order[o];
+		pages += s->by_order[o] << o;
+	}
+	printf("%s{\"ino\":%llu,\"path\":", first ? "" : ",", s->ino);
+	if (name)
+		json_string(name);
+	else
+		fputs("null", stdout);
+	printf(",\"folios\":%llu,\"bytes\":%llu,\"marked\":%llu,\"by_size\":{", folios,
+	       pages * (unsigned long long)PAGE_BYTES, s->marked);
+	for (int o = 0, n = 0; o < 10; o++) {
+		if (s->by_order[o])
+			printf("%s\"%u%c\":%llu", n++ ? "," : "", o < 8 ? 4u << o : 1u << (o - 8),
+			       o < 8 ? 'K' : 'M', s->by_order[o]);
+	}
+	fputs("}}", stdout);
+}
+
 static void folio_sum_print(const struct folio_sum *s, const char *name)
 {
 	unsigned long long folios = 0, pages = 0;
@@ -810,7 +1053,8 @@ static void folio_sum_print(const struct folio_sum *s, const char *name)
 	}
 	printf("%s%sino %llu%s: %llu folios, MiB %.2f, in 2M folios %.1f%%, marked %llu\n",
 	       name ? name : "", name ? " (" : "", s->ino, name ? ")" : "", folios,
-	       pages * PAGE_BYTES / MIB, pages ? 100.0 * (s->by_order[9] << 9) / pages : 0.0,
+	       (double)pages * PAGE_BYTES / MIB,
+	       pages ? 100.0 * (double)(s->by_order[9] << 9) / (double)pages : 0.0,
 	       s->marked);
 	for (int o = 0; o < 10; o++) {
 		if (s->by_order[o])
@@ -823,6 +1067,7 @@ static int cmd_folios(const char *mnt, int argc, char **argv)
 {
 	char *path = ctl_path(mnt, "folios"), *text;
 	struct folio_sum *sums;
+	bool first = true;
 	size_t n;
 	int ret;
 
@@ -834,7 +1079,10 @@ static int cmd_folios(const char *mnt, int argc, char **argv)
 	}
 	free(path);
 	n = folio_sums(text, &sums);
+	if (opt.json)
+		putchar('[');
 	for (int i = 0; i < argc; i++) {
+		struct folio_sum none = { 0 };
 		struct stat st;
 		size_t j;
 
@@ -845,14 +1093,24 @@ static int cmd_folios(const char *mnt, int argc, char **argv)
 		}
 		for (j = 0; j < n && sums[j].ino != (unsigned long long)st.st_ino; j++)
 			;
-		if (j == n)
+		none.ino = (unsigned long long)st.st_ino;
+		if (opt.json)
+			folio_sum_json(j == n ? &none : &sums[j], argv[i], first);
+		else if (j == n)
 			printf("%s (ino %llu): no folios cached\n", argv[i],
 			       (unsigned long long)st.st_ino);
 		else
 			folio_sum_print(&sums[j], argv[i]);
+		first = false;
 	}
-	for (size_t j = 0; !argc && j < n; j++)
-		folio_sum_print(&sums[j], NULL);
+	for (size_t j = 0; !argc && j < n; j++) {
+		if (opt.json)
+			folio_sum_json(&sums[j], NULL, !j);
+		else
+			folio_sum_print(&sums[j], NULL);
+	}
+	if (opt.json)
+		puts("]");
 	free(sums);
 	free(text);
 	return ret;
@@ -922,48 +1180,235 @@ static int cmd_evict(const char *mnt, int argc, char **argv)
 		return 0;
 	}
 	printf("%s: dropped %llu folios (MiB %.2f), kept %llu dirty or unsynced, %llu busy\n",
-	       argv[0], dropped, bytes / MIB, held, busy);
+	       argv[0], dropped, (double)bytes / MIB, held, busy);
 	return 0;
 }
 
 /* ---- main ---- */
 
+/* What each command takes, for the mount point and option checks. */
+enum { TAKES_NOTHING, TAKES_NAMES, TAKES_FILES, TAKES_WORDS };
+
 static const struct {
 	const char *name;
 	int (*fn)(const char *mnt, int argc, char **argv);
+	int takes;		/* what follows the mount point */
+	bool json;		/* --json applies */
 } commands[] = {
-	{ "stat", cmd_stat },
-	{ "get", cmd_get },
-	{ "set", cmd_set },
-	{ "files", cmd_files },
-	{ "sync", cmd_sync },
-	{ "trace", cmd_trace },
-	{ "folios", cmd_folios },
-	{ "evict", cmd_evict },
+	{ "stat", cmd_stat, TAKES_NOTHING, true },
+	{ "get", cmd_get, TAKES_NAMES, true },
+	{ "set", cmd_set, TAKES_NAMES, false },
+	{ "files", cmd_files, TAKES_NOTHING, true },
+	{ "sync", cmd_sync, TAKES_NOTHING, false },
+	{ "trace", cmd_trace, TAKES_WORDS, false },
+	{ "folios", cmd_folios, TAKES_FILES, true },
+	{ "evict", cmd_evict, TAKES_FILES, false },
 };
+
+#define NR_COMMANDS (sizeof(commands) / sizeof(commands[0]))
+
+static bool is_foliofs_mount(const char *path)
+{
+	char *p = ctl_path(path, "stats");
+	struct stat st;
+	bool yes = !stat(p, &st) && S_ISREG(st.st_mode);
+
+	free(p);
+	return yes;
+}
+
+/* Undo mountinfo's octal escapes (\040 for a space) in place. */
+static void unescape_octal(char *s)
+{
+	char *out = s;
+
+	for (; *s; s++) {
+		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] >= '0' && s[2] <= '7' &&
+		    s[3] >= '0' && s[3] <= '7') {
+			*out++ = (char)((s[1] - '0') * 64 + (s[2] - '0') * 8 + (s[3] - '0'));
+			s += 3;
+		} else {
+			*out++ = *s;
+		}
+	}
+	*out = '\0';
+}
+
+/*
+ * The foliofs mounts (fstype fuse.foliofs) in /proc/self/mountinfo whose
+ * control directory this process can see, into @mnts (at most @max,
+ * malloc'ed): how many, or -errno.
+ */
+static int find_mounts(char **mnts, int max)
+{
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+	char *line = NULL;
+	size_t cap = 0;
+	int n = 0;
+
+	if (!f)
+		return -errno;
+	while (getline(&line, &cap, f) > 0) {
+		char *fields[5], *save = NULL, *sep = strstr(line, " - ");
+		char type[64];
+		int i = 0;
+
+		if (!sep || sscanf(sep + 3, "%63s", type) != 1 || strcmp(type, "fuse.foliofs") != 0)
+			continue;
+		for (char *t = strtok_r(line, " ", &save); t && i < 5; t = strtok_r(NULL, " ", &save))
+			fields[i++] = t;
+		if (i < 5)
+			continue;
+		unescape_octal(fields[4]);	/* the mount point */
+		if (n < max && is_foliofs_mount(fields[4])) {
+			mnts[n] = strdup(fields[4]);
+			if (mnts[n])
+				n++;
+		}
+	}
+	free(line);
+	fclose(f);
+	return n;
+}
+
+/* The one foliofs mount there is, or exit 2 saying why not. */
+static char *discover_mount(const char *cmd)
+{
+	char *mnts[64];
+	int n = find_mounts(mnts, 64);
+
+	if (n < 0) {
+		say("%s: no mount point given, and /proc/self/mountinfo: %s", cmd, strerror(-n));
+		exit(EXIT_USAGE);
+	}
+	if (n == 1)
+		return mnts[0];
+	if (!n) {
+		say("%s: no mount point given and no foliofs mount found", cmd);
+		exit(EXIT_USAGE);
+	}
+	say("%s: no mount point given and %d foliofs mounts: give one of", cmd, n);
+	for (int i = 0; i < n; i++) {
+		fprintf(stderr, "  %s\n", mnts[i]);
+		free(mnts[i]);
+	}
+	exit(EXIT_USAGE);
+}
+
+/*
+ * The mount point: the first argument when it is a directory (which must
+ * then be a foliofs mount), or one that cannot be an argument of @c; else
+ * the one foliofs mount there is.  *@argc and *@argv move past it.
+ */
+static char *resolve_mount(size_t c, int *argc, char ***argv)
+{
+	const char *first = *argc ? (*argv)[0] : NULL;
+	struct stat st;
+	bool is_mnt;
+
+	if (!first)
+		return discover_mount(commands[c].name);
+	is_mnt = commands[c].takes == TAKES_NOTHING ||
+		 (commands[c].takes == TAKES_NAMES && strchr(first, '/') && !strchr(first, '=')) ||
+		 (!stat(first, &st) && S_ISDIR(st.st_mode));
+	if (!is_mnt)
+		return discover_mount(commands[c].name);
+	if (!is_foliofs_mount(first)) {
+		char *p = ctl_path(first, "stats");
+
+		say("%s: not a foliofs mount (no %s)", first, p);
+		free(p);
+		exit(EXIT_USAGE);
+	}
+	(*argc)--;
+	(*argv)++;
+	return strdup(first);
+}
+
+/* Parse the options wherever they are; the rest stays in order in argv. */
+static int parse_options(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "interval", required_argument, NULL, 'i' },
+		{ "count", required_argument, NULL, 'c' },
+		{ "json", no_argument, NULL, 'j' },
+		{ "openmetrics", no_argument, NULL, 'O' },
+		{ "version", no_argument, NULL, 'V' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	int c;
+
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":i:c:jVh", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'i':
+			opt.interval = parse_positive("-i", optarg, false);
+			opt.have_interval = true;
+			break;
+		case 'c':
+			opt.count = (unsigned long long)parse_positive("-c", optarg, true);
+			opt.have_count = true;
+			break;
+		case 'j':
+			opt.json = true;
+			break;
+		case 'O':
+			opt.openmetrics = true;
+			break;
+		case 'V':
+			printf("%s %s\n", progname, FOLIOFS_VERSION);
+			exit(0);
+		case 'h':
+			usage(stdout);
+			exit(0);
+		case ':':
+			say("%s: needs a value (see %s -h)", argv[optind - 1], progname);
+			return -1;
+		default:
+			say("%s: unknown option (see %s -h)", argv[optind - 1], progname);
+			return -1;
+		}
+	}
+	return optind;
+}
 
 int main(int argc, char **argv)
 {
-	for (int i = 1; i < argc; i++) {
-		if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-			usage(stdout);
-			return 0;
-		}
-	}
-	if (argc < 2) {
+	int first = parse_options(argc, argv), ret;
+	char *mnt;
+	size_t c;
+
+	if (first < 0)
+		return EXIT_USAGE;
+	if (first >= argc) {
 		usage(stderr);
 		return EXIT_USAGE;
 	}
-	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
-		if (strcmp(argv[1], commands[i].name) != 0)
-			continue;
-		if (argc < 3) {
-			say("%s: no mount point given (see %s -h)", argv[1], progname);
-			return EXIT_USAGE;
-		}
-		check_mount(argv[2]);
-		return commands[i].fn(argv[2], argc - 3, argv + 3);
+	for (c = 0; c < NR_COMMANDS && strcmp(argv[first], commands[c].name) != 0; c++)
+		;
+	if (c == NR_COMMANDS) {
+		say("%s: unknown command (see %s -h)", argv[first], progname);
+		return EXIT_USAGE;
 	}
-	say("%s: unknown command (see %s -h)", argv[1], progname);
-	return EXIT_USAGE;
+	if ((opt.have_interval || opt.have_count) && commands[c].fn != cmd_stat) {
+		say("%s: -i and -c are options of stat", commands[c].name);
+		return EXIT_USAGE;
+	}
+	if ((opt.json && !commands[c].json) || (opt.openmetrics && commands[c].fn != cmd_stat) ||
+	    (opt.json && opt.openmetrics)) {
+		say("%s: %s does not apply (--json: stat, get, files, folios; --openmetrics: stat)",
+		    commands[c].name, opt.json ? "--json" : "--openmetrics");
+		return EXIT_USAGE;
+	}
+	argc -= first + 1;
+	argv += first + 1;
+	mnt = resolve_mount(c, &argc, &argv);
+	if (!mnt) {
+		say("out of memory");
+		return 1;
+	}
+	ret = commands[c].fn(mnt, argc, argv);
+	free(mnt);
+	return ret;
 }

@@ -19,6 +19,7 @@
 #include "wb_i.h"
 #include "flushpolicy.h"
 #include "throttle.h"
+#include "wb_probes.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -408,6 +409,7 @@ static int writeback_pass(struct wb_file *wbf, off_t start, off_t end,
 	off_t pos = start;
 	int first_err = 0;
 	bool wrote = false, stopped = false;
+	uint64_t probe_pages = 0;
 
 	if (!(flags & PASS_TRY))
 		pthread_mutex_lock(&wbf->wb_lock);
@@ -434,6 +436,7 @@ static int writeback_pass(struct wb_file *wbf, off_t start, off_t end,
 				first_err = groups;
 			break;
 		}
+		probe_pages += wb_probe_batch(wbf, runs, n, budget, flags & PASS_TRY, start, end);
 		/* io[g].off and len advance as writes complete: keep the ends. */
 		for (int g = 0; g < groups; g++)
 			ends[g] = io[g].off + (off_t)io[g].len;
@@ -466,6 +469,7 @@ static int writeback_pass(struct wb_file *wbf, off_t start, off_t end,
 	else
 		write_back_works_again(wbf);
 	update_dirtied(wbf);
+	wb_probe_written(wbf, probe_pages, budget, flags & PASS_TRY);
 	pthread_mutex_unlock(&wbf->wb_lock);
 	return first_err;
 }

@@ -90,6 +90,7 @@
  * pure.
  */
 #include "throttle.h"
+#include "foliofs_probes.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -429,6 +430,12 @@ static void update_dirty_ratelimit(struct wb_throttle *t, const struct wb_thrott
 		rate -= min_u64(step, rate);
 	t->dirty_ratelimit = max_u64(rate, 1);
 	t->balanced_dirty_ratelimit = balanced;
+	FOLIOFS_TP(bdi_dirty_ratelimit, .write_bw = FOLIOFS_TP_KBPS(t->write_bw),
+		   .avg_write_bw = FOLIOFS_TP_KBPS(write_bw),
+		   .dirty_rate = FOLIOFS_TP_KBPS(t->dirty_rate),
+		   .dirty_ratelimit = FOLIOFS_TP_KBPS(t->dirty_ratelimit),
+		   .task_ratelimit = FOLIOFS_TP_KBPS(task),
+		   .balanced_dirty_ratelimit = FOLIOFS_TP_KBPS(balanced));
 }
 
 /*
@@ -584,6 +591,36 @@ static int64_t min_pause_of(struct wb_throttle *t, int64_t max_pause, uint64_t t
 	return n >= DIRTY_POLL_THRESH ? WB_NSEC_PER_MSEC + target / 2 : target;
 }
 
+/*
+ * The kernel's trace_balance_dirty_pages() (foliofs_probes.h): where it
+ * fires, once per round that is not freerun, the pause taken or, for a
+ * pause too short to take, min(pause, 0).  Times in ms; a pause taken is
+ * rounded up, so that "pause > 0" counts exactly the throttle_events.
+ * One device: wb_setpoint is the kernel's setpoint * wb_thresh / (thresh
+ * + 1), and wb_dirty is dirty.  The kernel's `paused` (time already
+ * waited in this call) is 0: a writer kept at the hard limit comes back
+ * as a round of its own (wb_throttle_again()).
+ */
+static void probe_balance(const struct wb_throttle *t, const struct wb_writer *w,
+			  const struct wb_dtc *dtc, uint64_t task_rate, uint64_t pages_dirtied,
+			  int64_t period, int64_t pause, int64_t think)
+{
+	FOLIOFS_TP(balance_dirty_pages, .limit = dtc->limit, .setpoint = dtc->setpoint,
+		   .dirty = dtc->dirty,
+		   .wb_setpoint = mul_div(dtc->setpoint, dtc->wb_thresh, dtc->thresh + 1),
+		   .wb_dirty = dtc->dirty,
+		   .dirty_ratelimit = FOLIOFS_TP_KBPS(t->dirty_ratelimit),
+		   .task_ratelimit = FOLIOFS_TP_KBPS(task_rate),
+		   .dirtied = (unsigned int)pages_dirtied,
+		   .dirtied_pause = (unsigned int)w->nr_dirtied_pause,
+		   .pause = pause > 0 ? FOLIOFS_TP_MS(pause + WB_NSEC_PER_MSEC - 1)
+				      : FOLIOFS_TP_MS(pause),
+		   .period = (unsigned long)FOLIOFS_TP_MS(period), .think = FOLIOFS_TP_MS(think),
+		   .pid = w->pid);
+	(void)t, (void)w, (void)dtc, (void)task_rate, (void)pages_dirtied;
+	(void)period, (void)pause, (void)think;
+}
+
 /* One round of the kernel's loop for @w: the pause, or 0. Context: lock held. */
 static int64_t balance_once(struct wb_throttle *t, struct wb_writer *w,
 			    const struct wb_throttle_sample *s, int64_t now_ns)
@@ -594,6 +631,9 @@ static int64_t balance_once(struct wb_throttle *t, struct wb_writer *w,
 	bool freerun, has_pinned;
 
 	dtc_fill(t, 0, s, &dtc);
+	FOLIOFS_TP(global_dirty_state, .nr_dirty = s->dirty, .nr_writeback = s->writeback,
+		   .background_thresh = dtc.bg_thresh, .dirty_thresh = dtc.thresh,
+		   .dirty_limit = dtc.limit, .nr_dirtied = s->dirtied, .nr_written = s->written);
 	has_pinned = dtc_fill(t, 1, s, &pinned);
 	freerun = t->policy->freerun(&dtc) && (!has_pinned || t->policy->freerun(&pinned));
 	w->again = false;
@@ -634,6 +674,8 @@ static int64_t balance_once(struct wb_throttle *t, struct wb_writer *w,
 		if (w->dirty_paused_when)
 			pause -= now_ns - w->dirty_paused_when;	/* think time is credited */
 		if (pause < min_pause) {
+			probe_balance(t, w, &dtc, task_rate, pages_dirtied, period,
+				      pause < 0 ? pause : 0, think);
 			/* Too short to sleep: carry the debt, or forget it after 1 s. */
 			if (pause < -WB_NSEC_PER_SEC)
 				w->dirty_paused_when = now_ns;
@@ -651,6 +693,7 @@ static int64_t balance_once(struct wb_throttle *t, struct wb_writer *w,
 			pause = max_pause;
 		}
 	}
+	probe_balance(t, w, &dtc, task_rate, pages_dirtied, period, pause, think);
 	t->think_ns = think;
 	t->pause_ns = pause;
 	t->period_ns = period;

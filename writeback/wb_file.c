@@ -199,6 +199,7 @@ int wb_file_alloc(struct wb_ctx *ctx, int fd, enum wb_access access,
 	ret = bs_file_create(ctx->cache, &wb_backing_ops, wbf, st.st_size, &wbf->bs);
 	if (ret)
 		goto out_destroy;
+	bs_file_set_ino(wbf->bs, (uint64_t)st.st_ino);
 	if (S_ISBLK(st.st_mode))
 		bs_file_fix_size(wbf->bs);
 	pthread_mutex_lock(&ctx->files_lock);

@@ -93,6 +93,7 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #define WLOG_MAGIC "FOLIOWLG"
 #define WLOG_VERSION 1
@@ -142,29 +143,24 @@ static struct {
 
 /* ---- encoding ---- */
 
-static uint32_t crc_table[256];
-static pthread_once_t crc_once = PTHREAD_ONCE_INIT;
-
-/* CRC-32 as zlib computes it (reflected polynomial 0xEDB88320). */
-static void crc_init(void)
-{
-	for (uint32_t i = 0; i < 256; i++) {
-		uint32_t c = i;
-
-		for (int k = 0; k < 8; k++)
-			c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
-		crc_table[i] = c;
-	}
-}
-
+/*
+ * CRC-32 as zlib computes it (reflected polynomial 0xEDB88320, the
+ * checksum crashimg.py reads with zlib.crc32()): zlib's own crc32().
+ */
 static uint32_t crc_update(uint32_t crc, const void *buf, size_t len)
 {
 	const unsigned char *p = buf;
 
-	crc = ~crc;
-	while (len--)
-		crc = crc_table[(crc ^ *p++) & 0xff] ^ (crc >> 8);
-	return ~crc;
+	/* crc32() of a NULL buffer returns its initial value, not @crc. */
+	if (!len)
+		return crc;
+	/* crc32() takes a uInt length: feed larger buffers in pieces. */
+	while (len > UINT_MAX) {
+		crc = (uint32_t)crc32(crc, p, UINT_MAX);
+		p += UINT_MAX;
+		len -= UINT_MAX;
+	}
+	return (uint32_t)crc32(crc, p, (uInt)len);
 }
 
 static void put16(unsigned char *p, uint16_t v)
@@ -377,7 +373,6 @@ int wb_wlog_open(const char *path, int root_fd)
 	struct stat st;
 	int fd, ret;
 
-	pthread_once(&crc_once, crc_init);
 	if (atomic_load(&wlog.on))
 		return -EBUSY;
 	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);

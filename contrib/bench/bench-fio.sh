@@ -429,7 +429,7 @@ for t in "${!T_BASE[@]}"; do
 done
 python3 - "$RESULTS" "$DURATION" "$SIZE" "$JOBS" "$ROUNDS" "${FOLIOFS_OPTS:-}" \
 	"$(IFS=,; echo "${TARGET_LIST[*]}")" "$WORKLOADS" "$CUSTOM" <<'EOF'
-import json, statistics, sys
+import json, os, statistics, sys
 
 results, duration, size, jobs, rounds, extra, targets, workloads, custom = sys.argv[1:10]
 TARGETS = targets.split(',')
@@ -474,7 +474,9 @@ for line in open(results):
     io = j['read' if w in READS else 'write']
     res = {'iops': io['iops'], 'mbs': io['bw_bytes'] / 1e6, 'p99_io': p99(io['clat_ns']),
            'p99_sync': p99(j['sync']['lat_ns']) if j.get('sync', {}).get('lat_ns', {}).get('N') else None}
-    base = path[:-len('.json')].replace('/fio-', '/s-')
+    # fio-TAG.json -> s-TAG: the file name only (WORKDIR may hold '/fio-').
+    d, f = os.path.split(path)
+    base = os.path.join(d, 's-' + f[len('fio-'):-len('.json')])
     sa, sb, sc = stats(base + '-a'), stats(base + '-b'), stats(base + '-c')
     if sa and w not in READS:
         app = sb['app_write_bytes'] - sa['app_write_bytes']

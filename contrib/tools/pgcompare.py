@@ -40,7 +40,8 @@ foliofs's cache=direct) and `pthp-direct-ring` (the same over FUSE over
 io_uring: needs /sys/module/fuse/parameters/enable_uring set to Y).  Build
 it outside the project from a libfuse snapshot and name it in PTHP.
 
-Environment: FOLIOFS (daemon, default <repo>/build/foliofs), PGBIN
+Environment: FOLIOFS (daemon, default <repo>/build/foliofs, or foliofs on
+PATH where that is missing, as when installed as foliofs-pgcompare), PGBIN
 (PostgreSQL bindir, default /usr/lib/postgresql/15/bin, else
 `pg_config --bindir`), PTHP (passthrough_hp, for the pthp configurations).
 """
@@ -531,11 +532,11 @@ class Comparison:
         rev = subprocess.run(["git", "-C", REPO, "describe", "--always",
                               "--dirty"], capture_output=True, text=True)
         lines = [
-            "pgbench -i -s %d -F %d once per configuration; then %d iterations of"
+            "pgbench -i -s %d -F %d once per configuration; then %s of"
             " pgbench -N -M prepared -c %d -j %d -T %d, configurations taking"
             " turns (the first rotating), each server stopped after its run"
-            % (self.a.scale, self.a.fillfactor, self.a.iters, self.a.clients,
-               self.a.threads, self.a.duration),
+            % (self.a.scale, self.a.fillfactor, plural(self.a.iters, "iteration"),
+               self.a.clients, self.a.threads, self.a.duration),
             "server: %s; %s; fsync on, data checksums, Unix socket"
             % (pg.strip(), ", ".join("%s=%s" % kv for kv in self.pg_conf.items())),
             "foliofs %s (source tree at %s), common options: %s; stats every %d ms"
@@ -903,19 +904,23 @@ def run_timeline(cmp, c, samples):
     return xs, picked, bounds[:-1]
 
 
+def summarize_tps(name, tps):
+    """The tps figures of one configuration's iterations, in order."""
+    half = len(tps) // 2 or 1
+    mean = statistics.mean(tps)
+    return {"name": name, "tps": tps, "avg": mean, "min": min(tps), "max": max(tps),
+            # One iteration has no spread: no CV (None), not 0.00%.
+            "cv": statistics.stdev(tps) / mean * 100 if len(tps) > 1 and mean else None,
+            "first": statistics.mean(tps[:half]),
+            "second": statistics.mean(tps[half:]) if tps[half:] else None}
+
+
 def summarize(cmp, samples):
     out = []
     for c in cmp.configs:
         its = [r for r in cmp.iterations if r["config"] == c.name]
         tps = [r["tps"] for r in sorted(its, key=lambda r: r["iteration"])]
-        half = len(tps) // 2 or 1
-        mean = statistics.mean(tps)
-        s = {"name": c.name, "tps": tps, "avg": mean, "min": min(tps),
-             "max": max(tps),
-             "cv": statistics.stdev(tps) / mean * 100 if len(tps) > 1 and mean else 0.0,
-             "first": statistics.mean(tps[:half]),
-             "second": statistics.mean(tps[half:]) if tps[half:] else None,
-             "foliofs": c.foliofs, "plain": c.native}
+        s = dict(summarize_tps(c.name, tps), foliofs=c.foliofs, plain=c.native)
         if c.foliofs:
             tot = {k: sum(r["total_" + k] for r in its) for k in COUNTERS}
             run = {k: sum(r["run_" + k] for r in its) for k in COUNTERS}
@@ -986,18 +991,33 @@ def md_table(header, rows):
     return "\n".join(lines)
 
 
+def plural(n, word):
+    return "%d %s%s" % (n, word, "" if n == 1 else "s")
+
+
+def fmt_cv(v):
+    """A CV, or "-" where there is none (one iteration)."""
+    return "-" if v is None else "%.2f%%" % v
+
+
 def tps_table(cmp, summ):
+    """avg, min, max and CV of each configuration's tps; the means of the
+    first and second half of the iterations when there are two or more (a
+    single iteration has no halves and no CV)."""
     n = cmp.a.iters
     half = n // 2 or 1
+    halves = n >= 2
     h1 = "iters 1-%d" % half if half > 1 else "iter 1"
     h2 = "iters %d-%d" % (half + 1, n) if n - half > 1 else "iter %d" % n
     base = next((s for s in summ if s["plain"]), None)
     rows = [[s["name"], fmt_tps(s["avg"]), fmt_tps(s["min"]), fmt_tps(s["max"]),
-             "%.2f%%" % s["cv"], fmt_tps(s["first"]), fmt_tps(s["second"])]
+             fmt_cv(s["cv"])]
+            + ([fmt_tps(s["first"]), fmt_tps(s["second"])] if halves else [])
             + ([fmt_num("%.2f", s["avg"] / base["avg"] if base["avg"] else None)]
                if base else [])
             for s in summ]
-    return md_table(["configuration", "avg tps", "min", "max", "CV", h1, h2]
+    return md_table(["configuration", "avg tps", "min", "max", "CV"]
+                    + ([h1, h2] if halves else [])
                     + (["x native"] if base else []), rows)
 
 
@@ -1033,11 +1053,12 @@ def comparisons(summ):
     """One line per configuration against the first: the seed's headline."""
     base, lines = summ[0], []
     for s in summ[1:]:
-        lines.append("- %s against %s: %+.1f%% average tps; CV %.2f%% against"
-                     " %.2f%%; worst iteration %s against %s."
+        lines.append("- %s against %s: %+.1f%% average tps; CV %s against"
+                     " %s; worst iteration %s against %s."
                      % (s["name"], base["name"],
                         (s["avg"] / base["avg"] - 1) * 100 if base["avg"] else 0,
-                        s["cv"], base["cv"], fmt_tps(s["min"]), fmt_tps(base["min"])))
+                        fmt_cv(s["cv"]), fmt_cv(base["cv"]), fmt_tps(s["min"]),
+                        fmt_tps(base["min"])))
     return lines
 
 
@@ -1080,9 +1101,9 @@ def write_report(cmp, settings, summ, path):
     text = [
         "# PostgreSQL policy comparison",
         "",
-        "%s, %d configurations, %d iterations, wall time %.0f s (%s)."
+        "%s, %d configurations, %s, wall time %.0f s (%s)."
         % (datetime.datetime.now().strftime("%Y-%m-%d %H:%M"), len(cmp.configs),
-           cmp.a.iters, cmp.wall_s, "pgcompare.py " + " ".join(
+           plural(cmp.a.iters, "iteration"), cmp.wall_s, "pgcompare.py " + " ".join(
                map(quote, sys.argv[1:]))),
         "",
         "## Settings", "",
@@ -1189,6 +1210,38 @@ def plot(cmp, samples, summ, outdir):
     fig.savefig(os.path.join(outdir, "share2m.png"), dpi=100)
     plt.close(fig)
 
+    fig = dirty_figure(plt, cmp, samples, fcs, title)
+    # bbox_inches: the legend stands outside the axes, to their right.
+    fig.savefig(os.path.join(outdir, "dirty.png"), dpi=100, bbox_inches="tight")
+    plt.close(fig)
+
+    n = max(len(fcs), 1)
+    fig, axes = plt.subplots(n, 1, figsize=(10, 2.2 * n + 0.8), sharex=True,
+                             sharey=True, squeeze=False)
+    for ax, c in zip(axes[:, 0], fcs):
+        mine = [s for s in samples if s["config"] == c.name]
+        xs, pts, bounds = run_timeline(cmp, c, mine)
+        rate = {id(s): v for s, v in per_second(mine, "throttle_ms")}
+        ax.plot(xs, [rate.get(id(p), 0) for p in pts], linewidth=1)
+        for b in bounds:
+            ax.axvline(b, color="grey", linewidth=0.5, linestyle=":")
+        ax.set_title(c.name, fontsize=10)
+        ax.set_ylabel("ms paused / s")
+        ax.set_ylim(bottom=0)
+        ax.grid(alpha=0.3)
+    axes[-1, 0].set_xlabel("seconds of pgbench (iterations end to end, dotted)")
+    fig.suptitle("time writers were paused per second (all writers): " + title,
+                 fontsize=10)
+    fig.tight_layout()
+    fig.savefig(os.path.join(outdir, "pauses.png"), dpi=100)
+    plt.close(fig)
+
+
+def dirty_figure(plt, cmp, samples, fcs, title):
+    """dirty.png: per foliofs configuration, charged and exact dirty against
+    freerun, setpoint and limit over the run.  The legend stands to the
+    right of the axes, where it covers neither the limit line nor the
+    peaks."""
     n = max(len(fcs), 1)
     fig, axes = plt.subplots(n, 1, figsize=(10, 2.8 * n + 0.8), sharex=True,
                              sharey=True, squeeze=False)
@@ -1209,32 +1262,12 @@ def plot(cmp, samples, summ, outdir):
         ax.set_ylabel("MiB")
         ax.set_ylim(bottom=0)
         ax.grid(alpha=0.3)
-    axes[0, 0].legend(loc="upper right", fontsize=8)
+    axes[0, 0].legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0,
+                      fontsize=8)
     axes[-1, 0].set_xlabel("seconds of pgbench (iterations end to end, dotted)")
     fig.suptitle("dirty memory, one sample per second: " + title, fontsize=10)
     fig.tight_layout()
-    fig.savefig(os.path.join(outdir, "dirty.png"), dpi=100)
-    plt.close(fig)
-
-    fig, axes = plt.subplots(n, 1, figsize=(10, 2.2 * n + 0.8), sharex=True,
-                             sharey=True, squeeze=False)
-    for ax, c in zip(axes[:, 0], fcs):
-        mine = [s for s in samples if s["config"] == c.name]
-        xs, pts, bounds = run_timeline(cmp, c, mine)
-        rate = {id(s): v for s, v in per_second(mine, "throttle_ms")}
-        ax.plot(xs, [rate.get(id(p), 0) for p in pts], linewidth=1)
-        for b in bounds:
-            ax.axvline(b, color="grey", linewidth=0.5, linestyle=":")
-        ax.set_title(c.name, fontsize=10)
-        ax.set_ylabel("ms paused / s")
-        ax.set_ylim(bottom=0)
-        ax.grid(alpha=0.3)
-    axes[-1, 0].set_xlabel("seconds of pgbench (iterations end to end, dotted)")
-    fig.suptitle("time writers were paused per second (all writers): " + title,
-                 fontsize=10)
-    fig.tight_layout()
-    fig.savefig(os.path.join(outdir, "pauses.png"), dpi=100)
-    plt.close(fig)
+    return fig
 
 
 def report(cmp, settings):
@@ -1277,8 +1310,11 @@ def main(argv):
     if importlib.util.find_spec("matplotlib") is None:
         raise Failure("matplotlib is needed for the plots (apt-get install"
                       " python3-matplotlib)")
-    foliofs = os.path.realpath(os.environ.get(
-        "FOLIOFS", os.path.join(REPO, "build", "foliofs")))
+    # In the tree: its build; installed (foliofs-pgcompare): foliofs on PATH.
+    default = os.path.join(REPO, "build", "foliofs")
+    if not os.path.exists(default):
+        default = shutil.which("foliofs") or default
+    foliofs = os.path.realpath(os.environ.get("FOLIOFS", default))
     if not os.access(foliofs, os.X_OK):
         raise Failure("foliofs binary %s not found (set FOLIOFS or build it)"
                       % foliofs)

@@ -1,0 +1,174 @@
+"""What `meson install` installs, and the man pages against --help.
+
+- Every option, policy and tunable foliofs --help and a mount list, every
+  option and command of foliofsctl -h, and every option and KEY= of
+  foliofs-sim --help, is in the man page's source (doc/man/*.scd), as
+  test_hostile checks doc/admin.md's option table.
+- `meson install --destdir` of the build under test puts the binaries, the
+  user tools (foliofs-pgcompare, foliofs-crashimg, foliofs-bpftrace), the
+  man pages (each renders with man -l, no warning), bash completion and
+  the docs in the prefix; and, as root, `mount -t fuse.foliofs` mounts
+  with the installed foliofs.  mount(8) drops PATH before it runs
+  mount.fuse3 (util-linux sanitizes the environment of helpers), whose
+  /bin/sh then looks in its default PATH, /usr/local/bin among it: so the
+  test runs the mount in a mount namespace of its own with the prefix's
+  bin bound over /usr/local/bin, which is where `meson install` puts
+  foliofs by default.
+"""
+
+import os
+import re
+import shutil
+import subprocess
+
+import pytest
+
+import util
+from util import Mount
+
+MAN = os.path.join(util.REPO, 'doc', 'man')
+BUILD = os.path.dirname(os.path.realpath(util.FOLIOFS))
+FOLIOFSCTL = os.path.join(BUILD, 'tools', 'foliofsctl')
+SIM = os.path.join(BUILD, 'sim', 'foliofs-sim')
+TOOLS = ('foliofs', 'foliofsctl', 'foliofs-sim', 'foliofs-pgcompare', 'foliofs-crashimg',
+         'foliofs-bpftrace')
+PAGES = ('man8/foliofs.8', 'man8/foliofsctl.8', 'man1/foliofs-sim.1')
+
+
+def page(name):
+    with open(os.path.join(MAN, name + '.scd')) as f:
+        return f.read()
+
+
+def run(cmd, **kw):
+    return subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                          timeout=120, **kw)
+
+
+def test_foliofs_page_has_every_option_and_tunable(dirs):
+    out = run([util.FOLIOFS, '--help']).stdout
+    text = page('foliofs.8')
+    terms = set(re.findall(r'^\*-o ([a-z_]+)', text, re.M))
+    options = set(re.findall(r'^ +-o ([a-z_]+)', out, re.M))
+    assert options and options <= terms, options - terms
+    # The policies listed under their option, and the general options.
+    for name in re.findall(r'^    ([a-z]+) {10,}', out, re.M):
+        assert '*%s*' % name in text, name
+    for flag in re.findall(r'^    (-[a-zA-Z]|--[a-z]+)', out, re.M):
+        assert '*%s*' % flag in text, flag
+    _, b, m = dirs
+    with Mount(b, m):
+        tunables = set(os.listdir(os.path.join(m, '.foliofs', 'tunables')))
+    section = text.split('# TUNABLES', 1)[1].split('\n# ', 1)[0]
+    listed = set(re.findall(r'\*([a-z_]+)\*', section))
+    assert tunables and tunables <= listed, tunables - listed
+    # Every control file a mount lists.
+    with Mount(b, m):
+        ctl = set(os.listdir(os.path.join(m, '.foliofs')))
+    section = text.split('# CONTROL FILES', 1)[1].split('\n# ', 1)[0]
+    assert ctl <= set(re.findall(r'_([a-z]+)(?:/NAME)?_', section)), ctl
+
+
+def test_foliofsctl_page_has_every_option_and_command():
+    out = run([FOLIOFSCTL, '-h']).stdout
+    text = page('foliofsctl.8')
+    for opt in re.findall(r'(?<![\w-])(--?[a-zA-Z][a-z-]*)', out.split('Options:', 1)[1]):
+        assert '*%s*' % opt in text, opt
+    for cmd in re.findall(r'^  ([a-z]+) \[', out, re.M):
+        assert re.search(r'^\*%s\*' % cmd, text, re.M), cmd
+
+
+def test_sim_page_has_every_option_and_key():
+    r = run([SIM, '--help'])
+    out = r.stdout + r.stderr
+    text = page('foliofs-sim.1')
+    for opt in set(re.findall(r'(?<![\w-])(--[a-z-]+|-o)\b', out)):
+        assert '*%s*' % opt in text, opt
+    for key in set(re.findall(r'\b([a-z_]+)=(?!value\b)', out)):
+        assert '*%s*' % key in text, key
+    for cmd in ('gen', 'dump'):
+        assert '*%s*' % cmd in text
+
+
+def installed(tmp_path):
+    """`meson install --destdir` of the build under test: the prefix."""
+    if not os.path.exists(os.path.join(BUILD, 'build.ninja')):
+        pytest.skip('%s is not a meson build directory' % BUILD)
+    dest = str(tmp_path / 'dest')
+    r = run(['meson', 'install', '-C', BUILD, '--destdir', dest, '--no-rebuild', '--quiet'])
+    assert r.returncode == 0, r.stdout + r.stderr
+    prefix = run(['meson', 'introspect', BUILD, '--buildoptions'])
+    opts = {o['name']: o['value'] for o in __import__('json').loads(prefix.stdout)}
+    return dest + opts['prefix'], opts
+
+
+def test_meson_install_puts_everything_in_the_prefix(tmp_path):
+    root, opts = installed(tmp_path)
+    bindir = os.path.join(root, opts['bindir'])
+    for tool in TOOLS:
+        path = os.path.join(bindir, tool)
+        assert os.access(path, os.X_OK), path
+    for tool in ('foliofs-pgcompare', 'foliofs-crashimg', 'foliofs-bpftrace'):
+        r = run([os.path.join(bindir, tool), '--help'])
+        assert r.returncode == 0 and 'usage' in r.stdout.lower(), (tool, r)
+    share = os.path.join(root, opts['datadir'])
+    r = run([os.path.join(bindir, 'foliofs-bpftrace'), '--foliofs',
+             os.path.join(bindir, 'foliofs'), '--print',
+             os.path.join(share, 'foliofs', 'bpftrace', 'pauses.bt')])
+    assert r.returncode == 0 and 'usdt:' in r.stdout, r
+    for name in ('foliofs', 'foliofsctl'):
+        comp = os.path.join(share, 'bash-completion', 'completions', name)
+        r = run(['bash', '-c', 'source "$0" && complete -p %s' % name, comp])
+        assert r.returncode == 0 and name in r.stdout, r
+    assert os.path.exists(os.path.join(share, 'doc', 'foliofs', 'admin.md'))
+    mandir = os.path.join(root, opts['mandir'])
+    if not os.path.exists(os.path.join(mandir, PAGES[0])):
+        pytest.skip('built without man pages (scdoc is not installed, or -Dman=disabled)')
+    if not shutil.which('man'):
+        pytest.skip('man (man-db) is not installed')
+    for p in PAGES:
+        r = run(['man', '-l', os.path.join(mandir, p)],
+                env=dict(os.environ, MANWIDTH='80', MANPAGER='cat', PAGER='cat'))
+        name = os.path.basename(p).rsplit('.', 1)[0]
+        assert r.returncode == 0 and not r.stderr, (p, r.stderr)
+        assert 'NAME' in r.stdout and name in r.stdout and 'SYNOPSIS' in r.stdout, p
+
+
+MOUNT_SCRIPT = r'''
+set -e
+mount --make-rprivate /
+mount --bind "$BIN" /usr/local/bin
+mount -t fuse.foliofs -o flushers=1 "$B" "$M"
+printf installed > "$M/f"
+grep -q '^nr_dirtied ' "$M/.foliofs/stats"
+# The daemon of this mount: its command line names the mount point.
+foliofs_pid=$(pgrep -n -f "^foliofs .*$M")
+readlink /proc/$foliofs_pid/exe
+umount "$M"
+# The daemon writes back and syncs after the unmount, then exits.
+i=0; while kill -0 "$foliofs_pid" 2>/dev/null && [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done
+cat "$B/f"
+'''
+
+
+def test_mount_t_fuse_foliofs_from_the_prefix(tmp_path, dirs):
+    if os.geteuid() != 0:
+        pytest.skip('not root: mount -t fuse.foliofs')
+    for prog in ('unshare', 'mount.fuse3', 'pgrep'):
+        if not shutil.which(prog):
+            pytest.skip('%s is not installed' % prog)
+    root, opts = installed(tmp_path)
+    if opts['prefix'] != '/usr/local':
+        pytest.skip('prefix %s: mount(8) finds foliofs only on /bin/sh\'s default PATH'
+                    % opts['prefix'])
+    _, b, m = dirs
+    bindir = os.path.join(root, opts['bindir'])
+    env = dict(os.environ, BIN=bindir, B=b, M=m)
+    r = run(['unshare', '--mount', 'sh', '-c', MOUNT_SCRIPT], env=env)
+    assert r.returncode == 0, r
+    lines = r.stdout.splitlines()
+    # The daemon was the installed copy, seen at /usr/local/bin in there.
+    assert lines[0] in ('/usr/local/bin/foliofs',
+                        os.path.join(bindir, 'foliofs')), lines
+    assert lines[-1] == 'installed', lines
+    assert not util.is_fuse_mounted(m)
