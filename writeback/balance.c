@@ -2,21 +2,11 @@
 /*
  * balance.c - the throttler on a live mount: real time, the cache's
  * counters, and the entry points the FUSE layer calls after each write
- * (writeback.h).  The throttler itself (throttle.c) never reads a clock or
- * the cache.
+ * (writeback.h), on the monotonic clock (wb_now_ns).  The throttler itself
+ * (throttle.c) never reads a clock or the cache.
  */
 #include "wb_i.h"
 #include "throttle.h"
-
-#include <time.h>
-
-int64_t wb_throttle_now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * WB_NSEC_PER_SEC + ts.tv_nsec;
-}
 
 void wb_throttle_sample_of(struct wb_ctx *ctx, struct wb_throttle_sample *s)
 {
@@ -56,7 +46,7 @@ bool wb_throttle_charge_write(struct wb_ctx *ctx, pid_t pid, uint64_t dirtied, i
 int64_t wb_balance_dirty(struct wb_ctx *ctx, pid_t pid, uint64_t dirtied)
 {
 	struct wb_throttle_sample s;
-	int64_t now = wb_throttle_now(), pause;
+	int64_t now = wb_now_ns(), pause;
 
 	/*
 	 * Throttling waits for background writeback; with no flushers
@@ -80,7 +70,7 @@ int64_t wb_balance_dirty_again(struct wb_ctx *ctx, pid_t pid)
 	struct wb_throttle_sample s;
 
 	wb_throttle_sample_of(ctx, &s);
-	return wb_throttle_again(ctx->throttle, pid, &s, wb_throttle_now());
+	return wb_throttle_again(ctx->throttle, pid, &s, wb_now_ns());
 }
 
 bool wb_balance_dirty_recheck(struct wb_ctx *ctx, pid_t pid)
@@ -88,7 +78,7 @@ bool wb_balance_dirty_recheck(struct wb_ctx *ctx, pid_t pid)
 	struct wb_throttle_sample s;
 
 	wb_throttle_sample_of(ctx, &s);
-	return wb_throttle_recheck(ctx->throttle, pid, &s, wb_throttle_now());
+	return wb_throttle_recheck(ctx->throttle, pid, &s, wb_now_ns());
 }
 
 void wb_throttle_held(struct wb_ctx *ctx)

@@ -154,7 +154,7 @@ int wb_ctx_create(const struct bs_config *bs_cfg, const struct wb_config *cfg,
 	char err[256];
 	int ret;
 
-	ret = wb_ctx_create_core(bs_cfg, cfg, &cache_ops, NULL, wb_throttle_now(), &ctx);
+	ret = wb_ctx_create_core(bs_cfg, cfg, &cache_ops, NULL, wb_now_ns(), &ctx);
 	if (ret)
 		return ret;
 	if (cfg->fault)

@@ -27,7 +27,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -229,77 +228,6 @@ static void write_back_works_again(struct wb_file *wbf)
 	}
 }
 
-void wb_stamp_mtime(struct wb_file *wbf)
-{
-	int64_t ns = atomic_load(&wbf->mtime_ns);
-	struct timespec tv[2] = {
-		{ .tv_nsec = UTIME_OMIT },
-		{ .tv_sec = ns / 1000000000, .tv_nsec = ns % 1000000000 },
-	};
-
-	if (!ns || wbf->ctx->io == WB_IO_NULL)
-		return;
-	if (futimens(wbf->fd, tv) < 0) {
-		/*
-		 * Only the owner may set a time: a daemon writing back another
-		 * user's file it may write leaves the writeback's own mtime.
-		 */
-		if (errno != EPERM) {
-			wb_report(wbf, "setting the modification time of", -errno);
-			return;
-		}
-	}
-	if (!bs_file_has_held(wbf->bs))
-		atomic_compare_exchange_strong(&wbf->mtime_ns, &ns, 0);
-}
-
-/*
- * Make the backing file's size the cache's once its data is written: direct
- * I/O writes the block holding EOF whole (one too long), and a file whose
- * tail was punched or never written has nothing that would extend it.
- * The size last set or seen is kept, so this costs no system call when
- * nothing changed it.
- */
-void wb_sync_size(struct wb_file *wbf)
-{
-	struct stat st;
-	off_t size;
-
-	if (wbf->ctx->io == WB_IO_NULL)
-		return;
-	pthread_mutex_lock(&wbf->size_lock);
-	/*
-	 * The size is read under size_lock, with no truncate in flight: one
-	 * that starts later waits for the lock, so this cannot put back a
-	 * size from before it (that one sets the backing size itself).
-	 */
-	if (wbf->resizing)
-		goto out;
-	size = bs_file_size(wbf->bs);
-	if (wbf->backing_size == size)
-		goto out;
-	wbf->backing_size = -1;
-	if (fstat(wbf->fd, &st) < 0 || !S_ISREG(st.st_mode))
-		goto out;
-	if (st.st_size != size) {
-		/* Longer only if direct I/O wrote past EOF; shorter if nothing reached the end. */
-		int err = wb_wlog_check();
-
-		if (!err && ftruncate(wbf->fd, size) < 0)
-			err = -errno;
-		if (!err)
-			err = wb_wlog_truncate(wbf->fd, size);
-		if (err) {
-			wb_report(wbf, "setting the size of", err);
-			goto out;
-		}
-		atomic_store(&wbf->unsynced, true);
-	}
-	wbf->backing_size = size;
-out:
-	pthread_mutex_unlock(&wbf->size_lock);
-}
-
 /* Writes of @io[0..n) are done: what they tell of the backing file's size. */
 static void note_written_size(struct wb_file *wbf, const struct wb_io *io,
 			      const off_t *end, int n)
@@ -376,9 +304,9 @@ static void throttle_note(struct wb_ctx *ctx, bool starting)
 
 	wb_throttle_sample_of(ctx, &s);
 	if (starting)
-		wb_throttle_writeback_start(ctx->throttle, &s, wb_throttle_now());
+		wb_throttle_writeback_start(ctx->throttle, &s, wb_now_ns());
 	else
-		wb_throttle_update(ctx->throttle, &s, wb_throttle_now());
+		wb_throttle_update(ctx->throttle, &s, wb_now_ns());
 }
 
 /* Flags of writeback_pass(). */

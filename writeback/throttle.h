@@ -260,7 +260,5 @@ void wb_throttle_sample_of(struct wb_ctx *ctx, struct wb_throttle_sample *s);
  * memory from bs_thread_pinned_take().
  */
 bool wb_throttle_charge_write(struct wb_ctx *ctx, pid_t pid, uint64_t dirtied, int64_t now_ns);
-/* Monotonic time for the throttler, ns. */
-int64_t wb_throttle_now(void);
 
 #endif /* FOLIOFS_THROTTLE_H */

@@ -108,6 +108,14 @@ int wb_backing_read_start(struct wb_file *wbf, struct bs_aio *aio);
  */
 int wb_backing_init(struct wb_ctx *ctx);
 void wb_backing_exit(struct wb_ctx *ctx);
+/*
+ * Writeback moved the backing file's mtime to now: put back the time of
+ * the last cached write (or the one set explicitly), and forget it once
+ * nothing is left to write.  Context: no lock held.
+ */
+void wb_stamp_mtime(struct wb_file *wbf);
+/* Set the backing file's size to the cache's (after a complete writeback). */
+void wb_sync_size(struct wb_file *wbf);
 
 /* ---- the context and files ---- */
 
@@ -271,14 +279,6 @@ int wb_writeback_range(struct wb_file *wbf, off_t start, off_t end);
  */
 int wb_sync_file(struct wb_file *wbf, bool datasync);
 void wb_need_clean(void *ctx);
-/*
- * Writeback moved the backing file's mtime to now: put back the time of
- * the last cached write (or the one set explicitly), and forget it once
- * nothing is left to write.  Context: no lock held.
- */
-void wb_stamp_mtime(struct wb_file *wbf);
-/* Set the backing file's size to the cache's (after a complete writeback). */
-void wb_sync_size(struct wb_file *wbf);
 int wb_flushers_start(struct wb_ctx *ctx);
 void wb_flushers_stop(struct wb_ctx *ctx);
 /* Wake the flushers for a pass now, and to sleep again by the current interval. */
