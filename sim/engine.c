@@ -4,12 +4,13 @@
  *
  * What runs is the mount's own code, linked from the same sources:
  * blockstate (folios, bitmaps, the accounting and sizing policies) through
- * bs_write()/bs_read() and the writeback calls bs_wb_collect_budget()/
- * bs_wb_complete()/bs_sync_begin()/bs_sync_end(); the throttler
- * (throttle.c) through the same calls balance.c makes; the run-time
- * settings (tunables.c) and the stats (wb_ctx_stats); and the flushers'
- * decisions (flushpolicy.c).  What is modelled instead: time, the backing
- * device, and the threads, which become state machines resumed by events:
+ * bs_write()/bs_read(); the writeback engine (writeback/engine.h: passes,
+ * syncs, errors and backoff, the flushers' rounds and turns) with this
+ * file as its second driver, its ops the device model and the virtual
+ * clock; the throttler (throttle.c) through the same calls balance.c
+ * makes; the run-time settings (tunables.c) and the stats
+ * (wb_ctx_stats).  What is modelled instead: time, the backing device,
+ * and the threads, which become state machines resumed by events:
  *
  *   writer    one per pid: its operations in trace order, each issued the
  *             recorded think time after the previous one completed (a
@@ -18,9 +19,10 @@
  *             writes the file back and flushes the device; both wait for a
  *             file another pass holds, as the mount's wb_lock makes them.
  *   flusher   cfg.flushers of them, each the loop of flush.c's
- *             flusher_main/flush_pass/flush_file with the same
- *             wb_fp_* decisions; woken by writes over the background
- *             threshold (kicks) or writeback_interval_ms.
+ *             flusher_main/flush_pass/flush_file over the engine's
+ *             rounds and turns (wb_round_*, wb_turn_*); woken by writes
+ *             over the background threshold (kicks) or
+ *             writeback_interval_ms.
  *   reader    a read is one bs_read() of the request, as ffs_read() does
  *             it, through the readahead state of the open it came
  *             through (struct sim_open: the record's open id, or for a
@@ -44,10 +46,11 @@
  *             failed sync makes what it covered dirty again.
  *
  * Writeback is submitted and completed in two halves: a batch is collected
- * (blocks go dirty -> writeback, nr_writeback rises) at the time it is
- * issued, and completed (writeback -> clean, nr_written) at the time the
- * device model says its last write ends; between the two the engine runs
- * other events, so writers see data under writeback as they would.
+ * and submitted (wb_pass_next: blocks go dirty -> writeback, nr_writeback
+ * rises) at the time it is issued, and completed (wb_pass_complete:
+ * writeback -> clean, nr_written) at the time the device model says its
+ * last write ends; between the two the event loop runs other events, so
+ * writers see data under writeback as they would.
  * Reclaim (bs_cache_ops.need_clean, called inside bs_write() when the
  * cache is full) is the one synchronous path: it completes what is in
  * flight early and writes everything back at once, and the writer whose
@@ -78,31 +81,17 @@
 
 struct sim;
 
-/* A writeback pass of one file in flight: the mount's writeback_pass(), in halves. */
-struct sim_pass {
-	struct sim_file *file;
-	off_t pos, end;
-	bool budgeted;
-	struct bs_wb_budget budget;
-	struct bs_wb_run runs[WB_BATCH];
-	int err[WB_BATCH];		/* each run's write result, known when issued */
-	int n;				/* runs in flight, 0: none */
-	int first_err;			/* the pass's first failed write, 0: none */
-};
-
 struct sim_file {
 	struct sim *s;			/* for its backing read op */
 	uint32_t id;			/* in the trace */
-	struct bs_file *bs;
-	int64_t dirtied_ns;		/* virtual: when it went from clean to dirty, 0: clean */
-	off_t bg_next;			/* where background writeback goes on */
-	struct sim_pass *busy;		/* the pass holding it (the mount's wb_lock) */
-	/* Failures, as struct wb_file keeps them (flush.c). */
-	int64_t retry_ns;		/* the flushers retry it not before this */
-	uint32_t backoff_ms;		/* 0: its last pass succeeded */
-	int err;			/* the last error */
-	uint64_t err_seq, err_seen;	/* errors, and those an fsync reported */
+	/* Its writeback state, as the mount's wb_file keeps it (engine.h). */
+	struct wb_fstate ws;
+	struct wb_pass *busy;		/* the pass holding it (the mount's wb_lock) */
+	uint64_t err_seen;		/* ws.err_seq an fsync last reported */
 };
+
+/* The sim_file whose writeback state @fs is. */
+#define sim_file_of(fs) ((struct sim_file *)((char *)(fs) - offsetof(struct sim_file, ws)))
 
 /*
  * One open of a file: its readahead state (file_ra_state), made zeroed at
@@ -134,7 +123,7 @@ struct sim_writer {
 	int64_t first_ns, last_ns;	/* first issue, last completion */
 	uint64_t sync_token;
 	int sync_err;
-	struct sim_pass pass;
+	struct wb_pass pass;
 };
 
 enum fl_state { FL_IDLE, FL_PASS, FL_SYNC };
@@ -143,14 +132,13 @@ struct sim_flusher {
 	enum fl_state state;
 	uint64_t wake_gen;		/* wake events carry their generation (> 0); one of
 					 * another is stale.  I/O completions carry 0. */
-	unsigned int first, half, i;	/* where the round is (wb_fp_round_*) */
-	bool progress, last_progress;
-	int64_t round_now;		/* the time of the round, as flush_pass takes it */
-	enum wb_fp_action act;
+	struct wb_round round;		/* the engine's round */
+	unsigned int half, i;		/* where this flusher is in it */
+	struct wb_turn turn;		/* the turn of the file at i */
 	uint64_t sync_token;
 	int sync_err;
 	struct sim_file *sync_file;
-	struct sim_pass pass;
+	struct wb_pass pass;
 };
 
 enum ev_kind { EV_WRITER, EV_FLUSHER, EV_STATS };
@@ -191,6 +179,7 @@ struct sim {
 	unsigned int nr_flushers;
 	unsigned int kicks;
 	int64_t reclaim_until;		/* a write that needed room waits until then */
+	int64_t submit_due;		/* when the batch the engine last submitted ends */
 	int64_t read_at;		/* the op's next backing read is issued then */
 	/* observations */
 	struct i64_vec pauses, fsyncs, reads;
@@ -335,28 +324,14 @@ static ssize_t sim_fault(struct sim *s, enum wb_fault_op op, const struct sim_fi
 	return wb_fault_result(ft, res, 1);
 }
 
-/* flush.c's record_error(): for fsync (errseq) and the stats. */
-static void record_error(struct sim *s, struct sim_file *f, int err)
-{
-	f->err = err;
-	f->err_seq++;
-	atomic_fetch_add(&s->ctx->wb_errors, 1);
-}
-
-/* flush.c's back_off(): the flushers retry the file after a doubling backoff. */
-static void back_off(struct sim *s, struct sim_file *f)
-{
-	f->backoff_ms = wb_fp_backoff_next(f->backoff_ms);
-	f->retry_ns = wb_fp_retry_due(s->now, f->backoff_ms);
-}
-
 /*
- * A sync of @f issued now (wb_sync_file()): when it completes.  An fsync
- * fault fires instead of the device flush, at once; *@err gets it.
+ * A sync of @f issued now (the engine's wb_sync_begin, and the device
+ * flush): when it completes.  An fsync fault fires instead of the device
+ * flush, at once; *@err gets it.  sync_end() at that time.
  */
 static int64_t sync_issue(struct sim *s, struct sim_file *f, uint64_t *token, int *err)
 {
-	*token = bs_sync_begin(f->bs);
+	*token = wb_sync_begin(s->ctx, &f->ws);
 	*err = (int)sim_fault(s, WB_FAULT_FSYNC, f, 0, 0, 0);
 	return *err ? s->now : dev_flush(s);
 }
@@ -364,13 +339,7 @@ static int64_t sync_issue(struct sim *s, struct sim_file *f, uint64_t *token, in
 /* The sync is over: a failed one left what it covered dirty again. */
 static void sync_end(struct sim *s, struct sim_file *f, uint64_t token, int err)
 {
-	bs_sync_end(f->bs, token, err);
-	if (!err)
-		return;
-	record_error(s, f, err);
-	if (!f->dirtied_ns && bs_file_has_held(f->bs))
-		f->dirtied_ns = s->now;
-	back_off(s, f);
+	wb_sync_end(s->ctx, &f->ws, token, err);
 }
 
 /* ---- observations ---- */
@@ -397,38 +366,7 @@ static void log_line(struct sim *s)
 	fwrite(s->line, 1, len, s->log);
 }
 
-/* ---- writeback passes ---- */
-
-static void throttle_note(struct sim *s, bool starting)
-{
-	struct wb_throttle_sample smp;
-
-	wb_throttle_sample_of(s->ctx, &smp);
-	if (starting)
-		wb_throttle_writeback_start(s->ctx->throttle, &smp, s->now);
-	else
-		wb_throttle_update(s->ctx->throttle, &smp, s->now);
-}
-
-static void pass_begin(struct sim *s, struct sim_pass *p, struct sim_file *f, off_t start,
-		       off_t end, int64_t budget_pages)
-{
-	*p = (struct sim_pass){ .file = f, .pos = start, .end = end, .budgeted = budget_pages > 0 };
-	if (p->budgeted)
-		bs_wb_budget_init(&p->budget, budget_pages);
-	f->busy = p;
-	throttle_note(s, true);
-}
-
-/* Complete the batch in flight (at most once: reclaim may have done it early). */
-static void pass_complete(struct sim *s, struct sim_pass *p)
-{
-	for (int i = 0; i < p->n; i++)
-		bs_wb_complete(p->file->bs, &p->runs[i], p->err[i]);
-	if (p->n)
-		throttle_note(s, false);
-	p->n = 0;
-}
+/* ---- writeback: the engine's ops, passes and flushers ---- */
 
 /*
  * One write of a batch, @len bytes at @off of @f, issued now: when it
@@ -458,84 +396,80 @@ static int64_t write_group(struct sim *s, struct sim_file *f, off_t off, size_t 
 }
 
 /*
- * Collect and issue the next batch: when it completes, or 0 when the pass
- * is over (nothing left, or the budget used up).
+ * The engine's submit: the batch's writes issued to the device now, each
+ * result known at once; s->submit_due gets when the last ends, the time
+ * at which the driver completes the batch (wb_pass_complete).
  */
-static int64_t pass_step(struct sim *s, struct sim_pass *p)
+static int engine_submit(void *arg, struct wb_pass *p)
 {
-	const struct wb_config *cfg = &s->ctx->cfg;
-	int group_of[WB_BATCH];
+	struct sim *s = arg;
+	struct sim_file *f = sim_file_of(p->file);
 	int64_t due = 0;
-	size_t len = 0;
-	int g = 0, first = 0;
 
-	p->n = bs_wb_collect_budget(p->file->bs, &p->pos, p->end, p->runs, WB_BATCH,
-				    WB_FP_BATCH_BYTES, cfg->max_io,
-				    wb_fp_collect_flags(cfg->whole_folio, cfg->backing_direct),
-				    p->budgeted ? &p->budget : NULL);
-	if (!p->n)
-		return 0;
-	wb_fp_group_runs(p->runs, p->n, cfg->max_io, group_of);
-	for (int i = 0; i <= p->n; i++) {
-		if (i == p->n || group_of[i] != g) {
-			int err;
-			int64_t done = write_group(s, p->file, p->runs[first].off, len, &err);
+	for (int g = 0; g < p->nr_io; g++) {
+		int64_t done = write_group(s, f, p->io[g].off, p->io[g].len, &p->io[g].res);
 
-			due = done > due ? done : due;
-			for (int j = first; j < i; j++)
-				p->err[j] = err;
-			if (err) {
-				record_error(s, p->file, err);
-				if (!p->first_err)
-					p->first_err = err;
-			}
-			if (i == p->n)
-				break;
-			g = group_of[i];
-			first = i;
-			len = 0;
-		}
-		len += p->runs[i].len;
+		due = done > due ? done : due;
 	}
 	atomic_fetch_add(&s->ctx->backing_write_submits, 1);
 	note_peaks(s);
-	return due;
+	s->submit_due = due;
+	return 0;
+}
+
+static int64_t engine_now(void *arg)
+{
+	return ((struct sim *)arg)->now;
+}
+
+/* The simulator's driver: no backing file to log, size or stamp. */
+static const struct wb_engine_ops sim_engine_ops = {
+	.submit = engine_submit,
+	.now = engine_now,
+};
+
+static void pass_begin(struct sim *s, struct wb_pass *p, struct sim_file *f, off_t start,
+		       off_t end, int64_t budget_pages, enum wb_pass_why why)
+{
+	wb_pass_begin(p, s->ctx, &f->ws, start, end, budget_pages, why);
+	f->busy = p;
+}
+
+/*
+ * Collect and issue the next batch: when it completes, or 0 when the pass
+ * is over (nothing left, or the budget used up).
+ */
+static int64_t pass_step(struct sim *s, struct wb_pass *p)
+{
+	return wb_pass_next(p) ? s->submit_due : 0;
 }
 
 static void wake_file_waiters(struct sim *s, struct sim_file *f);
 
-/*
- * The pass is over: a backoff if it failed (back_off(), or
- * write_back_works_again()), the file's age as update_dirtied() keeps it,
- * and its lock.
- */
-static void pass_end(struct sim *s, struct sim_pass *p)
+/* The pass is over (wb_pass_end): the file is free again.  Its error, 0: none. */
+static int pass_end(struct sim *s, struct wb_pass *p)
 {
-	struct sim_file *f = p->file;
+	struct sim_file *f = sim_file_of(p->file);
+	int err = wb_pass_end(p);
 
-	if (p->first_err)
-		back_off(s, f);
-	else
-		f->backoff_ms = 0;
-	if (!bs_file_has_held(f->bs))
-		f->dirtied_ns = 0;
 	f->busy = NULL;
 	wake_file_waiters(s, f);
+	return err;
 }
 
 /* A whole write-back and sync at once (reclaim, unmount): when the device is done. */
 static int64_t write_all_now(struct sim *s, struct sim_file *f)
 {
-	struct sim_pass p;
+	struct wb_pass p;
 	int64_t due, last = s->now;
 
-	pass_begin(s, &p, f, 0, bs_file_size(f->bs), 0);
+	pass_begin(s, &p, f, 0, bs_file_size(f->ws.bs), 0, WB_PASS_SYNC);
 	while ((due = pass_step(s, &p))) {
-		pass_complete(s, &p);
+		wb_pass_complete(&p);
 		last = due > last ? due : last;
 	}
 	pass_end(s, &p);
-	if (bs_file_has_unsynced(f->bs)) {
+	if (bs_file_has_unsynced(f->ws.bs)) {
 		uint64_t token;
 		int err;
 
@@ -558,10 +492,10 @@ static void sim_need_clean(void *arg)
 		struct sim_file *f = &s->files[i];
 		int64_t until;
 
-		if (f->retry_ns > s->now) {
+		if (!wb_reclaim_takes(s->ctx, &f->ws, s->now)) {
 			continue;
 		} else if (f->busy) {
-			pass_complete(s, f->busy);
+			wb_pass_complete(f->busy);
 			until = s->last_done;
 		} else {
 			until = write_all_now(s, f);
@@ -573,37 +507,14 @@ static void sim_need_clean(void *arg)
 
 /* ---- the flushers (flush.c's flusher_main, flush_pass, flush_file) ---- */
 
-static void fp_state_of(struct sim *s, struct wb_fp_state *st)
-{
-	*st = (struct wb_fp_state){
-		.dirty_charged = bs_cache_dirty_charged(s->ctx->cache),
-		.pinned = bs_cache_pinned(s->ctx->cache),
-		.unsynced = bs_cache_unsynced(s->ctx->cache),
-		.bg_thresh = atomic_load(&s->ctx->bg_thresh),
-		.pinned_bg_thresh = atomic_load(&s->ctx->pinned_bg_thresh),
-		.expire_ms = atomic_load(&s->ctx->expire_ms),
-	};
-}
-
-static void fp_file_of(struct sim_file *f, struct wb_fp_file *out)
-{
-	*out = (struct wb_fp_file){
-		.dirtied_ns = f->dirtied_ns,
-		.retry_ns = f->retry_ns,
-		.unsynced = bs_file_has_unsynced(f->bs),
-	};
-}
-
 static int flusher_go(struct sim *s, uint32_t k);
 
 /* Writes over the background threshold wake the flushers (wb_flushers_poke). */
 static int flushers_poke(struct sim *s)
 {
-	struct wb_fp_state st;
 	int ret = 0;
 
-	fp_state_of(s, &st);
-	if (!s->nr_flushers || !wb_fp_over_background(&st) || s->kicks++)
+	if (!s->nr_flushers || !wb_over_background(s->ctx) || s->kicks++)
 		return 0;
 	for (uint32_t k = 0; k < s->nr_flushers && !ret; k++)
 		if (s->flushers[k].state == FL_IDLE)
@@ -613,72 +524,40 @@ static int flushers_poke(struct sim *s)
 
 static void flusher_start_pass(struct sim *s, struct sim_flusher *fl)
 {
-	unsigned int pass_no = (unsigned int)atomic_fetch_add(&s->ctx->flusher_passes, 1);
-
-	fl->first = wb_fp_round_first(pass_no, (unsigned int)s->nr_files);
-	fl->progress = true;
-	fl->last_progress = fl->progress;
-	fl->progress = false;
+	wb_round_begin(s->ctx, &fl->round, (unsigned int)s->nr_files);
 	fl->half = 0;
 	fl->i = 0;
-	fl->round_now = s->now;
 }
 
 /*
- * The file's turn: start its pass (1: wait for the device), or nothing to
- * write (0: go on to the sync check).  -EBUSY: another pass holds it.
+ * The file's turn (wb_turn_plan): start its pass (1: wait for the
+ * device), or nothing to write (0: go on to the sync check).  -EBUSY:
+ * backing off, or another pass holds it.
  */
 static int flusher_file_begin(struct sim *s, struct sim_flusher *fl, struct sim_file *f)
 {
-	struct wb_throttle_stats ts;
-	struct wb_fp_state st;
-	struct wb_fp_file ff;
-	off_t size = bs_file_size(f->bs);
+	struct wb_turn *t = &fl->turn;
 
-	fp_state_of(s, &st);
-	fp_file_of(f, &ff);
-	fl->act = wb_fp_file_action(&st, &ff, fl->round_now);
-	if (fl->act == WB_FP_WAIT || (fl->act != WB_FP_SKIP && f->busy))
+	if (!wb_turn_plan(s->ctx, &fl->round, &f->ws, t))
+		return t->act == WB_FP_WAIT ? -EBUSY : 0;
+	if (f->busy)
 		return -EBUSY;
-	if (fl->act == WB_FP_SKIP)
-		return 0;
-	if (fl->act == WB_FP_EXPIRED) {
-		pass_begin(s, &fl->pass, f, 0, size, 0);
-	} else {
-		wb_throttle_stats(s->ctx->throttle, &ts);
-		pass_begin(s, &fl->pass, f, wb_fp_chunk_start(f->bg_next, size), size,
-			   wb_fp_chunk_pages(ts.avg_write_bw, ts.dirty_limit));
-	}
+	pass_begin(s, &fl->pass, f, t->start, t->end, t->budget_pages, t->why);
 	return 1;
 }
 
-/* The chunk is over: where the next starts, and whether it moved anything. */
-static void flusher_file_end(struct sim *s, struct sim_flusher *fl)
+/* The turn's pass is over (wb_turn_end): false when it failed (no sync then). */
+static bool flusher_file_end(struct sim *s, struct sim_flusher *fl)
 {
-	struct sim_pass *p = &fl->pass;
-	struct sim_file *f = p->file;
-	off_t size = bs_file_size(f->bs), from;
+	int err = pass_end(s, &fl->pass);
 
-	if (fl->act == WB_FP_CHUNK) {
-		off_t next = p->pos < p->end ? p->pos : p->end;
-
-		from = wb_fp_chunk_start(f->bg_next, size);
-		if (wb_fp_chunk_progress(p->budget.folio_pages, from, next, p->end))
-			fl->progress = true;
-		f->bg_next = next;
-	}
-	pass_end(s, p);
+	return wb_turn_end(&fl->round, &fl->turn, &fl->pass, err);
 }
 
 /* The sync check after a turn: 1 when a sync was issued. */
 static int flusher_sync(struct sim *s, struct sim_flusher *fl, struct sim_file *f, uint32_t k)
 {
-	struct wb_fp_state st;
-	struct wb_fp_file ff;
-
-	fp_state_of(s, &st);
-	fp_file_of(f, &ff);
-	if (f->busy || !wb_fp_should_sync(&st, &ff, fl->act == WB_FP_EXPIRED))
+	if (f->busy || !wb_turn_should_sync(s->ctx, &f->ws, &fl->turn))
 		return 0;
 	fl->sync_file = f;
 	fl->state = FL_SYNC;
@@ -699,31 +578,26 @@ static int flusher_go(struct sim *s, uint32_t k)
 		flusher_start_pass(s, fl);
 		break;
 	case FL_PASS:
-		pass_complete(s, &fl->pass);
+		wb_pass_complete(&fl->pass);
 		due = pass_step(s, &fl->pass);
 		if (due)
 			return ev_push(s, due, EV_FLUSHER, k, 0);
-		flusher_file_end(s, fl);
 		fl->state = FL_IDLE;
 		/* flush_file(): a failed pass is retried later, not synced. */
-		if (fl->pass.first_err) {
-			atomic_fetch_add(&s->ctx->wb_retries, 1);
+		if (!flusher_file_end(s, fl))
 			break;
-		}
-		ret = flusher_sync(s, fl, fl->pass.file, k);
+		ret = flusher_sync(s, fl, sim_file_of(fl->pass.file), k);
 		if (ret)
 			return ret < 0 ? ret : 0;
 		break;
 	case FL_SYNC:
 		sync_end(s, fl->sync_file, fl->sync_token, fl->sync_err);
 		if (fl->sync_err)
-			atomic_fetch_add(&s->ctx->wb_retries, 1);
+			wb_turn_sync_failed(s->ctx);
 		fl->state = FL_IDLE;
 		break;
 	}
 	for (;;) {
-		struct wb_fp_state st;
-
 		while (fl->half < 2) {
 			struct sim_file *f;
 			unsigned int i = fl->i++;
@@ -733,7 +607,7 @@ static int flusher_go(struct sim *s, uint32_t k)
 				fl->i = 0;
 				continue;
 			}
-			if (!wb_fp_round_turn(fl->half, i, fl->first))
+			if (!wb_round_turn(&fl->round, fl->half, i))
 				continue;
 			f = &s->files[i];
 			ret = flusher_file_begin(s, fl, f);
@@ -745,23 +619,16 @@ static int flusher_go(struct sim *s, uint32_t k)
 					fl->state = FL_PASS;
 					return ev_push(s, due, EV_FLUSHER, k, 0);
 				}
-				flusher_file_end(s, fl);
-				if (fl->pass.first_err) {
-					atomic_fetch_add(&s->ctx->wb_retries, 1);
+				if (!flusher_file_end(s, fl))
 					continue;
-				}
 			}
 			ret = flusher_sync(s, fl, f, k);
 			if (ret)
 				return ret < 0 ? ret : 0;
 		}
-		fp_state_of(s, &st);
-		if (s->nr_files && wb_fp_round_again(fl->progress, fl->last_progress, &st)) {
-			fl->last_progress = fl->progress;
-			fl->progress = false;
+		if (s->nr_files && wb_round_again(s->ctx, &fl->round)) {
 			fl->half = 0;
 			fl->i = 0;
-			fl->round_now = s->now;
 			continue;
 		}
 		/* The pass is over: again at once if kicked meanwhile, else sleep. */
@@ -874,7 +741,7 @@ static int writer_write(struct sim *s, uint32_t w, struct sim_file *f, const str
 	s->read_at = s->now;
 	while (left) {
 		size_t n = left < sizeof(sim_buf) ? left : sizeof(sim_buf);
-		ssize_t got = bs_write(f->bs, sim_buf, n, off);
+		ssize_t got = bs_write(f->ws.bs, sim_buf, n, off);
 
 		if (got < 0)
 			s->res->write_errors++;
@@ -884,8 +751,8 @@ static int writer_write(struct sim *s, uint32_t w, struct sim_file *f, const str
 		left -= (size_t)got;
 	}
 	dirtied = bs_thread_dirtied_take();
-	if (!f->dirtied_ns && bs_file_has_held(f->bs))
-		f->dirtied_ns = s->now;
+	if (!f->ws.dirtied_ns && bs_file_has_held(f->ws.bs))
+		f->ws.dirtied_ns = s->now;
 	done = io_done(s);
 	/* wb_balance_dirty(): no flushers, nobody paused. */
 	if (s->nr_flushers &&
@@ -925,7 +792,7 @@ static int writer_read(struct sim *s, uint32_t w, struct sim_file *f, const stru
 	s->read_at = s->now;
 	while (at < r->length) {
 		size_t n = r->length - at < sizeof(sim_buf) ? r->length - at : sizeof(sim_buf);
-		ssize_t got = bs_read(f->bs, &o->ra, sim_buf, n, (off_t)(r->offset + at));
+		ssize_t got = bs_read(f->ws.bs, &o->ra, sim_buf, n, (off_t)(r->offset + at));
 
 		if (got < 0)
 			s->res->read_errors++;
@@ -944,13 +811,13 @@ static int writer_read(struct sim *s, uint32_t w, struct sim_file *f, const stru
  */
 static void file_drop(struct sim_file *f)
 {
-	bs_truncate(f->bs, 0);
-	f->dirtied_ns = 0;
-	f->bg_next = 0;
-	f->retry_ns = 0;
-	f->backoff_ms = 0;
-	f->err = 0;
-	f->err_seq = f->err_seen = 0;
+	bs_truncate(f->ws.bs, 0);
+	f->ws.dirtied_ns = 0;
+	f->ws.bg_next = 0;
+	f->ws.retry_ns = 0;
+	f->ws.backoff_ms = 0;
+	f->ws.err = 0;
+	f->ws.err_seq = f->err_seen = 0;
 }
 
 /* The fsync in progress is over with @err: errseq reports a writeback error once. */
@@ -958,10 +825,10 @@ static int writer_fsync_done(struct sim *s, uint32_t w, int err)
 {
 	struct sim_file *f = &s->files[s->recs[s->writers[w].ops[s->writers[w].next]].file];
 
-	if (f->err_seen != f->err_seq) {
-		f->err_seen = f->err_seq;
+	if (f->err_seen != f->ws.err_seq) {
+		f->err_seen = f->ws.err_seq;
 		if (!err)
-			err = f->err;
+			err = f->ws.err;
 	}
 	if (err)
 		s->res->fsync_errors++;
@@ -975,11 +842,11 @@ static int writer_fsync_done(struct sim *s, uint32_t w, int err)
 static int writer_fsync_sync(struct sim *s, uint32_t w)
 {
 	struct sim_writer *wr = &s->writers[w];
-	struct sim_file *f = wr->pass.file;
+	struct sim_file *f = sim_file_of(wr->pass.file);
+	int err = pass_end(s, &wr->pass);
 
-	pass_end(s, &wr->pass);
-	if (wr->pass.first_err)
-		return writer_fsync_done(s, w, wr->pass.first_err);
+	if (err)
+		return writer_fsync_done(s, w, err);
 	wr->state = WR_SYNC;
 	return ev_push(s, sync_issue(s, f, &wr->sync_token, &wr->sync_err), EV_WRITER, w, 0);
 }
@@ -1009,28 +876,28 @@ static int writer_issue(struct sim *s, uint32_t w)
 	case SIM_OP_FSYNC:
 	case SIM_OP_FDATASYNC:
 		/* wb_fsync(): write it all back, then sync. */
-		pass_begin(s, &wr->pass, f, 0, bs_file_size(f->bs), 0);
+		pass_begin(s, &wr->pass, f, 0, bs_file_size(f->ws.bs), 0, WB_PASS_SYNC);
 		due = pass_step(s, &wr->pass);
 		if (!due)
 			return writer_fsync_sync(s, w);
 		wr->state = WR_PASS;
 		return ev_push(s, due, EV_WRITER, w, 0);
 	case SIM_OP_TRUNCATE:
-		bs_truncate(f->bs, (off_t)r->offset);
+		bs_truncate(f->ws.bs, (off_t)r->offset);
 		break;
 	case SIM_OP_FALLOCATE:
-		bs_fallocate(f->bs, (int)r->flags, (off_t)r->offset, (off_t)r->length);
+		bs_fallocate(f->ws.bs, (int)r->flags, (off_t)r->offset, (off_t)r->length);
 		break;
 	case SIM_OP_CREATE:
-		if (bs_file_size(f->bs) != (off_t)r->length)
-			bs_truncate(f->bs, (off_t)r->length);
+		if (bs_file_size(f->ws.bs) != (off_t)r->length)
+			bs_truncate(f->ws.bs, (off_t)r->length);
 		break;
 	default:	/* unlink, rename */
 		file_drop(f);
 		break;
 	}
-	if (!bs_file_has_held(f->bs))
-		f->dirtied_ns = 0;
+	if (!bs_file_has_held(f->ws.bs))
+		f->ws.dirtied_ns = 0;
 	return writer_op_done(s, w, s->now);
 }
 
@@ -1054,13 +921,13 @@ static int writer_go(struct sim *s, uint32_t w)
 			return -ENOMEM;
 		return writer_op_done(s, w, s->now);
 	case WR_PASS:
-		pass_complete(s, &wr->pass);
+		wb_pass_complete(&wr->pass);
 		due = pass_step(s, &wr->pass);
 		if (due)
 			return ev_push(s, due, EV_WRITER, w, 0);
 		return writer_fsync_sync(s, w);
 	case WR_SYNC:
-		sync_end(s, wr->pass.file, wr->sync_token, wr->sync_err);
+		sync_end(s, sim_file_of(wr->pass.file), wr->sync_token, wr->sync_err);
 		return writer_fsync_done(s, w, wr->sync_err);
 	default:
 		return 0;
@@ -1132,6 +999,7 @@ static int ctx_create(struct sim *s, const struct ffs_config *fc, char *err, siz
 	ret = wb_ctx_create_core(&fc->bs, &cfg, &cache_ops, s, 0, &s->ctx);
 	if (ret)
 		return ret;
+	wb_ctx_set_engine(s->ctx, &sim_engine_ops, s);
 	s->ctx->io = WB_IO_NULL;	/* no backing files: nothing to stamp or size */
 	/*
 	 * A writer that finds the cache full of data writeback cannot free
@@ -1153,8 +1021,8 @@ static void ctx_destroy(struct sim *s)
 		if (s->opens[i].live)
 			bs_ra_destroy(&s->opens[i].ra);
 	for (size_t i = 0; i < s->nr_files; i++)
-		if (s->files[i].bs)
-			bs_file_destroy(s->files[i].bs);
+		if (s->files[i].ws.bs)
+			bs_file_destroy(s->files[i].ws.bs);
 	wb_ctx_destroy_core(s->ctx);
 	s->ctx = NULL;
 }
@@ -1376,13 +1244,13 @@ static int setup_actors(struct sim *s, const struct sim_rec *recs, size_t nr)
 		}
 		s->writers[index_of(pids, s->nr_writers, recs[i].pid)].nr_ops++;
 		f = &s->files[mine[i].file];
-		if (f->bs)
+		if (f->ws.bs)
 			continue;
 		/* A file's size is the one its first record, a create, gives; else 0. */
 		f->s = s;
 		f->id = recs[i].file;
 		ret = bs_file_create(s->ctx->cache, &sim_backing_ops, f,
-				     recs[i].op == SIM_OP_CREATE ? (off_t)recs[i].length : 0, &f->bs);
+				     recs[i].op == SIM_OP_CREATE ? (off_t)recs[i].length : 0, &f->ws.bs);
 		if (ret)
 			goto out;
 	}

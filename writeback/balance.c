@@ -8,33 +8,6 @@
 #include "wb_i.h"
 #include "throttle.h"
 
-void wb_throttle_sample_of(struct wb_ctx *ctx, struct wb_throttle_sample *s)
-{
-	struct bs_stats st;
-
-	bs_cache_stats(ctx->cache, &st);
-	s->dirty = st.nr_dirty;
-	s->pinned = (st.pinned_bytes + BS_PAGE_SIZE - 1) / BS_PAGE_SIZE;
-	s->dirtied = st.nr_dirtied;
-	/*
-	 * The bandwidth is measured, as the kernel's write_bw is from
-	 * WB_WRITTEN, in whole folios whose writeback ended, not in the
-	 * policy's charge discharged (nr_discharged): it is what the device
-	 * gets through per second as the page cache counts it.  So, exactly as
-	 * in the kernel, a large folio of which only a few blocks were dirty
-	 * counts all its pages, and partly dirty large folios inflate
-	 * write_bw (by up to folio size / block size) over the bytes the
-	 * device really wrote.  The kernel's dirty rate is inflated alike
-	 * (WB_DIRTIED counts whole folios), so its balanced rate limit comes
-	 * out right; here nr_dirtied is the policy's charge, which matches
-	 * under dirty_account=folio, while under page or block the rate limit
-	 * is raised by the same factor (the cost of that mismatch is one of
-	 * the things to compare).
-	 */
-	s->written = st.nr_written;
-	s->writeback = st.nr_writeback;
-}
-
 bool wb_throttle_charge_write(struct wb_ctx *ctx, pid_t pid, uint64_t dirtied, int64_t now_ns)
 {
 	uint64_t pinned = bs_thread_pinned_take();

@@ -112,6 +112,8 @@ int wb_ctx_create_core(const struct bs_config *bs_cfg, const struct wb_config *c
 	pthread_mutex_init(&ctx->pool_look_lock, NULL);
 	atomic_init(&ctx->expire_ms, cfg->dirty_expire_ms);
 	atomic_init(&ctx->interval_ms, cfg->writeback_interval_ms);
+	/* The mount's driver; the simulator sets its own (wb_ctx_set_engine). */
+	wb_ctx_set_engine(ctx, &wb_backing_engine_ops, NULL);
 	ret = bs_cache_create(bs_cfg, cache_ops, cache_arg ? cache_arg : ctx, &ctx->cache);
 	if (!ret)
 		ret = wb_tunables_create(ctx);

@@ -14,13 +14,12 @@
 
 #include "writeback.h"
 #include "blockstate.h"
+#include "engine.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <sys/uio.h>
-
-/* Runs collected per batch, and so the most iovecs of one write. */
-#define WB_BATCH 64
 
 /* ---- faults (fault.c) ---- */
 
@@ -82,17 +81,10 @@ struct wb_file;
 /* Read into @buf; short only at EOF. */
 ssize_t wb_backing_read(struct wb_file *wbf, void *buf, size_t len, off_t off);
 /*
- * Write each of @n groups (iovecs at @off, @len bytes) completely; @res[i]
- * gets 0 or -errno.  Submits them together (io_uring) or one after the
- * other (psync); short writes are resumed.
+ * Write each of @n groups (struct wb_io, engine.h: iovecs at off, len
+ * bytes) completely; res gets 0 or -errno.  Submits them together
+ * (io_uring) or one after the other (psync); short writes are resumed.
  */
-struct wb_io {
-	struct iovec *iov;
-	int iovcnt;
-	off_t off;
-	size_t len;
-	int res;
-};
 void wb_backing_write(struct wb_file *wbf, struct wb_io *io, int n);
 int wb_backing_fsync(struct wb_file *wbf, bool datasync);
 /*
@@ -108,6 +100,13 @@ int wb_backing_read_start(struct wb_file *wbf, struct bs_aio *aio);
  */
 int wb_backing_init(struct wb_ctx *ctx);
 void wb_backing_exit(struct wb_ctx *ctx);
+/* The mount's driver of the engine (engine.h): writes through backing.c, logs. */
+extern const struct wb_engine_ops wb_backing_engine_ops;
+/*
+ * The calling thread is a flusher: it keeps a bounce buffer big enough
+ * for any batch (others keep a small one).  Context: the thread itself.
+ */
+void wb_backing_thread_is_flusher(void);
 /*
  * Writeback moved the backing file's mtime to now: put back the time of
  * the last cached write (or the one set explicitly), and forget it once
@@ -165,6 +164,10 @@ struct wb_ctx {
 
 	struct wb_reader *reader;		/* readahead's reads (backing.c), NULL: none */
 
+	/* The engine's driver (wb_ctx_set_engine): immutable once files exist. */
+	const struct wb_engine_ops *engine;
+	void *engine_arg;
+
 	/* The idle pool's aging (wb_pool_age): pool_look_lock protects both. */
 	pthread_mutex_t pool_look_lock;
 	int64_t pool_look_ns;			/* last look, 0: none yet */
@@ -180,7 +183,12 @@ struct wb_file {
 	 */
 	int fd;
 	_Atomic int access;
-	struct bs_file *bs;			/* immutable */
+	/*
+	 * The writeback state the engine keeps (engine.h): the cache file
+	 * (ws.bs, immutable), its age, backoff, errors (errseq) and where
+	 * background writeback goes on.  A pass changes it under wb_lock.
+	 */
+	struct wb_fstate ws;
 	ino_t ino;				/* immutable: the backing file's st_ino */
 	pthread_mutex_t wb_lock;		/* one writeback pass at a time */
 	pthread_mutex_t size_lock;		/* leaf: protects backing_size, resizing */
@@ -192,16 +200,7 @@ struct wb_file {
 	unsigned int resizing;			/* truncates and size-changing fallocates
 						 * in flight: the size fix-up (wb_sync_size)
 						 * leaves the backing size to them */
-	atomic_bool unsynced;			/* backing written since its last sync */
 	_Atomic int64_t mtime_ns;		/* pending mtime, 0: none */
-	_Atomic int64_t dirtied_ns;		/* when it went from clean to dirty, 0: clean */
-	_Atomic int64_t retry_ns;		/* background retry not before this */
-	_Atomic off_t bg_next;			/* where background writeback goes on */
-	_Atomic uint32_t backoff_ms;		/* current retry backoff */
-
-	/* errseq: the last error, and a counter bumped by every failure */
-	_Atomic int err;
-	_Atomic uint64_t err_seq;
 
 	/*
 	 * The split tail (wb_write_cut): the bytes a cut write left in the
@@ -224,6 +223,9 @@ struct wb_file {
 	struct wb_file *next;			/* files_lock */
 	struct wb_file *prev;
 };
+
+/* The wb_file whose writeback state @fs is. */
+#define wb_file_of(fs) ((struct wb_file *)((char *)(fs) - offsetof(struct wb_file, ws)))
 
 /*
  * Write back, sync and free @wbf.  If its data cannot be written, it is
