@@ -66,10 +66,8 @@
  * and options give the same output, byte for byte.
  */
 #include "sim.h"
-#include "wb_i.h"
-#include "flushpolicy.h"
+#include "engine.h"
 #include "throttle.h"
-#include "fusefs.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -77,7 +75,6 @@
 #include <time.h>
 
 #define NS 1000000000ll
-#define MAX_QD 1024
 
 struct sim;
 
@@ -163,7 +160,7 @@ struct sim {
 	int64_t now;
 	/* device */
 	int64_t pipe_free, last_done;
-	int64_t slot_free[MAX_QD];
+	int64_t slot_free[SIM_MAX_QD];
 	/* events */
 	struct sim_ev *heap;
 	size_t nr_ev, cap_ev;
@@ -304,24 +301,19 @@ static int64_t dev_flush(struct sim *s)
 /*
  * The fault (the context's, parsed from -o fault= by wb_ctx_set_fault())
  * applied to a completion of @len bytes at @off of @f that did @res: an
- * errno, half of it, or @res; the mount's decision (wb_fault_fires), with
- * file= matching the trace's file id in decimal where the mount matches
- * the backing path.
+ * errno, half of it, or @res; the mount's (wb_fault_apply), with file=
+ * matching the trace's file id in decimal where the mount matches the
+ * backing path.
  */
+static void fault_name(void *arg, char *buf, size_t len)
+{
+	snprintf(buf, len, "%u", ((const struct sim_file *)arg)->id);
+}
+
 static ssize_t sim_fault(struct sim *s, enum wb_fault_op op, const struct sim_file *f,
 			 off_t off, size_t len, ssize_t res)
 {
-	struct wb_fault *ft = s->ctx->fault;
-	char id[16] = "";
-
-	if (!ft)
-		return res;
-	if (ft->file[0])
-		snprintf(id, sizeof(id), "%u", f->id);
-	if (!wb_fault_fires(ft, id, op, off, len))
-		return res;
-	atomic_fetch_add(&s->ctx->faults_injected, 1);
-	return wb_fault_result(ft, res, 1);
+	return wb_fault_apply(s->ctx, fault_name, (void *)f, op, off, len, res, 1);
 }
 
 /*
@@ -348,7 +340,7 @@ static void note_peaks(struct sim *s)
 {
 	struct bs_stats st;
 
-	bs_cache_stats(s->ctx->cache, &st);
+	bs_cache_stats(wb_ctx_cache(s->ctx), &st);
 	if (st.charged_bytes > s->res->peak_charged)
 		s->res->peak_charged = st.charged_bytes;
 	if (st.dirty_bytes_exact > s->res->peak_dirty_exact)
@@ -378,7 +370,7 @@ static int64_t write_group(struct sim *s, struct sim_file *f, off_t off, size_t 
 	int64_t due = s->now;
 
 	*err = 0;
-	atomic_fetch_add(&s->ctx->backing_write_ios, 1);
+	wb_ctx_count_writes(s->ctx, 1, 0, 0);
 	while (len) {
 		ssize_t n;
 
@@ -388,7 +380,7 @@ static int64_t write_group(struct sim *s, struct sim_file *f, off_t off, size_t 
 			*err = (int)n;
 			break;
 		}
-		atomic_fetch_add(&s->ctx->backing_write_bytes, (uint64_t)n);
+		wb_ctx_count_writes(s->ctx, 0, (uint64_t)n, 0);
 		off += n;
 		len -= (size_t)n;
 	}
@@ -411,7 +403,7 @@ static int engine_submit(void *arg, struct wb_pass *p)
 
 		due = done > due ? done : due;
 	}
-	atomic_fetch_add(&s->ctx->backing_write_submits, 1);
+	wb_ctx_count_writes(s->ctx, 0, 0, 1);
 	note_peaks(s);
 	s->submit_due = due;
 	return 0;
@@ -641,7 +633,7 @@ static int flusher_go(struct sim *s, uint32_t k)
 		break;
 	}
 	fl->state = FL_IDLE;
-	return ev_push(s, wb_fp_next_wake(s->now, atomic_load(&s->ctx->interval_ms)),
+	return ev_push(s, wb_fp_next_wake(s->now, wb_ctx_interval_ms(s->ctx)),
 		       EV_FLUSHER, k, ++fl->wake_gen);
 }
 
@@ -760,13 +752,13 @@ static int writer_write(struct sim *s, uint32_t w, struct sim_file *f, const str
 		struct wb_throttle_sample smp;
 
 		wb_throttle_sample_of(s->ctx, &smp);
-		pause = wb_throttle_balance(s->ctx->throttle, (pid_t)wr->pid, &smp, s->now);
+		pause = wb_throttle_balance(wb_ctx_throttle(s->ctx), (pid_t)wr->pid, &smp, s->now);
 	}
 	note_peaks(s);
 	if (flushers_poke(s))
 		return -ENOMEM;
 	if (pause) {
-		wb_throttle_held_add(s->ctx->throttle, 1);
+		wb_throttle_held_add(wb_ctx_throttle(s->ctx), 1);
 		wr->hold_start = s->now;
 		wr->state = WR_PAUSED;
 		return ev_push(s, s->now + pause, EV_WRITER, w, 0);
@@ -912,10 +904,10 @@ static int writer_go(struct sim *s, uint32_t w)
 		return writer_issue(s, w);
 	case WR_PAUSED:
 		wb_throttle_sample_of(s->ctx, &smp);
-		pause = wb_throttle_again(s->ctx->throttle, (pid_t)wr->pid, &smp, s->now);
+		pause = wb_throttle_again(wb_ctx_throttle(s->ctx), (pid_t)wr->pid, &smp, s->now);
 		if (pause)
 			return ev_push(s, s->now + pause, EV_WRITER, w, 0);
-		wb_throttle_unheld_at(s->ctx->throttle, (pid_t)wr->pid, s->now - wr->hold_start,
+		wb_throttle_unheld_at(wb_ctx_throttle(s->ctx), (pid_t)wr->pid, s->now - wr->hold_start,
 				      false);
 		if (vec_add(&s->pauses, s->now - wr->hold_start))
 			return -ENOMEM;
@@ -987,7 +979,7 @@ static const struct bs_backing_ops sim_backing_ops = {
  * the throttler on the virtual clock, reclaim calling the engine and the
  * mount's fault spec.
  */
-static int ctx_create(struct sim *s, const struct ffs_config *fc, char *err, size_t errlen)
+static int ctx_create(struct sim *s, const struct sim_config *fc, char *err, size_t errlen)
 {
 	static const struct bs_cache_ops cache_ops = { .need_clean = sim_need_clean };
 	struct wb_config cfg = fc->wb;
@@ -1000,14 +992,13 @@ static int ctx_create(struct sim *s, const struct ffs_config *fc, char *err, siz
 	if (ret)
 		return ret;
 	wb_ctx_set_engine(s->ctx, &sim_engine_ops, s);
-	s->ctx->io = WB_IO_NULL;	/* no backing files: nothing to stamp or size */
 	/*
 	 * A writer that finds the cache full of data writeback cannot free
 	 * (a failing device) fails at once instead of waiting BS_FULL_WAIT_MS
 	 * of host time for the flushers, which here run only between events:
 	 * how many writebacks it tried meanwhile would depend on the host.
 	 */
-	bs_cache_set_full_wait(s->ctx->cache, 0);
+	bs_cache_set_full_wait(wb_ctx_cache(s->ctx), 0);
 	if (fc->wb.fault)
 		ret = wb_ctx_set_fault(s->ctx, fc->wb.fault, err, errlen);
 	return ret;
@@ -1025,111 +1016,6 @@ static void ctx_destroy(struct sim *s)
 			bs_file_destroy(s->files[i].ws.bs);
 	wb_ctx_destroy_core(s->ctx);
 	s->ctx = NULL;
-}
-
-/* Device options out of @opts, the rest into @rest for the mount's parser. */
-static int split_opts(struct sim *s, const char *opts, char *rest, size_t restlen,
-		      char *err, size_t errlen)
-{
-	static const struct { const char *name; uint64_t min, max; } dev_opts[] = {
-		{ "dev_bw", 1, 1ull << 40 }, { "dev_lat_us", 0, 10000000 },
-		{ "dev_qd", 1, MAX_QD }, { "dev_flush_us", 0, 10000000 },
-	};
-	char *copy = strdup(opts ? opts : ""), *save = NULL;
-	size_t used = 0;
-	int ret = 0;
-
-	if (!copy)
-		return -ENOMEM;
-	rest[0] = '\0';
-	for (char *it = strtok_r(copy, ",", &save); it && !ret; it = strtok_r(NULL, ",", &save)) {
-		char *eq = strchr(it, '=');
-		size_t d, nd = sizeof(dev_opts) / sizeof(dev_opts[0]);
-		uint64_t v;
-
-		for (d = 0; d < nd; d++)
-			if (eq && (size_t)(eq - it) == strlen(dev_opts[d].name) &&
-			    !strncmp(it, dev_opts[d].name, (size_t)(eq - it)))
-				break;
-		if (d == nd) {
-			int n = snprintf(rest + used, restlen - used, "%s%s", used ? "," : "", it);
-
-			if (n < 0 || (size_t)n >= restlen - used) {
-				snprintf(err, errlen, "options too long");
-				ret = -EINVAL;
-			}
-			used += n > 0 ? (size_t)n : 0;
-			continue;
-		}
-		*eq = '\0';
-		ret = (d == 0 ? ffs_parse_size : ffs_parse_uint)(it, eq + 1, dev_opts[d].min,
-								  dev_opts[d].max, &v, err);
-		if (d == 0)
-			s->dev.bw = v;
-		else if (d == 1)
-			s->dev.lat_us = v;
-		else if (d == 2)
-			s->dev.qd = (uint32_t)v;
-		else
-			s->dev.flush_us = v;
-	}
-	free(copy);
-	return ret;
-}
-
-/*
- * What the mount's parser left for libfuse: only the options it adds
- * itself may be there ("-o" and its argument come as one or two).
- */
-static int check_left(const char *arg, char *err, size_t errlen)
-{
-	char *copy, *save = NULL;
-	int ret = 0;
-
-	if (!strcmp(arg, "-o"))
-		return 0;
-	copy = strdup(!strncmp(arg, "-o", 2) ? arg + 2 : arg);
-	if (!copy)
-		return -ENOMEM;
-	for (char *it = strtok_r(copy, ",", &save); it && !ret; it = strtok_r(NULL, ",", &save)) {
-		if (!strncmp(it, "subtype=", 8) || !strncmp(it, "fsname=", 7) ||
-		    !strcmp(it, "default_permissions"))
-			continue;
-		snprintf(err, errlen, "%s: not an option of the simulator", it);
-		ret = -EINVAL;
-	}
-	free(copy);
-	return ret;
-}
-
-/*
- * The mount's options through the mount's own parser (fusefs/opts.c):
- * the same names, defaults and checks.  What it leaves for libfuse is
- * refused: the simulator has no use for it, and a typo must not pass.
- */
-static int parse_opts(struct sim *s, const char *opts, struct ffs_config *fc,
-		      char *err, size_t errlen)
-{
-	char rest[4096], perr[FFS_ERRLEN] = "", prog[] = "foliofs-sim", o[] = "-o";
-	char backing[] = "sim", mnt[] = "/";
-	char *argv[] = { prog, backing, mnt, o, rest, NULL };
-	int ret;
-
-	ret = split_opts(s, opts, rest, sizeof(rest), perr, sizeof(perr));
-	if (!ret)
-		ret = ffs_parse_args(rest[0] ? 5 : 3, argv, fc, perr);
-	if (!ret) {
-		for (int i = 1; i < fc->args.argc && !ret; i++)
-			ret = check_left(fc->args.argv[i], perr, sizeof(perr));
-	}
-	/* Recording is the mount's: a replay has nothing to record. */
-	if (!ret && fc->trace) {
-		snprintf(perr, sizeof(perr), "trace=: a mount option, not the simulator's");
-		ret = -EINVAL;
-	}
-	if (ret)
-		snprintf(err, errlen, "-o: %s", perr[0] ? perr : "bad options");
-	return ret;
 }
 
 static int cmp_i64(const void *a, const void *b)
@@ -1249,7 +1135,7 @@ static int setup_actors(struct sim *s, const struct sim_rec *recs, size_t nr)
 		/* A file's size is the one its first record, a create, gives; else 0. */
 		f->s = s;
 		f->id = recs[i].file;
-		ret = bs_file_create(s->ctx->cache, &sim_backing_ops, f,
+		ret = bs_file_create(wb_ctx_cache(s->ctx), &sim_backing_ops, f,
 				     recs[i].op == SIM_OP_CREATE ? (off_t)recs[i].length : 0, &f->ws.bs);
 		if (ret)
 			goto out;
@@ -1304,7 +1190,7 @@ static int run(struct sim *s, size_t nr, char *err, size_t errlen)
 	int ret = 0;
 
 	for (uint32_t k = 0; k < s->nr_flushers && !ret; k++)
-		ret = ev_push(s, wb_fp_next_wake(0, atomic_load(&s->ctx->interval_ms)),
+		ret = ev_push(s, wb_fp_next_wake(0, wb_ctx_interval_ms(s->ctx)),
 			      EV_FLUSHER, k, ++s->flushers[k].wake_gen);
 	if (s->log && !ret)
 		ret = ev_push(s, 0, EV_STATS, 0, 0);
@@ -1356,7 +1242,7 @@ static void summarize(struct sim *s)
 	struct sim_result *r = s->res;
 	struct bs_stats st;
 
-	bs_cache_stats(s->ctx->cache, &st);
+	bs_cache_stats(wb_ctx_cache(s->ctx), &st);
 	wb_ctx_stats(s->ctx, r->stats, sizeof(r->stats));
 	r->end_ns = s->now;
 	_Static_assert(SIM_NR_ORDERS == BS_NR_FOLIO_ORDERS, "folio sizes of the summary");
@@ -1407,12 +1293,8 @@ static double cpu_seconds(void)
 int sim_replay(const struct sim_rec *recs, size_t nr, const char *opts, const char *stats_log,
 	       struct sim_result *res, char *err, size_t errlen)
 {
-	struct sim s = {
-		.dev = { .bw = SIM_DEV_BW, .lat_us = SIM_DEV_LAT_US, .qd = SIM_DEV_QD,
-			 .flush_us = SIM_DEV_FLUSH_US },
-		.res = res,
-	};
-	struct ffs_config fc = { 0 };
+	struct sim s = { .res = res };
+	struct sim_config fc;
 	double t0 = cpu_seconds();
 	int ret;
 
@@ -1421,9 +1303,10 @@ int sim_replay(const struct sim_rec *recs, size_t nr, const char *opts, const ch
 		snprintf(err, errlen, "the trace has no records");
 		return -EINVAL;
 	}
-	ret = parse_opts(&s, opts, &fc, err, errlen);
+	ret = sim_config_parse(opts, &fc, err, errlen);
 	if (ret)
 		return ret;
+	s.dev = fc.dev;
 	s.nr_flushers = fc.wb.flushers;
 	s.log_interval_ms = fc.wb.stats_interval_ms;
 	s.flushers = calloc(s.nr_flushers + 1, sizeof(*s.flushers));
@@ -1445,7 +1328,7 @@ int sim_replay(const struct sim_rec *recs, size_t nr, const char *opts, const ch
 		ret = run(&s, nr, err, errlen);
 	if (!ret) {
 		summarize(&s);
-		if (bs_cache_check(s.ctx->cache)) {
+		if (bs_cache_check(wb_ctx_cache(s.ctx))) {
 			snprintf(err, errlen, "accounting check failed after the replay");
 			ret = -EUCLEAN;
 		}
@@ -1468,7 +1351,7 @@ int sim_replay(const struct sim_rec *recs, size_t nr, const char *opts, const ch
 	free(s.pauses.v);
 	free(s.fsyncs.v);
 	free(s.reads.v);
-	ffs_config_free(&fc);
+	sim_config_free(&fc);
 	res->replay_s = cpu_seconds() - t0;
 	return ret;
 }

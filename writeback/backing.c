@@ -45,32 +45,23 @@
 
 /* ---- faults ---- */
 
+static void fault_name(void *arg, char *buf, size_t len)
+{
+	wb_file_path(arg, buf, len);
+}
+
 /*
  * Apply the fault, if any, to a completion of @len bytes asked at @off
- * that returned @res: an errno, or half of what was done.
+ * that returned @res: an errno, or half of what was done (whole blocks
+ * for O_DIRECT backing files).
  */
 static ssize_t fault_apply(struct wb_file *wbf, enum wb_fault_op op, off_t off,
 			   size_t len, ssize_t res)
 {
 	struct wb_ctx *ctx = wbf->ctx;
-	ssize_t out = res;
 
-	if (!atomic_load(&ctx->fault_on))
-		return res;
-	pthread_mutex_lock(&ctx->fault_lock);
-	if (ctx->fault) {
-		char path[4096] = "";
-
-		if (ctx->fault->file[0])
-			wb_file_path(wbf, path, sizeof(path));
-		if (wb_fault_fires(ctx->fault, path, op, off, len)) {
-			out = wb_fault_result(ctx->fault, res, ctx->cfg.backing_direct ?
-					      bs_cache_config(ctx->cache)->block_size : 1);
-			atomic_fetch_add(&ctx->faults_injected, 1);
-		}
-	}
-	pthread_mutex_unlock(&ctx->fault_lock);
-	return out;
+	return wb_fault_apply(ctx, fault_name, wbf, op, off, len, res,
+			      ctx->cfg.backing_direct ? bs_cache_config(ctx->cache)->block_size : 1);
 }
 
 /* ---- reads and syncs ---- */

@@ -112,6 +112,7 @@ int wb_ctx_create_core(const struct bs_config *bs_cfg, const struct wb_config *c
 	pthread_mutex_init(&ctx->pool_look_lock, NULL);
 	atomic_init(&ctx->expire_ms, cfg->dirty_expire_ms);
 	atomic_init(&ctx->interval_ms, cfg->writeback_interval_ms);
+	ctx->io = cfg->backing_io;	/* wb_backing_init() may fall back */
 	/* The mount's driver; the simulator sets its own (wb_ctx_set_engine). */
 	wb_ctx_set_engine(ctx, &wb_backing_engine_ops, NULL);
 	ret = bs_cache_create(bs_cfg, cache_ops, cache_arg ? cache_arg : ctx, &ctx->cache);
@@ -146,6 +147,31 @@ void wb_ctx_destroy_core(struct wb_ctx *ctx)
 	pthread_mutex_destroy(&ctx->fault_lock);
 	pthread_mutex_destroy(&ctx->pool_look_lock);
 	free(ctx);
+}
+
+struct bs_cache *wb_ctx_cache(struct wb_ctx *ctx)
+{
+	return ctx->cache;
+}
+
+struct wb_throttle *wb_ctx_throttle(struct wb_ctx *ctx)
+{
+	return ctx->throttle;
+}
+
+uint32_t wb_ctx_interval_ms(struct wb_ctx *ctx)
+{
+	return atomic_load(&ctx->interval_ms);
+}
+
+void wb_ctx_count_writes(struct wb_ctx *ctx, uint64_t ios, uint64_t bytes, uint64_t submits)
+{
+	if (ios)
+		atomic_fetch_add(&ctx->backing_write_ios, ios);
+	if (bytes)
+		atomic_fetch_add(&ctx->backing_write_bytes, bytes);
+	if (submits)
+		atomic_fetch_add(&ctx->backing_write_submits, submits);
 }
 
 int wb_ctx_create(const struct bs_config *bs_cfg, const struct wb_config *cfg,

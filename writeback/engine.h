@@ -37,6 +37,7 @@
 
 #include "blockstate.h"
 #include "flushpolicy.h"
+#include "writeback.h"
 
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -45,6 +46,7 @@
 #include <sys/uio.h>
 
 struct wb_ctx;
+struct wb_throttle;
 
 /* Runs collected per batch, and so the most writes of one. */
 #define WB_BATCH 64
@@ -239,5 +241,63 @@ void wb_turn_sync_failed(struct wb_ctx *ctx);
  * be a write that fails).
  */
 bool wb_reclaim_takes(struct wb_ctx *ctx, struct wb_fstate *f, int64_t now_ns);
+
+/* ---- what a driver needs of the context ---- */
+
+/*
+ * The context without its drivers, for wb_ctx_create() and the simulator
+ * (sim/engine.c): the cache with @cache_ops (@cache_arg, or the context
+ * when NULL), the tunables and the throttler started at @now_ns on the
+ * caller's clock, the mount's engine ops (wb_ctx_set_engine replaces
+ * them), backing I/O cfg->backing_io without its setup; no fault,
+ * flusher or stats-log thread.
+ * wb_ctx_destroy_core() frees what it made.
+ */
+int wb_ctx_create_core(const struct bs_config *bs_cfg, const struct wb_config *cfg,
+		       const struct bs_cache_ops *cache_ops, void *cache_arg,
+		       int64_t now_ns, struct wb_ctx **out);
+void wb_ctx_destroy_core(struct wb_ctx *ctx);
+struct bs_cache *wb_ctx_cache(struct wb_ctx *ctx);
+struct wb_throttle *wb_ctx_throttle(struct wb_ctx *ctx);
+/* writeback_interval_ms now (a tunable). */
+uint32_t wb_ctx_interval_ms(struct wb_ctx *ctx);
+/*
+ * Backing writes a driver made: @ios writes, @bytes written, @submits
+ * system calls (stats backing_write_ios, _bytes, _submits).
+ */
+void wb_ctx_count_writes(struct wb_ctx *ctx, uint64_t ios, uint64_t bytes, uint64_t submits);
+
+/* The calls a fault may hit (grammar: wb_i.h, struct wb_fault). */
+enum wb_fault_op { WB_FAULT_WRITE, WB_FAULT_READ, WB_FAULT_FSYNC };
+/*
+ * Apply @ctx's fault (-o fault=), if any, to a call @op of [@off, @off +
+ * @len) that returned @res: an errno, half of what was done (a multiple
+ * of @align), or @res; a fault that fires is counted (faults_injected).
+ * @name(@arg, buf, len) names the file for file= (the backing path on a
+ * mount, the trace's file id in the simulator); asked only when file= is
+ * set.  Context: any thread (takes the fault lock).
+ */
+ssize_t wb_fault_apply(struct wb_ctx *ctx, void (*name)(void *arg, char *buf, size_t len),
+		       void *arg, enum wb_fault_op op, off_t off, size_t len, ssize_t res,
+		       size_t align);
+
+/*
+ * At the end of a flusher pass at @now_ns (the driver's clock): if the
+ * pool is due a look (wb_fp_pool_look_due), give back what
+ * wb_fp_pool_keep() does not keep.  Context: a flusher, no lock held.
+ */
+void wb_pool_age(struct wb_ctx *ctx, int64_t now_ns);
+/*
+ * One line of the stats log into @line (@line_size, at least
+ * WB_STATSLOG_LINE_MAX): {"time_ms": @time_ms, "unix_ms": @unix_ms (left
+ * out when negative), then every stat of wb_ctx_stats() (made in @stats,
+ * @stats_size bytes) as "name": value, a string when the value is not a
+ * plain number}, and a newline.  Returns its length.  The mount's log
+ * thread and the simulator (on its virtual clock) write the same format.
+ */
+#define WB_STATSLOG_STATS_MAX 16384
+#define WB_STATSLOG_LINE_MAX (2 * WB_STATSLOG_STATS_MAX + 128)
+size_t wb_statslog_format(struct wb_ctx *ctx, int64_t time_ms, int64_t unix_ms,
+			  char *stats, size_t stats_size, char *line, size_t line_size);
 
 #endif /* FOLIOFS_WB_ENGINE_H */

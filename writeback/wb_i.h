@@ -23,8 +23,6 @@
 
 /* ---- faults (fault.c) ---- */
 
-enum wb_fault_op { WB_FAULT_WRITE, WB_FAULT_READ, WB_FAULT_FSYNC };
-
 /*
  * A fault injected at the completion of backing I/O (for fsync: instead of
  * the sync, as a device flush that failed).  Grammar (one spec):
@@ -250,18 +248,6 @@ void wb_file_path(struct wb_file *wbf, char *buf, size_t len);
 /* ---- stats log (statslog.c) ---- */
 
 /* Start the stats log thread if cfg.stats_log is set: 0 or -errno (message logged). */
-/*
- * One line of the stats log into @line (@line_size, at least
- * WB_STATSLOG_LINE_MAX): {"time_ms": @time_ms, "unix_ms": @unix_ms (left
- * out when negative), then every stat of wb_ctx_stats() (made in @stats,
- * @stats_size bytes) as "name": value, a string when the value is not a
- * plain number}, and a newline.  Returns its length.  The mount's log
- * thread and the simulator (on its virtual clock) write the same format.
- */
-#define WB_STATSLOG_STATS_MAX 16384
-#define WB_STATSLOG_LINE_MAX (2 * WB_STATSLOG_STATS_MAX + 128)
-size_t wb_statslog_format(struct wb_ctx *ctx, int64_t time_ms, int64_t unix_ms,
-			  char *stats, size_t stats_size, char *line, size_t line_size);
 int wb_statslog_start(struct wb_ctx *ctx);
 /* Stop it (a last line is written); safe when it never started. */
 void wb_statslog_stop(struct wb_ctx *ctx);
@@ -285,24 +271,7 @@ int wb_flushers_start(struct wb_ctx *ctx);
 void wb_flushers_stop(struct wb_ctx *ctx);
 /* Wake the flushers for a pass now, and to sleep again by the current interval. */
 void wb_flushers_kick(struct wb_ctx *ctx);
-/*
- * At the end of a flusher pass at @now_ns (the driver's clock): if the
- * pool is due a look (wb_fp_pool_look_due), give back what
- * wb_fp_pool_keep() does not keep.  Context: a flusher, no lock held.
- */
-void wb_pool_age(struct wb_ctx *ctx, int64_t now_ns);
 
-/*
- * The context without its drivers, for wb_ctx_create() and the simulator
- * (sim/engine.c): the cache with @cache_ops (@cache_arg, or the context
- * when NULL), the tunables and the throttler started at @now_ns on the
- * caller's clock; no fault, backing I/O, flusher or stats-log thread.
- * wb_ctx_destroy_core() frees what it made.
- */
-int wb_ctx_create_core(const struct bs_config *bs_cfg, const struct wb_config *cfg,
-		       const struct bs_cache_ops *cache_ops, void *cache_arg,
-		       int64_t now_ns, struct wb_ctx **out);
-void wb_ctx_destroy_core(struct wb_ctx *ctx);
 /* A write dirtied data: wake the flushers if over the background threshold. */
 void wb_flushers_poke(struct wb_ctx *ctx);
 
