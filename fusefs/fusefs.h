@@ -155,7 +155,6 @@ struct ffs_inode {
 
 	/* Protected by ffs_data.itable_lock. */
 	uint64_t nlookup;	/* lookups the kernel has not forgotten */
-	bool in_table;		/* in the hash table (the root never is) */
 	bool forgetting;	/* a forget is writing it back, lock dropped */
 	bool relooked;		/* looked up again since that writeback began */
 	struct ffs_inode *hnext;	/* hash chain */

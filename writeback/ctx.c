@@ -72,18 +72,6 @@ int wb_config_check(const struct wb_config *cfg, char *err, size_t errlen)
 	return 0;
 }
 
-const char *wb_backing_io_name(enum wb_backing_io io)
-{
-	switch (io) {
-	case WB_IO_URING:
-		return "uring";
-	case WB_IO_PSYNC:
-		return "psync";
-	default:
-		return "null";
-	}
-}
-
 /* The settings, the throttler, and the flushers' threshold they imply. */
 int wb_ctx_create_core(const struct bs_config *bs_cfg, const struct wb_config *cfg,
 		       const struct bs_cache_ops *cache_ops, void *cache_arg,

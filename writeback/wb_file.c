@@ -315,12 +315,8 @@ int wb_file_destroy(struct wb_file *wbf, bool force)
 
 	if (ret) {
 		wb_report(wbf, force ? "giving up on unwritten data of" : "writing back", ret);
-		if (!force) {
-			pthread_mutex_lock(&ctx->files_lock);
-			wbf->orphan = true;	/* the flushers keep retrying */
-			pthread_mutex_unlock(&ctx->files_lock);
-			return ret;
-		}
+		if (!force)
+			return ret;	/* kept: the flushers keep retrying */
 		atomic_fetch_add(&ctx->lost_files, 1);
 	}
 	file_release(wbf);
@@ -333,11 +329,6 @@ int wb_file_free(struct wb_file *wbf)
 }
 
 /* ---- data ---- */
-
-off_t wb_file_size(struct wb_file *wbf)
-{
-	return bs_file_size(wbf->ws.bs);
-}
 
 ssize_t wb_read(struct wb_file *wbf, struct bs_ra *ra, void *buf, size_t len, off_t off)
 {

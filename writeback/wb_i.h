@@ -217,7 +217,6 @@ struct wb_file {
 
 	unsigned int refs;			/* files_lock: walkers using it */
 	bool dying;				/* files_lock: being freed */
-	bool orphan;				/* files_lock: freed by its user, data unwritten */
 	struct wb_file *next;			/* files_lock */
 	struct wb_file *prev;
 };
