@@ -63,6 +63,8 @@ void mem_backing_set_len(struct mem_backing *mb, size_t len)
 
 void mem_backing_write(struct mem_backing *mb, const void *buf, size_t len, off_t off)
 {
+	if (!len)
+		return;
 	pthread_mutex_lock(&mb->lock);
 	if ((size_t)off + len > mb->len)
 		mem_backing_set_len_locked(mb, (size_t)off + len);

@@ -40,7 +40,8 @@ static void mem_init(struct mem_backing *m, size_t cap, size_t size, int byte)
 	mem_backing_init(m);
 	m->max_len = cap;
 	mem_backing_set_len(m, size);
-	memset(m->data, byte, size);
+	if (size)
+		memset(m->data, byte, size);
 }
 
 /* ---- helpers ---- */
