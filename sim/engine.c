@@ -41,7 +41,7 @@
  *   faults    -o fault=SPEC as on a mount (writeback/fault.c): applied to
  *             each device completion in the order the engine issues them,
  *             so the same replay fails the same I/Os.  A failed write
- *             leaves its blocks dirty, the file backs off (flush.c's
+ *             leaves its blocks dirty, the file backs off (the engine's
  *             doubling retry), fsync reports the error once (errseq); a
  *             failed sync makes what it covered dirty again.
  *
