@@ -154,7 +154,7 @@ struct i64_vec {
 };
 
 struct sim {
-	const struct sim_rec *recs;
+	const struct trace_rec *recs;
 	struct wb_ctx *ctx;
 	struct sim_dev_cfg dev;
 	int64_t now;
@@ -643,9 +643,9 @@ static int flusher_go(struct sim *s, uint32_t k)
  * The file whose cache an op changes: a rename's is the file it replaces
  * (the record's offset: its index + 1 once set up), NULL when none.
  */
-static struct sim_file *op_file(struct sim *s, const struct sim_rec *r)
+static struct sim_file *op_file(struct sim *s, const struct trace_rec *r)
 {
-	if (r->op == SIM_OP_RENAME)
+	if (r->op == TRACE_OP_RENAME)
 		return r->offset ? &s->files[r->offset - 1] : NULL;
 	return &s->files[r->file];
 }
@@ -666,7 +666,7 @@ static void wake_file_waiters(struct sim *s, struct sim_file *f)
 static int writer_op_done(struct sim *s, uint32_t w, int64_t t)
 {
 	struct sim_writer *wr = &s->writers[w];
-	const struct sim_rec *prev = &s->recs[wr->ops[wr->next]];
+	const struct trace_rec *prev = &s->recs[wr->ops[wr->next]];
 	int64_t think;
 
 	wr->last_ns = t;
@@ -720,7 +720,7 @@ static int64_t io_done(const struct sim *s)
 	return s->reclaim_until > t ? s->reclaim_until : t;
 }
 
-static int writer_write(struct sim *s, uint32_t w, struct sim_file *f, const struct sim_rec *r)
+static int writer_write(struct sim *s, uint32_t w, struct sim_file *f, const struct trace_rec *r)
 {
 	struct sim_writer *wr = &s->writers[w];
 	uint64_t dirtied;
@@ -771,7 +771,7 @@ static int writer_write(struct sim *s, uint32_t w, struct sim_file *f, const str
  * readahead sees the request's size; the reader waits for the backing
  * reads it made (none when the cache held it all).
  */
-static int writer_read(struct sim *s, uint32_t w, struct sim_file *f, const struct sim_rec *r)
+static int writer_read(struct sim *s, uint32_t w, struct sim_file *f, const struct trace_rec *r)
 {
 	struct sim_open *o = &s->opens[r->open - 1];
 	uint64_t at = 0;
@@ -846,16 +846,16 @@ static int writer_fsync_sync(struct sim *s, uint32_t w)
 static int writer_issue(struct sim *s, uint32_t w)
 {
 	struct sim_writer *wr = &s->writers[w];
-	const struct sim_rec *r = &s->recs[wr->ops[wr->next]];
+	const struct trace_rec *r = &s->recs[wr->ops[wr->next]];
 	struct sim_file *f = op_file(s, r);
 	int64_t due;
 
 	wr->op_start = s->now;
 	if (!wr->first_ns && !wr->next)
 		wr->first_ns = s->now;
-	if (r->op == SIM_OP_WRITE)
+	if (r->op == TRACE_OP_WRITE)
 		return writer_write(s, w, f, r);
-	if (r->op == SIM_OP_READ)
+	if (r->op == TRACE_OP_READ)
 		return writer_read(s, w, f, r);
 	if (!f)		/* a rename that replaced nothing the trace knows */
 		return writer_op_done(s, w, s->now);
@@ -865,8 +865,8 @@ static int writer_issue(struct sim *s, uint32_t w)
 		return 0;
 	}
 	switch (r->op) {
-	case SIM_OP_FSYNC:
-	case SIM_OP_FDATASYNC:
+	case TRACE_OP_FSYNC:
+	case TRACE_OP_FDATASYNC:
 		/* wb_fsync(): write it all back, then sync. */
 		pass_begin(s, &wr->pass, f, 0, bs_file_size(f->ws.bs), 0, WB_PASS_SYNC);
 		due = pass_step(s, &wr->pass);
@@ -874,13 +874,13 @@ static int writer_issue(struct sim *s, uint32_t w)
 			return writer_fsync_sync(s, w);
 		wr->state = WR_PASS;
 		return ev_push(s, due, EV_WRITER, w, 0);
-	case SIM_OP_TRUNCATE:
+	case TRACE_OP_TRUNCATE:
 		bs_truncate(f->ws.bs, (off_t)r->offset);
 		break;
-	case SIM_OP_FALLOCATE:
+	case TRACE_OP_FALLOCATE:
 		bs_fallocate(f->ws.bs, (int)r->flags, (off_t)r->offset, (off_t)r->length);
 		break;
-	case SIM_OP_CREATE:
+	case TRACE_OP_CREATE:
 		if (bs_file_size(f->ws.bs) != (off_t)r->length)
 			bs_truncate(f->ws.bs, (off_t)r->length);
 		break;
@@ -1046,7 +1046,7 @@ static int cmp_open_key(const void *a, const void *b)
 }
 
 /* The open record @r (dense file numbers) reads through. */
-static struct sim_open_key open_key_of(const struct sim_rec *r)
+static struct sim_open_key open_key_of(const struct trace_rec *r)
 {
 	return (struct sim_open_key){ .open = r->open, .pid = r->open ? 0 : r->pid,
 				      .file = r->file };
@@ -1058,7 +1058,7 @@ static struct sim_open_key open_key_of(const struct sim_rec *r)
  * (open id, file), and per (pid, file) for reads without an open id.
  * Only reads need one: readahead is the only state an open keeps here.
  */
-static int setup_opens(struct sim *s, struct sim_rec *recs, size_t nr)
+static int setup_opens(struct sim *s, struct trace_rec *recs, size_t nr)
 {
 	struct sim_open_key *keys = malloc((nr + 1) * sizeof(*keys));
 	size_t n = 0, m = 0;
@@ -1066,7 +1066,7 @@ static int setup_opens(struct sim *s, struct sim_rec *recs, size_t nr)
 	if (!keys)
 		return -ENOMEM;
 	for (size_t i = 0; i < nr; i++)
-		if (recs[i].op == SIM_OP_READ)
+		if (recs[i].op == TRACE_OP_READ)
 			keys[n++] = open_key_of(&recs[i]);
 	qsort(keys, n, sizeof(*keys), cmp_open_key);
 	for (size_t i = 0; i < n; i++)
@@ -1081,7 +1081,7 @@ static int setup_opens(struct sim *s, struct sim_rec *recs, size_t nr)
 	for (size_t i = 0; i < nr; i++) {
 		struct sim_open_key k = open_key_of(&recs[i]);
 
-		if (recs[i].op != SIM_OP_READ)
+		if (recs[i].op != TRACE_OP_READ)
 			continue;
 		recs[i].open = (uint64_t)((struct sim_open_key *)bsearch(&k, keys, m, sizeof(*keys),
 									 cmp_open_key) - keys) + 1;
@@ -1090,10 +1090,10 @@ static int setup_opens(struct sim *s, struct sim_rec *recs, size_t nr)
 	return 0;
 }
 
-static int setup_actors(struct sim *s, const struct sim_rec *recs, size_t nr)
+static int setup_actors(struct sim *s, const struct trace_rec *recs, size_t nr)
 {
 	uint32_t *fids = malloc((nr + 1) * sizeof(*fids)), *pids = malloc((nr + 1) * sizeof(*pids));
-	struct sim_rec *mine = NULL;
+	struct trace_rec *mine = NULL;
 	int ret = -ENOMEM;
 
 	if (!fids || !pids)
@@ -1120,7 +1120,7 @@ static int setup_actors(struct sim *s, const struct sim_rec *recs, size_t nr)
 		 * here).  An exchange replaces nothing, nor does a rename onto
 		 * another name of the same file.
 		 */
-		if (recs[i].op == SIM_OP_RENAME) {
+		if (recs[i].op == TRACE_OP_RENAME) {
 			const uint32_t *rep = NULL, id = (uint32_t)recs[i].offset;
 
 			if (recs[i].offset && recs[i].offset != recs[i].file &&
@@ -1136,7 +1136,7 @@ static int setup_actors(struct sim *s, const struct sim_rec *recs, size_t nr)
 		f->s = s;
 		f->id = recs[i].file;
 		ret = bs_file_create(wb_ctx_cache(s->ctx), &sim_backing_ops, f,
-				     recs[i].op == SIM_OP_CREATE ? (off_t)recs[i].length : 0, &f->ws.bs);
+				     recs[i].op == TRACE_OP_CREATE ? (off_t)recs[i].length : 0, &f->ws.bs);
 		if (ret)
 			goto out;
 	}
@@ -1270,7 +1270,7 @@ static void summarize(struct sim *s)
 	r->nr_writers = (uint32_t)s->nr_writers;
 	for (size_t w = 0; w < s->nr_writers && r->writers; w++) {
 		struct sim_writer *wr = &s->writers[w];
-		const struct sim_rec *a = &s->recs[wr->ops[0]], *z = &s->recs[wr->ops[wr->nr_ops - 1]];
+		const struct trace_rec *a = &s->recs[wr->ops[0]], *z = &s->recs[wr->ops[wr->nr_ops - 1]];
 		int64_t ach = wr->last_ns - wr->first_ns;
 		int64_t rec = (int64_t)(z->time_ns + z->dur_ns - a->time_ns);
 
@@ -1290,7 +1290,7 @@ static double cpu_seconds(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-int sim_replay(const struct sim_rec *recs, size_t nr, const char *opts, const char *stats_log,
+int sim_replay(const struct trace_rec *recs, size_t nr, const char *opts, const char *stats_log,
 	       struct sim_result *res, char *err, size_t errlen)
 {
 	struct sim s = { .res = res };

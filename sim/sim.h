@@ -96,7 +96,7 @@ struct sim_result {
  * device options among them; @stats_log: a JSON-lines file or NULL.
  * 0, or -errno with one line in @err (an unknown or bad option, ...).
  */
-int sim_replay(const struct sim_rec *recs, size_t nr, const char *opts, const char *stats_log,
+int sim_replay(const struct trace_rec *recs, size_t nr, const char *opts, const char *stats_log,
 	       struct sim_result *res, char *err, size_t errlen);
 void sim_result_free(struct sim_result *res);
 
