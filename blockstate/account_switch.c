@@ -23,30 +23,6 @@ const struct bs_account_policy *bs_cache_account(struct bs_cache *cache)
 	return atomic_load(&cache->account);
 }
 
-/* Reprice one folio by the policy in force.  Context: folio lock held. */
-static void reprice_folio(struct bs_cache *cache, struct bs_folio *folio)
-{
-	const struct bs_account_policy *policy = atomic_load(&cache->account);
-	struct bs_held_state st = {
-		.folio_size = folio->size,
-		.block_size = cache->cfg.block_size,
-		.held_blocks = folio->held_blocks,
-		.held_pages = folio->held_pages,
-	};
-	uint64_t price = folio->held_blocks ? policy->price(&st) : 0;
-
-	if (price > folio->price)
-		atomic_fetch_add(&cache->charged_bytes, price - folio->price);
-	else
-		atomic_fetch_sub(&cache->charged_bytes, folio->price - price);
-	folio->price = price;
-}
-
-bool bs_account_switching(struct bs_cache *cache)
-{
-	return atomic_load(&cache->account_switching) & 1;
-}
-
 void bs_cache_set_account(struct bs_cache *cache, const struct bs_account_policy *policy)
 {
 	/* Odd while folios may still carry old prices (for debug checks). */
@@ -66,8 +42,7 @@ void bs_cache_set_account(struct bs_cache *cache, const struct bs_account_policy
 		for (struct bs_folio *f = bs_index_next(&file->index, 0); f;
 		     f = bs_index_next(&file->index, f->start + f->size)) {
 			pthread_mutex_lock(&f->lock);
-			reprice_folio(cache, f);
-			bs_folio_reprice_dirty(f);
+			bs_folio_reprice(f);
 			pthread_mutex_unlock(&f->lock);
 		}
 		pthread_rwlock_unlock(&file->index_lock);

@@ -278,8 +278,6 @@ struct bs_stats {
 	uint64_t folios_made_order[BS_NR_FOLIO_ORDERS];
 };
 void bs_cache_stats(struct bs_cache *cache, struct bs_stats *st);
-/* The exact charge now, in bytes (one atomic read: for hot paths). */
-uint64_t bs_cache_charged(struct bs_cache *cache);
 /*
  * The part of it charged for dirty blocks not under writeback, in bytes
  * (one atomic read): the kernel's NR_FILE_DIRTY, priced by the policy.
@@ -570,9 +568,8 @@ void bs_wb_complete(struct bs_file *file, struct bs_wb_run *run, int err);
  */
 uint64_t bs_sync_begin(struct bs_file *file);
 void bs_sync_end(struct bs_file *file, uint64_t token, int err);
-/* Whether any block of the file is unsynced, and the memory of those folios. */
+/* Whether any block of the file is unsynced. */
 bool bs_file_has_unsynced(struct bs_file *file);
-uint64_t bs_file_unsynced_bytes(struct bs_file *file);
 
 /*
  * ---- the folios of one file: a view, and eviction (file_map.c) ----

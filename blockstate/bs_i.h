@@ -46,13 +46,6 @@ bool bs_bits_all_set(const unsigned long *map, uint32_t start, uint32_t end);
 void bs_bits_or_range(unsigned long *dst, const unsigned long *src, uint32_t start,
 		      uint32_t end);
 
-/*
- * Whether a switch of accounting policy may have left folios priced by
- * the old policy (account_switch.c): debug checks of one folio's price
- * hold only when not.
- */
-bool bs_account_switching(struct bs_cache *cache);
-
 /* ---- folio memory (pool.c) ---- */
 
 /*
@@ -171,7 +164,7 @@ struct bs_folio {
 	 * kernel's WB_RECLAIMABLE): its blocks, their 4 KiB pages, and the
 	 * policy's price of a folio holding just those, priced by the policy
 	 * in force when dirty_gen was the cache's account_switching (see
-	 * bs_folio_reprice_dirty()).  Background writeback compares the sum
+	 * reprice_dirty() in folio.c).  Background writeback compares the sum
 	 * of these prices, not the charge, with its threshold.
 	 */
 	uint32_t dirty_blocks;
@@ -255,11 +248,11 @@ void bs_folio_end_read(struct bs_folio *folio);
 void bs_folio_unlock(struct bs_folio *folio);
 
 /*
- * Price the folio's dirty part again by the policy in force (after a
- * switch of policy; every change of the dirty bits does it anyway).
- * Context: folio lock held.
+ * Price the folio again, whole and its dirty part, by the policy in force
+ * (after a switch of policy: account_switch.c), charging the differences;
+ * dirtied and written counts do not move.  Context: folio lock held.
  */
-void bs_folio_reprice_dirty(struct bs_folio *folio);
+void bs_folio_reprice(struct bs_folio *folio);
 
 /* Recount held blocks/pages from the bitmaps (for checks). */
 void bs_folio_count_held(const struct bs_folio *folio, uint32_t *blocks, uint32_t *pages);
@@ -528,6 +521,16 @@ struct bs_cache {
 	uint32_t full_wait_ms;			/* set before use (tests shorten it) */
 	struct bs_pool pool;			/* free folio memory */
 };
+
+/*
+ * Whether a switch of accounting policy may have left folios priced by
+ * the old policy (account_switch.c): debug checks of one folio's price
+ * hold only when not.
+ */
+static inline bool bs_account_switching(struct bs_cache *cache)
+{
+	return atomic_load(&cache->account_switching) & 1;
+}
 
 /*
  * Make room for a folio of @bytes (a folio size): pooled memory of that

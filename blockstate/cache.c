@@ -146,13 +146,6 @@ void bs_cache_stats(struct bs_cache *cache, struct bs_stats *st)
 	}
 }
 
-uint64_t bs_cache_charged(struct bs_cache *cache)
-{
-	int64_t charged = atomic_load(&cache->charged_bytes);
-
-	return charged > 0 ? (uint64_t)charged : 0;
-}
-
 uint64_t bs_cache_dirty_charged(struct bs_cache *cache)
 {
 	int64_t charged = atomic_load(&cache->dirty_charged_bytes);

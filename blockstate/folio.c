@@ -250,7 +250,12 @@ static uint64_t dirty_part_price(const struct bs_folio *folio)
 	return price_of(folio, (struct held_span){ folio->dirty_blocks, folio->dirty_pages });
 }
 
-void bs_folio_reprice_dirty(struct bs_folio *folio)
+/*
+ * Price the folio's dirty part again by the policy in force (every change
+ * of the dirty bits does it, and a switch of policy).  Context: folio
+ * lock held.
+ */
+static void reprice_dirty(struct bs_folio *folio)
 {
 	struct bs_cache *cache = folio->file->cache;
 	/*
@@ -265,6 +270,19 @@ void bs_folio_reprice_dirty(struct bs_folio *folio)
 			 (int64_t)price - (int64_t)folio->dirty_price);
 	folio->dirty_price = price;
 	folio->dirty_gen = gen;
+}
+
+void bs_folio_reprice(struct bs_folio *folio)
+{
+	struct bs_cache *cache = folio->file->cache;
+	uint64_t price = folio_price(folio);
+
+	if (price > folio->price)
+		atomic_fetch_add(&cache->charged_bytes, price - folio->price);
+	else
+		atomic_fetch_sub(&cache->charged_bytes, folio->price - price);
+	folio->price = price;
+	reprice_dirty(folio);
 }
 
 /* Dirty blocks (not under writeback) of [first_blk, end_blk), and their pages. */
@@ -284,7 +302,7 @@ static void move_dirty(struct bs_folio *folio, struct held_span before, struct h
 	folio->dirty_pages += after.pages - before.pages;
 	if (after.blocks != before.blocks || after.pages != before.pages ||
 	    folio->dirty_gen != atomic_load(&folio->file->cache->account_switching))
-		bs_folio_reprice_dirty(folio);
+		reprice_dirty(folio);
 }
 
 /*

@@ -309,7 +309,3 @@ bool bs_file_has_unsynced(struct bs_file *file)
 	return atomic_load(&file->unsynced_folios) != 0;
 }
 
-uint64_t bs_file_unsynced_bytes(struct bs_file *file)
-{
-	return atomic_load(&file->unsynced_bytes);
-}

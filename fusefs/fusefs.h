@@ -155,7 +155,6 @@ struct ffs_inode {
 
 	/* Protected by ffs_data.itable_lock. */
 	uint64_t nlookup;	/* lookups the kernel has not forgotten */
-	bool in_table;		/* in the hash table (the root never is) */
 	bool forgetting;	/* a forget is writing it back, lock dropped */
 	bool relooked;		/* looked up again since that writeback began */
 	struct ffs_inode *hnext;	/* hash chain */
@@ -216,7 +215,7 @@ struct ffs_file {
 	 */
 	struct bs_ra ra;
 	/*
-	 * This open in a trace (sim_rec.open): from ffs_data.last_open_id,
+	 * This open in a trace (trace_rec.open): from ffs_data.last_open_id,
 	 * never 0 and never reused while the mount lives; immutable.
 	 */
 	uint64_t open_id;
@@ -543,7 +542,7 @@ bool ffs_ctl_hides(const struct ffs_data *fs, const struct ffs_inode *dir,
 struct ffs_trace_op {
 	struct ffs_trace *tr;	/* the recorder: the request may be gone at the end */
 	uint64_t gen;		/* the recording it began in; 0: not recorded */
-	struct sim_rec rec;	/* time_ns, pid, op set at begin; the caller fills the rest */
+	struct trace_rec rec;	/* time_ns, pid, op set at begin; the caller fills the rest */
 	bool stamped;		/* rec.dur_ns set by ffs_trace_stamp() */
 };
 
@@ -566,7 +565,7 @@ int ffs_trace_stop(struct ffs_trace *tr, char *err, size_t errlen);
 /* "recording PATH\n" or "off\n" into @buf: its length. */
 int ffs_trace_state(struct ffs_trace *tr, char *buf, size_t len);
 /*
- * An operation (enum sim_op) of the caller of @req begins: when recording,
+ * An operation (enum trace_op) of the caller of @req begins: when recording,
  * op->gen is set and op->rec has its time, pid and op.  Cheap when off.
  * ffs_trace_end(): it is answered now (its duration ends); recorded if it
  * began and ended in the same recording.  A caller that records after

@@ -523,7 +523,6 @@ int ffs_inode_get(struct ffs_data *fs, const struct stat *st, int fd,
 		h = inode_hash(fs, st->st_ino, st->st_dev);
 		inode->hnext = fs->buckets[h];
 		fs->buckets[h] = inode;
-		inode->in_table = true;
 		fs->ninodes++;
 	}
 	pthread_mutex_unlock(&fs->itable_lock);
@@ -545,7 +544,6 @@ static void itable_remove(struct ffs_data *fs, struct ffs_inode *inode)
 	while (*pp != inode)
 		pp = &(*pp)->hnext;
 	*pp = inode->hnext;
-	inode->in_table = false;
 	fs->ninodes--;
 }
 

@@ -450,7 +450,7 @@ static void ffs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 	int ret = 0;
 
 	if ((valid & FUSE_SET_ATTR_SIZE) && !inode->ctl)
-		trace_begin(req, &op, SIM_OP_TRUNCATE);
+		trace_begin(req, &op, TRACE_OP_TRUNCATE);
 
 	/*
 	 * With the writeback cache the kernel keeps mtime and ctime itself
@@ -595,7 +595,7 @@ static void do_remove(fuse_req_t req, fuse_ino_t parent, const char *name,
 	ino_t ino;
 
 	if (!flags)
-		trace_begin(req, &op, SIM_OP_UNLINK);
+		trace_begin(req, &op, TRACE_OP_UNLINK);
 	ino = trace_name_ino(&op, ffs_inode(req, parent), name);
 
 	if (!ret)
@@ -633,7 +633,7 @@ static void ffs_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 	int ret = check_target(fs, ffs_inode(req, parent), name);
 	ino_t ino, replaced;
 
-	trace_begin(req, &op, SIM_OP_RENAME);
+	trace_begin(req, &op, TRACE_OP_RENAME);
 	ino = trace_name_ino(&op, ffs_inode(req, parent), name);
 	replaced = trace_name_ino(&op, ffs_inode(req, newparent), newname);
 	if (!ret)
@@ -762,7 +762,7 @@ static void ffs_open(fuse_req_t req, fuse_ino_t ino,
 	else
 		ret = ffs_data_get(fs, inode, access_of(fi->flags), -1, 0, &data);
 	if (!ret && (fi->flags & O_TRUNC))
-		trace_begin(req, &op, SIM_OP_TRUNCATE);
+		trace_begin(req, &op, TRACE_OP_TRUNCATE);
 	if (!ret)
 		ret = open_finish(fs, req, inode, data, fi);
 	if (!ret) {
@@ -884,7 +884,7 @@ static void ffs_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	struct ffs_trace_op op;
 	int ret;
 
-	trace_begin(req, &op, SIM_OP_CREATE);
+	trace_begin(req, &op, TRACE_OP_CREATE);
 	ret = do_create(ffs_data(req), req, ffs_inode(req, parent), name, mode, fi, &e);
 	if (!ret) {
 		trace_open(&op, ffs_file(fi));
@@ -947,7 +947,7 @@ static void ffs_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 		fuse_reply_err(req, 0);
 		return;
 	}
-	trace_begin(req, &op, datasync ? SIM_OP_FDATASYNC : SIM_OP_FSYNC);
+	trace_begin(req, &op, datasync ? TRACE_OP_FDATASYNC : TRACE_OP_FSYNC);
 	ret = file_fsync(ffs_file(fi), datasync);
 	trace_open(&op, ffs_file(fi));
 	if (!ret)
@@ -1000,7 +1000,7 @@ static void ffs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		ffs_ctl_read(req, size, off, fi);
 		return;
 	}
-	trace_begin(req, &op, SIM_OP_READ);
+	trace_begin(req, &op, TRACE_OP_READ);
 	if (ret) {
 		fuse_reply_err(req, -ret);
 		return;
@@ -1046,7 +1046,7 @@ static void ffs_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 		return;
 	}
 
-	trace_begin(req, &op, SIM_OP_WRITE);
+	trace_begin(req, &op, TRACE_OP_WRITE);
 	if (!ret && size)
 		ret = ffs_data_check_size(file->inode, off, &size);
 	/* Before the data, as a local filesystem does (kill-priv above). */
@@ -1104,7 +1104,7 @@ static void ffs_fallocate(fuse_req_t req, fuse_ino_t ino, int mode,
 	/* Every mode, punching included, as vfs_fallocate() checks. */
 	if (!ret && off + len > ffs_file(fi)->inode->max_size)
 		ret = -EFBIG;
-	trace_begin(req, &op, SIM_OP_FALLOCATE);
+	trace_begin(req, &op, TRACE_OP_FALLOCATE);
 	if (!ret)
 		ret = wb_fallocate(ffs_file(fi)->data, mode, off, len);
 	if (!ret) {

@@ -24,7 +24,7 @@
  * the order is the same every time) and the trace is in the order the
  * operations reached the daemon, as the format says.
  *
- * A record names the open it came through (sim_rec.open) by the handle's
+ * A record names the open it came through (trace_rec.open) by the handle's
  * ffs_file.open_id, which open_finish() (ops.c) takes from a counter of
  * the mount: an id, not a pointer (a freed handle's address comes back
  * for the next open), so that a replay gives each open its own readahead
@@ -53,7 +53,7 @@
 struct trace_chunk {
 	struct trace_chunk *next;
 	size_t nr;
-	unsigned char rec[TRACE_CHUNK_RECS][SIM_TRACE_REC_SIZE];
+	unsigned char rec[TRACE_CHUNK_RECS][TRACE_REC_SIZE];
 };
 
 /* One thread's buffer; made at its first record, freed when it exits. */
@@ -143,7 +143,7 @@ static void *trace_writer(void *arg)
 			break;
 		pthread_mutex_unlock(&tr->qlock);
 		for (c = list; c; c = list) {
-			int ret = tr->werr ? 0 : write_all(fd, c->rec, c->nr * SIM_TRACE_REC_SIZE);
+			int ret = tr->werr ? 0 : write_all(fd, c->rec, c->nr * TRACE_REC_SIZE);
 
 			list = c->next;
 			pthread_mutex_lock(&tr->qlock);
@@ -226,7 +226,7 @@ void ffs_trace_begin(struct ffs_trace *tr, struct ffs_trace_op *op, fuse_req_t r
 	op->gen = tr ? atomic_load_explicit(&tr->active, memory_order_relaxed) : 0;
 	if (!op->gen)
 		return;
-	op->rec = (struct sim_rec){
+	op->rec = (struct trace_rec){
 		.time_ns = mono_ns() - tr->epoch_ns,
 		.pid = req ? (uint32_t)fuse_req_ctx(req)->pid : 0,
 		.op = (uint8_t)opcode,
@@ -264,7 +264,7 @@ void ffs_trace_end(struct ffs_trace_op *op)
 		b->chunk->nr = 0;
 	}
 	c = b->chunk;
-	sim_trace_encode_rec(c->rec[c->nr++], &op->rec);
+	trace_encode_rec(c->rec[c->nr++], &op->rec);
 	if (c->nr == TRACE_CHUNK_RECS) {
 		pthread_mutex_lock(&tr->qlock);
 		queue_chunk(tr, c);
@@ -300,7 +300,7 @@ int ffs_trace_init(struct ffs_trace **out)
 
 int ffs_trace_start(struct ffs_trace *tr, const char *path, char *err, size_t errlen)
 {
-	unsigned char h[SIM_TRACE_HDR_SIZE];
+	unsigned char h[TRACE_HDR_SIZE];
 	int ret = 0;
 
 	if (path[0] != '/') {
@@ -326,7 +326,7 @@ int ffs_trace_start(struct ffs_trace *tr, const char *path, char *err, size_t er
 		ret = -errno;
 		goto out_err;
 	}
-	sim_trace_encode_header(h);
+	trace_encode_header(h);
 	ret = write_all(tr->fd, h, sizeof(h));
 	if (ret)
 		goto out_err;
@@ -353,17 +353,17 @@ out_unlock:
 
 static int cmp_rec(const void *a, const void *b)
 {
-	uint64_t ta = sim_trace_rec_time(a), tb = sim_trace_rec_time(b);
+	uint64_t ta = trace_rec_time(a), tb = trace_rec_time(b);
 
 	if (ta != tb)
 		return ta < tb ? -1 : 1;
-	return memcmp(a, b, SIM_TRACE_REC_SIZE);
+	return memcmp(a, b, TRACE_REC_SIZE);
 }
 
 /* Put the records of the file in time order (see the header): 0 or -errno. */
 static int sort_file(int fd, uint64_t nr)
 {
-	size_t len = (size_t)nr * SIM_TRACE_REC_SIZE;
+	size_t len = (size_t)nr * TRACE_REC_SIZE;
 	unsigned char *buf;
 	bool sorted = true;
 	ssize_t n;
@@ -374,17 +374,17 @@ static int sort_file(int fd, uint64_t nr)
 	buf = malloc(len);
 	if (!buf)
 		return -ENOMEM;
-	n = pread(fd, buf, len, SIM_TRACE_HDR_SIZE);
+	n = pread(fd, buf, len, TRACE_HDR_SIZE);
 	if (n != (ssize_t)len) {
 		ret = n < 0 ? -errno : -EIO;
 		goto out;
 	}
 	for (uint64_t i = 1; i < nr && sorted; i++)
-		sorted = cmp_rec(buf + (i - 1) * SIM_TRACE_REC_SIZE,
-				 buf + i * SIM_TRACE_REC_SIZE) <= 0;
+		sorted = cmp_rec(buf + (i - 1) * TRACE_REC_SIZE,
+				 buf + i * TRACE_REC_SIZE) <= 0;
 	if (!sorted) {
-		qsort(buf, (size_t)nr, SIM_TRACE_REC_SIZE, cmp_rec);
-		n = pwrite(fd, buf, len, SIM_TRACE_HDR_SIZE);
+		qsort(buf, (size_t)nr, TRACE_REC_SIZE, cmp_rec);
+		n = pwrite(fd, buf, len, TRACE_HDR_SIZE);
 		if (n != (ssize_t)len)
 			ret = n < 0 ? -errno : -EIO;
 	}

@@ -4,12 +4,13 @@
  *
  * What runs is the mount's own code, linked from the same sources:
  * blockstate (folios, bitmaps, the accounting and sizing policies) through
- * bs_write()/bs_read() and the writeback calls bs_wb_collect_budget()/
- * bs_wb_complete()/bs_sync_begin()/bs_sync_end(); the throttler
- * (throttle.c) through the same calls balance.c makes; the run-time
- * settings (tunables.c) and the stats (wb_ctx_stats); and the flushers'
- * decisions (flushpolicy.c).  What is modelled instead: time, the backing
- * device, and the threads, which become state machines resumed by events:
+ * bs_write()/bs_read(); the writeback engine (writeback/engine.h: passes,
+ * syncs, errors and backoff, the flushers' rounds and turns) with this
+ * file as its second driver, its ops the device model and the virtual
+ * clock; the throttler (throttle.c) through the same calls balance.c
+ * makes; the run-time settings (tunables.c) and the stats
+ * (wb_ctx_stats).  What is modelled instead: time, the backing device,
+ * and the threads, which become state machines resumed by events:
  *
  *   writer    one per pid: its operations in trace order, each issued the
  *             recorded think time after the previous one completed (a
@@ -18,9 +19,10 @@
  *             writes the file back and flushes the device; both wait for a
  *             file another pass holds, as the mount's wb_lock makes them.
  *   flusher   cfg.flushers of them, each the loop of flush.c's
- *             flusher_main/flush_pass/flush_file with the same
- *             wb_fp_* decisions; woken by writes over the background
- *             threshold (kicks) or writeback_interval_ms.
+ *             flusher_main/flush_pass/flush_file over the engine's
+ *             rounds and turns (wb_round_*, wb_turn_*); woken by writes
+ *             over the background threshold (kicks) or
+ *             writeback_interval_ms.
  *   reader    a read is one bs_read() of the request, as ffs_read() does
  *             it, through the readahead state of the open it came
  *             through (struct sim_open: the record's open id, or for a
@@ -39,15 +41,16 @@
  *   faults    -o fault=SPEC as on a mount (writeback/fault.c): applied to
  *             each device completion in the order the engine issues them,
  *             so the same replay fails the same I/Os.  A failed write
- *             leaves its blocks dirty, the file backs off (flush.c's
+ *             leaves its blocks dirty, the file backs off (the engine's
  *             doubling retry), fsync reports the error once (errseq); a
  *             failed sync makes what it covered dirty again.
  *
  * Writeback is submitted and completed in two halves: a batch is collected
- * (blocks go dirty -> writeback, nr_writeback rises) at the time it is
- * issued, and completed (writeback -> clean, nr_written) at the time the
- * device model says its last write ends; between the two the engine runs
- * other events, so writers see data under writeback as they would.
+ * and submitted (wb_pass_next: blocks go dirty -> writeback, nr_writeback
+ * rises) at the time it is issued, and completed (wb_pass_complete:
+ * writeback -> clean, nr_written) at the time the device model says its
+ * last write ends; between the two the event loop runs other events, so
+ * writers see data under writeback as they would.
  * Reclaim (bs_cache_ops.need_clean, called inside bs_write() when the
  * cache is full) is the one synchronous path: it completes what is in
  * flight early and writes everything back at once, and the writer whose
@@ -63,10 +66,8 @@
  * and options give the same output, byte for byte.
  */
 #include "sim.h"
-#include "wb_i.h"
-#include "flushpolicy.h"
+#include "engine.h"
 #include "throttle.h"
-#include "fusefs.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -74,35 +75,20 @@
 #include <time.h>
 
 #define NS 1000000000ll
-#define MAX_QD 1024
 
 struct sim;
-
-/* A writeback pass of one file in flight: the mount's writeback_pass(), in halves. */
-struct sim_pass {
-	struct sim_file *file;
-	off_t pos, end;
-	bool budgeted;
-	struct bs_wb_budget budget;
-	struct bs_wb_run runs[WB_BATCH];
-	int err[WB_BATCH];		/* each run's write result, known when issued */
-	int n;				/* runs in flight, 0: none */
-	int first_err;			/* the pass's first failed write, 0: none */
-};
 
 struct sim_file {
 	struct sim *s;			/* for its backing read op */
 	uint32_t id;			/* in the trace */
-	struct bs_file *bs;
-	int64_t dirtied_ns;		/* virtual: when it went from clean to dirty, 0: clean */
-	off_t bg_next;			/* where background writeback goes on */
-	struct sim_pass *busy;		/* the pass holding it (the mount's wb_lock) */
-	/* Failures, as struct wb_file keeps them (flush.c). */
-	int64_t retry_ns;		/* the flushers retry it not before this */
-	uint32_t backoff_ms;		/* 0: its last pass succeeded */
-	int err;			/* the last error */
-	uint64_t err_seq, err_seen;	/* errors, and those an fsync reported */
+	/* Its writeback state, as the mount's wb_file keeps it (engine.h). */
+	struct wb_fstate ws;
+	struct wb_pass *busy;		/* the pass holding it (the mount's wb_lock) */
+	uint64_t err_seen;		/* ws.err_seq an fsync last reported */
 };
+
+/* The sim_file whose writeback state @fs is. */
+#define sim_file_of(fs) ((struct sim_file *)((char *)(fs) - offsetof(struct sim_file, ws)))
 
 /*
  * One open of a file: its readahead state (file_ra_state), made zeroed at
@@ -134,7 +120,7 @@ struct sim_writer {
 	int64_t first_ns, last_ns;	/* first issue, last completion */
 	uint64_t sync_token;
 	int sync_err;
-	struct sim_pass pass;
+	struct wb_pass pass;
 };
 
 enum fl_state { FL_IDLE, FL_PASS, FL_SYNC };
@@ -143,14 +129,13 @@ struct sim_flusher {
 	enum fl_state state;
 	uint64_t wake_gen;		/* wake events carry their generation (> 0); one of
 					 * another is stale.  I/O completions carry 0. */
-	unsigned int first, half, i;	/* where the round is (wb_fp_round_*) */
-	bool progress, last_progress;
-	int64_t round_now;		/* the time of the round, as flush_pass takes it */
-	enum wb_fp_action act;
+	struct wb_round round;		/* the engine's round */
+	unsigned int half, i;		/* where this flusher is in it */
+	struct wb_turn turn;		/* the turn of the file at i */
 	uint64_t sync_token;
 	int sync_err;
 	struct sim_file *sync_file;
-	struct sim_pass pass;
+	struct wb_pass pass;
 };
 
 enum ev_kind { EV_WRITER, EV_FLUSHER, EV_STATS };
@@ -169,13 +154,13 @@ struct i64_vec {
 };
 
 struct sim {
-	const struct sim_rec *recs;
+	const struct trace_rec *recs;
 	struct wb_ctx *ctx;
 	struct sim_dev_cfg dev;
 	int64_t now;
 	/* device */
 	int64_t pipe_free, last_done;
-	int64_t slot_free[MAX_QD];
+	int64_t slot_free[SIM_MAX_QD];
 	/* events */
 	struct sim_ev *heap;
 	size_t nr_ev, cap_ev;
@@ -191,6 +176,7 @@ struct sim {
 	unsigned int nr_flushers;
 	unsigned int kicks;
 	int64_t reclaim_until;		/* a write that needed room waits until then */
+	int64_t submit_due;		/* when the batch the engine last submitted ends */
 	int64_t read_at;		/* the op's next backing read is issued then */
 	/* observations */
 	struct i64_vec pauses, fsyncs, reads;
@@ -315,48 +301,29 @@ static int64_t dev_flush(struct sim *s)
 /*
  * The fault (the context's, parsed from -o fault= by wb_ctx_set_fault())
  * applied to a completion of @len bytes at @off of @f that did @res: an
- * errno, half of it, or @res; the mount's decision (wb_fault_fires), with
- * file= matching the trace's file id in decimal where the mount matches
- * the backing path.
+ * errno, half of it, or @res; the mount's (wb_fault_apply), with file=
+ * matching the trace's file id in decimal where the mount matches the
+ * backing path.
  */
+static void fault_name(void *arg, char *buf, size_t len)
+{
+	snprintf(buf, len, "%u", ((const struct sim_file *)arg)->id);
+}
+
 static ssize_t sim_fault(struct sim *s, enum wb_fault_op op, const struct sim_file *f,
 			 off_t off, size_t len, ssize_t res)
 {
-	struct wb_fault *ft = s->ctx->fault;
-	char id[16] = "";
-
-	if (!ft)
-		return res;
-	if (ft->file[0])
-		snprintf(id, sizeof(id), "%u", f->id);
-	if (!wb_fault_fires(ft, id, op, off, len))
-		return res;
-	atomic_fetch_add(&s->ctx->faults_injected, 1);
-	return wb_fault_result(ft, res, 1);
-}
-
-/* flush.c's record_error(): for fsync (errseq) and the stats. */
-static void record_error(struct sim *s, struct sim_file *f, int err)
-{
-	f->err = err;
-	f->err_seq++;
-	atomic_fetch_add(&s->ctx->wb_errors, 1);
-}
-
-/* flush.c's back_off(): the flushers retry the file after a doubling backoff. */
-static void back_off(struct sim *s, struct sim_file *f)
-{
-	f->backoff_ms = wb_fp_backoff_next(f->backoff_ms);
-	f->retry_ns = wb_fp_retry_due(s->now, f->backoff_ms);
+	return wb_fault_apply(s->ctx, fault_name, (void *)f, op, off, len, res, 1);
 }
 
 /*
- * A sync of @f issued now (wb_sync_file()): when it completes.  An fsync
- * fault fires instead of the device flush, at once; *@err gets it.
+ * A sync of @f issued now (the engine's wb_sync_begin, and the device
+ * flush): when it completes.  An fsync fault fires instead of the device
+ * flush, at once; *@err gets it.  sync_end() at that time.
  */
 static int64_t sync_issue(struct sim *s, struct sim_file *f, uint64_t *token, int *err)
 {
-	*token = bs_sync_begin(f->bs);
+	*token = wb_sync_begin(s->ctx, &f->ws);
 	*err = (int)sim_fault(s, WB_FAULT_FSYNC, f, 0, 0, 0);
 	return *err ? s->now : dev_flush(s);
 }
@@ -364,13 +331,7 @@ static int64_t sync_issue(struct sim *s, struct sim_file *f, uint64_t *token, in
 /* The sync is over: a failed one left what it covered dirty again. */
 static void sync_end(struct sim *s, struct sim_file *f, uint64_t token, int err)
 {
-	bs_sync_end(f->bs, token, err);
-	if (!err)
-		return;
-	record_error(s, f, err);
-	if (!f->dirtied_ns && bs_file_has_held(f->bs))
-		f->dirtied_ns = s->now;
-	back_off(s, f);
+	wb_sync_end(s->ctx, &f->ws, token, err);
 }
 
 /* ---- observations ---- */
@@ -379,7 +340,7 @@ static void note_peaks(struct sim *s)
 {
 	struct bs_stats st;
 
-	bs_cache_stats(s->ctx->cache, &st);
+	bs_cache_stats(wb_ctx_cache(s->ctx), &st);
 	if (st.charged_bytes > s->res->peak_charged)
 		s->res->peak_charged = st.charged_bytes;
 	if (st.dirty_bytes_exact > s->res->peak_dirty_exact)
@@ -397,38 +358,7 @@ static void log_line(struct sim *s)
 	fwrite(s->line, 1, len, s->log);
 }
 
-/* ---- writeback passes ---- */
-
-static void throttle_note(struct sim *s, bool starting)
-{
-	struct wb_throttle_sample smp;
-
-	wb_throttle_sample_of(s->ctx, &smp);
-	if (starting)
-		wb_throttle_writeback_start(s->ctx->throttle, &smp, s->now);
-	else
-		wb_throttle_update(s->ctx->throttle, &smp, s->now);
-}
-
-static void pass_begin(struct sim *s, struct sim_pass *p, struct sim_file *f, off_t start,
-		       off_t end, int64_t budget_pages)
-{
-	*p = (struct sim_pass){ .file = f, .pos = start, .end = end, .budgeted = budget_pages > 0 };
-	if (p->budgeted)
-		bs_wb_budget_init(&p->budget, budget_pages);
-	f->busy = p;
-	throttle_note(s, true);
-}
-
-/* Complete the batch in flight (at most once: reclaim may have done it early). */
-static void pass_complete(struct sim *s, struct sim_pass *p)
-{
-	for (int i = 0; i < p->n; i++)
-		bs_wb_complete(p->file->bs, &p->runs[i], p->err[i]);
-	if (p->n)
-		throttle_note(s, false);
-	p->n = 0;
-}
+/* ---- writeback: the engine's ops, passes and flushers ---- */
 
 /*
  * One write of a batch, @len bytes at @off of @f, issued now: when it
@@ -440,7 +370,7 @@ static int64_t write_group(struct sim *s, struct sim_file *f, off_t off, size_t 
 	int64_t due = s->now;
 
 	*err = 0;
-	atomic_fetch_add(&s->ctx->backing_write_ios, 1);
+	wb_ctx_count_writes(s->ctx, 1, 0, 0);
 	while (len) {
 		ssize_t n;
 
@@ -450,7 +380,7 @@ static int64_t write_group(struct sim *s, struct sim_file *f, off_t off, size_t 
 			*err = (int)n;
 			break;
 		}
-		atomic_fetch_add(&s->ctx->backing_write_bytes, (uint64_t)n);
+		wb_ctx_count_writes(s->ctx, 0, (uint64_t)n, 0);
 		off += n;
 		len -= (size_t)n;
 	}
@@ -458,84 +388,80 @@ static int64_t write_group(struct sim *s, struct sim_file *f, off_t off, size_t 
 }
 
 /*
+ * The engine's submit: the batch's writes issued to the device now, each
+ * result known at once; s->submit_due gets when the last ends, the time
+ * at which the driver completes the batch (wb_pass_complete).
+ */
+static int engine_submit(void *arg, struct wb_pass *p)
+{
+	struct sim *s = arg;
+	struct sim_file *f = sim_file_of(p->file);
+	int64_t due = 0;
+
+	for (int g = 0; g < p->nr_io; g++) {
+		int64_t done = write_group(s, f, p->io[g].off, p->io[g].len, &p->io[g].res);
+
+		due = done > due ? done : due;
+	}
+	wb_ctx_count_writes(s->ctx, 0, 0, 1);
+	note_peaks(s);
+	s->submit_due = due;
+	return 0;
+}
+
+static int64_t engine_now(void *arg)
+{
+	return ((struct sim *)arg)->now;
+}
+
+/* The simulator's driver: no backing file to log, size or stamp. */
+static const struct wb_engine_ops sim_engine_ops = {
+	.submit = engine_submit,
+	.now = engine_now,
+};
+
+static void pass_begin(struct sim *s, struct wb_pass *p, struct sim_file *f, off_t start,
+		       off_t end, int64_t budget_pages, enum wb_pass_why why)
+{
+	wb_pass_begin(p, s->ctx, &f->ws, start, end, budget_pages, why);
+	f->busy = p;
+}
+
+/*
  * Collect and issue the next batch: when it completes, or 0 when the pass
  * is over (nothing left, or the budget used up).
  */
-static int64_t pass_step(struct sim *s, struct sim_pass *p)
+static int64_t pass_step(struct sim *s, struct wb_pass *p)
 {
-	const struct wb_config *cfg = &s->ctx->cfg;
-	int group_of[WB_BATCH];
-	int64_t due = 0;
-	size_t len = 0;
-	int g = 0, first = 0;
-
-	p->n = bs_wb_collect_budget(p->file->bs, &p->pos, p->end, p->runs, WB_BATCH,
-				    WB_FP_BATCH_BYTES, cfg->max_io,
-				    wb_fp_collect_flags(cfg->whole_folio, cfg->backing_direct),
-				    p->budgeted ? &p->budget : NULL);
-	if (!p->n)
-		return 0;
-	wb_fp_group_runs(p->runs, p->n, cfg->max_io, group_of);
-	for (int i = 0; i <= p->n; i++) {
-		if (i == p->n || group_of[i] != g) {
-			int err;
-			int64_t done = write_group(s, p->file, p->runs[first].off, len, &err);
-
-			due = done > due ? done : due;
-			for (int j = first; j < i; j++)
-				p->err[j] = err;
-			if (err) {
-				record_error(s, p->file, err);
-				if (!p->first_err)
-					p->first_err = err;
-			}
-			if (i == p->n)
-				break;
-			g = group_of[i];
-			first = i;
-			len = 0;
-		}
-		len += p->runs[i].len;
-	}
-	atomic_fetch_add(&s->ctx->backing_write_submits, 1);
-	note_peaks(s);
-	return due;
+	return wb_pass_next(p) ? s->submit_due : 0;
 }
 
 static void wake_file_waiters(struct sim *s, struct sim_file *f);
 
-/*
- * The pass is over: a backoff if it failed (back_off(), or
- * write_back_works_again()), the file's age as update_dirtied() keeps it,
- * and its lock.
- */
-static void pass_end(struct sim *s, struct sim_pass *p)
+/* The pass is over (wb_pass_end): the file is free again.  Its error, 0: none. */
+static int pass_end(struct sim *s, struct wb_pass *p)
 {
-	struct sim_file *f = p->file;
+	struct sim_file *f = sim_file_of(p->file);
+	int err = wb_pass_end(p);
 
-	if (p->first_err)
-		back_off(s, f);
-	else
-		f->backoff_ms = 0;
-	if (!bs_file_has_held(f->bs))
-		f->dirtied_ns = 0;
 	f->busy = NULL;
 	wake_file_waiters(s, f);
+	return err;
 }
 
 /* A whole write-back and sync at once (reclaim, unmount): when the device is done. */
 static int64_t write_all_now(struct sim *s, struct sim_file *f)
 {
-	struct sim_pass p;
+	struct wb_pass p;
 	int64_t due, last = s->now;
 
-	pass_begin(s, &p, f, 0, bs_file_size(f->bs), 0);
+	pass_begin(s, &p, f, 0, bs_file_size(f->ws.bs), 0, WB_PASS_SYNC);
 	while ((due = pass_step(s, &p))) {
-		pass_complete(s, &p);
+		wb_pass_complete(&p);
 		last = due > last ? due : last;
 	}
 	pass_end(s, &p);
-	if (bs_file_has_unsynced(f->bs)) {
+	if (bs_file_has_unsynced(f->ws.bs)) {
 		uint64_t token;
 		int err;
 
@@ -558,10 +484,10 @@ static void sim_need_clean(void *arg)
 		struct sim_file *f = &s->files[i];
 		int64_t until;
 
-		if (f->retry_ns > s->now) {
+		if (!wb_reclaim_takes(s->ctx, &f->ws, s->now)) {
 			continue;
 		} else if (f->busy) {
-			pass_complete(s, f->busy);
+			wb_pass_complete(f->busy);
 			until = s->last_done;
 		} else {
 			until = write_all_now(s, f);
@@ -573,37 +499,14 @@ static void sim_need_clean(void *arg)
 
 /* ---- the flushers (flush.c's flusher_main, flush_pass, flush_file) ---- */
 
-static void fp_state_of(struct sim *s, struct wb_fp_state *st)
-{
-	*st = (struct wb_fp_state){
-		.dirty_charged = bs_cache_dirty_charged(s->ctx->cache),
-		.pinned = bs_cache_pinned(s->ctx->cache),
-		.unsynced = bs_cache_unsynced(s->ctx->cache),
-		.bg_thresh = atomic_load(&s->ctx->bg_thresh),
-		.pinned_bg_thresh = atomic_load(&s->ctx->pinned_bg_thresh),
-		.expire_ms = atomic_load(&s->ctx->expire_ms),
-	};
-}
-
-static void fp_file_of(struct sim_file *f, struct wb_fp_file *out)
-{
-	*out = (struct wb_fp_file){
-		.dirtied_ns = f->dirtied_ns,
-		.retry_ns = f->retry_ns,
-		.unsynced = bs_file_has_unsynced(f->bs),
-	};
-}
-
 static int flusher_go(struct sim *s, uint32_t k);
 
 /* Writes over the background threshold wake the flushers (wb_flushers_poke). */
 static int flushers_poke(struct sim *s)
 {
-	struct wb_fp_state st;
 	int ret = 0;
 
-	fp_state_of(s, &st);
-	if (!s->nr_flushers || !wb_fp_over_background(&st) || s->kicks++)
+	if (!s->nr_flushers || !wb_over_background(s->ctx) || s->kicks++)
 		return 0;
 	for (uint32_t k = 0; k < s->nr_flushers && !ret; k++)
 		if (s->flushers[k].state == FL_IDLE)
@@ -613,72 +516,40 @@ static int flushers_poke(struct sim *s)
 
 static void flusher_start_pass(struct sim *s, struct sim_flusher *fl)
 {
-	unsigned int pass_no = (unsigned int)atomic_fetch_add(&s->ctx->flusher_passes, 1);
-
-	fl->first = wb_fp_round_first(pass_no, (unsigned int)s->nr_files);
-	fl->progress = true;
-	fl->last_progress = fl->progress;
-	fl->progress = false;
+	wb_round_begin(s->ctx, &fl->round, (unsigned int)s->nr_files);
 	fl->half = 0;
 	fl->i = 0;
-	fl->round_now = s->now;
 }
 
 /*
- * The file's turn: start its pass (1: wait for the device), or nothing to
- * write (0: go on to the sync check).  -EBUSY: another pass holds it.
+ * The file's turn (wb_turn_plan): start its pass (1: wait for the
+ * device), or nothing to write (0: go on to the sync check).  -EBUSY:
+ * backing off, or another pass holds it.
  */
 static int flusher_file_begin(struct sim *s, struct sim_flusher *fl, struct sim_file *f)
 {
-	struct wb_throttle_stats ts;
-	struct wb_fp_state st;
-	struct wb_fp_file ff;
-	off_t size = bs_file_size(f->bs);
+	struct wb_turn *t = &fl->turn;
 
-	fp_state_of(s, &st);
-	fp_file_of(f, &ff);
-	fl->act = wb_fp_file_action(&st, &ff, fl->round_now);
-	if (fl->act == WB_FP_WAIT || (fl->act != WB_FP_SKIP && f->busy))
+	if (!wb_turn_plan(s->ctx, &fl->round, &f->ws, t))
+		return t->act == WB_FP_WAIT ? -EBUSY : 0;
+	if (f->busy)
 		return -EBUSY;
-	if (fl->act == WB_FP_SKIP)
-		return 0;
-	if (fl->act == WB_FP_EXPIRED) {
-		pass_begin(s, &fl->pass, f, 0, size, 0);
-	} else {
-		wb_throttle_stats(s->ctx->throttle, &ts);
-		pass_begin(s, &fl->pass, f, wb_fp_chunk_start(f->bg_next, size), size,
-			   wb_fp_chunk_pages(ts.avg_write_bw, ts.dirty_limit));
-	}
+	pass_begin(s, &fl->pass, f, t->start, t->end, t->budget_pages, t->why);
 	return 1;
 }
 
-/* The chunk is over: where the next starts, and whether it moved anything. */
-static void flusher_file_end(struct sim *s, struct sim_flusher *fl)
+/* The turn's pass is over (wb_turn_end): false when it failed (no sync then). */
+static bool flusher_file_end(struct sim *s, struct sim_flusher *fl)
 {
-	struct sim_pass *p = &fl->pass;
-	struct sim_file *f = p->file;
-	off_t size = bs_file_size(f->bs), from;
+	int err = pass_end(s, &fl->pass);
 
-	if (fl->act == WB_FP_CHUNK) {
-		off_t next = p->pos < p->end ? p->pos : p->end;
-
-		from = wb_fp_chunk_start(f->bg_next, size);
-		if (wb_fp_chunk_progress(p->budget.folio_pages, from, next, p->end))
-			fl->progress = true;
-		f->bg_next = next;
-	}
-	pass_end(s, p);
+	return wb_turn_end(&fl->round, &fl->turn, &fl->pass, err);
 }
 
 /* The sync check after a turn: 1 when a sync was issued. */
 static int flusher_sync(struct sim *s, struct sim_flusher *fl, struct sim_file *f, uint32_t k)
 {
-	struct wb_fp_state st;
-	struct wb_fp_file ff;
-
-	fp_state_of(s, &st);
-	fp_file_of(f, &ff);
-	if (f->busy || !wb_fp_should_sync(&st, &ff, fl->act == WB_FP_EXPIRED))
+	if (f->busy || !wb_turn_should_sync(s->ctx, &f->ws, &fl->turn))
 		return 0;
 	fl->sync_file = f;
 	fl->state = FL_SYNC;
@@ -699,31 +570,26 @@ static int flusher_go(struct sim *s, uint32_t k)
 		flusher_start_pass(s, fl);
 		break;
 	case FL_PASS:
-		pass_complete(s, &fl->pass);
+		wb_pass_complete(&fl->pass);
 		due = pass_step(s, &fl->pass);
 		if (due)
 			return ev_push(s, due, EV_FLUSHER, k, 0);
-		flusher_file_end(s, fl);
 		fl->state = FL_IDLE;
 		/* flush_file(): a failed pass is retried later, not synced. */
-		if (fl->pass.first_err) {
-			atomic_fetch_add(&s->ctx->wb_retries, 1);
+		if (!flusher_file_end(s, fl))
 			break;
-		}
-		ret = flusher_sync(s, fl, fl->pass.file, k);
+		ret = flusher_sync(s, fl, sim_file_of(fl->pass.file), k);
 		if (ret)
 			return ret < 0 ? ret : 0;
 		break;
 	case FL_SYNC:
 		sync_end(s, fl->sync_file, fl->sync_token, fl->sync_err);
 		if (fl->sync_err)
-			atomic_fetch_add(&s->ctx->wb_retries, 1);
+			wb_turn_sync_failed(s->ctx);
 		fl->state = FL_IDLE;
 		break;
 	}
 	for (;;) {
-		struct wb_fp_state st;
-
 		while (fl->half < 2) {
 			struct sim_file *f;
 			unsigned int i = fl->i++;
@@ -733,7 +599,7 @@ static int flusher_go(struct sim *s, uint32_t k)
 				fl->i = 0;
 				continue;
 			}
-			if (!wb_fp_round_turn(fl->half, i, fl->first))
+			if (!wb_round_turn(&fl->round, fl->half, i))
 				continue;
 			f = &s->files[i];
 			ret = flusher_file_begin(s, fl, f);
@@ -745,23 +611,16 @@ static int flusher_go(struct sim *s, uint32_t k)
 					fl->state = FL_PASS;
 					return ev_push(s, due, EV_FLUSHER, k, 0);
 				}
-				flusher_file_end(s, fl);
-				if (fl->pass.first_err) {
-					atomic_fetch_add(&s->ctx->wb_retries, 1);
+				if (!flusher_file_end(s, fl))
 					continue;
-				}
 			}
 			ret = flusher_sync(s, fl, f, k);
 			if (ret)
 				return ret < 0 ? ret : 0;
 		}
-		fp_state_of(s, &st);
-		if (s->nr_files && wb_fp_round_again(fl->progress, fl->last_progress, &st)) {
-			fl->last_progress = fl->progress;
-			fl->progress = false;
+		if (s->nr_files && wb_round_again(s->ctx, &fl->round)) {
 			fl->half = 0;
 			fl->i = 0;
-			fl->round_now = s->now;
 			continue;
 		}
 		/* The pass is over: again at once if kicked meanwhile, else sleep. */
@@ -774,7 +633,7 @@ static int flusher_go(struct sim *s, uint32_t k)
 		break;
 	}
 	fl->state = FL_IDLE;
-	return ev_push(s, wb_fp_next_wake(s->now, atomic_load(&s->ctx->interval_ms)),
+	return ev_push(s, wb_fp_next_wake(s->now, wb_ctx_interval_ms(s->ctx)),
 		       EV_FLUSHER, k, ++fl->wake_gen);
 }
 
@@ -784,9 +643,9 @@ static int flusher_go(struct sim *s, uint32_t k)
  * The file whose cache an op changes: a rename's is the file it replaces
  * (the record's offset: its index + 1 once set up), NULL when none.
  */
-static struct sim_file *op_file(struct sim *s, const struct sim_rec *r)
+static struct sim_file *op_file(struct sim *s, const struct trace_rec *r)
 {
-	if (r->op == SIM_OP_RENAME)
+	if (r->op == TRACE_OP_RENAME)
 		return r->offset ? &s->files[r->offset - 1] : NULL;
 	return &s->files[r->file];
 }
@@ -807,7 +666,7 @@ static void wake_file_waiters(struct sim *s, struct sim_file *f)
 static int writer_op_done(struct sim *s, uint32_t w, int64_t t)
 {
 	struct sim_writer *wr = &s->writers[w];
-	const struct sim_rec *prev = &s->recs[wr->ops[wr->next]];
+	const struct trace_rec *prev = &s->recs[wr->ops[wr->next]];
 	int64_t think;
 
 	wr->last_ns = t;
@@ -861,7 +720,7 @@ static int64_t io_done(const struct sim *s)
 	return s->reclaim_until > t ? s->reclaim_until : t;
 }
 
-static int writer_write(struct sim *s, uint32_t w, struct sim_file *f, const struct sim_rec *r)
+static int writer_write(struct sim *s, uint32_t w, struct sim_file *f, const struct trace_rec *r)
 {
 	struct sim_writer *wr = &s->writers[w];
 	uint64_t dirtied;
@@ -874,7 +733,7 @@ static int writer_write(struct sim *s, uint32_t w, struct sim_file *f, const str
 	s->read_at = s->now;
 	while (left) {
 		size_t n = left < sizeof(sim_buf) ? left : sizeof(sim_buf);
-		ssize_t got = bs_write(f->bs, sim_buf, n, off);
+		ssize_t got = bs_write(f->ws.bs, sim_buf, n, off);
 
 		if (got < 0)
 			s->res->write_errors++;
@@ -884,8 +743,8 @@ static int writer_write(struct sim *s, uint32_t w, struct sim_file *f, const str
 		left -= (size_t)got;
 	}
 	dirtied = bs_thread_dirtied_take();
-	if (!f->dirtied_ns && bs_file_has_held(f->bs))
-		f->dirtied_ns = s->now;
+	if (!f->ws.dirtied_ns && bs_file_has_held(f->ws.bs))
+		f->ws.dirtied_ns = s->now;
 	done = io_done(s);
 	/* wb_balance_dirty(): no flushers, nobody paused. */
 	if (s->nr_flushers &&
@@ -893,13 +752,13 @@ static int writer_write(struct sim *s, uint32_t w, struct sim_file *f, const str
 		struct wb_throttle_sample smp;
 
 		wb_throttle_sample_of(s->ctx, &smp);
-		pause = wb_throttle_balance(s->ctx->throttle, (pid_t)wr->pid, &smp, s->now);
+		pause = wb_throttle_balance(wb_ctx_throttle(s->ctx), (pid_t)wr->pid, &smp, s->now);
 	}
 	note_peaks(s);
 	if (flushers_poke(s))
 		return -ENOMEM;
 	if (pause) {
-		wb_throttle_held_add(s->ctx->throttle, 1);
+		wb_throttle_held_add(wb_ctx_throttle(s->ctx), 1);
 		wr->hold_start = s->now;
 		wr->state = WR_PAUSED;
 		return ev_push(s, s->now + pause, EV_WRITER, w, 0);
@@ -912,7 +771,7 @@ static int writer_write(struct sim *s, uint32_t w, struct sim_file *f, const str
  * readahead sees the request's size; the reader waits for the backing
  * reads it made (none when the cache held it all).
  */
-static int writer_read(struct sim *s, uint32_t w, struct sim_file *f, const struct sim_rec *r)
+static int writer_read(struct sim *s, uint32_t w, struct sim_file *f, const struct trace_rec *r)
 {
 	struct sim_open *o = &s->opens[r->open - 1];
 	uint64_t at = 0;
@@ -925,7 +784,7 @@ static int writer_read(struct sim *s, uint32_t w, struct sim_file *f, const stru
 	s->read_at = s->now;
 	while (at < r->length) {
 		size_t n = r->length - at < sizeof(sim_buf) ? r->length - at : sizeof(sim_buf);
-		ssize_t got = bs_read(f->bs, &o->ra, sim_buf, n, (off_t)(r->offset + at));
+		ssize_t got = bs_read(f->ws.bs, &o->ra, sim_buf, n, (off_t)(r->offset + at));
 
 		if (got < 0)
 			s->res->read_errors++;
@@ -944,13 +803,13 @@ static int writer_read(struct sim *s, uint32_t w, struct sim_file *f, const stru
  */
 static void file_drop(struct sim_file *f)
 {
-	bs_truncate(f->bs, 0);
-	f->dirtied_ns = 0;
-	f->bg_next = 0;
-	f->retry_ns = 0;
-	f->backoff_ms = 0;
-	f->err = 0;
-	f->err_seq = f->err_seen = 0;
+	bs_truncate(f->ws.bs, 0);
+	f->ws.dirtied_ns = 0;
+	f->ws.bg_next = 0;
+	f->ws.retry_ns = 0;
+	f->ws.backoff_ms = 0;
+	f->ws.err = 0;
+	f->ws.err_seq = f->err_seen = 0;
 }
 
 /* The fsync in progress is over with @err: errseq reports a writeback error once. */
@@ -958,10 +817,10 @@ static int writer_fsync_done(struct sim *s, uint32_t w, int err)
 {
 	struct sim_file *f = &s->files[s->recs[s->writers[w].ops[s->writers[w].next]].file];
 
-	if (f->err_seen != f->err_seq) {
-		f->err_seen = f->err_seq;
+	if (f->err_seen != f->ws.err_seq) {
+		f->err_seen = f->ws.err_seq;
 		if (!err)
-			err = f->err;
+			err = f->ws.err;
 	}
 	if (err)
 		s->res->fsync_errors++;
@@ -975,11 +834,11 @@ static int writer_fsync_done(struct sim *s, uint32_t w, int err)
 static int writer_fsync_sync(struct sim *s, uint32_t w)
 {
 	struct sim_writer *wr = &s->writers[w];
-	struct sim_file *f = wr->pass.file;
+	struct sim_file *f = sim_file_of(wr->pass.file);
+	int err = pass_end(s, &wr->pass);
 
-	pass_end(s, &wr->pass);
-	if (wr->pass.first_err)
-		return writer_fsync_done(s, w, wr->pass.first_err);
+	if (err)
+		return writer_fsync_done(s, w, err);
 	wr->state = WR_SYNC;
 	return ev_push(s, sync_issue(s, f, &wr->sync_token, &wr->sync_err), EV_WRITER, w, 0);
 }
@@ -987,16 +846,16 @@ static int writer_fsync_sync(struct sim *s, uint32_t w)
 static int writer_issue(struct sim *s, uint32_t w)
 {
 	struct sim_writer *wr = &s->writers[w];
-	const struct sim_rec *r = &s->recs[wr->ops[wr->next]];
+	const struct trace_rec *r = &s->recs[wr->ops[wr->next]];
 	struct sim_file *f = op_file(s, r);
 	int64_t due;
 
 	wr->op_start = s->now;
 	if (!wr->first_ns && !wr->next)
 		wr->first_ns = s->now;
-	if (r->op == SIM_OP_WRITE)
+	if (r->op == TRACE_OP_WRITE)
 		return writer_write(s, w, f, r);
-	if (r->op == SIM_OP_READ)
+	if (r->op == TRACE_OP_READ)
 		return writer_read(s, w, f, r);
 	if (!f)		/* a rename that replaced nothing the trace knows */
 		return writer_op_done(s, w, s->now);
@@ -1006,31 +865,31 @@ static int writer_issue(struct sim *s, uint32_t w)
 		return 0;
 	}
 	switch (r->op) {
-	case SIM_OP_FSYNC:
-	case SIM_OP_FDATASYNC:
+	case TRACE_OP_FSYNC:
+	case TRACE_OP_FDATASYNC:
 		/* wb_fsync(): write it all back, then sync. */
-		pass_begin(s, &wr->pass, f, 0, bs_file_size(f->bs), 0);
+		pass_begin(s, &wr->pass, f, 0, bs_file_size(f->ws.bs), 0, WB_PASS_SYNC);
 		due = pass_step(s, &wr->pass);
 		if (!due)
 			return writer_fsync_sync(s, w);
 		wr->state = WR_PASS;
 		return ev_push(s, due, EV_WRITER, w, 0);
-	case SIM_OP_TRUNCATE:
-		bs_truncate(f->bs, (off_t)r->offset);
+	case TRACE_OP_TRUNCATE:
+		bs_truncate(f->ws.bs, (off_t)r->offset);
 		break;
-	case SIM_OP_FALLOCATE:
-		bs_fallocate(f->bs, (int)r->flags, (off_t)r->offset, (off_t)r->length);
+	case TRACE_OP_FALLOCATE:
+		bs_fallocate(f->ws.bs, (int)r->flags, (off_t)r->offset, (off_t)r->length);
 		break;
-	case SIM_OP_CREATE:
-		if (bs_file_size(f->bs) != (off_t)r->length)
-			bs_truncate(f->bs, (off_t)r->length);
+	case TRACE_OP_CREATE:
+		if (bs_file_size(f->ws.bs) != (off_t)r->length)
+			bs_truncate(f->ws.bs, (off_t)r->length);
 		break;
 	default:	/* unlink, rename */
 		file_drop(f);
 		break;
 	}
-	if (!bs_file_has_held(f->bs))
-		f->dirtied_ns = 0;
+	if (!bs_file_has_held(f->ws.bs))
+		f->ws.dirtied_ns = 0;
 	return writer_op_done(s, w, s->now);
 }
 
@@ -1045,22 +904,22 @@ static int writer_go(struct sim *s, uint32_t w)
 		return writer_issue(s, w);
 	case WR_PAUSED:
 		wb_throttle_sample_of(s->ctx, &smp);
-		pause = wb_throttle_again(s->ctx->throttle, (pid_t)wr->pid, &smp, s->now);
+		pause = wb_throttle_again(wb_ctx_throttle(s->ctx), (pid_t)wr->pid, &smp, s->now);
 		if (pause)
 			return ev_push(s, s->now + pause, EV_WRITER, w, 0);
-		wb_throttle_unheld_at(s->ctx->throttle, (pid_t)wr->pid, s->now - wr->hold_start,
+		wb_throttle_unheld_at(wb_ctx_throttle(s->ctx), (pid_t)wr->pid, s->now - wr->hold_start,
 				      false);
 		if (vec_add(&s->pauses, s->now - wr->hold_start))
 			return -ENOMEM;
 		return writer_op_done(s, w, s->now);
 	case WR_PASS:
-		pass_complete(s, &wr->pass);
+		wb_pass_complete(&wr->pass);
 		due = pass_step(s, &wr->pass);
 		if (due)
 			return ev_push(s, due, EV_WRITER, w, 0);
 		return writer_fsync_sync(s, w);
 	case WR_SYNC:
-		sync_end(s, wr->pass.file, wr->sync_token, wr->sync_err);
+		sync_end(s, sim_file_of(wr->pass.file), wr->sync_token, wr->sync_err);
 		return writer_fsync_done(s, w, wr->sync_err);
 	default:
 		return 0;
@@ -1120,7 +979,7 @@ static const struct bs_backing_ops sim_backing_ops = {
  * the throttler on the virtual clock, reclaim calling the engine and the
  * mount's fault spec.
  */
-static int ctx_create(struct sim *s, const struct ffs_config *fc, char *err, size_t errlen)
+static int ctx_create(struct sim *s, const struct sim_config *fc, char *err, size_t errlen)
 {
 	static const struct bs_cache_ops cache_ops = { .need_clean = sim_need_clean };
 	struct wb_config cfg = fc->wb;
@@ -1132,14 +991,14 @@ static int ctx_create(struct sim *s, const struct ffs_config *fc, char *err, siz
 	ret = wb_ctx_create_core(&fc->bs, &cfg, &cache_ops, s, 0, &s->ctx);
 	if (ret)
 		return ret;
-	s->ctx->io = WB_IO_NULL;	/* no backing files: nothing to stamp or size */
+	wb_ctx_set_engine(s->ctx, &sim_engine_ops, s);
 	/*
 	 * A writer that finds the cache full of data writeback cannot free
 	 * (a failing device) fails at once instead of waiting BS_FULL_WAIT_MS
 	 * of host time for the flushers, which here run only between events:
 	 * how many writebacks it tried meanwhile would depend on the host.
 	 */
-	bs_cache_set_full_wait(s->ctx->cache, 0);
+	bs_cache_set_full_wait(wb_ctx_cache(s->ctx), 0);
 	if (fc->wb.fault)
 		ret = wb_ctx_set_fault(s->ctx, fc->wb.fault, err, errlen);
 	return ret;
@@ -1153,115 +1012,10 @@ static void ctx_destroy(struct sim *s)
 		if (s->opens[i].live)
 			bs_ra_destroy(&s->opens[i].ra);
 	for (size_t i = 0; i < s->nr_files; i++)
-		if (s->files[i].bs)
-			bs_file_destroy(s->files[i].bs);
+		if (s->files[i].ws.bs)
+			bs_file_destroy(s->files[i].ws.bs);
 	wb_ctx_destroy_core(s->ctx);
 	s->ctx = NULL;
-}
-
-/* Device options out of @opts, the rest into @rest for the mount's parser. */
-static int split_opts(struct sim *s, const char *opts, char *rest, size_t restlen,
-		      char *err, size_t errlen)
-{
-	static const struct { const char *name; uint64_t min, max; } dev_opts[] = {
-		{ "dev_bw", 1, 1ull << 40 }, { "dev_lat_us", 0, 10000000 },
-		{ "dev_qd", 1, MAX_QD }, { "dev_flush_us", 0, 10000000 },
-	};
-	char *copy = strdup(opts ? opts : ""), *save = NULL;
-	size_t used = 0;
-	int ret = 0;
-
-	if (!copy)
-		return -ENOMEM;
-	rest[0] = '\0';
-	for (char *it = strtok_r(copy, ",", &save); it && !ret; it = strtok_r(NULL, ",", &save)) {
-		char *eq = strchr(it, '=');
-		size_t d, nd = sizeof(dev_opts) / sizeof(dev_opts[0]);
-		uint64_t v;
-
-		for (d = 0; d < nd; d++)
-			if (eq && (size_t)(eq - it) == strlen(dev_opts[d].name) &&
-			    !strncmp(it, dev_opts[d].name, (size_t)(eq - it)))
-				break;
-		if (d == nd) {
-			int n = snprintf(rest + used, restlen - used, "%s%s", used ? "," : "", it);
-
-			if (n < 0 || (size_t)n >= restlen - used) {
-				snprintf(err, errlen, "options too long");
-				ret = -EINVAL;
-			}
-			used += n > 0 ? (size_t)n : 0;
-			continue;
-		}
-		*eq = '\0';
-		ret = (d == 0 ? ffs_parse_size : ffs_parse_uint)(it, eq + 1, dev_opts[d].min,
-								  dev_opts[d].max, &v, err);
-		if (d == 0)
-			s->dev.bw = v;
-		else if (d == 1)
-			s->dev.lat_us = v;
-		else if (d == 2)
-			s->dev.qd = (uint32_t)v;
-		else
-			s->dev.flush_us = v;
-	}
-	free(copy);
-	return ret;
-}
-
-/*
- * What the mount's parser left for libfuse: only the options it adds
- * itself may be there ("-o" and its argument come as one or two).
- */
-static int check_left(const char *arg, char *err, size_t errlen)
-{
-	char *copy, *save = NULL;
-	int ret = 0;
-
-	if (!strcmp(arg, "-o"))
-		return 0;
-	copy = strdup(!strncmp(arg, "-o", 2) ? arg + 2 : arg);
-	if (!copy)
-		return -ENOMEM;
-	for (char *it = strtok_r(copy, ",", &save); it && !ret; it = strtok_r(NULL, ",", &save)) {
-		if (!strncmp(it, "subtype=", 8) || !strncmp(it, "fsname=", 7) ||
-		    !strcmp(it, "default_permissions"))
-			continue;
-		snprintf(err, errlen, "%s: not an option of the simulator", it);
-		ret = -EINVAL;
-	}
-	free(copy);
-	return ret;
-}
-
-/*
- * The mount's options through the mount's own parser (fusefs/opts.c):
- * the same names, defaults and checks.  What it leaves for libfuse is
- * refused: the simulator has no use for it, and a typo must not pass.
- */
-static int parse_opts(struct sim *s, const char *opts, struct ffs_config *fc,
-		      char *err, size_t errlen)
-{
-	char rest[4096], perr[FFS_ERRLEN] = "", prog[] = "foliofs-sim", o[] = "-o";
-	char backing[] = "sim", mnt[] = "/";
-	char *argv[] = { prog, backing, mnt, o, rest, NULL };
-	int ret;
-
-	ret = split_opts(s, opts, rest, sizeof(rest), perr, sizeof(perr));
-	if (!ret)
-		ret = ffs_parse_args(rest[0] ? 5 : 3, argv, fc, perr);
-	if (!ret) {
-		for (int i = 1; i < fc->args.argc && !ret; i++)
-			ret = check_left(fc->args.argv[i], perr, sizeof(perr));
-	}
-	/* Recording is the mount's: a replay has nothing to record. */
-	if (!ret && fc->trace) {
-		snprintf(perr, sizeof(perr), "trace=: a mount option, not the simulator's");
-		ret = -EINVAL;
-	}
-	if (ret)
-		snprintf(err, errlen, "-o: %s", perr[0] ? perr : "bad options");
-	return ret;
 }
 
 static int cmp_i64(const void *a, const void *b)
@@ -1292,7 +1046,7 @@ static int cmp_open_key(const void *a, const void *b)
 }
 
 /* The open record @r (dense file numbers) reads through. */
-static struct sim_open_key open_key_of(const struct sim_rec *r)
+static struct sim_open_key open_key_of(const struct trace_rec *r)
 {
 	return (struct sim_open_key){ .open = r->open, .pid = r->open ? 0 : r->pid,
 				      .file = r->file };
@@ -1304,7 +1058,7 @@ static struct sim_open_key open_key_of(const struct sim_rec *r)
  * (open id, file), and per (pid, file) for reads without an open id.
  * Only reads need one: readahead is the only state an open keeps here.
  */
-static int setup_opens(struct sim *s, struct sim_rec *recs, size_t nr)
+static int setup_opens(struct sim *s, struct trace_rec *recs, size_t nr)
 {
 	struct sim_open_key *keys = malloc((nr + 1) * sizeof(*keys));
 	size_t n = 0, m = 0;
@@ -1312,7 +1066,7 @@ static int setup_opens(struct sim *s, struct sim_rec *recs, size_t nr)
 	if (!keys)
 		return -ENOMEM;
 	for (size_t i = 0; i < nr; i++)
-		if (recs[i].op == SIM_OP_READ)
+		if (recs[i].op == TRACE_OP_READ)
 			keys[n++] = open_key_of(&recs[i]);
 	qsort(keys, n, sizeof(*keys), cmp_open_key);
 	for (size_t i = 0; i < n; i++)
@@ -1327,7 +1081,7 @@ static int setup_opens(struct sim *s, struct sim_rec *recs, size_t nr)
 	for (size_t i = 0; i < nr; i++) {
 		struct sim_open_key k = open_key_of(&recs[i]);
 
-		if (recs[i].op != SIM_OP_READ)
+		if (recs[i].op != TRACE_OP_READ)
 			continue;
 		recs[i].open = (uint64_t)((struct sim_open_key *)bsearch(&k, keys, m, sizeof(*keys),
 									 cmp_open_key) - keys) + 1;
@@ -1336,10 +1090,10 @@ static int setup_opens(struct sim *s, struct sim_rec *recs, size_t nr)
 	return 0;
 }
 
-static int setup_actors(struct sim *s, const struct sim_rec *recs, size_t nr)
+static int setup_actors(struct sim *s, const struct trace_rec *recs, size_t nr)
 {
 	uint32_t *fids = malloc((nr + 1) * sizeof(*fids)), *pids = malloc((nr + 1) * sizeof(*pids));
-	struct sim_rec *mine = NULL;
+	struct trace_rec *mine = NULL;
 	int ret = -ENOMEM;
 
 	if (!fids || !pids)
@@ -1366,7 +1120,7 @@ static int setup_actors(struct sim *s, const struct sim_rec *recs, size_t nr)
 		 * here).  An exchange replaces nothing, nor does a rename onto
 		 * another name of the same file.
 		 */
-		if (recs[i].op == SIM_OP_RENAME) {
+		if (recs[i].op == TRACE_OP_RENAME) {
 			const uint32_t *rep = NULL, id = (uint32_t)recs[i].offset;
 
 			if (recs[i].offset && recs[i].offset != recs[i].file &&
@@ -1376,13 +1130,13 @@ static int setup_actors(struct sim *s, const struct sim_rec *recs, size_t nr)
 		}
 		s->writers[index_of(pids, s->nr_writers, recs[i].pid)].nr_ops++;
 		f = &s->files[mine[i].file];
-		if (f->bs)
+		if (f->ws.bs)
 			continue;
 		/* A file's size is the one its first record, a create, gives; else 0. */
 		f->s = s;
 		f->id = recs[i].file;
-		ret = bs_file_create(s->ctx->cache, &sim_backing_ops, f,
-				     recs[i].op == SIM_OP_CREATE ? (off_t)recs[i].length : 0, &f->bs);
+		ret = bs_file_create(wb_ctx_cache(s->ctx), &sim_backing_ops, f,
+				     recs[i].op == TRACE_OP_CREATE ? (off_t)recs[i].length : 0, &f->ws.bs);
 		if (ret)
 			goto out;
 	}
@@ -1436,7 +1190,7 @@ static int run(struct sim *s, size_t nr, char *err, size_t errlen)
 	int ret = 0;
 
 	for (uint32_t k = 0; k < s->nr_flushers && !ret; k++)
-		ret = ev_push(s, wb_fp_next_wake(0, atomic_load(&s->ctx->interval_ms)),
+		ret = ev_push(s, wb_fp_next_wake(0, wb_ctx_interval_ms(s->ctx)),
 			      EV_FLUSHER, k, ++s->flushers[k].wake_gen);
 	if (s->log && !ret)
 		ret = ev_push(s, 0, EV_STATS, 0, 0);
@@ -1488,7 +1242,7 @@ static void summarize(struct sim *s)
 	struct sim_result *r = s->res;
 	struct bs_stats st;
 
-	bs_cache_stats(s->ctx->cache, &st);
+	bs_cache_stats(wb_ctx_cache(s->ctx), &st);
 	wb_ctx_stats(s->ctx, r->stats, sizeof(r->stats));
 	r->end_ns = s->now;
 	_Static_assert(SIM_NR_ORDERS == BS_NR_FOLIO_ORDERS, "folio sizes of the summary");
@@ -1516,7 +1270,7 @@ static void summarize(struct sim *s)
 	r->nr_writers = (uint32_t)s->nr_writers;
 	for (size_t w = 0; w < s->nr_writers && r->writers; w++) {
 		struct sim_writer *wr = &s->writers[w];
-		const struct sim_rec *a = &s->recs[wr->ops[0]], *z = &s->recs[wr->ops[wr->nr_ops - 1]];
+		const struct trace_rec *a = &s->recs[wr->ops[0]], *z = &s->recs[wr->ops[wr->nr_ops - 1]];
 		int64_t ach = wr->last_ns - wr->first_ns;
 		int64_t rec = (int64_t)(z->time_ns + z->dur_ns - a->time_ns);
 
@@ -1536,15 +1290,11 @@ static double cpu_seconds(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-int sim_replay(const struct sim_rec *recs, size_t nr, const char *opts, const char *stats_log,
+int sim_replay(const struct trace_rec *recs, size_t nr, const char *opts, const char *stats_log,
 	       struct sim_result *res, char *err, size_t errlen)
 {
-	struct sim s = {
-		.dev = { .bw = SIM_DEV_BW, .lat_us = SIM_DEV_LAT_US, .qd = SIM_DEV_QD,
-			 .flush_us = SIM_DEV_FLUSH_US },
-		.res = res,
-	};
-	struct ffs_config fc = { 0 };
+	struct sim s = { .res = res };
+	struct sim_config fc;
 	double t0 = cpu_seconds();
 	int ret;
 
@@ -1553,9 +1303,10 @@ int sim_replay(const struct sim_rec *recs, size_t nr, const char *opts, const ch
 		snprintf(err, errlen, "the trace has no records");
 		return -EINVAL;
 	}
-	ret = parse_opts(&s, opts, &fc, err, errlen);
+	ret = sim_config_parse(opts, &fc, err, errlen);
 	if (ret)
 		return ret;
+	s.dev = fc.dev;
 	s.nr_flushers = fc.wb.flushers;
 	s.log_interval_ms = fc.wb.stats_interval_ms;
 	s.flushers = calloc(s.nr_flushers + 1, sizeof(*s.flushers));
@@ -1577,7 +1328,7 @@ int sim_replay(const struct sim_rec *recs, size_t nr, const char *opts, const ch
 		ret = run(&s, nr, err, errlen);
 	if (!ret) {
 		summarize(&s);
-		if (bs_cache_check(s.ctx->cache)) {
+		if (bs_cache_check(wb_ctx_cache(s.ctx))) {
 			snprintf(err, errlen, "accounting check failed after the replay");
 			ret = -EUCLEAN;
 		}
@@ -1600,7 +1351,7 @@ int sim_replay(const struct sim_rec *recs, size_t nr, const char *opts, const ch
 	free(s.pauses.v);
 	free(s.fsyncs.v);
 	free(s.reads.v);
-	ffs_config_free(&fc);
+	sim_config_free(&fc);
 	res->replay_s = cpu_seconds() - t0;
 	return ret;
 }

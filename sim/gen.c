@@ -221,7 +221,7 @@ static int write_warm(FILE *f, const struct gen_spec *g)
 
 	for (uint64_t i = 0; i < g->files && !ret; i++) {
 		uint32_t file = (uint32_t)i + 1;
-		struct sim_rec r = { .file = file, .op = SIM_OP_READ, .length = g->io };
+		struct trace_rec r = { .file = file, .op = TRACE_OP_READ, .length = g->io };
 
 		if (g->warm_by) {
 			if ((g->warm_by - 1) % g->files != i)
@@ -234,7 +234,7 @@ static int write_warm(FILE *f, const struct gen_spec *g)
 		}
 		for (uint64_t off = 0; off + g->io <= g->warm && !ret; off += g->io) {
 			r.offset = off;
-			ret = sim_trace_write_rec(f, &r);
+			ret = trace_write_rec(f, &r);
 		}
 	}
 	return ret;
@@ -259,12 +259,12 @@ int sim_gen(const char *spec, const char *out_path, char *err, size_t errlen)
 	seq_pos = calloc(g.writers, sizeof(*seq_pos));
 	done = calloc(g.writers, sizeof(*done));
 	rng = calloc(g.writers, sizeof(*rng));
-	ret = seq_pos && done && rng ? sim_trace_write_header(f) : -ENOMEM;
+	ret = seq_pos && done && rng ? trace_write_header(f) : -ENOMEM;
 	for (uint64_t i = 0; !ret && i < g.files; i++) {
-		struct sim_rec r = { .pid = 1, .file = (uint32_t)i + 1, .op = SIM_OP_CREATE,
+		struct trace_rec r = { .pid = 1, .file = (uint32_t)i + 1, .op = TRACE_OP_CREATE,
 				     .length = g.file_size };
 
-		ret = sim_trace_write_rec(f, &r);
+		ret = trace_write_rec(f, &r);
 	}
 	if (!ret && g.warm)
 		ret = write_warm(f, &g);
@@ -284,18 +284,18 @@ int sim_gen(const char *spec, const char *out_path, char *err, size_t errlen)
 		for (uint64_t w = 0; w < g.writers && left && !ret; w++, left--) {
 			uint32_t file = (uint32_t)(w % g.files) + 1;
 			uint64_t slot = g.seq ? seq_pos[w]++ % slots : next_rand(&rng[w]) % slots;
-			struct sim_rec r = {
+			struct trace_rec r = {
 				.time_ns = g.start_ms * 1000000 + (k + 1) * g.think_ns,
 				.pid = (uint32_t)w + 1, .file = file,
-				.op = g.read ? SIM_OP_READ : SIM_OP_WRITE, .offset = slot * g.io,
+				.op = g.read ? TRACE_OP_READ : TRACE_OP_WRITE, .offset = slot * g.io,
 				.length = g.io, .open = writer_open(&g, w, file),
 			};
 
-			ret = sim_trace_write_rec(f, &r);
+			ret = trace_write_rec(f, &r);
 			if (!ret && g.fsync_every && ++done[w] % g.fsync_every == 0) {
-				r.op = SIM_OP_FSYNC;
+				r.op = TRACE_OP_FSYNC;
 				r.offset = r.length = 0;
-				ret = sim_trace_write_rec(f, &r);
+				ret = trace_write_rec(f, &r);
 			}
 		}
 	}

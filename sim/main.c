@@ -70,13 +70,13 @@ static int cmd_gen(int argc, char **argv)
 
 static int cmd_dump(int argc, char **argv)
 {
-	struct sim_rec *recs;
+	struct trace_rec *recs;
 	char err[512] = "";
 	size_t nr;
 
 	if (argc != 2)
 		return usage("dump takes one TRACE");
-	if (sim_trace_load(argv[1], &recs, &nr, NULL, err, sizeof(err))) {
+	if (trace_load(argv[1], &recs, &nr, NULL, err, sizeof(err))) {
 		fprintf(stderr, "foliofs-sim: %s\n", err);
 		return 1;
 	}
@@ -84,7 +84,7 @@ static int cmd_dump(int argc, char **argv)
 	for (size_t i = 0; i < nr; i++)
 		printf("%llu %llu %u %u %s %llu %llu %u %llu\n", (unsigned long long)recs[i].time_ns,
 		       (unsigned long long)recs[i].dur_ns, recs[i].pid, recs[i].file,
-		       sim_op_name(recs[i].op), (unsigned long long)recs[i].offset,
+		       trace_op_name(recs[i].op), (unsigned long long)recs[i].offset,
 		       (unsigned long long)recs[i].length, recs[i].flags,
 		       (unsigned long long)recs[i].open);
 	free(recs);
@@ -188,7 +188,7 @@ static int cmd_replay(int argc, char **argv)
 	const char *trace = NULL, *opts = "", *stats_log = NULL;
 	char **cmp = NULL, err[1024] = "";
 	struct sim_result *res;
-	struct sim_rec *recs;
+	struct trace_rec *recs;
 	int nr_cmp = 0, ret = 0, runs;
 	size_t nr;
 
@@ -214,7 +214,7 @@ static int cmd_replay(int argc, char **argv)
 		return usage("no TRACE");
 	if (stats_log && nr_cmp)
 		return usage("--stats-log is for one replay, not --compare");
-	if (sim_trace_load(trace, &recs, &nr, NULL, err, sizeof(err))) {
+	if (trace_load(trace, &recs, &nr, NULL, err, sizeof(err))) {
 		fprintf(stderr, "foliofs-sim: %s\n", err);
 		return 1;
 	}

@@ -8,11 +8,14 @@
  *   gen.c     synthetic traces from a spec
  *   ../trace/ the trace format (trace.h), shared with the daemon
  *   engine.c  the replay: event loop, writers, flushers, device
+ *   opts.c    its options, through the mount's parser
  */
 #ifndef FOLIOFS_SIM_H
 #define FOLIOFS_SIM_H
 
 #include "trace.h"
+#include "blockstate.h"
+#include "writeback.h"
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -26,6 +29,8 @@
 #define SIM_DEV_LAT_US 56
 #define SIM_DEV_QD 5
 #define SIM_DEV_FLUSH_US 121
+/* The most I/Os dev_qd= lets the device have in flight. */
+#define SIM_MAX_QD 1024
 
 struct sim_dev_cfg {
 	uint64_t bw;		/* bytes/s through the device */
@@ -36,6 +41,21 @@ struct sim_dev_cfg {
 
 /* Folio sizes the summary counts: 4 KiB << 0 .. 2 MiB (BS_NR_FOLIO_ORDERS). */
 #define SIM_NR_ORDERS 10
+
+/*
+ * A replay's options (opts.c): the mount's cache and writeback settings,
+ * parsed by the mount's own parser, and the device's.  sim_config_free()
+ * frees what the strings in wb point to.
+ */
+struct sim_config {
+	struct bs_config bs;
+	struct wb_config wb;
+	struct sim_dev_cfg dev;
+	void *priv;			/* the parser's configuration */
+};
+/* 0, or -errno with one line in @err (an unknown or bad option, ...). */
+int sim_config_parse(const char *opts, struct sim_config *cfg, char *err, size_t errlen);
+void sim_config_free(struct sim_config *cfg);
 
 /* What one replay gives, for the summary and --compare. */
 struct sim_result {
@@ -76,7 +96,7 @@ struct sim_result {
  * device options among them; @stats_log: a JSON-lines file or NULL.
  * 0, or -errno with one line in @err (an unknown or bad option, ...).
  */
-int sim_replay(const struct sim_rec *recs, size_t nr, const char *opts, const char *stats_log,
+int sim_replay(const struct trace_rec *recs, size_t nr, const char *opts, const char *stats_log,
 	       struct sim_result *res, char *err, size_t errlen);
 void sim_result_free(struct sim_result *res);
 

@@ -305,7 +305,7 @@ def test_nsdrop_metadata_is_a_prefix(dirs):
 
 # backing_direct (the default where BACKING takes O_DIRECT): the size
 # fix-up after an O_DIRECT write of the block holding EOF (wb_sync_size in
-# writeback/flush.c) is recorded as a truncate.
+# writeback/backing.c) is recorded as a truncate.
 @pytest.mark.parametrize('options', [
     [], ['backing_io=psync'], ['wb_granularity=folio', 'folio_size=64K'],
     ['backing_direct=off']],

@@ -54,7 +54,7 @@ class MemoryNotBack(AssertionError):
 
 # What the daemon may keep after deleting everything, besides the folio
 # pool (at most cache_size): each flusher's writeback bounce buffer (4 MiB
-# batch + max_io + 64 pages, writeback/flush.c), and each FUSE worker's
+# batch + max_io + 64 pages, writeback/backing.c), and each FUSE worker's
 # read buffer (up to 1 MiB, fusefs/ops.c) and small bounce buffer
 # (256 KiB): all bounded by the configuration, not by the data that went
 # through.  Before bounce memory was mapped with mmap() and glibc's mmap

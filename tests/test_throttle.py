@@ -226,17 +226,26 @@ os.close(fd)
                                  str(nfolios * 2 * MiB // 8192)])
         holds, exact_held = 0, 0
         deadline = time.monotonic() + 240
+
+        def held_or_done():
+            """The writer done, or held at the hard limit (task rate 0):
+            with nothing written back meanwhile that state lasts until the
+            test drains, however slowly it looks."""
+            if proc.poll() is not None:
+                return 'done'
+            st = stats(m)
+            return st if st['throttled_writers'] and st['task_ratelimit'] == 0 else None
         try:
-            while proc.poll() is None:
-                if time.monotonic() > deadline:
+            while True:
+                st = poll(held_or_done, max(deadline - time.monotonic(), 0), 0.05)
+                if not st:
                     pytest.fail('updates not done; stats %s' % stats(m))
-                st = stats(m)
-                if st['throttled_writers']:
-                    holds += 1
-                    exact_held = max(exact_held, st['dirty_bytes_exact'])
-                    drain(m)
-                    set_fault(m, 'write:EIO')
-                time.sleep(0.01)
+                if st == 'done':
+                    break
+                holds += 1
+                exact_held = max(exact_held, st['dirty_bytes_exact'])
+                drain(m)
+                set_fault(m, 'write:EIO')
         finally:
             if proc.poll() is None:
                 proc.kill()

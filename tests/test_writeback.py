@@ -303,10 +303,15 @@ def test_background_writeback_stops_at_threshold(dirs):
             set_fault(m, 'off')
 
             def settled():
+                """Under the threshold, and three flusher passes begun
+                after that (the two flushers each ended one between) wrote
+                nothing more."""
                 s1 = stats(m)
                 if s1['nr_dirty'] > s1['bg_thresh']:
                     return None
-                time.sleep(0.3)   # three flusher intervals
+                if not poll(lambda: stats(m)['flusher_passes'] >= s1['flusher_passes'] + 3,
+                            10):
+                    return None
                 s2 = stats(m)
                 return s2 if s2['dirty_bytes_exact'] == s1['dirty_bytes_exact'] else None
             st = poll(settled, 30)
@@ -709,19 +714,20 @@ def test_persistent_fault_backs_off(dirs):
             s0 = stats(m)
             c0 = cpu_seconds(mnt.pid)
             t0 = time.monotonic()
-            time.sleep(3)   # measuring an interval, not synchronising
-            c1 = cpu_seconds(mnt.pid)
-            s1 = stats(m)
+            # Four more retries.  Backoff from 100 ms doubling puts them at
+            # least 100 + 200 + 400 + 800 ms after the first; without
+            # backoff they would come one per pass, within 200 ms.
+            s1 = poll(lambda: (lambda s: s if s['wb_retries'] >= s0['wb_retries'] + 4
+                               else None)(stats(m)), 15, 0.05)
             dt = time.monotonic() - t0
-            retries = s1['wb_retries'] - s0['wb_retries']
-            print('\n%.1f s with the fault: cpu %.2f s, wb_retries +%d, '
+            c1 = cpu_seconds(mnt.pid)
+            assert s1, 'not four retries in %.1f s: %r' % (dt, stats(m))
+            print('\n%.1f s for four retries with the fault: cpu %.2f s, '
                   'flusher_passes +%d, wb_errors +%d'
-                  % (dt, c1 - c0, retries, s1['flusher_passes'] - s0['flusher_passes'],
+                  % (dt, c1 - c0, s1['flusher_passes'] - s0['flusher_passes'],
                      s1['wb_errors'] - s0['wb_errors']))
+            assert dt >= 1.2, 'four retries in %.2f s: no backoff' % dt
             assert c1 - c0 < 1.0, 'the daemon used %.2f s of CPU in %.1f s' % (c1 - c0, dt)
-            # Backoff from 100 ms doubling: about 5 retries in 3 s; without
-            # backoff it would be one per pass (60 or more).
-            assert 1 <= retries <= 12, 'wb_retries grew by %d in %.1f s' % (retries, dt)
             assert s1['dirty_bytes_exact'] == len(data) + (4096 - len(data) % 4096)
             assert os.pread(fd, len(data) + 1, 0) == data
             set_fault(m, 'off')

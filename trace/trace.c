@@ -11,21 +11,21 @@
 #include <string.h>
 #include <sys/stat.h>
 
-static const char *const op_names[SIM_OP_END] = {
-	[SIM_OP_WRITE] = "write",
-	[SIM_OP_READ] = "read",
-	[SIM_OP_FSYNC] = "fsync",
-	[SIM_OP_FDATASYNC] = "fdatasync",
-	[SIM_OP_TRUNCATE] = "truncate",
-	[SIM_OP_FALLOCATE] = "fallocate",
-	[SIM_OP_CREATE] = "create",
-	[SIM_OP_UNLINK] = "unlink",
-	[SIM_OP_RENAME] = "rename",
+static const char *const op_names[TRACE_OP_END] = {
+	[TRACE_OP_WRITE] = "write",
+	[TRACE_OP_READ] = "read",
+	[TRACE_OP_FSYNC] = "fsync",
+	[TRACE_OP_FDATASYNC] = "fdatasync",
+	[TRACE_OP_TRUNCATE] = "truncate",
+	[TRACE_OP_FALLOCATE] = "fallocate",
+	[TRACE_OP_CREATE] = "create",
+	[TRACE_OP_UNLINK] = "unlink",
+	[TRACE_OP_RENAME] = "rename",
 };
 
-const char *sim_op_name(unsigned int op)
+const char *trace_op_name(unsigned int op)
 {
-	return op < SIM_OP_END ? op_names[op] : NULL;
+	return op < TRACE_OP_END ? op_names[op] : NULL;
 }
 
 static uint32_t get32(const unsigned char *p)
@@ -63,13 +63,13 @@ static int bad(char *err, size_t errlen, const char *path, uint64_t off, const c
 	return -EINVAL;
 }
 
-size_t sim_trace_rec_size(unsigned int version)
+size_t trace_rec_size(unsigned int version)
 {
 	switch (version) {
 	case 1:
-		return SIM_TRACE_V1_REC_SIZE;
+		return TRACE_V1_REC_SIZE;
 	case 2:
-		return SIM_TRACE_REC_SIZE;
+		return TRACE_REC_SIZE;
 	default:
 		return 0;
 	}
@@ -82,18 +82,18 @@ static int check_header(const unsigned char *h, size_t len, const char *path,
 	char what[96];
 	size_t rec_size;
 
-	if (len < SIM_TRACE_HDR_SIZE) {
+	if (len < TRACE_HDR_SIZE) {
 		snprintf(what, sizeof(what), "truncated header (%zu of %u bytes)", len,
-			 SIM_TRACE_HDR_SIZE);
+			 TRACE_HDR_SIZE);
 		return bad(err, errlen, path, len, what);
 	}
-	if (memcmp(h, SIM_TRACE_MAGIC, 8) != 0)
+	if (memcmp(h, TRACE_MAGIC, 8) != 0)
 		return bad(err, errlen, path, 0, "not a foliofs trace (bad magic)");
 	*version = get32(h + 8);
-	rec_size = sim_trace_rec_size(*version);
+	rec_size = trace_rec_size(*version);
 	if (!rec_size) {
 		snprintf(what, sizeof(what), "version %u (this reader knows 1 to %u)", *version,
-			 SIM_TRACE_VERSION);
+			 TRACE_VERSION);
 		return bad(err, errlen, path, 8, what);
 	}
 	if (get32(h + 12) != rec_size) {
@@ -107,17 +107,17 @@ static int check_header(const unsigned char *h, size_t len, const char *path,
 }
 
 static int decode(const unsigned char *p, unsigned int version, uint64_t off,
-		  struct sim_rec *r, const char *path, char *err, size_t errlen)
+		  struct trace_rec *r, const char *path, char *err, size_t errlen)
 {
 	char what[64];
 
-	*r = (struct sim_rec){
+	*r = (struct trace_rec){
 		.time_ns = get64(p), .dur_ns = get64(p + 8),
 		.pid = get32(p + 16), .file = get32(p + 20), .op = p[24],
 		.flags = get32(p + 28), .offset = get64(p + 32), .length = get64(p + 40),
 		.open = version >= 2 ? get64(p + 48) : 0,
 	};
-	if (!sim_op_name(r->op)) {
+	if (!trace_op_name(r->op)) {
 		snprintf(what, sizeof(what), "unknown op %u", r->op);
 		return bad(err, errlen, path, off + 24, what);
 	}
@@ -126,11 +126,11 @@ static int decode(const unsigned char *p, unsigned int version, uint64_t off,
 	return 0;
 }
 
-int sim_trace_load(const char *path, struct sim_rec **recs, size_t *nr,
+int trace_load(const char *path, struct trace_rec **recs, size_t *nr,
 		   unsigned int *version, char *err, size_t errlen)
 {
 	unsigned char *buf = NULL;
-	struct sim_rec *out = NULL;
+	struct trace_rec *out = NULL;
 	size_t len = 0, n, rec_size;
 	unsigned int ver = 0;
 	struct stat st;
@@ -162,10 +162,10 @@ int sim_trace_load(const char *path, struct sim_rec **recs, size_t *nr,
 	ret = check_header(buf, len, path, &ver, err, errlen);
 	if (ret)
 		goto out;
-	rec_size = sim_trace_rec_size(ver);
-	n = (len - SIM_TRACE_HDR_SIZE) / rec_size;
-	if ((len - SIM_TRACE_HDR_SIZE) % rec_size) {
-		uint64_t at = SIM_TRACE_HDR_SIZE + (uint64_t)n * rec_size;
+	rec_size = trace_rec_size(ver);
+	n = (len - TRACE_HDR_SIZE) / rec_size;
+	if ((len - TRACE_HDR_SIZE) % rec_size) {
+		uint64_t at = TRACE_HDR_SIZE + (uint64_t)n * rec_size;
 		char what[96];
 
 		snprintf(what, sizeof(what), "truncated record %zu (%llu of %zu bytes)", n,
@@ -180,7 +180,7 @@ int sim_trace_load(const char *path, struct sim_rec **recs, size_t *nr,
 		goto out;
 	}
 	for (size_t i = 0; i < n; i++) {
-		uint64_t at = SIM_TRACE_HDR_SIZE + (uint64_t)i * rec_size;
+		uint64_t at = TRACE_HDR_SIZE + (uint64_t)i * rec_size;
 
 		ret = decode(buf + at, ver, at, &out[i], path, err, errlen);
 		if (ret)
@@ -198,24 +198,24 @@ out:
 	return ret;
 }
 
-void sim_trace_encode_header_v(unsigned char h[SIM_TRACE_HDR_SIZE], unsigned int version)
+void trace_encode_header_v(unsigned char h[TRACE_HDR_SIZE], unsigned int version)
 {
-	memset(h, 0, SIM_TRACE_HDR_SIZE);
+	memset(h, 0, TRACE_HDR_SIZE);
 	/* The magic has no terminating NUL in the file. */
 	for (int i = 0; i < 8; i++)
-		h[i] = (unsigned char)SIM_TRACE_MAGIC[i];
+		h[i] = (unsigned char)TRACE_MAGIC[i];
 	put32(h + 8, version);
-	put32(h + 12, (uint32_t)sim_trace_rec_size(version));
+	put32(h + 12, (uint32_t)trace_rec_size(version));
 }
 
-void sim_trace_encode_header(unsigned char h[SIM_TRACE_HDR_SIZE])
+void trace_encode_header(unsigned char h[TRACE_HDR_SIZE])
 {
-	sim_trace_encode_header_v(h, SIM_TRACE_VERSION);
+	trace_encode_header_v(h, TRACE_VERSION);
 }
 
-void sim_trace_encode_rec_v(unsigned char *p, const struct sim_rec *r, unsigned int version)
+void trace_encode_rec_v(unsigned char *p, const struct trace_rec *r, unsigned int version)
 {
-	memset(p, 0, sim_trace_rec_size(version));
+	memset(p, 0, trace_rec_size(version));
 	put64(p, r->time_ns);
 	put64(p + 8, r->dur_ns);
 	put32(p + 16, r->pid);
@@ -228,28 +228,28 @@ void sim_trace_encode_rec_v(unsigned char *p, const struct sim_rec *r, unsigned 
 		put64(p + 48, r->open);
 }
 
-void sim_trace_encode_rec(unsigned char p[SIM_TRACE_REC_SIZE], const struct sim_rec *r)
+void trace_encode_rec(unsigned char p[TRACE_REC_SIZE], const struct trace_rec *r)
 {
-	sim_trace_encode_rec_v(p, r, SIM_TRACE_VERSION);
+	trace_encode_rec_v(p, r, TRACE_VERSION);
 }
 
-uint64_t sim_trace_rec_time(const unsigned char p[SIM_TRACE_REC_SIZE])
+uint64_t trace_rec_time(const unsigned char p[TRACE_REC_SIZE])
 {
 	return get64(p);
 }
 
-int sim_trace_write_header(FILE *f)
+int trace_write_header(FILE *f)
 {
-	unsigned char h[SIM_TRACE_HDR_SIZE];
+	unsigned char h[TRACE_HDR_SIZE];
 
-	sim_trace_encode_header(h);
+	trace_encode_header(h);
 	return fwrite(h, sizeof(h), 1, f) == 1 ? 0 : -EIO;
 }
 
-int sim_trace_write_rec(FILE *f, const struct sim_rec *r)
+int trace_write_rec(FILE *f, const struct trace_rec *r)
 {
-	unsigned char p[SIM_TRACE_REC_SIZE];
+	unsigned char p[TRACE_REC_SIZE];
 
-	sim_trace_encode_rec(p, r);
+	trace_encode_rec(p, r);
 	return fwrite(p, sizeof(p), 1, f) == 1 ? 0 : -EIO;
 }

@@ -13,9 +13,9 @@
  *
  *   header, 32 bytes
  *     0  char[8]  magic "FFSTRACE"
- *     8  u32      version: 2 (SIM_TRACE_VERSION), or 1
+ *     8  u32      version: 2 (TRACE_VERSION), or 1
  *    12  u32      record size in bytes: 56 in version 2, 48 in version 1
- *                 (sim_trace_rec_size())
+ *                 (trace_rec_size())
  *    16  u64      reserved, 0
  *    24  u64      reserved, 0
  *   record, 56 bytes, in the order the operations reached the daemon
@@ -26,7 +26,7 @@
  *                           dur_ns) of this one
  *    16  u32      pid       the writer (process or thread id)
  *    20  u32      file      file id (any number naming the file in this trace)
- *    24  u8       op        enum sim_op
+ *    24  u8       op        enum trace_op
  *    25  u8[3]    reserved, 0
  *    28  u32      flags     op-specific: fallocate's mode
  *    32  u64      offset    write/read/fallocate: byte offset; truncate:
@@ -74,27 +74,27 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#define SIM_TRACE_MAGIC "FFSTRACE"
-#define SIM_TRACE_VERSION 2u	/* what the writers write */
-#define SIM_TRACE_HDR_SIZE 32u
-#define SIM_TRACE_REC_SIZE 56u	/* of SIM_TRACE_VERSION */
-#define SIM_TRACE_V1_REC_SIZE 48u
+#define TRACE_MAGIC "FFSTRACE"
+#define TRACE_VERSION 2u	/* what the writers write */
+#define TRACE_HDR_SIZE 32u
+#define TRACE_REC_SIZE 56u	/* of TRACE_VERSION */
+#define TRACE_V1_REC_SIZE 48u
 
-enum sim_op {
-	SIM_OP_WRITE = 1,
-	SIM_OP_READ,
-	SIM_OP_FSYNC,
-	SIM_OP_FDATASYNC,
-	SIM_OP_TRUNCATE,
-	SIM_OP_FALLOCATE,
-	SIM_OP_CREATE,
-	SIM_OP_UNLINK,
-	SIM_OP_RENAME,
-	SIM_OP_END,		/* one past the last */
+enum trace_op {
+	TRACE_OP_WRITE = 1,
+	TRACE_OP_READ,
+	TRACE_OP_FSYNC,
+	TRACE_OP_FDATASYNC,
+	TRACE_OP_TRUNCATE,
+	TRACE_OP_FALLOCATE,
+	TRACE_OP_CREATE,
+	TRACE_OP_UNLINK,
+	TRACE_OP_RENAME,
+	TRACE_OP_END,		/* one past the last */
 };
 
 /* One record, decoded. */
-struct sim_rec {
+struct trace_rec {
 	uint64_t time_ns;
 	uint64_t dur_ns;
 	uint32_t pid;
@@ -107,10 +107,10 @@ struct sim_rec {
 };
 
 /* The op's name in dump output ("write", ...), or NULL when unknown. */
-const char *sim_op_name(unsigned int op);
+const char *trace_op_name(unsigned int op);
 
 /* The record size of trace version @version, 0 for a version not known. */
-size_t sim_trace_rec_size(unsigned int version);
+size_t trace_rec_size(unsigned int version);
 
 /*
  * Read the whole trace at @path (version 1 or 2) into a malloc'ed array
@@ -118,24 +118,24 @@ size_t sim_trace_rec_size(unsigned int version);
  * -errno with one line in @err naming the file and, for a bad trace, the
  * byte offset of what is wrong (-EINVAL).
  */
-int sim_trace_load(const char *path, struct sim_rec **recs, size_t *nr,
+int trace_load(const char *path, struct trace_rec **recs, size_t *nr,
 		   unsigned int *version, char *err, size_t errlen);
 
-/* Writing (SIM_TRACE_VERSION): the header, then records; 0 or -errno. */
-int sim_trace_write_header(FILE *f);
-int sim_trace_write_rec(FILE *f, const struct sim_rec *rec);
+/* Writing (TRACE_VERSION): the header, then records; 0 or -errno. */
+int trace_write_header(FILE *f);
+int trace_write_rec(FILE *f, const struct trace_rec *rec);
 
 /*
  * The same bytes, into memory: for a writer that does its own I/O.  The
  * _v variants write trace version @version (1 or 2; a record of version
- * 1 is sim_trace_rec_size(1) bytes and drops rec->open): what a reader
+ * 1 is trace_rec_size(1) bytes and drops rec->open): what a reader
  * accepted encodes back to the same bytes.
  */
-void sim_trace_encode_header(unsigned char h[SIM_TRACE_HDR_SIZE]);
-void sim_trace_encode_rec(unsigned char p[SIM_TRACE_REC_SIZE], const struct sim_rec *rec);
-void sim_trace_encode_header_v(unsigned char h[SIM_TRACE_HDR_SIZE], unsigned int version);
-void sim_trace_encode_rec_v(unsigned char *p, const struct sim_rec *rec, unsigned int version);
+void trace_encode_header(unsigned char h[TRACE_HDR_SIZE]);
+void trace_encode_rec(unsigned char p[TRACE_REC_SIZE], const struct trace_rec *rec);
+void trace_encode_header_v(unsigned char h[TRACE_HDR_SIZE], unsigned int version);
+void trace_encode_rec_v(unsigned char *p, const struct trace_rec *rec, unsigned int version);
 /* time_ns of an encoded record. */
-uint64_t sim_trace_rec_time(const unsigned char p[SIM_TRACE_REC_SIZE]);
+uint64_t trace_rec_time(const unsigned char p[TRACE_REC_SIZE]);
 
 #endif /* FOLIOFS_TRACE_H */

@@ -14,53 +14,54 @@
  * Readahead's reads are asynchronous: one reader thread per context
  * submits and reaps them on a ring of its own (below).
  *
+ * The mount's side of the writeback engine (engine.h) is here too: its
+ * submit copies a batch into a bounce buffer and writes it, its report
+ * logs, and after writeback the backing file's metadata is put right: the mtime of
+ * the last cached write (wb_stamp_mtime) and the cache's size
+ * (wb_sync_size).
+ *
  * With a write log (writelog.c) every write is recorded before it is
  * issued, each resubmission of the rest of a short one too, and a write
  * the backing file system failed is marked so (the real result, before
  * any injected fault); a sync is recorded once it returned success.
  */
 #include "wb_i.h"
+#include "wb_probes.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <liburing.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sched.h>
+#include <sys/stat.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/mman.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
 /* ---- faults ---- */
 
+static void fault_name(void *arg, char *buf, size_t len)
+{
+	wb_file_path(arg, buf, len);
+}
+
 /*
  * Apply the fault, if any, to a completion of @len bytes asked at @off
- * that returned @res: an errno, or half of what was done.
+ * that returned @res: an errno, or half of what was done (whole blocks
+ * for O_DIRECT backing files).
  */
 static ssize_t fault_apply(struct wb_file *wbf, enum wb_fault_op op, off_t off,
 			   size_t len, ssize_t res)
 {
 	struct wb_ctx *ctx = wbf->ctx;
-	ssize_t out = res;
 
-	if (!atomic_load(&ctx->fault_on))
-		return res;
-	pthread_mutex_lock(&ctx->fault_lock);
-	if (ctx->fault) {
-		char path[4096] = "";
-
-		if (ctx->fault->file[0])
-			wb_file_path(wbf, path, sizeof(path));
-		if (wb_fault_fires(ctx->fault, path, op, off, len)) {
-			out = wb_fault_result(ctx->fault, res, ctx->cfg.backing_direct ?
-					      bs_cache_config(ctx->cache)->block_size : 1);
-			atomic_fetch_add(&ctx->faults_injected, 1);
-		}
-	}
-	pthread_mutex_unlock(&ctx->fault_lock);
-	return out;
+	return wb_fault_apply(ctx, fault_name, wbf, op, off, len, res,
+			      ctx->cfg.backing_direct ? bs_cache_config(ctx->cache)->block_size : 1);
 }
 
 /* ---- reads and syncs ---- */
@@ -369,6 +370,300 @@ void wb_backing_write(struct wb_file *wbf, struct wb_io *io, int n)
 		}
 	}
 }
+
+/* ---- the backing file's metadata after writeback ---- */
+
+void wb_stamp_mtime(struct wb_file *wbf)
+{
+	int64_t ns = atomic_load(&wbf->mtime_ns);
+	struct timespec tv[2] = {
+		{ .tv_nsec = UTIME_OMIT },
+		{ .tv_sec = ns / 1000000000, .tv_nsec = ns % 1000000000 },
+	};
+
+	if (!ns || wbf->ctx->io == WB_IO_NULL)
+		return;
+	if (futimens(wbf->fd, tv) < 0) {
+		/*
+		 * Only the owner may set a time: a daemon writing back another
+		 * user's file it may write leaves the writeback's own mtime.
+		 */
+		if (errno != EPERM) {
+			wb_report(wbf, "setting the modification time of", -errno);
+			return;
+		}
+	}
+	if (!bs_file_has_held(wbf->ws.bs))
+		atomic_compare_exchange_strong(&wbf->mtime_ns, &ns, 0);
+}
+
+/*
+ * Make the backing file's size the cache's once its data is written: direct
+ * I/O writes the block holding EOF whole (one too long), and a file whose
+ * tail was punched or never written has nothing that would extend it.
+ * The size last set or seen is kept, so this costs no system call when
+ * nothing changed it.
+ */
+void wb_sync_size(struct wb_file *wbf)
+{
+	struct stat st;
+	off_t size;
+
+	if (wbf->ctx->io == WB_IO_NULL)
+		return;
+	pthread_mutex_lock(&wbf->size_lock);
+	/*
+	 * The size is read under size_lock, with no truncate in flight: one
+	 * that starts later waits for the lock, so this cannot put back a
+	 * size from before it (that one sets the backing size itself).
+	 */
+	if (wbf->resizing)
+		goto out;
+	size = bs_file_size(wbf->ws.bs);
+	if (wbf->backing_size == size)
+		goto out;
+	wbf->backing_size = -1;
+	if (fstat(wbf->fd, &st) < 0 || !S_ISREG(st.st_mode))
+		goto out;
+	if (st.st_size != size) {
+		/* Longer only if direct I/O wrote past EOF; shorter if nothing reached the end. */
+		int err = wb_wlog_check();
+
+		if (!err && ftruncate(wbf->fd, size) < 0)
+			err = -errno;
+		if (!err)
+			err = wb_wlog_truncate(wbf->fd, size);
+		if (err) {
+			wb_report(wbf, "setting the size of", err);
+			goto out;
+		}
+		atomic_store(&wbf->ws.unsynced, true);
+	}
+	wbf->backing_size = size;
+out:
+	pthread_mutex_unlock(&wbf->size_lock);
+}
+
+/* ---- the engine's ops: writeback batches through bounce buffers ---- */
+
+/*
+ * Bounce memory for one batch, mapped with mmap() so that releasing it
+ * gives it back to the kernel at once, and so that it never moves glibc's
+ * dynamic mmap threshold (a freed multi-MiB malloc chunk raises it, after
+ * which every thread's large allocations stay in per-thread arenas).
+ *
+ * Each thread keeps one buffer between batches, so that a fresh one does
+ * not fault in and zero every page again; only the pages a batch used are
+ * ever touched.  A flusher keeps one big enough for any batch (see
+ * bounce_keep); any other thread that writes back (a FUSE worker in fsync
+ * or reclaim) keeps at most BOUNCE_KEEP_OTHER bytes, so that idle workers
+ * do not each pin a flusher's buffer.
+ */
+
+#define BOUNCE_KEEP_OTHER (256u << 10)
+
+struct bounce {
+	void *mem;
+	size_t size;
+};
+
+static pthread_key_t bounce_key;
+static bool bounce_key_ok;		/* set once, under bounce_once */
+static pthread_once_t bounce_once = PTHREAD_ONCE_INIT;
+static __thread bool bounce_flusher;	/* this thread is a flusher */
+
+static void *bounce_map(size_t size)
+{
+	void *mem = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	return mem == MAP_FAILED ? NULL : mem;
+}
+
+static void bounce_free(void *p)
+{
+	struct bounce *b = p;
+
+	if (b->mem)
+		munmap(b->mem, b->size);
+	free(b);
+}
+
+static void bounce_key_init(void)
+{
+	/* Without the key every batch just maps its own (see bounce_get). */
+	bounce_key_ok = pthread_key_create(&bounce_key, bounce_free) == 0;
+}
+
+static size_t page_round(size_t len)
+{
+	return (len + BS_PAGE_SIZE - 1) & ~(size_t)(BS_PAGE_SIZE - 1);
+}
+
+/* The most a thread keeps: for a flusher, the most a batch needs. */
+static size_t bounce_keep(const struct wb_ctx *ctx)
+{
+	if (!bounce_flusher)
+		return BOUNCE_KEEP_OTHER;
+	return WB_FP_BATCH_BYTES + ctx->cfg.max_io + (size_t)WB_BATCH * BS_PAGE_SIZE;
+}
+
+/*
+ * Page-aligned memory for @size bytes (a multiple of the page size), or
+ * NULL; give it back with bounce_put().  The thread's kept buffer if the
+ * batch fits in @keep bytes, else a mapping of its own.
+ */
+static void *bounce_get(size_t size, size_t keep)
+{
+	struct bounce *b;
+	void *mem;
+
+	pthread_once(&bounce_once, bounce_key_init);
+	if (size <= keep && bounce_key_ok) {
+		b = pthread_getspecific(bounce_key);
+		if (!b && (b = calloc(1, sizeof(*b))) && pthread_setspecific(bounce_key, b)) {
+			free(b);
+			b = NULL;
+		}
+		if (b && b->size >= size)
+			return b->mem;
+		if (b && (mem = bounce_map(keep))) {
+			if (b->mem)
+				munmap(b->mem, b->size);
+			b->mem = mem;
+			b->size = keep;
+			return mem;
+		}
+	}
+	return bounce_map(size);
+}
+
+static void bounce_put(void *mem, size_t size)
+{
+	struct bounce *b = bounce_key_ok ? pthread_getspecific(bounce_key) : NULL;
+
+	if (!b || mem != b->mem)
+		munmap(mem, size);
+}
+
+void wb_backing_thread_is_flusher(void)
+{
+	bounce_flusher = true;
+}
+
+/*
+ * Give the batch's writes a page-aligned piece each of one bounce buffer
+ * (for O_DIRECT) holding a snapshot of their runs, copied under their
+ * folio locks, so a write that lands meanwhile can neither tear what is
+ * written nor race with the I/O (it dirties the blocks again instead).
+ * Sets *@mem and *@mem_len (for bounce_put); 0, or -ENOMEM (then nothing
+ * is allocated).
+ */
+static int bounce_fill(struct wb_ctx *ctx, struct wb_pass *p, void **mem, size_t *mem_len)
+{
+	size_t at = 0, total = 0;
+
+	for (int k = 0; k < p->nr_io; k++)
+		total += page_round(p->io[k].len);
+	*mem_len = total;
+	*mem = bounce_get(total, bounce_keep(ctx));
+	if (!*mem)
+		return -ENOMEM;
+	for (int k = 0; k < p->nr_io; k++) {
+		p->iov[k].iov_base = (char *)*mem + at;
+		p->iov[k].iov_len = p->io[k].len;
+		at += page_round(p->io[k].len);
+	}
+	for (int i = 0, k = -1; i < p->nr_runs; i++) {
+		if (p->group_of[i] != k) {
+			k = p->group_of[i];
+			at = 0;
+		}
+		bs_wb_copy(&p->runs[i], (char *)p->iov[k].iov_base + at);
+		at += p->runs[i].len;
+	}
+	return 0;
+}
+
+/* Writes of @io[0..n) are done: what they tell of the backing file's size. */
+static void note_written_size(struct wb_file *wbf, const struct wb_io *io,
+			      const off_t *end, int n)
+{
+	pthread_mutex_lock(&wbf->size_lock);
+	for (int g = 0; g < n && wbf->backing_size >= 0; g++) {
+		if (io[g].res)
+			wbf->backing_size = -1;	/* a failed write may have extended it */
+		else if (end[g] > wbf->backing_size)
+			wbf->backing_size = end[g];
+	}
+	pthread_mutex_unlock(&wbf->size_lock);
+}
+
+/*
+ * The engine's submit (struct wb_engine_ops): the batch's writes, from a
+ * bounce buffer, complete before it returns.
+ */
+static int engine_submit(void *arg, struct wb_pass *p)
+{
+	struct wb_file *wbf = wb_file_of(p->file);
+	off_t ends[WB_BATCH];
+	size_t mem_len;
+	void *mem;
+	int ret;
+
+	(void)arg;
+	ret = bounce_fill(wbf->ctx, p, &mem, &mem_len);
+	if (ret)
+		return ret;
+	wb_probe_batch(wbf, p->runs, p->nr_runs, p->budgeted ? &p->budget : NULL,
+		       p->why != WB_PASS_SYNC, p->start, p->end);
+	/* io[g].off and len advance as writes complete: keep the ends. */
+	for (int g = 0; g < p->nr_io; g++)
+		ends[g] = p->io[g].off + (off_t)p->io[g].len;
+	wb_backing_write(wbf, p->io, p->nr_io);
+	note_written_size(wbf, p->io, ends, p->nr_io);
+	bounce_put(mem, mem_len);
+	return 0;
+}
+
+static int64_t engine_now(void *arg)
+{
+	(void)arg;
+	return wb_now_ns();
+}
+
+/* A run of failures begins or ends: logged, with the backing path. */
+static void engine_report(void *arg, struct wb_fstate *f, const char *what, int err)
+{
+	char path[PATH_MAX];
+
+	(void)arg;
+	wb_file_path(wb_file_of(f), path, sizeof(path));
+	if (err)
+		wb_log("error: %s %s: %s (kept dirty, retried in the background)",
+		       what, path, strerror(-err));
+	else
+		wb_log("writing back %s works again", path);
+}
+
+static void engine_written_whole(void *arg, struct wb_fstate *f)
+{
+	(void)arg;
+	wb_sync_size(wb_file_of(f));
+}
+
+static void engine_turn_written(void *arg, struct wb_fstate *f)
+{
+	(void)arg;
+	wb_stamp_mtime(wb_file_of(f));
+}
+
+const struct wb_engine_ops wb_backing_engine_ops = {
+	.submit = engine_submit,
+	.now = engine_now,
+	.report = engine_report,
+	.written_whole = engine_written_whole,
+	.turn_written = engine_turn_written,
+};
 
 /* ---- readahead's reads: one ring, one thread ---- */
 

@@ -2,48 +2,11 @@
 /*
  * balance.c - the throttler on a live mount: real time, the cache's
  * counters, and the entry points the FUSE layer calls after each write
- * (writeback.h).  The throttler itself (throttle.c) never reads a clock or
- * the cache.
+ * (writeback.h), on the monotonic clock (wb_now_ns).  The throttler itself
+ * (throttle.c) never reads a clock or the cache.
  */
 #include "wb_i.h"
 #include "throttle.h"
-
-#include <time.h>
-
-int64_t wb_throttle_now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * WB_NSEC_PER_SEC + ts.tv_nsec;
-}
-
-void wb_throttle_sample_of(struct wb_ctx *ctx, struct wb_throttle_sample *s)
-{
-	struct bs_stats st;
-
-	bs_cache_stats(ctx->cache, &st);
-	s->dirty = st.nr_dirty;
-	s->pinned = (st.pinned_bytes + BS_PAGE_SIZE - 1) / BS_PAGE_SIZE;
-	s->dirtied = st.nr_dirtied;
-	/*
-	 * The bandwidth is measured, as the kernel's write_bw is from
-	 * WB_WRITTEN, in whole folios whose writeback ended, not in the
-	 * policy's charge discharged (nr_discharged): it is what the device
-	 * gets through per second as the page cache counts it.  So, exactly as
-	 * in the kernel, a large folio of which only a few blocks were dirty
-	 * counts all its pages, and partly dirty large folios inflate
-	 * write_bw (by up to folio size / block size) over the bytes the
-	 * device really wrote.  The kernel's dirty rate is inflated alike
-	 * (WB_DIRTIED counts whole folios), so its balanced rate limit comes
-	 * out right; here nr_dirtied is the policy's charge, which matches
-	 * under dirty_account=folio, while under page or block the rate limit
-	 * is raised by the same factor (the cost of that mismatch is one of
-	 * the things to compare).
-	 */
-	s->written = st.nr_written;
-	s->writeback = st.nr_writeback;
-}
 
 bool wb_throttle_charge_write(struct wb_ctx *ctx, pid_t pid, uint64_t dirtied, int64_t now_ns)
 {
@@ -56,7 +19,7 @@ bool wb_throttle_charge_write(struct wb_ctx *ctx, pid_t pid, uint64_t dirtied, i
 int64_t wb_balance_dirty(struct wb_ctx *ctx, pid_t pid, uint64_t dirtied)
 {
 	struct wb_throttle_sample s;
-	int64_t now = wb_throttle_now(), pause;
+	int64_t now = wb_now_ns(), pause;
 
 	/*
 	 * Throttling waits for background writeback; with no flushers
@@ -80,7 +43,7 @@ int64_t wb_balance_dirty_again(struct wb_ctx *ctx, pid_t pid)
 	struct wb_throttle_sample s;
 
 	wb_throttle_sample_of(ctx, &s);
-	return wb_throttle_again(ctx->throttle, pid, &s, wb_throttle_now());
+	return wb_throttle_again(ctx->throttle, pid, &s, wb_now_ns());
 }
 
 bool wb_balance_dirty_recheck(struct wb_ctx *ctx, pid_t pid)
@@ -88,7 +51,7 @@ bool wb_balance_dirty_recheck(struct wb_ctx *ctx, pid_t pid)
 	struct wb_throttle_sample s;
 
 	wb_throttle_sample_of(ctx, &s);
-	return wb_throttle_recheck(ctx->throttle, pid, &s, wb_throttle_now());
+	return wb_throttle_recheck(ctx->throttle, pid, &s, wb_now_ns());
 }
 
 void wb_throttle_held(struct wb_ctx *ctx)

@@ -59,7 +59,7 @@ static int view_one(struct wb_file *wbf, struct view_file *vf)
 	v.out = open_memstream(&vf->text, &vf->len);
 	if (!v.out)
 		return -ENOMEM;
-	failed = bs_file_folios(wbf->bs, folio_line, &v) || ferror(v.out);
+	failed = bs_file_folios(wbf->ws.bs, folio_line, &v) || ferror(v.out);
 	if (fclose(v.out) || failed) {
 		free(vf->text);
 		vf->text = NULL;
@@ -151,7 +151,7 @@ int wb_ctx_evict(struct wb_ctx *ctx, uint64_t ino, off_t start, off_t end,
 		if ((uint64_t)wbf->ino != ino)
 			continue;
 		found = true;
-		bs_file_evict(wbf->bs, start, end, &one);
+		bs_file_evict(wbf->ws.bs, start, end, &one);
 		res->folios += one.folios;
 		res->bytes += one.bytes;
 		res->kept_held += one.kept_held;

@@ -72,18 +72,6 @@ int wb_config_check(const struct wb_config *cfg, char *err, size_t errlen)
 	return 0;
 }
 
-const char *wb_backing_io_name(enum wb_backing_io io)
-{
-	switch (io) {
-	case WB_IO_URING:
-		return "uring";
-	case WB_IO_PSYNC:
-		return "psync";
-	default:
-		return "null";
-	}
-}
-
 /* The settings, the throttler, and the flushers' threshold they imply. */
 int wb_ctx_create_core(const struct bs_config *bs_cfg, const struct wb_config *cfg,
 		       const struct bs_cache_ops *cache_ops, void *cache_arg,
@@ -112,6 +100,9 @@ int wb_ctx_create_core(const struct bs_config *bs_cfg, const struct wb_config *c
 	pthread_mutex_init(&ctx->pool_look_lock, NULL);
 	atomic_init(&ctx->expire_ms, cfg->dirty_expire_ms);
 	atomic_init(&ctx->interval_ms, cfg->writeback_interval_ms);
+	ctx->io = cfg->backing_io;	/* wb_backing_init() may fall back */
+	/* The mount's driver; the simulator sets its own (wb_ctx_set_engine). */
+	wb_ctx_set_engine(ctx, &wb_backing_engine_ops, NULL);
 	ret = bs_cache_create(bs_cfg, cache_ops, cache_arg ? cache_arg : ctx, &ctx->cache);
 	if (!ret)
 		ret = wb_tunables_create(ctx);
@@ -146,6 +137,31 @@ void wb_ctx_destroy_core(struct wb_ctx *ctx)
 	free(ctx);
 }
 
+struct bs_cache *wb_ctx_cache(struct wb_ctx *ctx)
+{
+	return ctx->cache;
+}
+
+struct wb_throttle *wb_ctx_throttle(struct wb_ctx *ctx)
+{
+	return ctx->throttle;
+}
+
+uint32_t wb_ctx_interval_ms(struct wb_ctx *ctx)
+{
+	return atomic_load(&ctx->interval_ms);
+}
+
+void wb_ctx_count_writes(struct wb_ctx *ctx, uint64_t ios, uint64_t bytes, uint64_t submits)
+{
+	if (ios)
+		atomic_fetch_add(&ctx->backing_write_ios, ios);
+	if (bytes)
+		atomic_fetch_add(&ctx->backing_write_bytes, bytes);
+	if (submits)
+		atomic_fetch_add(&ctx->backing_write_submits, submits);
+}
+
 int wb_ctx_create(const struct bs_config *bs_cfg, const struct wb_config *cfg,
 		  struct wb_ctx **out)
 {
@@ -154,7 +170,7 @@ int wb_ctx_create(const struct bs_config *bs_cfg, const struct wb_config *cfg,
 	char err[256];
 	int ret;
 
-	ret = wb_ctx_create_core(bs_cfg, cfg, &cache_ops, NULL, wb_throttle_now(), &ctx);
+	ret = wb_ctx_create_core(bs_cfg, cfg, &cache_ops, NULL, wb_now_ns(), &ctx);
 	if (ret)
 		return ret;
 	if (cfg->fault)

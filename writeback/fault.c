@@ -195,3 +195,26 @@ ssize_t wb_fault_result(const struct wb_fault *f, ssize_t res, size_t align)
 	half = res / 2 - (res / 2) % (ssize_t)align;
 	return half > 0 ? half : res;
 }
+
+ssize_t wb_fault_apply(struct wb_ctx *ctx, void (*name)(void *arg, char *buf, size_t len),
+		       void *arg, enum wb_fault_op op, off_t off, size_t len, ssize_t res,
+		       size_t align)
+{
+	ssize_t out = res;
+
+	if (!atomic_load(&ctx->fault_on))
+		return res;
+	pthread_mutex_lock(&ctx->fault_lock);
+	if (ctx->fault) {
+		char file[4096] = "";
+
+		if (ctx->fault->file[0])
+			name(arg, file, sizeof(file));
+		if (wb_fault_fires(ctx->fault, file, op, off, len)) {
+			out = wb_fault_result(ctx->fault, res, align);
+			atomic_fetch_add(&ctx->faults_injected, 1);
+		}
+	}
+	pthread_mutex_unlock(&ctx->fault_lock);
+	return out;
+}

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
  * flushpolicy.c - the flushers' decisions (see flushpolicy.h): pure
- * functions of a snapshot and a time, shared by the mount's flusher
- * threads (flush.c) and the simulator's event loop (sim/).
+ * functions of a snapshot and a time, which the writeback engine
+ * (engine.c) asks for both its drivers.
  */
 #include "flushpolicy.h"
 

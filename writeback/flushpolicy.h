@@ -3,10 +3,11 @@
  * flushpolicy.h - the flushers' decisions as pure functions of a snapshot
  * of the state and the time.
  *
- * Two drivers call them: the mount's flusher threads (flush.c), which take
- * the snapshot from the cache's counters and the files' atomics on the
- * monotonic clock, and foliofs-sim's event loop (sim/), which takes it
- * from the same counters on a virtual clock.  Nothing here reads a clock,
+ * The writeback engine (engine.c) calls them for both of its drivers, the
+ * mount's flusher threads (flush.c) on the monotonic clock and
+ * foliofs-sim's event loop (sim/) on a virtual clock, with the snapshot
+ * taken from the cache's counters and the files' state (struct
+ * wb_fstate).  Nothing here reads a clock,
  * takes a lock or looks at a cache: what the flushers do is decided here,
  * how they wait and write is up to the driver.
  *

@@ -26,11 +26,11 @@
  */
 static void file_line(FILE *out, struct wb_file *wbf, int64_t now)
 {
-	uint64_t dirty, writeback, nr_errs = atomic_load(&wbf->err_seq);
-	int64_t dirtied = atomic_load(&wbf->dirtied_ns), age_ms = 0;
+	uint64_t dirty, writeback, nr_errs = atomic_load(&wbf->ws.err_seq);
+	int64_t dirtied = atomic_load(&wbf->ws.dirtied_ns), age_ms = 0;
 	char path[PATH_MAX];
 
-	bs_file_held_bytes(wbf->bs, &dirty, &writeback);
+	bs_file_held_bytes(wbf->ws.bs, &dirty, &writeback);
 	if (!dirty && !writeback)
 		return;
 	/* 0 while a pass has just taken the age; never negative. */
@@ -41,7 +41,7 @@ static void file_line(FILE *out, struct wb_file *wbf, int64_t now)
 		(unsigned long long)writeback, (long long)age_ms,
 		(unsigned long long)nr_errs);
 	if (nr_errs) {
-		const char *name = strerrorname_np(-atomic_load(&wbf->err));
+		const char *name = strerrorname_np(-atomic_load(&wbf->ws.err));
 
 		fprintf(out, ":%s", name ? name : "E?");
 	}

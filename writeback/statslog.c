@@ -21,6 +21,10 @@
  * CLOCK_MONOTONIC, so stop ends them at once instead of after up to one
  * interval, and the ticks stay on a fixed grid (start + k * interval)
  * however long a line takes to write.
+ *
+ * ctx.c and this file call each other, an owner/worker pair: the context
+ * starts and stops this thread (wb_statslog_start/stop), and the thread
+ * reports the context's stats (wb_ctx_stats).
  */
 #include "wb_i.h"
 

@@ -817,17 +817,6 @@ void wb_throttle_unheld_at(struct wb_throttle *t, pid_t pid, int64_t held_ns, bo
 	pthread_mutex_unlock(&t->lock);
 }
 
-bool wb_throttle_over_bg(struct wb_throttle *t, const struct wb_throttle_sample *s)
-{
-	bool over;
-
-	pthread_mutex_lock(&t->lock);
-	over = s->dirty > t->limits.bg_thresh ||
-	       (t->limits.pinned_thresh && s->pinned > t->limits.pinned_bg_thresh);
-	pthread_mutex_unlock(&t->lock);
-	return over;
-}
-
 void wb_throttle_held_add(struct wb_throttle *t, int delta)
 {
 	pthread_mutex_lock(&t->lock);

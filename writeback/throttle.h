@@ -216,9 +216,6 @@ void wb_throttle_unheld_at(struct wb_throttle *t, pid_t pid, int64_t held_ns, bo
 void wb_throttle_writeback_start(struct wb_throttle *t, const struct wb_throttle_sample *s,
 				 int64_t now_ns);
 
-/* Whether background writeback should run: dirty or pinned over its background threshold. */
-bool wb_throttle_over_bg(struct wb_throttle *t, const struct wb_throttle_sample *s);
-
 /* A writer's reply is held (the layer above holds replies). */
 void wb_throttle_held_add(struct wb_throttle *t, int delta);
 
@@ -260,7 +257,5 @@ void wb_throttle_sample_of(struct wb_ctx *ctx, struct wb_throttle_sample *s);
  * memory from bs_thread_pinned_take().
  */
 bool wb_throttle_charge_write(struct wb_ctx *ctx, pid_t pid, uint64_t dirtied, int64_t now_ns);
-/* Monotonic time for the throttler, ns. */
-int64_t wb_throttle_now(void);
 
 #endif /* FOLIOFS_THROTTLE_H */

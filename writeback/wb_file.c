@@ -52,14 +52,6 @@
 /* Largest chunk wb_copy_range moves per read/write pair. */
 #define WB_COPY_CHUNK (1u << 20)
 
-int64_t wb_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 /* Wall-clock time for file times (mtime), which a clock step must move. */
 static int64_t wall_ns(void)
 {
@@ -67,49 +59,6 @@ static int64_t wall_ns(void)
 
 	clock_gettime(CLOCK_REALTIME, &ts);
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-void wb_file_path(struct wb_file *wbf, char *buf, size_t len)
-{
-	char link[64];
-	ssize_t n;
-
-	snprintf(link, sizeof(link), "/proc/self/fd/%d", wbf->fd);
-	n = wbf->fd < 0 ? -1 : readlink(link, buf, len - 1);
-	if (n < 0)
-		n = snprintf(buf, len, "(descriptor %d)", wbf->fd);
-	buf[(size_t)n < len ? (size_t)n : len - 1] = '\0';
-}
-
-static void log_stderr(const char *line)
-{
-	fprintf(stderr, "foliofs: %s\n", line);
-}
-
-static void (*_Atomic logger)(const char *line) = log_stderr;
-
-void wb_set_logger(void (*log)(const char *line))
-{
-	atomic_store(&logger, log ? log : log_stderr);
-}
-
-void wb_log(const char *fmt, ...)
-{
-	char line[PATH_MAX + 256];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(line, sizeof(line), fmt, ap);
-	va_end(ap);
-	atomic_load(&logger)(line);
-}
-
-void wb_report(struct wb_file *wbf, const char *what, int err)
-{
-	char path[PATH_MAX];
-
-	wb_file_path(wbf, path, sizeof(path));
-	wb_log("error: %s %s: %s", what, path, strerror(-err));
 }
 
 /* ---- backing ops given to blockstate ---- */
@@ -196,12 +145,12 @@ int wb_file_alloc(struct wb_ctx *ctx, int fd, enum wb_access access,
 		st.st_size = (off_t)bytes;
 	}
 	wbf->backing_size = st.st_size;
-	ret = bs_file_create(ctx->cache, &wb_backing_ops, wbf, st.st_size, &wbf->bs);
+	ret = bs_file_create(ctx->cache, &wb_backing_ops, wbf, st.st_size, &wbf->ws.bs);
 	if (ret)
 		goto out_destroy;
-	bs_file_set_ino(wbf->bs, (uint64_t)st.st_ino);
+	bs_file_set_ino(wbf->ws.bs, (uint64_t)st.st_ino);
 	if (S_ISBLK(st.st_mode))
-		bs_file_fix_size(wbf->bs);
+		bs_file_fix_size(wbf->ws.bs);
 	pthread_mutex_lock(&ctx->files_lock);
 	wbf->next = ctx->files;
 	if (wbf->next)
@@ -256,13 +205,13 @@ static bool fd_idle(struct wb_file *wbf)
 {
 	bool idle;
 
-	if (bs_file_has_held(wbf->bs) || bs_file_has_unsynced(wbf->bs) ||
-	    atomic_load(&wbf->unsynced) || atomic_load(&wbf->mtime_ns) ||
-	    atomic_load(&wbf->backoff_ms) || bs_file_reading(wbf->bs) ||
+	if (bs_file_has_held(wbf->ws.bs) || bs_file_has_unsynced(wbf->ws.bs) ||
+	    atomic_load(&wbf->ws.unsynced) || atomic_load(&wbf->mtime_ns) ||
+	    atomic_load(&wbf->ws.backoff_ms) || bs_file_reading(wbf->ws.bs) ||
 	    atomic_load(&wbf->tail_held))
 		return false;
 	pthread_mutex_lock(&wbf->size_lock);
-	idle = !wbf->resizing && wbf->backing_size == bs_file_size(wbf->bs);
+	idle = !wbf->resizing && wbf->backing_size == bs_file_size(wbf->ws.bs);
 	pthread_mutex_unlock(&wbf->size_lock);
 	return idle;
 }
@@ -275,8 +224,8 @@ int wb_file_fd_close(struct wb_file *wbf)
 	if (wbf->fd < 0)
 		return 0;
 	/* Cheap checks first: a dirty file is not worth waiting on its lock. */
-	if (bs_file_has_held(wbf->bs) || bs_file_has_unsynced(wbf->bs) ||
-	    atomic_load(&wbf->unsynced))
+	if (bs_file_has_held(wbf->ws.bs) || bs_file_has_unsynced(wbf->ws.bs) ||
+	    atomic_load(&wbf->ws.unsynced))
 		return -EBUSY;
 	pthread_mutex_lock(&wbf->wb_lock);
 	/* A clean file's last time goes out now rather than keep the descriptor. */
@@ -323,7 +272,7 @@ int wb_file_flush(struct wb_file *wbf)
 
 	if (!ret)
 		wb_stamp_mtime(wbf);
-	if (!ret && (atomic_load(&wbf->unsynced) || bs_file_has_unsynced(wbf->bs)))
+	if (!ret && (atomic_load(&wbf->ws.unsynced) || bs_file_has_unsynced(wbf->ws.bs)))
 		ret = wb_sync_file(wbf, true);
 	return ret;
 }
@@ -344,7 +293,7 @@ static void file_release(struct wb_file *wbf)
 	if (wbf->next)
 		wbf->next->prev = wbf->prev;
 	pthread_mutex_unlock(&ctx->files_lock);
-	bs_file_destroy(wbf->bs);
+	bs_file_destroy(wbf->ws.bs);
 	if (wbf->fd >= 0)
 		close(wbf->fd);
 	pthread_mutex_destroy(&wbf->tail_lock);
@@ -366,12 +315,8 @@ int wb_file_destroy(struct wb_file *wbf, bool force)
 
 	if (ret) {
 		wb_report(wbf, force ? "giving up on unwritten data of" : "writing back", ret);
-		if (!force) {
-			pthread_mutex_lock(&ctx->files_lock);
-			wbf->orphan = true;	/* the flushers keep retrying */
-			pthread_mutex_unlock(&ctx->files_lock);
-			return ret;
-		}
+		if (!force)
+			return ret;	/* kept: the flushers keep retrying */
 		atomic_fetch_add(&ctx->lost_files, 1);
 	}
 	file_release(wbf);
@@ -385,16 +330,11 @@ int wb_file_free(struct wb_file *wbf)
 
 /* ---- data ---- */
 
-off_t wb_file_size(struct wb_file *wbf)
-{
-	return bs_file_size(wbf->bs);
-}
-
 ssize_t wb_read(struct wb_file *wbf, struct bs_ra *ra, void *buf, size_t len, off_t off)
 {
 	int ret = tail_settle(wbf);
 
-	return ret ? ret : bs_read(wbf->bs, ra, buf, len, off);
+	return ret ? ret : bs_read(wbf->ws.bs, ra, buf, len, off);
 }
 
 /*
@@ -419,7 +359,7 @@ static void report_full(struct wb_ctx *ctx)
 /* bs_write() and what a write of the cache changes beside the data. */
 static ssize_t cache_write(struct wb_file *wbf, const void *buf, size_t len, off_t off)
 {
-	ssize_t n = bs_write(wbf->bs, buf, len, off);
+	ssize_t n = bs_write(wbf->ws.bs, buf, len, off);
 
 	if (n == -ENOSPC)
 		report_full(wbf->ctx);
@@ -427,7 +367,7 @@ static ssize_t cache_write(struct wb_file *wbf, const void *buf, size_t len, off
 		int64_t zero = 0;
 
 		atomic_store(&wbf->mtime_ns, wall_ns());
-		atomic_compare_exchange_strong(&wbf->dirtied_ns, &zero, wb_now_ns());
+		atomic_compare_exchange_strong(&wbf->ws.dirtied_ns, &zero, wb_now_ns());
 		wb_flushers_poke(wbf->ctx);
 	}
 	return n;
@@ -510,8 +450,8 @@ static ssize_t tail_hold(struct wb_file *wbf, const unsigned char *buf, size_t l
 	off_t blk = end & ~(off_t)(bsize - 1);
 	ssize_t n;
 
-	if (blk == end || blk < off || end > bs_file_size(wbf->bs) ||
-	    bs_file_block_uptodate(wbf->bs, blk))
+	if (blk == end || blk < off || end > bs_file_size(wbf->ws.bs) ||
+	    bs_file_block_uptodate(wbf->ws.bs, blk))
 		return -EAGAIN;
 	if (!wbf->tail_buf) {
 		wbf->tail_buf = malloc(bsize);
@@ -576,7 +516,7 @@ void wb_file_fix_stat(struct wb_file *wbf, struct stat *st)
 {
 	int64_t ns = atomic_load(&wbf->mtime_ns);
 
-	st->st_size = bs_file_size(wbf->bs);
+	st->st_size = bs_file_size(wbf->ws.bs);
 	if (ns) {
 		struct timespec ts = { ns / 1000000000, ns % 1000000000 };
 
@@ -595,7 +535,7 @@ void wb_file_mtime_set(struct wb_file *wbf, const struct timespec *mtime)
 
 uint64_t wb_file_err_sample(struct wb_file *wbf)
 {
-	return atomic_load(&wbf->err_seq);
+	return atomic_load(&wbf->ws.err_seq);
 }
 
 int wb_fsync(struct wb_file *wbf, bool datasync, uint64_t *seen)
@@ -605,7 +545,7 @@ int wb_fsync(struct wb_file *wbf, bool datasync, uint64_t *seen)
 	uint64_t seq;
 
 	if (!ret)
-		ret = wb_writeback_range(wbf, 0, bs_file_size(wbf->bs));
+		ret = wb_writeback_range(wbf, 0, bs_file_size(wbf->ws.bs));
 
 	if (!ret) {
 		/*
@@ -619,11 +559,11 @@ int wb_fsync(struct wb_file *wbf, bool datasync, uint64_t *seen)
 		ret = wb_sync_file(wbf, datasync);
 	}
 	/* errseq: each cursor hears of each error once. */
-	seq = atomic_load(&wbf->err_seq);
+	seq = atomic_load(&wbf->ws.err_seq);
 	if (seen && *seen != seq) {
 		*seen = seq;
 		if (!ret)
-			ret = atomic_load(&wbf->err);
+			ret = atomic_load(&wbf->ws.err);
 	}
 	return ret;
 }
@@ -666,7 +606,7 @@ int wb_truncate(struct wb_file *wbf, off_t size)
 		/* ftruncate stamps the backing file itself; a pending time is older. */
 		atomic_store(&wbf->mtime_ns, 0);
 		resize_begin(wbf);
-		ret = bs_truncate(wbf->bs, size);
+		ret = bs_truncate(wbf->ws.bs, size);
 		resize_end(wbf);
 	}
 	pthread_mutex_unlock(&wbf->tail_lock);
@@ -684,9 +624,9 @@ static int fallocate_locked(struct wb_file *wbf, int mode, off_t off, off_t len)
 			return ret;
 	}
 	if (mode & FALLOC_FL_KEEP_SIZE)
-		return bs_fallocate(wbf->bs, mode, off, len);
+		return bs_fallocate(wbf->ws.bs, mode, off, len);
 	resize_begin(wbf);
-	ret = bs_fallocate(wbf->bs, mode, off, len);
+	ret = bs_fallocate(wbf->ws.bs, mode, off, len);
 	resize_end(wbf);
 	return ret;
 }
@@ -720,7 +660,7 @@ off_t wb_lseek(struct wb_file *wbf, off_t off, int whence)
 		err = wb_writeback_range(wbf, off, INT64_MAX);
 	if (err)
 		return err;
-	if (off >= bs_file_size(wbf->bs))
+	if (off >= bs_file_size(wbf->ws.bs))
 		return -ENXIO;
 	ret = lseek(wbf->fd, off, whence);
 	return ret < 0 ? -errno : ret;

@@ -14,17 +14,14 @@
 
 #include "writeback.h"
 #include "blockstate.h"
+#include "engine.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <sys/uio.h>
 
-/* Runs collected per batch, and so the most iovecs of one write. */
-#define WB_BATCH 64
-
 /* ---- faults (fault.c) ---- */
-
-enum wb_fault_op { WB_FAULT_WRITE, WB_FAULT_READ, WB_FAULT_FSYNC };
 
 /*
  * A fault injected at the completion of backing I/O (for fsync: instead of
@@ -82,17 +79,10 @@ struct wb_file;
 /* Read into @buf; short only at EOF. */
 ssize_t wb_backing_read(struct wb_file *wbf, void *buf, size_t len, off_t off);
 /*
- * Write each of @n groups (iovecs at @off, @len bytes) completely; @res[i]
- * gets 0 or -errno.  Submits them together (io_uring) or one after the
- * other (psync); short writes are resumed.
+ * Write each of @n groups (struct wb_io, engine.h: iovecs at off, len
+ * bytes) completely; res gets 0 or -errno.  Submits them together
+ * (io_uring) or one after the other (psync); short writes are resumed.
  */
-struct wb_io {
-	struct iovec *iov;
-	int iovcnt;
-	off_t off;
-	size_t len;
-	int res;
-};
 void wb_backing_write(struct wb_file *wbf, struct wb_io *io, int n);
 int wb_backing_fsync(struct wb_file *wbf, bool datasync);
 /*
@@ -108,6 +98,21 @@ int wb_backing_read_start(struct wb_file *wbf, struct bs_aio *aio);
  */
 int wb_backing_init(struct wb_ctx *ctx);
 void wb_backing_exit(struct wb_ctx *ctx);
+/* The mount's driver of the engine (engine.h): writes through backing.c, logs. */
+extern const struct wb_engine_ops wb_backing_engine_ops;
+/*
+ * The calling thread is a flusher: it keeps a bounce buffer big enough
+ * for any batch (others keep a small one).  Context: the thread itself.
+ */
+void wb_backing_thread_is_flusher(void);
+/*
+ * Writeback moved the backing file's mtime to now: put back the time of
+ * the last cached write (or the one set explicitly), and forget it once
+ * nothing is left to write.  Context: no lock held.
+ */
+void wb_stamp_mtime(struct wb_file *wbf);
+/* Set the backing file's size to the cache's (after a complete writeback). */
+void wb_sync_size(struct wb_file *wbf);
 
 /* ---- the context and files ---- */
 
@@ -157,6 +162,10 @@ struct wb_ctx {
 
 	struct wb_reader *reader;		/* readahead's reads (backing.c), NULL: none */
 
+	/* The engine's driver (wb_ctx_set_engine): immutable once files exist. */
+	const struct wb_engine_ops *engine;
+	void *engine_arg;
+
 	/* The idle pool's aging (wb_pool_age): pool_look_lock protects both. */
 	pthread_mutex_t pool_look_lock;
 	int64_t pool_look_ns;			/* last look, 0: none yet */
@@ -172,7 +181,12 @@ struct wb_file {
 	 */
 	int fd;
 	_Atomic int access;
-	struct bs_file *bs;			/* immutable */
+	/*
+	 * The writeback state the engine keeps (engine.h): the cache file
+	 * (ws.bs, immutable), its age, backoff, errors (errseq) and where
+	 * background writeback goes on.  A pass changes it under wb_lock.
+	 */
+	struct wb_fstate ws;
 	ino_t ino;				/* immutable: the backing file's st_ino */
 	pthread_mutex_t wb_lock;		/* one writeback pass at a time */
 	pthread_mutex_t size_lock;		/* leaf: protects backing_size, resizing */
@@ -184,16 +198,7 @@ struct wb_file {
 	unsigned int resizing;			/* truncates and size-changing fallocates
 						 * in flight: the size fix-up (wb_sync_size)
 						 * leaves the backing size to them */
-	atomic_bool unsynced;			/* backing written since its last sync */
 	_Atomic int64_t mtime_ns;		/* pending mtime, 0: none */
-	_Atomic int64_t dirtied_ns;		/* when it went from clean to dirty, 0: clean */
-	_Atomic int64_t retry_ns;		/* background retry not before this */
-	_Atomic off_t bg_next;			/* where background writeback goes on */
-	_Atomic uint32_t backoff_ms;		/* current retry backoff */
-
-	/* errseq: the last error, and a counter bumped by every failure */
-	_Atomic int err;
-	_Atomic uint64_t err_seq;
 
 	/*
 	 * The split tail (wb_write_cut): the bytes a cut write left in the
@@ -212,10 +217,12 @@ struct wb_file {
 
 	unsigned int refs;			/* files_lock: walkers using it */
 	bool dying;				/* files_lock: being freed */
-	bool orphan;				/* files_lock: freed by its user, data unwritten */
 	struct wb_file *next;			/* files_lock */
 	struct wb_file *prev;
 };
+
+/* The wb_file whose writeback state @fs is. */
+#define wb_file_of(fs) ((struct wb_file *)((char *)(fs) - offsetof(struct wb_file, ws)))
 
 /*
  * Write back, sync and free @wbf.  If its data cannot be written, it is
@@ -240,18 +247,6 @@ void wb_file_path(struct wb_file *wbf, char *buf, size_t len);
 /* ---- stats log (statslog.c) ---- */
 
 /* Start the stats log thread if cfg.stats_log is set: 0 or -errno (message logged). */
-/*
- * One line of the stats log into @line (@line_size, at least
- * WB_STATSLOG_LINE_MAX): {"time_ms": @time_ms, "unix_ms": @unix_ms (left
- * out when negative), then every stat of wb_ctx_stats() (made in @stats,
- * @stats_size bytes) as "name": value, a string when the value is not a
- * plain number}, and a newline.  Returns its length.  The mount's log
- * thread and the simulator (on its virtual clock) write the same format.
- */
-#define WB_STATSLOG_STATS_MAX 16384
-#define WB_STATSLOG_LINE_MAX (2 * WB_STATSLOG_STATS_MAX + 128)
-size_t wb_statslog_format(struct wb_ctx *ctx, int64_t time_ms, int64_t unix_ms,
-			  char *stats, size_t stats_size, char *line, size_t line_size);
 int wb_statslog_start(struct wb_ctx *ctx);
 /* Stop it (a last line is written); safe when it never started. */
 void wb_statslog_stop(struct wb_ctx *ctx);
@@ -271,36 +266,11 @@ int wb_writeback_range(struct wb_file *wbf, off_t start, off_t end);
  */
 int wb_sync_file(struct wb_file *wbf, bool datasync);
 void wb_need_clean(void *ctx);
-/*
- * Writeback moved the backing file's mtime to now: put back the time of
- * the last cached write (or the one set explicitly), and forget it once
- * nothing is left to write.  Context: no lock held.
- */
-void wb_stamp_mtime(struct wb_file *wbf);
-/* Set the backing file's size to the cache's (after a complete writeback). */
-void wb_sync_size(struct wb_file *wbf);
 int wb_flushers_start(struct wb_ctx *ctx);
 void wb_flushers_stop(struct wb_ctx *ctx);
 /* Wake the flushers for a pass now, and to sleep again by the current interval. */
 void wb_flushers_kick(struct wb_ctx *ctx);
-/*
- * At the end of a flusher pass at @now_ns (the driver's clock): if the
- * pool is due a look (wb_fp_pool_look_due), give back what
- * wb_fp_pool_keep() does not keep.  Context: a flusher, no lock held.
- */
-void wb_pool_age(struct wb_ctx *ctx, int64_t now_ns);
 
-/*
- * The context without its drivers, for wb_ctx_create() and the simulator
- * (sim/engine.c): the cache with @cache_ops (@cache_arg, or the context
- * when NULL), the tunables and the throttler started at @now_ns on the
- * caller's clock; no fault, backing I/O, flusher or stats-log thread.
- * wb_ctx_destroy_core() frees what it made.
- */
-int wb_ctx_create_core(const struct bs_config *bs_cfg, const struct wb_config *cfg,
-		       const struct bs_cache_ops *cache_ops, void *cache_arg,
-		       int64_t now_ns, struct wb_ctx **out);
-void wb_ctx_destroy_core(struct wb_ctx *ctx);
 /* A write dirtied data: wake the flushers if over the background threshold. */
 void wb_flushers_poke(struct wb_ctx *ctx);
 

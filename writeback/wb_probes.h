@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
- * wb_probes.h - the writeback pass's probes (flush.c), as the kernel's
- * writeback:wbc_writepage and writeback:writeback_written
- * (foliofs_probes.h; doc/tracing.md).  Kept out of flush.c so that its
- * probe sites are one line each.
+ * wb_probes.h - the mount's writeback pass's probes, as the kernel's
+ * writeback:wbc_writepage (backing.c, the engine's submit) and
+ * writeback:writeback_written (flush.c, at a pass's end)
+ * (foliofs_probes.h; doc/tracing.md).  Kept out of those files so that
+ * their probe sites are one line each.
  *
- * Only flush.c includes this.
+ * Only backing.c and flush.c include this.
  */
 #ifndef FOLIOFS_WB_PROBES_H
 #define FOLIOFS_WB_PROBES_H

@@ -79,7 +79,6 @@ void wb_set_logger(void (*log)(const char *line));
 void wb_config_default(struct wb_config *cfg);
 /* Check @cfg; on error fill @err with a line naming the option. */
 int wb_config_check(const struct wb_config *cfg, char *err, size_t errlen);
-const char *wb_backing_io_name(enum wb_backing_io io);
 
 /*
  * wb_ctx_create - the data path of one mount: the blockstate cache with
@@ -194,9 +193,6 @@ void wb_file_discard(struct wb_file *wbf);
 
 /* Write back and sync everything dirty, keeping the cache: 0 or -errno. */
 int wb_file_flush(struct wb_file *wbf);
-
-/* The file's size as the cache sees it (dirty extending writes included). */
-off_t wb_file_size(struct wb_file *wbf);
 
 /*
  * Times the backing file does not show yet: a cached write sets mtime and

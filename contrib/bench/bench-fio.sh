@@ -17,7 +17,9 @@
 # A target NAME=BASE+OPT+OPT... is the foliofs target BASE (block, folio,
 # a mode or a -ring mode) with more -o options, so that one option can be
 # compared side by side: -t native,bg12=writethrough+max_background=12,
-# bg64=writethrough+max_background=64.
+# bg64=writethrough+max_background=64.  BASE@BINARY runs that target with
+# another foliofs binary, so that two builds compare in one run:
+# -t native,before=block@old/foliofs,after=block@build/foliofs.
 #
 # Workloads (-w, numbers; default 1,2), each on every target, ioengine=psync,
 # numjobs=2, size=256M each, group_reporting:
@@ -80,7 +82,8 @@ usage: $0 [-T SECONDS] [-s SIZE] [-j JOBS] [-r ROUNDS] [-o "foliofs options"] [-
               writeback,direct-ring,writethrough-ring,writeback-ring,pthp,
               pthp-direct,pthp-direct-ring (these three need PTHP), or
               "modes" for native,direct,writethrough,writeback; NAME=BASE+OPT...
-              is foliofs target BASE with more -o options OPT
+              is foliofs target BASE with more -o options OPT, and
+              NAME=BASE@BINARY+OPT... the same run by another foliofs BINARY
               (default native,block,folio)
   -w WORKLOADS  comma-separated workload numbers 1-7 (see the top of this
               script; default 1,2)
@@ -131,12 +134,20 @@ fi
 RING=0
 IFS=, read -r -a TARGET_SPECS <<<"$TARGETS"
 TARGET_LIST=()
-declare -A T_BASE=() T_EXTRA=()
+declare -A T_BASE=() T_EXTRA=() T_BIN=()
 for t in "${TARGET_SPECS[@]}"; do
 	if [[ $t == *=* ]]; then
 		name=${t%%=*}
 		spec=${t#*=}
 		base=${spec%%+*}
+		if [[ $base == *@* ]]; then
+			T_BIN[$name]=${base#*@}
+			base=${base%%@*}
+			if [[ ! -x ${T_BIN[$name]} ]]; then
+				echo "$0: target '$t': ${T_BIN[$name]} is not an executable" >&2
+				exit 2
+			fi
+		fi
 		case $base in
 		block | folio | direct | writethrough | writeback | *-ring) ;;
 		*) echo "$0: target '$t': '$base' is not a foliofs target (block, folio, a mode or a -ring mode)" >&2
@@ -278,7 +289,8 @@ mount_foliofs() {	# TARGET: mounts $WORK/back-TARGET at $WORK/mnt-TARGET
 	else
 		opts=$(target_opts "$1")
 		[[ -n $FOLIOFS_OPTS ]] && opts+=",$FOLIOFS_OPTS"
-		"$FOLIOFS" -f -o "$opts" "$WORK/back-$t" "$mnt" >"$WORK/daemon-$t.log" 2>&1 &
+		"${T_BIN[$t]:-$FOLIOFS}" -f -o "$opts" "$WORK/back-$t" "$mnt" \
+			>"$WORK/daemon-$t.log" 2>&1 &
 	fi
 	DPIDS[$t]=$!
 	MNTS[$t]=$mnt

@@ -7,8 +7,8 @@
  * folio size (up to 512 KiB), a cache of 4 .. 10 folios (so that reclaim
  * and need_clean run often), the accounting and sizing policies and the
  * backing file's initial size.  The file's backing store is in memory
- * (struct mem_file: our bs_backing_ops).  Then each operation is an
- * opcode byte and its arguments:
+ * (struct mem_backing, the unit tests' bs_backing_ops).  Then each
+ * operation is an opcode byte and its arguments:
  *   write, read (compared with the shadow), read of the whole file,
  *   truncate, punch hole, zero range, allocate, a writeback pass over a
  *   range (any collect mode and limits, each run completed with success
@@ -27,6 +27,7 @@
  * adds is sequences nobody wrote by hand.
  */
 #include "bs_i.h"
+#include "../unit/mem_backing.h"
 
 #include <errno.h>
 #include <linux/falloc.h>
@@ -55,105 +56,15 @@ static uint64_t take(struct input *in, int bytes)
 	return v;
 }
 
-/* ---- the in-memory backing file ---- */
+/* The backing file: tests/unit/mem_backing.h. */
 
-struct mem_file {
-	unsigned char *data;
-	size_t len;		/* the backing file's size */
-	size_t cap;		/* bytes allocated; zero past len */
-};
-
-static void mem_set_len(struct mem_file *mf, size_t len)
-{
-	if (len > mf->cap) {
-		size_t cap = mf->cap ? mf->cap : 4096;
-		unsigned char *d;
-
-		while (cap < len)
-			cap *= 2;
-		d = realloc(mf->data, cap);
-		if (!d)
-			abort();
-		memset(d + mf->cap, 0, cap - mf->cap);
-		mf->data = d;
-		mf->cap = cap;
-	}
-	if (len < mf->len)
-		memset(mf->data + len, 0, mf->len - len);
-	mf->len = len;
-}
-
-static void mem_write(struct mem_file *mf, const void *buf, size_t len, off_t off)
-{
-	if ((size_t)off + len > mf->len)
-		mem_set_len(mf, (size_t)off + len);
-	memcpy(mf->data + off, buf, len);
-}
-
-static ssize_t mem_read(void *ctx, void *buf, size_t len, off_t off)
-{
-	struct mem_file *mf = ctx;
-	size_t n;
-
-	if (off < 0)
-		return -EINVAL;
-	if ((size_t)off >= mf->len)
-		return 0;
-	n = mf->len - (size_t)off < len ? mf->len - (size_t)off : len;
-	memcpy(buf, mf->data + off, n);
-	return (ssize_t)n;
-}
-
-static int mem_truncate(void *ctx, off_t size)
-{
-	if (size < 0)
-		return -EINVAL;
-	mem_set_len(ctx, (size_t)size);
-	return 0;
-}
-
-/* fallocate(2) as Linux does it for the modes blockstate passes on. */
-static int mem_fallocate(void *ctx, int mode, off_t off, off_t len)
-{
-	struct mem_file *mf = ctx;
-	bool keep = mode & FALLOC_FL_KEEP_SIZE;
-
-	if (off < 0 || len <= 0)
-		return -EINVAL;
-	switch (mode & ~FALLOC_FL_KEEP_SIZE) {
-	case FALLOC_FL_PUNCH_HOLE:
-		if (!keep)
-			return -EOPNOTSUPP;
-		/* fall through: zeroes like zero range, never extends */
-	case FALLOC_FL_ZERO_RANGE:
-		if ((size_t)off < mf->len) {
-			size_t end = (size_t)(off + len) < mf->len ? (size_t)(off + len) : mf->len;
-
-			memset(mf->data + off, 0, end - (size_t)off);
-		}
-		break;
-	case 0:
-		break;
-	default:
-		return -EOPNOTSUPP;
-	}
-	if (!keep && (size_t)(off + len) > mf->len)
-		mem_set_len(mf, (size_t)(off + len));
-	return 0;
-}
-
-static const struct bs_backing_ops mem_ops = {
-	.read = mem_read,
-	.truncate = mem_truncate,
-	.fallocate = mem_fallocate,
-};
 
 /* ---- the state of one run ---- */
 
 struct fctx {
 	struct bs_cache *cache;
 	struct bs_file *file;
-	struct mem_file mem;
+	struct mem_backing mem;
 	unsigned char *shadow;	/* max_size bytes, zero past size */
 	size_t size;
 	size_t max_size;
@@ -186,11 +97,11 @@ static void run_write(struct fctx *t, const struct bs_wb_run *r, const void *byt
 {
 	off_t size = bs_file_size(t->file);
 
-	mem_write(&t->mem, bytes, r->len, r->off);
+	mem_backing_write(&t->mem, bytes, r->len, r->off);
 	/* A whole-blocks run may pass EOF: the caller restores the size. */
 	if ((flags & BS_WB_WHOLE_BLOCKS) && t->mem.len > (size_t)size &&
 	    (off_t)(r->off + r->len) > size)
-		mem_set_len(&t->mem, (size_t)size);
+		mem_backing_set_len(&t->mem, (size_t)size);
 }
 
 struct collect_args {
@@ -326,7 +237,7 @@ static void check_read(struct fctx *t, size_t off, size_t len)
 	ssize_t ret;
 
 	memset(t->buf, 0xee, len);
-	ret = bs_read(t->file, t->buf, len, (off_t)off);
+	ret = bs_read(t->file, NULL, t->buf, len, (off_t)off);
 	if (ret != (ssize_t)expect) {
 		fprintf(stderr, "read [%zu, +%zu): %zd, expected %zu\n", off, len, ret, expect);
 		fail(t, "read returns the size's worth");
@@ -600,13 +511,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	/* The backing file's initial bytes. */
 	init = (size_t)take(&in, 3) % (t.max_size + 1);
-	mem_set_len(&t.mem, init);
+	mem_backing_init(&t.mem);
+	mem_backing_set_len(&t.mem, init);
 	if (init) {
 		fill(t.mem.data, init, 7);
 		memcpy(t.shadow, t.mem.data, init);
 	}
 	t.size = init;
-	CHECK(&t, bs_file_create(t.cache, &mem_ops, &t.mem, (off_t)init, &t.file) == 0);
+	CHECK(&t, bs_file_create(t.cache, &mem_backing_ops, &t.mem, (off_t)init, &t.file) == 0);
 
 	for (t.op = 0; in.p < in.end && t.op < MAX_OPS; t.op++)
 		step(&t, &in);
@@ -614,7 +526,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	t.what = "final writeback";
 	CHECK(&t, writeback(&t, 0, INT64_MAX, all, 0) == 0);
 	/* A tail punched, or extended by truncate, has no run that would set it. */
-	mem_set_len(&t.mem, (size_t)bs_file_size(t.file));
+	mem_backing_set_len(&t.mem, (size_t)bs_file_size(t.file));
 	sync_file(&t, 0);
 	CHECK(&t, bs_cache_check(t.cache) == 0);
 	CHECK(&t, t.mem.len == t.size);
@@ -632,7 +544,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	bs_file_destroy(t.file);
 	bs_cache_destroy(t.cache);
-	free(t.mem.data);
+	mem_backing_destroy(&t.mem);
 	free(t.shadow);
 	free(t.buf);
 	free(t.copy);

@@ -13,6 +13,7 @@
  * - an empty or inverted range drops nothing.
  */
 #include "bs_i.h"
+#include "mem_backing.h"
 #include "test_helpers.h"
 
 #include <errno.h>
@@ -23,38 +24,9 @@
 #define FOLIO (64 * KiB)
 #define NFOLIOS (FSIZE / FOLIO)
 
-static unsigned char data[FSIZE];
-
-static ssize_t mem_read(void *ctx, void *buf, size_t len, off_t off)
-{
-	size_t n = 0;
-
-	(void)ctx;
-	if ((size_t)off < FSIZE)
-		n = FSIZE - (size_t)off < len ? FSIZE - (size_t)off : len;
-	memcpy(buf, data + off, n);
-	return (ssize_t)n;
-}
-
-static int mem_truncate(void *ctx, off_t size)
-{
-	(void)ctx;
-	(void)size;
-	return 0;
-}
-
-static int mem_fallocate(void *ctx, int mode, off_t off, off_t len)
-{
-	(void)ctx;
-	(void)mode;
-	(void)off;
-	(void)len;
-	return -EOPNOTSUPP;
-}
-
-static const struct bs_backing_ops mem_ops = {
-	.read = mem_read, .truncate = mem_truncate, .fallocate = mem_fallocate,
-};
+/* The backing file: mem_backing, FSIZE bytes of a pattern (data: its bytes). */
+static struct mem_backing mem;
+static unsigned char *data;
 
 /* What a walk saw. */
 struct seen {
@@ -188,14 +160,18 @@ int main(void)
 	struct bs_file *file;
 	uint64_t rng = 26;
 
+	mem_backing_init(&mem);
+	mem_backing_set_len(&mem, FSIZE);
+	data = mem.data;
 	for (size_t i = 0; i < FSIZE; i++)
 		data[i] = (unsigned char)t_xorshift(&rng);
 	T_CHECK(cfg.account && cfg.size);
 	T_CHECK(!bs_cache_create(&cfg, &ops, NULL, &cache));
-	T_CHECK(!bs_file_create(cache, &mem_ops, NULL, FSIZE, &file));
+	T_CHECK(!bs_file_create(cache, &mem_backing_ops, &mem, FSIZE, &file));
 	test_walk(file);
 	test_evict(cache, file);
 	bs_file_destroy(file);
 	bs_cache_destroy(cache);
+	mem_backing_destroy(&mem);
 	return T_EXIT_PASS;
 }

@@ -17,6 +17,7 @@
  * case (bs_cache_destroy) also checks that the pool gives everything back.
  */
 #include "bs_i.h"
+#include "mem_backing.h"
 #include "test_helpers.h"
 
 #include <errno.h>
@@ -31,62 +32,16 @@
 #define F64K (64 * KiB)
 #define FILL 0xaa
 
-/* ---- an in-memory backing file ---- */
+/* ---- the backing file: mem_backing, at most @cap bytes ---- */
 
-struct mem_file {
-	unsigned char *data;
-	size_t cap;
-	size_t size;
-};
-
-static ssize_t mem_read(void *ctx, void *buf, size_t len, off_t off)
+/* A file of @size bytes of @byte that may grow to @cap. */
+static void mem_init(struct mem_backing *m, size_t cap, size_t size, int byte)
 {
-	struct mem_file *m = ctx;
-	size_t n = 0;
-
-	if ((size_t)off < m->size)
-		n = m->size - (size_t)off < len ? m->size - (size_t)off : len;
-	memcpy(buf, m->data + off, n);
-	return (ssize_t)n;
-}
-
-static int mem_truncate(void *ctx, off_t size)
-{
-	struct mem_file *m = ctx;
-
-	if ((size_t)size > m->cap)
-		return -EFBIG;
-	if ((size_t)size > m->size)
-		memset(m->data + m->size, 0, (size_t)size - m->size);
-	m->size = (size_t)size;
-	return 0;
-}
-
-static int mem_fallocate(void *ctx, int mode, off_t off, off_t len)
-{
-	struct mem_file *m = ctx;
-
-	if (mode != (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE))
-		return -EOPNOTSUPP;
-	if ((size_t)off < m->size)
-		memset(m->data + off, 0,
-		       (size_t)len < m->size - (size_t)off ? (size_t)len : m->size - (size_t)off);
-	return 0;
-}
-
-static const struct bs_backing_ops mem_ops = {
-	.read = mem_read,
-	.truncate = mem_truncate,
-	.fallocate = mem_fallocate,
-};
-
-static void mem_init(struct mem_file *m, size_t cap, size_t size, int byte)
-{
-	m->data = malloc(cap);
-	T_CHECK(m->data);
-	m->cap = cap;
-	m->size = size;
-	memset(m->data, byte, cap);
+	mem_backing_init(m);
+	m->max_len = cap;
+	mem_backing_set_len(m, size);
+	if (size)
+		memset(m->data, byte, size);
 }
 
 /* ---- helpers ---- */
@@ -166,13 +121,13 @@ static char *folio_data(struct bs_file *file, off_t off)
  */
 static void fill_pool(struct bs_cache *cache, char **addrs)
 {
-	struct mem_file m;
+	struct mem_backing m;
 	struct bs_file *file;
 	struct bs_stats st;
 
 	mem_init(&m, OLD_FOLIOS * F64K, OLD_FOLIOS * F64K, FILL);
-	T_CHECK(bs_file_create(cache, &mem_ops, &m, (off_t)m.size, &file) == 0);
-	check_reads(file, 0, m.size, FILL);
+	T_CHECK(bs_file_create(cache, &mem_backing_ops, &m, (off_t)m.len, &file) == 0);
+	check_reads(file, 0, m.len, FILL);
 	for (int i = 0; i < OLD_FOLIOS; i++)
 		addrs[i] = folio_data(file, (off_t)i * (off_t)F64K);
 	st = stats(cache);
@@ -180,7 +135,7 @@ static void fill_pool(struct bs_cache *cache, char **addrs)
 	bs_file_destroy(file);
 	st = stats(cache);
 	T_CHECK(st.cache_bytes == 0 && st.pool_bytes == OLD_FOLIOS * F64K);
-	free(m.data);
+	mem_backing_destroy(&m);
 }
 
 static bool is_old(char *const *addrs, const char *data)
@@ -195,13 +150,13 @@ static void test_reuse(uint32_t block_size)
 {
 	struct bs_cache *cache = cache_new(block_size, F64K, (uint64_t)2 * OLD_FOLIOS * F64K, "fixed");
 	char *addrs[OLD_FOLIOS];
-	struct mem_file m;
+	struct mem_backing m;
 	struct bs_file *file;
 	struct bs_stats st;
 
 	fill_pool(cache, addrs);
 	mem_init(&m, 8 * F64K, 0, 0);
-	T_CHECK(bs_file_create(cache, &mem_ops, &m, 0, &file) == 0);
+	T_CHECK(bs_file_create(cache, &mem_backing_ops, &m, 0, &file) == 0);
 
 	/* Folio 0: two short writes, a hole of whole blocks between them. */
 	write_bytes(file, 100, 100, 'a');
@@ -213,9 +168,9 @@ static void test_reuse(uint32_t block_size)
 	check_reads(file, (off_t)F64K - 300, 100, 'b');
 
 	/* Folio 1: a short backing file read, then extended by truncate. */
-	m.size = F64K + 100;
+	mem_backing_set_len(&m, F64K + 100);
 	memset(m.data + F64K, 'c', 100);
-	T_CHECK(bs_truncate(file, (off_t)m.size) == 0);
+	T_CHECK(bs_truncate(file, (off_t)m.len) == 0);
 	check_reads(file, (off_t)F64K - 200, 200, 0);	/* the old EOF's block */
 	check_reads(file, F64K, 100, 'c');
 	T_CHECK(bs_truncate(file, 2 * (off_t)F64K + 10) == 0);
@@ -241,19 +196,19 @@ static void test_reuse(uint32_t block_size)
 		st.pool_bytes == (OLD_FOLIOS - 5) * F64K);
 	bs_file_destroy(file);
 	bs_cache_destroy(cache);
-	free(m.data);
+	mem_backing_destroy(&m);
 }
 
 /* The last folio memory given back is the first taken (warmest in the CPU caches). */
 static void test_lifo(void)
 {
 	struct bs_cache *cache = cache_new(4096, F64K, 8 * F64K, "fixed");
-	struct mem_file m;
+	struct mem_backing m;
 	struct bs_file *file;
 	char *data;
 
 	mem_init(&m, 4 * F64K, 0, 0);
-	T_CHECK(bs_file_create(cache, &mem_ops, &m, 0, &file) == 0);
+	T_CHECK(bs_file_create(cache, &mem_backing_ops, &m, 0, &file) == 0);
 	write_bytes(file, 0, 4 * F64K, 'x');
 	data = folio_data(file, 2 * (off_t)F64K);
 	T_CHECK(bs_fallocate(file, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
@@ -264,7 +219,7 @@ static void test_lifo(void)
 	T_CHECK(stats(cache).pool_hits == 1);
 	bs_file_destroy(file);
 	bs_cache_destroy(cache);
-	free(m.data);
+	mem_backing_destroy(&m);
 }
 
 /* ---- reclaim refills the pool ---- */
@@ -273,14 +228,14 @@ static void test_reclaim_refills(void)
 {
 	const size_t cached = 16, total = 64;
 	struct bs_cache *cache = cache_new(4096, F64K, cached * F64K, "fixed");
-	struct mem_file m;
+	struct mem_backing m;
 	struct bs_file *file;
 	struct bs_stats st = stats(cache);
 
 	mem_init(&m, total * F64K, total * F64K, FILL);
 	for (size_t i = 0; i < total; i++)
 		m.data[i * F64K] = (unsigned char)i;
-	T_CHECK(bs_file_create(cache, &mem_ops, &m, (off_t)m.size, &file) == 0);
+	T_CHECK(bs_file_create(cache, &mem_backing_ops, &m, (off_t)m.len, &file) == 0);
 	for (size_t i = 0; i < total; i++) {
 		unsigned char buf[F64K];
 
@@ -293,7 +248,7 @@ static void test_reclaim_refills(void)
 	bs_file_destroy(file);
 	T_CHECK(stats(cache).pool_bytes == cached * F64K);
 	bs_cache_destroy(cache);
-	free(m.data);
+	mem_backing_destroy(&m);
 }
 
 /* ---- the bound, with folios of several sizes ---- */
@@ -302,13 +257,13 @@ static void test_bound_mixed_sizes(void)
 {
 	const size_t budget = 16 * F64K;
 	struct bs_cache *cache = cache_new(4096, F64K, budget, "kernel");
-	struct mem_file mx, my;
+	struct mem_backing mx, my;
 	struct bs_file *x, *y;
 	struct bs_stats st;
 
 	/* 64 KiB writes at 64 KiB offsets: 64 KiB folios, then all dropped. */
 	mem_init(&mx, budget, 0, 0);
-	T_CHECK(bs_file_create(cache, &mem_ops, &mx, 0, &x) == 0);
+	T_CHECK(bs_file_create(cache, &mem_backing_ops, &mx, 0, &x) == 0);
 	for (size_t i = 0; i < 16; i++)
 		write_bytes(x, (off_t)(i * F64K), F64K, 'x');
 	T_CHECK(stats(cache).folios_order[4] == 16);
@@ -318,7 +273,7 @@ static void test_bound_mixed_sizes(void)
 
 	/* Cached clean data that must not be reclaimed while idle memory can go. */
 	mem_init(&my, budget, 4096, 'y');
-	T_CHECK(bs_file_create(cache, &mem_ops, &my, 4096, &y) == 0);
+	T_CHECK(bs_file_create(cache, &mem_backing_ops, &my, 4096, &y) == 0);
 	/* The pool has no 4 KiB chunk: one 64 KiB chunk is given back for it... */
 	check_reads(y, 0, 4096, 'y');
 	st = stats(cache);
@@ -339,8 +294,8 @@ static void test_bound_mixed_sizes(void)
 	/* Every folio dropped: the pool holds no more than the budget. */
 	T_CHECK(stats(cache).pool_bytes <= budget);
 	bs_cache_destroy(cache);
-	free(mx.data);
-	free(my.data);
+	mem_backing_destroy(&mx);
+	mem_backing_destroy(&my);
 }
 
 /* bs_cache_pool_shrink(): down to what is kept, largest chunks first. */
@@ -348,13 +303,13 @@ static void test_shrink(void)
 {
 	const size_t budget = 32 * F64K, p4k = 4 * KiB;
 	struct bs_cache *cache = cache_new(4096, F64K, budget, "kernel");
-	struct mem_file m;
+	struct mem_backing m;
 	struct bs_file *f;
 	struct bs_stats st;
 
 	/* Eight 64 KiB folios and eight 4 KiB ones, all dropped into the pool. */
 	mem_init(&m, budget, 0, 0);
-	T_CHECK(bs_file_create(cache, &mem_ops, &m, 0, &f) == 0);
+	T_CHECK(bs_file_create(cache, &mem_backing_ops, &m, 0, &f) == 0);
 	for (size_t i = 0; i < 8; i++)
 		write_bytes(f, (off_t)(i * F64K), F64K, 'x');
 	for (size_t i = 0; i < 8; i++)
@@ -379,7 +334,7 @@ static void test_shrink(void)
 	check_reads(f, 0, F64K, 'z');
 	bs_file_destroy(f);
 	bs_cache_destroy(cache);
-	free(m.data);
+	mem_backing_destroy(&m);
 }
 
 int main(void)

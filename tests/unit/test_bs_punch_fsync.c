@@ -14,6 +14,7 @@
  * (as a real one does), which makes that window wide.
  */
 #include "blockstate.h"
+#include "mem_backing.h"
 #include "test_helpers.h"
 
 #include <errno.h>
@@ -31,71 +32,8 @@
 #define FILE_SIZE (512 << 10)
 #define ROUNDS 3000
 
-/* ---- the in-memory backing file ---- */
-
-struct mem_file {
-	pthread_mutex_t lock;
-	unsigned char data[FILE_SIZE];
-	size_t len;
-};
-
-static struct mem_file mem = { .lock = PTHREAD_MUTEX_INITIALIZER };
-
-static ssize_t mem_read(void *ctx, void *buf, size_t len, off_t off)
-{
-	size_t n = 0;
-
-	(void)ctx;
-	pthread_mutex_lock(&mem.lock);
-	if ((size_t)off < mem.len)
-		n = mem.len - (size_t)off < len ? mem.len - (size_t)off : len;
-	memcpy(buf, mem.data + off, n);
-	pthread_mutex_unlock(&mem.lock);
-	return (ssize_t)n;
-}
-
-static int mem_truncate(void *ctx, off_t size)
-{
-	(void)ctx;
-	if (size < 0 || size > FILE_SIZE)
-		return -EFBIG;
-	pthread_mutex_lock(&mem.lock);
-	if ((size_t)size < mem.len)
-		memset(mem.data + size, 0, mem.len - (size_t)size);
-	mem.len = (size_t)size;
-	pthread_mutex_unlock(&mem.lock);
-	return 0;
-}
-
-static int mem_fallocate(void *ctx, int mode, off_t off, off_t len)
-{
-	struct timespec pause = { 0, 50000 };
-
-	(void)ctx;
-	(void)mode;
-	nanosleep(&pause, NULL);	/* a backing fallocate takes a while */
-	pthread_mutex_lock(&mem.lock);
-	if ((size_t)off < mem.len)
-		memset(mem.data + off, 0,
-		       ((size_t)(off + len) < mem.len ? (size_t)(off + len) : mem.len) - (size_t)off);
-	pthread_mutex_unlock(&mem.lock);
-	return 0;
-}
-
-static const struct bs_backing_ops mem_ops = {
-	.read = mem_read,
-	.truncate = mem_truncate,
-	.fallocate = mem_fallocate,
-};
-
-static void mem_write(const void *buf, size_t len, off_t off)
-{
-	pthread_mutex_lock(&mem.lock);
-	memcpy(mem.data + off, buf, len);
-	if ((size_t)off + len > mem.len)
-		mem.len = (size_t)off + len;
-	pthread_mutex_unlock(&mem.lock);
-}
+/* The backing file: mem_backing, each fallocate taking a while (see main). */
+static struct mem_backing mem;
 
 /* ---- the test ---- */
 
@@ -129,8 +67,11 @@ int main(void)
 	struct bs_cache *cache;
 	pthread_t thr;
 
+	mem_backing_init(&mem);
+	mem.max_len = FILE_SIZE;
+	mem.fallocate_delay_ns = 50000;	/* a backing fallocate takes a while */
 	T_CHECK(bs_cache_create(&cfg, NULL, NULL, &cache) == 0);
-	T_CHECK(bs_file_create(cache, &mem_ops, NULL, 0, &file) == 0);
+	T_CHECK(bs_file_create(cache, &mem_backing_ops, &mem, 0, &file) == 0);
 	T_CHECK(bs_truncate(file, FILE_SIZE) == 0);
 	T_CHECK(pthread_create(&thr, NULL, puncher, NULL) == 0);
 	for (int round = 0; round < ROUNDS; round++) {
@@ -153,7 +94,7 @@ int main(void)
 
 				T_CHECK(tmp);
 				bs_wb_copy(&runs[i], tmp);
-				mem_write(tmp, runs[i].len, runs[i].off);
+				mem_backing_write(&mem, tmp, runs[i].len, runs[i].off);
 				free(tmp);
 				bs_wb_complete(file, &runs[i], 0);
 			}

@@ -42,6 +42,7 @@
  * a few seconds, and under a minute with TSan on two cores).
  */
 #include "bs_i.h"
+#include "mem_backing.h"
 #include "test_helpers.h"
 
 #include <errno.h>
@@ -101,110 +102,6 @@ static uint64_t rnd_below(uint64_t *s, uint64_t n)
 	return n ? rnd(s) % n : 0;
 }
 
-/* ---- the in-memory backing file, thread safe ---- */
-
-struct mem_file {
-	pthread_mutex_t lock;	/* protects all below */
-	unsigned char *data;
-	size_t len;		/* the backing file's size */
-	size_t cap;		/* allocated; zero past len */
-	/* Called (without the lock) after a truncate was applied. */
-	void (*after_truncate)(void *arg);
-	void *after_truncate_arg;
-};
-
-/* Context: mf->lock held. */
-static void mem_set_len_locked(struct mem_file *mf, size_t len)
-{
-	if (len > mf->cap) {
-		size_t cap = mf->cap ? mf->cap : 65536;
-
-		while (cap < len)
-			cap *= 2;
-		mf->data = realloc(mf->data, cap);
-		T_CHECK(mf->data);
-		memset(mf->data + mf->cap, 0, cap - mf->cap);
-		mf->cap = cap;
-	}
-	if (len < mf->len)
-		memset(mf->data + len, 0, mf->len - len);
-	mf->len = len;
-}
-
-static void mem_init(struct mem_file *mf)
-{
-	memset(mf, 0, sizeof(*mf));
-	pthread_mutex_init(&mf->lock, NULL);
-}
-
-static void mem_destroy(struct mem_file *mf)
-{
-	pthread_mutex_destroy(&mf->lock);
-	free(mf->data);
-}
-
-static void mem_write(struct mem_file *mf, const void *buf, size_t len, off_t off)
-{
-	pthread_mutex_lock(&mf->lock);
-	if ((size_t)off + len > mf->len)
-		mem_set_len_locked(mf, (size_t)off + len);
-	memcpy(mf->data + off, buf, len);
-	pthread_mutex_unlock(&mf->lock);
-}
-
-static ssize_t mem_read(void *ctx, void *buf, size_t len, off_t off)
-{
-	struct mem_file *mf = ctx;
-	size_t n = 0;
-
-	pthread_mutex_lock(&mf->lock);
-	if ((size_t)off < mf->len) {
-		n = mf->len - (size_t)off < len ? mf->len - (size_t)off : len;
-		memcpy(buf, mf->data + off, n);
-	}
-	pthread_mutex_unlock(&mf->lock);
-	return (ssize_t)n;
-}
-
-static int mem_truncate(void *ctx, off_t size)
-{
-	struct mem_file *mf = ctx;
-
-	pthread_mutex_lock(&mf->lock);
-	mem_set_len_locked(mf, (size_t)size);
-	pthread_mutex_unlock(&mf->lock);
-	if (mf->after_truncate)
-		mf->after_truncate(mf->after_truncate_arg);
-	return 0;
-}
-
-static int mem_fallocate(void *ctx, int mode, off_t off, off_t len)
-{
-	struct mem_file *mf = ctx;
-	bool keep = mode & FALLOC_FL_KEEP_SIZE;
-	size_t end = (size_t)(off + len);
-
-	if (off < 0 || len <= 0)
-		return -EINVAL;
-	pthread_mutex_lock(&mf->lock);
-	if (mode & (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE)) {
-		size_t zend = end < mf->len ? end : mf->len;
-
-		if ((size_t)off < zend)
-			memset(mf->data + off, 0, zend - (size_t)off);
-	}
-	if (!keep && end > mf->len)
-		mem_set_len_locked(mf, end);
-	pthread_mutex_unlock(&mf->lock);
-	return 0;
-}
-
-static const struct bs_backing_ops mem_ops = {
-	.read = mem_read,
-	.truncate = mem_truncate,
-	.fallocate = mem_fallocate,
-};
-
 /*
  * Asynchronous reads (readahead's read_start), completed by a thread of
  * their own in a random order, some after a pause and one in 32 failing
@@ -216,7 +113,7 @@ static const struct bs_backing_ops mem_ops = {
  */
 struct aio_item {
 	struct bs_aio *aio;
-	struct mem_file *mf;
+	struct mem_backing *mf;
 	char *early;			/* bytes read at start, or NULL */
 	ssize_t early_n;
 };
@@ -242,7 +139,7 @@ static int mem_read_start(void *ctx, struct bs_aio *aio)
 	if (A.started % 2) {
 		A.items[A.nr].early = malloc(aio->len);
 		T_CHECK(A.items[A.nr].early);
-		A.items[A.nr].early_n = mem_read(ctx, A.items[A.nr].early, aio->len, aio->off);
+		A.items[A.nr].early_n = mem_backing_read(ctx, A.items[A.nr].early, aio->len, aio->off);
 	}
 	A.nr++;
 	A.started++;
@@ -264,7 +161,7 @@ static void aio_complete(struct aio_item it, bool fail)
 		n = it.early_n;
 		free(it.early);
 	} else {
-		n = mem_read(it.mf, buf, aio->len, aio->off);
+		n = mem_backing_read(it.mf, buf, aio->len, aio->off);
 	}
 	if (fail)
 		n = -EIO;
@@ -310,17 +207,17 @@ static void *aio_main(void *arg)
 }
 
 static const struct bs_backing_ops mem_ops_async = {
-	.read = mem_read,
+	.read = mem_backing_read,
 	.read_start = mem_read_start,
-	.truncate = mem_truncate,
-	.fallocate = mem_fallocate,
+	.truncate = mem_backing_truncate,
+	.fallocate = mem_backing_fallocate,
 };
 
 /* ---- files, writeback ---- */
 
 struct tfile {
 	struct bs_file *bs;
-	struct mem_file mem;
+	struct mem_backing mem;
 	pthread_mutex_t wb_lock;	/* one writeback of a file at a time */
 };
 
@@ -349,7 +246,7 @@ static void run_copy(struct tfile *tf, struct bs_wb_run *r, unsigned int flags)
 
 	if (!T.racy_copy)
 		pthread_mutex_lock(&r->folio->lock);
-	mem_write(&tf->mem, r->data, r->len, r->off);
+	mem_backing_write(&tf->mem, r->data, r->len, r->off);
 	if (!T.racy_copy)
 		pthread_mutex_unlock(&r->folio->lock);
 	if (!(flags & BS_WB_WHOLE_BLOCKS))
@@ -357,7 +254,7 @@ static void run_copy(struct tfile *tf, struct bs_wb_run *r, unsigned int flags)
 	size = bs_file_size(tf->bs);
 	pthread_mutex_lock(&tf->mem.lock);
 	if (tf->mem.len > (size_t)size && r->off + (off_t)r->len > size)
-		mem_set_len_locked(&tf->mem, (size_t)size);
+		mem_backing_set_len_locked(&tf->mem, (size_t)size);
 	pthread_mutex_unlock(&tf->mem.lock);
 }
 
@@ -456,9 +353,9 @@ static void files_create(int nfiles)
 	for (int i = 0; i < nfiles; i++) {
 		struct tfile *tf = &T.files[i];
 
-		mem_init(&tf->mem);
+		mem_backing_init(&tf->mem);
 		pthread_mutex_init(&tf->wb_lock, NULL);
-		P_CHECK(bs_file_create(T.cache, T.async ? &mem_ops_async : &mem_ops, &tf->mem, 0,
+		P_CHECK(bs_file_create(T.cache, T.async ? &mem_ops_async : &mem_backing_ops, &tf->mem, 0,
 				       &tf->bs) == 0);
 	}
 	atomic_store(&T.nfiles, nfiles);
@@ -517,7 +414,7 @@ static void files_destroy(int nfiles)
 
 		bs_file_destroy(tf->bs);
 		pthread_mutex_destroy(&tf->wb_lock);
-		mem_destroy(&tf->mem);
+		mem_backing_destroy(&tf->mem);
 	}
 }
 
@@ -664,7 +561,7 @@ static void phase_disjoint(int ops)
 	/* The backing file holds exactly what each thread wrote. */
 	for (int i = 0; i < NTHREADS; i++) {
 		struct djob *j = &jobs[i];
-		struct mem_file *mf = &T.files[0].mem;
+		struct mem_backing *mf = &T.files[0].mem;
 
 		for (size_t k = j->start; k < j->tail_max; k++) {
 			if (k == j->end)

@@ -21,6 +21,7 @@
  * wide; the test cannot fail when collection waits for the truncate.
  */
 #include "blockstate.h"
+#include "mem_backing.h"
 #include "test_helpers.h"
 
 #include <errno.h>
@@ -37,56 +38,8 @@
 #define FILE_MAX (64u << 10)
 #define ROUNDS 2000
 
-/* ---- the in-memory backing file: bytes at and past len are zero ---- */
-
-struct mem_file {
-	pthread_mutex_t lock;
-	unsigned char data[FILE_MAX];
-	size_t len;
-};
-
-static struct mem_file mem = { .lock = PTHREAD_MUTEX_INITIALIZER };
-
-static ssize_t mem_read(void *ctx, void *buf, size_t len, off_t off)
-{
-	size_t n = 0;
-
-	(void)ctx;
-	pthread_mutex_lock(&mem.lock);
-	if ((size_t)off < mem.len)
-		n = mem.len - (size_t)off < len ? mem.len - (size_t)off : len;
-	memcpy(buf, mem.data + off, n);
-	pthread_mutex_unlock(&mem.lock);
-	return (ssize_t)n;
-}
-
-static int mem_truncate(void *ctx, off_t size)
-{
-	(void)ctx;
-	if (size < 0 || size > (off_t)FILE_MAX)
-		return -EFBIG;
-	pthread_mutex_lock(&mem.lock);
-	if ((size_t)size < mem.len)
-		memset(mem.data + size, 0, mem.len - (size_t)size);
-	mem.len = (size_t)size;
-	pthread_mutex_unlock(&mem.lock);
-	return 0;
-}
-
-static int mem_fallocate(void *ctx, int mode, off_t off, off_t len)
-{
-	(void)ctx;
-	(void)mode;
-	(void)off;
-	(void)len;
-	return -EOPNOTSUPP;
-}
-
-static const struct bs_backing_ops mem_ops = {
-	.read = mem_read,
-	.truncate = mem_truncate,
-	.fallocate = mem_fallocate,
-};
+/* The backing file: mem_backing, at most FILE_MAX bytes, no fallocate (see main). */
+static struct mem_backing mem;
 
 /* An O_DIRECT write: whole blocks, and the file grows to their end. */
 static void mem_write(const void *buf, size_t len, off_t off)
@@ -94,11 +47,7 @@ static void mem_write(const void *buf, size_t len, off_t off)
 	struct timespec pause = { 0, 20000 };
 
 	nanosleep(&pause, NULL);	/* a backing write takes a while */
-	pthread_mutex_lock(&mem.lock);
-	memcpy(mem.data + off, buf, len);
-	if ((size_t)off + len > mem.len)
-		mem.len = (size_t)off + len;
-	pthread_mutex_unlock(&mem.lock);
+	mem_backing_write(&mem, buf, len, off);
 }
 
 /* ---- the flusher ---- */
@@ -153,7 +102,7 @@ static void *flusher(void *arg)
 		 */
 		if (flush_pass() || asked == done)
 			continue;
-		T_CHECK(mem_truncate(NULL, bs_file_size(file)) == 0);
+		T_CHECK(mem_backing_truncate(&mem, bs_file_size(file)) == 0);
 		pthread_mutex_lock(&sync_req.lock);
 		sync_req.done = asked;
 		pthread_cond_broadcast(&sync_req.cond);
@@ -185,8 +134,11 @@ int main(void)
 	pthread_t thr;
 	int bad = 0;
 
+	mem_backing_init(&mem);
+	mem.max_len = FILE_MAX;
+	mem.no_fallocate = true;
 	T_CHECK(bs_cache_create(&cfg, NULL, NULL, &cache) == 0);
-	T_CHECK(bs_file_create(cache, &mem_ops, NULL, 0, &file) == 0);
+	T_CHECK(bs_file_create(cache, &mem_backing_ops, &mem, 0, &file) == 0);
 	T_CHECK(pthread_create(&thr, NULL, flusher, NULL) == 0);
 	for (int round = 0; round < ROUNDS && !bad; round++) {
 		uint32_t cut = 1 + (uint32_t)(t_xorshift(&rng) % (BLOCK - 1));

@@ -30,6 +30,7 @@
  *   machine, whose disk has read_ahead_kb 8192), folio by folio.
  */
 #include "bs_i.h"
+#include "mem_backing.h"
 #include "test_helpers.h"
 
 #include <errno.h>
@@ -45,48 +46,19 @@
 #define UPDATES 2048
 #define RANDOM_READS 1024
 
-/* ---- the in-memory backing file: a fixed pattern, counted reads ---- */
+/* ---- the backing file: mem_backing holding a fixed pattern ---- */
 
-static unsigned char *table;
-
-static ssize_t mem_read(void *ctx, void *buf, size_t len, off_t off)
-{
-	size_t n = 0;
-
-	(void)ctx;
-	if ((size_t)off < TABLE)
-		n = TABLE - (size_t)off < len ? TABLE - (size_t)off : len;
-	memcpy(buf, table + off, n);
-	return (ssize_t)n;
-}
-
-static int mem_truncate(void *ctx, off_t size)
-{
-	(void)ctx;
-	return size == TABLE ? 0 : -EPERM;
-}
-
-static int mem_fallocate(void *ctx, int mode, off_t off, off_t len)
-{
-	(void)ctx;
-	(void)mode;
-	(void)off;
-	(void)len;
-	return -EOPNOTSUPP;
-}
-
-static const struct bs_backing_ops mem_ops = {
-	.read = mem_read,
-	.truncate = mem_truncate,
-	.fallocate = mem_fallocate,
-};
+static struct mem_backing mem;
+static unsigned char *table;		/* mem.data, TABLE bytes */
 
 static void table_fill(void)
 {
 	uint64_t rng = 42;
 
-	table = malloc(TABLE);
-	T_CHECK(table);
+	mem_backing_init(&mem);
+	mem.max_len = TABLE;
+	mem_backing_set_len(&mem, TABLE);
+	table = mem.data;
 	for (size_t i = 0; i < TABLE; i += 8) {
 		uint64_t v = t_xorshift(&rng);
 
@@ -203,7 +175,7 @@ static void run_scenario(struct run *r)
 
 	T_CHECK(cfg.account && cfg.size);
 	T_CHECK(!bs_cache_create(&cfg, &ops, NULL, &cache));
-	T_CHECK(!bs_file_create(cache, &mem_ops, NULL, TABLE, &file));
+	T_CHECK(!bs_file_create(cache, &mem_backing_ops, &mem, TABLE, &file));
 	bs_ra_init(&reader);
 
 	/* The table read sequentially. */
@@ -269,7 +241,7 @@ static void run_cold_random(const char *policy)
 	char buf[IO];
 
 	T_CHECK(!bs_cache_create(&cfg, &ops, NULL, &cache));
-	T_CHECK(!bs_file_create(cache, &mem_ops, NULL, TABLE, &file));
+	T_CHECK(!bs_file_create(cache, &mem_backing_ops, &mem, TABLE, &file));
 	bs_ra_init(&reader);
 	for (uint64_t i = 1; i <= 512; i++)
 		read_check(file, buf, (off_t)((i * 1031) % slots) * (32 << 10));
@@ -340,7 +312,7 @@ static void check_kernel_writes(void)
 	size_t n = 0;
 
 	T_CHECK(!bs_cache_create(&cfg, &ops, NULL, &cache));
-	T_CHECK(!bs_file_create(cache, &mem_ops, NULL, TABLE, &file));
+	T_CHECK(!bs_file_create(cache, &mem_backing_ops, &mem, TABLE, &file));
 	bs_ra_init(&reader);
 	for (size_t i = 0; i < sizeof(writes) / sizeof(writes[0]); i++)
 		T_CHECK(bs_write(file, buf, writes[i].len, writes[i].off) == (ssize_t)writes[i].len);
@@ -412,6 +384,6 @@ int main(void)
 	run_cold_random("kernel");
 	run_cold_random("fixed");
 	run_cold_random("ramp");
-	free(table);
+	mem_backing_destroy(&mem);
 	return T_EXIT_PASS;
 }

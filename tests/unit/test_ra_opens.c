@@ -19,6 +19,7 @@
  * folio's order + 2 (see ra_decide.c) - the stall the 6.17 series ended.
  */
 #include "bs_i.h"
+#include "mem_backing.h"
 #include "test_helpers.h"
 
 #include <errno.h>
@@ -31,38 +32,17 @@
 #define FSIZE (64 * MiB)
 #define IO (8 * KiB)
 
-static ssize_t mem_read(void *ctx, void *buf, size_t len, off_t off)
+/* The backing file: mem_backing, FSIZE bytes, each 8-byte word holding its offset. */
+static struct mem_backing mem;
+
+static void mem_fill(void)
 {
-	size_t n = off >= FSIZE ? 0 : (size_t)(FSIZE - off) < len ? (size_t)(FSIZE - off) : len;
-
-	(void)ctx;
-	/* Each 8-byte word holds its offset. */
-	for (size_t i = 0; i + 8 <= n; i += 8) {
-		uint64_t v = (uint64_t)off + i;
-
-		memcpy((char *)buf + i, &v, 8);
-	}
-	return (ssize_t)n;
+	mem_backing_init(&mem);
+	mem.max_len = FSIZE;
+	mem_backing_set_len(&mem, FSIZE);
+	for (uint64_t off = 0; off < (uint64_t)FSIZE; off += 8)
+		memcpy(mem.data + off, &off, 8);
 }
-
-static int mem_truncate(void *ctx, off_t size)
-{
-	(void)ctx;
-	return size == FSIZE ? 0 : -EPERM;
-}
-
-static int mem_fallocate(void *ctx, int mode, off_t off, off_t len)
-{
-	(void)ctx;
-	(void)mode;
-	(void)off;
-	(void)len;
-	return -EOPNOTSUPP;
-}
-
-static const struct bs_backing_ops mem_ops = {
-	.read = mem_read, .truncate = mem_truncate, .fallocate = mem_fallocate,
-};
 
 /* A pattern, and the folios by page order Linux left after it. */
 struct pattern {
@@ -211,7 +191,7 @@ static void run_pattern(const struct pattern *p, unsigned int model, unsigned in
 	struct bs_file *file;
 
 	T_CHECK(!bs_cache_create(&cfg, &ops, NULL, &cache));
-	T_CHECK(!bs_file_create(cache, &mem_ops, NULL, FSIZE, &file));
+	T_CHECK(!bs_file_create(cache, &mem_backing_ops, &mem, FSIZE, &file));
 	p->run(file);
 	memset(hist, 0, BS_NR_FOLIO_ORDERS * sizeof(*hist));
 	T_CHECK(bs_file_folios(file, count, hist) == 0);
@@ -231,6 +211,7 @@ int main(void)
 {
 	int failed = 0;
 
+	mem_fill();
 	printf("folios by size:  4K    8K   16K   32K   64K  128K  256K  512K    1M    2M\n");
 	for (size_t i = 0; i < sizeof(patterns) / sizeof(patterns[0]); i++) {
 		const struct pattern *p = &patterns[i];
@@ -242,7 +223,7 @@ int main(void)
 		print_hist("Linux", p->linux_hist);
 		print_hist("6.17", h17);
 		print_hist("6.16", h16);
-		if (memcmp(h17, p->linux_hist, sizeof(h17))) {
+		if (memcmp(h17, p->linux_hist, sizeof(h17)) != 0) {
 			fprintf(stderr, "%s: ra_model 6.17 differs from Linux 6.18\n", p->name);
 			failed = 1;
 		}

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
  * A step of the wall clock while data is dirty must not change when the
- * flushers write it (writeback/flush.c, wb_now_ns): ages, expiry and the
- * backoff of a failing file are measured on CLOCK_MONOTONIC.
+ * flushers write it (writeback/engine.c and flush.c, wb_now_ns): ages,
+ * expiry and the backoff of a failing file are measured on
+ * CLOCK_MONOTONIC.
  *
  * The test links with -Wl,--wrap=clock_gettime, so that what the library
  * reads as CLOCK_REALTIME can be stepped by hours while a flusher runs,

@@ -169,7 +169,7 @@ int main(void)
 	T_CHECK(wb_ctx_create(&bcfg, &wcfg, &ctx) == 0);
 	file_a = new_file(ctx);
 	file_b = new_file(ctx);
-	atomic_store(&a_bs, file_a->bs);
+	atomic_store(&a_bs, file_a->ws.bs);
 	atomic_store(&a_wb_lock, &file_a->wb_lock);
 	atomic_store(&a_fd, file_a->fd);
 	atomic_store(&b_fd, file_b->fd);

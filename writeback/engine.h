@@ -1,0 +1,303 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * engine.h - the writeback engine: one pass, sync, error and flusher-round
+ * code, driven by two drivers.
+ *
+ *   the mount     flush.c's flusher threads and the FUSE workers (fsync,
+ *                 reclaim), on the monotonic clock; its writes are
+ *                 backing.c's and complete before submit returns
+ *   the simulator sim/engine.c's event loop, on a virtual clock; its
+ *                 writes go to a device model and complete at a later
+ *                 event
+ *
+ * In the spirit of iomap's writeback_iter() and iomap_writeback_ops: the
+ * engine owns the state, the driver owns the loop.  The state is a file's
+ * struct wb_fstate (embedded in the mount's struct wb_file and in the
+ * simulator's file) and a struct wb_pass; I/O and time are behind struct
+ * wb_engine_ops, given to the context (wb_ctx_set_engine).  A pass is
+ *
+ *	wb_pass_begin(&p, ctx, f, start, end, budget_pages, why);
+ *	while (wb_pass_next(&p))	   collect a batch, submit it
+ *		wb_pass_complete(&p);	   when its writes are done
+ *	err = wb_pass_end(&p);		   errors, backoff, the file's age
+ *
+ * where the mount runs the loop as written and the simulator returns to
+ * its event loop between next and complete.  A sync is wb_sync_begin(),
+ * the driver's sync, wb_sync_end().  A flusher round (wb_round_*) walks the
+ * files in round robin from a file that moves on each round; each file's
+ * turn (wb_turn_*) is decided by flushpolicy.h and ends in a pass, a sync,
+ * both or nothing.  What a driver does itself: hold the file for a pass
+ * (the mount's wb_lock, the simulator's busy file), wait, and the sync's
+ * I/O.
+ *
+ * Ranges are half-open, [start, end).
+ */
+#ifndef FOLIOFS_WB_ENGINE_H
+#define FOLIOFS_WB_ENGINE_H
+
+#include "blockstate.h"
+#include "flushpolicy.h"
+#include "writeback.h"
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+struct wb_ctx;
+struct wb_throttle;
+
+/* Runs collected per batch, and so the most writes of one. */
+#define WB_BATCH 64
+
+/*
+ * One file's writeback state, shared by both drivers.  The fields are
+ * atomics read without a lock by the flushers' decisions; a pass changes
+ * them while its driver holds the file (the mount's wb_lock), a sync or a
+ * write may at any time.
+ */
+struct wb_fstate {
+	struct bs_file *bs;			/* immutable */
+	atomic_bool unsynced;			/* backing written since its last sync */
+	_Atomic int64_t dirtied_ns;		/* when it went from clean to dirty, 0: clean */
+	_Atomic int64_t retry_ns;		/* background retry not before this */
+	_Atomic off_t bg_next;			/* where background writeback goes on */
+	_Atomic uint32_t backoff_ms;		/* current retry backoff, 0: none */
+	/* errseq: the last error, and a counter bumped by every failure */
+	_Atomic int err;
+	_Atomic uint64_t err_seq;
+};
+
+/*
+ * One write of a batch: runs contiguous in the file, at most max_io
+ * bytes.  The engine sets off and len; the mount's submit points iov at
+ * a snapshot of the runs (the mount's backend advances off and len as a
+ * short write is resumed); res is the write's result, 0 or -errno.
+ */
+struct wb_io {
+	struct iovec *iov;
+	int iovcnt;
+	off_t off;
+	size_t len;
+	int res;
+};
+
+/*
+ * Why a pass runs, as the kernel's writeback_control says it (sync_mode,
+ * for_kupdate, for_background): for the drivers' probes.
+ */
+enum wb_pass_why {
+	WB_PASS_SYNC,			/* fsync, reclaim, a file's end: waits for the file */
+	WB_PASS_PERIODIC,		/* a flusher's turn for data past dirty_expire */
+	WB_PASS_BACKGROUND,		/* a flusher's chunk over the background threshold */
+};
+
+/* A writeback pass of one file: the engine's state between the calls. */
+struct wb_pass {
+	struct wb_ctx *ctx;
+	struct wb_fstate *file;
+	enum wb_pass_why why;
+	off_t start;			/* where it began */
+	off_t pos, end;			/* [pos, end): what is left to look at */
+	uint64_t nr_pages;		/* pages of the runs submitted (4 KiB, per run) */
+	bool budgeted;			/* background: pay from budget */
+	bool wrote;			/* some write succeeded */
+	int first_err;			/* the first failed write, 0: none */
+	struct bs_wb_budget budget;
+	int nr_runs;			/* runs of the batch in flight, 0: none */
+	int nr_io;			/* its writes */
+	struct bs_wb_run runs[WB_BATCH];
+	int group_of[WB_BATCH];		/* runs[i] is written by io[group_of[i]] */
+	struct wb_io io[WB_BATCH];
+	struct iovec iov[WB_BATCH];	/* for the mount's submit: one per write */
+};
+
+/* What a driver gives the engine: I/O and time.  @arg: wb_ctx_set_engine's. */
+struct wb_engine_ops {
+	/*
+	 * Write the batch: p->io[0..p->nr_io) of p->file, made of p->runs.
+	 * Each write's result goes to its res.  The mount writes them before
+	 * it returns; the simulator issues them to its device and calls
+	 * wb_pass_complete() when they end.  0, or -errno when the batch
+	 * could not be written at all (no memory for it): its runs are then
+	 * completed with that error and the pass ends.
+	 */
+	int (*submit)(void *arg, struct wb_pass *p);
+	/* Now, in ns: monotonic on the mount, virtual in the simulator. */
+	int64_t (*now)(void *arg);
+	/*
+	 * Optional: a run of failures of @f begins (@err < 0: @what failed,
+	 * "writing back" or "syncing") or ends (@err 0, @what NULL).  The
+	 * mount logs both.
+	 */
+	void (*report)(void *arg, struct wb_fstate *f, const char *what, int err);
+	/* Optional: a pass wrote @f through its end, without error (the mount fixes the backing size). */
+	void (*written_whole)(void *arg, struct wb_fstate *f);
+	/* Optional: a flusher's turn wrote @f without error (the mount puts back the backing mtime). */
+	void (*turn_written)(void *arg, struct wb_fstate *f);
+};
+
+/* The driver of @ctx's writeback: @ops with @arg (before any pass). */
+void wb_ctx_set_engine(struct wb_ctx *ctx, const struct wb_engine_ops *ops, void *arg);
+
+/* ---- a pass ---- */
+
+/*
+ * Begin a pass of [@start, @end) of @f; with @budget_pages > 0 it stops
+ * where that budget (in folio pages, see struct bs_wb_budget) is used
+ * up.  The caller holds the file.  The throttler's bandwidth estimate
+ * follows writeback from here (the kernel's do_writepages).
+ */
+void wb_pass_begin(struct wb_pass *p, struct wb_ctx *ctx, struct wb_fstate *f,
+		   off_t start, off_t end, int64_t budget_pages, enum wb_pass_why why);
+/*
+ * Collect the next batch of dirty runs and submit it: true, then
+ * wb_pass_complete() once its writes are done; false when the pass is
+ * over (nothing left, the budget used up, or the batch could not be
+ * submitted).  Failed writes are recorded for fsync (errseq) here.
+ */
+bool wb_pass_next(struct wb_pass *p);
+/* Complete the batch in flight with its writes' results (nothing if none is). */
+void wb_pass_complete(struct wb_pass *p);
+/*
+ * The pass is over: the file's backoff (a failure) or its end, its age,
+ * the size fix-up after a whole write.  0 or the first -errno.
+ * Where it stopped: wb_pass_stop().
+ */
+int wb_pass_end(struct wb_pass *p);
+/* Where the pass stopped: its end if it went through. */
+off_t wb_pass_stop(const struct wb_pass *p);
+
+/* ---- a sync ---- */
+
+/*
+ * A sync of @f's backing file: wb_sync_begin() before the driver's sync
+ * (fdatasync on the mount, a device flush in the simulator), with its
+ * token, and wb_sync_end() with its result.  A failed sync makes what it
+ * covered dirty again (bs_sync_end), records the error and backs off.
+ */
+uint64_t wb_sync_begin(struct wb_ctx *ctx, struct wb_fstate *f);
+void wb_sync_end(struct wb_ctx *ctx, struct wb_fstate *f, uint64_t token, int err);
+
+/* ---- the flushers' rounds ---- */
+
+/*
+ * The cache and settings as the flushers see them now (cheap: atomic
+ * reads), and whether that is over the background threshold.
+ */
+void wb_fp_state_of(struct wb_ctx *ctx, struct wb_fp_state *s);
+bool wb_over_background(struct wb_ctx *ctx);
+
+/*
+ * A flusher's pass over the files: rounds in round robin, each starting
+ * one file further down than the last pass's (so that the threshold,
+ * which ends the writing, does not always stop it on the same files),
+ * repeated while over the background threshold and something moved
+ * (wb_fp_round_again).
+ */
+struct wb_round {
+	unsigned int first;		/* the file the rounds start at */
+	bool progress, last_progress;	/* this round, the one before */
+	int64_t now;			/* the round's time: its turns are judged at it */
+};
+/* Begin a flusher pass over @nr_files files (counted: stat flusher_passes). */
+void wb_round_begin(struct wb_ctx *ctx, struct wb_round *r, unsigned int nr_files);
+/* Whether file @i (in list order) has its turn on walk @half (0, 1) of the round. */
+bool wb_round_turn(const struct wb_round *r, unsigned int half, unsigned int i);
+/* The round is over: true (and the next one begun) if another is due. */
+bool wb_round_again(struct wb_ctx *ctx, struct wb_round *r);
+
+/*
+ * A file's turn: plan it (the action, and the pass it makes), run the
+ * pass if there is one and the driver could take the file, then
+ * wb_turn_end() after wb_pass_end() (and the driver's release of the
+ * file); then the sync check.
+ */
+struct wb_turn {
+	enum wb_fp_action act;
+	enum wb_pass_why why;		/* of the pass: PERIODIC or BACKGROUND */
+	off_t start, end;		/* the pass, for EXPIRED and CHUNK */
+	int64_t budget_pages;		/* CHUNK: writeback_chunk_size() */
+};
+/* Plan @f's turn in @r: true when it makes a pass (act EXPIRED or CHUNK). */
+bool wb_turn_plan(struct wb_ctx *ctx, const struct wb_round *r, struct wb_fstate *f,
+		  struct wb_turn *t);
+/*
+ * The turn's pass @p ended with @err (wb_pass_end): a chunk moves the
+ * file's background position on and may count as progress; a failure is
+ * counted (wb_retries) and the file is not synced on this turn (false);
+ * else the turn_written op, and true.
+ */
+bool wb_turn_end(struct wb_round *r, const struct wb_turn *t, struct wb_pass *p, int err);
+/* After the turn (or one with nothing to write): whether to sync @f now. */
+bool wb_turn_should_sync(struct wb_ctx *ctx, struct wb_fstate *f, const struct wb_turn *t);
+/* The turn's sync failed: counted (wb_retries). */
+void wb_turn_sync_failed(struct wb_ctx *ctx);
+
+/*
+ * Reclaim found the cache full of data it cannot drop: whether @f is
+ * written back and synced for it (not while it backs off: each try would
+ * be a write that fails).
+ */
+bool wb_reclaim_takes(struct wb_ctx *ctx, struct wb_fstate *f, int64_t now_ns);
+
+/* ---- what a driver needs of the context ---- */
+
+/*
+ * The context without its drivers, for wb_ctx_create() and the simulator
+ * (sim/engine.c): the cache with @cache_ops (@cache_arg, or the context
+ * when NULL), the tunables and the throttler started at @now_ns on the
+ * caller's clock, the mount's engine ops (wb_ctx_set_engine replaces
+ * them), backing I/O cfg->backing_io without its setup; no fault,
+ * flusher or stats-log thread.
+ * wb_ctx_destroy_core() frees what it made.
+ */
+int wb_ctx_create_core(const struct bs_config *bs_cfg, const struct wb_config *cfg,
+		       const struct bs_cache_ops *cache_ops, void *cache_arg,
+		       int64_t now_ns, struct wb_ctx **out);
+void wb_ctx_destroy_core(struct wb_ctx *ctx);
+struct bs_cache *wb_ctx_cache(struct wb_ctx *ctx);
+struct wb_throttle *wb_ctx_throttle(struct wb_ctx *ctx);
+/* writeback_interval_ms now (a tunable). */
+uint32_t wb_ctx_interval_ms(struct wb_ctx *ctx);
+/*
+ * Backing writes a driver made: @ios writes, @bytes written, @submits
+ * system calls (stats backing_write_ios, _bytes, _submits).
+ */
+void wb_ctx_count_writes(struct wb_ctx *ctx, uint64_t ios, uint64_t bytes, uint64_t submits);
+
+/* The calls a fault may hit (grammar: wb_i.h, struct wb_fault). */
+enum wb_fault_op { WB_FAULT_WRITE, WB_FAULT_READ, WB_FAULT_FSYNC };
+/*
+ * Apply @ctx's fault (-o fault=), if any, to a call @op of [@off, @off +
+ * @len) that returned @res: an errno, half of what was done (a multiple
+ * of @align), or @res; a fault that fires is counted (faults_injected).
+ * @name(@arg, buf, len) names the file for file= (the backing path on a
+ * mount, the trace's file id in the simulator); asked only when file= is
+ * set.  Context: any thread (takes the fault lock).
+ */
+ssize_t wb_fault_apply(struct wb_ctx *ctx, void (*name)(void *arg, char *buf, size_t len),
+		       void *arg, enum wb_fault_op op, off_t off, size_t len, ssize_t res,
+		       size_t align);
+
+/*
+ * At the end of a flusher pass at @now_ns (the driver's clock): if the
+ * pool is due a look (wb_fp_pool_look_due), give back what
+ * wb_fp_pool_keep() does not keep.  Context: a flusher, no lock held.
+ */
+void wb_pool_age(struct wb_ctx *ctx, int64_t now_ns);
+/*
+ * One line of the stats log into @line (@line_size, at least
+ * WB_STATSLOG_LINE_MAX): {"time_ms": @time_ms, "unix_ms": @unix_ms (left
+ * out when negative), then every stat of wb_ctx_stats() (made in @stats,
+ * @stats_size bytes) as "name": value, a string when the value is not a
+ * plain number}, and a newline.  Returns its length.  The mount's log
+ * thread and the simulator (on its virtual clock) write the same format.
+ */
+#define WB_STATSLOG_STATS_MAX 16384
+#define WB_STATSLOG_LINE_MAX (2 * WB_STATSLOG_STATS_MAX + 128)
+size_t wb_statslog_format(struct wb_ctx *ctx, int64_t time_ms, int64_t unix_ms,
+			  char *stats, size_t stats_size, char *line, size_t line_size);
+
+#endif /* FOLIOFS_WB_ENGINE_H */
