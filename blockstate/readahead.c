@@ -178,15 +178,17 @@ static uint64_t view_prev_miss(void *ctx, uint64_t index, uint64_t max)
 
 	for (;;) {
 		struct bs_folio *folio = lookup_page(file, index);
-		uint64_t from;
+		uint64_t from, first;
 
 		if (!folio)
 			return index;
 		from = held_from(folio, index);
+		first = page_of(folio);
+		/* Not used past here: reclaim may free it once put. */
 		bs_folio_put(folio);
 		if (last != UINT64_MAX && from <= last)
 			return last;
-		if (from > page_of(folio))
+		if (from > first)
 			return from - 1;
 		if (from == 0)
 			return UINT64_MAX;

@@ -170,3 +170,15 @@ const struct bs_backing_ops mem_backing_ops = {
 	.truncate = mem_backing_truncate,
 	.fallocate = mem_backing_fallocate,
 };
+
+struct bs_ra *mem_thread_ra(void)
+{
+	static __thread struct bs_ra ra;
+	static __thread bool made;
+
+	if (!made) {
+		bs_ra_init(&ra);
+		made = true;
+	}
+	return &ra;
+}

@@ -60,4 +60,11 @@ ssize_t mem_backing_read(void *ctx, void *buf, size_t len, off_t off);
 int mem_backing_truncate(void *ctx, off_t size);
 int mem_backing_fallocate(void *ctx, int mode, off_t off, off_t len);
 
+/*
+ * The readahead state (struct bs_ra) this thread reads through, made on
+ * first use and kept for the thread's life: each thread reads as through
+ * an open of its own, as each process does on the mount.
+ */
+struct bs_ra *mem_thread_ra(void);
+
 #endif /* FOLIOFS_MEM_BACKING_H */

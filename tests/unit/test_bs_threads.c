@@ -73,23 +73,6 @@ static const char *cur_phase = "setup";
 		}                                                              \
 	} while (0)
 
-
-/*
- * The readahead state this thread reads through, made on first use: each
- * thread reads as through an open of its own (struct bs_ra).
- */
-static struct bs_ra *thread_ra(void)
-{
-	static __thread struct bs_ra ra;
-	static __thread bool made;
-
-	if (!made) {
-		bs_ra_init(&ra);
-		made = true;
-	}
-	return &ra;
-}
-
 /* ---- per-thread random numbers ---- */
 
 static uint64_t rnd(uint64_t *s)
@@ -386,7 +369,7 @@ static void files_settle(int nfiles)
 		size_t n;
 
 		P_CHECK(buf && !bs_file_has_held(tf->bs));
-		P_CHECK(bs_read(tf->bs, thread_ra(), buf, size + 1, 0) == (ssize_t)size);
+		P_CHECK(bs_read(tf->bs, mem_thread_ra(), buf, size + 1, 0) == (ssize_t)size);
 		n = tf->mem.len < size ? tf->mem.len : size;
 		if (memcmp(buf, tf->mem.data, n) != 0) {
 			for (size_t k = 0; k < n; k++) {
@@ -457,7 +440,7 @@ static void d_check_read(struct djob *j, struct bs_file *f, size_t off, size_t l
 {
 	size_t base = j->start, fsize = (size_t)bs_file_size(f);
 	size_t expect = off >= fsize ? 0 : (len < fsize - off ? len : fsize - off);
-	ssize_t n = bs_read(f, thread_ra(), buf, len, (off_t)off);
+	ssize_t n = bs_read(f, mem_thread_ra(), buf, len, (off_t)off);
 
 	/* The size only moves in thread 0's tail, by thread 0: it is known. */
 	P_CHECK(n == (ssize_t)expect);
@@ -710,7 +693,7 @@ static void phase_overlap(int nfiles, int ops)
 		uint64_t *buf = malloc(size + 8);
 
 		P_CHECK(buf && size % 8 == 0);
-		P_CHECK(bs_read(T.files[fi].bs, thread_ra(), buf, size, 0) == (ssize_t)size);
+		P_CHECK(bs_read(T.files[fi].bs, mem_thread_ra(), buf, size, 0) == (ssize_t)size);
 		o_check(&jobs[0], fi, buf, 0, size / 8);
 		free(buf);
 	}
@@ -831,7 +814,7 @@ static void phase_truncate_vs_collect(void)
 	pthread_mutex_unlock(&tf->mem.lock);
 	/* Extend again: the bytes past the old cut read as zeros. */
 	P_CHECK(bs_truncate(tf->bs, (off_t)total) == 0);
-	P_CHECK(bs_read(tf->bs, thread_ra(), buf, total, 0) == (ssize_t)total);
+	P_CHECK(bs_read(tf->bs, mem_thread_ra(), buf, total, 0) == (ssize_t)total);
 	for (size_t k = cut; k < total; k++)
 		P_CHECK(buf[k] == 0);
 	files_settle(1);

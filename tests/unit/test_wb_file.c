@@ -9,6 +9,7 @@
  */
 #include "writeback.h"
 #include "blockstate.h"
+#include "mem_backing.h"
 #include "test_helpers.h"
 
 #include <errno.h>
@@ -26,22 +27,6 @@
 #define MAX_SIZE (4u << 20)
 
 static uint64_t rng_state;
-
-/*
- * The readahead state this thread reads through, made on first use: each
- * thread reads as through an open of its own (struct bs_ra).
- */
-static struct bs_ra *thread_ra(void)
-{
-	static __thread struct bs_ra ra;
-	static __thread bool made;
-
-	if (!made) {
-		bs_ra_init(&ra);
-		made = true;
-	}
-	return &ra;
-}
 
 static uint64_t rnd(void)
 {
@@ -80,14 +65,13 @@ static void model_resize(struct model *m, size_t size)
 
 static void check_all(struct wb_file *f, const struct model *m, unsigned char *buf)
 {
-	ssize_t n = wb_read(f, thread_ra(), buf, MAX_SIZE + 4096, 0);
+	ssize_t n = wb_read(f, mem_thread_ra(), buf, MAX_SIZE + 4096, 0);
 
 	M_CHECK(n == (ssize_t)m->size);
 	M_CHECK(memcmp(buf, m->bytes, m->size) == 0);
 }
 
 static void step(struct wb_file *f, struct model *m, unsigned char *buf);
-
 
 /*
  * A write cut into pieces at random points, as the kernel cuts a FUSE
@@ -148,7 +132,7 @@ static void step(struct wb_file *f, struct model *m, unsigned char *buf)
 		memcpy(m->bytes + off, buf, len);
 		break;
 	case 3:	/* read */
-		n = wb_read(f, thread_ra(), buf, len, (off_t)off);
+		n = wb_read(f, mem_thread_ra(), buf, len, (off_t)off);
 		M_CHECK(n == (ssize_t)(off >= m->size ? 0 :
 				       (off + len > m->size ? m->size - off : len)));
 		M_CHECK(memcmp(buf, m->bytes + off, n) == 0);
@@ -244,7 +228,7 @@ static void test_edges(void)
 	unlink(path);
 	T_CHECK(wb_file_alloc(ctx, fd, WB_RDWR, &f) == 0);
 	T_CHECK(wb_file_access(f) == WB_RDWR);
-	T_CHECK(wb_read(f, thread_ra(), b, sizeof(b), 0) == 0);
+	T_CHECK(wb_read(f, mem_thread_ra(), b, sizeof(b), 0) == 0);
 	T_CHECK(wb_truncate(f, -1) == -EINVAL);
 	T_CHECK(wb_fallocate(f, FALLOC_FL_COLLAPSE_RANGE, 0, 4096) == -EOPNOTSUPP);
 	T_CHECK(wb_fallocate(f, 0, 0, 0) == -EINVAL);
@@ -316,10 +300,10 @@ static void test_split_tail(void)
 	/* A read first: the block is read, the held bytes are there. */
 	T_CHECK(wb_write_cut(f, w + (3u << 20), cut, 3 << 20, NULL) == (ssize_t)cut);
 	memcpy(want + (3u << 20), w + (3u << 20), cut);
-	T_CHECK(wb_read(f, thread_ra(), got, 4096, (off_t)((3u << 20) + cut - 4000)) == 4096);
+	T_CHECK(wb_read(f, mem_thread_ra(), got, 4096, (off_t)((3u << 20) + cut - 4000)) == 4096);
 	T_CHECK(memcmp(got, want + (3u << 20) + cut - 4000, 4096) == 0);
 	T_CHECK(stat_of("backing_read_bytes") > reads);
-	T_CHECK(wb_read(f, thread_ra(), got, size, 0) == (ssize_t)size);
+	T_CHECK(wb_read(f, mem_thread_ra(), got, size, 0) == (ssize_t)size);
 	T_CHECK(memcmp(got, want, size) == 0);
 
 	/* Everything reached the backing file. */
@@ -337,7 +321,7 @@ static void test_split_tail(void)
 	T_CHECK(wb_ctx_set_fault(ctx, "read:EIO", err, sizeof(err)) == 0);
 	T_CHECK(wb_write_cut(f, w, cut, 0, NULL) == (ssize_t)cut);
 	memcpy(want, w, cut);
-	T_CHECK(wb_read(f, thread_ra(), got, 4096, (off_t)cut - 4000) == -EIO);
+	T_CHECK(wb_read(f, mem_thread_ra(), got, 4096, (off_t)cut - 4000) == -EIO);
 	T_CHECK(wb_fsync(f, true, NULL) == -EIO);
 	T_CHECK(wb_truncate(f, 1) == -EIO);
 	T_CHECK(wb_ctx_set_fault(ctx, "off", err, sizeof(err)) == 0);
