@@ -132,7 +132,9 @@ static struct bs_ra_read ra_order(unsigned int model, struct bs_ra_state *ra,
 	}
 	if (new_order > lim->max_order)
 		new_order = lim->max_order;
-	if (new_order > ilog2_u64(ra->size))
+	/* An empty window (a fresh state meeting a mark at page 0) caps
+	 * nothing: the kernel's ilog2(0) is -1, as unsigned no cap. */
+	if (ra->size && new_order > ilog2_u64(ra->size))
 		new_order = ilog2_u64(ra->size);
 	if (new_order < lim->min_order)
 		new_order = lim->min_order;

@@ -63,7 +63,6 @@
 
 #include <errno.h>
 #include <limits.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -746,12 +745,14 @@ const char *bs_ra_model_name(unsigned int model)
 
 int bs_ra_model_parse(const char *name, unsigned int *model)
 {
-	unsigned int major, minor;
-	char tail;
+	unsigned long minor;
+	char *end;
 
-	if (name[0] < '0' || name[0] > '9' ||
-	    sscanf(name, "%u.%u%c", &major, &minor, &tail) != 2 || major != 6 ||
-	    minor < 16 || minor > 99)
+	/* "6." and a minor of 16 to 99 without a leading zero. */
+	if (strncmp(name, "6.", 2) || name[2] < '1' || name[2] > '9')
+		return -EINVAL;
+	minor = strtoul(name + 2, &end, 10);
+	if (*end || end - (name + 2) > 2 || minor < 16)
 		return -EINVAL;
 	*model = minor == 16 ? BS_RA_6_16 : BS_RA_6_17;
 	return 0;

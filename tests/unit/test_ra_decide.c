@@ -344,6 +344,28 @@ static void test_async_other(void)
 	}
 }
 
+/*
+ * A fresh open whose first read meets a marked folio at page 0 (a folio
+ * holding another open's mark there): expected is 0, so the window is
+ * pushed by its size, 0, and stays empty; nothing is read.  6.17 still
+ * adds 2 to the order (ilog2(0) caps nothing in the kernel), 6.16 goes
+ * page by page over no pages.
+ */
+static void test_async_empty(void)
+{
+	struct bs_ra_state ra = fresh();
+	struct bs_ra_read rd;
+
+	cache_clear();
+	cache_hold(0, 512);
+	rd = bs_ra_async(BS_RA_6_17, &ra, 0, 9, 2, &lim, &view);
+	CHECK_READ(rd, BS_RA_ORDER, 0, 0, 0, 2);
+	CHECK_STATE(&ra, 0, 0, 0, 2);
+	ra = fresh();
+	rd = bs_ra_async(BS_RA_6_16, &ra, 0, 9, 2, &lim, &view);
+	CHECK_READ(rd, BS_RA_UNBOUNDED, 0, 0, 0, 0);
+}
+
 /* Small windows and caches without large folios. */
 static void test_fallbacks(void)
 {
@@ -373,7 +395,8 @@ static void test_fallbacks(void)
 static void test_names(void)
 {
 	static const char *const bad[] = { "", "6", "6.", "6.15", "5.19", "7.0", " 6.17",
-					   "+6.17", "6.17 ", "6.17x", "x" };
+					   "+6.17", "6.17 ", "6.17x", "x", "6.017", "6.100",
+					   "06.17", "6.99999999999999999999" };
 	unsigned int m = 99;
 
 	T_CHECK(!bs_ra_model_parse("6.16", &m) && m == BS_RA_6_16);
@@ -397,6 +420,7 @@ int main(void)
 	test_sync_history();
 	test_async_own();
 	test_async_other();
+	test_async_empty();
 	test_fallbacks();
 	printf("readahead decisions: 6.16 and 6.17+ as mm/readahead.c computes them\n");
 	return T_EXIT_PASS;
