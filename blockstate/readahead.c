@@ -749,7 +749,7 @@ int bs_ra_model_parse(const char *name, unsigned int *model)
 	char *end;
 
 	/* "6." and a minor of 16 to 99 without a leading zero. */
-	if (strncmp(name, "6.", 2) || name[2] < '1' || name[2] > '9')
+	if (strncmp(name, "6.", 2) != 0 || name[2] < '1' || name[2] > '9')
 		return -EINVAL;
 	minor = strtoul(name + 2, &end, 10);
 	if (*end || end - (name + 2) > 2 || minor < 16)

@@ -166,7 +166,7 @@ static void reference(const char *name, const char *raw, struct expect *e)
 	}
 	if (!strcmp(name, "ra_model")) {
 		/* "6.16", or 6.17 to 6.99 (written back as "6.17"), no leading zero. */
-		e->valid = !strncmp(v, "6.", 2) && len == 4 &&
+		e->valid = strncmp(v, "6.", 2) == 0 && len == 4 &&
 			   v[2] >= '1' && v[2] <= '9' && isdigit((unsigned char)v[3]) &&
 			   (v[2] - '0') * 10 + (v[3] - '0') >= 16;
 		snprintf(e->value, VAL_LEN, "%s", e->valid && !strcmp(v, "6.16") ? "6.16" : "6.17");
