@@ -343,8 +343,10 @@ static void ctl_buf_free(struct ctl_buf *buf)
 	free(buf);
 }
 
-void ffs_ctl_handle_free(struct ffs_handle *h)
+/* The handle of an open control file is gone (ffs_handle_add's free_fn). */
+static void ctl_handle_free(struct ffs_data *fs, struct ffs_handle *h)
 {
+	(void)fs;
 	ctl_buf_free((struct ctl_buf *)h);
 }
 
@@ -440,7 +442,7 @@ int ffs_ctl_open(struct ffs_data *fs, struct ffs_inode *inode, struct fuse_file_
 		ctl_buf_free(buf);
 		return ret;
 	}
-	ffs_handle_add(fs, &buf->h, FFS_H_CTL);
+	ffs_handle_add(fs, &buf->h, ctl_handle_free);
 	fi->fh = (uintptr_t)buf;
 	fi->direct_io = 1;	/* size 0 in stat, content on read, as in /proc */
 	return 0;
@@ -680,8 +682,7 @@ void ffs_ctl_release(struct ffs_data *fs, struct fuse_file_info *fi)
 {
 	struct ctl_buf *buf = (struct ctl_buf *)(uintptr_t)fi->fh;
 
-	ffs_handle_del(fs, &buf->h);
-	ctl_buf_free(buf);
+	ffs_handle_release(fs, &buf->h);
 }
 
 /* The @i-th entry of @dir after "." and "..", or NULL past the last. */

@@ -33,6 +33,7 @@
 #include <sys/types.h>
 
 struct wb_file;
+struct ffs_data;
 
 /* ---- command line (opts.c) ---- */
 
@@ -193,14 +194,21 @@ struct ffs_inode {
 /*
  * Every open handle (file, directory, control file) is on a list, so that
  * the handles the kernel never releases (a lazy unmount with files still
- * open) are freed at teardown.
+ * open) are freed at teardown.  The registry (inode.c) knows nothing of
+ * what a handle holds: whoever opens one gives it the function that frees
+ * it, and the registry calls that.
  */
-enum ffs_handle_kind { FFS_H_FILE, FFS_H_DIR, FFS_H_CTL };
-
 struct ffs_handle {
 	struct ffs_handle *prev;	/* ffs_data.handles_lock */
 	struct ffs_handle *next;
-	enum ffs_handle_kind kind;	/* immutable */
+	/*
+	 * Frees the handle and what it holds (a file's data reference, a
+	 * directory's descriptor): set by ffs_handle_add(), immutable.  Called
+	 * once, by ffs_handle_release() when the kernel releases the handle
+	 * or by ffs_handles_free_all() at teardown when it never did, with
+	 * the handle already off the list and no fusefs lock held.
+	 */
+	void (*free)(struct ffs_data *fs, struct ffs_handle *h);
 };
 
 /* Per open regular file; fuse_file_info.fh points to it. */
@@ -339,10 +347,15 @@ void ffs_data_fix_stat(struct ffs_inode *inode, struct stat *st);
 /* The mtime was set explicitly to @mtime: writeback must keep it. */
 void ffs_data_mtime_set(struct ffs_inode *inode, const struct timespec *mtime);
 
-/* Track an open handle; untrack it at release. */
-void ffs_handle_add(struct ffs_data *fs, struct ffs_handle *h, enum ffs_handle_kind kind);
-void ffs_handle_del(struct ffs_data *fs, struct ffs_handle *h);
-/* Teardown: free the handles the kernel did not release.  Before ffs_itable_destroy. */
+/*
+ * Track an open handle, freed by @free_fn (see struct ffs_handle).
+ * ffs_handle_release(): the kernel released it: untrack and free it.
+ * ffs_handles_free_all(): teardown, free the handles the kernel did not
+ * release (called by ffs_itable_destroy, before the inodes go).
+ */
+void ffs_handle_add(struct ffs_data *fs, struct ffs_handle *h,
+		    void (*free_fn)(struct ffs_data *fs, struct ffs_handle *h));
+void ffs_handle_release(struct ffs_data *fs, struct ffs_handle *h);
 void ffs_handles_free_all(struct ffs_data *fs);
 
 /*
@@ -520,8 +533,6 @@ void ffs_ctl_read(fuse_req_t req, size_t size, off_t off, struct fuse_file_info 
 int ffs_ctl_write(struct ffs_data *fs, struct ffs_inode *inode, struct fuse_file_info *fi,
 		  const char *data, size_t size, off_t off);
 void ffs_ctl_release(struct ffs_data *fs, struct fuse_file_info *fi);
-/* Teardown: free a control file handle the kernel never released. */
-void ffs_ctl_handle_free(struct ffs_handle *h);
 /* readdir of the control directory @dir (type S_IFDIR): replies. */
 void ffs_ctl_list(fuse_req_t req, struct ffs_data *fs, struct ffs_inode *dir,
 		  size_t size, off_t off, bool plus);

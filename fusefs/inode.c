@@ -103,9 +103,10 @@ static void inode_init(struct ffs_inode *inode, const struct stat *st, int fd)
 	pthread_mutex_init(&inode->lock, NULL);
 }
 
-void ffs_handle_add(struct ffs_data *fs, struct ffs_handle *h, enum ffs_handle_kind kind)
+void ffs_handle_add(struct ffs_data *fs, struct ffs_handle *h,
+		    void (*free_fn)(struct ffs_data *fs, struct ffs_handle *h))
 {
-	h->kind = kind;
+	h->free = free_fn;
 	h->prev = NULL;
 	pthread_mutex_lock(&fs->handles_lock);
 	h->next = fs->handles;
@@ -115,7 +116,7 @@ void ffs_handle_add(struct ffs_data *fs, struct ffs_handle *h, enum ffs_handle_k
 	pthread_mutex_unlock(&fs->handles_lock);
 }
 
-void ffs_handle_del(struct ffs_data *fs, struct ffs_handle *h)
+void ffs_handle_release(struct ffs_data *fs, struct ffs_handle *h)
 {
 	pthread_mutex_lock(&fs->handles_lock);
 	if (h->prev)
@@ -125,6 +126,7 @@ void ffs_handle_del(struct ffs_data *fs, struct ffs_handle *h)
 	if (h->next)
 		h->next->prev = h->prev;
 	pthread_mutex_unlock(&fs->handles_lock);
+	h->free(fs, h);
 }
 
 void ffs_handles_free_all(struct ffs_data *fs)
@@ -135,20 +137,7 @@ void ffs_handles_free_all(struct ffs_data *fs)
 	while (h) {
 		struct ffs_handle *next = h->next;
 
-		switch (h->kind) {
-		case FFS_H_FILE:
-			ffs_data_put(fs, ((struct ffs_file *)h)->inode);
-			break;
-		case FFS_H_DIR:
-			closedir(((struct ffs_dir *)h)->dp);
-			ffs_fd_uncharge(fs);
-			break;
-		case FFS_H_CTL:
-			ffs_ctl_handle_free(h);
-			h = next;
-			continue;
-		}
-		free(h);
+		h->free(fs, h);
 		h = next;
 	}
 }

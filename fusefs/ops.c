@@ -692,6 +692,17 @@ static int access_of(int flags)
 	}
 }
 
+/* The handle of an open file is gone: its reference to the data path goes. */
+static void file_free(struct ffs_data *fs, struct ffs_handle *h)
+{
+	struct ffs_file *file = (struct ffs_file *)h;
+
+	ffs_data_put(fs, file->inode);
+	pthread_mutex_destroy(&file->err_lock);
+	bs_ra_destroy(&file->ra);
+	free(file);
+}
+
 /*
  * Finish an open or create for the caller of @req: make the handle, apply
  * O_TRUNC (clearing setuid/setgid when the kernel asks), set the reply
@@ -724,7 +735,7 @@ static int open_finish(struct ffs_data *fs, fuse_req_t req, struct ffs_inode *in
 	pthread_mutex_init(&file->err_lock, NULL);
 	bs_ra_init(&file->ra);
 	file->open_id = atomic_fetch_add_explicit(&fs->last_open_id, 1, memory_order_relaxed) + 1;
-	ffs_handle_add(fs, &file->h, FFS_H_FILE);
+	ffs_handle_add(fs, &file->h, file_free);
 	fi->fh = (uintptr_t)file;
 	/*
 	 * In both cached modes the kernel's pages stay valid across opens:
@@ -899,17 +910,10 @@ static void ffs_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 static void ffs_release(fuse_req_t req, fuse_ino_t ino,
 			struct fuse_file_info *fi)
 {
-	struct ffs_file *file = ffs_file(fi);
-
-	if (ffs_inode(req, ino)->ctl) {
+	if (ffs_inode(req, ino)->ctl)
 		ffs_ctl_release(ffs_data(req), fi);
-	} else {
-		ffs_handle_del(ffs_data(req), &file->h);
-		ffs_data_put(ffs_data(req), file->inode);
-		pthread_mutex_destroy(&file->err_lock);
-		bs_ra_destroy(&file->ra);
-		free(file);
-	}
+	else
+		ffs_handle_release(ffs_data(req), &ffs_file(fi)->h);
 	fuse_reply_err(req, 0);
 }
 
@@ -1157,6 +1161,16 @@ static void ffs_copy_file_range(fuse_req_t req, fuse_ino_t ino_in,
 
 /* ---- directories ---- */
 
+/* The handle of an open directory is gone: its descriptor goes. */
+static void dir_free(struct ffs_data *fs, struct ffs_handle *h)
+{
+	struct ffs_dir *d = (struct ffs_dir *)h;
+
+	closedir(d->dp);
+	ffs_fd_uncharge(fs);
+	free(d);
+}
+
 static void ffs_opendir(fuse_req_t req, fuse_ino_t ino,
 			struct fuse_file_info *fi)
 {
@@ -1193,7 +1207,7 @@ static void ffs_opendir(fuse_req_t req, fuse_ino_t ino,
 		fuse_reply_err(req, ret);
 		return;
 	}
-	ffs_handle_add(ffs_data(req), &d->h, FFS_H_DIR);
+	ffs_handle_add(ffs_data(req), &d->h, dir_free);
 	fi->fh = (uintptr_t)d;
 	if (ffs_data(req)->cfg->cache != FFS_CACHE_DIRECT)
 		fi->cache_readdir = 1;
@@ -1319,14 +1333,8 @@ static void ffs_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size,
 static void ffs_releasedir(fuse_req_t req, fuse_ino_t ino,
 			   struct fuse_file_info *fi)
 {
-	struct ffs_dir *d = ffs_dir(fi);
-
-	if (!ffs_inode(req, ino)->ctl) {
-		ffs_handle_del(ffs_data(req), &d->h);
-		closedir(d->dp);
-		ffs_fd_uncharge(ffs_data(req));
-		free(d);
-	}
+	if (!ffs_inode(req, ino)->ctl)
+		ffs_handle_release(ffs_data(req), &ffs_dir(fi)->h);
 	fuse_reply_err(req, 0);
 }
 

@@ -230,12 +230,6 @@ void wb_file_mtime_set(struct wb_file *wbf, const struct timespec *mtime)
 	check_live(wbf);
 }
 
-/* ctl.c is not linked: no control handle is ever opened here. */
-void ffs_ctl_handle_free(struct ffs_handle *h)
-{
-	free(h);
-}
-
 /* uring.c is not linked: requests come over no ring here. */
 long ffs_uring_fds(void)
 {
