@@ -461,6 +461,24 @@ void ffs_channel_received(const void *buf, size_t len);
  */
 bool ffs_channel_kill_suidgid(void);
 
+/* ---- kill-priv (killpriv.c) ---- */
+
+/*
+ * A write, a truncate or an O_TRUNC open by a caller without CAP_FSETID
+ * clears setuid, and setgid by the rule of a local file system, as the
+ * daemon (see killpriv.c for why the kernel's FUSE_HANDLE_KILLPRIV_V2
+ * mark decides).  A failure is logged once and changes nothing else.
+ * ffs_killpriv_data(): @req is a WRITE about to store data or an OPEN
+ * that truncated; clears when the kernel marked it.
+ * ffs_killpriv_setattr(): @req is a SETATTR that succeeded with @valid;
+ * clears when it set the size and was marked.
+ * Context: the handler of @req, on the worker thread that read it, with
+ * the daemon's credentials and no lock held; one fstat, and a chmod when
+ * a bit goes.
+ */
+void ffs_killpriv_data(fuse_req_t req, struct ffs_inode *inode);
+void ffs_killpriv_setattr(fuse_req_t req, struct ffs_inode *inode, int valid);
+
 /* ---- FUSE over io_uring (uring.c) ---- */
 
 /*

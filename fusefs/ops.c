@@ -267,91 +267,6 @@ static void ffs_getattr(fuse_req_t req, fuse_ino_t ino,
 	reply_attr(req, inode_attr(ffs_data(req), ffs_inode(req, ino), &st), &st);
 }
 
-/* ---- kill-priv: setuid and setgid cleared by writes ---- */
-
-/*
- * On a local filesystem a write, a truncate or an O_TRUNC open by a caller
- * without CAP_FSETID clears setuid, and setgid when the file is group
- * executable or the caller is not in the file's group, whoever owns the
- * file: being allowed to write it is enough.
- *
- * We take the kernel's FUSE_HANDLE_KILLPRIV_V2 (channel.c asks for it)
- * rather than deciding in the daemon alone:
- *  - Without it the kernel does nothing for direct I/O writes, and for
- *    cached writes and truncates it sends a SETATTR mode change as the
- *    writer.  That is indistinguishable from a chmod, which a non-owner
- *    must be refused, so the whole write or truncate failed with EPERM;
- *    for an O_TRUNC open (atomic_o_trunc) the change was dropped.
- *  - With it the kernel sends no mode change; it marks the WRITE, the
- *    SETATTR with a size and the OPEN with O_TRUNC of a caller it found
- *    without CAP_FSETID, judged in the caller's own namespace.  The
- *    daemon would otherwise have to read CapEff from /proc/PID/status,
- *    which races with the caller's exit and says nothing for the
- *    flusher's writes (pid 0) in cache=writeback mode.
- *  - In cache=writeback mode such a write then goes through to the daemon
- *    at once instead of into the page cache, and the mount is SB_NOSEC,
- *    so the kernel no longer looks up security.capability on every write.
- * The daemon applies the bit rule itself (the mark only says "caller
- * without CAP_FSETID"), with its own privilege for that one chmod: it is
- * the change the kernel makes on a local filesystem, not the caller's.
- * A failure to clear (a non-root daemon and a file it does not own) is
- * logged and the write, truncate or open goes on: refusing a legitimate
- * write is worse than the bits staying.  Kernels without KILLPRIV_V2
- * (before 5.11) behave as before.  The cost is one fstat per marked
- * request; root, who has CAP_FSETID, is never marked.
- */
-
-/* A failure to clear setuid/setgid has been logged. */
-static atomic_bool kill_failure_logged;
-
-/* FATTR_KILL_SUIDGID of a SETATTR; libfuse 3.14 hands it on under this name. */
-#define FFS_SET_ATTR_KILL_SUIDGID FUSE_SET_ATTR_KILL_SUID
-
-/* The mode bits @st keeps after a write by the caller of @req. */
-static mode_t mode_after_write(fuse_req_t req, const struct stat *st)
-{
-	mode_t mode = st->st_mode & 07777 & ~S_ISUID;
-
-	if ((mode & S_ISGID) &&
-	    ((mode & S_IXGRP) || !ffs_creds_in_group(req, st->st_gid)))
-		mode &= ~S_ISGID;
-	return mode;
-}
-
-/*
- * Clear setuid/setgid of @inode for the caller of @req, who lacks
- * CAP_FSETID.
- * Context: FUSE worker thread; no lock held; the daemon's credentials.
- */
-static void kill_suidgid(fuse_req_t req, struct ffs_inode *inode)
-{
-	struct ffs_procpath p;
-	struct stat st;
-	mode_t mode;
-	int ret = stat_fd(inode->fd, &st);
-
-	if (!ret) {
-		if (!(st.st_mode & (S_ISUID | S_ISGID)))
-			return;
-		mode = mode_after_write(req, &st);
-		if (mode == (st.st_mode & 07777))
-			return;
-		ffs_procpath(&p, inode->fd);
-		if (chmod(p.path, mode) == 0)
-			return;
-		ret = -errno;
-	}
-	/*
-	 * Once: a daemon that is not root fails so on every write to a file
-	 * it does not own (its own writes to the backing file, lacking
-	 * CAP_FSETID too, then clear the bits when the data is written back).
-	 */
-	if (!atomic_exchange(&kill_failure_logged, true))
-		fuse_log(FUSE_LOG_WARNING, "warning: cannot clear setuid/setgid of inode %llu: %s "
-			 "(further failures are not logged)\n",
-			 (unsigned long long)inode->src_ino, strerror(-ret));
-}
-
 static int set_size(struct ffs_data *fs, struct ffs_inode *inode,
 		    struct fuse_file_info *fi, off_t size)
 {
@@ -464,13 +379,8 @@ static void ffs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 	if (!ret && !inode->ctl) {
 		ret = do_setattr(ffs_data(req), inode, attr, valid, fi);
 		ffs_creds_leave(&c);
-		/*
-		 * The mark comes with chown too, where the backing chown,
-		 * made as the caller, has already cleared what it should.
-		 */
-		if (!ret && (valid & FUSE_SET_ATTR_SIZE) &&
-		    (valid & FFS_SET_ATTR_KILL_SUIDGID))
-			kill_suidgid(req, inode);
+		if (!ret)
+			ffs_killpriv_setattr(req, inode, valid);
 		if (!ret && fi)
 			trace_open(&op, ffs_file(fi));
 		if (!ret)
@@ -726,8 +636,8 @@ static int open_finish(struct ffs_data *fs, fuse_req_t req, struct ffs_inode *in
 		ffs_data_put(fs, inode);
 		return ret;
 	}
-	if ((fi->flags & O_TRUNC) && ffs_channel_kill_suidgid())
-		kill_suidgid(req, inode);
+	if (fi->flags & O_TRUNC)
+		ffs_killpriv_data(req, inode);
 	file->inode = inode;
 	file->data = data;
 	file->flags = fi->flags;
@@ -1053,9 +963,9 @@ static void ffs_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 	trace_begin(req, &op, TRACE_OP_WRITE);
 	if (!ret && size)
 		ret = ffs_data_check_size(file->inode, off, &size);
-	/* Before the data, as a local filesystem does (kill-priv above). */
-	if (!ret && size && ffs_channel_kill_suidgid())
-		kill_suidgid(req, ffs_inode(req, ino));
+	/* Before the data, as a local filesystem does. */
+	if (!ret && size)
+		ffs_killpriv_data(req, ffs_inode(req, ino));
 	if (!ret && size)
 		n = (ffs_data(req)->write_cut && size > ffs_data(req)->write_cut ?
 		     wb_write_cut : wb_write)(file->data, buf, size, off, &dirtied);
