@@ -69,6 +69,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -79,20 +80,47 @@
 /* More tunables than this are not shown (checked in ctl_nr_tunables). */
 #define CTL_TUNABLES_MAX 64
 
-#define CTL_INODE(kind, mode) { .fd = -1, .type = (mode), .ctl = (kind) }
+/* Which control file an inode is. */
+enum ffs_ctl {
+	FFS_CTL_DIR = 1,	/* .foliofs (st_ino CTL_INO_BASE + 1, and so on) */
+	FFS_CTL_STATS,	/* .foliofs/stats */
+	FFS_CTL_FAULT,	/* .foliofs/fault: fault injection for tests */
+	FFS_CTL_FILES,	/* .foliofs/files: the writeback queue */
+	FFS_CTL_SYNC,	/* .foliofs/sync: a write syncs every file */
+	FFS_CTL_TUNABLES,	/* .foliofs/tunables (a directory) */
+	FFS_CTL_TUNABLE,	/* .foliofs/tunables/NAME */
+	FFS_CTL_TRACE,	/* .foliofs/trace: start and stop recording */
+	FFS_CTL_FOLIOS,	/* .foliofs/folios: every cached folio */
+	FFS_CTL_EVICT,	/* .foliofs/evict: drop a file's clean folios */
+	FFS_CTL_ERRORS,	/* .foliofs/errors: the last writes refused, and why */
+};
 
-static struct ffs_inode ctl_dir = CTL_INODE(FFS_CTL_DIR, S_IFDIR);
-static struct ffs_inode ctl_stats = CTL_INODE(FFS_CTL_STATS, S_IFREG);
-static struct ffs_inode ctl_fault = CTL_INODE(FFS_CTL_FAULT, S_IFREG);
-static struct ffs_inode ctl_files = CTL_INODE(FFS_CTL_FILES, S_IFREG);
-static struct ffs_inode ctl_sync = CTL_INODE(FFS_CTL_SYNC, S_IFREG);
-static struct ffs_inode ctl_trace = CTL_INODE(FFS_CTL_TRACE, S_IFREG);
-static struct ffs_inode ctl_folios = CTL_INODE(FFS_CTL_FOLIOS, S_IFREG);
-static struct ffs_inode ctl_evict = CTL_INODE(FFS_CTL_EVICT, S_IFREG);
-static struct ffs_inode ctl_errors = CTL_INODE(FFS_CTL_ERRORS, S_IFREG);
-static struct ffs_inode ctl_tunables = CTL_INODE(FFS_CTL_TUNABLES, S_IFDIR);
+/*
+ * A control inode: what the kernel knows (its ops are ctl_ops, so every
+ * request on it comes here) and which file it is.  Made once, immutable,
+ * never freed: a forget changes nothing.
+ */
+struct ctl_inode {
+	struct ffs_inode inode;	/* first: ctl_of() */
+	enum ffs_ctl kind;
+};
+
+static const struct ffs_node_ops ctl_ops;
+
+#define CTL_INODE(k, mode) { .inode = { .ops = &ctl_ops, .fd = -1, .type = (mode) }, .kind = (k) }
+
+static struct ctl_inode ctl_dir = CTL_INODE(FFS_CTL_DIR, S_IFDIR);
+static struct ctl_inode ctl_stats = CTL_INODE(FFS_CTL_STATS, S_IFREG);
+static struct ctl_inode ctl_fault = CTL_INODE(FFS_CTL_FAULT, S_IFREG);
+static struct ctl_inode ctl_files = CTL_INODE(FFS_CTL_FILES, S_IFREG);
+static struct ctl_inode ctl_sync = CTL_INODE(FFS_CTL_SYNC, S_IFREG);
+static struct ctl_inode ctl_trace = CTL_INODE(FFS_CTL_TRACE, S_IFREG);
+static struct ctl_inode ctl_folios = CTL_INODE(FFS_CTL_FOLIOS, S_IFREG);
+static struct ctl_inode ctl_evict = CTL_INODE(FFS_CTL_EVICT, S_IFREG);
+static struct ctl_inode ctl_errors = CTL_INODE(FFS_CTL_ERRORS, S_IFREG);
+static struct ctl_inode ctl_tunables = CTL_INODE(FFS_CTL_TUNABLES, S_IFDIR);
 /* tunables/NAME: the i-th is wb_tunable_name(i). */
-static struct ffs_inode ctl_tunable[CTL_TUNABLES_MAX] = {
+static struct ctl_inode ctl_tunable[CTL_TUNABLES_MAX] = {
 	[0 ... CTL_TUNABLES_MAX - 1] = CTL_INODE(FFS_CTL_TUNABLE, S_IFREG),
 };
 
@@ -101,15 +129,15 @@ static struct {
 	const char *name;
 	struct ffs_inode *inode;
 } const ctl_names[] = {
-	{ "stats", &ctl_stats },
-	{ "fault", &ctl_fault },
-	{ "files", &ctl_files },
-	{ "sync", &ctl_sync },
-	{ "trace", &ctl_trace },
-	{ "folios", &ctl_folios },
-	{ "evict", &ctl_evict },
-	{ "errors", &ctl_errors },
-	{ "tunables", &ctl_tunables },
+	{ "stats", &ctl_stats.inode },
+	{ "fault", &ctl_fault.inode },
+	{ "files", &ctl_files.inode },
+	{ "sync", &ctl_sync.inode },
+	{ "trace", &ctl_trace.inode },
+	{ "folios", &ctl_folios.inode },
+	{ "evict", &ctl_evict.inode },
+	{ "errors", &ctl_errors.inode },
+	{ "tunables", &ctl_tunables.inode },
 };
 
 #define CTL_NR_NAMES (sizeof(ctl_names) / sizeof(ctl_names[0]))
@@ -178,6 +206,21 @@ static void ctl_fill_errors(struct ctl_buf *buf)
 	pthread_mutex_unlock(&ctl_errors_ring.lock);
 }
 
+static struct ffs_data *ctl_fs(fuse_req_t req)
+{
+	return fuse_req_userdata(req);
+}
+
+static const struct ctl_inode *ctl_of(const struct ffs_inode *inode)
+{
+	return (const struct ctl_inode *)inode;
+}
+
+static enum ffs_ctl ctl_kind(const struct ffs_inode *inode)
+{
+	return ctl_of(inode)->kind;
+}
+
 static size_t ctl_nr_tunables(void)
 {
 	size_t n = 0;
@@ -189,7 +232,7 @@ static size_t ctl_nr_tunables(void)
 
 static const char *ctl_tunable_name(const struct ffs_inode *inode)
 {
-	return wb_tunable_name((size_t)(inode - ctl_tunable));
+	return wb_tunable_name((size_t)(ctl_of(inode) - ctl_tunable));
 }
 
 bool ffs_ctl_hides(const struct ffs_data *fs, const struct ffs_inode *dir,
@@ -200,7 +243,7 @@ bool ffs_ctl_hides(const struct ffs_data *fs, const struct ffs_inode *dir,
 
 static mode_t ctl_mode(const struct ffs_inode *inode)
 {
-	switch (inode->ctl) {
+	switch (ctl_kind(inode)) {
 	case FFS_CTL_DIR:
 	case FFS_CTL_TUNABLES:
 		return 0555;
@@ -221,16 +264,15 @@ static mode_t ctl_mode(const struct ffs_inode *inode)
 	}
 }
 
-void ffs_ctl_getattr(struct ffs_data *fs, struct ffs_inode *inode, struct stat *st)
+static void ctl_stat(const struct ffs_inode *inode, struct stat *st)
 {
 	static struct timespec mounted;
 
 	if (!mounted.tv_sec)
 		clock_gettime(CLOCK_REALTIME, &mounted);
-	(void)fs;
 	memset(st, 0, sizeof(*st));
-	st->st_ino = inode->ctl == FFS_CTL_TUNABLE ?
-		CTL_INO_TUNABLE + (uint64_t)(inode - ctl_tunable) : CTL_INO_BASE + inode->ctl;
+	st->st_ino = ctl_kind(inode) == FFS_CTL_TUNABLE ?
+		CTL_INO_TUNABLE + (uint64_t)(ctl_of(inode) - ctl_tunable) : CTL_INO_BASE + ctl_kind(inode);
 	st->st_mode = inode->type | ctl_mode(inode);
 	st->st_nlink = inode->type == S_IFDIR ? 2 : 1;
 	st->st_uid = geteuid();
@@ -239,8 +281,12 @@ void ffs_ctl_getattr(struct ffs_data *fs, struct ffs_inode *inode, struct stat *
 	st->st_atim = st->st_mtim = st->st_ctim = mounted;
 }
 
-int ffs_ctl_setattr(struct ffs_data *fs, struct ffs_inode *inode, const struct stat *attr,
-		    int valid)
+/*
+ * What setattr may do to a control file: 0 for what must not fail a close
+ * (time updates, truncation to 0 of a writable one), changing nothing;
+ * -EPERM for anything else.
+ */
+static int ctl_setattr_check(const struct ffs_inode *inode, const struct stat *attr, int valid)
 {
 	const int times = FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_ATIME_NOW |
 			  FUSE_SET_ATTR_MTIME_NOW | FUSE_SET_ATTR_CTIME | FUSE_SET_ATTR_FORCE |
@@ -249,7 +295,6 @@ int ffs_ctl_setattr(struct ffs_data *fs, struct ffs_inode *inode, const struct s
 			  FUSE_SET_ATTR_TIMES_SET | FUSE_SET_ATTR_TOUCH;
 	bool writable = ctl_mode(inode) & 0200;
 
-	(void)fs;
 	/*
 	 * The times of a control file are the mount's and stay so; the kernel
 	 * sends a time update when a written file is closed (with the
@@ -268,12 +313,12 @@ static void ctl_entry(struct ffs_data *fs, struct ffs_inode *inode,
 	e->ino = (uintptr_t)inode;
 	e->attr_timeout = fs->cfg->attr_timeout;
 	e->entry_timeout = fs->cfg->attr_timeout;
-	ffs_ctl_getattr(fs, inode, &e->attr);
+	ctl_stat(inode, &e->attr);
 }
 
 static struct ffs_inode *ctl_child(const struct ffs_inode *dir, const char *name)
 {
-	if (dir->ctl == FFS_CTL_DIR) {
+	if (ctl_kind(dir) == FFS_CTL_DIR) {
 		for (size_t i = 0; i < CTL_NR_NAMES; i++) {
 			if (!strcmp(name, ctl_names[i].name))
 				return ctl_names[i].inode;
@@ -282,43 +327,36 @@ static struct ffs_inode *ctl_child(const struct ffs_inode *dir, const char *name
 	}
 	for (size_t i = 0, n = ctl_nr_tunables(); i < n; i++) {
 		if (!strcmp(name, wb_tunable_name(i)))
-			return &ctl_tunable[i];
+			return &ctl_tunable[i].inode;
 	}
 	return NULL;
 }
 
-bool ffs_ctl_lookup(struct ffs_data *fs, struct ffs_inode *parent,
-		    const char *name, struct fuse_entry_param *e, int *err)
+void ffs_ctl_root_entry(struct ffs_data *fs, struct fuse_entry_param *e)
+{
+	ctl_entry(fs, &ctl_dir.inode, e);
+}
+
+/* Lookup of @name in the control inode @parent: 0 with @e filled, or -errno. */
+static int ctl_do_lookup(struct ffs_data *fs, struct ffs_inode *parent, const char *name,
+			 struct fuse_entry_param *e)
 {
 	struct ffs_inode *child;
 
-	*err = 0;
-	if (parent == &fs->root && !strcmp(name, FFS_CTL_NAME)) {
-		ctl_entry(fs, &ctl_dir, e);
-		return true;
-	}
-	if (!parent->ctl)
-		return false;
-	if (parent->type != S_IFDIR) {
-		*err = -ENOTDIR;
-		return true;
-	}
+	if (parent->type != S_IFDIR)
+		return -ENOTDIR;
 	if (!strcmp(name, ".")) {
 		ctl_entry(fs, parent, e);
 	} else if (!strcmp(name, "..")) {
-		if (parent == &ctl_tunables) {
-			ctl_entry(fs, &ctl_dir, e);
-		} else {
-			memset(e, 0, sizeof(*e));
-			e->ino = FUSE_ROOT_ID;
-			*err = -ENOENT;	/* the kernel resolves ".." itself */
-		}
+		if (parent != &ctl_tunables.inode)
+			return -ENOENT;	/* the kernel resolves ".." itself */
+		ctl_entry(fs, &ctl_dir.inode, e);
 	} else if ((child = ctl_child(parent, name))) {
 		ctl_entry(fs, child, e);
 	} else {
-		*err = -ENOENT;
+		return -ENOENT;
 	}
-	return true;
+	return 0;
 }
 
 /* A handle with room for @cap bytes, or NULL. */
@@ -383,7 +421,7 @@ static int ctl_fill(struct ffs_data *fs, struct ffs_inode *inode, struct ctl_buf
 	ssize_t n;
 	int len;
 
-	switch (inode->ctl) {
+	switch (ctl_kind(inode)) {
 	case FFS_CTL_STATS:
 		ctl_fill_stats(fs, buf);
 		return 0;
@@ -391,7 +429,7 @@ static int ctl_fill(struct ffs_data *fs, struct ffs_inode *inode, struct ctl_buf
 	case FFS_CTL_FOLIOS:
 		free(buf->data);
 		buf->data = NULL;
-		n = inode->ctl == FFS_CTL_FILES ? wb_ctx_files(fs->wb, &buf->data) :
+		n = ctl_kind(inode) == FFS_CTL_FILES ? wb_ctx_files(fs->wb, &buf->data) :
 						  wb_ctx_folios(fs->wb, &buf->data);
 		if (n < 0)
 			return (int)n;
@@ -420,7 +458,8 @@ static int ctl_fill(struct ffs_data *fs, struct ffs_inode *inode, struct ctl_buf
 	}
 }
 
-int ffs_ctl_open(struct ffs_data *fs, struct ffs_inode *inode, struct fuse_file_info *fi)
+/* Open a control file: 0 or -errno; fills fi. */
+static int ctl_do_open(struct ffs_data *fs, struct ffs_inode *inode, struct fuse_file_info *fi)
 {
 	bool rdonly = (fi->flags & O_ACCMODE) == O_RDONLY;
 	struct ctl_buf *buf;
@@ -429,11 +468,11 @@ int ffs_ctl_open(struct ffs_data *fs, struct ffs_inode *inode, struct fuse_file_
 	if (inode->type == S_IFDIR)
 		return -EISDIR;
 	/* Root passes the kernel's mode check: these are read-only for all. */
-	if ((inode->ctl == FFS_CTL_STATS || inode->ctl == FFS_CTL_FILES ||
-	     inode->ctl == FFS_CTL_FOLIOS || inode->ctl == FFS_CTL_ERRORS) &&
+	if ((ctl_kind(inode) == FFS_CTL_STATS || ctl_kind(inode) == FFS_CTL_FILES ||
+	     ctl_kind(inode) == FFS_CTL_FOLIOS || ctl_kind(inode) == FFS_CTL_ERRORS) &&
 	    (!rdonly || (fi->flags & O_TRUNC)))
 		return -EACCES;
-	buf = ctl_buf_alloc(inode->ctl == FFS_CTL_SYNC ? 0 : CTL_STATS_MAX);
+	buf = ctl_buf_alloc(ctl_kind(inode) == FFS_CTL_SYNC ? 0 : CTL_STATS_MAX);
 	if (!buf)
 		return -ENOMEM;
 	if (rdonly)
@@ -463,9 +502,9 @@ static int ctl_set_trace(struct ffs_data *fs, const char *cmd, char *err, size_t
 static int ctl_set(struct ffs_data *fs, struct ffs_inode *inode, const char *spec,
 		   char *err, size_t errlen)
 {
-	if (inode->ctl == FFS_CTL_FAULT)
+	if (ctl_kind(inode) == FFS_CTL_FAULT)
 		return wb_ctx_set_fault(fs->wb, spec, err, errlen);
-	if (inode->ctl == FFS_CTL_TRACE)
+	if (ctl_kind(inode) == FFS_CTL_TRACE)
 		return ctl_set_trace(fs, spec, err, errlen);
 	return wb_tunable_set(fs->wb, ctl_tunable_name(inode), spec, err, errlen);
 }
@@ -497,8 +536,8 @@ static void ctl_refused(struct ctl_buf *buf, const char *dir, const char *name, 
 static int ctl_write_value(struct ffs_data *fs, struct ffs_inode *inode, struct ctl_buf *buf,
 			   const char *data, size_t size, off_t off)
 {
-	const char *name = inode->ctl == FFS_CTL_FAULT ? "fault" :
-			   inode->ctl == FFS_CTL_TRACE ? "trace" : ctl_tunable_name(inode);
+	const char *name = ctl_kind(inode) == FFS_CTL_FAULT ? "fault" :
+			   ctl_kind(inode) == FFS_CTL_TRACE ? "trace" : ctl_tunable_name(inode);
 	char spec[CTL_STATS_MAX], err[FFS_ERRLEN];
 	size_t len, bad;
 	int ret;
@@ -532,7 +571,7 @@ static int ctl_write_value(struct ffs_data *fs, struct ffs_inode *inode, struct 
 		ret = ctl_set(fs, inode, spec, err, sizeof(err));
 	}
 	if (ret) {
-		ctl_refused(buf, inode->ctl == FFS_CTL_TUNABLE ? "tunables/" : "", name, err, ret);
+		ctl_refused(buf, ctl_kind(inode) == FFS_CTL_TUNABLE ? "tunables/" : "", name, err, ret);
 		return ret;
 	}
 	buf->msg_len = 0;
@@ -625,13 +664,14 @@ static int ctl_write_evict(struct ffs_data *fs, struct ctl_buf *buf, const char 
 	return (int)size;
 }
 
-int ffs_ctl_write(struct ffs_data *fs, struct ffs_inode *inode, struct fuse_file_info *fi,
-		  const char *data, size_t size, off_t off)
+/* Write to a control file: bytes taken or -errno. */
+static int ctl_do_write(struct ffs_data *fs, struct ffs_inode *inode, struct fuse_file_info *fi,
+			const char *data, size_t size, off_t off)
 {
 	struct ctl_buf *buf = (struct ctl_buf *)(uintptr_t)fi->fh;
 	int ret;
 
-	switch (inode->ctl) {
+	switch (ctl_kind(inode)) {
 	case FFS_CTL_FAULT:
 	case FFS_CTL_TUNABLE:
 	case FFS_CTL_TRACE:
@@ -650,13 +690,15 @@ int ffs_ctl_write(struct ffs_data *fs, struct ffs_inode *inode, struct fuse_file
 	}
 }
 
-void ffs_ctl_read(fuse_req_t req, size_t size, off_t off, struct fuse_file_info *fi)
+static void ctl_read(fuse_req_t req, struct ffs_inode *inode, size_t size, off_t off,
+		     struct fuse_file_info *fi)
 {
 	struct ctl_buf *buf = (struct ctl_buf *)(uintptr_t)fi->fh;
 	const char *src = buf->msg_len ? buf->msg : buf->data;
 	size_t len = buf->msg_len ? buf->msg_len : buf->len;
 	char *copy;
 
+	(void)inode;
 	if (off < 0 || (size_t)off >= len) {
 		fuse_reply_buf(req, NULL, 0);
 		return;
@@ -678,17 +720,10 @@ void ffs_ctl_read(fuse_req_t req, size_t size, off_t off, struct fuse_file_info 
 	free(copy);
 }
 
-void ffs_ctl_release(struct ffs_data *fs, struct fuse_file_info *fi)
-{
-	struct ctl_buf *buf = (struct ctl_buf *)(uintptr_t)fi->fh;
-
-	ffs_handle_release(fs, &buf->h);
-}
-
 /* The @i-th entry of @dir after "." and "..", or NULL past the last. */
 static struct ffs_inode *ctl_nth(const struct ffs_inode *dir, size_t i, const char **name)
 {
-	if (dir->ctl == FFS_CTL_DIR) {
+	if (ctl_kind(dir) == FFS_CTL_DIR) {
 		if (i >= CTL_NR_NAMES)
 			return NULL;
 		*name = ctl_names[i].name;
@@ -697,7 +732,7 @@ static struct ffs_inode *ctl_nth(const struct ffs_inode *dir, size_t i, const ch
 	if (i >= ctl_nr_tunables())
 		return NULL;
 	*name = wb_tunable_name(i);
-	return &ctl_tunable[i];
+	return &ctl_tunable[i].inode;
 }
 
 /* Fill @e for entry @i of @dir (0 ".", 1 ".."); false past the last. */
@@ -710,8 +745,8 @@ static bool ctl_dirent(struct ffs_data *fs, struct ffs_inode *dir, off_t i,
 	if (i < 2) {
 		/* No ino in the entry: readdirplus must not count a lookup. */
 		*name = i == 0 ? "." : "..";
-		if (i == 0 || dir == &ctl_tunables)
-			e->attr.st_ino = CTL_INO_BASE + (i == 0 ? dir->ctl : FFS_CTL_DIR);
+		if (i == 0 || dir == &ctl_tunables.inode)
+			e->attr.st_ino = CTL_INO_BASE + (i == 0 ? ctl_kind(dir) : FFS_CTL_DIR);
 		else
 			e->attr.st_ino = FUSE_ROOT_ID;
 		e->attr.st_mode = S_IFDIR;
@@ -724,9 +759,10 @@ static bool ctl_dirent(struct ffs_data *fs, struct ffs_inode *dir, off_t i,
 	return true;
 }
 
-void ffs_ctl_list(fuse_req_t req, struct ffs_data *fs, struct ffs_inode *dir,
-		  size_t size, off_t off, bool plus)
+/* readdir of the control directory @dir (type S_IFDIR): replies. */
+static void ctl_list(fuse_req_t req, struct ffs_inode *dir, size_t size, off_t off, bool plus)
 {
+	struct ffs_data *fs = ctl_fs(req);
 	char *buf = calloc(1, size ? size : 1);
 	struct fuse_entry_param e;
 	const char *name;
@@ -755,3 +791,305 @@ void ffs_ctl_list(fuse_req_t req, struct ffs_data *fs, struct ffs_inode *dir,
 	fuse_reply_buf(req, buf, used);
 	free(buf);
 }
+
+/*
+ * ---- the handlers (ctl_ops) ----
+ *
+ * Every request on a control inode.  What a control file cannot do is
+ * refused as a read-only file system of the mount's user would: no names
+ * made, removed or moved in the directory (EPERM), no links, extended
+ * attributes or data operations beyond read and write.
+ */
+
+static void ctl_lookup(fuse_req_t req, struct ffs_inode *dir, const char *name)
+{
+	struct fuse_entry_param e;
+	int ret = ctl_do_lookup(ctl_fs(req), dir, name, &e);
+
+	if (ret)
+		fuse_reply_err(req, -ret);
+	else
+		fuse_reply_entry(req, &e);
+}
+
+/* The control inodes live as long as the daemon: nothing to forget. */
+static void ctl_forget(struct ffs_data *fs, struct ffs_inode *inode, uint64_t nlookup)
+{
+	(void)fs;
+	(void)inode;
+	(void)nlookup;
+}
+
+static void ctl_getattr(fuse_req_t req, struct ffs_inode *inode, struct fuse_file_info *fi)
+{
+	struct stat st;
+
+	(void)fi;
+	ctl_stat(inode, &st);
+	fuse_reply_attr(req, &st, ctl_fs(req)->cfg->attr_timeout);
+}
+
+static void ctl_setattr(fuse_req_t req, struct ffs_inode *inode, struct stat *attr, int valid,
+			struct fuse_file_info *fi)
+{
+	int ret = ctl_setattr_check(inode, attr, valid);
+
+	if (ret)
+		fuse_reply_err(req, -ret);
+	else
+		ctl_getattr(req, inode, fi);
+}
+
+static void ctl_readlink(fuse_req_t req, struct ffs_inode *inode)
+{
+	(void)inode;
+	fuse_reply_err(req, EINVAL);
+}
+
+static void ctl_mknod(fuse_req_t req, struct ffs_inode *dir, const char *name, mode_t mode,
+		      dev_t rdev)
+{
+	(void)dir;
+	(void)name;
+	(void)mode;
+	(void)rdev;
+	fuse_reply_err(req, EPERM);
+}
+
+static void ctl_mkdir(fuse_req_t req, struct ffs_inode *dir, const char *name, mode_t mode)
+{
+	ctl_mknod(req, dir, name, mode, 0);
+}
+
+static void ctl_unlink(fuse_req_t req, struct ffs_inode *dir, const char *name)
+{
+	ctl_mknod(req, dir, name, 0, 0);
+}
+
+static void ctl_symlink(fuse_req_t req, const char *link, struct ffs_inode *dir,
+			const char *name)
+{
+	(void)link;
+	ctl_mknod(req, dir, name, 0, 0);
+}
+
+static void ctl_rename(fuse_req_t req, struct ffs_inode *dir, const char *name,
+		       struct ffs_inode *newdir, const char *newname, unsigned int flags)
+{
+	(void)newdir;
+	(void)newname;
+	(void)flags;
+	ctl_mknod(req, dir, name, 0, 0);
+}
+
+static void ctl_link(fuse_req_t req, struct ffs_inode *inode, struct ffs_inode *newdir,
+		     const char *newname)
+{
+	(void)inode;
+	ctl_mknod(req, newdir, newname, 0, 0);
+}
+
+static void ctl_create(fuse_req_t req, struct ffs_inode *dir, const char *name, mode_t mode,
+		       struct fuse_file_info *fi)
+{
+	(void)fi;
+	ctl_mknod(req, dir, name, mode, 0);
+}
+
+static void ctl_open(fuse_req_t req, struct ffs_inode *inode, struct fuse_file_info *fi)
+{
+	int ret = ctl_do_open(ctl_fs(req), inode, fi);
+
+	if (ret)
+		fuse_reply_err(req, -ret);
+	else
+		fuse_reply_open(req, fi);
+}
+
+static void ctl_write(fuse_req_t req, struct ffs_inode *inode, const char *data, size_t size,
+		      off_t off, struct fuse_file_info *fi)
+{
+	int ret = ctl_do_write(ctl_fs(req), inode, fi, data, size, off);
+
+	if (ret < 0)
+		fuse_reply_err(req, -ret);
+	else
+		fuse_reply_write(req, (size_t)ret);
+}
+
+/* flush, fsync, fsyncdir, releasedir: nothing to do (no handle for the directories). */
+static void ctl_nothing(fuse_req_t req, struct ffs_inode *inode, struct fuse_file_info *fi)
+{
+	(void)inode;
+	(void)fi;
+	fuse_reply_err(req, 0);
+}
+
+static void ctl_nothing_sync(fuse_req_t req, struct ffs_inode *inode, int datasync,
+			     struct fuse_file_info *fi)
+{
+	(void)datasync;
+	ctl_nothing(req, inode, fi);
+}
+
+static void ctl_release(fuse_req_t req, struct ffs_inode *inode, struct fuse_file_info *fi)
+{
+	struct ctl_buf *buf = (struct ctl_buf *)(uintptr_t)fi->fh;
+
+	(void)inode;
+	ffs_handle_release(ctl_fs(req), &buf->h);
+	fuse_reply_err(req, 0);
+}
+
+static void ctl_opendir(fuse_req_t req, struct ffs_inode *inode, struct fuse_file_info *fi)
+{
+	if (inode->type != S_IFDIR) {
+		fuse_reply_err(req, ENOTDIR);
+		return;
+	}
+	fi->fh = 0;	/* ctl_list needs no handle */
+	fuse_reply_open(req, fi);
+}
+
+static void ctl_readdir(fuse_req_t req, struct ffs_inode *dir, size_t size, off_t off,
+			struct fuse_file_info *fi)
+{
+	(void)fi;
+	ctl_list(req, dir, size, off, false);
+}
+
+static void ctl_readdirplus(fuse_req_t req, struct ffs_inode *dir, size_t size, off_t off,
+			    struct fuse_file_info *fi)
+{
+	(void)fi;
+	ctl_list(req, dir, size, off, true);
+}
+
+/* The file system the control directory is in: BACKING's. */
+static void ctl_statfs(fuse_req_t req, struct ffs_inode *inode)
+{
+	struct statvfs sv;
+
+	(void)inode;
+	if (fstatvfs(ctl_fs(req)->root.fd, &sv) < 0)
+		fuse_reply_err(req, errno);
+	else
+		fuse_reply_statfs(req, &sv);
+}
+
+static void ctl_setxattr(fuse_req_t req, struct ffs_inode *inode, const char *name,
+			 const char *value, size_t size, int flags)
+{
+	(void)inode;
+	(void)name;
+	(void)value;
+	(void)size;
+	(void)flags;
+	fuse_reply_err(req, EPERM);
+}
+
+static void ctl_removexattr(fuse_req_t req, struct ffs_inode *inode, const char *name)
+{
+	ctl_setxattr(req, inode, name, NULL, 0, 0);
+}
+
+static void ctl_getxattr(fuse_req_t req, struct ffs_inode *inode, const char *name, size_t size)
+{
+	(void)inode;
+	(void)name;
+	(void)size;
+	fuse_reply_err(req, ENODATA);
+}
+
+/* No extended attributes: an empty list. */
+static void ctl_listxattr(fuse_req_t req, struct ffs_inode *inode, size_t size)
+{
+	(void)inode;
+	if (size == 0)
+		fuse_reply_xattr(req, 0);
+	else
+		fuse_reply_buf(req, NULL, 0);
+}
+
+/*
+ * Only the mode, which the kernel checks itself (default_permissions),
+ * decides; access(W_OK) is refused as on a read-only file system.
+ */
+static void ctl_access(fuse_req_t req, struct ffs_inode *inode, int mask)
+{
+	(void)inode;
+	fuse_reply_err(req, (mask & W_OK) ? EACCES : 0);
+}
+
+static void ctl_fallocate(fuse_req_t req, struct ffs_inode *inode, int mode, off_t off,
+			  off_t len, struct fuse_file_info *fi)
+{
+	(void)inode;
+	(void)mode;
+	(void)off;
+	(void)len;
+	(void)fi;
+	fuse_reply_err(req, EOPNOTSUPP);
+}
+
+static void ctl_lseek(fuse_req_t req, struct ffs_inode *inode, off_t off, int whence,
+		      struct fuse_file_info *fi)
+{
+	(void)inode;
+	(void)off;
+	(void)whence;
+	(void)fi;
+	fuse_reply_err(req, EINVAL);
+}
+
+static void ctl_copy_file_range(fuse_req_t req, struct ffs_inode *in, off_t off_in,
+				struct fuse_file_info *fi_in, struct ffs_inode *out,
+				off_t off_out, struct fuse_file_info *fi_out, size_t len,
+				int flags)
+{
+	(void)in;
+	(void)off_in;
+	(void)fi_in;
+	(void)out;
+	(void)off_out;
+	(void)fi_out;
+	(void)len;
+	(void)flags;
+	fuse_reply_err(req, EINVAL);
+}
+
+static const struct ffs_node_ops ctl_ops = {
+	.lookup = ctl_lookup,
+	.forget = ctl_forget,
+	.getattr = ctl_getattr,
+	.setattr = ctl_setattr,
+	.readlink = ctl_readlink,
+	.mknod = ctl_mknod,
+	.mkdir = ctl_mkdir,
+	.unlink = ctl_unlink,
+	.rmdir = ctl_unlink,
+	.symlink = ctl_symlink,
+	.rename = ctl_rename,
+	.link = ctl_link,
+	.open = ctl_open,
+	.read = ctl_read,
+	.write = ctl_write,
+	.flush = ctl_nothing,
+	.release = ctl_release,
+	.fsync = ctl_nothing_sync,
+	.opendir = ctl_opendir,
+	.readdir = ctl_readdir,
+	.readdirplus = ctl_readdirplus,
+	.releasedir = ctl_nothing,
+	.fsyncdir = ctl_nothing_sync,
+	.statfs = ctl_statfs,
+	.setxattr = ctl_setxattr,
+	.getxattr = ctl_getxattr,
+	.listxattr = ctl_listxattr,
+	.removexattr = ctl_removexattr,
+	.access = ctl_access,
+	.create = ctl_create,
+	.fallocate = ctl_fallocate,
+	.lseek = ctl_lseek,
+	.copy_file_range = ctl_copy_file_range,
+};

@@ -34,6 +34,7 @@
 
 struct wb_file;
 struct ffs_data;
+struct ffs_node_ops;
 
 /* ---- command line (opts.c) ---- */
 
@@ -127,28 +128,19 @@ int ffs_parse_size(const char *name, const char *val, uint64_t min,
 
 /* ---- inodes (inode.c) ---- */
 
-/* The control directory MOUNTPOINT/.foliofs and its files (ctl.c). */
-enum ffs_ctl {
-	FFS_CTL_NONE,	/* a backing inode */
-	FFS_CTL_DIR,	/* .foliofs */
-	FFS_CTL_STATS,	/* .foliofs/stats */
-	FFS_CTL_FAULT,	/* .foliofs/fault: fault injection for tests */
-	FFS_CTL_FILES,	/* .foliofs/files: the writeback queue */
-	FFS_CTL_SYNC,	/* .foliofs/sync: a write syncs every file */
-	FFS_CTL_TUNABLES,	/* .foliofs/tunables (a directory) */
-	FFS_CTL_TUNABLE,	/* .foliofs/tunables/NAME */
-	FFS_CTL_TRACE,	/* .foliofs/trace: start and stop recording */
-	FFS_CTL_FOLIOS,	/* .foliofs/folios: every cached folio */
-	FFS_CTL_EVICT,	/* .foliofs/evict: drop a file's clean folios */
-	FFS_CTL_ERRORS,	/* .foliofs/errors: the last writes refused, and why */
-};
-
 /*
- * One backing inode known to the kernel.  The fuse_ino_t handed to the
- * kernel is the address of this struct (FUSE_ROOT_ID maps to ffs_data.root).
+ * One inode known to the kernel: a backing inode, or one of the control
+ * directory's (ctl.c, which makes its own and never frees them).  The
+ * fuse_ino_t handed to the kernel is the address of this struct
+ * (FUSE_ROOT_ID maps to ffs_data.root).
  */
 struct ffs_inode {
 	/* Immutable after creation. */
+	/*
+	 * The handlers of every request on this inode (dispatch.c): ops.c's
+	 * for a backing inode (ffs_data.node_ops), ctl.c's for a control file.
+	 */
+	const struct ffs_node_ops *ops;
 	int fd;			/* O_PATH | O_NOFOLLOW descriptor of the backing inode */
 	ino_t src_ino;		/* key in the inode table, with src_dev */
 	dev_t src_dev;
@@ -174,7 +166,6 @@ struct ffs_inode {
 	 */
 	off_t max_size;
 	unsigned int nopen;	/* open handles */
-	enum ffs_ctl ctl;	/* immutable: a control file, not a backing inode */
 
 	/*
 	 * A forget is writing `data` back without this lock: its descriptor
@@ -241,6 +232,8 @@ struct ffs_dir {
 
 struct ffs_data {
 	const struct ffs_config *cfg;
+	/* The handlers of every backing inode (ops.c's): from ffs_itable_init(), immutable. */
+	const struct ffs_node_ops *node_ops;
 	struct wb_ctx *wb;		/* the data path */
 	mode_t backing_type;		/* S_IFDIR, or S_IFREG/S_IFBLK: one-file mount */
 	struct ffs_inode root;
@@ -309,7 +302,8 @@ struct ffs_data {
 	struct ffs_inode *idle_tail;	/* least recently idle: closed first */
 };
 
-int ffs_itable_init(struct ffs_data *fs, int root_fd);
+/* The table holds backing inodes, served by @node_ops (the root's too). */
+int ffs_itable_init(struct ffs_data *fs, int root_fd, const struct ffs_node_ops *node_ops);
 void ffs_itable_destroy(struct ffs_data *fs);
 
 /*
@@ -538,32 +532,17 @@ long ffs_uring_fds(void);
 #define FFS_CTL_NAME ".foliofs"
 
 /*
- * Lookup of @name in @parent if it is the control directory or its
- * parent's entry for it: true when handled (*err set, @e filled on 0).
+ * Whether @name in @dir is the reserved name (FFS_CTL_NAME at the root):
+ * a backing entry of that name is hidden, and cannot be made or removed.
  */
-bool ffs_ctl_lookup(struct ffs_data *fs, struct ffs_inode *parent,
-		    const char *name, struct fuse_entry_param *e, int *err);
-void ffs_ctl_getattr(struct ffs_data *fs, struct ffs_inode *inode, struct stat *st);
-/* Open a control file: 0 or -errno; fills fi. */
-int ffs_ctl_open(struct ffs_data *fs, struct ffs_inode *inode, struct fuse_file_info *fi);
-void ffs_ctl_read(fuse_req_t req, size_t size, off_t off, struct fuse_file_info *fi);
-/* Write to a control file: bytes taken or -errno. */
-int ffs_ctl_write(struct ffs_data *fs, struct ffs_inode *inode, struct fuse_file_info *fi,
-		  const char *data, size_t size, off_t off);
-void ffs_ctl_release(struct ffs_data *fs, struct fuse_file_info *fi);
-/* readdir of the control directory @dir (type S_IFDIR): replies. */
-void ffs_ctl_list(fuse_req_t req, struct ffs_data *fs, struct ffs_inode *dir,
-		  size_t size, off_t off, bool plus);
-/*
- * setattr of a control file: 0 for what must not fail a close (time
- * updates, truncation to 0 of a writable one), changing nothing; -EPERM
- * for anything else.
- */
-int ffs_ctl_setattr(struct ffs_data *fs, struct ffs_inode *inode, const struct stat *attr,
-		    int valid);
-/* Whether a backing directory entry is hidden (the reserved name at the root). */
 bool ffs_ctl_hides(const struct ffs_data *fs, const struct ffs_inode *dir,
 		   const char *name);
+/*
+ * The entry of the control directory, for a lookup of the reserved name
+ * at the root; its inode has ctl.c's handlers, which serve everything
+ * below it.
+ */
+void ffs_ctl_root_entry(struct ffs_data *fs, struct fuse_entry_param *e);
 
 /* ---- recording a trace (record.c) ---- */
 
@@ -631,8 +610,96 @@ int ffs_defer_start(struct ffs_data *fs);
  */
 void ffs_defer_stop(struct ffs_data *fs);
 
-/* ---- operations (ops.c) ---- */
+/* ---- dispatching requests (dispatch.c) ---- */
 
+/*
+ * The handlers of one kind of inode, chosen per inode (ffs_inode.ops) by
+ * the session's table (ffs_ops): the backing inodes' (ffs_backing_ops,
+ * ops.c) or the control directory's (ctl.c).  Each is the libfuse
+ * low-level operation of the same name with the request's inodes already
+ * resolved; it replies exactly once, but forget, which does not reply (the
+ * caller answers, once for a whole FORGET_MULTI).  A request on two inodes
+ * (rename, link, copy_file_range) goes to the handlers of the first
+ * inode named below, which refuse a second inode that is not theirs, as
+ * the VFS refuses a rename or link across mounts.  Checks that depend on
+ * no inode (a lookup's name, a symlink's length) are made before
+ * dispatching.
+ */
+struct ffs_node_ops {
+	void (*lookup)(fuse_req_t req, struct ffs_inode *dir, const char *name);
+	void (*forget)(struct ffs_data *fs, struct ffs_inode *inode, uint64_t nlookup);
+	void (*getattr)(fuse_req_t req, struct ffs_inode *inode, struct fuse_file_info *fi);
+	void (*setattr)(fuse_req_t req, struct ffs_inode *inode, struct stat *attr, int valid,
+			struct fuse_file_info *fi);
+	void (*readlink)(fuse_req_t req, struct ffs_inode *inode);
+	void (*mknod)(fuse_req_t req, struct ffs_inode *dir, const char *name, mode_t mode,
+		      dev_t rdev);
+	void (*mkdir)(fuse_req_t req, struct ffs_inode *dir, const char *name, mode_t mode);
+	void (*unlink)(fuse_req_t req, struct ffs_inode *dir, const char *name);
+	void (*rmdir)(fuse_req_t req, struct ffs_inode *dir, const char *name);
+	void (*symlink)(fuse_req_t req, const char *link, struct ffs_inode *dir,
+			const char *name);
+	/* Dispatched by @dir. */
+	void (*rename)(fuse_req_t req, struct ffs_inode *dir, const char *name,
+		       struct ffs_inode *newdir, const char *newname, unsigned int flags);
+	/* Dispatched by @newdir, as the kernel's link is the directory's. */
+	void (*link)(fuse_req_t req, struct ffs_inode *inode, struct ffs_inode *newdir,
+		     const char *newname);
+	void (*open)(fuse_req_t req, struct ffs_inode *inode, struct fuse_file_info *fi);
+	void (*read)(fuse_req_t req, struct ffs_inode *inode, size_t size, off_t off,
+		     struct fuse_file_info *fi);
+	void (*write)(fuse_req_t req, struct ffs_inode *inode, const char *buf, size_t size,
+		      off_t off, struct fuse_file_info *fi);
+	void (*flush)(fuse_req_t req, struct ffs_inode *inode, struct fuse_file_info *fi);
+	void (*release)(fuse_req_t req, struct ffs_inode *inode, struct fuse_file_info *fi);
+	void (*fsync)(fuse_req_t req, struct ffs_inode *inode, int datasync,
+		      struct fuse_file_info *fi);
+	void (*opendir)(fuse_req_t req, struct ffs_inode *inode, struct fuse_file_info *fi);
+	void (*readdir)(fuse_req_t req, struct ffs_inode *inode, size_t size, off_t off,
+			struct fuse_file_info *fi);
+	void (*readdirplus)(fuse_req_t req, struct ffs_inode *inode, size_t size, off_t off,
+			    struct fuse_file_info *fi);
+	void (*releasedir)(fuse_req_t req, struct ffs_inode *inode, struct fuse_file_info *fi);
+	void (*fsyncdir)(fuse_req_t req, struct ffs_inode *inode, int datasync,
+			 struct fuse_file_info *fi);
+	void (*statfs)(fuse_req_t req, struct ffs_inode *inode);
+	void (*setxattr)(fuse_req_t req, struct ffs_inode *inode, const char *name,
+			 const char *value, size_t size, int flags);
+	void (*getxattr)(fuse_req_t req, struct ffs_inode *inode, const char *name, size_t size);
+	void (*listxattr)(fuse_req_t req, struct ffs_inode *inode, size_t size);
+	void (*removexattr)(fuse_req_t req, struct ffs_inode *inode, const char *name);
+	void (*access)(fuse_req_t req, struct ffs_inode *inode, int mask);
+	void (*create)(fuse_req_t req, struct ffs_inode *dir, const char *name, mode_t mode,
+		       struct fuse_file_info *fi);
+	void (*fallocate)(fuse_req_t req, struct ffs_inode *inode, int mode, off_t off,
+			  off_t len, struct fuse_file_info *fi);
+	void (*lseek)(fuse_req_t req, struct ffs_inode *inode, off_t off, int whence,
+		      struct fuse_file_info *fi);
+	/* Dispatched by @in. */
+	void (*copy_file_range)(fuse_req_t req, struct ffs_inode *in, off_t off_in,
+				struct fuse_file_info *fi_in, struct ffs_inode *out,
+				off_t off_out, struct fuse_file_info *fi_out, size_t len,
+				int flags);
+};
+
+/* Largest read or write the kernel is offered (max_write, max_pages). */
+#define FFS_MAX_IO (1u << 20)
+
+/*
+ * The session's operations: INIT, and every request on an inode handed
+ * to that inode's handlers.
+ */
 extern const struct fuse_lowlevel_ops ffs_ops;
+
+/* A single path component: 0, or -ENOENT (empty), -ENAMETOOLONG, -EINVAL ('/'). */
+int ffs_check_name(const char *name);
+
+/* ---- backing inodes (ops.c) ---- */
+
+/*
+ * The handlers of backing inodes: namespace operations as *at() calls
+ * relative to O_PATH descriptors, data through writeback.h.
+ */
+extern const struct ffs_node_ops ffs_backing_ops;
 
 #endif /* FOLIOFS_FUSEFS_H */

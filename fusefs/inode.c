@@ -93,8 +93,10 @@ static size_t inode_hash(const struct ffs_data *fs, ino_t ino, dev_t dev)
 	return (size_t)(h ^ (h >> 29)) & (fs->nbuckets - 1);
 }
 
-static void inode_init(struct ffs_inode *inode, const struct stat *st, int fd)
+static void inode_init(struct ffs_data *fs, struct ffs_inode *inode, const struct stat *st,
+		       int fd)
 {
+	inode->ops = fs->node_ops;
 	inode->fd = fd;
 	inode->src_ino = st->st_ino;
 	inode->src_dev = st->st_dev;
@@ -142,10 +144,11 @@ void ffs_handles_free_all(struct ffs_data *fs)
 	}
 }
 
-int ffs_itable_init(struct ffs_data *fs, int root_fd)
+int ffs_itable_init(struct ffs_data *fs, int root_fd, const struct ffs_node_ops *node_ops)
 {
 	struct stat st;
 
+	fs->node_ops = node_ops;
 	if (fstatat(root_fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0)
 		return -errno;
 	pthread_mutex_init(&fs->itable_lock, NULL);
@@ -158,7 +161,7 @@ int ffs_itable_init(struct ffs_data *fs, int root_fd)
 	fs->buckets = calloc(fs->nbuckets, sizeof(struct ffs_inode *));
 	if (!fs->buckets)
 		return -ENOMEM;
-	inode_init(&fs->root, &st, root_fd);
+	inode_init(fs, &fs->root, &st, root_fd);
 	fs->root.nlookup = 2;	/* never forgotten */
 	/* A one-file mount of a block device shows a regular file. */
 	if (S_ISBLK(st.st_mode))
@@ -505,7 +508,7 @@ int ffs_inode_get(struct ffs_data *fs, const struct stat *st, int fd,
 
 		inode = fresh;
 		fresh = NULL;
-		inode_init(inode, st, fd);
+		inode_init(fs, inode, st, fd);
 		fd = -1;
 		if (fs->ninodes >= fs->nbuckets)
 			itable_grow(fs);
@@ -620,7 +623,7 @@ void ffs_inode_forget(struct ffs_data *fs, struct ffs_inode *inode,
 	bool discard = false;
 	int ret;
 
-	if (inode == &fs->root || inode->ctl)
+	if (inode == &fs->root)
 		return;
 	pthread_mutex_lock(&fs->itable_lock);
 	if (n > inode->nlookup) {
@@ -827,7 +830,7 @@ void ffs_data_put(struct ffs_data *fs, struct ffs_inode *inode)
 
 void ffs_data_fix_stat(struct ffs_inode *inode, struct stat *st)
 {
-	if (inode->type != S_IFREG || inode->ctl)
+	if (inode->type != S_IFREG)
 		return;
 	pthread_mutex_lock(&inode->lock);
 	if (inode->data)

@@ -317,7 +317,7 @@ int main(int argc, char *argv[])
 	}
 	fs.cfg = &cfg;
 	fs.act_as_caller = cfg.allow_other && geteuid() == 0;
-	if (ffs_creds_init() || ffs_itable_init(&fs, root_fd)) {
+	if (ffs_creds_init() || ffs_itable_init(&fs, root_fd, &ffs_backing_ops)) {
 		fprintf(stderr, "foliofs: cannot initialise: %s\n", strerror(errno));
 		close(root_fd);
 		goto out_cfg;

@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
- * ops.c - the FUSE low-level operation handlers.
+ * ops.c - the handlers of backing inodes (ffs_backing_ops).
  *
- * Each handler checks its arguments, calls a do_ helper that returns 0 or
+ * dispatch.c hands every request on a backing inode here, the inode
+ * resolved; the control directory has handlers of its own (ctl.c).  Each
+ * handler checks its arguments, calls a do_ helper that returns 0 or
  * -errno, and replies exactly once, with no lock held.  Namespace
  * operations are *at() calls relative to O_PATH descriptors (inode.c);
  * data operations go to the inode's data path (writeback.h).
@@ -22,21 +24,11 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
-/* Largest read or write the kernel is offered (max_write, max_pages). */
-#define FFS_MAX_IO (1u << 20)
-
 /* ---- accessors ---- */
 
 static struct ffs_data *ffs_data(fuse_req_t req)
 {
 	return fuse_req_userdata(req);
-}
-
-static struct ffs_inode *ffs_inode(fuse_req_t req, fuse_ino_t ino)
-{
-	if (ino == FUSE_ROOT_ID)
-		return &ffs_data(req)->root;
-	return (struct ffs_inode *)(uintptr_t)ino;
 }
 
 static struct ffs_file *ffs_file(const struct fuse_file_info *fi)
@@ -49,24 +41,10 @@ static struct ffs_dir *ffs_dir(const struct fuse_file_info *fi)
 	return (struct ffs_dir *)(uintptr_t)fi->fh;
 }
 
-/* A single path component: not empty, no '/', at most NAME_MAX bytes. */
-static int check_name(const char *name)
-{
-	size_t len = strnlen(name, NAME_MAX + 1);
-
-	if (len == 0)
-		return -ENOENT;
-	if (len > NAME_MAX)
-		return -ENAMETOOLONG;
-	if (memchr(name, '/', len))
-		return -EINVAL;
-	return 0;
-}
-
 /* A name that may be created or removed: also not "." or "..". */
 static int check_new_name(const char *name)
 {
-	int ret = check_name(name);
+	int ret = ffs_check_name(name);
 
 	if (ret)
 		return ret;
@@ -76,12 +54,22 @@ static int check_new_name(const char *name)
 }
 
 /*
- * A name to create, remove or rename in @dir: valid, not in the control
- * directory, not the reserved name at the root.
+ * @other, the second inode of a rename, link or copy, is not a backing
+ * inode (it has handlers of its own: a control file), so nothing moves
+ * between the two, as the VFS refuses a rename or link across mounts.
+ */
+static bool foreign(const struct ffs_data *fs, const struct ffs_inode *other)
+{
+	return other->ops != fs->node_ops;
+}
+
+/*
+ * A name to create, remove or rename in @dir: a backing directory, a
+ * valid name, not the reserved name at the root.
  */
 static int check_target(struct ffs_data *fs, struct ffs_inode *dir, const char *name)
 {
-	if (dir->ctl || ffs_ctl_hides(fs, dir, name))
+	if (foreign(fs, dir) || ffs_ctl_hides(fs, dir, name))
 		return -EPERM;
 	/* No change to BACKING once the write log cannot record it. */
 	return check_new_name(name) ?: wb_wlog_check();
@@ -201,14 +189,15 @@ static int do_lookup(struct ffs_data *fs, struct ffs_inode *dir,
 	return 0;
 }
 
-static void ffs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+static void ffs_lookup(fuse_req_t req, struct ffs_inode *dir, const char *name)
 {
 	struct ffs_data *fs = ffs_data(req);
-	struct ffs_inode *dir = ffs_inode(req, parent);
 	struct fuse_entry_param e;
-	int ret = check_name(name);
+	int ret = 0;
 
-	if (!ret && !ffs_ctl_lookup(fs, dir, name, &e, &ret))
+	if (ffs_ctl_hides(fs, dir, name))
+		ffs_ctl_root_entry(fs, &e);
+	else
 		ret = do_lookup(fs, dir, name, &e);
 	if (ret)
 		fuse_reply_err(req, -ret);
@@ -216,33 +205,13 @@ static void ffs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		fuse_reply_entry(req, &e);
 }
 
-static void ffs_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
-{
-	ffs_inode_forget(ffs_data(req), ffs_inode(req, ino), nlookup);
-	fuse_reply_none(req);
-}
-
-static void ffs_forget_multi(fuse_req_t req, size_t count,
-			     struct fuse_forget_data *forgets)
-{
-	for (size_t i = 0; i < count; i++)
-		ffs_inode_forget(ffs_data(req), ffs_inode(req, forgets[i].ino),
-				 forgets[i].nlookup);
-	fuse_reply_none(req);
-}
-
 /* ---- attributes ---- */
 
 /* What the kernel is told of @inode: its backing stat, as the cache sees it. */
 static int inode_attr(struct ffs_data *fs, struct ffs_inode *inode, struct stat *st)
 {
-	int ret;
+	int ret = stat_fd(inode->fd, st);
 
-	if (inode->ctl) {
-		ffs_ctl_getattr(fs, inode, st);
-		return 0;
-	}
-	ret = stat_fd(inode->fd, st);
 	if (ret)
 		return ret;
 	root_attr(fs, inode, st);
@@ -258,13 +227,13 @@ static void reply_attr(fuse_req_t req, int ret, const struct stat *st)
 		fuse_reply_attr(req, st, ffs_data(req)->cfg->attr_timeout);
 }
 
-static void ffs_getattr(fuse_req_t req, fuse_ino_t ino,
+static void ffs_getattr(fuse_req_t req, struct ffs_inode *inode,
 			struct fuse_file_info *fi)
 {
 	struct stat st;
 	(void)fi;
 
-	reply_attr(req, inode_attr(ffs_data(req), ffs_inode(req, ino), &st), &st);
+	reply_attr(req, inode_attr(ffs_data(req), inode, &st), &st);
 }
 
 static int set_size(struct ffs_data *fs, struct ffs_inode *inode,
@@ -355,16 +324,15 @@ static int do_setattr(struct ffs_data *fs, struct ffs_inode *inode,
 	return ret;
 }
 
-static void ffs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
+static void ffs_setattr(fuse_req_t req, struct ffs_inode *inode, struct stat *attr,
 			int valid, struct fuse_file_info *fi)
 {
-	struct ffs_inode *inode = ffs_inode(req, ino);
 	struct ffs_creds c = { 0 };
 	struct ffs_trace_op op = { 0 };
 	struct stat st;
 	int ret = 0;
 
-	if ((valid & FUSE_SET_ATTR_SIZE) && !inode->ctl)
+	if (valid & FUSE_SET_ATTR_SIZE)
 		trace_begin(req, &op, TRACE_OP_TRUNCATE);
 
 	/*
@@ -372,11 +340,9 @@ static void ffs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 	 * and sends them (with FUSE_SET_ATTR_CTIME) on behalf of whoever
 	 * flushes; only the daemon may apply times it decided.
 	 */
-	if (inode->ctl)
-		ret = ffs_ctl_setattr(ffs_data(req), inode, attr, valid);
-	else if (!(valid & FUSE_SET_ATTR_CTIME))
+	if (!(valid & FUSE_SET_ATTR_CTIME))
 		ret = ffs_creds_enter(ffs_data(req), req, &c);
-	if (!ret && !inode->ctl) {
+	if (!ret) {
 		ret = do_setattr(ffs_data(req), inode, attr, valid, fi);
 		ffs_creds_leave(&c);
 		if (!ret)
@@ -441,47 +407,42 @@ static void reply_entry(fuse_req_t req, int ret, struct fuse_entry_param *e)
 		fuse_reply_entry(req, e);
 }
 
-static void ffs_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
+static void ffs_mknod(fuse_req_t req, struct ffs_inode *dir, const char *name,
 		      mode_t mode, dev_t rdev)
 {
 	struct fuse_entry_param e;
 
-	reply_entry(req, do_make(ffs_data(req), req, ffs_inode(req, parent),
-				 name, MK_NOD, mode, rdev, NULL, &e), &e);
+	reply_entry(req, do_make(ffs_data(req), req, dir, name, MK_NOD, mode, rdev, NULL, &e),
+		    &e);
 }
 
-static void ffs_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
+static void ffs_mkdir(fuse_req_t req, struct ffs_inode *dir, const char *name,
 		      mode_t mode)
 {
 	struct fuse_entry_param e;
 
-	reply_entry(req, do_make(ffs_data(req), req, ffs_inode(req, parent),
-				 name, MK_DIR, mode, 0, NULL, &e), &e);
+	reply_entry(req, do_make(ffs_data(req), req, dir, name, MK_DIR, mode, 0, NULL, &e), &e);
 }
 
-static void ffs_symlink(fuse_req_t req, const char *link, fuse_ino_t parent,
+static void ffs_symlink(fuse_req_t req, const char *link, struct ffs_inode *dir,
 			const char *name)
 {
 	struct fuse_entry_param e;
-	int ret = strnlen(link, PATH_MAX) >= PATH_MAX ? -ENAMETOOLONG : 0;
 
-	if (!ret)
-		ret = do_make(ffs_data(req), req, ffs_inode(req, parent),
-			      name, MK_SYMLINK, 0, 0, link, &e);
-	reply_entry(req, ret, &e);
+	/* The target's length is checked before dispatching. */
+	reply_entry(req, do_make(ffs_data(req), req, dir, name, MK_SYMLINK, 0, 0, link, &e), &e);
 }
 
-static void ffs_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
+static void ffs_link(fuse_req_t req, struct ffs_inode *inode, struct ffs_inode *dir,
 		     const char *newname)
 {
 	struct ffs_data *fs = ffs_data(req);
-	struct ffs_inode *dir = ffs_inode(req, newparent);
 	struct fuse_entry_param e;
 	struct ffs_procpath p;
 	struct ffs_creds c;
-	int ret = ffs_inode(req, ino)->ctl ? -EPERM : check_target(fs, dir, newname);
+	int ret = foreign(fs, inode) ? -EPERM : check_target(fs, dir, newname);
 
-	ffs_procpath(&p, ffs_inode(req, ino)->fd);
+	ffs_procpath(&p, inode->fd);
 	if (!ret)
 		ret = ffs_creds_enter(fs, req, &c);
 	if (!ret) {
@@ -496,87 +457,78 @@ static void ffs_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 	reply_entry(req, ret, &e);
 }
 
-static void do_remove(fuse_req_t req, fuse_ino_t parent, const char *name,
+static void do_remove(fuse_req_t req, struct ffs_inode *dir, const char *name,
 		      int flags)
 {
 	struct ffs_trace_op op = { 0 };
 	struct ffs_creds c;
-	int ret = check_target(ffs_data(req), ffs_inode(req, parent), name);
+	int ret = check_target(ffs_data(req), dir, name);
 	ino_t ino;
 
 	if (!flags)
 		trace_begin(req, &op, TRACE_OP_UNLINK);
-	ino = trace_name_ino(&op, ffs_inode(req, parent), name);
+	ino = trace_name_ino(&op, dir, name);
 
 	if (!ret)
 		ret = ffs_creds_enter(ffs_data(req), req, &c);
 	if (!ret) {
-		if (unlinkat(ffs_inode(req, parent)->fd, name, flags) < 0)
+		if (unlinkat(dir->fd, name, flags) < 0)
 			ret = -errno;
 		ffs_creds_leave(&c);
 	}
 	if (!ret)
-		ret = wb_wlog_ns(WB_WLOG_UNLINK, ffs_inode(req, parent)->fd, name, -1, NULL,
+		ret = wb_wlog_ns(WB_WLOG_UNLINK, dir->fd, name, -1, NULL,
 				 (unsigned int)flags);
 	if (!ret)
 		trace_done(&op, ino, 0, 0, 0);
 	fuse_reply_err(req, -ret);
 }
 
-static void ffs_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+static void ffs_unlink(fuse_req_t req, struct ffs_inode *dir, const char *name)
 {
-	do_remove(req, parent, name, 0);
+	do_remove(req, dir, name, 0);
 }
 
-static void ffs_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
+static void ffs_rmdir(fuse_req_t req, struct ffs_inode *dir, const char *name)
 {
-	do_remove(req, parent, name, AT_REMOVEDIR);
+	do_remove(req, dir, name, AT_REMOVEDIR);
 }
 
-static void ffs_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
-		       fuse_ino_t newparent, const char *newname,
+static void ffs_rename(fuse_req_t req, struct ffs_inode *dir, const char *name,
+		       struct ffs_inode *newdir, const char *newname,
 		       unsigned int flags)
 {
 	struct ffs_data *fs = ffs_data(req);
 	struct ffs_trace_op op;
 	struct ffs_creds c;
-	int ret = check_target(fs, ffs_inode(req, parent), name);
+	int ret = check_target(fs, dir, name);
 	ino_t ino, replaced;
 
 	trace_begin(req, &op, TRACE_OP_RENAME);
-	ino = trace_name_ino(&op, ffs_inode(req, parent), name);
-	replaced = trace_name_ino(&op, ffs_inode(req, newparent), newname);
+	ino = trace_name_ino(&op, dir, name);
+	replaced = trace_name_ino(&op, newdir, newname);
 	if (!ret)
-		ret = check_target(fs, ffs_inode(req, newparent), newname);
+		ret = check_target(fs, newdir, newname);
 	if (!ret && (flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE)))
 		ret = -EINVAL;
 	if (!ret)
 		ret = ffs_creds_enter(ffs_data(req), req, &c);
 	if (!ret) {
-		if (renameat2(ffs_inode(req, parent)->fd, name,
-			      ffs_inode(req, newparent)->fd, newname,
-			      flags) < 0)
+		if (renameat2(dir->fd, name, newdir->fd, newname, flags) < 0)
 			ret = -errno;
 		ffs_creds_leave(&c);
 	}
 	if (!ret)
-		ret = wb_wlog_ns(WB_WLOG_RENAME, ffs_inode(req, parent)->fd, name,
-				 ffs_inode(req, newparent)->fd, newname, flags);
+		ret = wb_wlog_ns(WB_WLOG_RENAME, dir->fd, name, newdir->fd, newname, flags);
 	if (!ret)
 		trace_done(&op, ino, replaced ? ffs_trace_file_id(replaced) : 0, 0, flags);
 	fuse_reply_err(req, -ret);
 }
 
-static void ffs_readlink(fuse_req_t req, fuse_ino_t ino)
+static void ffs_readlink(fuse_req_t req, struct ffs_inode *inode)
 {
 	char buf[PATH_MAX + 1];
-	ssize_t n;
-
-	if (ffs_inode(req, ino)->ctl) {
-		fuse_reply_err(req, EINVAL);
-		return;
-	}
-	n = readlinkat(ffs_inode(req, ino)->fd, "", buf, sizeof(buf));
+	ssize_t n = readlinkat(inode->fd, "", buf, sizeof(buf));
 
 	if (n < 0)
 		fuse_reply_err(req, errno);
@@ -659,23 +611,14 @@ static int open_finish(struct ffs_data *fs, fuse_req_t req, struct ffs_inode *in
 	return 0;
 }
 
-static void ffs_open(fuse_req_t req, fuse_ino_t ino,
+static void ffs_open(fuse_req_t req, struct ffs_inode *inode,
 		     struct fuse_file_info *fi)
 {
 	struct ffs_data *fs = ffs_data(req);
-	struct ffs_inode *inode = ffs_inode(req, ino);
 	struct ffs_trace_op op = { 0 };
 	struct wb_file *data;
 	int ret;
 
-	if (inode->ctl) {
-		ret = ffs_ctl_open(fs, inode, fi);
-		if (ret)
-			fuse_reply_err(req, -ret);
-		else
-			fuse_reply_open(req, fi);
-		return;
-	}
 	if (inode->type == S_IFDIR)
 		ret = -EISDIR;
 	else if (inode->type != S_IFREG)
@@ -798,7 +741,7 @@ out_uncharge_one:
 	return ret;
 }
 
-static void ffs_create(fuse_req_t req, fuse_ino_t parent, const char *name,
+static void ffs_create(fuse_req_t req, struct ffs_inode *dir, const char *name,
 		       mode_t mode, struct fuse_file_info *fi)
 {
 	struct fuse_entry_param e;
@@ -806,7 +749,7 @@ static void ffs_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	int ret;
 
 	trace_begin(req, &op, TRACE_OP_CREATE);
-	ret = do_create(ffs_data(req), req, ffs_inode(req, parent), name, mode, fi, &e);
+	ret = do_create(ffs_data(req), req, dir, name, mode, fi, &e);
 	if (!ret) {
 		trace_open(&op, ffs_file(fi));
 		trace_done(&op, e.attr.st_ino, 0, (uint64_t)e.attr.st_size, 0);
@@ -817,13 +760,11 @@ static void ffs_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 		fuse_reply_create(req, &e, fi);
 }
 
-static void ffs_release(fuse_req_t req, fuse_ino_t ino,
+static void ffs_release(fuse_req_t req, struct ffs_inode *inode,
 			struct fuse_file_info *fi)
 {
-	if (ffs_inode(req, ino)->ctl)
-		ffs_ctl_release(ffs_data(req), fi);
-	else
-		ffs_handle_release(ffs_data(req), &ffs_file(fi)->h);
+	(void)inode;
+	ffs_handle_release(ffs_data(req), &ffs_file(fi)->h);
 	fuse_reply_err(req, 0);
 }
 
@@ -832,10 +773,10 @@ static void ffs_release(fuse_req_t req, fuse_ino_t ino,
  * getlk/setlk), so a close has nothing to do here.  It must still be
  * answered: ENOSYS would make the kernel skip it for good.
  */
-static void ffs_flush(fuse_req_t req, fuse_ino_t ino,
+static void ffs_flush(fuse_req_t req, struct ffs_inode *inode,
 		      struct fuse_file_info *fi)
 {
-	(void)ino;
+	(void)inode;
 	(void)fi;
 	fuse_reply_err(req, 0);
 }
@@ -851,16 +792,13 @@ static int file_fsync(struct ffs_file *file, bool datasync)
 	return ret;
 }
 
-static void ffs_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
+static void ffs_fsync(fuse_req_t req, struct ffs_inode *inode, int datasync,
 		      struct fuse_file_info *fi)
 {
 	struct ffs_trace_op op;
 	int ret;
 
-	if (ffs_inode(req, ino)->ctl) {
-		fuse_reply_err(req, 0);
-		return;
-	}
+	(void)inode;
 	trace_begin(req, &op, datasync ? TRACE_OP_FDATASYNC : TRACE_OP_FSYNC);
 	ret = file_fsync(ffs_file(fi), datasync);
 	trace_open(&op, ffs_file(fi));
@@ -902,7 +840,7 @@ static void *get_read_buf(size_t size)
 	return p;
 }
 
-static void ffs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+static void ffs_read(fuse_req_t req, struct ffs_inode *inode, size_t size, off_t off,
 		     struct fuse_file_info *fi)
 {
 	int ret = check_range(off, size);
@@ -910,10 +848,7 @@ static void ffs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	void *buf;
 	ssize_t n;
 
-	if (ffs_inode(req, ino)->ctl) {
-		ffs_ctl_read(req, size, off, fi);
-		return;
-	}
+	(void)inode;
 	trace_begin(req, &op, TRACE_OP_READ);
 	if (ret) {
 		fuse_reply_err(req, -ret);
@@ -942,7 +877,7 @@ static void ffs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	ffs_trace_end(&op);
 }
 
-static void ffs_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
+static void ffs_write(fuse_req_t req, struct ffs_inode *inode, const char *buf,
 		      size_t size, off_t off, struct fuse_file_info *fi)
 {
 	struct ffs_file *file = ffs_file(fi);
@@ -951,21 +886,12 @@ static void ffs_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 	uint64_t dirtied = 0;
 	ssize_t n = 0;
 
-	if (ffs_inode(req, ino)->ctl) {
-		ret = ffs_ctl_write(ffs_data(req), ffs_inode(req, ino), fi, buf, size, off);
-		if (ret < 0)
-			fuse_reply_err(req, -ret);
-		else
-			fuse_reply_write(req, (size_t)ret);
-		return;
-	}
-
 	trace_begin(req, &op, TRACE_OP_WRITE);
 	if (!ret && size)
 		ret = ffs_data_check_size(file->inode, off, &size);
 	/* Before the data, as a local filesystem does. */
 	if (!ret && size)
-		ffs_killpriv_data(req, ffs_inode(req, ino));
+		ffs_killpriv_data(req, inode);
 	if (!ret && size)
 		n = (ffs_data(req)->write_cut && size > ffs_data(req)->write_cut ?
 		     wb_write_cut : wb_write)(file->data, buf, size, off, &dirtied);
@@ -1007,14 +933,13 @@ static void ffs_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 	}
 }
 
-static void ffs_fallocate(fuse_req_t req, fuse_ino_t ino, int mode,
+static void ffs_fallocate(fuse_req_t req, struct ffs_inode *inode, int mode,
 			  off_t off, off_t len, struct fuse_file_info *fi)
 {
 	int ret = len <= 0 ? -EINVAL : check_range(off, len);
 	struct ffs_trace_op op;
 
-	if (ffs_inode(req, ino)->ctl)
-		ret = -EOPNOTSUPP;
+	(void)inode;
 	/* Every mode, punching included, as vfs_fallocate() checks. */
 	if (!ret && off + len > ffs_file(fi)->inode->max_size)
 		ret = -EFBIG;
@@ -1029,14 +954,13 @@ static void ffs_fallocate(fuse_req_t req, fuse_ino_t ino, int mode,
 	fuse_reply_err(req, -ret);
 }
 
-static void ffs_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
+static void ffs_lseek(fuse_req_t req, struct ffs_inode *inode, off_t off, int whence,
 		      struct fuse_file_info *fi)
 {
 	off_t ret;
 
-	if (ffs_inode(req, ino)->ctl)
-		ret = -EINVAL;
-	else if (off < 0)
+	(void)inode;
+	if (off < 0)
 		ret = -ENXIO;
 	else
 		ret = wb_lseek(ffs_file(fi)->data, off, whence);
@@ -1046,15 +970,16 @@ static void ffs_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
 		fuse_reply_lseek(req, ret);
 }
 
-static void ffs_copy_file_range(fuse_req_t req, fuse_ino_t ino_in,
+static void ffs_copy_file_range(fuse_req_t req, struct ffs_inode *in,
 				off_t off_in, struct fuse_file_info *fi_in,
-				fuse_ino_t ino_out, off_t off_out,
+				struct ffs_inode *out, off_t off_out,
 				struct fuse_file_info *fi_out, size_t len,
 				int flags)
 {
 	ssize_t ret = flags ? -EINVAL : check_range(off_in, len);
 
-	if (ffs_inode(req, ino_in)->ctl || ffs_inode(req, ino_out)->ctl)
+	(void)in;
+	if (foreign(ffs_data(req), out))
 		ret = -EINVAL;
 	if (!ret)
 		ret = check_range(off_out, len);
@@ -1081,27 +1006,18 @@ static void dir_free(struct ffs_data *fs, struct ffs_handle *h)
 	free(d);
 }
 
-static void ffs_opendir(fuse_req_t req, fuse_ino_t ino,
+static void ffs_opendir(fuse_req_t req, struct ffs_inode *inode,
 			struct fuse_file_info *fi)
 {
 	struct ffs_dir *d;
 	int fd, ret = 0;
 
-	if (ffs_inode(req, ino)->ctl) {
-		if (ffs_inode(req, ino)->type != S_IFDIR) {
-			fuse_reply_err(req, ENOTDIR);
-			return;
-		}
-		fi->fh = 0;
-		fuse_reply_open(req, fi);
-		return;
-	}
 	d = calloc(1, sizeof(*d));
 	if (!d) {
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	fd = ffs_fd_open(ffs_data(req), ffs_inode(req, ino)->fd, ".",
+	fd = ffs_fd_open(ffs_data(req), inode->fd, ".",
 			 O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0) {
 		ret = -fd;
@@ -1168,19 +1084,14 @@ static ssize_t add_entry(fuse_req_t req, struct ffs_inode *dir,
 	return (ssize_t)used;
 }
 
-static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
+static void do_readdir(fuse_req_t req, struct ffs_inode *dir, size_t size,
 		       off_t offset, struct fuse_file_info *fi, bool plus)
 {
 	struct ffs_dir *d = ffs_dir(fi);
-	struct ffs_inode *dir = ffs_inode(req, ino);
 	char *buf;
 	size_t rem = size;
 	int err = 0;
 
-	if (dir->ctl) {
-		ffs_ctl_list(req, ffs_data(req), dir, size, offset, plus);
-		return;
-	}
 	buf = calloc(1, size ? size : 1);
 	if (!buf) {
 		fuse_reply_err(req, ENOMEM);
@@ -1228,36 +1139,33 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
 	free(buf);
 }
 
-static void ffs_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
+static void ffs_readdir(fuse_req_t req, struct ffs_inode *dir, size_t size,
 			off_t offset, struct fuse_file_info *fi)
 {
-	do_readdir(req, ino, size, offset, fi, false);
+	do_readdir(req, dir, size, offset, fi, false);
 }
 
-static void ffs_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size,
+static void ffs_readdirplus(fuse_req_t req, struct ffs_inode *dir, size_t size,
 			    off_t offset, struct fuse_file_info *fi)
 {
-	do_readdir(req, ino, size, offset, fi, true);
+	do_readdir(req, dir, size, offset, fi, true);
 }
 
-static void ffs_releasedir(fuse_req_t req, fuse_ino_t ino,
+static void ffs_releasedir(fuse_req_t req, struct ffs_inode *inode,
 			   struct fuse_file_info *fi)
 {
-	if (!ffs_inode(req, ino)->ctl)
-		ffs_handle_release(ffs_data(req), &ffs_dir(fi)->h);
+	(void)inode;
+	ffs_handle_release(ffs_data(req), &ffs_dir(fi)->h);
 	fuse_reply_err(req, 0);
 }
 
-static void ffs_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,
+static void ffs_fsyncdir(fuse_req_t req, struct ffs_inode *inode, int datasync,
 			 struct fuse_file_info *fi)
 {
 	uint64_t begin;
 	int fd, ret;
 
-	if (ffs_inode(req, ino)->ctl) {
-		fuse_reply_err(req, 0);
-		return;
-	}
+	(void)inode;
 	fd = dirfd(ffs_dir(fi)->dp);
 	begin = wb_wlog_seq();
 	ret = wb_wlog_check();
@@ -1270,29 +1178,23 @@ static void ffs_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,
 
 /* ---- file system wide ---- */
 
-static void ffs_statfs(fuse_req_t req, fuse_ino_t ino)
+static void ffs_statfs(fuse_req_t req, struct ffs_inode *inode)
 {
 	struct statvfs sv;
 
-	struct ffs_inode *inode = ffs_inode(req, ino);
-
-	if (fstatvfs(inode->ctl ? ffs_data(req)->root.fd : inode->fd, &sv) < 0)
+	if (fstatvfs(inode->fd, &sv) < 0)
 		fuse_reply_err(req, errno);
 	else
 		fuse_reply_statfs(req, &sv);
 }
 
-static void ffs_access(fuse_req_t req, fuse_ino_t ino, int mask)
+static void ffs_access(fuse_req_t req, struct ffs_inode *inode, int mask)
 {
 	struct ffs_procpath p;
 	struct ffs_creds c;
 	int ret;
 
-	if (ffs_inode(req, ino)->ctl) {
-		fuse_reply_err(req, (mask & W_OK) ? EACCES : 0);
-		return;
-	}
-	ffs_procpath(&p, ffs_inode(req, ino)->fd);
+	ffs_procpath(&p, inode->fd);
 	ret = ffs_creds_enter(ffs_data(req), req, &c);
 	if (!ret) {
 		ret = faccessat(AT_FDCWD, p.path, mask, AT_EACCESS) < 0 ? -errno : 0;
@@ -1313,24 +1215,20 @@ static void reply_xattr(fuse_req_t req, size_t size, char *buf, ssize_t n)
 		fuse_reply_buf(req, buf, n);
 }
 
-static void ffs_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
+static void ffs_getxattr(fuse_req_t req, struct ffs_inode *inode, const char *name,
 			 size_t size)
 {
 	struct ffs_procpath p;
 	char *buf = NULL;
 	ssize_t n;
 
-	if (ffs_inode(req, ino)->ctl) {
-		fuse_reply_err(req, ENODATA);
-		return;
-	}
 	if (size > XATTR_SIZE_MAX)
 		size = XATTR_SIZE_MAX;
 	if (size && !(buf = malloc(size))) {
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	ffs_procpath(&p, ffs_inode(req, ino)->fd);
+	ffs_procpath(&p, inode->fd);
 	n = getxattr(p.path, name, buf, size);
 	reply_xattr(req, size, buf, n);
 	free(buf);
@@ -1356,7 +1254,7 @@ static ssize_t hide_trusted(char *buf, ssize_t n)
 	return out;
 }
 
-static void ffs_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+static void ffs_listxattr(fuse_req_t req, struct ffs_inode *inode, size_t size)
 {
 	bool filter = ffs_data(req)->act_as_caller && fuse_req_ctx(req)->uid != 0;
 	struct ffs_procpath p;
@@ -1364,17 +1262,13 @@ static void ffs_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 	size_t cap = filter ? XATTR_LIST_MAX : size;
 	ssize_t n;
 
-	if (ffs_inode(req, ino)->ctl) {
-		reply_xattr(req, size, NULL, 0);
-		return;
-	}
 	if (cap > XATTR_LIST_MAX)
 		cap = XATTR_LIST_MAX;
 	if (cap && !(buf = malloc(cap))) {
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	ffs_procpath(&p, ffs_inode(req, ino)->fd);
+	ffs_procpath(&p, inode->fd);
 	n = listxattr(p.path, buf, cap);
 	if (n >= 0 && filter) {
 		n = hide_trusted(buf, n);
@@ -1388,18 +1282,14 @@ static void ffs_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 }
 
 /* setxattr (@value non-NULL) or removexattr, as the caller. */
-static void change_xattr(fuse_req_t req, fuse_ino_t ino, const char *name,
+static void change_xattr(fuse_req_t req, struct ffs_inode *inode, const char *name,
 			 const char *value, size_t size, int flags)
 {
 	struct ffs_procpath p;
 	struct ffs_creds c;
 	int ret;
 
-	if (ffs_inode(req, ino)->ctl) {
-		fuse_reply_err(req, EPERM);
-		return;
-	}
-	ffs_procpath(&p, ffs_inode(req, ino)->fd);
+	ffs_procpath(&p, inode->fd);
 	ret = ffs_creds_enter(ffs_data(req), req, &c);
 	if (!ret) {
 		ret = value ? setxattr(p.path, name, value, size, flags)
@@ -1410,83 +1300,20 @@ static void change_xattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 	fuse_reply_err(req, -ret);
 }
 
-static void ffs_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
+static void ffs_setxattr(fuse_req_t req, struct ffs_inode *inode, const char *name,
 			 const char *value, size_t size, int flags)
 {
-	change_xattr(req, ino, name, value ? value : "", size, flags);
+	change_xattr(req, inode, name, value ? value : "", size, flags);
 }
 
-static void ffs_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
+static void ffs_removexattr(fuse_req_t req, struct ffs_inode *inode, const char *name)
 {
-	change_xattr(req, ino, name, NULL, 0, 0);
+	change_xattr(req, inode, name, NULL, 0, 0);
 }
 
-/* ---- session ---- */
-
-static void ffs_init(void *userdata, struct fuse_conn_info *conn)
-{
-	struct ffs_data *fs = userdata;
-
-	if (fs->cfg->cache == FFS_CACHE_WRITEBACK &&
-	    (conn->capable & FUSE_CAP_WRITEBACK_CACHE))
-		conn->want |= FUSE_CAP_WRITEBACK_CACHE;
-	/*
-	 * libfuse asks for auto_inval_data by default: the kernel then drops
-	 * a file's pages whenever a refreshed mtime differs from its own.  A
-	 * write-through write is stamped by the kernel and by the daemon at
-	 * different times, so the first read after every write would lose
-	 * the whole file's pages.  The daemon is the only writer of BACKING
-	 * and every change of the data goes through the kernel, which updates
-	 * or drops its pages for it, so mtime has nothing to reveal.
-	 */
-	if (fs->cfg->cache == FFS_CACHE_WRITETHROUGH)
-		conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;
-	/*
-	 * POSIX ACLs, where the kernel offers them: it then checks access
-	 * against the ACLs it reads through getxattr (with
-	 * default_permissions, always on), and sends the mode of a new name
-	 * unmasked with the caller's umask beside it, which the backing file
-	 * system applies unless the parent has a default ACL (the daemon
-	 * creates with the caller's umask, ffs_creds_umask()).
-	 */
-	if ((conn->capable & FUSE_CAP_POSIX_ACL) && (conn->capable & FUSE_CAP_DONT_MASK)) {
-		conn->want |= FUSE_CAP_POSIX_ACL | FUSE_CAP_DONT_MASK;
-		fs->posix_acl = true;
-	}
-	/* Locks stay in the kernel; we implement no getlk/setlk/flock. */
-	conn->want &= ~(FUSE_CAP_POSIX_LOCKS | FUSE_CAP_FLOCK_LOCKS);
-	if (conn->max_write > FFS_MAX_IO || conn->max_write == 0)
-		conn->max_write = FFS_MAX_IO;
-	/*
-	 * Readahead and writeback requests, and asynchronous direct I/O,
-	 * are "background" requests: the kernel keeps at most this many in
-	 * flight (12 if not told) and skips asynchronous readahead once
-	 * three quarters of them are (libfuse derives that threshold).
-	 */
-	conn->max_background = fs->cfg->max_background;
-	conn->congestion_threshold = 0;
-	/*
-	 * The kernel cuts a larger write into requests of max_write bytes
-	 * (of fewer when the caller's buffer is not page aligned: it pins
-	 * at most max_write's worth of pages per request).  A request within
-	 * a page of max_write was most likely cut, the rest to follow.
-	 */
-	fs->write_cut = conn->max_write - (size_t)sysconf(_SC_PAGESIZE);
-	if (conn->capable & FUSE_CAP_PARALLEL_DIROPS)
-		conn->want |= FUSE_CAP_PARALLEL_DIROPS;
-	/*
-	 * Before any request that could change BACKING.  A log that cannot
-	 * be made refuses every change (and said so), but cannot stop the mount.
-	 */
-	if (fs->cfg->write_log)
-		(void)wb_wlog_open(fs->cfg->write_log, fs->root.fd);
-}
-
-const struct fuse_lowlevel_ops ffs_ops = {
-	.init = ffs_init,
+const struct ffs_node_ops ffs_backing_ops = {
 	.lookup = ffs_lookup,
-	.forget = ffs_forget,
-	.forget_multi = ffs_forget_multi,
+	.forget = ffs_inode_forget,
 	.getattr = ffs_getattr,
 	.setattr = ffs_setattr,
 	.readlink = ffs_readlink,

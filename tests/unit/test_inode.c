@@ -261,7 +261,7 @@ static void fs_init(void)
 	memset(&fs, 0, sizeof(fs));
 	fs.cfg = &cfg;
 	fs.backing_type = S_IFDIR;
-	T_CHECK(ffs_itable_init(&fs, root_fd) == 0);
+	T_CHECK(ffs_itable_init(&fs, root_fd, NULL) == 0);	/* no request is dispatched here */
 	atomic_store(&tearing_down, false);
 }
 
