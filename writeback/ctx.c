@@ -197,9 +197,20 @@ unsigned int wb_ctx_destroy(struct wb_ctx *ctx)
 	unsigned int lost;
 
 	wb_flushers_stop(ctx);
-	/* Files kept because their data could not be written: a last try. */
-	while (ctx->files)
-		wb_file_destroy(ctx->files, true);
+	/*
+	 * Files kept because their data could not be written (wb_file_free
+	 * failed): a last try, then they go anyway, counted as lost.
+	 */
+	while (ctx->files) {
+		struct wb_file *wbf = ctx->files;
+		int ret = wb_file_flush(wbf);
+
+		if (ret) {
+			wb_report(wbf, "giving up on unwritten data of", ret);
+			atomic_fetch_add(&ctx->lost_files, 1);
+		}
+		wb_file_discard(wbf);
+	}
 	/* Its last line shows the state after everything was written. */
 	wb_statslog_stop(ctx);
 	lost = atomic_load(&ctx->lost_files);

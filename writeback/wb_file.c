@@ -278,7 +278,7 @@ int wb_file_flush(struct wb_file *wbf)
 }
 
 /* Unlink @wbf from the context once no walker uses it, then free it. */
-static void file_release(struct wb_file *wbf)
+void wb_file_discard(struct wb_file *wbf)
 {
 	struct wb_ctx *ctx = wbf->ctx;
 
@@ -303,29 +303,16 @@ static void file_release(struct wb_file *wbf)
 	free(wbf);
 }
 
-void wb_file_discard(struct wb_file *wbf)
+int wb_file_free(struct wb_file *wbf)
 {
-	file_release(wbf);
-}
-
-int wb_file_destroy(struct wb_file *wbf, bool force)
-{
-	struct wb_ctx *ctx = wbf->ctx;
 	int ret = wb_file_flush(wbf);
 
 	if (ret) {
-		wb_report(wbf, force ? "giving up on unwritten data of" : "writing back", ret);
-		if (!force)
-			return ret;	/* kept: the flushers keep retrying */
-		atomic_fetch_add(&ctx->lost_files, 1);
+		wb_report(wbf, "writing back", ret);
+		return ret;	/* kept: the flushers keep retrying */
 	}
-	file_release(wbf);
+	wb_file_discard(wbf);
 	return 0;
-}
-
-int wb_file_free(struct wb_file *wbf)
-{
-	return wb_file_destroy(wbf, false);
 }
 
 /* ---- data ---- */

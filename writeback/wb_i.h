@@ -172,6 +172,20 @@ struct wb_ctx {
 	uint64_t pool_made_seen;		/* folios made (pool hits + misses) then */
 };
 
+/*
+ * One backing file over the cache.  Its life, in three verbs:
+ *  - wb_file_alloc() makes it on an open descriptor and puts it on
+ *    ctx->files, where flushers, reclaim and sync-all find it;
+ *  - wb_file_free() writes it back and syncs it, then frees it; when its
+ *    data cannot be written it stays on ctx->files (the flushers go on
+ *    retrying) and the caller gets the error;
+ *  - wb_file_discard() frees it unwritten (the backing file has no name
+ *    left), and is how wb_ctx_destroy() lets go of files kept so, after a
+ *    last wb_file_flush(), counting them in lost_files.
+ * Freeing waits until no walker holds a reference (refs, dying).  In
+ * between, wb_file_fd_close() and wb_file_fd_reopen() give up and take
+ * back the descriptor of an idle file; the wb_file and its cache stay.
+ */
 struct wb_file {
 	struct wb_ctx *ctx;			/* immutable */
 	/*
@@ -224,12 +238,6 @@ struct wb_file {
 /* The wb_file whose writeback state @fs is. */
 #define wb_file_of(fs) ((struct wb_file *)((char *)(fs) - offsetof(struct wb_file, ws)))
 
-/*
- * Write back, sync and free @wbf.  If its data cannot be written, it is
- * kept (flushers go on retrying) and -errno returned; with @force it is
- * freed anyway and counted as lost.  Returns 0 once freed.
- */
-int wb_file_destroy(struct wb_file *wbf, bool force);
 /* The next live file after @prev (NULL: the first), referenced; drops @prev's reference. */
 struct wb_file *wb_next_file(struct wb_ctx *ctx, struct wb_file *prev);
 

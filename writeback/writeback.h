@@ -178,8 +178,10 @@ int wb_file_fd_reopen(struct wb_file *wbf, int fd, enum wb_access access);
 
 /*
  * wb_file_free - write back and sync what is dirty, drop the cached data
- * and close the backing file.  Returns the first error seen (reported on
- * stderr with the file's path); the structure is freed either way.
+ * and close the backing file: 0.  When the data cannot be written, the
+ * error (reported with the file's path) and @wbf is not freed: it stays
+ * with the context, whose flushers keep retrying, until wb_ctx_destroy()
+ * (see struct wb_file for the whole life).
  */
 int wb_file_free(struct wb_file *wbf);
 
