@@ -46,6 +46,12 @@
  * uring.c and writes the rest to /dev/fuse.  The INIT reply asks for the
  * ring when the kernel offered it, and the ring starts once that reply
  * is written.
+ *
+ * This file and uring.c call each other, an owner/worker pair: the
+ * channel starts the ring transport and hands it the replies that belong
+ * to its entries (ffs_uring_start, ffs_uring_send), and the ring threads
+ * note each request they take here (ffs_channel_received), as the
+ * /dev/fuse read hook does.
  */
 #include "fusefs.h"
 
