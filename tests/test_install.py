@@ -116,7 +116,7 @@ def test_meson_install_puts_everything_in_the_prefix(tmp_path):
              os.path.join(bindir, 'foliofs'), '--print',
              os.path.join(share, 'foliofs', 'bpftrace', 'pauses.bt')])
     assert r.returncode == 0 and 'usdt:' in r.stdout, r
-    for name in ('foliofs', 'foliofsctl'):
+    for name in ('foliofs', 'foliofsctl', 'foliofs-sim'):
         comp = os.path.join(share, 'bash-completion', 'completions', name)
         r = run(['bash', '-c', 'source "$0" && complete -p %s' % name, comp])
         assert r.returncode == 0 and name in r.stdout, r
