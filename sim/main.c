@@ -4,6 +4,7 @@
  *
  *   foliofs-sim gen SPEC -o OUT        write a synthetic trace (gen.c)
  *   foliofs-sim dump TRACE             print a trace as text
+ *   foliofs-sim sweep ...              many replays on every core (sweep.c)
  *   foliofs-sim TRACE [-o OPTS] [--stats-log FILE] [--compare [--csv] OPTS...]
  *
  * Options may stand anywhere after the command (getopt_long permutes);
@@ -41,6 +42,10 @@ static void help(FILE *f)
 		"       foliofs-sim dump TRACE\n"
 		"       foliofs-sim TRACE [-o OPTIONS] [--stats-log FILE]\n"
 		"       foliofs-sim TRACE [-o OPTIONS] --compare [--csv] OPTIONS...\n"
+		"       foliofs-sim sweep [-o OPTIONS] [-a KEY=V1,V2...]... [-c OPTIONS]...\n"
+		"                         [-j N] [--csv FILE] [--plot PNG] TRACE...\n"
+		"       foliofs-sim sweep ... --jobs | parallel > PIECES\n"
+		"       foliofs-sim sweep ... --merge PIECES [--csv FILE] [--plot PNG]\n"
 		"Options may stand anywhere after the command.\n"
 		"  -o, --options OPTIONS  the mount's options for the replay\n"
 		"  --stats-log FILE       the stats as JSON lines, as a mount's stats log\n"
@@ -48,6 +53,11 @@ static void help(FILE *f)
 		"                         print one table\n"
 		"  --csv                  with --compare: one CSV row per OPTIONS, a header first\n"
 		"  -h, --help             this help; -V, --version  the version\n"
+		"sweep (foliofs-sim sweep --help for all of it): replays every configuration\n"
+		"  of a grid of axes -a KEY=V1,V2,... crossed (or a list of -c OPTIONS, or\n"
+		"  both) over every TRACE, a worker per core, and writes one CSV row per\n"
+		"  run; --plot draws paused time against peak pinned memory with the\n"
+		"  Pareto-optimal configurations marked.\n"
 		"OPTIONS: the mount's (fault= included), and the device model:\n"
 		"  dev_bw=BYTES/S dev_lat_us=US dev_qd=N dev_flush_us=US\n"
 		"  default dev_bw=%llu,dev_lat_us=%u,dev_qd=%u,dev_flush_us=%u: fitted by\n"
@@ -316,7 +326,7 @@ static int parse_replay_args(int argc, char **argv, struct replay_args *a)
 	if (!a->compare && a->nr_cmp)
 		return usage("%s: one TRACE only (--compare OPTIONS... to compare)", a->cmp[0]);
 	if (a->csv && !a->compare)
-		return usage("%s", "--csv is for --compare");
+		return usage("%s", "--csv is for --compare (a sweep writes CSV too)");
 	if (a->stats_log && a->compare)
 		return usage("%s", "--stats-log is for one replay, not --compare");
 	return 0;
@@ -375,5 +385,7 @@ int main(int argc, char **argv)
 		return cmd_gen(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "dump"))
 		return cmd_dump(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "sweep"))
+		return sim_sweep_main(argc - 1, argv + 1);
 	return cmd_replay(argc, argv);
 }

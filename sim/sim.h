@@ -5,6 +5,7 @@
  * clock, against a modelled backing device.
  *
  *   main.c    the command line: gen, dump, replay, --compare
+ *   sweep.c   sweep: many replays over a grid of options, on every core
  *   report.c  a replay's numbers by name (the CSV columns)
  *   gen.c     synthetic traces from a spec
  *   ../trace/ the trace format (trace.h), shared with the daemon
@@ -118,6 +119,9 @@ void sim_csv_field(FILE *f, const char *s);
 /* The result columns' names, and a row of values, comma-separated, no newline. */
 void sim_csv_result_names(FILE *f);
 void sim_csv_result_values(FILE *f, const double v[SIM_NR_COLS]);
+
+/* sweep.c: `foliofs-sim sweep ...` (argv[0] is "sweep"); the exit status. */
+int sim_sweep_main(int argc, char **argv);
 
 /* main.c: the version line of every foliofs tool, "foliofs-sim VERSION". */
 void sim_print_version(void);

@@ -86,8 +86,12 @@ def test_sim_page_has_every_option_and_key():
         assert '*%s*' % opt in text, opt
     for key in set(re.findall(r'\b([a-z_]+)=(?!value\b)', out)):
         assert '*%s*' % key in text, key
-    for cmd in ('gen', 'dump'):
+    for cmd in ('gen', 'dump', 'sweep'):
         assert '*%s*' % cmd in text
+    # sweep's own options (foliofs-sim sweep --help).
+    out = run([SIM, 'sweep', '--help']).stdout
+    for opt in set(re.findall(r'(?<![\w-])(--[a-z-]+|-[oacj])\b', out)):
+        assert '*%s*' % opt in text, opt
 
 
 def installed(tmp_path):

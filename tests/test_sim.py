@@ -461,7 +461,7 @@ def test_options_anywhere(tmp_path):
 def test_version_is_foliofsctls():
     out = sim('--version').stdout
     assert out.startswith('foliofs-sim ') and out.count('\n') == 1
-    for args in (['gen', '--version'], ['dump', '-V']):
+    for args in (['gen', '--version'], ['sweep', '-V'], ['dump', '-V']):
         assert sim(*args).stdout == out
     ctl = os.path.join(os.path.dirname(os.path.dirname(os.path.realpath(FOLIOSIM))),
                        'tools', 'foliofsctl')
@@ -479,6 +479,7 @@ def test_help_lists_every_gen_key(tmp_path):
     assert len(keys) >= 15
     for key in keys:
         assert re.search(r'\b%s=' % key, p.stdout), key
+    assert sim('sweep', '--help').stdout.startswith('usage: foliofs-sim sweep')
 
 
 @pytest.mark.parametrize('args, named', [
