@@ -45,11 +45,6 @@ static const struct { const char *name; bool integer; } cols[SIM_NR_COLS] = {
 	{ "opens", true },
 };
 
-const char *sim_col_name(unsigned int col)
-{
-	return col < SIM_NR_COLS ? cols[col].name : NULL;
-}
-
 static double total_ops_s(const struct sim_result *r)
 {
 	double sum = 0;

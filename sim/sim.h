@@ -111,8 +111,6 @@ int sim_gen(const char *spec, const char *out_path, char *err, size_t errlen);
  * ever added at the end) and RFC 4180 output.
  */
 #define SIM_NR_COLS 25
-/* The name of column @col, NULL past the last. */
-const char *sim_col_name(unsigned int col);
 void sim_result_values(const struct sim_result *r, double v[SIM_NR_COLS]);
 /* @s as one CSV field: quoted when it holds a comma, quote or newline. */
 void sim_csv_field(FILE *f, const char *s);
