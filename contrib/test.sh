@@ -202,7 +202,7 @@ EOF
 # a. dependencies
 
 PKGS=(meson ninja-build pkg-config gcc clang clang-tidy libclang-rt-dev libfuse3-dev fuse3
-	liburing-dev zlib1g-dev systemtap-sdt-dev bpftrace scdoc python3-pytest python3-matplotlib fio postgresql-15 postgresql-contrib valgrind xfsprogs)
+	liburing-dev zlib1g-dev systemtap-sdt-dev bpftrace scdoc python3-pytest python3-matplotlib fio postgresql-15 postgresql-contrib valgrind xfsprogs parallel)
 
 stage_install() {
 	local t0 p note missing=()

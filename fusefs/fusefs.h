@@ -118,13 +118,12 @@ uint64_t ffs_phys_mem(void);
 uint64_t ffs_default_cache_size(void);
 void ffs_print_help(const char *progname);
 
-/* Value parsers: 0, or -EINVAL with "NAME=VALUE: reason" in @err. */
+/*
+ * Value parsers: 0, or -EINVAL with "NAME=VALUE: reason" in @err; the
+ * integers and sizes are writeback's (wb_parse_uint, wb_parse_size).
+ */
 int ffs_parse_double(const char *name, const char *val, double min,
 		     double max, double *out, char *err);
-int ffs_parse_uint(const char *name, const char *val, uint64_t min,
-		   uint64_t max, uint64_t *out, char *err);
-int ffs_parse_size(const char *name, const char *val, uint64_t min,
-		   uint64_t max, uint64_t *out, char *err);
 
 /* ---- inodes (inode.c) ---- */
 

@@ -207,94 +207,6 @@ int ffs_parse_double(const char *name, const char *val, double min,
 	return 0;
 }
 
-/* Parse a plain unsigned decimal; leaves @end after the digits. */
-static int parse_digits(const char *val, uint64_t *out, const char **end)
-{
-	char *e;
-	unsigned long long v;
-
-	if (*val < '0' || *val > '9')
-		return -EINVAL;
-	errno = 0;
-	v = strtoull(val, &e, 10);
-	if (errno)
-		return -ERANGE;
-	*out = v;
-	*end = e;
-	return 0;
-}
-
-static int check_range(const char *name, const char *val, uint64_t v,
-		       uint64_t min, uint64_t max, char *err)
-{
-	if (v < min || v > max) {
-		snprintf(err, FFS_ERRLEN,
-			 "%s=%s: out of range [%llu, %llu]", name, val,
-			 (unsigned long long)min, (unsigned long long)max);
-		return -EINVAL;
-	}
-	return 0;
-}
-
-int ffs_parse_uint(const char *name, const char *val, uint64_t min,
-		   uint64_t max, uint64_t *out, char *err)
-{
-	const char *end;
-	uint64_t v;
-	int ret = parse_digits(val, &v, &end);
-
-	if (ret == -ERANGE)
-		return set_err(err, "%s=%s: %s", name, val, "too large");
-	if (ret || *end)
-		return set_err(err, "%s=%s: %s", name, val,
-			       "not an unsigned integer");
-	ret = check_range(name, val, v, min, max, err);
-	if (!ret)
-		*out = v;
-	return ret;
-}
-
-/* Binary suffixes: K, M, G, T, optionally followed by "iB" or "B". */
-static int suffix_shift(const char *s, unsigned int *shift)
-{
-	static const char units[] = "KMGT";
-	const char *u;
-
-	*shift = 0;
-	if (!*s)
-		return 0;
-	u = strchr(units, s[0] & ~0x20);
-	if (!u)
-		return -EINVAL;
-	*shift = 10 * (unsigned int)(u - units + 1);
-	s++;
-	if (!strcmp(s, "") || !strcmp(s, "B") || !strcmp(s, "iB"))
-		return 0;
-	return -EINVAL;
-}
-
-int ffs_parse_size(const char *name, const char *val, uint64_t min,
-		   uint64_t max, uint64_t *out, char *err)
-{
-	const char *end;
-	unsigned int shift;
-	uint64_t v;
-	int ret = parse_digits(val, &v, &end);
-
-	if (ret == -ERANGE)
-		return set_err(err, "%s=%s: %s", name, val, "too large");
-	if (ret || suffix_shift(end, &shift))
-		return set_err(err, "%s=%s: %s", name, val,
-			       "not a size (a number with an optional K, M, G or T suffix)");
-	if (shift && v > (UINT64_MAX >> shift))
-		return set_err(err, "%s=%s: %s", name, val, "too large");
-	v <<= shift;
-	ret = check_range(name, val, v, min, max, err);
-	if (!ret)
-		*out = v;
-	return ret;
-}
-
 static int check_mountpoint(const char *path, char *err)
 {
 	struct stat st;
@@ -317,7 +229,7 @@ static int parse_pow2(const char *name, const char *val, uint64_t min,
 {
 	uint64_t v;
 
-	if (ffs_parse_size(name, val, min, max, &v, err))
+	if (wb_parse_size(name, val, min, max, &v, err, FFS_ERRLEN))
 		return -EINVAL;
 	if (v & (v - 1)) {
 		snprintf(err, FFS_ERRLEN, "%s=%s: not a power of two", name, val);
@@ -356,7 +268,7 @@ static int parse_u32(const char *name, const char *val, uint64_t min, uint64_t m
 {
 	uint64_t v;
 
-	if (ffs_parse_uint(name, val, min, max, &v, err))
+	if (wb_parse_uint(name, val, min, max, &v, err, FFS_ERRLEN))
 		return -EINVAL;
 	*out = (unsigned int)v;
 	return 0;
@@ -425,7 +337,7 @@ static int parse_throttle_opt(struct ffs_config *cfg, int key, const char *val, 
 	case KEY_DIRTY_RATIO:
 		return parse_u32("dirty_ratio", val, 1, 100, &wb->dirty_ratio, err);
 	case KEY_DIRTY_BYTES:
-		if (ffs_parse_size("dirty_bytes", val, 0, UINT64_MAX / 2, &v, err))
+		if (wb_parse_size("dirty_bytes", val, 0, UINT64_MAX / 2, &v, err, FFS_ERRLEN))
 			return -EINVAL;
 		/* As /proc/sys/vm/dirty_bytes: at least two pages. */
 		if (v && v < 8192)
@@ -436,8 +348,8 @@ static int parse_throttle_opt(struct ffs_config *cfg, int key, const char *val, 
 	case KEY_PINNED_RATIO:
 		return parse_u32("dirty_pinned_ratio", val, 0, 100, &wb->dirty_pinned_ratio, err);
 	case KEY_PINNED_BYTES:
-		return ffs_parse_size("dirty_pinned_bytes", val, 0, UINT64_MAX / 2,
-				      &wb->dirty_pinned_bytes, err);
+		return wb_parse_size("dirty_pinned_bytes", val, 0, UINT64_MAX / 2,
+				     &wb->dirty_pinned_bytes, err, FFS_ERRLEN);
 	case KEY_THROTTLE:
 		if (!*val)
 			return set_err(err, "%s=%s: %s", "throttle", val, "empty policy name");
@@ -455,7 +367,7 @@ static int parse_throttle_opt(struct ffs_config *cfg, int key, const char *val, 
 	case KEY_WRITE_LOG:
 		return parse_path("write_log", val, &cfg->write_log, err) ? -EINVAL : 0;
 	case KEY_STATS_INTERVAL:
-		if (ffs_parse_uint("stats_interval_ms", val, 10, 3600000, &v, err))
+		if (wb_parse_uint("stats_interval_ms", val, 10, 3600000, &v, err, FFS_ERRLEN))
 			return -EINVAL;
 		wb->stats_interval_ms = (uint32_t)v;
 		return 0;
@@ -478,8 +390,8 @@ static int parse_wb_opt(struct ffs_config *cfg, int key, const char *val, char *
 		return parse_u32("dirty_background_ratio", val, 0, 100,
 				 &wb->dirty_background_ratio, err);
 	case KEY_BG_BYTES:
-		return ffs_parse_size("dirty_background_bytes", val, 0, UINT64_MAX / 2,
-				      &wb->dirty_background_bytes, err);
+		return wb_parse_size("dirty_background_bytes", val, 0, UINT64_MAX / 2,
+				     &wb->dirty_background_bytes, err, FFS_ERRLEN);
 	case KEY_EXPIRE_MS:
 		return parse_u32("dirty_expire_ms", val, 0, 86400000, &wb->dirty_expire_ms, err);
 	case KEY_INTERVAL_MS:
@@ -636,8 +548,8 @@ static int opt_proc(void *data, const char *arg, int key,
 				  BS_MAX_FOLIO_SIZE, &cfg->bs.folio_size, ps->err) ? -1 : 0;
 	case KEY_CACHE_SIZE:
 		/* More than the machine's memory would end in the OOM killer, with dirty data. */
-		return ffs_parse_size("cache_size", strchr(arg, '=') + 1, 1,
-				      ffs_phys_mem(), &cfg->bs.cache_size, ps->err) ? -1 : 0;
+		return wb_parse_size("cache_size", strchr(arg, '=') + 1, 1,
+				     ffs_phys_mem(), &cfg->bs.cache_size, ps->err, FFS_ERRLEN) ? -1 : 0;
 	case KEY_FOLIO_POLICY:
 		return parse_policy("folio_policy", strchr(arg, '=') + 1, false,
 				    &cfg->bs, ps->err) ? -1 : 0;

@@ -7,7 +7,7 @@
  *   files=N          files (ids 1..N), each created at time 0 with
  *                    file_size bytes; writer w writes file w mod N + 1
  *                    (default 1: one table all writers share)
- *   file_size=SIZE   default 256M (K, M, G suffixes)
+ *   file_size=SIZE   default 256M (K, M, G, T suffixes, as the mount's sizes)
  *   op=write|read    what the ops are (default write)
  *   io=SIZE          bytes per op, default 8K
  *   pattern=random|seq  random: aligned offsets drawn uniformly from the
@@ -47,28 +47,10 @@ struct gen_spec {
 	bool seq, read, shared_open, start_set;
 };
 
+/* A count or size of the spec: writeback's parser, the mount's suffixes. */
 static int parse_size(const char *name, const char *val, uint64_t *out, char *err, size_t errlen)
 {
-	char *end;
-	unsigned long long v;
-
-	errno = 0;
-	v = strtoull(val, &end, 10);
-	if (errno || end == val || *val == '-')
-		goto bad;
-	switch (*end) {
-	case 'K': case 'k': v <<= 10; end++; break;
-	case 'M': case 'm': v <<= 20; end++; break;
-	case 'G': case 'g': v <<= 30; end++; break;
-	default: break;
-	}
-	if (*end)
-		goto bad;
-	*out = v;
-	return 0;
-bad:
-	snprintf(err, errlen, "%s=%s: not a number (K, M and G suffixes allowed)", name, val);
-	return -EINVAL;
+	return wb_parse_size(name, val, 0, UINT64_MAX, out, err, errlen);
 }
 
 static int parse_item(struct gen_spec *g, const char *name, const char *val, char *err,

@@ -4,42 +4,72 @@
  *
  *   foliofs-sim gen SPEC -o OUT        write a synthetic trace (gen.c)
  *   foliofs-sim dump TRACE             print a trace as text
- *   foliofs-sim TRACE [-o OPTS] [--stats-log FILE] [--compare OPTS...]
+ *   foliofs-sim sweep ...              many replays on every core (sweep.c)
+ *   foliofs-sim TRACE [-o OPTS] [--stats-log FILE] [--compare [--csv] OPTS...]
  *
- * A replay prints the stats of .foliofs/stats at its end and a summary;
- * --compare replays once per OPTS (each added to -o) and prints one
- * table.  The output depends only on the trace and the options; how fast
- * the replay ran goes to stderr.  Exit status: 0, 1 for a trace that
- * cannot be read or a replay that failed, 2 for a bad command line.
+ * Options may stand anywhere after the command (getopt_long permutes);
+ * the command is the first argument.  A replay prints the stats of
+ * .foliofs/stats at its end and a summary; --compare replays once per
+ * OPTS (each added to -o) and prints one table, or with --csv one CSV row
+ * per OPTS (report.c's columns).  The output depends only on the trace and
+ * the options; how fast the replay ran goes to stderr.  Exit status: 0, 1
+ * for a trace that cannot be read or a replay that failed, 2 for a bad
+ * command line.
  */
 #include "sim.h"
 
 #include <errno.h>
+#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define MS(ns) ((double)(ns) / 1e6)
 
-static int usage(const char *why)
+#ifndef FOLIOFS_VERSION
+#define FOLIOFS_VERSION "unknown"
+#endif
+
+void sim_print_version(void)
 {
-	if (why)
-		fprintf(stderr, "foliofs-sim: %s\n", why);
-	fprintf(stderr,
+	printf("foliofs-sim %s\n", FOLIOFS_VERSION);
+}
+
+static void help(FILE *f)
+{
+	fprintf(f,
 		"usage: foliofs-sim gen SPEC -o OUT\n"
 		"       foliofs-sim dump TRACE\n"
-		"       foliofs-sim TRACE [-o OPTIONS] [--stats-log FILE] [--compare OPTIONS...]\n"
+		"       foliofs-sim TRACE [-o OPTIONS] [--stats-log FILE]\n"
+		"       foliofs-sim TRACE [-o OPTIONS] --compare [--csv] OPTIONS...\n"
+		"       foliofs-sim sweep [-o OPTIONS] [-a KEY=V1,V2...]... [-c OPTIONS]...\n"
+		"                         [-j N] [--csv FILE] [--plot PNG] TRACE...\n"
+		"       foliofs-sim sweep ... --jobs | parallel > PIECES\n"
+		"       foliofs-sim sweep ... --merge PIECES [--csv FILE] [--plot PNG]\n"
+		"Options may stand anywhere after the command.\n"
+		"  -o, --options OPTIONS  the mount's options for the replay\n"
+		"  --stats-log FILE       the stats as JSON lines, as a mount's stats log\n"
+		"  --compare              replay once per OPTIONS after TRACE (each added to -o),\n"
+		"                         print one table\n"
+		"  --csv                  with --compare: one CSV row per OPTIONS, a header first\n"
+		"  -h, --help             this help; -V, --version  the version\n"
+		"sweep (foliofs-sim sweep --help for all of it): replays every configuration\n"
+		"  of a grid of axes -a KEY=V1,V2,... crossed (or a list of -c OPTIONS, or\n"
+		"  both) over every TRACE, a worker per core, and writes one CSV row per\n"
+		"  run; --plot draws paused time against peak pinned memory with the\n"
+		"  Pareto-optimal configurations marked.\n"
 		"OPTIONS: the mount's (fault= included), and the device model:\n"
 		"  dev_bw=BYTES/S dev_lat_us=US dev_qd=N dev_flush_us=US\n"
 		"  default dev_bw=%llu,dev_lat_us=%u,dev_qd=%u,dev_flush_us=%u: fitted by\n"
-		"  contrib/fit-device.sh (fio, medians of 3 runs) to the virtio disk holding\n"
-		"  /work on the machine foliofs is developed on, 2026-12-01; run it on yours.\n"
+		"  contrib/sim/fit-device.sh (fio, medians of 3 runs) to the virtio disk\n"
+		"  holding /work on the machine foliofs is developed on, 2026-12-01; run it\n"
+		"  on yours.\n"
 		"A replay gives each open of the trace (its records' open id; without one,\n"
 		"each pid and file) its own readahead state, as each open file has on Linux.\n"
 		"It prints the stats, a summary, the folios in the cache at the end by size\n"
 		"(folio_sizes), those made in all (folios_made, reclaimed ones included) and\n"
 		"the opens read through (opens).\n"
-		"SPEC: name=value items separated by commas:\n"
+		"SPEC: name=value items separated by commas (SIZE: K, M, G, T suffixes):\n"
 		"  writers=N (1)  files=N (1; writer w uses file w mod N + 1)\n"
 		"  file_size=SIZE (256M)  op=write|read (write)  io=SIZE (8K)\n"
 		"  pattern=random|seq (random)  ops=N (100000, shared out)  fsync_every=K (0)\n"
@@ -52,31 +82,77 @@ static int usage(const char *why)
 		"    one open per file, every file); N writer N, its own file, its own open\n"
 		"  start_ms=N (0; 1000 with warm): when the ops begin\n",
 		SIM_DEV_BW, SIM_DEV_LAT_US, SIM_DEV_QD, SIM_DEV_FLUSH_US);
+}
+
+/* A bad command line: one line, exit status 2. */
+static int usage(const char *fmt, const char *arg)
+{
+	fputs("foliofs-sim: ", stderr);
+	fprintf(stderr, fmt, arg);
+	fputs(" (see foliofs-sim --help)\n", stderr);
 	return 2;
+}
+
+/* getopt_long's complaint about argv[optind - 1]: 2. */
+static int bad_option(int c, char **argv)
+{
+	return usage(c == ':' ? "%s: needs a value" : "%s: unknown option", argv[optind - 1]);
 }
 
 static int cmd_gen(int argc, char **argv)
 {
+	static const struct option longopts[] = {
+		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *out = NULL;
 	char err[512] = "";
+	int c;
 
-	if (argc != 4 || strcmp(argv[2], "-o") != 0)
-		return usage("gen takes SPEC -o OUT");
-	if (sim_gen(argv[1], argv[3], err, sizeof(err))) {
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":o:hV", longopts, NULL)) != -1) {
+		if (c == 'o') {
+			out = optarg;
+		} else if (c == 'h' || c == 'V') {
+			c == 'h' ? help(stdout) : sim_print_version();
+			return 0;
+		} else {
+			return bad_option(c, argv);
+		}
+	}
+	if (!out || optind != argc - 1)
+		return usage("%s takes SPEC -o OUT", "gen");
+	if (sim_gen(argv[optind], out, err, sizeof(err))) {
 		fprintf(stderr, "foliofs-sim: gen: %s\n", err);
-		return strchr(argv[1], '=') ? 1 : 2;
+		return strchr(argv[optind], '=') ? 1 : 2;
 	}
 	return 0;
 }
 
 static int cmd_dump(int argc, char **argv)
 {
+	static const struct option longopts[] = {
+		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
+		{ NULL, 0, NULL, 0 },
+	};
 	struct trace_rec *recs;
 	char err[512] = "";
 	size_t nr;
+	int c;
 
-	if (argc != 2)
-		return usage("dump takes one TRACE");
-	if (trace_load(argv[1], &recs, &nr, NULL, err, sizeof(err))) {
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":hV", longopts, NULL)) != -1) {
+		if (c == 'h' || c == 'V') {
+			c == 'h' ? help(stdout) : sim_print_version();
+			return 0;
+		}
+		return bad_option(c, argv);
+	}
+	if (optind != argc - 1)
+		return usage("%s takes one TRACE", "dump");
+	if (trace_load(argv[optind], &recs, &nr, NULL, err, sizeof(err))) {
 		fprintf(stderr, "foliofs-sim: %s\n", err);
 		return 1;
 	}
@@ -173,6 +249,27 @@ static void print_compare(char **names, const struct sim_result *res, int n)
 	}
 }
 
+/*
+ * --compare --csv: a header, then one row per OPTIONS, in the order given:
+ * "config" (the OPTIONS as given, quoted where it holds a comma), then
+ * report.c's columns.
+ */
+static void print_compare_csv(char **names, const struct sim_result *res, int n)
+{
+	double v[SIM_NR_COLS];
+
+	fputs("config,", stdout);
+	sim_csv_result_names(stdout);
+	putchar('\n');
+	for (int c = 0; c < n; c++) {
+		sim_csv_field(stdout, names[c]);
+		putchar(',');
+		sim_result_values(&res[c], v);
+		sim_csv_result_values(stdout, v);
+		putchar('\n');
+	}
+}
+
 /* @base and @extra joined by a comma (either may be empty); malloc'ed. */
 static char *join_opts(const char *base, const char *extra)
 {
@@ -183,58 +280,92 @@ static char *join_opts(const char *base, const char *extra)
 	return out;
 }
 
-static int cmd_replay(int argc, char **argv)
-{
-	const char *trace = NULL, *opts = "", *stats_log = NULL;
-	char **cmp = NULL, err[1024] = "";
-	struct sim_result *res;
-	struct trace_rec *recs;
-	int nr_cmp = 0, ret = 0, runs;
-	size_t nr;
+/* The replay's command line, options anywhere. */
+struct replay_args {
+	const char *trace, *opts, *stats_log;
+	bool compare, csv;
+	char **cmp;		/* --compare's OPTIONS: the operands after TRACE */
+	int nr_cmp;
+};
 
-	for (int i = 1; i < argc; i++) {
-		if (!strcmp(argv[i], "-o") && i + 1 < argc) {
-			opts = argv[++i];
-		} else if (!strcmp(argv[i], "--stats-log") && i + 1 < argc) {
-			stats_log = argv[++i];
-		} else if (!strcmp(argv[i], "--compare")) {
-			cmp = &argv[i + 1];
-			nr_cmp = argc - i - 1;
-			if (!nr_cmp)
-				return usage("--compare needs at least one OPTIONS");
-			break;
-		} else if (argv[i][0] == '-' || trace) {
-			fprintf(stderr, "foliofs-sim: %s: unknown argument\n", argv[i]);
-			return usage(NULL);
-		} else {
-			trace = argv[i];
+/* 0, -1 to exit 0 (--help, --version), or the exit status of a bad line. */
+static int parse_replay_args(int argc, char **argv, struct replay_args *a)
+{
+	enum { OPT_STATS_LOG = 256, OPT_COMPARE, OPT_CSV };
+	static const struct option longopts[] = {
+		{ "options", required_argument, NULL, 'o' },
+		{ "stats-log", required_argument, NULL, OPT_STATS_LOG },
+		{ "compare", no_argument, NULL, OPT_COMPARE },
+		{ "csv", no_argument, NULL, OPT_CSV },
+		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
+		{ NULL, 0, NULL, 0 },
+	};
+	int c;
+
+	*a = (struct replay_args){ .opts = "" };
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":o:hV", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'o': a->opts = optarg; break;
+		case OPT_STATS_LOG: a->stats_log = optarg; break;
+		case OPT_COMPARE: a->compare = true; break;
+		case OPT_CSV: a->csv = true; break;
+		case 'h': help(stdout); return -1;
+		case 'V': sim_print_version(); return -1;
+		default: return bad_option(c, argv);
 		}
 	}
-	if (!trace)
-		return usage("no TRACE");
-	if (stats_log && nr_cmp)
-		return usage("--stats-log is for one replay, not --compare");
-	if (trace_load(trace, &recs, &nr, NULL, err, sizeof(err))) {
+	if (optind >= argc)
+		return usage("%s", "no TRACE");
+	a->trace = argv[optind];
+	a->cmp = &argv[optind + 1];
+	a->nr_cmp = argc - optind - 1;
+	if (a->compare && !a->nr_cmp)
+		return usage("%s", "--compare needs at least one OPTIONS after TRACE");
+	if (!a->compare && a->nr_cmp)
+		return usage("%s: one TRACE only (--compare OPTIONS... to compare)", a->cmp[0]);
+	if (a->csv && !a->compare)
+		return usage("%s", "--csv is for --compare (a sweep writes CSV too)");
+	if (a->stats_log && a->compare)
+		return usage("%s", "--stats-log is for one replay, not --compare");
+	return 0;
+}
+
+static int cmd_replay(int argc, char **argv)
+{
+	struct replay_args a;
+	char err[1024] = "";
+	struct sim_result *res;
+	struct trace_rec *recs;
+	int ret = parse_replay_args(argc, argv, &a), runs;
+	size_t nr;
+
+	if (ret)
+		return ret < 0 ? 0 : ret;
+	if (trace_load(a.trace, &recs, &nr, NULL, err, sizeof(err))) {
 		fprintf(stderr, "foliofs-sim: %s\n", err);
 		return 1;
 	}
-	runs = nr_cmp ? nr_cmp : 1;
+	runs = a.compare ? a.nr_cmp : 1;
 	res = calloc((size_t)runs, sizeof(*res));
 	for (int c = 0; res && c < runs && !ret; c++) {
-		char *o = join_opts(opts, nr_cmp ? cmp[c] : "");
+		char *o = join_opts(a.opts, a.compare ? a.cmp[c] : "");
 
-		ret = o ? sim_replay(recs, nr, o, stats_log, &res[c], err, sizeof(err)) : -ENOMEM;
+		ret = o ? sim_replay(recs, nr, o, a.stats_log, &res[c], err, sizeof(err)) : -ENOMEM;
 		if (!ret)
 			fprintf(stderr, "foliofs-sim: replayed %zu records in %.2f s (%.0f records/s)%s%s\n",
 				nr, res[c].replay_s, (double)nr / (res[c].replay_s > 0 ? res[c].replay_s : 1e-9),
-				nr_cmp ? ": " : "", nr_cmp ? cmp[c] : "");
+				a.compare ? ": " : "", a.compare ? a.cmp[c] : "");
 		free(o);
 	}
 	if (!res || ret) {
 		fprintf(stderr, "foliofs-sim: %s\n", res ? err : "out of memory");
 		ret = ret == -EINVAL ? 2 : 1;
-	} else if (nr_cmp) {
-		print_compare(cmp, res, nr_cmp);
+	} else if (a.csv) {
+		print_compare_csv(a.cmp, res, a.nr_cmp);
+	} else if (a.compare) {
+		print_compare(a.cmp, res, a.nr_cmp);
 	} else {
 		fputs(res[0].stats, stdout);
 		print_summary(&res[0]);
@@ -248,11 +379,13 @@ static int cmd_replay(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
-	if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))
-		return usage(NULL) && argc >= 2 ? 0 : 2;
+	if (argc < 2)
+		return usage("%s", "no command or TRACE");
 	if (!strcmp(argv[1], "gen"))
 		return cmd_gen(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "dump"))
 		return cmd_dump(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "sweep"))
+		return sim_sweep_main(argc - 1, argv + 1);
 	return cmd_replay(argc, argv);
 }

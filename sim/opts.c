@@ -47,8 +47,10 @@ static int split_opts(struct sim_dev_cfg *dev, const char *opts, char *rest, siz
 			continue;
 		}
 		*eq = '\0';
-		ret = (d == 0 ? ffs_parse_size : ffs_parse_uint)(it, eq + 1, dev_opts[d].min,
-								  dev_opts[d].max, &v, err);
+		ret = (d == 0 ? wb_parse_size : wb_parse_uint)(it, eq + 1, dev_opts[d].min,
+								dev_opts[d].max, &v, err, errlen);
+		if (ret)
+			break;
 		if (d == 0)
 			dev->bw = v;
 		else if (d == 1)

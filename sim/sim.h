@@ -5,6 +5,8 @@
  * clock, against a modelled backing device.
  *
  *   main.c    the command line: gen, dump, replay, --compare
+ *   sweep.c   sweep: many replays over a grid of options, on every core
+ *   report.c  a replay's numbers by name (the CSV columns)
  *   gen.c     synthetic traces from a spec
  *   ../trace/ the trace format (trace.h), shared with the daemon
  *   engine.c  the replay: event loop, writers, flushers, device
@@ -19,6 +21,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
 /*
  * The modelled backing device (-o dev_bw=,dev_lat_us=,dev_qd=,dev_flush_us=).
@@ -102,5 +105,23 @@ void sim_result_free(struct sim_result *res);
 
 /* gen.c */
 int sim_gen(const char *spec, const char *out_path, char *err, size_t errlen);
+
+/*
+ * report.c: the CSV columns of a replay's results (names stable, only
+ * ever added at the end) and RFC 4180 output.
+ */
+#define SIM_NR_COLS 25
+void sim_result_values(const struct sim_result *r, double v[SIM_NR_COLS]);
+/* @s as one CSV field: quoted when it holds a comma, quote or newline. */
+void sim_csv_field(FILE *f, const char *s);
+/* The result columns' names, and a row of values, comma-separated, no newline. */
+void sim_csv_result_names(FILE *f);
+void sim_csv_result_values(FILE *f, const double v[SIM_NR_COLS]);
+
+/* sweep.c: `foliofs-sim sweep ...` (argv[0] is "sweep"); the exit status. */
+int sim_sweep_main(int argc, char **argv);
+
+/* main.c: the version line of every foliofs tool, "foliofs-sim VERSION". */
+void sim_print_version(void);
 
 #endif /* FOLIOFS_SIM_H */

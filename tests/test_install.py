@@ -86,8 +86,12 @@ def test_sim_page_has_every_option_and_key():
         assert '*%s*' % opt in text, opt
     for key in set(re.findall(r'\b([a-z_]+)=(?!value\b)', out)):
         assert '*%s*' % key in text, key
-    for cmd in ('gen', 'dump'):
+    for cmd in ('gen', 'dump', 'sweep'):
         assert '*%s*' % cmd in text
+    # sweep's own options (foliofs-sim sweep --help).
+    out = run([SIM, 'sweep', '--help']).stdout
+    for opt in set(re.findall(r'(?<![\w-])(--[a-z-]+|-[oacj])\b', out)):
+        assert '*%s*' % opt in text, opt
 
 
 def installed(tmp_path):
@@ -116,7 +120,7 @@ def test_meson_install_puts_everything_in_the_prefix(tmp_path):
              os.path.join(bindir, 'foliofs'), '--print',
              os.path.join(share, 'foliofs', 'bpftrace', 'pauses.bt')])
     assert r.returncode == 0 and 'usdt:' in r.stdout, r
-    for name in ('foliofs', 'foliofsctl'):
+    for name in ('foliofs', 'foliofsctl', 'foliofs-sim'):
         comp = os.path.join(share, 'bash-completion', 'completions', name)
         r = run(['bash', '-c', 'source "$0" && complete -p %s' % name, comp])
         assert r.returncode == 0 and name in r.stdout, r

@@ -23,7 +23,11 @@ no mount, but for the one test that compares with a mount ($FOLIOFS).
   2 MiB folios; two interleaved sequential readers ramp up on their own
   opens and not through one shared open; a version 1 trace (no open ids)
   replays with one open per (pid, file);
-- a 200,001-record trace replays whole at a floor of records per CPU second.
+- a 200,001-record trace replays whole at a floor of records per CPU second;
+- the command line (getopt_long): options before or after the trace give
+  the same replay, --version is foliofsctl's version line with the
+  simulator's name, --help (stdout, status 0) lists every gen key the
+  generator knows, and a bad option is one line and status 2.
 """
 import json
 import os
@@ -436,3 +440,58 @@ def test_version1_trace_replays_one_open_per_pid_and_file(tmp_path):
     p = sim('dump', tmp_path / 'bad.trace', check=False)
     assert p.returncode == 1 and 'byte offset 12' in p.stderr and \
         'record size 56 (version 1 has 48)' in p.stderr, p.stderr
+
+
+def test_options_anywhere(tmp_path):
+    t = gen(tmp_path, 'writers=2,file_size=16M,ops=200,rate=1000/s')
+    opts = 'cache_size=64M,dirty_account=folio'
+    want = sim(t, '-o', opts).stdout
+    assert sim('-o', opts, t).stdout == want
+    assert sim('--options', opts, t).stdout == want
+    assert sim('--options=' + opts, t).stdout == want
+    # --compare's OPTIONS are the operands after TRACE, wherever -o stands.
+    a = sim(t, '-o', 'cache_size=64M', '--compare', 'dirty_account=folio', 'dirty_account=page')
+    b = sim('--compare', t, 'dirty_account=folio', '-o', 'cache_size=64M', 'dirty_account=page')
+    assert a.stdout == b.stdout
+    # gen's -o (the output) anywhere too.
+    sim('gen', '-o', tmp_path / 'b.trace', 'writers=2,file_size=16M,ops=200,rate=1000/s')
+    assert (tmp_path / 'b.trace').read_bytes() == t.read_bytes()
+
+
+def test_version_is_foliofsctls():
+    out = sim('--version').stdout
+    assert out.startswith('foliofs-sim ') and out.count('\n') == 1
+    for args in (['gen', '--version'], ['sweep', '-V'], ['dump', '-V']):
+        assert sim(*args).stdout == out
+    ctl = os.path.join(os.path.dirname(os.path.dirname(os.path.realpath(FOLIOSIM))),
+                       'tools', 'foliofsctl')
+    if os.path.exists(ctl):
+        r = subprocess.run([ctl, '--version'], capture_output=True, text=True, timeout=30)
+        assert r.stdout.split() == ['foliofsctl'] + out.split()[1:], r.stdout
+
+
+def test_help_lists_every_gen_key(tmp_path):
+    p = sim('--help')
+    assert p.stderr == '' and p.stdout.startswith('usage: foliofs-sim gen')
+    # The generator names the keys it knows when given one it does not.
+    err = sim('gen', 'colour=blue', '-o', tmp_path / 'x', check=False).stderr
+    keys = re.search(r'unknown spec item \(([^)]*)\)', err).group(1).split(', ')
+    assert len(keys) >= 15
+    for key in keys:
+        assert re.search(r'\b%s=' % key, p.stdout), key
+    assert sim('sweep', '--help').stdout.startswith('usage: foliofs-sim sweep')
+
+
+@pytest.mark.parametrize('args, named', [
+    (['--bogus'], '--bogus: unknown option'),
+    (['-o'], '-o: needs a value'),
+    (['T', 'extra'], 'extra: one TRACE only'),
+    (['T', '--csv'], '--csv is for --compare'),
+    (['T', '--compare'], '--compare needs'),
+    (['gen', 'writers=1'], 'gen takes SPEC -o OUT'),
+    (['dump'], 'dump takes one TRACE'),
+])
+def test_bad_command_line(args, named):
+    p = sim(*args, check=False)
+    assert p.returncode == 2, p.stderr
+    assert named in p.stderr and len(p.stderr.splitlines()) == 1, p.stderr

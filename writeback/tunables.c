@@ -153,35 +153,6 @@ void wb_set_throttle_notify(struct wb_ctx *ctx, void (*fn)(void *arg), void *arg
 
 /* ---- values ---- */
 
-/* A decimal integer with an optional K, M, G or T suffix (powers of 1024). */
-static int parse_u64(const char *val, bool suffix, uint64_t *out)
-{
-	unsigned int shift = 0;
-	char *end;
-	uint64_t v;
-
-	if (!isdigit((unsigned char)*val))
-		return -EINVAL;
-	errno = 0;
-	v = strtoull(val, &end, 10);
-	if (errno)
-		return -EINVAL;
-	if (suffix && *end) {
-		const char *units = "KMGT", *u = strchr(units, toupper((unsigned char)*end));
-
-		if (!u)
-			return -EINVAL;
-		shift = 10 * (unsigned int)(u - units + 1);
-		end++;
-	}
-	if (*end)
-		return -EINVAL;
-	if (shift && v > (UINT64_MAX >> shift))
-		return -EINVAL;
-	*out = v << shift;
-	return 0;
-}
-
 /*
  * @val without surrounding blanks (a trailing newline among them) into
  * @buf: 0, or -EINVAL if what is left does not fit (never cut silently).
@@ -261,7 +232,9 @@ static int set_number(struct wb_ctx *ctx, const struct tunable *t, const char *v
 	struct wb_tunables *tn = ctx->tunables;
 	uint64_t v;
 
-	if (parse_u64(val, t->kind == T_BYTES, &v))
+	/* The parser's message is replaced below by one in the tunable's terms. */
+	if ((t->kind == T_BYTES ? wb_parse_size : wb_parse_uint)(t->name, val, 0, UINT64_MAX, &v,
+								   err, errlen))
 		goto bad;
 	switch (t->kind) {
 	case T_RATIO:

@@ -1,14 +1,19 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
- * util.c - the leaf of writeback/: the monotonic clock, the logger and
- * the backing path of a file for messages.  Calls nothing else of the
- * layer, so every file may call it without making a cycle.
+ * util.c - the leaf of writeback/: the monotonic clock, the logger, the
+ * backing path of a file for messages, and the number parsers every
+ * command line shares (the daemon's options and tunables, foliofs-sim's).
+ * Calls nothing else of the layer, so every file may call it without
+ * making a cycle.
  */
 #include "wb_i.h"
 
+#include <ctype.h>
+#include <errno.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -64,3 +69,90 @@ void wb_report(struct wb_file *wbf, const char *what, int err)
 	wb_log("error: %s %s: %s", what, path, strerror(-err));
 }
 
+
+/* A plain unsigned decimal at @val; @end after its digits.  -ERANGE: too large. */
+static int parse_digits(const char *val, uint64_t *out, const char **end)
+{
+	char *e;
+	unsigned long long v;
+
+	if (*val < '0' || *val > '9')
+		return -EINVAL;
+	errno = 0;
+	v = strtoull(val, &e, 10);	/* "010" is ten: base 10, not 0 */
+	if (errno)
+		return -ERANGE;
+	*out = v;
+	*end = e;
+	return 0;
+}
+
+static int parse_fail(char *err, size_t errlen, const char *name, const char *val,
+		      const char *why)
+{
+	snprintf(err, errlen, "%s=%s: %s", name, val, why);
+	return -EINVAL;
+}
+
+static int parse_range(const char *name, const char *val, uint64_t v, uint64_t min,
+		       uint64_t max, uint64_t *out, char *err, size_t errlen)
+{
+	if (v < min || v > max) {
+		snprintf(err, errlen, "%s=%s: out of range [%llu, %llu]", name, val,
+			 (unsigned long long)min, (unsigned long long)max);
+		return -EINVAL;
+	}
+	*out = v;
+	return 0;
+}
+
+int wb_parse_uint(const char *name, const char *val, uint64_t min, uint64_t max,
+		  uint64_t *out, char *err, size_t errlen)
+{
+	const char *end;
+	uint64_t v;
+	int ret = parse_digits(val, &v, &end);
+
+	if (ret == -ERANGE)
+		return parse_fail(err, errlen, name, val, "too large");
+	if (ret || *end)
+		return parse_fail(err, errlen, name, val, "not an unsigned integer");
+	return parse_range(name, val, v, min, max, out, err, errlen);
+}
+
+/* Binary suffixes: K, M, G, T, optionally followed by "iB" or "B". */
+static int suffix_shift(const char *s, unsigned int *shift)
+{
+	static const char units[] = "KMGT";
+	const char *u;
+
+	*shift = 0;
+	if (!*s)
+		return 0;
+	u = strchr(units, toupper((unsigned char)s[0]));
+	if (!u || !*u)		/* strchr finds the terminator of units for a blank */
+		return -EINVAL;
+	*shift = 10 * (unsigned int)(u - units + 1);
+	s++;
+	if (!strcmp(s, "") || !strcmp(s, "B") || !strcmp(s, "iB"))
+		return 0;
+	return -EINVAL;
+}
+
+int wb_parse_size(const char *name, const char *val, uint64_t min, uint64_t max,
+		  uint64_t *out, char *err, size_t errlen)
+{
+	const char *end;
+	unsigned int shift;
+	uint64_t v;
+	int ret = parse_digits(val, &v, &end);
+
+	if (ret == -ERANGE)
+		return parse_fail(err, errlen, name, val, "too large");
+	if (ret || suffix_shift(end, &shift))
+		return parse_fail(err, errlen, name, val,
+				  "not a size (a number with an optional K, M, G or T suffix)");
+	if (shift && v > (UINT64_MAX >> shift))
+		return parse_fail(err, errlen, name, val, "too large");
+	return parse_range(name, val, v << shift, min, max, out, err, errlen);
+}

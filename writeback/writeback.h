@@ -75,6 +75,21 @@ struct wb_config {
  */
 void wb_set_logger(void (*log)(const char *line));
 
+/*
+ * The numbers of every command line and control file (util.c): the
+ * daemon's -o options, its tunables, foliofs-sim's device options and
+ * generator specs.  A plain unsigned decimal (no sign, blank, '+' or
+ * base prefix); a size may add a binary suffix K, M, G or T, alone or
+ * followed by "B" or "iB" (powers of 1024).  0 with the value in @out, or
+ * -EINVAL with "NAME=VALUE: reason" in @err ("too large", "not an
+ * unsigned integer", "not a size ...", "out of range [MIN, MAX]") and
+ * @out unchanged.
+ */
+int wb_parse_uint(const char *name, const char *val, uint64_t min, uint64_t max,
+		  uint64_t *out, char *err, size_t errlen);
+int wb_parse_size(const char *name, const char *val, uint64_t min, uint64_t max,
+		  uint64_t *out, char *err, size_t errlen);
+
 /* Defaults: 2 flushers, 10%, 30 s, 5 s, io_uring, per-block, 1 MiB, no fault. */
 void wb_config_default(struct wb_config *cfg);
 /* Check @cfg; on error fill @err with a line naming the option. */

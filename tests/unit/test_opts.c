@@ -1,5 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
-/* Command line and option value parsing (fusefs/opts.c). */
+/*
+ * Command line and option value parsing (fusefs/opts.c), and the number
+ * parsers it shares with the tunables and foliofs-sim (writeback/util.c).
+ */
 #include "fusefs.h"
 #include "test_helpers.h"
 
@@ -14,25 +17,36 @@ static void test_size(void)
 	char err[FFS_ERRLEN];
 	uint64_t v = 7;
 
-	T_CHECK(ffs_parse_size("cache_size", "4096", 0, UINT64_MAX, &v, err) == 0 && v == 4096);
-	T_CHECK(ffs_parse_size("cache_size", "4k", 0, UINT64_MAX, &v, err) == 0 && v == 4096);
-	T_CHECK(ffs_parse_size("cache_size", "2M", 0, UINT64_MAX, &v, err) == 0 && v == 2u << 20);
-	T_CHECK(ffs_parse_size("cache_size", "3GiB", 0, UINT64_MAX, &v, err) == 0 && v == 3ull << 30);
-	T_CHECK(ffs_parse_size("cache_size", "1TB", 0, UINT64_MAX, &v, err) == 0 && v == 1ull << 40);
+	T_CHECK(wb_parse_size("cache_size", "4096", 0, UINT64_MAX, &v, err, sizeof(err)) == 0 && v == 4096);
+	T_CHECK(wb_parse_size("cache_size", "4k", 0, UINT64_MAX, &v, err, sizeof(err)) == 0 && v == 4096);
+	T_CHECK(wb_parse_size("cache_size", "2M", 0, UINT64_MAX, &v, err, sizeof(err)) == 0 && v == 2u << 20);
+	T_CHECK(wb_parse_size("cache_size", "3GiB", 0, UINT64_MAX, &v, err, sizeof(err)) == 0 && v == 3ull << 30);
+	T_CHECK(wb_parse_size("cache_size", "1TB", 0, UINT64_MAX, &v, err, sizeof(err)) == 0 && v == 1ull << 40);
 	v = 7;
-	T_CHECK(ffs_parse_size("cache_size", "banana", 0, UINT64_MAX, &v, err) == -EINVAL && v == 7);
+	T_CHECK(wb_parse_size("cache_size", "banana", 0, UINT64_MAX, &v, err, sizeof(err)) == -EINVAL && v == 7);
 	T_CHECK(strstr(err, "cache_size=banana") != NULL);
-	T_CHECK(ffs_parse_size("cache_size", "", 0, UINT64_MAX, &v, err) == -EINVAL);
-	T_CHECK(ffs_parse_size("cache_size", "-1", 0, UINT64_MAX, &v, err) == -EINVAL);
-	T_CHECK(ffs_parse_size("cache_size", "4X", 0, UINT64_MAX, &v, err) == -EINVAL);
-	T_CHECK(ffs_parse_size("cache_size", "4KX", 0, UINT64_MAX, &v, err) == -EINVAL);
-	T_CHECK(ffs_parse_size("cache_size", "1.5G", 0, UINT64_MAX, &v, err) == -EINVAL);
-	T_CHECK(ffs_parse_size("cache_size", "99999999999999999999", 0, UINT64_MAX, &v, err) == -EINVAL);
-	T_CHECK(ffs_parse_size("cache_size", "17179869184T", 0, UINT64_MAX, &v, err) == -EINVAL);
-	T_CHECK(ffs_parse_size("block_size", "3000", 512, 65536, &v, err) == 0);
-	T_CHECK(ffs_parse_size("block_size", "128k", 512, 65536, &v, err) == -EINVAL);
+	T_CHECK(wb_parse_size("cache_size", "", 0, UINT64_MAX, &v, err, sizeof(err)) == -EINVAL);
+	T_CHECK(wb_parse_size("cache_size", "-1", 0, UINT64_MAX, &v, err, sizeof(err)) == -EINVAL);
+	T_CHECK(wb_parse_size("cache_size", "4X", 0, UINT64_MAX, &v, err, sizeof(err)) == -EINVAL);
+	T_CHECK(wb_parse_size("cache_size", "4KX", 0, UINT64_MAX, &v, err, sizeof(err)) == -EINVAL);
+	T_CHECK(wb_parse_size("cache_size", "1.5G", 0, UINT64_MAX, &v, err, sizeof(err)) == -EINVAL);
+	T_CHECK(wb_parse_size("cache_size", "99999999999999999999", 0, UINT64_MAX, &v, err, sizeof(err)) == -EINVAL);
+	T_CHECK(wb_parse_size("cache_size", "17179869184T", 0, UINT64_MAX, &v, err, sizeof(err)) == -EINVAL);
+	T_CHECK(wb_parse_size("block_size", "3000", 512, 65536, &v, err, sizeof(err)) == 0);
+	T_CHECK(wb_parse_size("block_size", "128k", 512, 65536, &v, err, sizeof(err)) == -EINVAL);
 	T_CHECK(strstr(err, "out of range") != NULL);
 	T_CHECK(v == 3000);
+	/* A blank is no suffix (strchr would find the terminator of "KMGT"). */
+	T_CHECK(wb_parse_size("cache_size", "4 ", 0, UINT64_MAX, &v, err, sizeof(err)) == -EINVAL);
+	T_CHECK(wb_parse_size("cache_size", "4 K", 0, UINT64_MAX, &v, err, sizeof(err)) == -EINVAL);
+	T_CHECK(v == 3000);
+	/* The message is cut to the buffer it is given, and terminated. */
+	{
+		char small[12];
+
+		T_CHECK(wb_parse_size("cache_size", "x", 0, 1, &v, small, sizeof(small)) == -EINVAL);
+		T_CHECK(!strcmp(small, "cache_size="));
+	}
 }
 
 static void test_uint_double(void)
@@ -41,11 +55,11 @@ static void test_uint_double(void)
 	uint64_t u = 0;
 	double d = 0;
 
-	T_CHECK(ffs_parse_uint("n", "0", 0, 10, &u, err) == 0 && u == 0);
-	T_CHECK(ffs_parse_uint("n", "10", 0, 10, &u, err) == 0 && u == 10);
-	T_CHECK(ffs_parse_uint("n", "11", 0, 10, &u, err) == -EINVAL && u == 10);
-	T_CHECK(ffs_parse_uint("n", " 1", 0, 10, &u, err) == -EINVAL);
-	T_CHECK(ffs_parse_uint("n", "1k", 0, 10000, &u, err) == -EINVAL);
+	T_CHECK(wb_parse_uint("n", "0", 0, 10, &u, err, sizeof(err)) == 0 && u == 0);
+	T_CHECK(wb_parse_uint("n", "10", 0, 10, &u, err, sizeof(err)) == 0 && u == 10);
+	T_CHECK(wb_parse_uint("n", "11", 0, 10, &u, err, sizeof(err)) == -EINVAL && u == 10);
+	T_CHECK(wb_parse_uint("n", " 1", 0, 10, &u, err, sizeof(err)) == -EINVAL);
+	T_CHECK(wb_parse_uint("n", "1k", 0, 10000, &u, err, sizeof(err)) == -EINVAL);
 	T_CHECK(ffs_parse_double("t", "0.5", 0, 10, &d, err) == 0 && d == 0.5);
 	T_CHECK(ffs_parse_double("t", "-1", 0, 10, &d, err) == -EINVAL && d == 0.5);
 	T_CHECK(ffs_parse_double("t", "nan", 0, 10, &d, err) == -EINVAL);
