@@ -99,9 +99,12 @@ const struct bs_account_policy *bs_cache_account(struct bs_cache *cache)
 	return atomic_load(&cache->account)->account;
 }
 
-void bs_cache_account_params(struct bs_cache *cache, int64_t *params)
+const struct bs_account_policy *bs_cache_account_params(struct bs_cache *cache, int64_t *params)
 {
-	memcpy(params, atomic_load(&cache->account)->params, BS_PARAMS_MAX * sizeof(*params));
+	const struct bs_policy_inst *inst = atomic_load(&cache->account);
+
+	memcpy(params, inst->params, sizeof(inst->params));
+	return inst->account;
 }
 
 const struct bs_size_policy *bs_cache_size(struct bs_cache *cache)
@@ -109,9 +112,12 @@ const struct bs_size_policy *bs_cache_size(struct bs_cache *cache)
 	return atomic_load(&cache->size)->size;
 }
 
-void bs_cache_size_params(struct bs_cache *cache, int64_t *params)
+const struct bs_size_policy *bs_cache_size_params(struct bs_cache *cache, int64_t *params)
 {
-	memcpy(params, atomic_load(&cache->size)->params, BS_PARAMS_MAX * sizeof(*params));
+	const struct bs_policy_inst *inst = atomic_load(&cache->size);
+
+	memcpy(params, inst->params, sizeof(inst->params));
+	return inst->size;
 }
 
 /* Nothing to reprice: the values are read at each new folio. */

@@ -67,6 +67,14 @@ const char *bs_account_policy_origin(size_t i);
 const char *bs_size_policy_origin(size_t i);
 
 /*
+ * Every registered policy, one line each: "KIND NAME ORIGIN" (KIND
+ * account or size, ORIGIN builtin or the library's path), then
+ * " PARAM=DEFAULT[MIN,MAX]" per parameter.  Returns the length written
+ * into @buf (NUL-terminated; lines that do not fit are left out).
+ */
+size_t bs_policy_list(char *buf, size_t size);
+
+/*
  * Parameters (params.c).  A value is a decimal integer (a leading '-'
  * for negative ranges) in the parameter's [min, max].
  */
@@ -202,11 +210,14 @@ int bs_cache_set_account(struct bs_cache *cache, const struct bs_account_policy 
  */
 int bs_cache_set_account_params(struct bs_cache *cache, const struct bs_account_policy *policy,
 				const int64_t *params);
-/* The values of the accounting policy's parameters now into @params (BS_PARAMS_MAX). */
-void bs_cache_account_params(struct bs_cache *cache, int64_t *params);
+/*
+ * The accounting policy in force and its parameters' values (into
+ * @params, BS_PARAMS_MAX of them), read together.
+ */
+const struct bs_account_policy *bs_cache_account_params(struct bs_cache *cache, int64_t *params);
 /* The same for the sizing policy (which is fixed for the cache's life; its values are not). */
 const struct bs_size_policy *bs_cache_size(struct bs_cache *cache);
-void bs_cache_size_params(struct bs_cache *cache, int64_t *params);
+const struct bs_size_policy *bs_cache_size_params(struct bs_cache *cache, int64_t *params);
 int bs_cache_set_size_params(struct bs_cache *cache, const int64_t *params);
 
 /* The readahead model in force now; switch it on a live cache (any thread). */

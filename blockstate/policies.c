@@ -11,6 +11,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <string.h>
 
 static const struct bs_account_policy *const account_policies[] = {
@@ -92,6 +93,44 @@ const struct bs_size_policy *bs_size_policy_find(const char *name)
 			return p;
 	}
 	return NULL;
+}
+
+/* "KIND NAME ORIGIN [PARAM=DEFAULT[MIN,MAX] ...]" of one policy at @buf + *@used. */
+static void list_one(char *buf, size_t size, size_t *used, const char *kind, const char *name,
+		     const char *origin, const struct bs_param *params, unsigned int nr)
+{
+	int n = snprintf(buf + *used, size - *used, "%s %s %s", kind, name,
+			 origin ? origin : "builtin");
+
+	for (unsigned int i = 0; n >= 0 && (size_t)n < size - *used && i < nr; i++)
+		n += snprintf(buf + *used + n, size - *used - (size_t)n, " %s=%lld[%lld,%lld]",
+			      params[i].name, (long long)params[i].def,
+			      (long long)params[i].min, (long long)params[i].max);
+	if (n >= 0 && (size_t)n < size - *used)
+		n += snprintf(buf + *used + n, size - *used - (size_t)n, "\n");
+	/* A line that does not fit is left out whole. */
+	if (n >= 0 && (size_t)n < size - *used)
+		*used += (size_t)n;
+	else
+		buf[*used] = '\0';
+}
+
+size_t bs_policy_list(char *buf, size_t size)
+{
+	const struct bs_account_policy *a;
+	const struct bs_size_policy *s;
+	size_t used = 0;
+
+	if (!size)
+		return 0;
+	buf[0] = '\0';
+	for (size_t i = 0; (a = bs_account_policy_at(i)); i++)
+		list_one(buf, size, &used, "account", a->name, bs_account_policy_origin(i),
+			 a->params, a->nr_params);
+	for (size_t i = 0; (s = bs_size_policy_at(i)); i++)
+		list_one(buf, size, &used, "size", s->name, bs_size_policy_origin(i),
+			 s->params, s->nr_params);
+	return used;
 }
 
 size_t bs_policy_loaded_room(bool account)

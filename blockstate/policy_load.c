@@ -11,6 +11,9 @@
  * same descriptor is what dlopen() maps (/proc/self/fd/N), so the file
  * cannot be swapped between the check and the load.  A library is never
  * unloaded: folios may be priced by its code until the process ends.
+ * Its descriptor stays open too: glibc's dlopen() takes a name it has
+ * loaded already for that object, so the next library must not get the
+ * same /proc/self/fd/N.
  */
 #include "policy.h"
 
@@ -207,9 +210,11 @@ int bs_policy_load(const char *path, uid_t owner, char *err, size_t errlen)
 	libs.dev[libs.count] = st.st_dev;
 	libs.ino[libs.count] = st.st_ino;
 	libs.count++;
+	fd = -1;	/* kept: see above */
 out:
 	pthread_mutex_unlock(&libs.lock);
-	close(fd);
+	if (fd >= 0)
+		close(fd);
 	if (ret)
 		snprintf(err, errlen, "load=%s: %s", path, why);
 	return ret;

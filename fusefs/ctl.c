@@ -46,13 +46,27 @@
  *                    said only "Invalid argument" can read why without
  *                    syslog.  Mounting user only (0400), as the writes it
  *                    records are theirs.
+ *   .foliofs/policies  read-only: every policy there is, built in or
+ *                    loaded, one line each (bs_policy_list()): "KIND NAME
+ *                    ORIGIN PARAM=DEFAULT[MIN,MAX]...".
+ *   .foliofs/load    write the absolute path of a policy library to load
+ *                    its policies (bs_policy_load(): owned by the mounting
+ *                    user or root, not group- or world-writable, built for
+ *                    this ABI); a refusal fails with EPERM or EINVAL,
+ *                    changes nothing, and is logged with the reason.
+ *                    A read after a refused write gives the reason.
+ *                    Mounting user only (0600): the library runs in the
+ *                    daemon.
  *   .foliofs/tunables/NAME
  *                    one file per run-time setting (wb_tunable_name()),
  *                    like /proc/sys/vm: read gives the value and a
  *                    newline, a write sets it.  A bad value fails with
  *                    EINVAL and changes nothing; the reason is logged and
  *                    is what a read through the same open file then
- *                    gives.  Writable by the mounting user only.
+ *                    gives.  Writable by the mounting user only.  The
+ *                    parameters of the policies in force are there too
+ *                    (account.NAME, size.NAME); their names follow the
+ *                    policy, so their entries are not cached by the kernel.
  *
  * "Writable by the mounting user only" is the mode: 0644 owned by the
  * daemon's user, which the kernel enforces (the mount always has
@@ -90,8 +104,10 @@ static struct ffs_inode ctl_trace = CTL_INODE(FFS_CTL_TRACE, S_IFREG);
 static struct ffs_inode ctl_folios = CTL_INODE(FFS_CTL_FOLIOS, S_IFREG);
 static struct ffs_inode ctl_evict = CTL_INODE(FFS_CTL_EVICT, S_IFREG);
 static struct ffs_inode ctl_errors = CTL_INODE(FFS_CTL_ERRORS, S_IFREG);
+static struct ffs_inode ctl_policies = CTL_INODE(FFS_CTL_POLICIES, S_IFREG);
+static struct ffs_inode ctl_load = CTL_INODE(FFS_CTL_LOAD, S_IFREG);
 static struct ffs_inode ctl_tunables = CTL_INODE(FFS_CTL_TUNABLES, S_IFDIR);
-/* tunables/NAME: the i-th is wb_tunable_name(i). */
+/* tunables/NAME: the i-th is slot i of wb_tunable_slot_name(). */
 static struct ffs_inode ctl_tunable[CTL_TUNABLES_MAX] = {
 	[0 ... CTL_TUNABLES_MAX - 1] = CTL_INODE(FFS_CTL_TUNABLE, S_IFREG),
 };
@@ -109,6 +125,8 @@ static struct {
 	{ "folios", &ctl_folios },
 	{ "evict", &ctl_evict },
 	{ "errors", &ctl_errors },
+	{ "policies", &ctl_policies },
+	{ "load", &ctl_load },
 	{ "tunables", &ctl_tunables },
 };
 
@@ -178,18 +196,21 @@ static void ctl_fill_errors(struct ctl_buf *buf)
 	pthread_mutex_unlock(&ctl_errors_ring.lock);
 }
 
+/* Tunable slots, some empty (parameters the policies in force do not have). */
 static size_t ctl_nr_tunables(void)
 {
-	size_t n = 0;
+	size_t n = wb_tunable_slots();
 
-	while (n < CTL_TUNABLES_MAX && wb_tunable_name(n))
-		n++;
-	return n;
+	return n < CTL_TUNABLES_MAX ? n : CTL_TUNABLES_MAX;
 }
 
-static const char *ctl_tunable_name(const struct ffs_inode *inode)
+/* The name of tunable @inode now into @buf (empty if its slot is). */
+static const char *ctl_tunable_name(struct ffs_data *fs, const struct ffs_inode *inode,
+				    char *buf, size_t len)
 {
-	return wb_tunable_name((size_t)(inode - ctl_tunable));
+	if (wb_tunable_slot_name(fs->wb, (size_t)(inode - ctl_tunable), buf, len))
+		buf[0] = '\0';
+	return buf;
 }
 
 bool ffs_ctl_hides(const struct ffs_data *fs, const struct ffs_inode *dir,
@@ -213,6 +234,8 @@ static mode_t ctl_mode(const struct ffs_inode *inode)
 	case FFS_CTL_ERRORS:
 		return 0400;
 	case FFS_CTL_EVICT:
+		return 0600;
+	case FFS_CTL_LOAD:
 		return 0600;
 	case FFS_CTL_SYNC:
 		return 0222;
@@ -268,11 +291,17 @@ static void ctl_entry(struct ffs_data *fs, struct ffs_inode *inode,
 	e->ino = (uintptr_t)inode;
 	e->attr_timeout = fs->cfg->attr_timeout;
 	e->entry_timeout = fs->cfg->attr_timeout;
+	/* A parameter's slot holds another name after a change of policy. */
+	if (inode->ctl == FFS_CTL_TUNABLE && !wb_tunable_name((size_t)(inode - ctl_tunable)))
+		e->entry_timeout = 0;
 	ffs_ctl_getattr(fs, inode, &e->attr);
 }
 
-static struct ffs_inode *ctl_child(const struct ffs_inode *dir, const char *name)
+static struct ffs_inode *ctl_child(struct ffs_data *fs, const struct ffs_inode *dir,
+				   const char *name)
 {
+	char slot[64];
+
 	if (dir->ctl == FFS_CTL_DIR) {
 		for (size_t i = 0; i < CTL_NR_NAMES; i++) {
 			if (!strcmp(name, ctl_names[i].name))
@@ -281,7 +310,7 @@ static struct ffs_inode *ctl_child(const struct ffs_inode *dir, const char *name
 		return NULL;
 	}
 	for (size_t i = 0, n = ctl_nr_tunables(); i < n; i++) {
-		if (!strcmp(name, wb_tunable_name(i)))
+		if (!wb_tunable_slot_name(fs->wb, i, slot, sizeof(slot)) && !strcmp(name, slot))
 			return &ctl_tunable[i];
 	}
 	return NULL;
@@ -313,7 +342,7 @@ bool ffs_ctl_lookup(struct ffs_data *fs, struct ffs_inode *parent,
 			e->ino = FUSE_ROOT_ID;
 			*err = -ENOENT;	/* the kernel resolves ".." itself */
 		}
-	} else if ((child = ctl_child(parent, name))) {
+	} else if ((child = ctl_child(fs, parent, name))) {
 		ctl_entry(fs, child, e);
 	} else {
 		*err = -ENOENT;
@@ -378,6 +407,7 @@ static void ctl_fill_stats(struct ffs_data *fs, struct ctl_buf *buf)
 /* What a read of a file opened read-only gives: its contents now. */
 static int ctl_fill(struct ffs_data *fs, struct ffs_inode *inode, struct ctl_buf *buf)
 {
+	char slot[64];
 	ssize_t n;
 	int len;
 
@@ -406,8 +436,12 @@ static int ctl_fill(struct ffs_data *fs, struct ffs_inode *inode, struct ctl_buf
 	case FFS_CTL_ERRORS:
 		ctl_fill_errors(buf);
 		return 0;
+	case FFS_CTL_POLICIES:
+		buf->len = bs_policy_list(buf->data, buf->cap);
+		return 0;
 	case FFS_CTL_TUNABLE:
-		len = wb_tunable_get(fs->wb, ctl_tunable_name(inode), buf->data, buf->cap - 1);
+		len = wb_tunable_get(fs->wb, ctl_tunable_name(fs, inode, slot, sizeof(slot)),
+				     buf->data, buf->cap - 1);
 		if (len < 0)
 			return len;
 		buf->len = (size_t)len < buf->cap - 1 ? (size_t)len : buf->cap - 1;
@@ -428,7 +462,8 @@ int ffs_ctl_open(struct ffs_data *fs, struct ffs_inode *inode, struct fuse_file_
 		return -EISDIR;
 	/* Root passes the kernel's mode check: these are read-only for all. */
 	if ((inode->ctl == FFS_CTL_STATS || inode->ctl == FFS_CTL_FILES ||
-	     inode->ctl == FFS_CTL_FOLIOS || inode->ctl == FFS_CTL_ERRORS) &&
+	     inode->ctl == FFS_CTL_FOLIOS || inode->ctl == FFS_CTL_ERRORS ||
+	     inode->ctl == FFS_CTL_POLICIES) &&
 	    (!rdonly || (fi->flags & O_TRUNC)))
 		return -EACCES;
 	buf = ctl_buf_alloc(inode->ctl == FFS_CTL_SYNC ? 0 : CTL_STATS_MAX);
@@ -457,15 +492,33 @@ static int ctl_set_trace(struct ffs_data *fs, const char *cmd, char *err, size_t
 	return -EINVAL;
 }
 
-/* Apply @spec to the fault, trace or tunable @inode: 0 or -errno with a reason in @err. */
+/*
+ * A library's path written to .foliofs/load.  Absolute: the daemon's
+ * directory is not the writer's.  The daemon runs as the mounting user.
+ */
+static int ctl_load_policy(const char *path, char *err, size_t errlen)
+{
+	if (path[0] != '/') {
+		snprintf(err, errlen, "load=%.200s: not an absolute path", path);
+		return -EINVAL;
+	}
+	return bs_policy_load(path, getuid(), err, errlen);
+}
+
+/* Apply @spec to the fault, trace, load or tunable @inode: 0 or -errno with a reason in @err. */
 static int ctl_set(struct ffs_data *fs, struct ffs_inode *inode, const char *spec,
 		   char *err, size_t errlen)
 {
+	char slot[64];
+
 	if (inode->ctl == FFS_CTL_FAULT)
 		return wb_ctx_set_fault(fs->wb, spec, err, errlen);
 	if (inode->ctl == FFS_CTL_TRACE)
 		return ctl_set_trace(fs, spec, err, errlen);
-	return wb_tunable_set(fs->wb, ctl_tunable_name(inode), spec, err, errlen);
+	if (inode->ctl == FFS_CTL_LOAD)
+		return ctl_load_policy(spec, err, errlen);
+	return wb_tunable_set(fs->wb, ctl_tunable_name(fs, inode, slot, sizeof(slot)), spec,
+			      err, errlen);
 }
 
 /* What a read through this open file gives next: @text and a newline. */
@@ -495,9 +548,11 @@ static void ctl_refused(struct ctl_buf *buf, const char *dir, const char *name, 
 static int ctl_write_value(struct ffs_data *fs, struct ffs_inode *inode, struct ctl_buf *buf,
 			   const char *data, size_t size, off_t off)
 {
+	char spec[CTL_STATS_MAX], err[FFS_ERRLEN], slot[64];
 	const char *name = inode->ctl == FFS_CTL_FAULT ? "fault" :
-			   inode->ctl == FFS_CTL_TRACE ? "trace" : ctl_tunable_name(inode);
-	char spec[CTL_STATS_MAX], err[FFS_ERRLEN];
+			   inode->ctl == FFS_CTL_TRACE ? "trace" :
+			   inode->ctl == FFS_CTL_LOAD ? "load" :
+			   ctl_tunable_name(fs, inode, slot, sizeof(slot));
 	size_t len, bad;
 	int ret;
 
@@ -633,6 +688,7 @@ int ffs_ctl_write(struct ffs_data *fs, struct ffs_inode *inode, struct fuse_file
 	case FFS_CTL_FAULT:
 	case FFS_CTL_TUNABLE:
 	case FFS_CTL_TRACE:
+	case FFS_CTL_LOAD:
 		return ctl_write_value(fs, inode, buf, data, size, off);
 	case FFS_CTL_EVICT:
 		if (size > INT32_MAX)
@@ -684,41 +740,55 @@ void ffs_ctl_release(struct ffs_data *fs, struct fuse_file_info *fi)
 	ctl_buf_free(buf);
 }
 
-/* The @i-th entry of @dir after "." and "..", or NULL past the last. */
-static struct ffs_inode *ctl_nth(const struct ffs_inode *dir, size_t i, const char **name)
+/*
+ * The entry of @dir at *@i after "." and ".." or, when that tunable slot
+ * is empty, the next one (*@i moved to it); NULL past the last.  @slot
+ * holds a tunable's name.
+ */
+static struct ffs_inode *ctl_nth(struct ffs_data *fs, const struct ffs_inode *dir, size_t *i,
+				 const char **name, char *slot, size_t len)
 {
 	if (dir->ctl == FFS_CTL_DIR) {
-		if (i >= CTL_NR_NAMES)
+		if (*i >= CTL_NR_NAMES)
 			return NULL;
-		*name = ctl_names[i].name;
-		return ctl_names[i].inode;
+		*name = ctl_names[*i].name;
+		return ctl_names[*i].inode;
 	}
-	if (i >= ctl_nr_tunables())
-		return NULL;
-	*name = wb_tunable_name(i);
-	return &ctl_tunable[i];
+	for (; *i < ctl_nr_tunables(); ++*i) {
+		if (!wb_tunable_slot_name(fs->wb, *i, slot, len)) {
+			*name = slot;
+			return &ctl_tunable[*i];
+		}
+	}
+	return NULL;
 }
 
-/* Fill @e for entry @i of @dir (0 ".", 1 ".."); false past the last. */
-static bool ctl_dirent(struct ffs_data *fs, struct ffs_inode *dir, off_t i,
-		       struct fuse_entry_param *e, const char **name)
+/*
+ * Fill @e for entry *@i of @dir (0 ".", 1 ".."), or the next one there
+ * is (*@i moved to it); false past the last.  @slot holds a tunable's name.
+ */
+static bool ctl_dirent(struct ffs_data *fs, struct ffs_inode *dir, off_t *i,
+		       struct fuse_entry_param *e, const char **name, char *slot, size_t len)
 {
 	struct ffs_inode *child;
+	size_t n;
 
 	memset(e, 0, sizeof(*e));
-	if (i < 2) {
+	if (*i < 2) {
 		/* No ino in the entry: readdirplus must not count a lookup. */
-		*name = i == 0 ? "." : "..";
-		if (i == 0 || dir == &ctl_tunables)
-			e->attr.st_ino = CTL_INO_BASE + (i == 0 ? dir->ctl : FFS_CTL_DIR);
+		*name = *i == 0 ? "." : "..";
+		if (*i == 0 || dir == &ctl_tunables)
+			e->attr.st_ino = CTL_INO_BASE + (*i == 0 ? dir->ctl : FFS_CTL_DIR);
 		else
 			e->attr.st_ino = FUSE_ROOT_ID;
 		e->attr.st_mode = S_IFDIR;
 		return true;
 	}
-	child = ctl_nth(dir, (size_t)i - 2, name);
+	n = (size_t)*i - 2;
+	child = ctl_nth(fs, dir, &n, name, slot, len);
 	if (!child)
 		return false;
+	*i = (off_t)n + 2;
 	ctl_entry(fs, child, e);
 	return true;
 }
@@ -730,6 +800,7 @@ void ffs_ctl_list(fuse_req_t req, struct ffs_data *fs, struct ffs_inode *dir,
 	struct fuse_entry_param e;
 	const char *name;
 	size_t used = 0;
+	char slot[64];
 
 	if (!buf) {
 		fuse_reply_err(req, ENOMEM);
@@ -740,7 +811,8 @@ void ffs_ctl_list(fuse_req_t req, struct ffs_data *fs, struct ffs_inode *dir,
 		fuse_reply_err(req, ENOTDIR);
 		return;
 	}
-	for (off_t i = off < 0 ? 0 : off; ctl_dirent(fs, dir, i, &e, &name); i++) {
+	for (off_t i = off < 0 ? 0 : off; ctl_dirent(fs, dir, &i, &e, &name, slot, sizeof(slot));
+	     i++) {
 		size_t n;
 
 		if (plus)

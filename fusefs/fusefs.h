@@ -140,6 +140,8 @@ enum ffs_ctl {
 	FFS_CTL_FOLIOS,	/* .foliofs/folios: every cached folio */
 	FFS_CTL_EVICT,	/* .foliofs/evict: drop a file's clean folios */
 	FFS_CTL_ERRORS,	/* .foliofs/errors: the last writes refused, and why */
+	FFS_CTL_POLICIES,	/* .foliofs/policies: every policy, built in or loaded */
+	FFS_CTL_LOAD,	/* .foliofs/load: write a library's path to load its policies */
 };
 
 /*

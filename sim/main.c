@@ -13,11 +13,13 @@
  * cannot be read or a replay that failed, 2 for a bad command line.
  */
 #include "sim.h"
+#include "blockstate.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define MS(ns) ((double)(ns) / 1e6)
 
@@ -28,9 +30,12 @@ static int usage(const char *why)
 	fprintf(stderr,
 		"usage: foliofs-sim gen SPEC -o OUT\n"
 		"       foliofs-sim dump TRACE\n"
-		"       foliofs-sim TRACE [-o OPTIONS] [--stats-log FILE] [--compare OPTIONS...]\n"
-		"OPTIONS: the mount's (fault= included), and the device model:\n"
+		"       foliofs-sim TRACE [-o OPTIONS] [--load LIBRARY]... [--stats-log FILE]\n"
+		"                   [--compare OPTIONS...]\n"
+		"OPTIONS: the mount's (fault=, load=, account.PARAM= included), and the\n"
+		"device model:\n"
 		"  dev_bw=BYTES/S dev_lat_us=US dev_qd=N dev_flush_us=US\n"
+		"--load LIBRARY: load a policy library (as -o load=) before every replay.\n"
 		"  default dev_bw=%llu,dev_lat_us=%u,dev_qd=%u,dev_flush_us=%u: fitted by\n"
 		"  contrib/fit-device.sh (fio, medians of 3 runs) to the virtio disk holding\n"
 		"  /work on the machine foliofs is developed on, 2026-12-01; run it on yours.\n"
@@ -197,6 +202,12 @@ static int cmd_replay(int argc, char **argv)
 			opts = argv[++i];
 		} else if (!strcmp(argv[i], "--stats-log") && i + 1 < argc) {
 			stats_log = argv[++i];
+		} else if (!strcmp(argv[i], "--load") && i + 1 < argc) {
+			/* Checked as the mount checks it, for the user running the replay. */
+			if (bs_policy_load(argv[++i], getuid(), err, sizeof(err))) {
+				fprintf(stderr, "foliofs-sim: %s\n", err);
+				return 2;
+			}
 		} else if (!strcmp(argv[i], "--compare")) {
 			cmp = &argv[i + 1];
 			nr_cmp = argc - i - 1;

@@ -319,6 +319,18 @@ void wb_set_throttle_notify(struct wb_ctx *ctx, void (*fn)(void *arg), void *arg
  * dirty_account, throttle.  Values are text without a newline.
  */
 const char *wb_tunable_name(size_t i);	/* the i-th name, NULL past the last */
+/*
+ * The fixed tunables above, then the parameters of the accounting and
+ * sizing policies in force, account.NAME and size.NAME (a parameter
+ * change reprices as a policy change does; a policy change resets its
+ * parameters to their defaults).  Slot i < wb_tunable_slots() holds the
+ * i-th fixed tunable or a parameter: its name into @buf, or -ENOENT when
+ * the policy in force has no parameter there.
+ */
+size_t wb_tunable_slots(void);
+int wb_tunable_slot_name(struct wb_ctx *ctx, size_t i, char *buf, size_t len);
+/* "account.NAME VALUE" lines for the parameters in force (part of wb_ctx_stats). */
+size_t wb_ctx_param_stats(struct wb_ctx *ctx, char *buf, size_t size);
 /* Current value into @buf: its length, or -ENOENT for an unknown name. */
 int wb_tunable_get(struct wb_ctx *ctx, const char *name, char *buf, size_t len);
 /*
