@@ -221,11 +221,47 @@ static void test_throttle_opts(void)
 	check_bad("stats_interval_ms=1s", "stats_interval_ms=1s");
 }
 
+/* Policy parameters: resolved against the policy chosen, in any order. */
+static void test_policy_params(void)
+{
+	char err[FFS_ERRLEN];
+	struct ffs_config cfg;
+	const char *orders[] = { "dirty_account=pinned,account.share=250",
+				 "account.share=7,account.share=250,dirty_account=pinned" };
+
+	for (int i = 0; i < 2; i++) {
+		const char *argv[] = { "foliofs", "-o", orders[i], "/b", "/tmp" };
+
+		T_CHECK(parse(&cfg, err, 5, argv) == 0);
+		T_CHECK(!strcmp(cfg.bs.account->name, "pinned"));
+		T_CHECK(cfg.bs.account_set == 1 && cfg.bs.account_params[0] == 250);
+		T_CHECK(cfg.bs.size_set == 0);
+		ffs_config_free(&cfg);
+	}
+	const char *deflt[] = { "foliofs", "-o", "dirty_account=pinned", "/b", "/tmp" };
+	T_CHECK(parse(&cfg, err, 5, deflt) == 0);
+	T_CHECK(cfg.bs.account_set == 0);
+	ffs_config_free(&cfg);
+
+	check_bad("dirty_account=pinned,account.share=1001", "account.share=1001: an integer in [0, 1000]");
+	check_bad("dirty_account=pinned,account.share=-1", "account.share=-1");
+	check_bad("dirty_account=pinned,account.share=", "account.share=: ");
+	check_bad("dirty_account=pinned,account.share=1e3", "account.share=1e3");
+	check_bad("dirty_account=pinned,account.sharp=1", "account.sharp: not a parameter of dirty_account=pinned (it has: share)");
+	check_bad("account.share=1", "account.share: not a parameter of dirty_account=page (it has none)");
+	check_bad("size.order=3", "size.order: not a parameter of folio_policy=fixed (it has none)");
+	check_bad("account.share", "account.share: not account.NAME=VALUE");
+	check_bad("dirty_account=pinnedx,account.share=1", "dirty_account=pinnedx: unknown policy");
+	check_bad("load=/nonexistent/p.so", "load=/nonexistent/p.so: No such file or directory");
+	check_bad("load=/etc/passwd", "load=/etc/passwd: cannot load");
+}
+
 int main(void)
 {
 	test_size();
 	test_uint_double();
 	test_args();
 	test_throttle_opts();
+	test_policy_params();
 	return T_EXIT_PASS;
 }
