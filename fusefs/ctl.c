@@ -234,7 +234,6 @@ static mode_t ctl_mode(const struct ffs_inode *inode)
 	case FFS_CTL_ERRORS:
 		return 0400;
 	case FFS_CTL_EVICT:
-		return 0600;
 	case FFS_CTL_LOAD:
 		return 0600;
 	case FFS_CTL_SYNC:

@@ -71,7 +71,7 @@ static void test_lookup(void)
 
 static uint64_t one_price(const struct bs_held_state *st)
 {
-	return st->held_pages * BS_PAGE_SIZE;
+	return (uint64_t)st->held_pages * BS_PAGE_SIZE;
 }
 
 /* Every built-in policy passes the check; broken ones are refused with a reason. */
@@ -174,7 +174,7 @@ static void test_live_reprice(void)
 	for (int i = 0; i < 16; i++)
 		T_CHECK(bs_write(file, buf, sizeof(buf), (off_t)i * FOLIO + 4096) == sizeof(buf));
 	bs_cache_stats(cache, &before);
-	T_CHECK(before.charged_bytes == 16 * 8192);
+	T_CHECK(before.charged_bytes == 16ull * 8192);
 	for (size_t s = 0; s < sizeof(steps) / sizeof(steps[0]); s++) {
 		T_CHECK(bs_cache_account_params(cache, values) == cfg.account);
 		values[0] = steps[s].share;
