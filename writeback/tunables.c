@@ -76,7 +76,7 @@ const char *wb_tunable_name(size_t i)
 /* ---- policy parameters (account.NAME, size.NAME) ---- */
 
 enum param_kind { P_ACCOUNT, P_SIZE };
-#define NR_PARAM_KINDS 2u
+#define NR_PARAM_KINDS ((size_t)2)
 static const char *const param_kinds[NR_PARAM_KINDS] = { "account", "size" };
 
 /* The policy in force of @kind: its parameters, name and values. */
@@ -133,7 +133,7 @@ int wb_tunable_slot_name(struct wb_ctx *ctx, size_t i, char *buf, size_t len)
  */
 static bool param_name(const char *name, enum param_kind *kind, const char **pname)
 {
-	for (unsigned int k = 0; k < NR_PARAM_KINDS; k++) {
+	for (size_t k = 0; k < NR_PARAM_KINDS; k++) {
 		size_t n = strlen(param_kinds[k]);
 
 		if (!strncmp(name, param_kinds[k], n) && name[n] == '.') {
@@ -201,7 +201,7 @@ size_t wb_ctx_param_stats(struct wb_ctx *ctx, char *buf, size_t size)
 {
 	size_t used = 0;
 
-	for (unsigned int k = 0; k < NR_PARAM_KINDS; k++) {
+	for (size_t k = 0; k < NR_PARAM_KINDS; k++) {
 		const struct bs_param *params;
 		int64_t values[BS_PARAMS_MAX];
 		const char *policy;
