@@ -297,3 +297,25 @@ def test_sim_loads_and_takes_parameters(dirs, libdir):
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 2
     assert 'account.pct=0: an integer in [1, 100], %' in r.stderr
+
+
+def test_control_file_modes(dirs, libdir):
+    """policies is for everyone the mount admits to read; load is the
+    mounting user's alone, as its code would run in their daemon."""
+    _, b, m = dirs
+    util.test_user()
+    lib = build(libdir, 'modes')
+    with Mount(b, m, options=['allow_other']):
+        ctldir = os.path.join(m, '.foliofs')
+        assert os.stat(os.path.join(ctldir, 'policies')).st_mode & 0o777 == 0o444
+        assert os.stat(os.path.join(ctldir, 'load')).st_mode & 0o777 == 0o600
+        assert 'account pinned builtin' in util.run_as('nobody', util.read_file,
+                                                       os.path.join(ctldir, 'policies'), 'r')
+        with pytest.raises(PermissionError):
+            util.run_as('nobody', util.write_file, os.path.join(ctldir, 'load'),
+                        lib.encode())
+        assert 'modes' not in policies(m)
+        with pytest.raises(PermissionError):
+            util.write_file(os.path.join(ctldir, 'policies'), b'x')
+        util.write_file(os.path.join(ctldir, 'load'), lib.encode())
+        assert 'account modes %s' % lib in policies(m)
