@@ -86,7 +86,10 @@ int bs_param_index(const struct bs_param *params, unsigned int nr, const char *n
  */
 int bs_param_parse(const char *kind, const struct bs_param *p, const char *val,
 		   int64_t *out, char *err, size_t errlen);
-/* "@kind.NAME: not a parameter of POLICY (it has: a, b)" or "(it has none)" into @err. */
+/*
+ * "@kind.NAME: not a parameter of OPTION=POLICY (it has: a, b)" or "(it
+ * has none)" into @err; @kind is account, size or throttle.
+ */
 void bs_param_unknown(const char *kind, const char *policy, const struct bs_param *params,
 		      unsigned int nr, const char *name, char *err, size_t errlen);
 /* Every parameter's default into @values (BS_PARAMS_MAX of them). */

@@ -72,7 +72,8 @@ void bs_param_unknown(const char *kind, const char *policy, const struct bs_para
 		used += (size_t)snprintf(names + used, sizeof(names) - used, "%s%s",
 					 i ? ", " : "", params[i].name);
 	snprintf(err, errlen, "%s.%s: not a parameter of %s=%s (%s%s)", kind, name,
-		 !strcmp(kind, "account") ? "dirty_account" : "folio_policy", policy,
+		 !strcmp(kind, "account") ? "dirty_account" :
+		 !strcmp(kind, "size") ? "folio_policy" : kind, policy,
 		 nr ? "it has: " : "it has none", names);
 }
 

@@ -12,11 +12,13 @@
  *
  * Policies: load=PATH loads a policy library when it is met (so that
  * --help after it lists its policies); dirty_account=, folio_policy= and
- * the parameters account.NAME=V and size.NAME=V are resolved after every
+ * the parameters account.NAME=V, size.NAME=V and throttle.NAME=V are
+ * resolved after every
  * option was read, so their order does not matter: a parameter belongs
  * to the policy finally chosen, and a later value of one wins.
  */
 #include "fusefs.h"
+#include "throttle.h"	/* the throttle policies, for their parameters and --help */
 
 #include <errno.h>
 #include <math.h>
@@ -147,7 +149,7 @@ static const struct {
 	{ "ra_model=VERSION", "6.17", "whose readahead to follow: 6.16, or 6.17 (6.17 and later: folio order kept per open file)" },
 	{ "cache_size=BYTES", "1/8 of RAM", "memory for cached file data (at least 4 folios)" },
 	{ "dirty_account=NAME", "page", "dirty accounting policy (see below)" },
-	{ "load=PATH", "none", "load the policies of a library built against foliofs/policy.h (repeatable; see foliofs(8)); their parameters, like the built-in ones', are listed below and set with -o account.PARAM=N or size.PARAM=N" },
+	{ "load=PATH", "none", "load the policies of a library built against foliofs/policy.h (repeatable; see foliofs(8)); their parameters, like the built-in ones', are listed below and set with -o account.PARAM=N, size.PARAM=N or throttle.PARAM=N" },
 	{ "flushers=N", "2", "background writeback threads (0 .. 64; 0: writeback only at fsync, reclaim, unmount)" },
 	{ "dirty_background_ratio=N", "10", "% of cache_size charged dirty that starts background writeback" },
 	{ "dirty_background_bytes=BYTES", "0", "the same in bytes; overrides the ratio when not 0" },
@@ -375,34 +377,63 @@ static int keep_param(struct parse_state *ps, const char *arg)
 	return ps->params[ps->nr_params] ? (int)(ps->nr_params++, 0) : -ENOMEM;
 }
 
-/* One kept parameter option into @bs, checked against the policy chosen. */
-static int resolve_param(const char *arg, struct bs_config *bs, char *err)
+/* Where a kept parameter option goes: the policy it belongs to and its values. */
+struct param_dest {
+	const char *kind;		/* "account", "size", "throttle" */
+	const char *policy;		/* its name */
+	const struct bs_param *params;
+	unsigned int nr;
+	int64_t *values;
+	uint32_t *set;
+};
+
+static bool param_dest(const char *arg, struct ffs_config *cfg, struct param_dest *d)
 {
-	bool account = !strncmp(arg, "account.", 8);
+	const struct wb_throttle_policy *t;
+
+	if (!strncmp(arg, "account.", 8)) {
+		*d = (struct param_dest){ "account", cfg->bs.account->name, cfg->bs.account->params,
+					  cfg->bs.account->nr_params, cfg->bs.account_params,
+					  &cfg->bs.account_set };
+	} else if (!strncmp(arg, "size.", 5)) {
+		*d = (struct param_dest){ "size", cfg->bs.size->name, cfg->bs.size->params,
+					  cfg->bs.size->nr_params, cfg->bs.size_params,
+					  &cfg->bs.size_set };
+	} else {
+		/* An unknown throttle= is wb_config_check()'s to report. */
+		t = wb_throttle_policy_find(cfg->wb.throttle ? cfg->wb.throttle : "bdp");
+		if (!t)
+			return false;
+		*d = (struct param_dest){ "throttle", t->name, t->params, t->nr_params,
+					  cfg->wb.throttle_params, &cfg->wb.throttle_set };
+	}
+	return true;
+}
+
+/* One kept parameter option into @cfg, checked against the policy chosen. */
+static int resolve_param(const char *arg, struct ffs_config *cfg, char *err)
+{
 	const char *name = strchr(arg, '.') + 1, *eq = strchr(arg, '=');
-	const struct bs_param *params = account ? bs->account->params : bs->size->params;
-	unsigned int nr = account ? bs->account->nr_params : bs->size->nr_params;
 	char pname[BS_NAME_MAX + 2];
+	struct param_dest d;
 	int i;
 
+	if (!param_dest(arg, cfg, &d))
+		return 0;
 	if (!eq || (size_t)(eq - name) > BS_NAME_MAX) {
-		snprintf(err, FFS_ERRLEN, "%s: not %s.NAME=VALUE with a parameter NAME", arg,
-			 account ? "account" : "size");
+		snprintf(err, FFS_ERRLEN, "%s: not %s.NAME=VALUE with a parameter NAME", arg, d.kind);
 		return -EINVAL;
 	}
 	memcpy(pname, name, (size_t)(eq - name));
 	pname[eq - name] = '\0';
-	i = bs_param_index(params, nr, pname);
+	i = bs_param_index(d.params, d.nr, pname);
 	if (i < 0) {
-		bs_param_unknown(account ? "account" : "size",
-				 account ? bs->account->name : bs->size->name, params, nr, pname,
-				 err, FFS_ERRLEN);
+		bs_param_unknown(d.kind, d.policy, d.params, d.nr, pname, err, FFS_ERRLEN);
 		return -EINVAL;
 	}
-	if (bs_param_parse(account ? "account" : "size", &params[i], eq + 1,
-			   account ? &bs->account_params[i] : &bs->size_params[i], err, FFS_ERRLEN))
+	if (bs_param_parse(d.kind, &d.params[i], eq + 1, &d.values[i], err, FFS_ERRLEN))
 		return -EINVAL;
-	*(account ? &bs->account_set : &bs->size_set) |= 1u << i;
+	*d.set |= 1u << i;
 	return 0;
 }
 
@@ -416,7 +447,7 @@ static int resolve_policies(struct parse_state *ps)
 	if (ps->policy[1] && parse_policy("folio_policy", ps->policy[1], false, bs, ps->err))
 		return -EINVAL;
 	for (size_t i = 0; i < ps->nr_params; i++) {
-		if (resolve_param(ps->params[i], bs, ps->err))
+		if (resolve_param(ps->params[i], ps->cfg, ps->err))
 			return -EINVAL;
 	}
 	return 0;
@@ -757,7 +788,8 @@ static int opt_proc(void *data, const char *arg, int key,
 		ps->fsname_given = true;
 		return 1;
 	case FUSE_OPT_KEY_OPT:
-		if (!strncmp(arg, "account.", 8) || !strncmp(arg, "size.", 5))
+		if (!strncmp(arg, "account.", 8) || !strncmp(arg, "size.", 5) ||
+		    !strncmp(arg, "throttle.", 9))
 			return keep_param(ps, arg) ? -1 : 0;
 		return 1;
 	default:
@@ -922,6 +954,11 @@ void ffs_print_help(const char *progname)
 		print_policy(bs_account_policy_at(i)->name, bs_account_policy_at(i)->help,
 			     bs_account_policy_origin(i), "account", bs_account_policy_at(i)->params,
 			     bs_account_policy_at(i)->nr_params);
+	printf("\nthrottle policies (throttle=; parameters: -o throttle.PARAM=N):\n");
+	for (size_t i = 0; wb_throttle_policy_at(i); i++)
+		print_policy(wb_throttle_policy_at(i)->name, wb_throttle_policy_at(i)->help, NULL,
+			     "throttle", wb_throttle_policy_at(i)->params,
+			     wb_throttle_policy_at(i)->nr_params);
 	printf("\ngeneral options:\n"
 	       "    -f                        stay in the foreground\n"
 	       "    -d, -o debug              log every FUSE request (implies -f)\n"

@@ -319,3 +319,21 @@ def test_control_file_modes(dirs, libdir):
             util.write_file(os.path.join(ctldir, 'policies'), b'x')
         util.write_file(os.path.join(ctldir, 'load'), lib.encode())
         assert 'account modes %s' % lib in policies(m)
+
+
+def test_throttle_parameter(dirs):
+    """strictlimit's min_dirty: set at mount in any order, a tunable while
+    strictlimit is in force, in the stats, gone with the policy."""
+    _, b, m = dirs
+    with Mount(b, m, options=['throttle.min_dirty=16', 'throttle=strictlimit']):
+        assert ctl('get', m, 'throttle', 'throttle.min_dirty').stdout == \
+            'throttle strictlimit\nthrottle.min_dirty 16\n'
+        set_(m, 'throttle.min_dirty=64')
+        assert stats(m)['throttle.min_dirty'] == 64
+        r = ctl('set', m, 'throttle.min_dirty=0')
+        assert (r.returncode, r.stderr) == \
+            (2, 'foliofsctl: throttle.min_dirty=0: an integer in [1, 1048576], pages\n')
+        set_(m, 'throttle=bdp')
+        assert 'throttle.min_dirty' not in stats(m)
+        set_(m, 'throttle=strictlimit')
+        assert stats(m)['throttle.min_dirty'] == 8

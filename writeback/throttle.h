@@ -29,6 +29,9 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+/* struct bs_param, BS_PARAMS_MAX: parameters are declared as for blockstate's policies. */
+#include "foliofs/policy.h"
+
 #define WB_RATIO_SHIFT 10
 #define WB_RATIO_ONE (1ull << WB_RATIO_SHIFT)
 
@@ -59,6 +62,7 @@ struct wb_dtc {
 	uint64_t wb_thresh;	/* the device's share of thresh */
 	uint64_t wb_bg_thresh;	/* the device's share of bg_thresh */
 	uint64_t write_bw;	/* smoothed write bandwidth, pages/s */
+	const int64_t *params;	/* the policy's parameter values, in its order */
 };
 
 /*
@@ -82,6 +86,9 @@ struct wb_throttle_policy {
 	 * agrees with the side of the setpoint the count is on.
 	 */
 	void (*rate_target)(const struct wb_dtc *dtc, uint64_t *dirty, uint64_t *setpoint);
+	/* Named parameters (-o throttle.NAME=N, tunable throttle.NAME), read from dtc->params. */
+	const struct bs_param *params;
+	unsigned int nr_params;
 };
 
 /*
@@ -147,6 +154,16 @@ int wb_throttle_create(const struct wb_throttle_policy *policy,
 void wb_throttle_destroy(struct wb_throttle *t);
 
 void wb_throttle_set_policy(struct wb_throttle *t, const struct wb_throttle_policy *policy);
+/*
+ * The same with parameter values (BS_PARAMS_MAX of them, in range; NULL:
+ * the policy's defaults).  A change of policy or of a value takes effect
+ * at the next decision; nothing is repriced.
+ */
+void wb_throttle_set_policy_params(struct wb_throttle *t, const struct wb_throttle_policy *policy,
+				   const int64_t *params);
+/* The policy in force and its values (into @params, BS_PARAMS_MAX), read together. */
+const struct wb_throttle_policy *wb_throttle_get_policy_params(struct wb_throttle *t,
+							       int64_t *params);
 const struct wb_throttle_policy *wb_throttle_get_policy(struct wb_throttle *t);
 void wb_throttle_set_limits(struct wb_throttle *t, const struct wb_throttle_limits *limits);
 

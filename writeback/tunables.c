@@ -7,11 +7,11 @@
  * throttler and the flushers, and the layer holding paused writers is
  * told (wb_set_throttle_notify) so it can re-evaluate them.
  *
- * The parameters of the accounting and sizing policies in force are
- * tunables too, named account.NAME and size.NAME (struct bs_param): a
- * change of an accounting parameter reprices every folio, as a change of
- * policy does, and a change of policy resets its parameters to their
- * defaults.  They come after the fixed tunables in slots of
+ * The parameters of the accounting, sizing and throttle policies in
+ * force are tunables too, named account.NAME, size.NAME and throttle.NAME
+ * (struct bs_param): a change of an accounting parameter reprices every
+ * folio, as a change of policy does, and a change of policy resets its
+ * parameters to their defaults.  They come after the fixed tunables in slots of
  * BS_PARAMS_MAX per kind (wb_tunable_slot_name), so that a slot's number
  * stays put while the names in it follow the policy.
  */
@@ -75,9 +75,9 @@ const char *wb_tunable_name(size_t i)
 
 /* ---- policy parameters (account.NAME, size.NAME) ---- */
 
-enum param_kind { P_ACCOUNT, P_SIZE };
-#define NR_PARAM_KINDS ((size_t)2)
-static const char *const param_kinds[NR_PARAM_KINDS] = { "account", "size" };
+enum param_kind { P_ACCOUNT, P_SIZE, P_THROTTLE };
+#define NR_PARAM_KINDS ((size_t)3)
+static const char *const param_kinds[NR_PARAM_KINDS] = { "account", "size", "throttle" };
 
 /* The policy in force of @kind: its parameters, name and values. */
 static void param_policy(struct wb_ctx *ctx, enum param_kind kind, const struct bs_param **params,
@@ -89,8 +89,15 @@ static void param_policy(struct wb_ctx *ctx, enum param_kind kind, const struct 
 		*params = p->params;
 		*nr = p->nr_params;
 		*name = p->name;
-	} else {
+	} else if (kind == P_SIZE) {
 		const struct bs_size_policy *p = bs_cache_size_params(ctx->cache, values);
+
+		*params = p->params;
+		*nr = p->nr_params;
+		*name = p->name;
+	} else {
+		const struct wb_throttle_policy *p =
+			wb_throttle_get_policy_params(ctx->throttle, values);
 
 		*params = p->params;
 		*nr = p->nr_params;
@@ -194,6 +201,11 @@ static int param_set(struct wb_ctx *ctx, enum param_kind kind, const char *pname
 		return -EINVAL;
 	if (kind == P_ACCOUNT)
 		return bs_cache_set_account_params(ctx->cache, bs_cache_account(ctx->cache), values);
+	if (kind == P_THROTTLE) {
+		wb_throttle_set_policy_params(ctx->throttle, wb_throttle_get_policy(ctx->throttle),
+					      values);
+		return 0;
+	}
 	return bs_cache_set_size_params(ctx->cache, values);
 }
 
@@ -493,8 +505,8 @@ int wb_tunable_set(struct wb_ctx *ctx, const char *name, const char *val,
 		pthread_mutex_unlock(&tn->lock);
 		if (ret)
 			return ret;
-		/* A repricing moves the charge: writers held may go, or flushers start. */
-		if (notify && kind == P_ACCOUNT)
+		/* A repricing moves the charge, a throttle parameter the line: writers held may go. */
+		if (notify && kind != P_SIZE)
 			notify(notify_arg);
 		wb_flushers_poke(ctx);
 		return 0;

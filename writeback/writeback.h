@@ -33,6 +33,8 @@
 
 #include <stdint.h>
 
+#include "foliofs/policy.h"	/* BS_PARAMS_MAX */
+
 struct wb_file;
 struct wb_ctx;
 struct bs_config;
@@ -62,6 +64,9 @@ struct wb_config {
 	unsigned int dirty_pinned_ratio;	/* % of cache_size pinned by held folios; 0: off */
 	uint64_t dirty_pinned_bytes;		/* overrides the ratio when non-zero */
 	const char *throttle;			/* throttle policy name; NULL: "bdp" */
+	/* Its parameters: throttle_params[i] when bit i of throttle_set, else the default. */
+	int64_t throttle_params[BS_PARAMS_MAX];
+	uint32_t throttle_set;
 
 	/* Stats log (statslog.c): one JSON object per line every interval. */
 	const char *stats_log;			/* file name, or NULL: off */

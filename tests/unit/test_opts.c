@@ -254,6 +254,13 @@ static void test_policy_params(void)
 	check_bad("dirty_account=pinnedx,account.share=1", "dirty_account=pinnedx: unknown policy");
 	check_bad("load=/nonexistent/p.so", "load=/nonexistent/p.so: No such file or directory");
 	check_bad("load=/etc/passwd", "load=/etc/passwd: cannot load");
+	check_bad("throttle.min_dirty=8", "throttle.min_dirty: not a parameter of throttle=bdp (it has none)");
+	check_bad("throttle=strictlimit,throttle.min_dirty=0", "throttle.min_dirty=0: an integer in [1, 1048576], pages");
+
+	const char *thr[] = { "foliofs", "-o", "throttle.min_dirty=64,throttle=strictlimit", "/b", "/tmp" };
+	T_CHECK(parse(&cfg, err, 5, thr) == 0);
+	T_CHECK(cfg.wb.throttle_set == 1 && cfg.wb.throttle_params[0] == 64);
+	ffs_config_free(&cfg);
 }
 
 int main(void)
