@@ -14,6 +14,7 @@
 - foliofs-sim takes the same load= and account.PARAM= options.
 """
 
+import contextlib
 import os
 import re
 import shutil
@@ -100,10 +101,40 @@ def set_(mnt, *assignments):
     assert r.returncode == 0, r.stderr
 
 
+# With flushers=0 the daemon still writes a file back when the kernel
+# forgets its inode, which it may do at any time under memory pressure:
+# the tests keep each file they dirty open until they are done.
+HELD = []
+
+
+@contextlib.contextmanager
+def holding():
+    """Close the files write_pages() left open on the way out (before the unmount)."""
+    try:
+        yield
+    finally:
+        while HELD:
+            os.close(HELD.pop())
+
+
 def write_pages(mnt, name='f', nr=1024):
-    """NR dirty 4 KiB pages, one file, in 2 MiB folios."""
-    with open(os.path.join(mnt, name), 'wb') as f:
-        f.write(b'x' * (nr * 4096))
+    """NR dirty 4 KiB pages, one file, in 2 MiB folios; the file stays open."""
+    fd = os.open(os.path.join(mnt, name), os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+    HELD.append(fd)
+    assert os.write(fd, b'x' * (nr * 4096)) == nr * 4096
+
+
+def write_pages_as(user, mnt, nr=1024):
+    """write_pages by USER, in a child that keeps the file open until its stdin closes."""
+    child = subprocess.Popen(
+        ['/usr/bin/python3', '-c', 'import os, sys\n'
+         'fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)\n'
+         'os.write(fd, b"x" * int(sys.argv[2]))\nprint("written", flush=True)\nsys.stdin.read()',
+         os.path.join(mnt, 'f'), str(nr * 4096)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        preexec_fn=util._preexec(user))
+    assert child.stdout.readline() == 'written\n'
+    return child
 
 
 def nr_dirty(mnt):
@@ -119,7 +150,7 @@ def test_load_at_mount_switch_and_reprice(dirs, libdir):
     _, b, m = dirs
     lib = build(libdir, 'quarter')
     with Mount(b, m, options=OPTS + ['load=' + lib, 'dirty_account=quarter',
-                                     'account.pct=50']):
+                                     'account.pct=50']), holding():
         assert re.search(r'^account quarter %s pct=25\[1,100\]$' % re.escape(lib),
                          policies(m), re.M)
         write_pages(m)
@@ -159,7 +190,7 @@ def test_load_live_by_owner(dirs, libdir, tuser):
                            'r')
 
     with Mount(b, m, user=name, options=OPTS, expect_errors=True):
-        util.run_as(name, write_pages, m)
+        writer = write_pages_as(name, m)
         assert nr_dirty(m) == 1024
         before = policies(m)
         r = ctl('load', m, mine, user=name)
@@ -181,6 +212,8 @@ def test_load_live_by_owner(dirs, libdir, tuser):
         r = ctl('load', m, rooted, user=name)
         assert r.returncode == 0, r.stderr
         assert policies(m).count('account rooted ') == 1
+        writer.stdin.close()
+        assert writer.wait(timeout=60) == 0
 
 
 REFUSALS = {
@@ -220,7 +253,7 @@ def test_refused_live_changes_nothing(dirs, libdir, case):
     make, why = REFUSALS[case]
     lib = make(libdir)
     with Mount(b, m, options=OPTS + ['dirty_account=pinned', 'account.share=250'],
-               expect_errors=True):
+               expect_errors=True), holding():
         write_pages(m, nr=1)                       # one page of one 2 MiB folio
         assert nr_dirty(m) == 128                  # a quarter of 512 pages
         before = policies(m)
@@ -240,12 +273,12 @@ def test_pinned_parameter_reprices_live_and_is_logged(dirs):
     root, b, m = dirs
     log = os.path.join(root, 'stats.log')
     with Mount(b, m, options=OPTS + ['dirty_account=pinned', 'stats_log=' + log,
-                                     'stats_interval_ms=10']):
+                                     'stats_interval_ms=10']), holding():
         # 16 folios, each with one dirty 8 KiB write.
-        with open(os.path.join(m, 'f'), 'wb') as f:
-            for i in range(16):
-                f.seek(i * FOLIO + 4096)
-                f.write(b'y' * 8192)
+        fd = os.open(os.path.join(m, 'f'), os.O_RDWR | os.O_CREAT, 0o644)
+        HELD.append(fd)
+        for i in range(16):
+            os.pwrite(fd, b'y' * 8192, i * FOLIO + 4096)
         assert nr_dirty(m) == 16 * 64              # share 125: an eighth of 512 pages
         for share, pages in ((0, 2), (1000, 512), (500, 256), (125, 64)):
             set_(m, 'account.share=%d' % share)
