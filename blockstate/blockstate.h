@@ -73,6 +73,9 @@ const char *bs_size_policy_origin(size_t i);
  * into @buf (NUL-terminated; lines that do not fit are left out).
  */
 size_t bs_policy_list(char *buf, size_t size);
+/* One such line at @buf: the length written (0 when it does not fit). */
+size_t bs_policy_list_one(char *buf, size_t size, const char *kind, const char *name,
+			  const char *origin, const struct bs_param *params, unsigned int nr);
 
 /*
  * Parameters (params.c).  A value is a decimal integer (a leading '-'
@@ -101,6 +104,10 @@ void bs_params_defaults(const struct bs_param *params, unsigned int nr, int64_t 
  */
 int bs_account_policy_check(const struct bs_account_policy *p, char *err, size_t errlen);
 int bs_size_policy_check(const struct bs_size_policy *p, char *err, size_t errlen);
+/* The parts of those checks any kind of policy passes (@cb: its callbacks are all set). */
+int bs_policy_head_check(const char *name, const char *help, bool cb, char *err, size_t errlen);
+int bs_params_check(const char *policy, const struct bs_param *params, unsigned int nr,
+		    char *err, size_t errlen);
 
 /*
  * Load the policies of the library at @path (policy_load.c): refused,
@@ -114,6 +121,21 @@ int bs_size_policy_check(const struct bs_size_policy *p, char *err, size_t errle
  * Context: any thread; serialized with the other loads.
  */
 int bs_policy_load(const char *path, uid_t owner, char *err, size_t errlen);
+/*
+ * The same, for a layer above that registers policies of its own (the
+ * throttle policies of writeback): @hooks->check() says whether the
+ * module's policies of that kind may be taken (0, or -EINVAL with the
+ * reason), after every check here passed; @hooks->add() registers them,
+ * after blockstate's, under the loader's lock, once nothing can fail.
+ * Without hooks (bs_policy_load()), a library with throttle policies is
+ * refused.
+ */
+struct bs_policy_load_hooks {
+	int (*check)(const struct foliofs_policy_module *m, char *why, size_t len);
+	void (*add)(const struct foliofs_policy_module *m, const char *origin);
+};
+int bs_policy_load_hooked(const char *path, uid_t owner, const struct bs_policy_load_hooks *hooks,
+			  char *err, size_t errlen);
 
 /* ---- the cache ---- */
 

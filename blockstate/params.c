@@ -93,8 +93,8 @@ static bool name_ok(const char *name)
 	return true;
 }
 
-static int params_check(const char *policy, const struct bs_param *params, unsigned int nr,
-			char *err, size_t errlen)
+int bs_params_check(const char *policy, const struct bs_param *params, unsigned int nr,
+		    char *err, size_t errlen)
 {
 	if (nr > BS_PARAMS_MAX || (nr && !params)) {
 		snprintf(err, errlen, "policy %s: %u parameters (at most %d)", policy, nr,
@@ -123,7 +123,7 @@ static int params_check(const char *policy, const struct bs_param *params, unsig
 	return 0;
 }
 
-static int head_check(const char *name, const char *help, bool cb, char *err, size_t errlen)
+int bs_policy_head_check(const char *name, const char *help, bool cb, char *err, size_t errlen)
 {
 	if (!name_ok(name)) {
 		snprintf(err, errlen, "a policy name of [a-z0-9_] (at most %d characters) is needed, not \"%.40s\"",
@@ -139,14 +139,14 @@ static int head_check(const char *name, const char *help, bool cb, char *err, si
 
 int bs_account_policy_check(const struct bs_account_policy *p, char *err, size_t errlen)
 {
-	if (head_check(p->name, p->help, p->price, err, errlen))
+	if (bs_policy_head_check(p->name, p->help, p->price, err, errlen))
 		return -EINVAL;
-	return params_check(p->name, p->params, p->nr_params, err, errlen);
+	return bs_params_check(p->name, p->params, p->nr_params, err, errlen);
 }
 
 int bs_size_policy_check(const struct bs_size_policy *p, char *err, size_t errlen)
 {
-	if (head_check(p->name, p->help, p->order, err, errlen))
+	if (bs_policy_head_check(p->name, p->help, p->order, err, errlen))
 		return -EINVAL;
-	return params_check(p->name, p->params, p->nr_params, err, errlen);
+	return bs_params_check(p->name, p->params, p->nr_params, err, errlen);
 }

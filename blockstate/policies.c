@@ -95,24 +95,25 @@ const struct bs_size_policy *bs_size_policy_find(const char *name)
 	return NULL;
 }
 
-/* "KIND NAME ORIGIN [PARAM=DEFAULT[MIN,MAX] ...]" of one policy at @buf + *@used. */
-static void list_one(char *buf, size_t size, size_t *used, const char *kind, const char *name,
-		     const char *origin, const struct bs_param *params, unsigned int nr)
+size_t bs_policy_list_one(char *buf, size_t size, const char *kind, const char *name,
+			  const char *origin, const struct bs_param *params, unsigned int nr)
 {
-	int n = snprintf(buf + *used, size - *used, "%s %s %s", kind, name,
-			 origin ? origin : "builtin");
+	int n;
 
-	for (unsigned int i = 0; n >= 0 && (size_t)n < size - *used && i < nr; i++)
-		n += snprintf(buf + *used + n, size - *used - (size_t)n, " %s=%lld[%lld,%lld]",
-			      params[i].name, (long long)params[i].def,
-			      (long long)params[i].min, (long long)params[i].max);
-	if (n >= 0 && (size_t)n < size - *used)
-		n += snprintf(buf + *used + n, size - *used - (size_t)n, "\n");
+	if (!size)
+		return 0;
+	n = snprintf(buf, size, "%s %s %s", kind, name, origin ? origin : "builtin");
+	for (unsigned int i = 0; n >= 0 && (size_t)n < size && i < nr; i++)
+		n += snprintf(buf + n, size - (size_t)n, " %s=%lld[%lld,%lld]", params[i].name,
+			      (long long)params[i].def, (long long)params[i].min,
+			      (long long)params[i].max);
+	if (n >= 0 && (size_t)n < size)
+		n += snprintf(buf + n, size - (size_t)n, "\n");
+	if (n >= 0 && (size_t)n < size)
+		return (size_t)n;
 	/* A line that does not fit is left out whole. */
-	if (n >= 0 && (size_t)n < size - *used)
-		*used += (size_t)n;
-	else
-		buf[*used] = '\0';
+	buf[0] = '\0';
+	return 0;
 }
 
 size_t bs_policy_list(char *buf, size_t size)
@@ -125,11 +126,11 @@ size_t bs_policy_list(char *buf, size_t size)
 		return 0;
 	buf[0] = '\0';
 	for (size_t i = 0; (a = bs_account_policy_at(i)); i++)
-		list_one(buf, size, &used, "account", a->name, bs_account_policy_origin(i),
-			 a->params, a->nr_params);
+		used += bs_policy_list_one(buf + used, size - used, "account", a->name,
+					   bs_account_policy_origin(i), a->params, a->nr_params);
 	for (size_t i = 0; (s = bs_size_policy_at(i)); i++)
-		list_one(buf, size, &used, "size", s->name, bs_size_policy_origin(i),
-			 s->params, s->nr_params);
+		used += bs_policy_list_one(buf + used, size - used, "size", s->name,
+					   bs_size_policy_origin(i), s->params, s->nr_params);
 	return used;
 }
 

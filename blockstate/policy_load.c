@@ -67,13 +67,19 @@ static bool name_taken(const struct foliofs_policy_module *m, bool account, size
 }
 
 /* Check every policy of @m: 0, or -EINVAL with the reason in @why. */
-static int module_check(const struct foliofs_policy_module *m, char *why, size_t len)
+static int module_check(const struct foliofs_policy_module *m,
+			const struct bs_policy_load_hooks *hooks, char *why, size_t len)
 {
 	size_t na = list_len((const void *const *)m->account);
 	size_t ns = list_len((const void *const *)m->sizing);
+	size_t nt = list_len((const void *const *)m->throttle);
 
-	if (!na && !ns) {
+	if (!na && !ns && !nt) {
 		snprintf(why, len, "the module has no policy");
+		return -EINVAL;
+	}
+	if (nt && !hooks) {
+		snprintf(why, len, "throttle policies are loaded by the writeback layer (wb_policy_load)");
 		return -EINVAL;
 	}
 	if (na > bs_policy_loaded_room(true) || ns > bs_policy_loaded_room(false)) {
@@ -97,7 +103,7 @@ static int module_check(const struct foliofs_policy_module *m, char *why, size_t
 			return -EINVAL;
 		}
 	}
-	return 0;
+	return nt ? hooks->check(m, why, len) : 0;
 }
 
 /* The file @st may be loaded by @owner: 0, or -errno with the reason. */
@@ -122,8 +128,8 @@ static int file_check(const struct stat *st, uid_t owner, char *why, size_t len)
 }
 
 /* dlopen @fd and check its descriptor; the handle in *@out: 0 or -EINVAL with why. */
-static int module_open(int fd, void **out, const struct foliofs_policy_module **mod,
-		       char *why, size_t len)
+static int module_open(int fd, const struct bs_policy_load_hooks *hooks, void **out,
+		       const struct foliofs_policy_module **mod, char *why, size_t len)
 {
 	const struct foliofs_policy_module *m;
 	char proc[64];
@@ -153,7 +159,7 @@ static int module_open(int fd, void **out, const struct foliofs_policy_module **
 			 m->struct_size, sizeof(*m));
 		goto out_close;
 	}
-	if (module_check(m, why, len))
+	if (module_check(m, hooks, why, len))
 		goto out_close;
 	*out = h;
 	*mod = m;
@@ -164,6 +170,12 @@ out_close:
 }
 
 int bs_policy_load(const char *path, uid_t owner, char *err, size_t errlen)
+{
+	return bs_policy_load_hooked(path, owner, NULL, err, errlen);
+}
+
+int bs_policy_load_hooked(const char *path, uid_t owner, const struct bs_policy_load_hooks *hooks,
+			  char *err, size_t errlen)
 {
 	const struct foliofs_policy_module *m;
 	char why[256] = "";
@@ -198,7 +210,7 @@ int bs_policy_load(const char *path, uid_t owner, char *err, size_t errlen)
 		snprintf(why, sizeof(why), "out of memory");
 		goto out;
 	}
-	ret = module_open(fd, &h, &m, why, sizeof(why));
+	ret = module_open(fd, hooks, &h, &m, why, sizeof(why));
 	if (ret) {
 		free(origin);
 		goto out;
@@ -207,6 +219,8 @@ int bs_policy_load(const char *path, uid_t owner, char *err, size_t errlen)
 		bs_account_policy_register(m->account[i], origin);
 	for (size_t i = 0; m->sizing && m->sizing[i]; i++)
 		bs_size_policy_register(m->sizing[i], origin);
+	if (m->throttle && m->throttle[0])
+		hooks->add(m, origin);
 	libs.dev[libs.count] = st.st_dev;
 	libs.ino[libs.count] = st.st_ino;
 	libs.count++;

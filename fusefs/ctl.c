@@ -47,10 +47,10 @@
  *                    syslog.  Mounting user only (0400), as the writes it
  *                    records are theirs.
  *   .foliofs/policies  read-only: every policy there is, built in or
- *                    loaded, one line each (bs_policy_list()): "KIND NAME
+ *                    loaded, one line each (wb_policy_list()): "KIND NAME
  *                    ORIGIN PARAM=DEFAULT[MIN,MAX]...".
  *   .foliofs/load    write the absolute path of a policy library to load
- *                    its policies (bs_policy_load(): owned by the mounting
+ *                    its policies (wb_policy_load(): owned by the mounting
  *                    user or root, not group- or world-writable, built for
  *                    this ABI); a refusal fails with EPERM or EINVAL,
  *                    changes nothing, and is logged with the reason.
@@ -436,7 +436,7 @@ static int ctl_fill(struct ffs_data *fs, struct ffs_inode *inode, struct ctl_buf
 		ctl_fill_errors(buf);
 		return 0;
 	case FFS_CTL_POLICIES:
-		buf->len = bs_policy_list(buf->data, buf->cap);
+		buf->len = wb_policy_list(buf->data, buf->cap);
 		return 0;
 	case FFS_CTL_TUNABLE:
 		len = wb_tunable_get(fs->wb, ctl_tunable_name(fs, inode, slot, sizeof(slot)),
@@ -501,7 +501,7 @@ static int ctl_load_policy(const char *path, char *err, size_t errlen)
 		snprintf(err, errlen, "load=%.200s: not an absolute path", path);
 		return -EINVAL;
 	}
-	return bs_policy_load(path, getuid(), err, errlen);
+	return wb_policy_load(path, getuid(), err, errlen);
 }
 
 /* Apply @spec to the fault, trace, load or tunable @inode: 0 or -errno with a reason in @err. */

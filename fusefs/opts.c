@@ -765,7 +765,7 @@ static int opt_proc(void *data, const char *arg, int key,
 		return set_string(&ps->policy[0], strchr(arg, '=') + 1) ? -1 : 0;
 	case KEY_LOAD:
 		/* The daemon runs as the mounting user: the library must be theirs or root's. */
-		return bs_policy_load(strchr(arg, '=') + 1, getuid(), ps->err, FFS_ERRLEN) ? -1 : 0;
+		return wb_policy_load(strchr(arg, '=') + 1, getuid(), ps->err, FFS_ERRLEN) ? -1 : 0;
 	case KEY_FLUSHERS: case KEY_BG_RATIO: case KEY_BG_BYTES: case KEY_EXPIRE_MS:
 	case KEY_INTERVAL_MS: case KEY_BACKING_IO: case KEY_WB_GRANULARITY:
 	case KEY_MAX_IO: case KEY_FAULT:
@@ -956,7 +956,8 @@ void ffs_print_help(const char *progname)
 			     bs_account_policy_at(i)->nr_params);
 	printf("\nthrottle policies (throttle=; parameters: -o throttle.PARAM=N):\n");
 	for (size_t i = 0; wb_throttle_policy_at(i); i++)
-		print_policy(wb_throttle_policy_at(i)->name, wb_throttle_policy_at(i)->help, NULL,
+		print_policy(wb_throttle_policy_at(i)->name, wb_throttle_policy_at(i)->help,
+			     wb_throttle_policy_origin(i),
 			     "throttle", wb_throttle_policy_at(i)->params,
 			     wb_throttle_policy_at(i)->nr_params);
 	printf("\ngeneral options:\n"

@@ -13,7 +13,6 @@
  * cannot be read or a replay that failed, 2 for a bad command line.
  */
 #include "sim.h"
-#include "blockstate.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -204,7 +203,7 @@ static int cmd_replay(int argc, char **argv)
 			stats_log = argv[++i];
 		} else if (!strcmp(argv[i], "--load") && i + 1 < argc) {
 			/* Checked as the mount checks it, for the user running the replay. */
-			if (bs_policy_load(argv[++i], getuid(), err, sizeof(err))) {
+			if (wb_policy_load(argv[++i], getuid(), err, sizeof(err))) {
 				fprintf(stderr, "foliofs-sim: %s\n", err);
 				return 2;
 			}

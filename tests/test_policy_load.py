@@ -370,3 +370,64 @@ def test_throttle_parameter(dirs):
         assert 'throttle.min_dirty' not in stats(m)
         set_(m, 'throttle=strictlimit')
         assert stats(m)['throttle.min_dirty'] == 8
+
+
+# A throttle policy that never lets a writer run free: a quarter of the
+# rate limit everywhere below the limit.
+THROTTLE = r'''
+#include <foliofs/policy.h>
+
+static bool brake_freerun(const struct wb_dtc *d)
+{
+	(void)d;
+	return false;
+}
+
+static uint64_t brake_pos_ratio(const struct wb_dtc *d)
+{
+	return d->dirty >= d->limit ? 0 : WB_RATIO_ONE / 4;
+}
+
+static void brake_target(const struct wb_dtc *d, uint64_t *dirty, uint64_t *setpoint)
+{
+	*dirty = d->dirty;
+	*setpoint = wb_freerun_ceiling(d->thresh, d->bg_thresh);
+}
+
+static const struct wb_throttle_policy brake = {
+	.name = "brake", .help = "never run free", .freerun = brake_freerun,
+	.pos_ratio = brake_pos_ratio, .rate_target = brake_target,
+};
+static const struct wb_throttle_policy *const policies[] = { &brake, NULL };
+FOLIOFS_POLICY_MODULE(.throttle = policies);
+'''
+
+
+def test_loaded_throttle_policy(dirs, libdir):
+    """A throttle policy loaded live is listed, selected and switched; in
+    the simulator it pauses writers where none does not."""
+    root, b, m = dirs
+    src, lib = os.path.join(libdir, 'brake.c'), os.path.join(libdir, 'brake.so')
+    with open(src, 'w') as f:
+        f.write(THROTTLE)
+    subprocess.run([CC, '-shared', '-fPIC', '-I', INCLUDE, '-o', lib, src], check=True,
+                   timeout=120)
+    with Mount(b, m):
+        r = ctl('load', m, lib)
+        assert r.returncode == 0, r.stderr
+        assert 'throttle brake %s\n' % lib in policies(m)
+        set_(m, 'throttle=brake')
+        assert ctl('get', m, 'throttle').stdout == 'throttle brake\n'
+        set_(m, 'throttle=bdp')
+    trace = os.path.join(root, 'w.trace')
+    subprocess.run([SIM, 'gen', 'writers=2,file_size=64M,io=8K,ops=4000', '-o', trace],
+                   check=True, capture_output=True, timeout=120)
+
+    def events(throttle):
+        r = subprocess.run([SIM, trace, '--load', lib, '-o', 'dirty_bytes=8M,throttle=' + throttle],
+                           capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stderr
+        return int(re.search(r'^throttle_events (\d+)$', r.stdout, re.M).group(1))
+
+    assert events('none') == 0
+    assert events('brake') > events('bdp') > 0

@@ -192,27 +192,7 @@ static uint64_t pages_of(uint64_t bytes)
 	return (bytes + PAGE_BYTES - 1) / PAGE_BYTES;
 }
 
-uint64_t wb_pos_ratio_polynom(uint64_t setpoint, uint64_t dirty, uint64_t limit)
-{
-	int64_t span = (int64_t)(limit > setpoint ? limit - setpoint : 0) | 1;
-	/* x = (setpoint - dirty) / (limit - setpoint), fixed point */
-	__int128 x = ((__int128)setpoint - (__int128)dirty) * (__int128)WB_RATIO_ONE / span;
-	__int128 r;
-
-	/* Far below the setpoint x^3 would overflow; the result is clamped to 2 anyway. */
-	if (x > (__int128)(4 * WB_RATIO_ONE))
-		return 2 * WB_RATIO_ONE;
-	if (x < -(__int128)(4 * WB_RATIO_ONE))
-		return 0;
-	r = x * x >> WB_RATIO_SHIFT;
-	r = r * x >> WB_RATIO_SHIFT;
-	r += WB_RATIO_ONE;
-	if (r < 0)
-		return 0;
-	if (r > (__int128)(2 * WB_RATIO_ONE))
-		return 2 * WB_RATIO_ONE;
-	return (uint64_t)r;
-}
+/* wb_pos_ratio_polynom() itself is in foliofs/policy.h, for loadable policies too. */
 
 void wb_throttle_limits_of(uint64_t mem_bytes, unsigned int ratio, uint64_t bytes,
 			   unsigned int bg_ratio, uint64_t bg_bytes,

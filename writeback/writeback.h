@@ -315,6 +315,17 @@ void wb_throttle_unheld(struct wb_ctx *ctx, pid_t pid, int64_t held_ns, bool ear
  */
 void wb_set_throttle_notify(struct wb_ctx *ctx, void (*fn)(void *arg), void *arg);
 
+/* ---- policies (throttle_policies.c) ---- */
+
+/*
+ * Load a policy library's accounting, sizing and throttle policies
+ * (bs_policy_load_hooked() with writeback's hooks): 0, or -errno with
+ * one line naming @path and the reason in @err, nothing changed.
+ */
+int wb_policy_load(const char *path, uid_t owner, char *err, size_t errlen);
+/* bs_policy_list() and the throttle policies' lines after it. */
+size_t wb_policy_list(char *buf, size_t size);
+
 /* ---- tunables (tunables.c) ---- */
 
 /*
