@@ -38,9 +38,8 @@
 #include <sys/types.h>
 #include <sys/uio.h>
 
-/* The unit the kernel's dirty counters use, and the smallest folio. */
-#define BS_PAGE_SHIFT 12
-#define BS_PAGE_SIZE (1u << BS_PAGE_SHIFT)
+/* The policy structs and BS_PAGE_SIZE: the header loadable policies build against. */
+#include "foliofs/policy.h"
 
 #define BS_MIN_BLOCK_SIZE 512u
 #define BS_MAX_BLOCK_SIZE 65536u
@@ -55,58 +54,7 @@ struct bs_folio;
 
 /* ---- policies ---- */
 
-/* What a price is computed from: one folio's held (dirty or writeback) state. */
-struct bs_held_state {
-	uint32_t folio_size;	/* bytes */
-	uint32_t block_size;	/* bytes */
-	uint32_t held_blocks;	/* blocks dirty or under writeback */
-	uint32_t held_pages;	/* 4 KiB pages holding at least one such block */
-};
-
-/*
- * An accounting policy prices a folio's held state in bytes of dirty
- * budget.  price() must be 0 when held_blocks is 0, and must depend on its
- * argument only: blockstate charges price(after) - price(before) on every
- * change, so the sum charged is always the sum of the prices.
- */
-struct bs_account_policy {
-	const char *name;
-	const char *help;	/* one line for --help and README */
-	uint64_t (*price)(const struct bs_held_state *st);
-};
-
-/*
- * What a sizing policy sees of a file's recent folios; blockstate updates
- * it after every new folio (under the file's index lock).
- */
-struct bs_size_state {
-	off_t next_off;		/* end of the last folio made */
-	unsigned int order;	/* its order (log2 bytes); 0 before the first */
-	unsigned int access;	/* what asks for this folio: enum bs_size_access
-				 * (set before each call) */
-};
-
-/* The access a new folio is made for (bs_size_state.access). */
-enum bs_size_access {
-	BS_SIZE_WRITE,		/* a write of [off, off + len) */
-	BS_SIZE_READ,		/* a read of [off, off + len) readahead did not cover */
-	BS_SIZE_READAHEAD,	/* a folio of a readahead window starting at off: len
-				 * is the size readahead asks for (a power of two,
-				 * aligned, within the window and EOF) */
-};
-
-/*
- * A sizing policy picks the order (log2 of the size in bytes) of a new
- * folio for an access of [off, off + len), between BS_PAGE_SHIFT and
- * @max_order.  blockstate then shrinks it as needed so that the folio is
- * naturally aligned, contains @off and overlaps no existing folio.
- */
-struct bs_size_policy {
-	const char *name;
-	const char *help;
-	unsigned int (*order)(const struct bs_size_state *st, off_t off,
-			      size_t len, unsigned int max_order);
-};
+/* The policy structs are in foliofs/policy.h (installed for loadable policies). */
 
 /* Registered policies, looked up by name; NULL when unknown. */
 const struct bs_account_policy *bs_account_policy_find(const char *name);
@@ -114,6 +62,80 @@ const struct bs_size_policy *bs_size_policy_find(const char *name);
 /* Iterate: returns the i-th policy or NULL past the last. */
 const struct bs_account_policy *bs_account_policy_at(size_t i);
 const struct bs_size_policy *bs_size_policy_at(size_t i);
+/* Where the i-th policy came from: NULL for one built in, else the library's path. */
+const char *bs_account_policy_origin(size_t i);
+const char *bs_size_policy_origin(size_t i);
+
+/*
+ * Every registered policy, one line each: "KIND NAME ORIGIN" (KIND
+ * account or size, ORIGIN builtin or the library's path), then
+ * " PARAM=DEFAULT[MIN,MAX]" per parameter.  Returns the length written
+ * into @buf (NUL-terminated; lines that do not fit are left out).
+ */
+size_t bs_policy_list(char *buf, size_t size);
+/* One such line at @buf: the length written (0 when it does not fit). */
+size_t bs_policy_list_one(char *buf, size_t size, const char *kind, const char *name,
+			  const char *origin, const struct bs_param *params, unsigned int nr);
+
+/*
+ * Parameters (params.c).  A value is a decimal integer (a leading '-'
+ * for negative ranges) in the parameter's [min, max].
+ */
+/* The index of @policy's parameter @name, or -ENOENT. */
+int bs_param_index(const struct bs_param *params, unsigned int nr, const char *name);
+/*
+ * Parse @val for @p: 0, or -EINVAL with "@kind.NAME=@val: REASON" in
+ * @err (@kind "account" or "size").
+ */
+int bs_param_parse(const char *kind, const struct bs_param *p, const char *val,
+		   int64_t *out, char *err, size_t errlen);
+/*
+ * "@kind.NAME: not a parameter of OPTION=POLICY (it has: a, b)" or "(it
+ * has none)" into @err; @kind is account, size or throttle.
+ */
+void bs_param_unknown(const char *kind, const char *policy, const struct bs_param *params,
+		      unsigned int nr, const char *name, char *err, size_t errlen);
+/* Every parameter's default into @values (BS_PARAMS_MAX of them). */
+void bs_params_defaults(const struct bs_param *params, unsigned int nr, int64_t *values);
+/*
+ * Whether a policy's name, help, callback and parameters are well formed
+ * (names [a-z0-9_] of at most BS_NAME_MAX, at most BS_PARAMS_MAX distinct
+ * parameters, each default in its range): 0, or -EINVAL with the reason.
+ */
+int bs_account_policy_check(const struct bs_account_policy *p, char *err, size_t errlen);
+int bs_size_policy_check(const struct bs_size_policy *p, char *err, size_t errlen);
+/* The parts of those checks any kind of policy passes (@cb: its callbacks are all set). */
+int bs_policy_head_check(const char *name, const char *help, bool cb, char *err, size_t errlen);
+int bs_params_check(const char *policy, const struct bs_param *params, unsigned int nr,
+		    char *err, size_t errlen);
+
+/*
+ * Load the policies of the library at @path (policy_load.c): refused,
+ * with one line naming @path and the reason in @err and nothing changed,
+ * unless it is a regular file owned by @owner or root and not writable by
+ * group or others, exports foliofs_policy_module with this build's
+ * FOLIOFS_POLICY_ABI and size, and its policies are well formed and named
+ * unlike every policy registered.  Loading the same file again is a no-op
+ * (0).  Loaded policies are never unloaded.  Returns 0, -EINVAL, -EPERM
+ * (owner, mode), -ENOENT or another -errno of open.
+ * Context: any thread; serialized with the other loads.
+ */
+int bs_policy_load(const char *path, uid_t owner, char *err, size_t errlen);
+/*
+ * The same, for a layer above that registers policies of its own (the
+ * throttle policies of writeback): @hooks->check() says whether the
+ * module's policies of that kind may be taken (0, or -EINVAL with the
+ * reason), after every check here passed; @hooks->add() registers them,
+ * after blockstate's, under the loader's lock, once nothing can fail.
+ * Without hooks (bs_policy_load()), a library with throttle policies is
+ * refused.
+ */
+struct bs_policy_load_hooks {
+	int (*check)(const struct foliofs_policy_module *m, char *why, size_t len);
+	void (*add)(const struct foliofs_policy_module *m, const char *origin);
+};
+int bs_policy_load_hooked(const char *path, uid_t owner, const struct bs_policy_load_hooks *hooks,
+			  char *err, size_t errlen);
 
 /* ---- the cache ---- */
 
@@ -124,6 +146,15 @@ struct bs_config {
 				 * and the pool of freed folio memory */
 	const struct bs_account_policy *account;
 	const struct bs_size_policy *size;
+	/*
+	 * The policies' parameter values: account_params[i] is used for the
+	 * i-th parameter of @account when bit i of account_set is set, else
+	 * the parameter's default (so a zeroed config gets the defaults).
+	 */
+	int64_t account_params[BS_PARAMS_MAX];
+	uint32_t account_set;
+	int64_t size_params[BS_PARAMS_MAX];
+	uint32_t size_set;
 	/*
 	 * Largest readahead window, KiB (Linux's read_ahead_kb); 0: no
 	 * readahead, a read fetches only the blocks it needs.  Values above
@@ -195,7 +226,24 @@ const struct bs_account_policy *bs_cache_account(struct bs_cache *cache);
  * count what writers and writeback did, not a change of policy.
  * Context: any thread; takes each file's index lock and each folio's lock.
  */
-void bs_cache_set_account(struct bs_cache *cache, const struct bs_account_policy *policy);
+int bs_cache_set_account(struct bs_cache *cache, const struct bs_account_policy *policy);
+/*
+ * The same with parameter values (BS_PARAMS_MAX of them, NULL: the
+ * defaults), which must be in range: changing only a parameter is a
+ * switch to the same policy with other values, and reprices every folio
+ * the same way.  -ENOMEM changes nothing.
+ */
+int bs_cache_set_account_params(struct bs_cache *cache, const struct bs_account_policy *policy,
+				const int64_t *params);
+/*
+ * The accounting policy in force and its parameters' values (into
+ * @params, BS_PARAMS_MAX of them), read together.
+ */
+const struct bs_account_policy *bs_cache_account_params(struct bs_cache *cache, int64_t *params);
+/* The same for the sizing policy (which is fixed for the cache's life; its values are not). */
+const struct bs_size_policy *bs_cache_size(struct bs_cache *cache);
+const struct bs_size_policy *bs_cache_size_params(struct bs_cache *cache, int64_t *params);
+int bs_cache_set_size_params(struct bs_cache *cache, const int64_t *params);
 
 /* The readahead model in force now; switch it on a live cache (any thread). */
 unsigned int bs_cache_ra_model(struct bs_cache *cache);

@@ -455,14 +455,31 @@ struct bs_file {
 	struct bs_file *prev;
 };
 
+/*
+ * A policy with its parameter values, as a cache uses it: immutable once
+ * published, so that a price never mixes one policy with another's
+ * values.  A change publishes a new one; the old ones stay on the
+ * cache's list until the cache is destroyed (a writer may still be
+ * pricing with one), a few dozen bytes per change.
+ */
+struct bs_policy_inst {
+	struct bs_policy_inst *next;		/* the cache's list (files_lock) */
+	const struct bs_account_policy *account;	/* or NULL: a sizing instance */
+	const struct bs_size_policy *size;
+	int64_t params[BS_PARAMS_MAX];
+};
+
 struct bs_cache {
 	struct bs_config cfg;			/* immutable but cfg.account (see account) */
 	/*
-	 * The accounting policy in force: read at every price, switched at
-	 * run time by bs_cache_set_account() (account_switch.c), which then
-	 * reprices every folio under its lock.
+	 * The accounting policy in force and its values: read at every
+	 * price, switched at run time by bs_cache_set_account_params()
+	 * (account_switch.c), which then reprices every folio under its lock.
 	 */
-	const struct bs_account_policy *_Atomic account;
+	const struct bs_policy_inst *_Atomic account;
+	/* The sizing policy (cfg.size) and its values, read at every new folio. */
+	const struct bs_policy_inst *_Atomic size;
+	struct bs_policy_inst *insts;		/* every instance made (files_lock) */
 	_Atomic uint64_t account_switching;	/* odd while a switch reprices */
 	_Atomic unsigned int ra_model;		/* enum bs_ra_model, switched at run time */
 	const struct bs_cache_ops *ops;
@@ -527,6 +544,10 @@ struct bs_cache {
  * the old policy (account_switch.c): debug checks of one folio's price
  * hold only when not.
  */
+/* The cache's first policy instances, from its config (account_switch.c): 0 or -ENOMEM. */
+int bs_cache_insts_init(struct bs_cache *cache);
+void bs_cache_insts_free(struct bs_cache *cache);
+
 static inline bool bs_account_switching(struct bs_cache *cache)
 {
 	return atomic_load(&cache->account_switching) & 1;

@@ -23,6 +23,33 @@ static bool is_pow2(uint64_t v)
 	return v && !(v & (v - 1));
 }
 
+/* The values set in @set are @policy's parameters, in range. */
+static int params_check(const char *kind, const char *policy, const struct bs_param *params,
+			unsigned int nr, const int64_t *values, uint32_t set, char *err,
+			size_t errlen)
+{
+	for (unsigned int i = 0; i < BS_PARAMS_MAX; i++) {
+		if (!(set & (1u << i)))
+			continue;
+		if (i >= nr) {
+			snprintf(err, errlen, "%s: parameter %u of %s, which has %u", kind, i,
+				 policy, nr);
+			return -EINVAL;
+		}
+		if (values[i] < params[i].min || values[i] > params[i].max) {
+			snprintf(err, errlen, "%s.%s=%lld: an integer in [%lld, %lld]", kind,
+				 params[i].name, (long long)values[i], (long long)params[i].min,
+				 (long long)params[i].max);
+			return -EINVAL;
+		}
+	}
+	if (set >> BS_PARAMS_MAX) {
+		snprintf(err, errlen, "%s: parameters past the %dth", kind, BS_PARAMS_MAX);
+		return -EINVAL;
+	}
+	return 0;
+}
+
 int bs_config_check(const struct bs_config *cfg, char *err, size_t errlen)
 {
 	if (!is_pow2(cfg->block_size) || cfg->block_size < BS_MIN_BLOCK_SIZE ||
@@ -51,6 +78,11 @@ int bs_config_check(const struct bs_config *cfg, char *err, size_t errlen)
 		snprintf(err, errlen, "no accounting or sizing policy");
 		return -EINVAL;
 	}
+	if (params_check("account", cfg->account->name, cfg->account->params,
+			 cfg->account->nr_params, cfg->account_params, cfg->account_set, err, errlen) ||
+	    params_check("size", cfg->size->name, cfg->size->params, cfg->size->nr_params,
+			 cfg->size_params, cfg->size_set, err, errlen))
+		return -EINVAL;
 	if (cfg->ra_model >= BS_NR_RA_MODELS) {
 		snprintf(err, errlen, "ra_model: no readahead model %u", cfg->ra_model);
 		return -EINVAL;
@@ -70,7 +102,10 @@ int bs_cache_create(const struct bs_config *cfg, const struct bs_cache_ops *ops,
 	if (!cache)
 		return -ENOMEM;
 	cache->cfg = *cfg;
-	atomic_init(&cache->account, cfg->account);
+	if (bs_cache_insts_init(cache)) {
+		free(cache);
+		return -ENOMEM;
+	}
 	atomic_init(&cache->ra_model, cfg->ra_model);
 	cache->ops = ops;
 	cache->ctx = ctx;
@@ -90,6 +125,7 @@ void bs_cache_destroy(struct bs_cache *cache)
 	if (!cache)
 		return;
 	bs_pool_destroy(&cache->pool);
+	bs_cache_insts_free(cache);
 	pthread_mutex_destroy(&cache->lru_lock);
 	pthread_mutex_destroy(&cache->files_lock);
 	free(cache);
@@ -403,10 +439,11 @@ static int check_folio(struct bs_folio *folio, struct check_sums *s)
 	    folio->utagged != (folio->unsynced_blocks != 0))
 		bad = 1;
 	{
+		const struct bs_policy_inst *inst = atomic_load(&cache->account);
 		struct bs_held_state st = {
-			folio->size, cache->cfg.block_size, blocks, pages,
+			folio->size, cache->cfg.block_size, blocks, pages, inst->params,
 		};
-		if (folio->price != (blocks ? atomic_load(&cache->account)->price(&st) : 0))
+		if (folio->price != (blocks ? inst->account->price(&st) : 0))
 			bad = 1;
 	}
 	s->price += folio->price;

@@ -207,9 +207,11 @@ static unsigned int choose_order(struct bs_file *file, off_t off, size_t len,
 
 	pthread_rwlock_wrlock(&file->index_lock);
 	if (!bs_index_lookup(&file->index, off)) {
+		const struct bs_policy_inst *inst = atomic_load(&cache->size);
+
 		file->size_state.access = access;
-		order = cache->cfg.size->order(&file->size_state, off, len,
-					       cache->max_order);
+		file->size_state.params = inst->params;
+		order = inst->size->order(&file->size_state, off, len, cache->max_order);
 		if (order < cache->min_order)
 			order = cache->min_order;
 		if (order > cache->max_order)

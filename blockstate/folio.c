@@ -194,14 +194,16 @@ uint64_t bs_thread_pinned_take(void)
 static uint64_t price_of(const struct bs_folio *folio, struct held_span s)
 {
 	const struct bs_cache *cache = folio->file->cache;
+	const struct bs_policy_inst *inst = atomic_load(&cache->account);
 	struct bs_held_state st = {
 		.folio_size = folio->size,
 		.block_size = cache->cfg.block_size,
 		.held_blocks = s.blocks,
 		.held_pages = s.pages,
+		.params = inst->params,
 	};
 
-	return s.blocks ? atomic_load(&cache->account)->price(&st) : 0;
+	return s.blocks ? inst->account->price(&st) : 0;
 }
 
 /*

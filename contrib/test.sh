@@ -413,7 +413,7 @@ tidy() {
 	fi
 	# tests/fuzz is built only with -Dfuzz=true, so build/ has no compile
 	# commands for it: give its files the include directories they get.
-	for d in blockstate writeback fusefs trace probes; do
+	for d in blockstate writeback fusefs trace probes include; do
 		fuzz_inc+=("--extra-arg=-I$ROOT/$d")
 	done
 	for d in $(pkg-config --cflags-only-I fuse3 2>/dev/null); do

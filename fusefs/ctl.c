@@ -46,13 +46,27 @@
  *                    said only "Invalid argument" can read why without
  *                    syslog.  Mounting user only (0400), as the writes it
  *                    records are theirs.
+ *   .foliofs/policies  read-only: every policy there is, built in or
+ *                    loaded, one line each (wb_policy_list()): "KIND NAME
+ *                    ORIGIN PARAM=DEFAULT[MIN,MAX]...".
+ *   .foliofs/load    write the absolute path of a policy library to load
+ *                    its policies (wb_policy_load(): owned by the mounting
+ *                    user or root, not group- or world-writable, built for
+ *                    this ABI); a refusal fails with EPERM or EINVAL,
+ *                    changes nothing, and is logged with the reason.
+ *                    A read after a refused write gives the reason.
+ *                    Mounting user only (0600): the library runs in the
+ *                    daemon.
  *   .foliofs/tunables/NAME
  *                    one file per run-time setting (wb_tunable_name()),
  *                    like /proc/sys/vm: read gives the value and a
  *                    newline, a write sets it.  A bad value fails with
  *                    EINVAL and changes nothing; the reason is logged and
  *                    is what a read through the same open file then
- *                    gives.  Writable by the mounting user only.
+ *                    gives.  Writable by the mounting user only.  The
+ *                    parameters of the policies in force are there too
+ *                    (account.NAME, size.NAME); their names follow the
+ *                    policy, so their entries are not cached by the kernel.
  *
  * "Writable by the mounting user only" is the mode: 0644 owned by the
  * daemon's user, which the kernel enforces (the mount always has
@@ -93,6 +107,8 @@ enum ffs_ctl {
 	FFS_CTL_FOLIOS,	/* .foliofs/folios: every cached folio */
 	FFS_CTL_EVICT,	/* .foliofs/evict: drop a file's clean folios */
 	FFS_CTL_ERRORS,	/* .foliofs/errors: the last writes refused, and why */
+	FFS_CTL_POLICIES,	/* .foliofs/policies: every policy, built in or loaded */
+	FFS_CTL_LOAD,	/* .foliofs/load: write a library's path to load its policies */
 };
 
 /*
@@ -118,8 +134,10 @@ static struct ctl_inode ctl_trace = CTL_INODE(FFS_CTL_TRACE, S_IFREG);
 static struct ctl_inode ctl_folios = CTL_INODE(FFS_CTL_FOLIOS, S_IFREG);
 static struct ctl_inode ctl_evict = CTL_INODE(FFS_CTL_EVICT, S_IFREG);
 static struct ctl_inode ctl_errors = CTL_INODE(FFS_CTL_ERRORS, S_IFREG);
+static struct ctl_inode ctl_policies = CTL_INODE(FFS_CTL_POLICIES, S_IFREG);
+static struct ctl_inode ctl_load = CTL_INODE(FFS_CTL_LOAD, S_IFREG);
 static struct ctl_inode ctl_tunables = CTL_INODE(FFS_CTL_TUNABLES, S_IFDIR);
-/* tunables/NAME: the i-th is wb_tunable_name(i). */
+/* tunables/NAME: the i-th is slot i of wb_tunable_slot_name(). */
 static struct ctl_inode ctl_tunable[CTL_TUNABLES_MAX] = {
 	[0 ... CTL_TUNABLES_MAX - 1] = CTL_INODE(FFS_CTL_TUNABLE, S_IFREG),
 };
@@ -137,6 +155,8 @@ static struct {
 	{ "folios", &ctl_folios.inode },
 	{ "evict", &ctl_evict.inode },
 	{ "errors", &ctl_errors.inode },
+	{ "policies", &ctl_policies.inode },
+	{ "load", &ctl_load.inode },
 	{ "tunables", &ctl_tunables.inode },
 };
 
@@ -221,18 +241,27 @@ static enum ffs_ctl ctl_kind(const struct ffs_inode *inode)
 	return ctl_of(inode)->kind;
 }
 
+/* Tunable slots, some empty (parameters the policies in force do not have). */
 static size_t ctl_nr_tunables(void)
 {
-	size_t n = 0;
+	size_t n = wb_tunable_slots();
 
-	while (n < CTL_TUNABLES_MAX && wb_tunable_name(n))
-		n++;
-	return n;
+	return n < CTL_TUNABLES_MAX ? n : CTL_TUNABLES_MAX;
 }
 
-static const char *ctl_tunable_name(const struct ffs_inode *inode)
+/* The slot of the tunable @inode. */
+static size_t ctl_tunable_slot(const struct ffs_inode *inode)
 {
-	return wb_tunable_name((size_t)(ctl_of(inode) - ctl_tunable));
+	return (size_t)(ctl_of(inode) - ctl_tunable);
+}
+
+/* The name of tunable @inode now into @buf (empty if its slot is). */
+static const char *ctl_tunable_name(struct ffs_data *fs, const struct ffs_inode *inode,
+				    char *buf, size_t len)
+{
+	if (wb_tunable_slot_name(fs->wb, ctl_tunable_slot(inode), buf, len))
+		buf[0] = '\0';
+	return buf;
 }
 
 bool ffs_ctl_hides(const struct ffs_data *fs, const struct ffs_inode *dir,
@@ -256,6 +285,7 @@ static mode_t ctl_mode(const struct ffs_inode *inode)
 	case FFS_CTL_ERRORS:
 		return 0400;
 	case FFS_CTL_EVICT:
+	case FFS_CTL_LOAD:
 		return 0600;
 	case FFS_CTL_SYNC:
 		return 0222;
@@ -272,7 +302,7 @@ static void ctl_stat(const struct ffs_inode *inode, struct stat *st)
 		clock_gettime(CLOCK_REALTIME, &mounted);
 	memset(st, 0, sizeof(*st));
 	st->st_ino = ctl_kind(inode) == FFS_CTL_TUNABLE ?
-		CTL_INO_TUNABLE + (uint64_t)(ctl_of(inode) - ctl_tunable) : CTL_INO_BASE + ctl_kind(inode);
+		CTL_INO_TUNABLE + (uint64_t)ctl_tunable_slot(inode) : CTL_INO_BASE + ctl_kind(inode);
 	st->st_mode = inode->type | ctl_mode(inode);
 	st->st_nlink = inode->type == S_IFDIR ? 2 : 1;
 	st->st_uid = geteuid();
@@ -313,11 +343,17 @@ static void ctl_entry(struct ffs_data *fs, struct ffs_inode *inode,
 	e->ino = (uintptr_t)inode;
 	e->attr_timeout = fs->cfg->attr_timeout;
 	e->entry_timeout = fs->cfg->attr_timeout;
+	/* A parameter's slot holds another name after a change of policy. */
+	if (ctl_kind(inode) == FFS_CTL_TUNABLE && !wb_tunable_name(ctl_tunable_slot(inode)))
+		e->entry_timeout = 0;
 	ctl_stat(inode, &e->attr);
 }
 
-static struct ffs_inode *ctl_child(const struct ffs_inode *dir, const char *name)
+static struct ffs_inode *ctl_child(struct ffs_data *fs, const struct ffs_inode *dir,
+				   const char *name)
 {
+	char slot[64];
+
 	if (ctl_kind(dir) == FFS_CTL_DIR) {
 		for (size_t i = 0; i < CTL_NR_NAMES; i++) {
 			if (!strcmp(name, ctl_names[i].name))
@@ -326,7 +362,7 @@ static struct ffs_inode *ctl_child(const struct ffs_inode *dir, const char *name
 		return NULL;
 	}
 	for (size_t i = 0, n = ctl_nr_tunables(); i < n; i++) {
-		if (!strcmp(name, wb_tunable_name(i)))
+		if (!wb_tunable_slot_name(fs->wb, i, slot, sizeof(slot)) && !strcmp(name, slot))
 			return &ctl_tunable[i].inode;
 	}
 	return NULL;
@@ -351,7 +387,7 @@ static int ctl_do_lookup(struct ffs_data *fs, struct ffs_inode *parent, const ch
 		if (parent != &ctl_tunables.inode)
 			return -ENOENT;	/* the kernel resolves ".." itself */
 		ctl_entry(fs, &ctl_dir.inode, e);
-	} else if ((child = ctl_child(parent, name))) {
+	} else if ((child = ctl_child(fs, parent, name))) {
 		ctl_entry(fs, child, e);
 	} else {
 		return -ENOENT;
@@ -418,6 +454,7 @@ static void ctl_fill_stats(struct ffs_data *fs, struct ctl_buf *buf)
 /* What a read of a file opened read-only gives: its contents now. */
 static int ctl_fill(struct ffs_data *fs, struct ffs_inode *inode, struct ctl_buf *buf)
 {
+	char slot[64];
 	ssize_t n;
 	int len;
 
@@ -446,8 +483,12 @@ static int ctl_fill(struct ffs_data *fs, struct ffs_inode *inode, struct ctl_buf
 	case FFS_CTL_ERRORS:
 		ctl_fill_errors(buf);
 		return 0;
+	case FFS_CTL_POLICIES:
+		buf->len = wb_policy_list(buf->data, buf->cap);
+		return 0;
 	case FFS_CTL_TUNABLE:
-		len = wb_tunable_get(fs->wb, ctl_tunable_name(inode), buf->data, buf->cap - 1);
+		len = wb_tunable_get(fs->wb, ctl_tunable_name(fs, inode, slot, sizeof(slot)),
+				     buf->data, buf->cap - 1);
 		if (len < 0)
 			return len;
 		buf->len = (size_t)len < buf->cap - 1 ? (size_t)len : buf->cap - 1;
@@ -469,7 +510,8 @@ static int ctl_do_open(struct ffs_data *fs, struct ffs_inode *inode, struct fuse
 		return -EISDIR;
 	/* Root passes the kernel's mode check: these are read-only for all. */
 	if ((ctl_kind(inode) == FFS_CTL_STATS || ctl_kind(inode) == FFS_CTL_FILES ||
-	     ctl_kind(inode) == FFS_CTL_FOLIOS || ctl_kind(inode) == FFS_CTL_ERRORS) &&
+	     ctl_kind(inode) == FFS_CTL_FOLIOS || ctl_kind(inode) == FFS_CTL_ERRORS ||
+	     ctl_kind(inode) == FFS_CTL_POLICIES) &&
 	    (!rdonly || (fi->flags & O_TRUNC)))
 		return -EACCES;
 	buf = ctl_buf_alloc(ctl_kind(inode) == FFS_CTL_SYNC ? 0 : CTL_STATS_MAX);
@@ -498,15 +540,33 @@ static int ctl_set_trace(struct ffs_data *fs, const char *cmd, char *err, size_t
 	return -EINVAL;
 }
 
-/* Apply @spec to the fault, trace or tunable @inode: 0 or -errno with a reason in @err. */
+/*
+ * A library's path written to .foliofs/load.  Absolute: the daemon's
+ * directory is not the writer's.  The daemon runs as the mounting user.
+ */
+static int ctl_load_policy(const char *path, char *err, size_t errlen)
+{
+	if (path[0] != '/') {
+		snprintf(err, errlen, "load=%.200s: not an absolute path", path);
+		return -EINVAL;
+	}
+	return wb_policy_load(path, getuid(), err, errlen);
+}
+
+/* Apply @spec to the fault, trace, load or tunable @inode: 0 or -errno with a reason in @err. */
 static int ctl_set(struct ffs_data *fs, struct ffs_inode *inode, const char *spec,
 		   char *err, size_t errlen)
 {
+	char slot[64];
+
 	if (ctl_kind(inode) == FFS_CTL_FAULT)
 		return wb_ctx_set_fault(fs->wb, spec, err, errlen);
 	if (ctl_kind(inode) == FFS_CTL_TRACE)
 		return ctl_set_trace(fs, spec, err, errlen);
-	return wb_tunable_set(fs->wb, ctl_tunable_name(inode), spec, err, errlen);
+	if (ctl_kind(inode) == FFS_CTL_LOAD)
+		return ctl_load_policy(spec, err, errlen);
+	return wb_tunable_set(fs->wb, ctl_tunable_name(fs, inode, slot, sizeof(slot)), spec,
+			      err, errlen);
 }
 
 /* What a read through this open file gives next: @text and a newline. */
@@ -536,9 +596,11 @@ static void ctl_refused(struct ctl_buf *buf, const char *dir, const char *name, 
 static int ctl_write_value(struct ffs_data *fs, struct ffs_inode *inode, struct ctl_buf *buf,
 			   const char *data, size_t size, off_t off)
 {
+	char spec[CTL_STATS_MAX], err[FFS_ERRLEN], slot[64];
 	const char *name = ctl_kind(inode) == FFS_CTL_FAULT ? "fault" :
-			   ctl_kind(inode) == FFS_CTL_TRACE ? "trace" : ctl_tunable_name(inode);
-	char spec[CTL_STATS_MAX], err[FFS_ERRLEN];
+			   ctl_kind(inode) == FFS_CTL_TRACE ? "trace" :
+			   ctl_kind(inode) == FFS_CTL_LOAD ? "load" :
+			   ctl_tunable_name(fs, inode, slot, sizeof(slot));
 	size_t len, bad;
 	int ret;
 
@@ -675,6 +737,7 @@ static int ctl_do_write(struct ffs_data *fs, struct ffs_inode *inode, struct fus
 	case FFS_CTL_FAULT:
 	case FFS_CTL_TUNABLE:
 	case FFS_CTL_TRACE:
+	case FFS_CTL_LOAD:
 		return ctl_write_value(fs, inode, buf, data, size, off);
 	case FFS_CTL_EVICT:
 		if (size > INT32_MAX)
@@ -720,41 +783,55 @@ static void ctl_read(fuse_req_t req, struct ffs_inode *inode, size_t size, off_t
 	free(copy);
 }
 
-/* The @i-th entry of @dir after "." and "..", or NULL past the last. */
-static struct ffs_inode *ctl_nth(const struct ffs_inode *dir, size_t i, const char **name)
+/*
+ * The entry of @dir at *@i after "." and ".." or, when that tunable slot
+ * is empty, the next one (*@i moved to it); NULL past the last.  @slot
+ * holds a tunable's name.
+ */
+static struct ffs_inode *ctl_nth(struct ffs_data *fs, const struct ffs_inode *dir, size_t *i,
+				 const char **name, char *slot, size_t len)
 {
 	if (ctl_kind(dir) == FFS_CTL_DIR) {
-		if (i >= CTL_NR_NAMES)
+		if (*i >= CTL_NR_NAMES)
 			return NULL;
-		*name = ctl_names[i].name;
-		return ctl_names[i].inode;
+		*name = ctl_names[*i].name;
+		return ctl_names[*i].inode;
 	}
-	if (i >= ctl_nr_tunables())
-		return NULL;
-	*name = wb_tunable_name(i);
-	return &ctl_tunable[i].inode;
+	for (; *i < ctl_nr_tunables(); ++*i) {
+		if (!wb_tunable_slot_name(fs->wb, *i, slot, len)) {
+			*name = slot;
+			return &ctl_tunable[*i].inode;
+		}
+	}
+	return NULL;
 }
 
-/* Fill @e for entry @i of @dir (0 ".", 1 ".."); false past the last. */
-static bool ctl_dirent(struct ffs_data *fs, struct ffs_inode *dir, off_t i,
-		       struct fuse_entry_param *e, const char **name)
+/*
+ * Fill @e for entry *@i of @dir (0 ".", 1 ".."), or the next one there
+ * is (*@i moved to it); false past the last.  @slot holds a tunable's name.
+ */
+static bool ctl_dirent(struct ffs_data *fs, struct ffs_inode *dir, off_t *i,
+		       struct fuse_entry_param *e, const char **name, char *slot, size_t len)
 {
 	struct ffs_inode *child;
+	size_t n;
 
 	memset(e, 0, sizeof(*e));
-	if (i < 2) {
+	if (*i < 2) {
 		/* No ino in the entry: readdirplus must not count a lookup. */
-		*name = i == 0 ? "." : "..";
-		if (i == 0 || dir == &ctl_tunables.inode)
-			e->attr.st_ino = CTL_INO_BASE + (i == 0 ? ctl_kind(dir) : FFS_CTL_DIR);
+		*name = *i == 0 ? "." : "..";
+		if (*i == 0 || dir == &ctl_tunables.inode)
+			e->attr.st_ino = CTL_INO_BASE + (*i == 0 ? ctl_kind(dir) : FFS_CTL_DIR);
 		else
 			e->attr.st_ino = FUSE_ROOT_ID;
 		e->attr.st_mode = S_IFDIR;
 		return true;
 	}
-	child = ctl_nth(dir, (size_t)i - 2, name);
+	n = (size_t)*i - 2;
+	child = ctl_nth(fs, dir, &n, name, slot, len);
 	if (!child)
 		return false;
+	*i = (off_t)n + 2;
 	ctl_entry(fs, child, e);
 	return true;
 }
@@ -767,6 +844,7 @@ static void ctl_list(fuse_req_t req, struct ffs_inode *dir, size_t size, off_t o
 	struct fuse_entry_param e;
 	const char *name;
 	size_t used = 0;
+	char slot[64];
 
 	if (!buf) {
 		fuse_reply_err(req, ENOMEM);
@@ -777,7 +855,8 @@ static void ctl_list(fuse_req_t req, struct ffs_inode *dir, size_t size, off_t o
 		fuse_reply_err(req, ENOTDIR);
 		return;
 	}
-	for (off_t i = off < 0 ? 0 : off; ctl_dirent(fs, dir, i, &e, &name); i++) {
+	for (off_t i = off < 0 ? 0 : off; ctl_dirent(fs, dir, &i, &e, &name, slot, sizeof(slot));
+	     i++) {
 		size_t n;
 
 		if (plus)

@@ -9,8 +9,16 @@
  * thread counts, whose bad values libfuse ignores and mounts anyway, so
  * they are checked here first; fusefs/main.c routes libfuse's messages
  * through the same "foliofs: " prefix.
+ *
+ * Policies: load=PATH loads a policy library when it is met (so that
+ * --help after it lists its policies); dirty_account=, folio_policy= and
+ * the parameters account.NAME=V, size.NAME=V and throttle.NAME=V are
+ * resolved after every
+ * option was read, so their order does not matter: a parameter belongs
+ * to the policy finally chosen, and a later value of one wins.
  */
 #include "fusefs.h"
+#include "throttle.h"	/* the throttle policies, for their parameters and --help */
 
 #include <errno.h>
 #include <math.h>
@@ -61,6 +69,7 @@ enum {
 	KEY_MAX_IDLE_THREADS,
 	KEY_MAX_BACKGROUND,
 	KEY_FSNAME,
+	KEY_LOAD,
 };
 
 /*
@@ -115,6 +124,7 @@ static const struct fuse_opt ffs_opt_spec[] = {
 	FUSE_OPT_KEY("max_idle_threads=", KEY_MAX_IDLE_THREADS),
 	FUSE_OPT_KEY("max_background=", KEY_MAX_BACKGROUND),
 	FUSE_OPT_KEY("fsname=", KEY_FSNAME),
+	FUSE_OPT_KEY("load=", KEY_LOAD),
 	FUSE_OPT_END
 };
 
@@ -139,6 +149,7 @@ static const struct {
 	{ "ra_model=VERSION", "6.17", "whose readahead to follow: 6.16, or 6.17 (6.17 and later: folio order kept per open file)" },
 	{ "cache_size=BYTES", "1/8 of RAM", "memory for cached file data (at least 4 folios)" },
 	{ "dirty_account=NAME", "page", "dirty accounting policy (see below)" },
+	{ "load=PATH", "none", "load the policies of a library built against foliofs/policy.h (repeatable; see foliofs(8)); their parameters, like the built-in ones', are listed below and set with -o account.PARAM=N, size.PARAM=N or throttle.PARAM=N" },
 	{ "flushers=N", "2", "background writeback threads (0 .. 64; 0: writeback only at fsync, reclaim, unmount)" },
 	{ "dirty_background_ratio=N", "10", "% of cache_size charged dirty that starts background writeback" },
 	{ "dirty_background_bytes=BYTES", "0", "the same in bytes; overrides the ratio when not 0" },
@@ -170,6 +181,9 @@ struct parse_state {
 	char *err;
 	int nonopts;
 	bool fsname_given;	/* the user's fsname= replaces BACKING as the mount's source */
+	char *policy[2];	/* dirty_account=, folio_policy= as given (owned), or NULL */
+	char **params;		/* account.NAME=V and size.NAME=V in order (owned) */
+	size_t nr_params;
 };
 
 static int set_err(char *err, const char *fmt, const char *name,
@@ -261,6 +275,103 @@ static int parse_policy(const char *name, const char *val, bool account,
 	}
 	snprintf(err, FFS_ERRLEN, "%s=%s: unknown policy (known: %s)", name, val, names);
 	return -EINVAL;
+}
+
+/* Keep "account.NAME=V" or "size.NAME=V" for resolve_params(). */
+static int keep_param(struct parse_state *ps, const char *arg)
+{
+	char **more = realloc(ps->params, (ps->nr_params + 1) * sizeof(*more));
+
+	if (!more)
+		return -ENOMEM;
+	ps->params = more;
+	ps->params[ps->nr_params] = strdup(arg);
+	return ps->params[ps->nr_params] ? (int)(ps->nr_params++, 0) : -ENOMEM;
+}
+
+/* Where a kept parameter option goes: the policy it belongs to and its values. */
+struct param_dest {
+	const char *kind;		/* "account", "size", "throttle" */
+	const char *policy;		/* its name */
+	const struct bs_param *params;
+	unsigned int nr;
+	int64_t *values;
+	uint32_t *set;
+};
+
+static bool param_dest(const char *arg, struct ffs_config *cfg, struct param_dest *d)
+{
+	const struct wb_throttle_policy *t;
+
+	if (!strncmp(arg, "account.", 8)) {
+		*d = (struct param_dest){ "account", cfg->bs.account->name, cfg->bs.account->params,
+					  cfg->bs.account->nr_params, cfg->bs.account_params,
+					  &cfg->bs.account_set };
+	} else if (!strncmp(arg, "size.", 5)) {
+		*d = (struct param_dest){ "size", cfg->bs.size->name, cfg->bs.size->params,
+					  cfg->bs.size->nr_params, cfg->bs.size_params,
+					  &cfg->bs.size_set };
+	} else {
+		/* An unknown throttle= is wb_config_check()'s to report. */
+		t = wb_throttle_policy_find(cfg->wb.throttle ? cfg->wb.throttle : "bdp");
+		if (!t)
+			return false;
+		*d = (struct param_dest){ "throttle", t->name, t->params, t->nr_params,
+					  cfg->wb.throttle_params, &cfg->wb.throttle_set };
+	}
+	return true;
+}
+
+/* One kept parameter option into @cfg, checked against the policy chosen. */
+static int resolve_param(const char *arg, struct ffs_config *cfg, char *err)
+{
+	const char *name = strchr(arg, '.') + 1, *eq = strchr(arg, '=');
+	char pname[BS_NAME_MAX + 2];
+	struct param_dest d;
+	int i;
+
+	if (!param_dest(arg, cfg, &d))
+		return 0;
+	if (!eq || (size_t)(eq - name) > BS_NAME_MAX) {
+		snprintf(err, FFS_ERRLEN, "%s: not %s.NAME=VALUE with a parameter NAME", arg, d.kind);
+		return -EINVAL;
+	}
+	memcpy(pname, name, (size_t)(eq - name));
+	pname[eq - name] = '\0';
+	i = bs_param_index(d.params, d.nr, pname);
+	if (i < 0) {
+		bs_param_unknown(d.kind, d.policy, d.params, d.nr, pname, err, FFS_ERRLEN);
+		return -EINVAL;
+	}
+	if (bs_param_parse(d.kind, &d.params[i], eq + 1, &d.values[i], err, FFS_ERRLEN))
+		return -EINVAL;
+	*d.set |= 1u << i;
+	return 0;
+}
+
+/* The policies named and their parameters, once every load= is done. */
+static int resolve_policies(struct parse_state *ps)
+{
+	struct bs_config *bs = &ps->cfg->bs;
+
+	if (ps->policy[0] && parse_policy("dirty_account", ps->policy[0], true, bs, ps->err))
+		return -EINVAL;
+	if (ps->policy[1] && parse_policy("folio_policy", ps->policy[1], false, bs, ps->err))
+		return -EINVAL;
+	for (size_t i = 0; i < ps->nr_params; i++) {
+		if (resolve_param(ps->params[i], ps->cfg, ps->err))
+			return -EINVAL;
+	}
+	return 0;
+}
+
+static void parse_state_free(struct parse_state *ps)
+{
+	free(ps->policy[0]);
+	free(ps->policy[1]);
+	for (size_t i = 0; i < ps->nr_params; i++)
+		free(ps->params[i]);
+	free(ps->params);
 }
 
 static int parse_u32(const char *name, const char *val, uint64_t min, uint64_t max,
@@ -551,8 +662,7 @@ static int opt_proc(void *data, const char *arg, int key,
 		return wb_parse_size("cache_size", strchr(arg, '=') + 1, 1,
 				     ffs_phys_mem(), &cfg->bs.cache_size, ps->err, FFS_ERRLEN) ? -1 : 0;
 	case KEY_FOLIO_POLICY:
-		return parse_policy("folio_policy", strchr(arg, '=') + 1, false,
-				    &cfg->bs, ps->err) ? -1 : 0;
+		return set_string(&ps->policy[1], strchr(arg, '=') + 1) ? -1 : 0;
 	case KEY_READAHEAD_KB:
 		return parse_u32("readahead_kb", strchr(arg, '=') + 1, 0, BS_READAHEAD_KB_MAX,
 				 &cfg->bs.readahead_kb, ps->err) ? -1 : 0;
@@ -564,8 +674,10 @@ static int opt_proc(void *data, const char *arg, int key,
 		}
 		return 0;
 	case KEY_DIRTY_ACCOUNT:
-		return parse_policy("dirty_account", strchr(arg, '=') + 1, true,
-				    &cfg->bs, ps->err) ? -1 : 0;
+		return set_string(&ps->policy[0], strchr(arg, '=') + 1) ? -1 : 0;
+	case KEY_LOAD:
+		/* The daemon runs as the mounting user: the library must be theirs or root's. */
+		return wb_policy_load(strchr(arg, '=') + 1, getuid(), ps->err, FFS_ERRLEN) ? -1 : 0;
 	case KEY_FLUSHERS: case KEY_BG_RATIO: case KEY_BG_BYTES: case KEY_EXPIRE_MS:
 	case KEY_INTERVAL_MS: case KEY_BACKING_IO: case KEY_WB_GRANULARITY:
 	case KEY_MAX_IO: case KEY_FAULT:
@@ -586,6 +698,11 @@ static int opt_proc(void *data, const char *arg, int key,
 				 FFS_MAX_BACKGROUND, &cfg->max_background, ps->err) ? -1 : 0;
 	case KEY_FSNAME:
 		ps->fsname_given = true;
+		return 1;
+	case FUSE_OPT_KEY_OPT:
+		if (!strncmp(arg, "account.", 8) || !strncmp(arg, "size.", 5) ||
+		    !strncmp(arg, "throttle.", 9))
+			return keep_param(ps, arg) ? -1 : 0;
 		return 1;
 	default:
 		return 1;
@@ -633,6 +750,7 @@ int ffs_parse_args(int argc, char **argv, struct ffs_config *cfg, char *err)
 {
 	struct parse_state ps = { .cfg = cfg, .err = err };
 	struct fuse_cmdline_opts copts;
+	int ret;
 
 	memset(cfg, 0, sizeof(*cfg));
 	cfg->attr_timeout = 86400;
@@ -650,7 +768,11 @@ int ffs_parse_args(int argc, char **argv, struct ffs_config *cfg, char *err)
 	cfg->args = (struct fuse_args)FUSE_ARGS_INIT(argc, argv);
 	err[0] = '\0';
 
-	if (fuse_opt_parse(&cfg->args, &ps, ffs_opt_spec, opt_proc)) {
+	ret = fuse_opt_parse(&cfg->args, &ps, ffs_opt_spec, opt_proc);
+	if (!ret && !cfg->show_help && !cfg->show_version)
+		ret = resolve_policies(&ps);
+	parse_state_free(&ps);
+	if (ret) {
 		if (!err[0])
 			snprintf(err, FFS_ERRLEN, "cannot parse the command line");
 		return -EINVAL;
@@ -710,6 +832,19 @@ void ffs_config_free(struct ffs_config *cfg)
 	memset(cfg, 0, sizeof(*cfg));
 }
 
+/* One policy of --help and its parameters. */
+static void print_policy(const char *name, const char *help, const char *origin,
+			 const char *kind, const struct bs_param *params, unsigned int nr)
+{
+	printf("    %-25s %s%s%s%s\n", name, help, origin ? " (loaded from " : "",
+	       origin ? origin : "", origin ? ")" : "");
+	for (unsigned int i = 0; i < nr; i++)
+		printf("      %s.%s=N [%lld] %s (%lld .. %lld%s%s)\n", kind, params[i].name,
+		       (long long)params[i].def, params[i].help, (long long)params[i].min,
+		       (long long)params[i].max, params[i].unit && *params[i].unit ? " " : "",
+		       params[i].unit ? params[i].unit : "");
+}
+
 void ffs_print_help(const char *progname)
 {
 	printf("usage: %s [options] BACKING MOUNTPOINT\n\n"
@@ -721,13 +856,22 @@ void ffs_print_help(const char *progname)
 	for (size_t i = 0; i < sizeof(ffs_opt_help) / sizeof(ffs_opt_help[0]); i++)
 		printf("    -o %-30s [%s] %s\n", ffs_opt_help[i].name,
 		       ffs_opt_help[i].deflt, ffs_opt_help[i].help);
-	printf("\nfolio sizing policies (folio_policy=):\n");
+	printf("\nfolio sizing policies (folio_policy=; parameters: -o size.PARAM=N):\n");
 	for (size_t i = 0; bs_size_policy_at(i); i++)
-		printf("    %-25s %s\n", bs_size_policy_at(i)->name, bs_size_policy_at(i)->help);
-	printf("\ndirty accounting policies (dirty_account=):\n");
+		print_policy(bs_size_policy_at(i)->name, bs_size_policy_at(i)->help,
+			     bs_size_policy_origin(i), "size", bs_size_policy_at(i)->params,
+			     bs_size_policy_at(i)->nr_params);
+	printf("\ndirty accounting policies (dirty_account=; parameters: -o account.PARAM=N):\n");
 	for (size_t i = 0; bs_account_policy_at(i); i++)
-		printf("    %-25s %s\n", bs_account_policy_at(i)->name,
-		       bs_account_policy_at(i)->help);
+		print_policy(bs_account_policy_at(i)->name, bs_account_policy_at(i)->help,
+			     bs_account_policy_origin(i), "account", bs_account_policy_at(i)->params,
+			     bs_account_policy_at(i)->nr_params);
+	printf("\nthrottle policies (throttle=; parameters: -o throttle.PARAM=N):\n");
+	for (size_t i = 0; wb_throttle_policy_at(i); i++)
+		print_policy(wb_throttle_policy_at(i)->name, wb_throttle_policy_at(i)->help,
+			     wb_throttle_policy_origin(i),
+			     "throttle", wb_throttle_policy_at(i)->params,
+			     wb_throttle_policy_at(i)->nr_params);
 	printf("\ngeneral options:\n"
 	       "    -f                        stay in the foreground\n"
 	       "    -d, -o debug              log every FUSE request (implies -f)\n"

@@ -5,7 +5,8 @@
  *   foliofs-sim gen SPEC -o OUT        write a synthetic trace (gen.c)
  *   foliofs-sim dump TRACE             print a trace as text
  *   foliofs-sim sweep ...              many replays on every core (sweep.c)
- *   foliofs-sim TRACE [-o OPTS] [--stats-log FILE] [--compare [--csv] OPTS...]
+ *   foliofs-sim TRACE [-o OPTS] [--load LIB]... [--stats-log FILE]
+ *               [--compare [--csv] OPTS...]
  *
  * Options may stand anywhere after the command (getopt_long permutes);
  * the command is the first argument.  A replay prints the stats of
@@ -14,7 +15,7 @@
  * per OPTS (report.c's columns).  The output depends only on the trace and
  * the options; how fast the replay ran goes to stderr.  Exit status: 0, 1
  * for a trace that cannot be read or a replay that failed, 2 for a bad
- * command line.
+ * command line or a library --load refused.
  */
 #include "sim.h"
 
@@ -23,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define MS(ns) ((double)(ns) / 1e6)
 
@@ -40,14 +42,17 @@ static void help(FILE *f)
 	fprintf(f,
 		"usage: foliofs-sim gen SPEC -o OUT\n"
 		"       foliofs-sim dump TRACE\n"
-		"       foliofs-sim TRACE [-o OPTIONS] [--stats-log FILE]\n"
-		"       foliofs-sim TRACE [-o OPTIONS] --compare [--csv] OPTIONS...\n"
+		"       foliofs-sim TRACE [-o OPTIONS] [--load LIBRARY]... [--stats-log FILE]\n"
+		"       foliofs-sim TRACE [-o OPTIONS] [--load LIBRARY]... --compare [--csv]\n"
+		"                   OPTIONS...\n"
 		"       foliofs-sim sweep [-o OPTIONS] [-a KEY=V1,V2...]... [-c OPTIONS]...\n"
 		"                         [-j N] [--csv FILE] [--plot PNG] TRACE...\n"
 		"       foliofs-sim sweep ... --jobs | parallel > PIECES\n"
 		"       foliofs-sim sweep ... --merge PIECES [--csv FILE] [--plot PNG]\n"
 		"Options may stand anywhere after the command.\n"
 		"  -o, --options OPTIONS  the mount's options for the replay\n"
+		"  --load LIBRARY         load a policy library (as -o load=) before the\n"
+		"                         replays; repeatable\n"
 		"  --stats-log FILE       the stats as JSON lines, as a mount's stats log\n"
 		"  --compare              replay once per OPTIONS after TRACE (each added to -o),\n"
 		"                         print one table\n"
@@ -58,7 +63,8 @@ static void help(FILE *f)
 		"  both) over every TRACE, a worker per core, and writes one CSV row per\n"
 		"  run; --plot draws paused time against peak pinned memory with the\n"
 		"  Pareto-optimal configurations marked.\n"
-		"OPTIONS: the mount's (fault= included), and the device model:\n"
+		"OPTIONS: the mount's (fault=, load=, account.PARAM=, size.PARAM=,\n"
+		"  throttle.PARAM= included), and the device model:\n"
 		"  dev_bw=BYTES/S dev_lat_us=US dev_qd=N dev_flush_us=US\n"
 		"  default dev_bw=%llu,dev_lat_us=%u,dev_qd=%u,dev_flush_us=%u: fitted by\n"
 		"  contrib/sim/fit-device.sh (fio, medians of 3 runs) to the virtio disk\n"
@@ -291,9 +297,10 @@ struct replay_args {
 /* 0, -1 to exit 0 (--help, --version), or the exit status of a bad line. */
 static int parse_replay_args(int argc, char **argv, struct replay_args *a)
 {
-	enum { OPT_STATS_LOG = 256, OPT_COMPARE, OPT_CSV };
+	enum { OPT_STATS_LOG = 256, OPT_COMPARE, OPT_CSV, OPT_LOAD };
 	static const struct option longopts[] = {
 		{ "options", required_argument, NULL, 'o' },
+		{ "load", required_argument, NULL, OPT_LOAD },
 		{ "stats-log", required_argument, NULL, OPT_STATS_LOG },
 		{ "compare", no_argument, NULL, OPT_COMPARE },
 		{ "csv", no_argument, NULL, OPT_CSV },
@@ -301,6 +308,7 @@ static int parse_replay_args(int argc, char **argv, struct replay_args *a)
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
+	char err[1024];
 	int c;
 
 	*a = (struct replay_args){ .opts = "" };
@@ -309,6 +317,13 @@ static int parse_replay_args(int argc, char **argv, struct replay_args *a)
 		switch (c) {
 		case 'o': a->opts = optarg; break;
 		case OPT_STATS_LOG: a->stats_log = optarg; break;
+		case OPT_LOAD:
+			/* Checked as the mount checks it, for the user running the replay. */
+			if (wb_policy_load(optarg, getuid(), err, sizeof(err))) {
+				fprintf(stderr, "foliofs-sim: %s\n", err);
+				return 2;
+			}
+			break;
 		case OPT_COMPARE: a->compare = true; break;
 		case OPT_CSV: a->csv = true; break;
 		case 'h': help(stdout); return -1;

@@ -100,7 +100,8 @@ def test_control_directory_hidden_from_root_listing(mount):
     assert '.foliofs' not in os.listdir(mount.mnt)
     assert os.path.isdir(ctl(mount.mnt))
     assert set(os.listdir(ctl(mount.mnt))) == {'stats', 'fault', 'files', 'sync', 'trace',
-                                               'folios', 'evict', 'errors', 'tunables'}
+                                               'folios', 'evict', 'errors', 'policies', 'load',
+                                               'tunables'}
     assert os.path.isdir(ctl(mount.mnt, 'tunables'))
 
 

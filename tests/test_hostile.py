@@ -84,6 +84,8 @@ OPTIONS = {
     'max_threads': (BAD_UINT + ['0', '100001'], ['1', '100000']),
     'max_idle_threads': (BAD_UINT + ['100001'], ['0', '100000']),
     'max_background': (BAD_UINT + ['0', '65536'], ['1', '65535']),
+    # Parameters (account.PARAM=) are tested in test_policy_load.py.
+    'load': (['', '/nonexistent-dir/p.so', '/etc/hostname'], None),
 }
 # Options without a value: giving one is an error.
 FLAGS = ('kernel_cache', 'allow_other')

@@ -138,6 +138,47 @@ def test_meson_install_puts_everything_in_the_prefix(tmp_path):
         assert 'NAME' in r.stdout and name in r.stdout and 'SYNOPSIS' in r.stdout, p
 
 
+POLICY = r'''
+#include <foliofs/policy.h>
+
+static uint64_t price(const struct bs_held_state *st)
+{
+	return (uint64_t)st->held_blocks * st->block_size;
+}
+
+static const struct bs_account_policy outside = {
+	.name = "outside", .help = "built against the installed header", .price = price,
+};
+static const struct bs_account_policy *const policies[] = { &outside, NULL };
+FOLIOFS_POLICY_MODULE(.account = policies);
+'''
+
+
+def test_policy_builds_against_the_installed_header(tmp_path):
+    """The one cc line of doc/policies.md, with pkg-config finding the
+    installed foliofs-policy.pc and foliofs/policy.h; the library loads."""
+    if not shutil.which('pkg-config') or not shutil.which('cc'):
+        pytest.skip('needs pkg-config and cc')
+    root, opts = installed(tmp_path)
+    pcdirs = [os.path.join(root, opts['libdir'], 'pkgconfig'),
+              os.path.join(root, opts['datadir'], 'pkgconfig')]
+    pc = [d for d in pcdirs if os.path.exists(os.path.join(d, 'foliofs-policy.pc'))]
+    assert pc, pcdirs
+    assert os.path.exists(os.path.join(root, opts['includedir'], 'foliofs', 'policy.h'))
+    src, lib = str(tmp_path / 'p.c'), str(tmp_path / 'p.so')
+    with open(src, 'w') as f:
+        f.write(POLICY)
+    # The .pc names the prefix; the destdir moves it: pkg-config's sysroot.
+    env = dict(os.environ, PKG_CONFIG_PATH=pc[0],
+               PKG_CONFIG_SYSROOT_DIR=root[:-len(opts['prefix'])])
+    r = run(['sh', '-c', 'cc -shared -fPIC $(pkg-config --cflags foliofs-policy) -o "$1" "$2"',
+             'sh', lib, src], env=env)
+    assert r.returncode == 0, r.stderr
+    r = run([os.path.join(root, opts['bindir'], 'foliofs'), '-o', 'load=' + lib, '--help'])
+    assert r.returncode == 0
+    assert 'built against the installed header (loaded from %s)' % lib in r.stdout
+
+
 MOUNT_SCRIPT = r'''
 set -e
 mount --make-rprivate /

@@ -12,6 +12,8 @@
  *   trace     .foliofs/trace: start or stop recording a trace
  *   folios    .foliofs/folios summed per file: folios by size
  *   evict     a write of .foliofs/evict: drop a file's clean folios
+ *   policies  .foliofs/policies, every policy built in or loaded
+ *   load      a write of .foliofs/load: load a policy library
  *
  * Options go anywhere on the line (getopt_long); MOUNTPOINT may be left
  * out when exactly one foliofs mount is visible in /proc/self/mountinfo.
@@ -115,6 +117,16 @@ static void usage(FILE *out)
 "      drop FILE's clean folios wholly inside [START, START + LEN) (bytes,\n"
 "      K/M/G allowed; default 0 0: the whole file) from the daemon's\n"
 "      cache, as POSIX_FADV_DONTNEED does; dirty or busy folios stay\n"
+"  policies [MNT]\n"
+"      every accounting, sizing and throttle policy the daemon has, built in\n"
+"      or loaded: \"KIND NAME ORIGIN PARAM=DEFAULT[MIN,MAX]...\"; the\n"
+"      parameters of those in force are tunables (account.PARAM, size.PARAM,\n"
+"      throttle.PARAM)\n"
+"  load [MNT] LIBRARY\n"
+"      load the policies of LIBRARY (built against foliofs/policy.h) into\n"
+"      the running daemon; then set dirty_account=NAME selects one.  It\n"
+"      must be owned by the mounting user or root and not writable by\n"
+"      group or others; a refusal prints the daemon's reason (exit 2)\n"
 "\n"
 "Options:\n"
 "  -i, --interval SECONDS   stat: seconds between lines\n"
@@ -1184,6 +1196,69 @@ static int cmd_evict(const char *mnt, int argc, char **argv)
 	return 0;
 }
 
+/* ---- policies and load ---- */
+
+static int cmd_policies(const char *mnt, int argc, char **argv)
+{
+	char *path, *text;
+	int ret;
+
+	if (argc) {
+		say("policies: unexpected argument '%s'", argv[0]);
+		return EXIT_USAGE;
+	}
+	path = ctl_path(mnt, "policies");
+	ret = read_all(path, &text, NULL);
+	free(path);
+	if (ret) {
+		say("policies: %s", strerror(-ret));
+		return 1;
+	}
+	fputs(text, stdout);
+	free(text);
+	return 0;
+}
+
+static int cmd_load(const char *mnt, int argc, char **argv)
+{
+	char *path, *lib, reason[512];
+	ssize_t n;
+	int fd, err;
+
+	if (argc != 1 || !argv[0][0]) {
+		say("load: takes one LIBRARY (see %s -h)", progname);
+		return EXIT_USAGE;
+	}
+	/* The daemon runs in /: the path it gets is absolute. */
+	lib = realpath(argv[0], NULL);
+	if (!lib) {
+		say("load %s: %s", argv[0], strerror(errno));
+		return EXIT_USAGE;
+	}
+	path = ctl_path(mnt, "load");
+	fd = open(path, O_RDWR | O_CLOEXEC);
+	free(path);
+	if (fd < 0) {
+		err = errno;
+		say("load: %s%s", strerror(err),
+		    err == EACCES ? " (only the mounting user and root may load policies)" : "");
+		free(lib);
+		return 1;
+	}
+	n = write(fd, lib, strlen(lib));
+	err = n < 0 ? errno : (size_t)n != strlen(lib) ? EIO : 0;
+	if (err) {
+		/* The daemon's reason, one line naming the library. */
+		n = pread(fd, reason, sizeof(reason) - 1, 0);
+		reason[n > 0 ? n : 0] = '\0';
+		reason[strcspn(reason, "\n")] = '\0';
+		say("%s", n > 0 ? reason : strerror(err));
+	}
+	close(fd);
+	free(lib);
+	return !err ? 0 : err == EIO ? 1 : EXIT_USAGE;
+}
+
 /* ---- main ---- */
 
 /* What each command takes, for the mount point and option checks. */
@@ -1203,6 +1278,8 @@ static const struct {
 	{ "trace", cmd_trace, TAKES_WORDS, false },
 	{ "folios", cmd_folios, TAKES_FILES, true },
 	{ "evict", cmd_evict, TAKES_FILES, false },
+	{ "policies", cmd_policies, TAKES_NOTHING, false },
+	{ "load", cmd_load, TAKES_FILES, false },
 };
 
 #define NR_COMMANDS (sizeof(commands) / sizeof(commands[0]))

@@ -25,6 +25,31 @@ void wb_config_default(struct wb_config *cfg)
 	};
 }
 
+/* The throttle parameters set are the policy's, in range (once the name is known good). */
+static int throttle_params_check(const struct wb_config *cfg, char *err, size_t errlen)
+{
+	const struct wb_throttle_policy *p =
+		wb_throttle_policy_find(cfg->throttle ? cfg->throttle : "bdp");
+
+	for (unsigned int i = 0; p && i < BS_PARAMS_MAX; i++) {
+		if (!(cfg->throttle_set & (1u << i)))
+			continue;
+		if (i >= p->nr_params) {
+			snprintf(err, errlen, "throttle: parameter %u of %s, which has %u", i, p->name,
+				 p->nr_params);
+			return -EINVAL;
+		}
+		if (cfg->throttle_params[i] < p->params[i].min ||
+		    cfg->throttle_params[i] > p->params[i].max) {
+			snprintf(err, errlen, "throttle.%s=%lld: an integer in [%lld, %lld]",
+				 p->params[i].name, (long long)cfg->throttle_params[i],
+				 (long long)p->params[i].min, (long long)p->params[i].max);
+			return -EINVAL;
+		}
+	}
+	return 0;
+}
+
 int wb_config_check(const struct wb_config *cfg, char *err, size_t errlen)
 {
 	struct wb_fault f;
@@ -52,6 +77,8 @@ int wb_config_check(const struct wb_config *cfg, char *err, size_t errlen)
 			 cfg->dirty_pinned_ratio);
 		return -EINVAL;
 	}
+	if (throttle_params_check(cfg, err, errlen))
+		return -EINVAL;
 	if (cfg->throttle && !wb_throttle_policy_find(cfg->throttle)) {
 		snprintf(err, errlen, "throttle=%s: unknown policy (bdp, strictlimit or none)",
 			 cfg->throttle);
@@ -109,6 +136,16 @@ int wb_ctx_create_core(const struct bs_config *bs_cfg, const struct wb_config *c
 	if (!ret) {
 		wb_tunables_publish(ctx, &l);
 		ret = wb_throttle_create(policy, &l, now_ns, &ctx->throttle);
+	if (!ret && cfg->throttle_set) {
+		int64_t values[BS_PARAMS_MAX];
+
+		bs_params_defaults(policy->params, policy->nr_params, values);
+		for (unsigned int i = 0; i < policy->nr_params; i++) {
+			if (cfg->throttle_set & (1u << i))
+				values[i] = cfg->throttle_params[i];
+		}
+		wb_throttle_set_policy_params(ctx->throttle, policy, values);
+	}
 	}
 	if (ret) {
 		wb_ctx_destroy_core(ctx);
@@ -346,5 +383,7 @@ size_t wb_ctx_stats(struct wb_ctx *ctx, char *buf, size_t size)
 	put_stat(buf, size, &used, "block_size", cfg->block_size);
 	put_stat(buf, size, &used, "folio_size", cfg->folio_size);
 	put_stat(buf, size, &used, "backing_direct", ctx->cfg.backing_direct);
+	if (used < size)
+		used += wb_ctx_param_stats(ctx, buf + used, size - used);
 	return used < size ? used : size - 1;
 }

@@ -91,6 +91,7 @@
  */
 #include "throttle.h"
 #include "foliofs_probes.h"
+#include "blockstate.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -131,6 +132,7 @@ struct wb_domain_limit {
 struct wb_throttle {
 	pthread_mutex_t lock;		/* protects everything below */
 	const struct wb_throttle_policy *policy;
+	int64_t params[BS_PARAMS_MAX];	/* the policy's parameter values */
 	struct wb_throttle_limits limits;
 	struct wb_domain_limit dom[2];	/* [0] dirty, [1] pinned */
 
@@ -190,27 +192,7 @@ static uint64_t pages_of(uint64_t bytes)
 	return (bytes + PAGE_BYTES - 1) / PAGE_BYTES;
 }
 
-uint64_t wb_pos_ratio_polynom(uint64_t setpoint, uint64_t dirty, uint64_t limit)
-{
-	int64_t span = (int64_t)(limit > setpoint ? limit - setpoint : 0) | 1;
-	/* x = (setpoint - dirty) / (limit - setpoint), fixed point */
-	__int128 x = ((__int128)setpoint - (__int128)dirty) * (__int128)WB_RATIO_ONE / span;
-	__int128 r;
-
-	/* Far below the setpoint x^3 would overflow; the result is clamped to 2 anyway. */
-	if (x > (__int128)(4 * WB_RATIO_ONE))
-		return 2 * WB_RATIO_ONE;
-	if (x < -(__int128)(4 * WB_RATIO_ONE))
-		return 0;
-	r = x * x >> WB_RATIO_SHIFT;
-	r = r * x >> WB_RATIO_SHIFT;
-	r += WB_RATIO_ONE;
-	if (r < 0)
-		return 0;
-	if (r > (__int128)(2 * WB_RATIO_ONE))
-		return 2 * WB_RATIO_ONE;
-	return (uint64_t)r;
-}
+/* wb_pos_ratio_polynom() itself is in foliofs/policy.h, for loadable policies too. */
 
 void wb_throttle_limits_of(uint64_t mem_bytes, unsigned int ratio, uint64_t bytes,
 			   unsigned int bg_ratio, uint64_t bg_bytes,
@@ -240,6 +222,7 @@ int wb_throttle_create(const struct wb_throttle_policy *policy,
 		return -ENOMEM;
 	pthread_mutex_init(&t->lock, NULL);
 	t->policy = policy;
+	bs_params_defaults(policy->params, policy->nr_params, t->params);
 	t->limits = *limits;
 	t->dom[0].dirty_limit = limits->thresh;
 	t->dom[1].dirty_limit = limits->pinned_thresh;
@@ -270,9 +253,31 @@ void wb_throttle_destroy(struct wb_throttle *t)
 
 void wb_throttle_set_policy(struct wb_throttle *t, const struct wb_throttle_policy *policy)
 {
+	wb_throttle_set_policy_params(t, policy, NULL);
+}
+
+void wb_throttle_set_policy_params(struct wb_throttle *t, const struct wb_throttle_policy *policy,
+				   const int64_t *params)
+{
 	pthread_mutex_lock(&t->lock);
 	t->policy = policy;
+	if (params)
+		memcpy(t->params, params, sizeof(t->params));
+	else
+		bs_params_defaults(policy->params, policy->nr_params, t->params);
 	pthread_mutex_unlock(&t->lock);
+}
+
+const struct wb_throttle_policy *wb_throttle_get_policy_params(struct wb_throttle *t,
+							       int64_t *params)
+{
+	const struct wb_throttle_policy *p;
+
+	pthread_mutex_lock(&t->lock);
+	p = t->policy;
+	memcpy(params, t->params, sizeof(t->params));
+	pthread_mutex_unlock(&t->lock);
+	return p;
 }
 
 const struct wb_throttle_policy *wb_throttle_get_policy(struct wb_throttle *t)
@@ -325,6 +330,7 @@ static bool dtc_fill(struct wb_throttle *t, int d, const struct wb_throttle_samp
 	dtc->wb_thresh = dtc->thresh;
 	dtc->wb_bg_thresh = dtc->bg_thresh;
 	dtc->write_bw = t->avg_write_bw;
+	dtc->params = t->params;
 	return true;
 }
 

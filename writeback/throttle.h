@@ -29,8 +29,13 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define WB_RATIO_SHIFT 10
-#define WB_RATIO_ONE (1ull << WB_RATIO_SHIFT)
+/*
+ * The policy interface (struct wb_dtc, struct wb_throttle_policy, the
+ * shared helpers) is in the installed header, for loadable policies.
+ */
+#include "foliofs/policy.h"
+
+/* WB_RATIO_SHIFT, WB_RATIO_ONE: foliofs/policy.h. */
 
 #define WB_NSEC_PER_SEC 1000000000ll
 #define WB_NSEC_PER_MSEC 1000000ll
@@ -42,47 +47,7 @@
 /* Bandwidth before anything was measured: 100 MB/s, as the kernel's INIT_BW. */
 #define WB_INIT_BW ((100u << 20) >> 12)
 
-/*
- * One dirty domain as a policy sees it, in pages (the kernel's
- * dirty_throttle_control for a single bdi_writeback): the dirty budget, or
- * the pinned-memory budget when dirty_pinned_* is set.  With one device,
- * the device's share of the threshold is the whole threshold, capped by
- * max_ratio.
- */
-struct wb_dtc {
-	uint64_t dirty;		/* charged now (dirty + under writeback) */
-	uint64_t thresh;	/* the writers' threshold */
-	uint64_t bg_thresh;	/* background writeback starts above this */
-	uint64_t limit;		/* hard limit: max(thresh, dirty_limit) */
-	uint64_t freerun;	/* (thresh + bg_thresh) / 2: no throttling below */
-	uint64_t setpoint;	/* (freerun + limit) / 2: where dirty should settle */
-	uint64_t wb_thresh;	/* the device's share of thresh */
-	uint64_t wb_bg_thresh;	/* the device's share of bg_thresh */
-	uint64_t write_bw;	/* smoothed write bandwidth, pages/s */
-};
-
-/*
- * A throttle policy: three pure functions of a domain.  None of them may
- * keep state, sleep or read a clock.
- */
-struct wb_throttle_policy {
-	const char *name;
-	const char *help;	/* one line for --help and README */
-	/* Whether a writer at @dtc is not throttled at all. */
-	bool (*freerun)(const struct wb_dtc *dtc);
-	/*
-	 * The position ratio: how fast, relative to dirty_ratelimit, a writer
-	 * may dirty now (WB_RATIO_ONE at the setpoint, 0 at or above the
-	 * limit).
-	 */
-	uint64_t (*pos_ratio)(const struct wb_dtc *dtc);
-	/*
-	 * The dirty count and setpoint that dirty_ratelimit is steered
-	 * around: it only moves toward the balanced rate when the task rate
-	 * agrees with the side of the setpoint the count is on.
-	 */
-	void (*rate_target)(const struct wb_dtc *dtc, uint64_t *dirty, uint64_t *setpoint);
-};
+/* struct wb_dtc and struct wb_throttle_policy: foliofs/policy.h. */
 
 /*
  * The policies, each in its own file; adding one means its file, a line in
@@ -95,18 +60,10 @@ extern const struct wb_throttle_policy wb_throttle_none;
 /* Registered throttle policies by name (throttle_policies.c); the first is the default. */
 const struct wb_throttle_policy *wb_throttle_policy_find(const char *name);
 const struct wb_throttle_policy *wb_throttle_policy_at(size_t i);
+/* NULL for a built-in policy, else the library it was loaded from. */
+const char *wb_throttle_policy_origin(size_t i);
 
-/* Helpers the policies share (throttle.c). */
-/*
- * The cubic control line through (setpoint, 1) that is 0 at @limit and 2
- * below about setpoint - (limit - setpoint): see the derivation there.
- */
-uint64_t wb_pos_ratio_polynom(uint64_t setpoint, uint64_t dirty, uint64_t limit);
-/* (thresh + bg_thresh) / 2 */
-static inline uint64_t wb_freerun_ceiling(uint64_t thresh, uint64_t bg_thresh)
-{
-	return (thresh + bg_thresh) / 2;
-}
+/* The helpers the policies share, wb_pos_ratio_polynom() and wb_freerun_ceiling(): foliofs/policy.h. */
 
 /* ---- the throttler ---- */
 
@@ -147,6 +104,16 @@ int wb_throttle_create(const struct wb_throttle_policy *policy,
 void wb_throttle_destroy(struct wb_throttle *t);
 
 void wb_throttle_set_policy(struct wb_throttle *t, const struct wb_throttle_policy *policy);
+/*
+ * The same with parameter values (BS_PARAMS_MAX of them, in range; NULL:
+ * the policy's defaults).  A change of policy or of a value takes effect
+ * at the next decision; nothing is repriced.
+ */
+void wb_throttle_set_policy_params(struct wb_throttle *t, const struct wb_throttle_policy *policy,
+				   const int64_t *params);
+/* The policy in force and its values (into @params, BS_PARAMS_MAX), read together. */
+const struct wb_throttle_policy *wb_throttle_get_policy_params(struct wb_throttle *t,
+							       int64_t *params);
 const struct wb_throttle_policy *wb_throttle_get_policy(struct wb_throttle *t);
 void wb_throttle_set_limits(struct wb_throttle *t, const struct wb_throttle_limits *limits);
 

@@ -14,8 +14,22 @@
  */
 #include "throttle.h"
 
-/* Below this many dirty pages the device's counters are too coarse to steer by. */
-#define STRICT_MIN_DIRTY 8
+/*
+ * Below min_dirty pages (a parameter, 8 by default) the device's counters
+ * are too coarse to steer by.
+ */
+enum { STRICT_MIN_DIRTY };
+
+static const struct bs_param strict_params[] = {
+	[STRICT_MIN_DIRTY] = { .name = "min_dirty", .unit = "pages",
+			       .help = "below this the device's counters are too coarse to steer by",
+			       .def = 8, .min = 1, .max = 1 << 20 },
+};
+
+static uint64_t min_dirty(const struct wb_dtc *dtc)
+{
+	return (uint64_t)dtc->params[STRICT_MIN_DIRTY];
+}
 
 static bool strict_freerun(const struct wb_dtc *dtc)
 {
@@ -29,7 +43,7 @@ static uint64_t strict_pos_ratio(const struct wb_dtc *dtc)
 	if (dtc->dirty >= dtc->limit)
 		return 0;
 	pos = wb_pos_ratio_polynom(dtc->setpoint, dtc->dirty, dtc->limit);
-	if (dtc->dirty < STRICT_MIN_DIRTY)
+	if (dtc->dirty < min_dirty(dtc))
 		return pos * 2 < 2 * WB_RATIO_ONE ? pos * 2 : 2 * WB_RATIO_ONE;
 	if (dtc->dirty >= dtc->wb_thresh)
 		return 0;
@@ -45,7 +59,7 @@ static void strict_rate_target(const struct wb_dtc *dtc, uint64_t *dirty, uint64
 {
 	*dirty = dtc->dirty;
 	/* Ramp up from an idle device: its threshold may be near 0. */
-	if (dtc->dirty < STRICT_MIN_DIRTY)
+	if (dtc->dirty < min_dirty(dtc))
 		*setpoint = dtc->dirty + 1;
 	else
 		*setpoint = wb_freerun_ceiling(dtc->wb_thresh, dtc->wb_bg_thresh);
@@ -57,4 +71,6 @@ const struct wb_throttle_policy wb_throttle_strictlimit = {
 	.freerun = strict_freerun,
 	.pos_ratio = strict_pos_ratio,
 	.rate_target = strict_rate_target,
+	.params = strict_params,
+	.nr_params = sizeof(strict_params) / sizeof(strict_params[0]),
 };

@@ -6,6 +6,14 @@
  * anything changes; a change of thresholds or policy is pushed to the
  * throttler and the flushers, and the layer holding paused writers is
  * told (wb_set_throttle_notify) so it can re-evaluate them.
+ *
+ * The parameters of the accounting, sizing and throttle policies in
+ * force are tunables too, named account.NAME, size.NAME and throttle.NAME
+ * (struct bs_param): a change of an accounting parameter reprices every
+ * folio, as a change of policy does, and a change of policy resets its
+ * parameters to their defaults.  They come after the fixed tunables in slots of
+ * BS_PARAMS_MAX per kind (wb_tunable_slot_name), so that a slot's number
+ * stays put while the names in it follow the policy.
  */
 #include "wb_i.h"
 #include "throttle.h"
@@ -63,6 +71,164 @@ static const struct tunable tunables[] = {
 const char *wb_tunable_name(size_t i)
 {
 	return i < NR_TUNABLES ? tunables[i].name : NULL;
+}
+
+/* ---- policy parameters (account.NAME, size.NAME) ---- */
+
+enum param_kind { P_ACCOUNT, P_SIZE, P_THROTTLE };
+#define NR_PARAM_KINDS ((size_t)3)
+static const char *const param_kinds[NR_PARAM_KINDS] = { "account", "size", "throttle" };
+
+/* The policy in force of @kind: its parameters, name and values. */
+static void param_policy(struct wb_ctx *ctx, enum param_kind kind, const struct bs_param **params,
+			 unsigned int *nr, const char **name, int64_t *values)
+{
+	if (kind == P_ACCOUNT) {
+		const struct bs_account_policy *p = bs_cache_account_params(ctx->cache, values);
+
+		*params = p->params;
+		*nr = p->nr_params;
+		*name = p->name;
+	} else if (kind == P_SIZE) {
+		const struct bs_size_policy *p = bs_cache_size_params(ctx->cache, values);
+
+		*params = p->params;
+		*nr = p->nr_params;
+		*name = p->name;
+	} else {
+		const struct wb_throttle_policy *p =
+			wb_throttle_get_policy_params(ctx->throttle, values);
+
+		*params = p->params;
+		*nr = p->nr_params;
+		*name = p->name;
+	}
+}
+
+size_t wb_tunable_slots(void)
+{
+	return NR_TUNABLES + NR_PARAM_KINDS * BS_PARAMS_MAX;
+}
+
+int wb_tunable_slot_name(struct wb_ctx *ctx, size_t i, char *buf, size_t len)
+{
+	const struct bs_param *params;
+	int64_t values[BS_PARAMS_MAX];
+	const char *policy;
+	unsigned int nr;
+	size_t k;
+
+	if (i < NR_TUNABLES) {
+		snprintf(buf, len, "%s", tunables[i].name);
+		return 0;
+	}
+	i -= NR_TUNABLES;
+	if (i >= NR_PARAM_KINDS * BS_PARAMS_MAX)
+		return -ENOENT;
+	k = i % BS_PARAMS_MAX;
+	pthread_mutex_lock(&ctx->tunables->lock);
+	param_policy(ctx, (enum param_kind)(i / BS_PARAMS_MAX), &params, &nr, &policy, values);
+	if (k < nr)
+		snprintf(buf, len, "%s.%s", param_kinds[i / BS_PARAMS_MAX], params[k].name);
+	pthread_mutex_unlock(&ctx->tunables->lock);
+	return k < nr ? 0 : -ENOENT;
+}
+
+/*
+ * Split "account.share" into its kind and parameter name: false when
+ * @name is no parameter's tunable name.
+ */
+static bool param_name(const char *name, enum param_kind *kind, const char **pname)
+{
+	for (size_t k = 0; k < NR_PARAM_KINDS; k++) {
+		size_t n = strlen(param_kinds[k]);
+
+		if (!strncmp(name, param_kinds[k], n) && name[n] == '.') {
+			*kind = (enum param_kind)k;
+			*pname = name + n + 1;
+			return true;
+		}
+	}
+	return false;
+}
+
+/*
+ * Parameter @pname of the @kind policy in force: its index, or -ENOENT
+ * with the reason in @err (when @err).  Context: tunables lock held.
+ */
+static int param_find(struct wb_ctx *ctx, enum param_kind kind, const char *pname,
+		      const struct bs_param **p, int64_t *values, char *err, size_t errlen)
+{
+	const struct bs_param *params;
+	const char *policy;
+	unsigned int nr;
+	int i;
+
+	param_policy(ctx, kind, &params, &nr, &policy, values);
+	i = bs_param_index(params, nr, pname);
+	if (i < 0 && err)
+		bs_param_unknown(param_kinds[kind], policy, params, nr, pname, err, errlen);
+	if (i >= 0)
+		*p = &params[i];
+	return i;
+}
+
+static int param_get(struct wb_ctx *ctx, enum param_kind kind, const char *pname,
+		     char *buf, size_t len)
+{
+	int64_t values[BS_PARAMS_MAX];
+	const struct bs_param *p;
+	int i, n;
+
+	pthread_mutex_lock(&ctx->tunables->lock);
+	i = param_find(ctx, kind, pname, &p, values, NULL, 0);
+	n = i < 0 ? i : snprintf(buf, len, "%" PRId64, values[i]);
+	pthread_mutex_unlock(&ctx->tunables->lock);
+	return n < 0 && i >= 0 ? 0 : n;
+}
+
+/* Context: tunables lock held. */
+static int param_set(struct wb_ctx *ctx, enum param_kind kind, const char *pname,
+		     const char *val, char *err, size_t errlen)
+{
+	int64_t values[BS_PARAMS_MAX];
+	const struct bs_param *p;
+	int i = param_find(ctx, kind, pname, &p, values, err, errlen);
+
+	if (i < 0)
+		return i;
+	if (bs_param_parse(param_kinds[kind], p, val, &values[i], err, errlen))
+		return -EINVAL;
+	if (kind == P_ACCOUNT)
+		return bs_cache_set_account_params(ctx->cache, bs_cache_account(ctx->cache), values);
+	if (kind == P_THROTTLE) {
+		wb_throttle_set_policy_params(ctx->throttle, wb_throttle_get_policy(ctx->throttle),
+					      values);
+		return 0;
+	}
+	return bs_cache_set_size_params(ctx->cache, values);
+}
+
+size_t wb_ctx_param_stats(struct wb_ctx *ctx, char *buf, size_t size)
+{
+	size_t used = 0;
+
+	for (size_t k = 0; k < NR_PARAM_KINDS; k++) {
+		const struct bs_param *params;
+		int64_t values[BS_PARAMS_MAX];
+		const char *policy;
+		unsigned int nr;
+
+		param_policy(ctx, (enum param_kind)k, &params, &nr, &policy, values);
+		for (unsigned int i = 0; i < nr && used < size; i++) {
+			int n = snprintf(buf + used, size - used, "%s.%s %" PRId64 "\n",
+					 param_kinds[k], params[i].name, values[i]);
+
+			if (n > 0)
+				used += (size_t)n;
+		}
+	}
+	return used < size ? used : size;
 }
 
 static const struct tunable *find(const char *name)
@@ -177,8 +343,12 @@ int wb_tunable_get(struct wb_ctx *ctx, const char *name, char *buf, size_t len)
 {
 	const struct tunable *t = find(name);
 	struct wb_tunables *tn = ctx->tunables;
+	enum param_kind kind;
+	const char *pname;
 	int n;
 
+	if (!t && param_name(name, &kind, &pname))
+		return param_get(ctx, kind, pname, buf, len);
 	if (!t)
 		return -ENOENT;
 	pthread_mutex_lock(&tn->lock);
@@ -291,8 +461,29 @@ int wb_tunable_set(struct wb_ctx *ctx, const char *name, const char *val,
 	void (*notify)(void *arg);
 	void *notify_arg;
 	char v[128], names[256];
+	enum param_kind kind;
+	const char *pname;
 	int ret = 0;
 
+	if (!t && param_name(name, &kind, &pname)) {
+		if (trim(val, v, sizeof(v))) {
+			snprintf(err, errlen, "%s: a value of %zu characters or more is not one we take",
+				 name, sizeof(v));
+			return -EINVAL;
+		}
+		pthread_mutex_lock(&tn->lock);
+		ret = param_set(ctx, kind, pname, v, err, errlen);
+		notify = tn->notify;
+		notify_arg = tn->notify_arg;
+		pthread_mutex_unlock(&tn->lock);
+		if (ret)
+			return ret;
+		/* A repricing moves the charge, a throttle parameter the line: writers held may go. */
+		if (notify && kind != P_SIZE)
+			notify(notify_arg);
+		wb_flushers_poke(ctx);
+		return 0;
+	}
 	if (!t) {
 		snprintf(err, errlen, "%s: no such tunable", name);
 		return -ENOENT;

@@ -33,6 +33,8 @@
 
 #include <stdint.h>
 
+#include "foliofs/policy.h"	/* BS_PARAMS_MAX */
+
 struct wb_file;
 struct wb_ctx;
 struct bs_config;
@@ -62,6 +64,9 @@ struct wb_config {
 	unsigned int dirty_pinned_ratio;	/* % of cache_size pinned by held folios; 0: off */
 	uint64_t dirty_pinned_bytes;		/* overrides the ratio when non-zero */
 	const char *throttle;			/* throttle policy name; NULL: "bdp" */
+	/* Its parameters: throttle_params[i] when bit i of throttle_set, else the default. */
+	int64_t throttle_params[BS_PARAMS_MAX];
+	uint32_t throttle_set;
 
 	/* Stats log (statslog.c): one JSON object per line every interval. */
 	const char *stats_log;			/* file name, or NULL: off */
@@ -327,6 +332,17 @@ void wb_throttle_unheld(struct wb_ctx *ctx, pid_t pid, int64_t held_ns, bool ear
  */
 void wb_set_throttle_notify(struct wb_ctx *ctx, void (*fn)(void *arg), void *arg);
 
+/* ---- policies (throttle_policies.c) ---- */
+
+/*
+ * Load a policy library's accounting, sizing and throttle policies
+ * (bs_policy_load_hooked() with writeback's hooks): 0, or -errno with
+ * one line naming @path and the reason in @err, nothing changed.
+ */
+int wb_policy_load(const char *path, uid_t owner, char *err, size_t errlen);
+/* bs_policy_list() and the throttle policies' lines after it. */
+size_t wb_policy_list(char *buf, size_t size);
+
 /* ---- tunables (tunables.c) ---- */
 
 /*
@@ -336,6 +352,18 @@ void wb_set_throttle_notify(struct wb_ctx *ctx, void (*fn)(void *arg), void *arg
  * dirty_account, throttle.  Values are text without a newline.
  */
 const char *wb_tunable_name(size_t i);	/* the i-th name, NULL past the last */
+/*
+ * The fixed tunables above, then the parameters of the accounting and
+ * sizing policies in force, account.NAME and size.NAME (a parameter
+ * change reprices as a policy change does; a policy change resets its
+ * parameters to their defaults).  Slot i < wb_tunable_slots() holds the
+ * i-th fixed tunable or a parameter: its name into @buf, or -ENOENT when
+ * the policy in force has no parameter there.
+ */
+size_t wb_tunable_slots(void);
+int wb_tunable_slot_name(struct wb_ctx *ctx, size_t i, char *buf, size_t len);
+/* "account.NAME VALUE" lines for the parameters in force (part of wb_ctx_stats). */
+size_t wb_ctx_param_stats(struct wb_ctx *ctx, char *buf, size_t size);
 /* Current value into @buf: its length, or -ENOENT for an unknown name. */
 int wb_tunable_get(struct wb_ctx *ctx, const char *name, char *buf, size_t len);
 /*

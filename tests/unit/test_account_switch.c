@@ -83,10 +83,13 @@ static size_t nr_policies(void)
  */
 static uint64_t exact_charge(const struct bs_account_policy *p)
 {
-	const struct bs_held_state hs = {
+	int64_t params[BS_PARAMS_MAX];
+	struct bs_held_state hs = {
 		.folio_size = FOLIO, .block_size = 4096, .held_blocks = 2, .held_pages = 2,
+		.params = params,
 	};
 
+	bs_params_defaults(p->params, p->nr_params, params);	/* a switch sets the defaults */
 	return 64 * p->price(&hs);
 }
 

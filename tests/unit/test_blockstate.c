@@ -262,6 +262,11 @@ static uint64_t model_folio_price(const struct tctx *t, const struct mfile *mf,
 {
 	struct bs_held_state hs = { .folio_size = f->size, .block_size = t->bsize };
 	uint64_t b0 = (uint64_t)f->start / t->bsize;
+	int64_t params[BS_PARAMS_MAX];
+
+	/* The cache was made with the policy's defaults. */
+	bs_params_defaults(t->policy->params, t->policy->nr_params, params);
+	hs.params = params;
 
 	for (uint32_t b = 0; b < f->nr_blocks; b++)
 		hs.held_blocks += mf->dirty[b0 + b] != 0;

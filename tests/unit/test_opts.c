@@ -235,11 +235,54 @@ static void test_throttle_opts(void)
 	check_bad("stats_interval_ms=1s", "stats_interval_ms=1s");
 }
 
+/* Policy parameters: resolved against the policy chosen, in any order. */
+static void test_policy_params(void)
+{
+	char err[FFS_ERRLEN];
+	struct ffs_config cfg;
+	const char *orders[] = { "dirty_account=pinned,account.share=250",
+				 "account.share=7,account.share=250,dirty_account=pinned" };
+
+	for (int i = 0; i < 2; i++) {
+		const char *argv[] = { "foliofs", "-o", orders[i], "/b", "/tmp" };
+
+		T_CHECK(parse(&cfg, err, 5, argv) == 0);
+		T_CHECK(!strcmp(cfg.bs.account->name, "pinned"));
+		T_CHECK(cfg.bs.account_set == 1 && cfg.bs.account_params[0] == 250);
+		T_CHECK(cfg.bs.size_set == 0);
+		ffs_config_free(&cfg);
+	}
+	const char *deflt[] = { "foliofs", "-o", "dirty_account=pinned", "/b", "/tmp" };
+	T_CHECK(parse(&cfg, err, 5, deflt) == 0);
+	T_CHECK(cfg.bs.account_set == 0);
+	ffs_config_free(&cfg);
+
+	check_bad("dirty_account=pinned,account.share=1001", "account.share=1001: an integer in [0, 1000]");
+	check_bad("dirty_account=pinned,account.share=-1", "account.share=-1");
+	check_bad("dirty_account=pinned,account.share=", "account.share=: ");
+	check_bad("dirty_account=pinned,account.share=1e3", "account.share=1e3");
+	check_bad("dirty_account=pinned,account.sharp=1", "account.sharp: not a parameter of dirty_account=pinned (it has: share)");
+	check_bad("account.share=1", "account.share: not a parameter of dirty_account=page (it has none)");
+	check_bad("size.order=3", "size.order: not a parameter of folio_policy=fixed (it has none)");
+	check_bad("account.share", "account.share: not account.NAME=VALUE");
+	check_bad("dirty_account=pinnedx,account.share=1", "dirty_account=pinnedx: unknown policy");
+	check_bad("load=/nonexistent/p.so", "load=/nonexistent/p.so: No such file or directory");
+	check_bad("load=/etc/passwd", "load=/etc/passwd: cannot load");
+	check_bad("throttle.min_dirty=8", "throttle.min_dirty: not a parameter of throttle=bdp (it has none)");
+	check_bad("throttle=strictlimit,throttle.min_dirty=0", "throttle.min_dirty=0: an integer in [1, 1048576], pages");
+
+	const char *thr[] = { "foliofs", "-o", "throttle.min_dirty=64,throttle=strictlimit", "/b", "/tmp" };
+	T_CHECK(parse(&cfg, err, 5, thr) == 0);
+	T_CHECK(cfg.wb.throttle_set == 1 && cfg.wb.throttle_params[0] == 64);
+	ffs_config_free(&cfg);
+}
+
 int main(void)
 {
 	test_size();
 	test_uint_double();
 	test_args();
 	test_throttle_opts();
+	test_policy_params();
 	return T_EXIT_PASS;
 }

@@ -537,8 +537,43 @@ static void test_limits_of(void)
 	T_CHECK(wb_pos_ratio_polynom(1000, 500, 2000) > WB_RATIO_ONE);
 }
 
+/*
+ * strictlimit's min_dirty parameter reaches the policy through the dtc,
+ * and the throttler keeps the values it is given with its policy until
+ * the policy changes (then the new one's defaults).
+ */
+static void test_policy_params(void)
+{
+	const struct wb_throttle_policy *p = &wb_throttle_strictlimit;
+	struct wb_throttle_limits l = { .thresh = 1000, .bg_thresh = 500 };
+	int64_t values[BS_PARAMS_MAX] = { 8 };
+	struct wb_dtc d = { .dirty = 5, .wb_thresh = 100, .wb_bg_thresh = 50, .params = values };
+	struct wb_throttle *t;
+	uint64_t dirty, setpoint;
+
+	T_CHECK(p->nr_params == 1 && !strcmp(p->params[0].name, "min_dirty"));
+	T_CHECK(p->params[0].def == 8);
+	p->rate_target(&d, &dirty, &setpoint);
+	T_CHECK(setpoint == 6);			/* under min_dirty: ramp up from the count */
+	values[0] = 4;
+	p->rate_target(&d, &dirty, &setpoint);
+	T_CHECK(setpoint == 75);		/* over it: the freerun ceiling */
+
+	T_CHECK(wb_throttle_create(p, &l, 0, &t) == 0);
+	T_CHECK(wb_throttle_get_policy_params(t, values) == p && values[0] == 8);
+	values[0] = 300;
+	wb_throttle_set_policy_params(t, p, values);
+	values[0] = 0;
+	T_CHECK(wb_throttle_get_policy_params(t, values) == p && values[0] == 300);
+	wb_throttle_set_policy(t, &wb_throttle_bdp);
+	wb_throttle_set_policy(t, p);
+	T_CHECK(wb_throttle_get_policy_params(t, values) == p && values[0] == 8);
+	wb_throttle_destroy(t);
+}
+
 int main(void)
 {
+	test_policy_params();
 	test_limits_of();
 	test_lower_at_once();
 	test_debt();
