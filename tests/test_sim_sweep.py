@@ -14,6 +14,11 @@ on the committed pgbench trace (tests/sim-golden/pgbench.trace); no mount.
 - GNU parallel's path: --jobs | parallel, then --merge, from a file of
   pieces and from a directory of them, gives the direct sweep's CSV byte
   for byte; a missing run or another sweep's piece is refused;
+- a policy's parameter as an axis (-a account.share=0,125,1000 with
+  dirty_account=pinned): its column, each row the replay of its options
+  alone, the ends priced exactly as dirty_account=page and =folio, the
+  default in between; an out-of-range value, or the parameter of a policy
+  not in force, refused before anything runs;
 - bad input (an unknown option on an axis, a malformed axis, --run out of
   range) is one line and exit status 2, and writes no CSV;
 - the plot: sweep-plot.py marks exactly the Pareto-optimal runs of a CSV
@@ -153,7 +158,32 @@ def test_sweep_jobs_through_parallel_and_merge(tmp_path):
     assert r.returncode == 1 and "is not this sweep's" in r.stderr, r.stderr
 
 
+def test_sweep_over_a_policy_parameter():
+    base = BASE + ',dirty_bytes=2M,dirty_account=pinned'
+    out = sim('sweep', '-o', base, '-a', 'account.share=0,125,1000', PGBENCH).stdout
+    header, body = rows(out)
+    assert header == ['run', 'trace', 'account.share', 'options'] + RESULTS
+    assert [r[2] for r in body] == ['0', '125', '1000']
+    assert [r[3] for r in body] == [base + ',account.share=' + v for v in ('0', '125', '1000')]
+    res = {r[2]: r[4:] for r in body}
+    # Each row is the replay of its options alone; share=0 prices as page,
+    # share=1000 as folio (blockstate/account_pinned.c), 125 (the default) as neither.
+    cmp = sim(PGBENCH, '-o', BASE + ',dirty_bytes=2M', '--compare', '--csv',
+              *[c[len(BASE) + 1:] for c in (r[3] for r in body)],
+              'dirty_account=page', 'dirty_account=folio', 'dirty_account=pinned').stdout
+    crow = {r[0]: r[1:] for r in rows(cmp)[1]}
+    for r in body:
+        assert crow[r[3][len(BASE) + 1:]] == r[4:], r[3]
+    assert res['0'] == crow['dirty_account=page']
+    assert res['1000'] == crow['dirty_account=folio']
+    assert res['125'] == crow['dirty_account=pinned']
+    charged = {v: int(res[v][RESULTS.index('pages_charged')]) for v in res}
+    assert charged['0'] < charged['125'] < charged['1000'], charged
+
+
 @pytest.mark.parametrize('args, named', [
+    (['-o', 'dirty_account=pinned', '-a', 'account.share=0,1001'], 'account.share=1001'),
+    (['-a', 'account.share=0,125'], 'account.share: not a parameter of dirty_account=page'),
     (['-a', 'bogus=1,2'], 'bogus=1: not an option'),
     (['-a', 'dirty_account=folio,nonsense'], 'dirty_account=nonsense'),
     (['-a', 'dirty_account='], '-a dirty_account='),
