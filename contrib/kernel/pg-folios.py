@@ -288,6 +288,11 @@ def pg_loop_fs(fstype, work, size, ra_kb, undo):
     ra_path = '/sys/block/%s/queue/read_ahead_kb' % os.path.basename(dev)
     undo.push('read_ahead_kb of ' + dev, wr, ra_path, rd(ra_path).strip())
     wr(ra_path, str(ra_kb))
+    found = rap.bdi_defaults(dev, undo)
+    if any(found.get(k, v) != v for k, v in rap.BDI_DEFAULTS):
+        print('note: %s: bdi settings %s put back to defaults for the run'
+              % (dev, ', '.join('%s=%s' % kv for kv in sorted(found.items()))),
+              file=sys.stderr)
     run(['mount', dev, mnt])
     undo.push('umount ' + mnt, run, ['umount', mnt])
     data = os.path.join(mnt, 'pgdata')

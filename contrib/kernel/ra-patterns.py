@@ -384,6 +384,32 @@ def resident_pages(path):
     return int(out.split()[0]) // PAGE
 
 
+# A bdi's dirty-throttling knobs and their defaults.  They outlive a
+# detached loop device (its bdi stays, keyed by 7:N), so a reference run
+# must not inherit another session's: a loop bdi left at strict_limit=1
+# with a small max_bytes throttles every writer far below the freerun point.
+BDI_DEFAULTS = (('strict_limit', '0'), ('min_ratio', '0'), ('max_ratio', '100'))
+
+
+def bdi_defaults(dev, undo):
+    """Put DEV's bdi dirty-throttling knobs at their defaults for the run
+    (each changed one restored on undo); return {knob: value found}."""
+    st = os.stat(dev)
+    base = '/sys/class/bdi/%d:%d' % (os.major(st.st_rdev), os.minor(st.st_rdev))
+    found = {}
+    for knob, default in BDI_DEFAULTS:
+        path = os.path.join(base, knob)
+        if not os.path.exists(path):
+            continue
+        found[knob] = old = rd(path).strip()
+        if old != default:
+            # max_bytes (a byte form of max_ratio) follows max_ratio: the
+            # undo of max_ratio restores it too.
+            undo.push('%s of %s' % (knob, base), wr, path, old)
+            wr(path, default)
+    return found
+
+
 class LoopFs:
     """A FSTYPE file system on a loop device over an image in WORK, mounted
     at WORK/mnt; read_ahead_kb of the loop device set to RA_KB."""
@@ -411,6 +437,7 @@ class LoopFs:
         old = rd(self.ra_path).strip()
         undo.push('read_ahead_kb of ' + self.dev, wr, self.ra_path, old)
         wr(self.ra_path, str(ra_kb))
+        self.bdi_found = bdi_defaults(self.dev, undo)
         run(['mount', self.dev, self.mnt])
         undo.push('umount ' + self.mnt, run, ['umount', self.mnt])
         self.path = os.path.join(self.mnt, 'f')
