@@ -7,7 +7,7 @@
  *   bs_file.invalidate_lock   shared by read/write, exclusive by truncate,
  *                             punch and zero range
  *   bs_file.index_lock        the folio index of one file; held briefly
- *   bs_cache.lru_lock         the clock list of all folios (reclaim only
+ *   bs_cache.lru_lock         the LRU lists of all folios (reclaim only
  *                             trylocks an index_lock while holding it)
  *   bs_folio.lock             bitmaps, counters and bytes of one folio
  *   bs_cache.files_lock       the list of files (leaf)
@@ -105,8 +105,16 @@ struct bs_folio {
 	 * nobody but the index has the folio.  Freed at zero.
 	 */
 	_Atomic uint32_t refs;
-	atomic_bool referenced;		/* clock bit: used since the hand passed */
-	struct bs_folio *lru_prev;	/* cache lru_lock */
+	/*
+	 * The kernel's PG_referenced and PG_active (see cache.c's reclaim):
+	 * referenced is set by a read's first use and cleared when the folio
+	 * is activated or reclaim looks at it; active says which list the
+	 * folio is on, and changes only under the cache's lru_lock (read
+	 * without it as a hint).
+	 */
+	atomic_bool referenced;
+	atomic_bool active;
+	struct bs_folio *lru_prev;	/* cache lru_lock: the list of @active */
 	struct bs_folio *lru_next;
 
 	pthread_mutex_t lock;		/* protects what follows and the bytes */
@@ -411,6 +419,8 @@ unsigned int bs_ra_folio_order(uint64_t index, unsigned int order, uint64_t last
  */
 void bs_ra_before_read(struct bs_file *file, struct bs_ra *ra, off_t off, size_t len);
 void bs_ra_after_read(struct bs_ra *ra, off_t end);
+/* Where @ra's open last read ended (-1: never, or @ra NULL). */
+off_t bs_ra_prev_pos(struct bs_ra *ra);
 /*
  * For readahead (file.c): a new folio covering @off, sized by the policy
  * for access BS_SIZE_READAHEAD with @len, returned referenced; -EEXIST
@@ -488,8 +498,20 @@ struct bs_cache {
 	unsigned int min_order;		/* smallest folio: a page or a block */
 	unsigned int max_order;
 
-	pthread_mutex_t lru_lock;		/* protects the clock list */
-	struct bs_folio *hand;			/* next folio the clock looks at */
+	/*
+	 * The kernel's two file LRU lists: circular, through lru_next/prev,
+	 * each head its newest folio (head->lru_prev the oldest).  New
+	 * folios go on inactive; a second read use moves one to active;
+	 * reclaim takes inactive's oldest and refills inactive from
+	 * active's oldest to keep it no smaller than active / ratio.
+	 * Protected by lru_lock; the byte counts change under it too and are
+	 * read without it (stats).
+	 */
+	pthread_mutex_t lru_lock;
+	struct bs_folio *inactive;
+	struct bs_folio *active;
+	_Atomic uint64_t inactive_bytes;
+	_Atomic uint64_t active_bytes;
 	pthread_mutex_t files_lock;		/* protects the file list */
 	struct bs_file *files;
 
@@ -516,6 +538,7 @@ struct bs_cache {
 	_Atomic uint64_t cache_bytes;		/* memory of folios (not the pool's) */
 	_Atomic uint64_t nr_folios;
 	_Atomic uint64_t reclaimed_folios;
+	_Atomic uint64_t activated_folios;
 	_Atomic uint64_t reclaim_stalls;
 	_Atomic uint64_t unpinned_bytes;	/* memory of folios that stopped being
 						 * pinned, monotonic: reclaim's progress */
@@ -565,6 +588,12 @@ static inline bool bs_account_switching(struct bs_cache *cache)
 int bs_cache_make_room(struct bs_cache *cache, size_t bytes, bool may_fail);
 void bs_cache_lru_add(struct bs_cache *cache, struct bs_folio *folio);
 void bs_cache_lru_del(struct bs_cache *cache, struct bs_folio *folio);
+/*
+ * A read's use of @folio (folio_mark_accessed()): the first sets its
+ * referenced bit, the next while it is inactive moves it to the active
+ * list.  Context: no folio lock held (takes the lru_lock).
+ */
+void bs_folio_mark_accessed(struct bs_folio *folio);
 /*
  * Take @folio out of its file's index if nobody but the index holds it
  * and it is clean: no block dirty, under writeback or unsynced, no read

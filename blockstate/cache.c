@@ -3,12 +3,22 @@
  * cache.c - the cache as a whole: configuration, the memory budget and
  * reclaim, counters, and the invariant check.
  *
- * Reclaim is a clock over all folios (second chance, as an approximation
- * of least recently used that needs no lock on the read/write path: a use
- * only sets the folio's referenced bit).  The hand skips folios in use and
- * folios holding dirty, writeback or unsynced blocks (pinned); when a
- * whole sweep frees nothing, the layer above is asked to write back and
- * sync (a reclaim stall).
+ * Reclaim works on two lists as the kernel's does for file pages (without
+ * multi-gen LRU): a new folio goes on the inactive list; a read's first
+ * use sets its referenced bit, a second use while it is inactive moves it
+ * to the active list (folio_mark_accessed()).  Reclaim frees the oldest
+ * inactive folios, referenced or not (an unmapped page cache folio is
+ * reclaimed from the inactive list whatever its referenced bit,
+ * folio_check_references()), and keeps the inactive list no smaller than
+ * the active one divided by the kernel's inactive ratio by moving the
+ * oldest active folios back to it (shrink_active_list(), which keeps
+ * their referenced bit).  So a folio used again while it is inactive
+ * survives a sequential pass, and a large folio, which more reads land
+ * in, stays active where small ones come and go.  Folios in use or
+ * holding dirty, writeback or unsynced blocks (pinned) go back to the
+ * head of the inactive list (the kernel activates a dirty one and rotates
+ * it to the tail once written); when a whole pass frees nothing, the
+ * layer above is asked to write back and sync (a reclaim stall).
  */
 #include "bs_i.h"
 
@@ -170,6 +180,9 @@ void bs_cache_stats(struct bs_cache *cache, struct bs_stats *st)
 	st->pool_misses = atomic_load(&cache->pool.misses);
 	st->folios = atomic_load(&cache->nr_folios);
 	st->reclaimed_folios = atomic_load(&cache->reclaimed_folios);
+	st->activated_folios = atomic_load(&cache->activated_folios);
+	st->active_bytes = atomic_load(&cache->active_bytes);
+	st->inactive_bytes = atomic_load(&cache->inactive_bytes);
 	st->reclaim_stalls = atomic_load(&cache->reclaim_stalls);
 	st->unsynced_bytes = atomic_load(&cache->unsynced_bytes);
 	st->full_events = atomic_load(&cache->full_events);
@@ -199,36 +212,97 @@ uint64_t bs_cache_unsynced(struct bs_cache *cache)
 	return atomic_load(&cache->unsynced_bytes);
 }
 
-/* ---- the clock ---- */
+/* ---- the LRU lists ---- */
 
-void bs_cache_lru_add(struct bs_cache *cache, struct bs_folio *folio)
+/* Context: lru_lock held, @folio on no list. */
+static void list_add_head(struct bs_cache *cache, struct bs_folio *folio, bool active)
 {
-	pthread_mutex_lock(&cache->lru_lock);
-	if (!cache->hand) {
+	struct bs_folio **head = active ? &cache->active : &cache->inactive;
+
+	if (!*head) {
 		folio->lru_next = folio->lru_prev = folio;
-		cache->hand = folio;
 	} else {
-		/* Just behind the hand: the last the clock will look at. */
-		folio->lru_next = cache->hand;
-		folio->lru_prev = cache->hand->lru_prev;
+		folio->lru_next = *head;
+		folio->lru_prev = (*head)->lru_prev;
 		folio->lru_prev->lru_next = folio;
-		cache->hand->lru_prev = folio;
+		(*head)->lru_prev = folio;
 	}
-	pthread_mutex_unlock(&cache->lru_lock);
+	*head = folio;
+	atomic_store(&folio->active, active);
+	atomic_fetch_add(active ? &cache->active_bytes : &cache->inactive_bytes, folio->size);
 }
 
-/* Context: lru_lock held. */
+/* Context: lru_lock held, @folio on a list. */
 static void lru_del_locked(struct bs_cache *cache, struct bs_folio *folio)
 {
+	bool active = atomic_load(&folio->active);
+	struct bs_folio **head = active ? &cache->active : &cache->inactive;
+
 	if (folio->lru_next == folio) {
-		cache->hand = NULL;
+		*head = NULL;
 	} else {
-		if (cache->hand == folio)
-			cache->hand = folio->lru_next;
+		if (*head == folio)
+			*head = folio->lru_next;
 		folio->lru_prev->lru_next = folio->lru_next;
 		folio->lru_next->lru_prev = folio->lru_prev;
 	}
 	folio->lru_next = folio->lru_prev = NULL;
+	atomic_fetch_sub(active ? &cache->active_bytes : &cache->inactive_bytes, folio->size);
+}
+
+void bs_cache_lru_add(struct bs_cache *cache, struct bs_folio *folio)
+{
+	pthread_mutex_lock(&cache->lru_lock);
+	list_add_head(cache, folio, false);
+	pthread_mutex_unlock(&cache->lru_lock);
+}
+
+void bs_folio_mark_accessed(struct bs_folio *folio)
+{
+	struct bs_cache *cache = folio->file->cache;
+
+	if (!atomic_load(&folio->referenced)) {
+		atomic_store(&folio->referenced, true);
+		return;
+	}
+	if (atomic_load(&folio->active))
+		return;
+	pthread_mutex_lock(&cache->lru_lock);
+	if (folio->lru_next && !atomic_load(&folio->active)) {
+		lru_del_locked(cache, folio);
+		list_add_head(cache, folio, true);
+		atomic_store(&folio->referenced, false);
+		atomic_fetch_add(&cache->activated_folios, 1);
+	}
+	pthread_mutex_unlock(&cache->lru_lock);
+}
+
+/*
+ * The kernel's inactive_is_low() for file pages: the inactive list is
+ * low below active / ratio, ratio int_sqrt(10 x GiB on both lists), or 1
+ * under 1 GiB.  Context: lru_lock held.
+ */
+static bool inactive_low(struct bs_cache *cache)
+{
+	uint64_t inactive = atomic_load(&cache->inactive_bytes);
+	uint64_t active = atomic_load(&cache->active_bytes);
+	uint64_t gib = (inactive + active) >> 30;
+	uint64_t ratio = 1;
+
+	while ((ratio + 1) * (ratio + 1) <= 10 * gib)
+		ratio++;
+	return inactive * ratio < active;
+}
+
+/* Move the oldest active folios to the inactive list while it is low. */
+static void deactivate_locked(struct bs_cache *cache)
+{
+	while (cache->active && inactive_low(cache)) {
+		struct bs_folio *folio = cache->active->lru_prev;
+
+		lru_del_locked(cache, folio);
+		list_add_head(cache, folio, false);
+	}
 }
 
 void bs_cache_lru_del(struct bs_cache *cache, struct bs_folio *folio)
@@ -276,7 +350,7 @@ static bool try_evict(struct bs_cache *cache, struct bs_folio *folio)
 	return evicted;
 }
 
-/* One sweep of the clock; frees up to @need bytes of clean folios. */
+/* One pass over the folios; frees up to @need bytes of clean folios. */
 static size_t reclaim_some(struct bs_cache *cache, size_t need)
 {
 	struct bs_folio *victims = NULL;
@@ -284,16 +358,22 @@ static size_t reclaim_some(struct bs_cache *cache, size_t need)
 	size_t freed = 0;
 
 	pthread_mutex_lock(&cache->lru_lock);
-	while (freed < need && cache->hand && scanned++ < limit) {
-		struct bs_folio *folio = cache->hand;
+	while (freed < need && scanned++ < limit) {
+		struct bs_folio *folio;
 
-		cache->hand = folio->lru_next;
-		if (atomic_exchange(&folio->referenced, false))
+		deactivate_locked(cache);
+		if (!cache->inactive)
+			break;
+		folio = cache->inactive->lru_prev;
+		atomic_store(&folio->referenced, false);
+		if (!try_evict(cache, folio)) {
+			/* In use or pinned: back to the head. */
+			lru_del_locked(cache, folio);
+			list_add_head(cache, folio, false);
 			continue;
-		if (!try_evict(cache, folio))
-			continue;
+		}
 		freed += folio->size;
-		folio->lru_next = victims;	/* off the clock: reuse the link */
+		folio->lru_next = victims;	/* off the lists: reuse the link */
 		victims = folio;
 	}
 	pthread_mutex_unlock(&cache->lru_lock);

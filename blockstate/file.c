@@ -159,10 +159,8 @@ static struct bs_folio *lookup_get(struct bs_file *file, off_t off)
 
 	pthread_rwlock_rdlock(&file->index_lock);
 	folio = bs_index_lookup(&file->index, off);
-	if (folio) {
+	if (folio)
 		bs_folio_get(folio);
-		atomic_store(&folio->referenced, true);
-	}
 	pthread_rwlock_unlock(&file->index_lock);
 	return folio;
 }
@@ -173,12 +171,7 @@ bool bs_file_block_uptodate(struct bs_file *file, off_t off)
 	bool uptodate = false;
 	uint32_t blk;
 
-	/* Not lookup_get(): a question is not a use (the clock bit stays). */
-	pthread_rwlock_rdlock(&file->index_lock);
-	folio = bs_index_lookup(&file->index, off);
-	if (folio)
-		bs_folio_get(folio);
-	pthread_rwlock_unlock(&file->index_lock);
+	folio = lookup_get(file, off);
 	if (!folio)
 		return false;
 	blk = (uint32_t)((off - folio->start) >> file->cache->blk_shift);
@@ -391,11 +384,15 @@ typedef int (*span_fn)(struct bs_file *file, struct bs_folio *folio, uint32_t po
 
 /*
  * Walk [off, off + len) folio by folio (making folios as needed) and call
- * @fn on each piece.  Returns the bytes done; *@err is set when that is
- * short.  Context: invalidate_lock shared.
+ * @fn on each piece.  A read marks each folio it uses accessed, except a
+ * first folio that also holds byte @last - 1, where the open's previous
+ * read ended (filemap_read() marks a folio once per run of reads in it;
+ * @last -1: none); a write marks nothing (the kernel's write_begin does
+ * not).  Returns the bytes done; *@err is set when that is short.
+ * Context: invalidate_lock shared.
  */
 static size_t for_each_span(struct bs_file *file, off_t off, size_t len,
-			    span_fn fn, void *buf, bool write, int *err)
+			    span_fn fn, void *buf, bool write, off_t last, int *err)
 {
 	size_t done = 0;
 
@@ -409,6 +406,9 @@ static size_t for_each_span(struct bs_file *file, off_t off, size_t len,
 				 write ? BS_SIZE_WRITE : BS_SIZE_READ, false, &folio);
 		if (*err)
 			break;
+		if (!write && !(done == 0 && last > folio->start &&
+				last - 1 < folio->start + (off_t)folio->size))
+			bs_folio_mark_accessed(folio);
 		poff = (uint32_t)(pos - folio->start);
 		plen = folio->size - poff < len - done ? folio->size - poff
 						       : (uint32_t)(len - done);
@@ -452,7 +452,7 @@ ssize_t bs_read(struct bs_file *file, struct bs_ra *ra, void *buf, size_t len, o
 		len = (size_t)(size - off);
 	if (len)
 		bs_ra_before_read(file, ra, off, asked);
-	done = for_each_span(file, off, len, read_span, buf, false, &ret);
+	done = for_each_span(file, off, len, read_span, buf, false, bs_ra_prev_pos(ra), &ret);
 	if (done)
 		bs_ra_after_read(ra, off + (off_t)done);
 	pthread_rwlock_unlock(&file->invalidate_lock);
@@ -520,7 +520,8 @@ ssize_t bs_write(struct bs_file *file, const void *buf, size_t len, off_t off)
 	}
 	pthread_rwlock_rdlock(&file->invalidate_lock);
 	/* The span callback only reads the buffer; the cast drops const for the walk. */
-	done = for_each_span(file, off, len, write_span, (void *)(uintptr_t)buf, true, &ret);
+	done = for_each_span(file, off, len, write_span, (void *)(uintptr_t)buf, true, -1,
+			     &ret);
 	pthread_rwlock_unlock(&file->invalidate_lock);
 	atomic_fetch_add(&file->cache->app_write_bytes, done);
 	return done || !ret ? (ssize_t)done : ret;

@@ -78,7 +78,7 @@ int bs_file_folios(struct bs_file *file, bs_folio_fn fn, void *arg)
 /*
  * Drop @folio if it is clean and unused; count it either way.  Dropped
  * folios are chained on *@victims (through lru_next, free once off the
- * clock) for the caller to put without the index lock.
+ * LRU lists) for the caller to put without the index lock.
  * Context: index_lock held for writing.
  */
 static void evict_one(struct bs_file *file, struct bs_folio *folio,

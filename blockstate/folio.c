@@ -38,7 +38,8 @@ struct bs_folio *bs_folio_alloc_touch(struct bs_file *file, off_t start, uint32_
 	folio->writeback = folio->bits + 2 * longs;
 	folio->unsynced = folio->bits + 3 * longs;
 	atomic_init(&folio->refs, 1);
-	atomic_init(&folio->referenced, true);
+	atomic_init(&folio->referenced, false);
+	atomic_init(&folio->active, false);
 	pthread_mutex_init(&folio->lock, NULL);
 	pthread_cond_init(&folio->wb_done, NULL);
 	atomic_fetch_add(&cache->cache_bytes, size);

@@ -713,6 +713,18 @@ bool bs_file_reading(struct bs_file *file)
 	return reading;
 }
 
+off_t bs_ra_prev_pos(struct bs_ra *ra)
+{
+	off_t pos;
+
+	if (!ra)
+		return -1;
+	pthread_mutex_lock(&ra->lock);
+	pos = ra->st.prev_pos;
+	pthread_mutex_unlock(&ra->lock);
+	return pos;
+}
+
 void bs_ra_after_read(struct bs_ra *ra, off_t end)
 {
 	if (!ra)

@@ -1,0 +1,185 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * test_bs_lru.c - reclaim's two lists (blockstate/cache.c), as the
+ * kernel's active and inactive file LRU lists.
+ *
+ * A cache of 16 folios of 64 KiB over a file of 64 folios, fixed sizing,
+ * no readahead:
+ * - scan resistance: a folio read twice is activated and outlives a
+ *   sequential pass over four times the cache, while the folios read once
+ *   before the pass are reclaimed;
+ * - one use per run of reads: an open reading a folio in 16 pieces uses
+ *   it once (filemap_read()'s rule), so it stays inactive; a read of it
+ *   through another open is its second use and activates it;
+ * - writes are no use: a folio written twice stays inactive;
+ * - the balance: with every folio read twice the active list stays no
+ *   larger than the inactive one (the inactive ratio is 1 under 1 GiB),
+ *   give or take the folio just activated;
+ * - the byte counts: active + inactive is every folio's memory, always.
+ * Single threaded: every count is exact.
+ */
+#include "bs_i.h"
+#include "mem_backing.h"
+#include "test_helpers.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define KiB ((size_t)1 << 10)
+#define F64K (64 * KiB)
+#define CACHE_FOLIOS 16
+#define FILE_FOLIOS 64
+
+struct fixture {
+	struct mem_backing m;
+	struct bs_cache *cache;
+	struct bs_file *file;
+};
+
+static void setup(struct fixture *fx)
+{
+	struct bs_config cfg = {
+		.block_size = 4096,
+		.folio_size = F64K,
+		.cache_size = CACHE_FOLIOS * F64K,
+		.account = bs_account_policy_find("page"),
+		.size = bs_size_policy_find("fixed"),
+		.readahead_kb = 0,
+	};
+
+	mem_backing_init(&fx->m);
+	mem_backing_set_len(&fx->m, FILE_FOLIOS * F64K);
+	memset(fx->m.data, 0x5a, FILE_FOLIOS * F64K);
+	T_CHECK(bs_cache_create(&cfg, NULL, NULL, &fx->cache) == 0);
+	T_CHECK(bs_file_create(fx->cache, &mem_backing_ops, &fx->m, FILE_FOLIOS * F64K,
+			       &fx->file) == 0);
+}
+
+static void teardown(struct fixture *fx)
+{
+	bs_file_destroy(fx->file);
+	bs_cache_destroy(fx->cache);
+	mem_backing_destroy(&fx->m);
+}
+
+/* The stats, with the lists' bytes checked against the folios. */
+static struct bs_stats stats(struct bs_cache *cache)
+{
+	struct bs_stats st;
+
+	T_CHECK(bs_cache_check(cache) == 0);
+	bs_cache_stats(cache, &st);
+	T_CHECK(st.active_bytes + st.inactive_bytes == st.folios * F64K);
+	return st;
+}
+
+static void read_at(struct bs_file *file, struct bs_ra *ra, off_t off, size_t len)
+{
+	char buf[F64K];
+
+	T_CHECK(len <= sizeof(buf));
+	T_CHECK(bs_read(file, ra, buf, len, off) == (ssize_t)len);
+	T_CHECK(buf[0] == 0x5a && buf[len - 1] == 0x5a);
+}
+
+static bool cached(struct bs_file *file, unsigned int folio)
+{
+	return bs_file_block_uptodate(file, (off_t)folio * (off_t)F64K);
+}
+
+static void test_scan_resistance(void)
+{
+	struct fixture fx;
+	struct bs_stats st;
+
+	setup(&fx);
+	for (unsigned int i = 0; i < 4; i++)
+		read_at(fx.file, NULL, (off_t)i * (off_t)F64K, 4096);
+	read_at(fx.file, NULL, 0, 4096);	/* folio 0's second use */
+	st = stats(fx.cache);
+	T_CHECK(st.activated_folios == 1 && st.active_bytes == F64K);
+	for (unsigned int i = 4; i < FILE_FOLIOS; i++)
+		read_at(fx.file, NULL, (off_t)i * (off_t)F64K, F64K);
+	st = stats(fx.cache);
+	T_CHECK(st.reclaimed_folios == FILE_FOLIOS - CACHE_FOLIOS);
+	T_CHECK(cached(fx.file, 0));
+	for (unsigned int i = 1; i < 4; i++)
+		T_CHECK(!cached(fx.file, i));
+	T_CHECK(cached(fx.file, FILE_FOLIOS - 1));
+	teardown(&fx);
+}
+
+static void test_one_use_per_run(void)
+{
+	struct fixture fx;
+	struct bs_ra a, b;
+	struct bs_stats st;
+
+	setup(&fx);
+	bs_ra_init(&a);
+	bs_ra_init(&b);
+	for (unsigned int i = 0; i < 16; i++)
+		read_at(fx.file, &a, 5 * (off_t)F64K + (off_t)i * 4096, 4096);
+	st = stats(fx.cache);
+	T_CHECK(st.activated_folios == 0 && st.active_bytes == 0);
+	/* The same open, elsewhere and back: a new run, a second use. */
+	read_at(fx.file, &a, 6 * (off_t)F64K, 4096);
+	read_at(fx.file, &a, 5 * (off_t)F64K, 4096);
+	st = stats(fx.cache);
+	T_CHECK(st.activated_folios == 1 && st.active_bytes == F64K);
+	/* Another open's read of a folio that one used once. */
+	read_at(fx.file, &b, 6 * (off_t)F64K + 8192, 4096);
+	st = stats(fx.cache);
+	T_CHECK(st.activated_folios == 2 && st.active_bytes == 2 * F64K);
+	bs_ra_destroy(&a);
+	bs_ra_destroy(&b);
+	teardown(&fx);
+}
+
+static void test_writes_are_no_use(void)
+{
+	struct fixture fx;
+	char buf[4096];
+	struct bs_stats st;
+
+	setup(&fx);
+	memset(buf, 0x5a, sizeof(buf));
+	T_CHECK(bs_write(fx.file, buf, sizeof(buf), 0) == (ssize_t)sizeof(buf));
+	T_CHECK(bs_write(fx.file, buf, sizeof(buf), 8192) == (ssize_t)sizeof(buf));
+	st = stats(fx.cache);
+	T_CHECK(st.folios == 1 && st.activated_folios == 0 && st.inactive_bytes == F64K);
+	teardown(&fx);
+}
+
+static void test_balance(void)
+{
+	struct fixture fx;
+	struct bs_stats st;
+
+	setup(&fx);
+	for (unsigned int i = 0; i < 2 * CACHE_FOLIOS; i++) {
+		read_at(fx.file, NULL, (off_t)i * (off_t)F64K, 4096);
+		read_at(fx.file, NULL, (off_t)i * (off_t)F64K, 4096);
+		st = stats(fx.cache);
+		T_CHECK(st.activated_folios == i + 1);
+		if (i >= CACHE_FOLIOS)
+			T_CHECK(st.active_bytes <= st.inactive_bytes + 2 * F64K);
+	}
+	T_CHECK(st.reclaimed_folios == CACHE_FOLIOS);
+	/* The last ones activated are still there. */
+	T_CHECK(cached(fx.file, 2 * CACHE_FOLIOS - 1));
+	teardown(&fx);
+}
+
+int main(void)
+{
+	test_scan_resistance();
+	test_one_use_per_run();
+	test_writes_are_no_use();
+	test_balance();
+	printf("ok\n");
+	return T_EXIT_PASS;
+}
