@@ -27,6 +27,7 @@ static int split_opts(struct sim_config *cfg, const char *opts, char *rest, size
 		{ "dev_stripe", 4096, 1ull << 30 }, { "sim_data", 0, 1 },
 	};
 	struct sim_dev_cfg *dev = &cfg->dev;
+	char *cache_item = NULL;
 	char *copy = strdup(opts ? opts : ""), *save = NULL;
 	size_t used = 0;
 	int ret = 0;
@@ -43,6 +44,10 @@ static int split_opts(struct sim_config *cfg, const char *opts, char *rest, size
 			if (eq && (size_t)(eq - it) == strlen(dev_opts[d].name) &&
 			    !strncmp(it, dev_opts[d].name, (size_t)(eq - it)))
 				break;
+		if (!strncmp(it, "cache_size=", 11)) {
+			cache_item = it;	/* below: whose it is depends on sim_data */
+			continue;
+		}
 		if (d == nd) {
 			int n = snprintf(rest + used, restlen - used, "%s%s", used ? "," : "", it);
 
@@ -74,6 +79,21 @@ static int split_opts(struct sim_config *cfg, const char *opts, char *rest, size
 			dev->stripe = v;
 		else
 			cfg->no_data = !v;
+	}
+	/*
+	 * cache_size: the mount's (at most this machine's memory), or with
+	 * sim_data=0 the simulator's, as large as the modelled machine's.
+	 */
+	if (!ret && cache_item && cfg->no_data) {
+		ret = wb_parse_size("cache_size", cache_item + 11, 1, 1ull << 50, &cfg->cache_size,
+				    err, errlen);
+	} else if (!ret && cache_item) {
+		int n = snprintf(rest + used, restlen - used, "%s%s", used ? "," : "", cache_item);
+
+		if (n < 0 || (size_t)n >= restlen - used) {
+			snprintf(err, errlen, "options too long");
+			ret = -EINVAL;
+		}
 	}
 	free(copy);
 	return ret;
@@ -155,6 +175,8 @@ int sim_config_parse(const char *opts, struct sim_config *cfg, char *err, size_t
 	}
 	cfg->bs = fc->bs;
 	cfg->bs.no_data = cfg->no_data;
+	if (cfg->cache_size)
+		cfg->bs.cache_size = cfg->cache_size;
 	cfg->wb = fc->wb;
 	cfg->priv = fc;
 	return 0;

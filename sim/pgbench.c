@@ -38,7 +38,9 @@
  *              its own) reads the whole table in order, scan_io bytes a
  *              read (PostgreSQL 17's read streams combine up to 128 KiB):
  *              the large-folio source under 6.17+ readahead.  The
- *              clients start scan_s seconds after it does.
+ *              clients start scan_s seconds after it does (gap_s after
+ *              it in the iterations after the first, whose scan finds
+ *              the table cached).
  *
  * Buffers: the pool is not kept page by page (at scale 8470 it is 12.5
  * million buffers).  Three bitmaps of one bit per table page are kept
@@ -61,6 +63,11 @@
  * scanners have the pids after them.  stdout gets one line per iteration
  * (its pids, start and transactions per client) and the totals.
  *
+ * warmup_s=N runs the model N seconds before the trace begins, writing
+ * nothing: shared buffers start as dirty as a server's that ran that long.
+ * txns=N sets an iteration's transactions instead of tps x duration;
+ * end_ckpt=1 ends the trace with a CHECKPOINT (written at once).
+ *
  * Memory: events are written as they are made (stdio's buffer); what is
  * kept is the bitmaps and a few counters, whatever the duration.
  */
@@ -81,6 +88,7 @@ struct pg_spec {
 	uint64_t clients, scale, fillfactor, tps, duration_s, iterations;
 	uint64_t shared_buffers, checkpoint_s, ckpt_target, wal_rec, fpw, wal_group;
 	uint64_t wal_seg, wal_files, rel_seg, scan, scan_io, scan_s, cold, seed;
+	uint64_t txns, end_ckpt, warmup_s, gap_s;
 	bool scan_s_set;
 };
 
@@ -92,6 +100,10 @@ struct pg_bitmap {
 struct pg_gen {
 	struct pg_spec g;
 	FILE *f;
+	/* warmup_s: the model runs from time 0 with nothing written (quiet)
+	 * until t_base, and records are stamped t - t_base */
+	bool quiet;
+	uint64_t t_base;
 	uint64_t rng;
 	uint64_t pages, pool, pages_per_seg, nr_segs;
 	uint32_t hist_file, wal_first_file;
@@ -124,7 +136,8 @@ static int parse_item(struct pg_spec *g, const char *name, const char *val, char
 		K(wal_group, 0, 1 << 20), K(wal_seg, PG_PAGE, 1ull << 40),
 		K(wal_files, 1, 1 << 16), K(rel_seg, PG_PAGE, 1ull << 40), K(scan, 0, 1),
 		K(scan_io, PG_PAGE, 64u << 20), K(scan_s, 0, 1000000), K(cold, 0, 1),
-		K(seed, 0, UINT64_MAX),
+		K(seed, 0, UINT64_MAX), K(txns, 0, 1ull << 40), K(end_ckpt, 0, 1),
+		K(warmup_s, 0, 1000000), K(gap_s, 0, 1000000),
 #undef K
 	};
 
@@ -141,7 +154,7 @@ static int parse_item(struct pg_spec *g, const char *name, const char *val, char
 	snprintf(err, errlen, "%s: unknown pgbench item (clients, scale, fillfactor, tps, "
 		 "duration, iterations, shared_buffers, checkpoint_s, ckpt_target, wal_rec, "
 		 "fpw, wal_group, wal_seg, wal_files, rel_seg, scan, scan_io, scan_s, cold, "
-		 "seed)", name);
+		 "seed, txns, end_ckpt, warmup_s, gap_s)", name);
 	return -EINVAL;
 }
 
@@ -155,6 +168,7 @@ static int parse_spec(const char *spec, struct pg_spec *g, char *err, size_t err
 		.iterations = 1, .shared_buffers = 128u << 20, .checkpoint_s = 300,
 		.ckpt_target = 90, .wal_rec = 300, .fpw = 1, .wal_seg = 16u << 20,
 		.wal_files = 8, .rel_seg = 1u << 30, .scan = 0, .scan_io = 128u << 10, .seed = 1,
+		.gap_s = 10,
 	};
 	if (!copy)
 		return -ENOMEM;
@@ -237,11 +251,13 @@ static int emit(struct pg_gen *p, uint64_t t, uint32_t pid, uint32_t file, uint8
 		uint64_t off, uint64_t len)
 {
 	struct trace_rec r = {
-		.time_ns = t, .pid = pid, .file = file, .op = op, .offset = off, .length = len,
+		.time_ns = t - p->t_base, .pid = pid, .file = file, .op = op, .offset = off, .length = len,
 		/* every process opens each file once: an open id of its own */
 		.open = op == TRACE_OP_CREATE ? 0 : ((uint64_t)pid << 20) + file,
 	};
 
+	if (p->quiet)
+		return 0;
 	p->recs++;
 	return trace_write_rec(p->f, &r);
 }
@@ -326,6 +342,22 @@ static int ckpt_until(struct pg_gen *p, uint64_t t)
 		}
 		p->ckpt_pos = bm_next(&p->ckpt, p->ckpt_pos + 1, p->pages);
 	}
+	return ret;
+}
+
+/* end_ckpt=1: a CHECKPOINT at @t, written at once, as the SQL command does. */
+static int end_checkpoint(struct pg_gen *p, uint64_t t)
+{
+	int ret = 0;
+
+	if (!p->ckpt_running) {
+		p->ckpt_next_ns = t;
+		ckpt_begin(p);
+	}
+	p->ckpt_step_ns = 0;
+	p->ckpt_start_ns = t;
+	while (p->ckpt_running && !ret)
+		ret = ckpt_until(p, t);
 	return ret;
 }
 
@@ -446,20 +478,48 @@ static int scan(struct pg_gen *p, uint64_t t, uint32_t pid)
 	return ret;
 }
 
+/*
+ * warmup_s: transactions at tps for warmup_s seconds, checkpoints
+ * included, through the model only (nothing written, nothing counted):
+ * shared buffers as dirty as they are after running that long.
+ */
+static int warmup(struct pg_gen *p, uint64_t *t)
+{
+	uint64_t n_all = p->g.tps * p->g.warmup_s;
+	int ret = 0;
+
+	p->quiet = true;
+	for (uint64_t n = 0; n < n_all && !ret; n++) {
+		uint64_t at = (uint64_t)((unsigned __int128)n * NS_PER_S / p->g.tps);
+
+		ret = ckpt_until(p, at);
+		if (!ret)
+			ret = txn(p, at, 1);
+	}
+	if (!ret)
+		ret = ckpt_until(p, p->t_base - 1);
+	p->quiet = false;
+	*t = p->t_base;
+	p->txns = p->reads = p->writes = p->wal_writes = p->syncs = p->ckpt_writes = 0;
+	/* the WAL a replay sees begins at the page the warm-up ended in */
+	return ret;
+}
+
 static int create_files(struct pg_gen *p)
 {
-	uint64_t txns = p->g.tps * p->g.duration_s * p->g.iterations;
+	uint64_t txns = (p->g.txns ? p->g.txns : p->g.tps * p->g.duration_s) * p->g.iterations +
+			p->g.tps * p->g.warmup_s;
 	int ret = 0;
 
 	for (uint64_t s = 0; s < p->nr_segs && !ret; s++)
-		ret = emit(p, 0, p->ckpt_pid, (uint32_t)(1 + s), TRACE_OP_CREATE, 0,
+		ret = emit(p, p->t_base, p->ckpt_pid, (uint32_t)(1 + s), TRACE_OP_CREATE, 0,
 			   (s + 1 == p->nr_segs ? p->pages - s * p->pages_per_seg
 						: p->pages_per_seg) * PG_PAGE);
 	if (!ret)
-		ret = emit(p, 0, p->ckpt_pid, p->hist_file, TRACE_OP_CREATE, 0,
+		ret = emit(p, p->t_base, p->ckpt_pid, p->hist_file, TRACE_OP_CREATE, 0,
 			   (txns * PG_HISTORY_ROW + PG_PAGE - 1) / PG_PAGE * PG_PAGE);
 	for (uint64_t w = 0; w < p->g.wal_files && !ret; w++)
-		ret = emit(p, 0, p->ckpt_pid, p->wal_first_file + (uint32_t)w, TRACE_OP_CREATE, 0,
+		ret = emit(p, p->t_base, p->ckpt_pid, p->wal_first_file + (uint32_t)w, TRACE_OP_CREATE, 0,
 			   p->g.wal_seg);
 	return ret;
 }
@@ -467,8 +527,8 @@ static int create_files(struct pg_gen *p)
 static int iteration(struct pg_gen *p, uint64_t k, uint64_t *t0)
 {
 	const struct pg_spec *g = &p->g;
-	uint64_t per_client = g->tps * g->duration_s / g->clients;
-	uint64_t start = *t0 + (g->scan ? g->scan_s * NS_PER_S : 0);
+	uint64_t per_client = (g->txns ? g->txns : g->tps * g->duration_s) / g->clients;
+	uint64_t start = *t0 + (g->scan ? (k ? g->gap_s : g->scan_s) * NS_PER_S : 0);
 	uint32_t first_pid = (uint32_t)(k * g->clients + 1);
 	int ret = 0;
 
@@ -479,7 +539,8 @@ static int iteration(struct pg_gen *p, uint64_t k, uint64_t *t0)
 		ret = scan(p, *t0, (uint32_t)(p->ckpt_pid + 1 + k));
 	printf("iteration %llu pids %u-%llu start_s %.3f txns_per_client %llu\n",
 	       (unsigned long long)k + 1, first_pid,
-	       (unsigned long long)(first_pid + g->clients - 1), (double)start / NS_PER_S,
+	       (unsigned long long)(first_pid + g->clients - 1),
+	       (double)(start - p->t_base) / NS_PER_S,
 	       (unsigned long long)per_client);
 	for (uint64_t n = 0; n < per_client * g->clients && !ret; n++) {
 		uint64_t t = start + (uint64_t)((unsigned __int128)n * NS_PER_S / g->tps);
@@ -554,12 +615,17 @@ int sim_gen_pgbench(const char *spec, const char *out_path, char *err, size_t er
 	       (unsigned long long)p.g.wal_group, (unsigned long long)p.g.scan_s,
 	       p.wal_first_file + (uint32_t)p.g.wal_files - 1);
 	ret = trace_write_header(p.f);
+	p.t_base = p.g.warmup_s * NS_PER_S;
 	if (!ret)
 		ret = create_files(&p);
+	if (!ret && p.g.warmup_s)
+		ret = warmup(&p, &t);
 	for (uint64_t k = 0; k < p.g.iterations && !ret; k++)
 		ret = iteration(&p, k, &t);
 	if (!ret && p.in_group)
 		ret = wal_flush(&p, t, (uint32_t)(p.g.iterations * p.g.clients));
+	if (!ret && p.g.end_ckpt)
+		ret = end_checkpoint(&p, t);
 	if (fclose(p.f) && !ret)
 		ret = -errno;
 	if (ret && !*err)

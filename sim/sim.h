@@ -63,6 +63,7 @@ struct sim_config {
 	struct wb_config wb;
 	struct sim_dev_cfg dev;
 	bool no_data;			/* -o sim_data=0: folios hold no memory */
+	uint64_t cache_size;		/* with sim_data=0: cache_size=, unbounded by RAM; 0: unset */
 	void *priv;			/* the parser's configuration */
 };
 /* 0, or -errno with one line in @err (an unknown or bad option, ...). */
