@@ -10,7 +10,16 @@
  *              100: 1640 pages, 12.8 MiB per scale unit), split into
  *              relation segment files of rel_seg bytes (1 GiB), as
  *              PostgreSQL splits every relation.
- *   update     one row drawn uniformly, so one page p.  shared_buffers is a
+ *   index      pgbench_accounts_pkey (index=1): a metapage and a leaf per
+ *              368 rows (int4 keys, btree fillfactor 90), in segment files
+ *              of its own.  A transaction's lookup reads its row's leaf
+ *              and, with probability idx_dirty percent, dirties it (hint
+ *              bits: the recorded trace's checkpoint wrote 185 of the 187
+ *              leaves its backends read); with data checksums on
+ *              (hint_fpw=1, initdb's default since PostgreSQL 18, and the
+ *              seed's --data-checksums) that first change since the
+ *              checkpoint logs a full-page image.
+ *   update     one row drawn uniformly, so one heap page.  shared_buffers is a
  *              pool of pool = shared_buffers / 8 KiB buffers holding a
  *              uniform random sample of the table (see "buffers" below): a
  *              page not in it is read (an 8 KiB pread of the backend's own
@@ -52,7 +61,10 @@
  * uniformly over the clean pages.  A victim is dirty with probability
  * dirty / pool, and then a dirty page drawn uniformly.  With cold=1 the
  * pool starts empty and fills with the pages read, without victims, until
- * it holds pool pages (the first transactions after a restart).
+ * it holds pool pages (the first transactions after a restart); cold=2
+ * starts with the heap in it and the index out (after pgbench -i, which
+ * builds the index without shared buffers).  Heap and index pages share
+ * the pool and the bitmaps.
  *
  * Time: clients take turns, transaction n of an iteration at n / tps
  * seconds after its start, client n mod clients; each client's next
@@ -82,13 +94,15 @@
 #define PG_ROWS_PER_PAGE_FF100 61ull
 #define PG_ROWS_PER_SCALE 100000ull
 #define PG_HISTORY_ROW 50ull
+/* pgbench_accounts_pkey: leaves of int4 keys at btree's fillfactor 90 */
+#define PG_ROWS_PER_LEAF 368ull
 #define NS_PER_S 1000000000ull
 
 struct pg_spec {
 	uint64_t clients, scale, fillfactor, tps, duration_s, iterations;
 	uint64_t shared_buffers, checkpoint_s, ckpt_target, wal_rec, fpw, wal_group;
 	uint64_t wal_seg, wal_files, rel_seg, scan, scan_io, scan_s, cold, seed;
-	uint64_t txns, end_ckpt, warmup_s, gap_s;
+	uint64_t txns, end_ckpt, warmup_s, gap_s, index, idx_dirty, hint_fpw;
 	bool scan_s_set;
 };
 
@@ -105,7 +119,13 @@ struct pg_gen {
 	bool quiet;
 	uint64_t t_base;
 	uint64_t rng;
-	uint64_t pages, pool, pages_per_seg, nr_segs;
+	/*
+	 * Page numbers: the heap's [0, heap_pages), then the index's
+	 * [heap_pages, pages) (its metapage first); files: the heap's
+	 * segments, the index's, history, WAL.
+	 */
+	uint64_t pages, heap_pages, rows, rows_per_page, pool, pages_per_seg;
+	uint64_t nr_segs, heap_segs;
 	uint32_t hist_file, wal_first_file;
 	struct pg_bitmap dirty, fpw, ckpt, loaded;
 	uint64_t nr_dirty, nr_loaded;
@@ -135,9 +155,10 @@ static int parse_item(struct pg_spec *g, const char *name, const char *val, char
 		K(ckpt_target, 1, 100), K(wal_rec, 1, 1 << 20), K(fpw, 0, 1),
 		K(wal_group, 0, 1 << 20), K(wal_seg, PG_PAGE, 1ull << 40),
 		K(wal_files, 1, 1 << 16), K(rel_seg, PG_PAGE, 1ull << 40), K(scan, 0, 1),
-		K(scan_io, PG_PAGE, 64u << 20), K(scan_s, 0, 1000000), K(cold, 0, 1),
+		K(scan_io, PG_PAGE, 64u << 20), K(scan_s, 0, 1000000),
 		K(seed, 0, UINT64_MAX), K(txns, 0, 1ull << 40), K(end_ckpt, 0, 1),
-		K(warmup_s, 0, 1000000), K(gap_s, 0, 1000000),
+		K(warmup_s, 0, 1000000), K(gap_s, 0, 1000000), K(index, 0, 1),
+		K(idx_dirty, 0, 100), K(hint_fpw, 0, 1), K(cold, 0, 2),
 #undef K
 	};
 
@@ -154,7 +175,7 @@ static int parse_item(struct pg_spec *g, const char *name, const char *val, char
 	snprintf(err, errlen, "%s: unknown pgbench item (clients, scale, fillfactor, tps, "
 		 "duration, iterations, shared_buffers, checkpoint_s, ckpt_target, wal_rec, "
 		 "fpw, wal_group, wal_seg, wal_files, rel_seg, scan, scan_io, scan_s, cold, "
-		 "seed, txns, end_ckpt, warmup_s, gap_s)", name);
+		 "seed, txns, end_ckpt, warmup_s, gap_s, index, idx_dirty, hint_fpw)", name);
 	return -EINVAL;
 }
 
@@ -168,7 +189,7 @@ static int parse_spec(const char *spec, struct pg_spec *g, char *err, size_t err
 		.iterations = 1, .shared_buffers = 128u << 20, .checkpoint_s = 300,
 		.ckpt_target = 90, .wal_rec = 300, .fpw = 1, .wal_seg = 16u << 20,
 		.wal_files = 8, .rel_seg = 1u << 30, .scan = 0, .scan_io = 128u << 10, .seed = 1,
-		.gap_s = 10,
+		.gap_s = 10, .index = 1, .idx_dirty = 100, .hint_fpw = 1,
 	};
 	if (!copy)
 		return -ENOMEM;
@@ -262,11 +283,33 @@ static int emit(struct pg_gen *p, uint64_t t, uint32_t pid, uint32_t file, uint8
 	return trace_write_rec(p->f, &r);
 }
 
-/* Table page @page: its segment file and the offset in it. */
+/* Page @page: its segment (0-based; file id + 1) and the offset in it (*@off). */
+static uint64_t seg_of(const struct pg_gen *p, uint64_t page, uint64_t *off)
+{
+	uint64_t base = page < p->heap_pages ? 0 : p->heap_pages;
+	uint64_t first = page < p->heap_pages ? 0 : p->heap_segs;
+
+	*off = (page - base) % p->pages_per_seg * PG_PAGE;
+	return first + (page - base) / p->pages_per_seg;
+}
+
+/* The pages of segment @s. */
+static uint64_t seg_pages(const struct pg_gen *p, uint64_t s)
+{
+	bool heap = s < p->heap_segs;
+	uint64_t n = heap ? p->heap_pages : p->pages - p->heap_pages;
+	uint64_t i = heap ? s : s - p->heap_segs;
+	uint64_t last = heap ? p->heap_segs - 1 : p->nr_segs - p->heap_segs - 1;
+
+	return i == last ? n - i * p->pages_per_seg : p->pages_per_seg;
+}
+
+/* A read or write of page @page, 8 KiB. */
 static int emit_page(struct pg_gen *p, uint64_t t, uint32_t pid, uint8_t op, uint64_t page)
 {
-	return emit(p, t, pid, (uint32_t)(1 + page / p->pages_per_seg), op,
-		    page % p->pages_per_seg * PG_PAGE, PG_PAGE);
+	uint64_t off, s = seg_of(p, page, &off);
+
+	return emit(p, t, pid, (uint32_t)(1 + s), op, off, PG_PAGE);
 }
 
 /* ---- the checkpointer ---- */
@@ -335,7 +378,9 @@ static int ckpt_until(struct pg_gen *p, uint64_t t)
 		if (bm_test(&p->dirty, p->ckpt_pos)) {
 			bm_clear(&p->dirty, p->ckpt_pos);
 			p->nr_dirty--;
-			p->seg_written[p->ckpt_pos / p->pages_per_seg] = 1;
+			uint64_t off;
+
+			p->seg_written[seg_of(p, p->ckpt_pos, &off)] = 1;
 			ret = emit_page(p, at, p->ckpt_pid, TRACE_OP_WRITE, p->ckpt_pos);
 			p->ckpt_writes++;
 			p->ckpt_i++;
@@ -428,11 +473,15 @@ static int wal_flush(struct pg_gen *p, uint64_t t, uint32_t pid)
 	return ret;
 }
 
-static int txn(struct pg_gen *p, uint64_t t, uint32_t pid)
+/*
+ * Page @page is needed: read when not in shared buffers (a victim's buffer
+ * written first when dirty), then dirtied when @dirty, with a full-page
+ * image in the WAL when @fpw and its first change since the checkpoint.
+ */
+static int touch(struct pg_gen *p, uint64_t t, uint32_t pid, uint64_t page, bool dirty, bool fpw)
 {
-	uint64_t page = pg_rand(p) % p->pages;
-	int ret = 0;
 	enum pg_lookup l = buffer_lookup(p, page);
+	int ret = 0;
 
 	if (l != PG_HIT) {
 		p->reads++;
@@ -440,14 +489,35 @@ static int txn(struct pg_gen *p, uint64_t t, uint32_t pid)
 		if (!ret && l == PG_MISS_EVICT)
 			ret = evict(p, t, pid);
 	}
+	if (!dirty)
+		return ret;
 	if (!bm_test(&p->dirty, page)) {
 		bm_set(&p->dirty, page);
 		p->nr_dirty++;
 	}
-	if (p->g.fpw && !bm_test(&p->fpw, page)) {
+	if (fpw && !bm_test(&p->fpw, page)) {
 		bm_set(&p->fpw, page);
 		p->wal_pos += PG_PAGE;
 	}
+	return ret;
+}
+
+/*
+ * One transaction: the index leaf of a uniformly drawn row (index=1; set
+ * dirty by hint bits with probability idx_dirty%, WAL-logged as a
+ * full-page image with data checksums, hint_fpw=1), then its heap page
+ * (updated), WAL, a history row, and the commit.
+ */
+static int txn(struct pg_gen *p, uint64_t t, uint32_t pid)
+{
+	uint64_t aid = pg_rand(p) % p->rows;
+	int ret = 0;
+
+	if (p->g.index)
+		ret = touch(p, t, pid, p->heap_pages + 1 + aid / PG_ROWS_PER_LEAF,
+			    pg_chance(p, p->g.idx_dirty, 100), p->g.hint_fpw);
+	if (!ret)
+		ret = touch(p, t, pid, aid / p->rows_per_page, true, p->g.fpw);
 	p->wal_pos += p->g.wal_rec;
 	p->hist_bytes += PG_HISTORY_ROW;
 	p->txns++;
@@ -464,9 +534,8 @@ static int scan(struct pg_gen *p, uint64_t t, uint32_t pid)
 {
 	int ret = 0;
 
-	for (uint64_t s = 0; s < p->nr_segs && !ret; s++) {
-		uint64_t seg_bytes = (s + 1 == p->nr_segs ? p->pages - s * p->pages_per_seg
-							  : p->pages_per_seg) * PG_PAGE;
+	for (uint64_t s = 0; s < p->heap_segs && !ret; s++) {
+		uint64_t seg_bytes = seg_pages(p, s) * PG_PAGE;
 
 		for (uint64_t off = 0; off < seg_bytes && !ret; off += p->g.scan_io) {
 			uint64_t len = seg_bytes - off < p->g.scan_io ? seg_bytes - off : p->g.scan_io;
@@ -513,8 +582,7 @@ static int create_files(struct pg_gen *p)
 
 	for (uint64_t s = 0; s < p->nr_segs && !ret; s++)
 		ret = emit(p, p->t_base, p->ckpt_pid, (uint32_t)(1 + s), TRACE_OP_CREATE, 0,
-			   (s + 1 == p->nr_segs ? p->pages - s * p->pages_per_seg
-						: p->pages_per_seg) * PG_PAGE);
+			   seg_pages(p, s) * PG_PAGE);
 	if (!ret)
 		ret = emit(p, p->t_base, p->ckpt_pid, p->hist_file, TRACE_OP_CREATE, 0,
 			   (txns * PG_HISTORY_ROW + PG_PAGE - 1) / PG_PAGE * PG_PAGE);
@@ -556,13 +624,18 @@ static int iteration(struct pg_gen *p, uint64_t k, uint64_t *t0)
 static int setup(struct pg_gen *p)
 {
 	struct pg_spec *g = &p->g;
-	uint64_t rows_per_page = PG_ROWS_PER_PAGE_FF100 * g->fillfactor / 100;
+	uint64_t idx_pages;
 	int ret;
 
-	p->pages = (g->scale * PG_ROWS_PER_SCALE + rows_per_page - 1) / rows_per_page;
+	p->rows = g->scale * PG_ROWS_PER_SCALE;
+	p->rows_per_page = PG_ROWS_PER_PAGE_FF100 * g->fillfactor / 100;
+	p->heap_pages = (p->rows + p->rows_per_page - 1) / p->rows_per_page;
+	idx_pages = g->index ? 1 + (p->rows + PG_ROWS_PER_LEAF - 1) / PG_ROWS_PER_LEAF : 0;
+	p->pages = p->heap_pages + idx_pages;
 	p->pool = g->shared_buffers / PG_PAGE;
 	p->pages_per_seg = g->rel_seg / PG_PAGE;
-	p->nr_segs = (p->pages + p->pages_per_seg - 1) / p->pages_per_seg;
+	p->heap_segs = (p->heap_pages + p->pages_per_seg - 1) / p->pages_per_seg;
+	p->nr_segs = p->heap_segs + (idx_pages + p->pages_per_seg - 1) / p->pages_per_seg;
 	if (p->nr_segs + 1 + g->wal_files >= UINT32_MAX)
 		return -EINVAL;
 	p->hist_file = (uint32_t)p->nr_segs + 1;
@@ -572,7 +645,7 @@ static int setup(struct pg_gen *p)
 	if (!g->wal_group)	/* auto: the commits of 0.5 ms share a flush */
 		g->wal_group = (g->tps + 1999) / 2000;
 	if (!g->scan_s_set)	/* a cold scan at 1 GB/s, whole seconds */
-		g->scan_s = p->pages * PG_PAGE / 1000000000 + 1;
+		g->scan_s = p->heap_pages * PG_PAGE / 1000000000 + 1;
 	p->rng = (g->seed + 1) * 0x9e3779b97f4a7c15ull;
 	if (!p->rng)
 		p->rng = 1;
@@ -585,9 +658,12 @@ static int setup(struct pg_gen *p)
 		ret = bm_alloc(&p->loaded, p->pages);
 	if (!ret && !(p->seg_written = calloc(p->nr_segs, 1)))
 		ret = -ENOMEM;
-	/* A warm pool starts full, none of it dirty. */
+	/* A warm pool starts full, none of it dirty; cold=2: the heap is in it. */
 	if (!g->cold)
 		p->nr_loaded = p->pool;
+	for (uint64_t i = 0; !ret && g->cold == 2 && i < p->heap_pages && p->nr_loaded < p->pool;
+	     i++, p->nr_loaded++)
+		bm_set(&p->loaded, i);
 	return ret;
 }
 
@@ -610,8 +686,9 @@ int sim_gen_pgbench(const char *spec, const char *out_path, char *err, size_t er
 		snprintf(err, errlen, "%s: %s", out_path, strerror(-ret));
 		goto out_free;
 	}
-	printf("pgbench table_pages %llu pool_pages %llu wal_group %llu scan_s %llu "
-	       "files %u\n", (unsigned long long)p.pages, (unsigned long long)p.pool,
+	printf("pgbench table_pages %llu index_pages %llu pool_pages %llu wal_group %llu "
+	       "scan_s %llu files %u\n", (unsigned long long)p.heap_pages,
+	       (unsigned long long)(p.pages - p.heap_pages), (unsigned long long)p.pool,
 	       (unsigned long long)p.g.wal_group, (unsigned long long)p.g.scan_s,
 	       p.wal_first_file + (uint32_t)p.g.wal_files - 1);
 	ret = trace_write_header(p.f);

@@ -4,6 +4,7 @@ part 4).  Runs the built binary, $FOLIOSIM or <repo>/build/sim/foliofs-sim;
 no mount.
 
 - the op mix is what was asked: transactions, fdatasyncs per WAL group,
+  index leaves read and dirtied with full-page images (checksums),
   reads of pages not in shared buffers at 1 - shared_buffers/table,
   evictions only after a read, 8 KiB aligned table I/O, WAL written in
   8 KiB pages, checkpoints in block order followed by fsyncs, clients at
@@ -75,7 +76,7 @@ def layout(stdout):
 def test_op_mix(tmp_path):
     # scale 2: 3279 pages; shared_buffers 1024 pages: 31% of the table.
     spec = ('pgbench,clients=4,scale=2,tps=1000,duration=4,shared_buffers=8M,'
-            'checkpoint_s=1,ckpt_target=50,wal_group=2,wal_rec=300')
+            'checkpoint_s=1,ckpt_target=50,wal_group=2,wal_rec=300,index=0')
     path, out = gen(tmp_path, spec)
     lay, tot = layout(out), totals(out)
     recs = dump(path)
@@ -132,6 +133,30 @@ def test_op_mix(tmp_path):
     assert sorted(first.values()) == [0, 1000000, 2000000, 3000000]
 
 
+def test_index_and_full_page_images(tmp_path):
+    # A cold pool larger than heap and index: each page's first touch is
+    # its read, and (every leaf dirtied, checksums on) its full-page image.
+    spec = ('pgbench,clients=3,scale=2,tps=1000,txns=3000,shared_buffers=64M,cold=1,'
+            'index=1,idx_dirty=100,hint_fpw=1,fpw=1,wal_rec=200,end_ckpt=1')
+    path, out = gen(tmp_path, spec)
+    lay, tot = layout(out), totals(out)
+    assert (lay['table_pages'], lay['index_pages']) == (3279, 1 + 544)
+    recs = dump(path)
+    reads = collections.Counter(r[2] for r in recs if r[3] == 'read')
+    assert set(reads) == {1, 2}                 # heap (file 1), index (file 2)
+    assert all(r[4] < 545 * PAGE for r in recs if r[2] == 2 and r[3] != 'create')
+    n = sum(reads.values())
+    assert n == tot['reads']
+    assert tot['wal_bytes'] == 3000 * 200 + n * PAGE
+    # the CHECKPOINT at the end writes every page touched, heap and index
+    assert tot['ckpt_writes'] == n
+    # without checksums the leaves log no images, and idx_dirty=0 writes none
+    _, out2 = gen(tmp_path, spec.replace('hint_fpw=1', 'hint_fpw=0'), 'b.trace')
+    assert totals(out2)['wal_bytes'] == 3000 * 200 + reads[1] * PAGE
+    _, out3 = gen(tmp_path, spec.replace('idx_dirty=100', 'idx_dirty=0'), 'c.trace')
+    assert totals(out3)['ckpt_writes'] == reads[1]
+
+
 def test_scan_whole_in_order(tmp_path):
     path, out = gen(tmp_path, 'pgbench,clients=2,scale=1,tps=100,duration=1,scan=1,'
                     'scan_io=64K,iterations=2')
@@ -174,7 +199,7 @@ def test_memory_bounded(tmp_path):
     small = peak_rss_kb(base + ',scale=1,duration=1', out)
     seed = peak_rss_kb('pgbench,clients=1024,tps=200000,shared_buffers=96G,scale=8470,'
                        'fillfactor=90,duration=1', out)
-    pages = 8470 * 100000 // 54 + 1
+    pages = 8470 * 100000 // 54 + 1 + 8470 * 100000 // 368 + 2    # heap and index
     # three bitmaps of one bit per page (2 MiB each here), and 4 MiB of slack
     assert seed - small < 3 * pages / 8 / 1024 + 4096, (small, seed)
     assert seed < 32 * 1024

@@ -63,6 +63,8 @@ def mix(recs, txns):
         key = '%s %s %s' % (who, op, what)
         c[key] += 1
         c[key + ' bytes'] += length
+        if length == 8192:
+            c[key + ' 8K'] += 1
         if who == 'backend' and what == 'wal' and op == 'write':
             sizes['%dK' % (length // 1024)] += 1
     res = {k: v / txns for k, v in c.items()}
