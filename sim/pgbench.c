@@ -34,7 +34,12 @@
  *              in (PostgreSQL rewrites the partial last page; 8 KiB
  *              aligned writes) and fdatasyncs it.  WAL lives in a ring of
  *              wal_files segment files of wal_seg bytes (recycled
- *              segments: no creates or renames).
+ *              segments: no creates or renames).  wal_each=1: each
+ *              client writes its own WAL bytes (unaligned) at its commit,
+ *              and the group's last client only fdatasyncs: in a replay
+ *              every commit then passes the throttle, as every commit
+ *              of PostgreSQL waits for a WAL flush the throttle may hold
+ *              (a trace has no waits between processes).
  *   history    each transaction appends a 50-byte row to pgbench_history;
  *              its filled pages are written by the checkpointer.
  *   checkpoint every checkpoint_s seconds the checkpointer writes every
@@ -102,7 +107,7 @@ struct pg_spec {
 	uint64_t clients, scale, fillfactor, tps, duration_s, iterations;
 	uint64_t shared_buffers, checkpoint_s, ckpt_target, wal_rec, fpw, wal_group;
 	uint64_t wal_seg, wal_files, rel_seg, scan, scan_io, scan_s, cold, seed;
-	uint64_t txns, end_ckpt, warmup_s, gap_s, index, idx_dirty, hint_fpw;
+	uint64_t txns, end_ckpt, warmup_s, gap_s, index, idx_dirty, hint_fpw, wal_each;
 	bool scan_s_set;
 };
 
@@ -158,7 +163,7 @@ static int parse_item(struct pg_spec *g, const char *name, const char *val, char
 		K(scan_io, PG_PAGE, 64u << 20), K(scan_s, 0, 1000000),
 		K(seed, 0, UINT64_MAX), K(txns, 0, 1ull << 40), K(end_ckpt, 0, 1),
 		K(warmup_s, 0, 1000000), K(gap_s, 0, 1000000), K(index, 0, 1),
-		K(idx_dirty, 0, 100), K(hint_fpw, 0, 1), K(cold, 0, 2),
+		K(idx_dirty, 0, 100), K(hint_fpw, 0, 1), K(cold, 0, 2), K(wal_each, 0, 1),
 #undef K
 	};
 
@@ -175,7 +180,8 @@ static int parse_item(struct pg_spec *g, const char *name, const char *val, char
 	snprintf(err, errlen, "%s: unknown pgbench item (clients, scale, fillfactor, tps, "
 		 "duration, iterations, shared_buffers, checkpoint_s, ckpt_target, wal_rec, "
 		 "fpw, wal_group, wal_seg, wal_files, rel_seg, scan, scan_io, scan_s, cold, "
-		 "seed, txns, end_ckpt, warmup_s, gap_s, index, idx_dirty, hint_fpw)", name);
+		 "seed, txns, end_ckpt, warmup_s, gap_s, index, idx_dirty, hint_fpw, wal_each)",
+		 name);
 	return -EINVAL;
 }
 
@@ -448,27 +454,56 @@ static int evict(struct pg_gen *p, uint64_t t, uint32_t pid)
 }
 
 /* The WAL from the page of the last flush to the end, then an fdatasync. */
-static int wal_flush(struct pg_gen *p, uint64_t t, uint32_t pid)
+/* WAL bytes [@from, @to) written by @pid at @t, a write per segment they span. */
+static int wal_write(struct pg_gen *p, uint64_t t, uint32_t pid, uint64_t from, uint64_t to)
 {
 	uint64_t ring = p->g.wal_seg * p->g.wal_files;
-	uint64_t pos = p->wal_flushed / PG_PAGE * PG_PAGE;
-	uint64_t end = (p->wal_pos + PG_PAGE - 1) / PG_PAGE * PG_PAGE;
-	uint32_t file = 0;
 	int ret = 0;
 
-	while (pos < end && !ret) {
-		uint64_t seg_off = pos % p->g.wal_seg;
-		uint64_t len = end - pos < p->g.wal_seg - seg_off ? end - pos : p->g.wal_seg - seg_off;
+	while (from < to && !ret) {
+		uint64_t seg_off = from % p->g.wal_seg;
+		uint64_t len = to - from < p->g.wal_seg - seg_off ? to - from : p->g.wal_seg - seg_off;
+		uint32_t file = p->wal_first_file + (uint32_t)(from % ring / p->g.wal_seg);
 
-		file = p->wal_first_file + (uint32_t)(pos % ring / p->g.wal_seg);
 		ret = emit(p, t, pid, file, TRACE_OP_WRITE, seg_off, len);
 		p->wal_writes++;
-		pos += len;
+		from += len;
 	}
-	if (!ret && file) {
-		ret = emit(p, t, pid, file, TRACE_OP_FDATASYNC, 0, 0);
+	return ret;
+}
+
+/* An fdatasync of each WAL segment [@from, @to) spans (@to > @from). */
+static int wal_sync(struct pg_gen *p, uint64_t t, uint32_t pid, uint64_t from, uint64_t to)
+{
+	uint64_t ring = p->g.wal_seg * p->g.wal_files;
+	int ret = 0;
+
+	for (uint64_t seg = from / p->g.wal_seg; seg * p->g.wal_seg < to && !ret; seg++) {
+		ret = emit(p, t, pid, p->wal_first_file + (uint32_t)(seg * p->g.wal_seg % ring /
+								     p->g.wal_seg),
+			   TRACE_OP_FDATASYNC, 0, 0);
 		p->syncs++;
 	}
+	return ret;
+}
+
+/*
+ * A group's flush by its last client: the WAL from the page of the last
+ * flush to the end, in whole pages (wal_each=0; with wal_each=1 each
+ * client wrote its own bytes already), then an fdatasync per segment.
+ */
+static int wal_flush(struct pg_gen *p, uint64_t t, uint32_t pid)
+{
+	uint64_t from = p->wal_flushed / PG_PAGE * PG_PAGE;
+	uint64_t to = (p->wal_pos + PG_PAGE - 1) / PG_PAGE * PG_PAGE;
+	int ret = 0;
+
+	if (p->wal_pos == p->wal_flushed)
+		return 0;
+	if (!p->g.wal_each)
+		ret = wal_write(p, t, pid, from, to);
+	if (!ret)
+		ret = wal_sync(p, t, pid, p->wal_flushed, p->wal_pos);
 	p->wal_flushed = p->wal_pos;
 	return ret;
 }
@@ -510,7 +545,7 @@ static int touch(struct pg_gen *p, uint64_t t, uint32_t pid, uint64_t page, bool
  */
 static int txn(struct pg_gen *p, uint64_t t, uint32_t pid)
 {
-	uint64_t aid = pg_rand(p) % p->rows;
+	uint64_t aid = pg_rand(p) % p->rows, wal_start = p->wal_pos;
 	int ret = 0;
 
 	if (p->g.index)
@@ -519,6 +554,8 @@ static int txn(struct pg_gen *p, uint64_t t, uint32_t pid)
 	if (!ret)
 		ret = touch(p, t, pid, aid / p->rows_per_page, true, p->g.fpw);
 	p->wal_pos += p->g.wal_rec;
+	if (!ret && p->g.wal_each)
+		ret = wal_write(p, t, pid, wal_start, p->wal_pos);
 	p->hist_bytes += PG_HISTORY_ROW;
 	p->txns++;
 	if (!ret && ++p->in_group >= p->g.wal_group) {

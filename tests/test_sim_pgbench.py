@@ -100,8 +100,9 @@ def test_op_mix(tmp_path):
             assert off % PAGE == 0 and length % PAGE == 0 and length > 0
             wal_bytes += length
     assert set(k[0] for k in c) <= {'client', 'ckpt'}
-    # one WAL write (no segment crossing at this size) and fdatasync per 2 commits
-    assert c[('client', 'fdatasync', 'wal')] == 2000
+    # a WAL write and an fdatasync per 2 commits, and one more for each of
+    # the 16 MiB segments the WAL filled (its group syncs both)
+    assert c[('client', 'fdatasync', 'wal')] == 2000 + tot['wal_bytes'] // (16 << 20)
     assert c[('client', 'write', 'wal')] >= 2000
     # WAL pages written cover what was generated (partial pages rewritten)
     assert wal_bytes >= tot['wal_bytes']
@@ -155,6 +156,22 @@ def test_index_and_full_page_images(tmp_path):
     assert totals(out2)['wal_bytes'] == 3000 * 200 + reads[1] * PAGE
     _, out3 = gen(tmp_path, spec.replace('idx_dirty=100', 'idx_dirty=0'), 'c.trace')
     assert totals(out3)['ckpt_writes'] == reads[1]
+
+
+def test_wal_each(tmp_path):
+    # every client writes its own WAL bytes once; the group's last syncs
+    path, out = gen(tmp_path, 'pgbench,clients=3,scale=1,tps=300,txns=600,wal_each=1,'
+                    'wal_group=3,wal_seg=1M,wal_files=4')
+    tot = totals(out)
+    recs = dump(path)
+    wal = [r for r in recs if r[2] >= 4 and r[3] == 'write']     # heap 1, index 2, history 3
+    assert sum(r[5] for r in wal) == tot['wal_bytes']
+    assert len(wal) >= 600
+    syncs = [r for r in recs if r[3] == 'fdatasync']
+    assert len(syncs) == 200 + tot['wal_bytes'] // (1 << 20)
+    # the ring: offsets within a segment, 4 segment files
+    assert all(r[4] + r[5] <= 1 << 20 for r in wal)
+    assert {r[2] for r in wal} == {4, 5, 6, 7}
 
 
 def test_scan_whole_in_order(tmp_path):

@@ -27,9 +27,12 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 # The seed (seeds/000): 1024 clients, scale 8470, fillfactor 90, ~200k tps;
 # PostgreSQL settings of aws/repro-collection's postgresql workload:
 # shared_buffers 25% of 384 GB, checkpoint_timeout 5min, target 0.9,
-# --wal-segsize=64, full_page_writes on.
+# --wal-segsize=64 --data-checksums, full_page_writes on.  wal_each=1: every
+# commit passes the throttle, as every commit waits for a WAL flush that
+# balance_dirty_pages may hold (a trace has no waits between processes).
 GEN = ('pgbench,clients=1024,scale=8470,fillfactor=90,tps=200000,shared_buffers=96G,'
-       'checkpoint_s=300,ckpt_target=90,fpw=1,wal_seg=64M,wal_files=64,scan=1')
+       'checkpoint_s=300,ckpt_target=90,fpw=1,hint_fpw=1,index=1,wal_seg=64M,wal_files=64,'
+       'wal_each=1,scan=1')
 # The machine: page cache and dirty limits of a 384 GB m8g.24xlarge
 # (dirtyable ~275 GB: 384 - 96 GB of huge pages for shared_buffers - anon and
 # kernel; dirty_ratio 20, dirty_background_ratio 10: the defaults), XFS-like
@@ -108,7 +111,7 @@ def main():
     ap.add_argument('--sim', default=default_sim())
     ap.add_argument('-j', type=int, default=2)
     ap.add_argument('--iterations', type=int, default=10)
-    ap.add_argument('--duration', type=int, default=30, help='seconds per iteration')
+    ap.add_argument('--duration', type=int, default=10, help='seconds per iteration')
     ap.add_argument('--warmup', type=int, default=300)
     ap.add_argument('--gen', default='', help='more generator items')
     ap.add_argument('-o', dest='opts', default='', help='more replay options')
