@@ -48,7 +48,8 @@
  *              percent of the interval, skipping those a backend evicted
  *              meanwhile, then the new history pages, then fsyncs every
  *              file it wrote.
- *   scan       scan=1: before each iteration one reader (a pid and open of
+ *   scan       scan=1: before each iteration (scan=2: the first only) one
+ *              reader (a pid and open of
  *              its own) reads the whole table in order, scan_io bytes a
  *              read (PostgreSQL 17's read streams combine up to 128 KiB):
  *              the large-folio source under 6.17+ readahead.  The
@@ -159,7 +160,7 @@ static int parse_item(struct pg_spec *g, const char *name, const char *val, char
 		K(shared_buffers, 0, 1ull << 50), K(checkpoint_s, 1, 1000000),
 		K(ckpt_target, 1, 100), K(wal_rec, 1, 1 << 20), K(fpw, 0, 1),
 		K(wal_group, 0, 1 << 20), K(wal_seg, PG_PAGE, 1ull << 40),
-		K(wal_files, 1, 1 << 16), K(rel_seg, PG_PAGE, 1ull << 40), K(scan, 0, 1),
+		K(wal_files, 1, 1 << 16), K(rel_seg, PG_PAGE, 1ull << 40), K(scan, 0, 2),
 		K(scan_io, PG_PAGE, 64u << 20), K(scan_s, 0, 1000000),
 		K(seed, 0, UINT64_MAX), K(txns, 0, 1ull << 40), K(end_ckpt, 0, 1),
 		K(warmup_s, 0, 1000000), K(gap_s, 0, 1000000), K(index, 0, 1),
@@ -640,7 +641,7 @@ static int iteration(struct pg_gen *p, uint64_t k, uint64_t *t0)
 	if (!per_client)
 		per_client = 1;
 	ret = ckpt_until(p, *t0);
-	if (g->scan && !ret)
+	if (g->scan && (g->scan == 1 || !k) && !ret)
 		ret = scan(p, *t0, (uint32_t)(p->ckpt_pid + 1 + k));
 	printf("iteration %llu pids %u-%llu start_s %.3f txns_per_client %llu\n",
 	       (unsigned long long)k + 1, first_pid,
