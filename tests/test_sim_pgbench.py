@@ -187,6 +187,10 @@ def test_scan_whole_in_order(tmp_path):
     for reads in scanners.values():
         assert sum(r[2] for r in reads) == pages * PAGE
         assert reads == sorted(reads)
+    # scan=2: before the first iteration only
+    path, out = gen(tmp_path, 'pgbench,clients=2,scale=1,tps=100,duration=1,scan=2,'
+                    'scan_io=64K,iterations=2', 'b.trace')
+    assert {r[1] for r in dump(path) if r[3] == 'read' and r[1] > 5} == {6}
 
 
 def test_deterministic(tmp_path):
