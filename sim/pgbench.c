@@ -140,6 +140,7 @@ struct pg_gen {
 	uint64_t nr_dirty, nr_loaded;
 	/* WAL */
 	uint64_t wal_pos, wal_flushed, in_group;
+	uint64_t wal_base;		/* wal_pos when the trace began (after warmup_s) */
 	/* history */
 	uint64_t hist_bytes, hist_written;	/* appended; written by checkpoints (bytes) */
 	/* the checkpointer */
@@ -611,6 +612,7 @@ static int warmup(struct pg_gen *p, uint64_t *t)
 	p->quiet = false;
 	*t = p->t_base;
 	p->txns = p->reads = p->writes = p->wal_writes = p->syncs = p->ckpt_writes = 0;
+	p->wal_base = p->wal_pos;
 	/* the WAL a replay sees begins at the page the warm-up ended in */
 	return ret;
 }
@@ -763,7 +765,7 @@ int sim_gen_pgbench(const char *spec, const char *out_path, char *err, size_t er
 		       (unsigned long long)p.reads, (unsigned long long)p.writes,
 		       (unsigned long long)p.wal_writes, (unsigned long long)p.syncs,
 		       (unsigned long long)p.ckpt_writes, (unsigned long long)p.scan_reads,
-		       (unsigned long long)p.wal_pos);
+		       (unsigned long long)(p.wal_pos - p.wal_base));
 out_free:
 	free(p.dirty.w);
 	free(p.fpw.w);
