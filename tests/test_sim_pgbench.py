@@ -10,9 +10,9 @@ no mount.
   8 KiB pages, checkpoints in block order followed by fsyncs, clients at
   the asked rate, the scan whole and in order;
 - determinism: the same spec gives the same bytes; another seed does not;
-- memory: the generator's peak RSS does not grow with the events (1 s
-  against 30 s) and grows with scale only by its bitmaps (3 bits per
-  table page: scale 8470, 130 GB of table, in a few MB);
+- memory: under a limit on its data, the generator makes 30 s of events
+  in the 4 MiB that 1 s takes, and scale 8470 (150 GB of table and index)
+  in 12 MiB, its bitmaps (3 bits per page), which do not fit in 4 MiB;
 - the device: N volumes give N times one volume's IOPS on random reads
   and on random writes through writeback, within 10%, in virtual time;
 - bad values are refused in one line; cache_size beyond this machine's
@@ -24,6 +24,7 @@ import csv
 import filecmp
 import io
 import os
+import resource
 import subprocess
 import sys
 
@@ -202,28 +203,35 @@ def test_deterministic(tmp_path):
     assert not filecmp.cmp(a, c, shallow=False)
 
 
-def peak_rss_kb(spec, out):
-    p = subprocess.Popen([FOLIOSIM, 'gen', spec, '-o', out], stdout=subprocess.DEVNULL)
-    _, status, ru = os.wait4(p.pid, 0)
-    p.returncode = os.waitstatus_to_exitcode(status)
-    assert p.returncode == 0
-    return ru.ru_maxrss
+def gen_limited(spec, out, data_mb):
+    """The generator under RLIMIT_DATA (heap and private mappings) of @data_mb."""
+    def limit():
+        resource.setrlimit(resource.RLIMIT_DATA, (data_mb << 20, data_mb << 20))
+    return subprocess.run([FOLIOSIM, 'gen', spec, '-o', out], stdout=subprocess.DEVNULL,
+                          stderr=subprocess.PIPE, text=True, preexec_fn=limit)
 
 
 def test_memory_bounded(tmp_path):
+    # The generator's memory is its bitmaps (3 bits per heap and index
+    # page): no memory per event, none per client.  Measured with a limit
+    # on its data, so that the parent's memory does not count.
     out = str(tmp_path / 'm.trace')
-    base = 'pgbench,clients=64,tps=20000,shared_buffers=128M'
-    short = peak_rss_kb(base + ',scale=100,duration=1', out)
-    long = peak_rss_kb(base + ',scale=100,duration=30', out)
-    assert os.path.getsize(out) > 30 * 20000 * 56 // 2     # 30 s of events were made
-    assert long - short < 1024, (short, long)              # no memory per event
-    small = peak_rss_kb(base + ',scale=1,duration=1', out)
-    seed = peak_rss_kb('pgbench,clients=1024,tps=200000,shared_buffers=96G,scale=8470,'
-                       'fillfactor=90,duration=1', out)
-    pages = 8470 * 100000 // 54 + 1 + 8470 * 100000 // 368 + 2    # heap and index
-    # three bitmaps of one bit per page (2 MiB each here), and 4 MiB of slack
-    assert seed - small < 3 * pages / 8 / 1024 + 4096, (small, seed)
-    assert seed < 32 * 1024
+    # 30 s of events at scale 100 (600k transactions, tens of MB of trace)
+    # in 4 MiB of data, as 1 s does
+    for secs in (1, 30):
+        r = gen_limited('pgbench,clients=64,tps=20000,shared_buffers=128M,scale=100,'
+                        'duration=%d' % secs, out, 4)
+        assert r.returncode == 0, r.stderr
+    assert os.path.getsize(out) > 30 * 20000 * 56 // 2
+    # scale 8470: 15.7M heap and 2.3M index pages, 6.4 MiB of bitmaps; 1024
+    # clients at 200k tps
+    seed = ('pgbench,clients=1024,tps=200000,shared_buffers=96G,scale=8470,fillfactor=90,'
+            'duration=1')
+    r = gen_limited(seed, out, 12)
+    assert r.returncode == 0, r.stderr
+    # the limit is real: the bitmaps alone do not fit in 4 MiB
+    r = gen_limited(seed, out, 4)
+    assert r.returncode != 0 and 'out of memory' in r.stderr, r.stderr
 
 
 def sim_rate(trace, opts):
