@@ -163,6 +163,12 @@ struct bs_config {
 	uint32_t readahead_kb;
 	/* Whose readahead decisions to follow (enum bs_ra_model). */
 	unsigned int ra_model;
+	/*
+	 * No folio data (the simulator): every folio's data is one shared
+	 * scratch area, whose bytes mean nothing; cache_size still bounds
+	 * the folios' sizes.  Never on a mount.
+	 */
+	bool no_data;
 };
 
 /*

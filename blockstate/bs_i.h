@@ -62,6 +62,9 @@ struct bs_pool {
 	_Atomic uint64_t bytes;		/* memory in the lists */
 	_Atomic uint64_t hits;		/* folios made with pooled memory */
 	_Atomic uint64_t misses;	/* folios made with fresh memory */
+	/* cfg.no_data: the one BS_MAX_FOLIO_SIZE area every folio's data
+	 * is; made at the first take under lock, freed at destroy. */
+	char *scratch;
 };
 
 void bs_pool_init(struct bs_pool *pool);

@@ -42,6 +42,11 @@
  * was 69% of the daemon's samples); a stream touches the rest soon
  * anyway.  Smaller folios come from the heap, page aligned.
  *
+ * no_data (the simulator's, bs_config): no memory per folio at all, every
+ * folio's data is one scratch area of the largest folio size, so that a
+ * replay of a cache of hundreds of GiB needs memory only for the folios'
+ * state; the bytes there mean nothing, and nothing in a replay reads them.
+ *
  * Memory from the pool holds whatever the last folio left there, never
  * zeros: the rest of blockstate never reads bytes of a block that is not
  * uptodate, and zeroes explicitly what it makes uptodate without reading
@@ -125,8 +130,24 @@ void bs_pool_destroy(struct bs_pool *pool)
 		pool->free[i] = NULL;
 		pool->nr_free[i] = 0;
 	}
+	if (pool->scratch)
+		mem_release(pool->scratch, BS_MAX_FOLIO_SIZE);
+	pool->scratch = NULL;
 	atomic_store(&pool->bytes, 0);
 	pthread_mutex_destroy(&pool->lock);
+}
+
+/* cfg.no_data: every folio's data is the one scratch area (see bs_config). */
+static char *scratch_take(struct bs_pool *pool)
+{
+	char *mem;
+
+	pthread_mutex_lock(&pool->lock);
+	if (!pool->scratch)
+		pool->scratch = mem_alloc(BS_MAX_FOLIO_SIZE, false);
+	mem = pool->scratch;
+	pthread_mutex_unlock(&pool->lock);
+	return mem;
 }
 
 char *bs_pool_take(struct bs_cache *cache, uint32_t size, uint32_t touch)
@@ -136,6 +157,8 @@ char *bs_pool_take(struct bs_cache *cache, uint32_t size, uint32_t touch)
 	struct pool_chunk *chunk;
 	char *mem;
 
+	if (cache->cfg.no_data)
+		return scratch_take(pool);
 	pthread_mutex_lock(&pool->lock);
 	chunk = pool->free[c];
 	if (chunk) {
@@ -162,6 +185,8 @@ void bs_pool_put(struct bs_cache *cache, char *mem, uint32_t size)
 	unsigned int c = size_class(size);
 	bool pooled = false;
 
+	if (cache->cfg.no_data)
+		return;
 	pthread_mutex_lock(&pool->lock);
 	/* cache_bytes no longer counts @mem: the folio is gone. */
 	if (atomic_load(&cache->cache_bytes) + atomic_load(&pool->bytes) + size <=

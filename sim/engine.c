@@ -35,9 +35,11 @@
  *             thread does them in turn, and the caller waits for the
  *             last.  A read the cache holds takes no time.
  *   device    dev_bw bytes/s through one transfer pipe, dev_lat_us per
- *             I/O on top, at most dev_qd I/Os in flight, reads and writes
- *             alike; a flush completes dev_flush_us after every write
- *             before it.
+ *             I/O on top, at most dev_qd I/Os in flight, at most dev_iops
+ *             I/Os started a second (0: no limit), reads and writes
+ *             alike; with dev_raid=N, N such volumes striped in
+ *             dev_stripe pieces (RAID 0, see dev_io()); a flush completes
+ *             dev_flush_us after every write before it, on every volume.
  *   faults    -o fault=SPEC as on a mount (writeback/fault.c): applied to
  *             each device completion in the order the engine issues them,
  *             so the same replay fails the same I/Os.  A failed write
@@ -159,8 +161,8 @@ struct sim {
 	struct sim_dev_cfg dev;
 	int64_t now;
 	/* device */
-	int64_t pipe_free, last_done;
-	int64_t slot_free[SIM_MAX_QD];
+	struct sim_vol *vols;		/* dev.raid of them */
+	int64_t last_done;
 	/* events */
 	struct sim_ev *heap;
 	size_t nr_ev, cap_ev;
@@ -260,26 +262,77 @@ static int vec_add(struct i64_vec *v, int64_t x)
 
 /* ---- the device ---- */
 
-/* An I/O of @len bytes issued at @at (now or later): when it completes. */
-static int64_t dev_io(struct sim *s, int64_t at, size_t len)
+/*
+ * One volume of the device: dev_bw bytes/s through one transfer pipe,
+ * dev_lat_us per I/O on top, dev_qd I/Os in flight at most, and with
+ * dev_iops one I/O started per 1/dev_iops seconds at most (an I/O counts
+ * once per SIM_IOPS_UNIT bytes or part, as EBS counts them).
+ */
+#define SIM_IOPS_UNIT (256u << 10)
+struct sim_vol {
+	int64_t pipe_free;		/* the pipe is busy until then */
+	int64_t iops_free;		/* the next I/O may start then */
+	int64_t slot_free[];		/* dev.qd slots */
+};
+
+/* An I/O of @len bytes to volume @v issued at @at: when it completes. */
+static int64_t vol_io(struct sim *s, struct sim_vol *v, int64_t at, size_t len)
 {
 	unsigned int k = 0;
 	int64_t start, xfer;
 
 	for (unsigned int j = 1; j < s->dev.qd; j++)
-		if (s->slot_free[j] < s->slot_free[k])
+		if (v->slot_free[j] < v->slot_free[k])
 			k = j;
-	start = s->slot_free[k] > at ? s->slot_free[k] : at;
-	xfer = s->pipe_free > start ? s->pipe_free : start;
-	s->pipe_free = xfer + (int64_t)((double)len * NS / (double)s->dev.bw);
-	s->slot_free[k] = s->pipe_free + (int64_t)s->dev.lat_us * 1000;
-	return s->slot_free[k];
+	start = v->slot_free[k] > at ? v->slot_free[k] : at;
+	if (s->dev.iops) {
+		start = v->iops_free > start ? v->iops_free : start;
+		v->iops_free = start + (int64_t)((len + SIM_IOPS_UNIT - 1) / SIM_IOPS_UNIT) *
+				       NS / (int64_t)s->dev.iops;
+	}
+	xfer = v->pipe_free > start ? v->pipe_free : start;
+	v->pipe_free = xfer + (int64_t)((double)len * NS / (double)s->dev.bw);
+	v->slot_free[k] = v->pipe_free + (int64_t)s->dev.lat_us * 1000;
+	return v->slot_free[k];
 }
 
-/* A write of @len bytes issued at @at: when it completes (a flush waits for it). */
-static int64_t dev_write(struct sim *s, int64_t at, size_t len)
+static struct sim_vol *vol_at(struct sim *s, uint32_t i)
 {
-	int64_t done = dev_io(s, at, len);
+	return (struct sim_vol *)((char *)s->vols +
+				  i * (sizeof(struct sim_vol) + s->dev.qd * sizeof(int64_t)));
+}
+
+/*
+ * An I/O of @len bytes at @off of @f issued at @at (now or later): when it
+ * completes.  With dev_raid volumes (RAID 0), split at dev_stripe
+ * boundaries, stripe i of a file on volume (file id + i) mod dev_raid
+ * (files laid out one after another, each starting on a volume of its
+ * own), the pieces at once; done when the last is.
+ */
+static int64_t dev_io(struct sim *s, int64_t at, const struct sim_file *f, off_t off, size_t len)
+{
+	int64_t done = at;
+
+	if (s->dev.raid == 1)
+		return vol_io(s, vol_at(s, 0), at, len);
+	while (len) {
+		uint64_t stripe = (uint64_t)off / s->dev.stripe;
+		size_t piece = (size_t)((stripe + 1) * s->dev.stripe - (uint64_t)off);
+		int64_t t;
+
+		piece = piece < len ? piece : len;
+		t = vol_io(s, vol_at(s, (uint32_t)((f->id + stripe) % s->dev.raid)), at, piece);
+		done = t > done ? t : done;
+		off += (off_t)piece;
+		len -= piece;
+	}
+	return done;
+}
+
+/* A write of @len bytes at @off of @f issued at @at: when it completes (a flush waits for it). */
+static int64_t dev_write(struct sim *s, int64_t at, const struct sim_file *f, off_t off, size_t len)
+{
+	int64_t done = dev_io(s, at, f, off, len);
 
 	if (done > s->last_done)
 		s->last_done = done;
@@ -374,7 +427,7 @@ static int64_t write_group(struct sim *s, struct sim_file *f, off_t off, size_t 
 	while (len) {
 		ssize_t n;
 
-		due = dev_write(s, due, len);
+		due = dev_write(s, due, f, off, len);
 		n = sim_fault(s, WB_FAULT_WRITE, f, off, len, (ssize_t)len);
 		if (n < 0) {
 			*err = (int)n;
@@ -702,7 +755,7 @@ static ssize_t sim_backing_read(void *arg, void *buf, size_t len, off_t off)
 	while (done < len) {
 		ssize_t n;
 
-		s->read_at = dev_io(s, s->read_at, len - done);
+		s->read_at = dev_io(s, s->read_at, f, off + (off_t)done, len - done);
 		n = sim_fault(s, WB_FAULT_READ, f, off + (off_t)done, len - done,
 			      (ssize_t)(len - done));
 		if (n < 0)
@@ -1310,7 +1363,8 @@ int sim_replay(const struct trace_rec *recs, size_t nr, const char *opts, const 
 	s.nr_flushers = fc.wb.flushers;
 	s.log_interval_ms = fc.wb.stats_interval_ms;
 	s.flushers = calloc(s.nr_flushers + 1, sizeof(*s.flushers));
-	ret = s.flushers ? ctx_create(&s, &fc, err, errlen) : -ENOMEM;
+	s.vols = calloc(s.dev.raid, sizeof(struct sim_vol) + s.dev.qd * sizeof(int64_t));
+	ret = s.flushers && s.vols ? ctx_create(&s, &fc, err, errlen) : -ENOMEM;
 	if (!ret)
 		ret = setup_actors(&s, recs, nr);
 	if (!ret) {
@@ -1346,6 +1400,7 @@ int sim_replay(const struct trace_rec *recs, size_t nr, const char *opts, const 
 	free(s.files);
 	free(s.opens);
 	free(s.flushers);
+	free(s.vols);
 	free((void *)s.recs);
 	free(s.heap);
 	free(s.pauses.v);

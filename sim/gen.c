@@ -32,7 +32,8 @@
  *   start_ms=N       the ops begin N ms into the trace (default 0, 1000
  *                    with warm: time for the warm reads to end first,
  *                    in a replay's closed loop)
- * The same SPEC always gives the same trace.
+ * The same SPEC always gives the same trace.  A SPEC whose first item is
+ * "pgbench" is pgbench.c's (pgbench simple-update on PostgreSQL).
  */
 #include "sim.h"
 
@@ -227,8 +228,11 @@ int sim_gen(const char *spec, const char *out_path, char *err, size_t errlen)
 	struct gen_spec g;
 	uint64_t slots, *seq_pos = NULL, *done = NULL, *rng = NULL;
 	FILE *f;
-	int ret = parse_spec(spec, &g, err, errlen);
+	int ret;
 
+	if (!strncmp(spec, "pgbench", 7) && (spec[7] == ',' || !spec[7]))
+		return sim_gen_pgbench(spec, out_path, err, errlen);
+	ret = parse_spec(spec, &g, err, errlen);
 	if (ret)
 		return ret;
 	f = fopen(out_path, "wb");

@@ -65,7 +65,10 @@ static void help(FILE *f)
 		"  Pareto-optimal configurations marked.\n"
 		"OPTIONS: the mount's (fault=, load=, account.PARAM=, size.PARAM=,\n"
 		"  throttle.PARAM= included), and the device model:\n"
-		"  dev_bw=BYTES/S dev_lat_us=US dev_qd=N dev_flush_us=US\n"
+		"  dev_bw=BYTES/S dev_lat_us=US dev_qd=N dev_flush_us=US dev_iops=N (0: no\n"
+		"  limit), per volume; dev_raid=N volumes in RAID 0 (1), dev_stripe=SIZE\n"
+		"  (512K); sim_data=0: folios hold no memory, and cache_size may exceed\n"
+		"  this machine's (a modelled machine's page cache)\n"
 		"  default dev_bw=%llu,dev_lat_us=%u,dev_qd=%u,dev_flush_us=%u: fitted by\n"
 		"  contrib/sim/fit-device.sh (fio, medians of 3 runs) to the virtio disk\n"
 		"  holding /work on the machine foliofs is developed on, 2026-12-01; run it\n"
@@ -86,7 +89,13 @@ static void help(FILE *f)
 		"    sequentially, io bytes at a time\n"
 		"  warm_by=N (0): who reads them: 0 a reader of its own (pid writers + 1,\n"
 		"    one open per file, every file); N writer N, its own file, its own open\n"
-		"  start_ms=N (0; 1000 with warm): when the ops begin\n",
+		"  start_ms=N (0; 1000 with warm): when the ops begin\n"
+		"SPEC pgbench,KEY=VALUE,...: pgbench simple-update on PostgreSQL, streamed\n"
+		"  (foliofs-sim(1), PGBENCH KEYS): clients= scale= fillfactor= tps=\n"
+		"  duration= iterations= txns= shared_buffers= checkpoint_s= ckpt_target=\n"
+		"  wal_rec= fpw= wal_group= wal_seg= wal_files= rel_seg= scan= scan_io=\n"
+		"  scan_s= gap_s= cold= warmup_s= end_ckpt= index= idx_dirty= hint_fpw=\n"
+		"  wal_each= seed=; prints its schedule\n",
 		SIM_DEV_BW, SIM_DEV_LAT_US, SIM_DEV_QD, SIM_DEV_FLUSH_US);
 }
 

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
  * opts.c - a replay's options: the device model's (dev_bw=, dev_lat_us=,
- * dev_qd=, dev_flush_us=) and the mount's, through the mount's own parser
+ * dev_qd=, dev_flush_us=, dev_iops=, dev_raid=, dev_stripe=), sim_data=
+ * (0: folios without memory, bs_config.no_data) and the mount's, through the mount's own parser
  * (fusefs/opts.c: the same names, defaults and checks).  The only file of
  * the simulator that knows the FUSE layer.
  */
@@ -12,14 +13,21 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Device options out of @opts, the rest into @rest for the mount's parser. */
-static int split_opts(struct sim_dev_cfg *dev, const char *opts, char *rest, size_t restlen,
+/*
+ * The simulator's own options out of @opts (the device's, and sim_data=),
+ * the rest into @rest for the mount's parser.
+ */
+static int split_opts(struct sim_config *cfg, const char *opts, char *rest, size_t restlen,
 		      char *err, size_t errlen)
 {
 	static const struct { const char *name; uint64_t min, max; } dev_opts[] = {
 		{ "dev_bw", 1, 1ull << 40 }, { "dev_lat_us", 0, 10000000 },
 		{ "dev_qd", 1, SIM_MAX_QD }, { "dev_flush_us", 0, 10000000 },
+		{ "dev_iops", 0, 1ull << 32 }, { "dev_raid", 1, SIM_MAX_RAID },
+		{ "dev_stripe", 4096, 1ull << 30 }, { "sim_data", 0, 1 },
 	};
+	struct sim_dev_cfg *dev = &cfg->dev;
+	char *cache_item = NULL;
 	char *copy = strdup(opts ? opts : ""), *save = NULL;
 	size_t used = 0;
 	int ret = 0;
@@ -36,6 +44,10 @@ static int split_opts(struct sim_dev_cfg *dev, const char *opts, char *rest, siz
 			if (eq && (size_t)(eq - it) == strlen(dev_opts[d].name) &&
 			    !strncmp(it, dev_opts[d].name, (size_t)(eq - it)))
 				break;
+		if (!strncmp(it, "cache_size=", 11)) {
+			cache_item = it;	/* below: whose it is depends on sim_data */
+			continue;
+		}
 		if (d == nd) {
 			int n = snprintf(rest + used, restlen - used, "%s%s", used ? "," : "", it);
 
@@ -47,8 +59,8 @@ static int split_opts(struct sim_dev_cfg *dev, const char *opts, char *rest, siz
 			continue;
 		}
 		*eq = '\0';
-		ret = (d == 0 ? wb_parse_size : wb_parse_uint)(it, eq + 1, dev_opts[d].min,
-								dev_opts[d].max, &v, err, errlen);
+		ret = (d == 0 || d == 6 ? wb_parse_size : wb_parse_uint)(it, eq + 1,
+			dev_opts[d].min, dev_opts[d].max, &v, err, errlen);
 		if (ret)
 			break;
 		if (d == 0)
@@ -57,8 +69,31 @@ static int split_opts(struct sim_dev_cfg *dev, const char *opts, char *rest, siz
 			dev->lat_us = v;
 		else if (d == 2)
 			dev->qd = (uint32_t)v;
-		else
+		else if (d == 3)
 			dev->flush_us = v;
+		else if (d == 4)
+			dev->iops = v;
+		else if (d == 5)
+			dev->raid = (uint32_t)v;
+		else if (d == 6)
+			dev->stripe = v;
+		else
+			cfg->no_data = !v;
+	}
+	/*
+	 * cache_size: the mount's (at most this machine's memory), or with
+	 * sim_data=0 the simulator's, as large as the modelled machine's.
+	 */
+	if (!ret && cache_item && cfg->no_data) {
+		ret = wb_parse_size("cache_size", cache_item + 11, 1, 1ull << 50, &cfg->cache_size,
+				    err, errlen);
+	} else if (!ret && cache_item) {
+		int n = snprintf(rest + used, restlen - used, "%s%s", used ? "," : "", cache_item);
+
+		if (n < 0 || (size_t)n >= restlen - used) {
+			snprintf(err, errlen, "options too long");
+			ret = -EINVAL;
+		}
 	}
 	free(copy);
 	return ret;
@@ -94,7 +129,7 @@ static int check_left(const char *arg, char *err, size_t errlen)
  * the same names, defaults and checks.  What it leaves for libfuse is
  * refused: the simulator has no use for it, and a typo must not pass.
  */
-static int parse_opts(struct sim_dev_cfg *dev, const char *opts, struct ffs_config *fc,
+static int parse_opts(struct sim_config *cfg, const char *opts, struct ffs_config *fc,
 		      char *err, size_t errlen)
 {
 	char rest[4096], perr[FFS_ERRLEN] = "", prog[] = "foliofs-sim", o[] = "-o";
@@ -102,7 +137,7 @@ static int parse_opts(struct sim_dev_cfg *dev, const char *opts, struct ffs_conf
 	char *argv[] = { prog, backing, mnt, o, rest, NULL };
 	int ret;
 
-	ret = split_opts(dev, opts, rest, sizeof(rest), perr, sizeof(perr));
+	ret = split_opts(cfg, opts, rest, sizeof(rest), perr, sizeof(perr));
 	if (!ret)
 		ret = ffs_parse_args(rest[0] ? 5 : 3, argv, fc, perr);
 	if (!ret) {
@@ -126,19 +161,22 @@ int sim_config_parse(const char *opts, struct sim_config *cfg, char *err, size_t
 
 	*cfg = (struct sim_config){
 		.dev = { .bw = SIM_DEV_BW, .lat_us = SIM_DEV_LAT_US, .qd = SIM_DEV_QD,
-			 .flush_us = SIM_DEV_FLUSH_US },
+			 .flush_us = SIM_DEV_FLUSH_US, .raid = 1, .stripe = SIM_DEV_STRIPE },
 	};
 	if (!fc) {
 		snprintf(err, errlen, "out of memory");
 		return -ENOMEM;
 	}
-	ret = parse_opts(&cfg->dev, opts, fc, err, errlen);
+	ret = parse_opts(cfg, opts, fc, err, errlen);
 	if (ret) {
 		ffs_config_free(fc);
 		free(fc);
 		return ret;
 	}
 	cfg->bs = fc->bs;
+	cfg->bs.no_data = cfg->no_data;
+	if (cfg->cache_size)
+		cfg->bs.cache_size = cfg->cache_size;
 	cfg->wb = fc->wb;
 	cfg->priv = fc;
 	return 0;

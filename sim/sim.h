@@ -8,6 +8,7 @@
  *   sweep.c   sweep: many replays over a grid of options, on every core
  *   report.c  a replay's numbers by name (the CSV columns)
  *   gen.c     synthetic traces from a spec
+ *   pgbench.c the pgbench simple-update generator (gen pgbench,...)
  *   ../trace/ the trace format (trace.h), shared with the daemon
  *   engine.c  the replay: event loop, writers, flushers, device
  *   opts.c    its options, through the mount's parser
@@ -24,7 +25,8 @@
 #include <stdio.h>
 
 /*
- * The modelled backing device (-o dev_bw=,dev_lat_us=,dev_qd=,dev_flush_us=).
+ * The modelled backing device (-o dev_bw=,dev_lat_us=,dev_qd=,dev_flush_us=,
+ * dev_iops=,dev_raid=,dev_stripe=).
  * Defaults: the disk holding /work on the machine foliofs is developed on,
  * fitted by contrib/fit-device.sh (fio, medians of 3 runs; see main.c's help).
  */
@@ -40,7 +42,13 @@ struct sim_dev_cfg {
 	uint64_t lat_us;	/* per I/O, on top of the transfer */
 	uint32_t qd;		/* I/Os in flight at most */
 	uint64_t flush_us;	/* a cache flush (fdatasync), after the writes before it */
+	/* The above per volume; dev_raid volumes in RAID 0 (1: one device). */
+	uint32_t raid;		/* volumes, 1..SIM_MAX_RAID */
+	uint64_t stripe;	/* bytes of a stripe piece (chunk) */
+	uint64_t iops;		/* I/Os started a second at most per volume; 0: no limit */
 };
+#define SIM_MAX_RAID 256
+#define SIM_DEV_STRIPE (512u << 10)	/* mdadm's default chunk */
 
 /* Folio sizes the summary counts: 4 KiB << 0 .. 2 MiB (BS_NR_FOLIO_ORDERS). */
 #define SIM_NR_ORDERS 10
@@ -54,6 +62,8 @@ struct sim_config {
 	struct bs_config bs;
 	struct wb_config wb;
 	struct sim_dev_cfg dev;
+	bool no_data;			/* -o sim_data=0: folios hold no memory */
+	uint64_t cache_size;		/* with sim_data=0: cache_size=, unbounded by RAM; 0: unset */
 	void *priv;			/* the parser's configuration */
 };
 /* 0, or -errno with one line in @err (an unknown or bad option, ...). */
@@ -105,6 +115,8 @@ void sim_result_free(struct sim_result *res);
 
 /* gen.c */
 int sim_gen(const char *spec, const char *out_path, char *err, size_t errlen);
+/* pgbench.c: SPEC "pgbench,KEY=VALUE,..."; prints its schedule to stdout. */
+int sim_gen_pgbench(const char *spec, const char *out_path, char *err, size_t errlen);
 
 /*
  * report.c: the CSV columns of a replay's results (names stable, only

@@ -1,0 +1,192 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: GPL-2.0-or-later
+"""The seed's pgbench scenario in foliofs-sim: a generated trace replayed
+under folio and page charging and both readahead models, and the table
+the seed reports (tps per iteration, mean, CV, worst and best, iterations
+1-5 against 6-10, charged against written, pauses).
+
+    pgbench-seed.py [--sim BIN] [-j N] [--iterations N] [--duration S]
+                    [--warmup S] [--gen ITEMS] [-o OPTIONS] [--keep] OUTDIR
+
+The generator makes one trace (OUTDIR/seed.trace, deleted afterwards
+unless --keep); each configuration replays it (OUTDIR/NAME.out), N at once.
+An iteration's tps is its clients' transactions over their own spans: the
+sum over its clients of txns x achieved_ops_s / ops, from the replay's
+writer lines and the generator's schedule (gen.out).
+"""
+import argparse
+import csv
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+# The seed (seeds/000): 1024 clients, scale 8470, fillfactor 90, ~200k tps;
+# PostgreSQL settings of aws/repro-collection's postgresql workload:
+# shared_buffers 25% of 384 GB, checkpoint_timeout 5min, target 0.9,
+# --wal-segsize=64 --data-checksums, full_page_writes on.  wal_each=1: every
+# commit passes the throttle, as every commit waits for a WAL flush that
+# balance_dirty_pages may hold (a trace has no waits between processes).
+GEN = ('pgbench,clients=1024,scale=8470,fillfactor=90,tps=200000,shared_buffers=96G,'
+       'checkpoint_s=300,ckpt_target=90,fpw=1,hint_fpw=1,index=1,wal_seg=64M,wal_files=64,'
+       'wal_each=1,scan=1')
+# The machine: page cache and dirty limits of a 384 GB m8g.24xlarge
+# (dirtyable ~275 GB: 384 - 96 GB of huge pages for shared_buffers - anon and
+# kernel; dirty_ratio 20, dirty_background_ratio 10: the defaults), XFS-like
+# sizing (kernel policy, 2 MiB folios, 2 MiB readahead), bdp throttling;
+# the array: 12 io2 volumes of 32,000 IOPS, RAID 0.
+OPTS = ('sim_data=0,cache_size=275G,dirty_ratio=20,dirty_background_ratio=10,'
+        'folio_size=2M,folio_policy=kernel,throttle=bdp,'
+        'dev_raid=12,dev_iops=32000,dev_bw=1000M,dev_lat_us=300,dev_qd=32,'
+        'dev_flush_us=200,dev_stripe=512K')
+CONFIGS = [
+    ('6.17-folio', 'ra_model=6.17,dirty_account=folio'),
+    ('6.17-page', 'ra_model=6.17,dirty_account=page'),
+    ('6.16-folio', 'ra_model=6.16,dirty_account=folio'),
+    ('6.16-page', 'ra_model=6.16,dirty_account=page'),
+]
+
+
+def default_sim():
+    for b in ('build', 'build-h'):
+        p = os.path.join(HERE, '..', '..', b, 'sim', 'foliofs-sim')
+        if os.path.exists(p):
+            return p
+    return 'foliofs-sim'
+
+
+def schedule(gen_out):
+    its = []
+    for line in gen_out.splitlines():
+        w = line.split()
+        if w and w[0] == 'iteration':
+            lo, hi = (int(x) for x in w[3].split('-'))
+            its.append((lo, hi, int(w[7])))
+    return its
+
+
+def parse_replay(text):
+    writers, kv = {}, {}
+    for line in text.splitlines():
+        w = line.split()
+        if not w or w[0].startswith('#'):
+            continue
+        if w[0] == 'writer':
+            writers[int(w[1])] = (int(w[2]), float(w[3]))
+        elif w[0] == 'pauses':
+            kv['pauses'] = int(w[1])
+            kv['pause_total_ms'] = float(w[3])
+            kv['pause_max_ms'] = float(w[9])
+        elif w[0] == 'pages_charged':
+            kv['pages_charged'] = int(w[1])
+            kv['pages_written'] = int(w[3])
+            kv['device_bytes'] = int(w[5])
+        elif w[0] == 'peak_charged_bytes':
+            kv['peak_charged'] = int(w[1])
+            kv['peak_pinned'] = int(w[5])
+        elif w[0] == 'folio_sizes':
+            kv['folios_2m'] = int(w[-1])
+        elif len(w) == 2 and w[1].isdigit():
+            kv.setdefault('stat_' + w[0], int(w[1]))
+    return writers, kv
+
+
+def iteration_tps(its, writers):
+    out = []
+    for lo, hi, txns in its:
+        tps = 0.0
+        for pid in range(lo, hi + 1):
+            ops, ach = writers.get(pid, (0, 0.0))
+            if ops:
+                tps += txns * ach / ops
+        out.append(tps)
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    ap.add_argument('--sim', default=default_sim())
+    ap.add_argument('-j', type=int, default=2)
+    ap.add_argument('--iterations', type=int, default=10)
+    ap.add_argument('--duration', type=int, default=10, help='seconds per iteration')
+    ap.add_argument('--warmup', type=int, default=300)
+    ap.add_argument('--gen', default='', help='more generator items')
+    ap.add_argument('-o', dest='opts', default='', help='more replay options')
+    ap.add_argument('--keep', action='store_true')
+    ap.add_argument('outdir')
+    a = ap.parse_args()
+    os.makedirs(a.outdir, exist_ok=True)
+    trace = os.path.join(a.outdir, 'seed.trace')
+    spec = '%s,iterations=%d,duration=%d,warmup_s=%d%s' % (
+        GEN, a.iterations, a.duration, a.warmup, ',' + a.gen if a.gen else '')
+    t0 = time.time()
+    g = subprocess.run([a.sim, 'gen', spec, '-o', trace], check=True, capture_output=True,
+                       text=True)
+    gen_s = time.time() - t0
+    with open(os.path.join(a.outdir, 'gen.out'), 'w') as f:
+        f.write('# foliofs-sim gen %s\n%s' % (spec, g.stdout))
+    its = schedule(g.stdout)
+    opts = OPTS + (',' + a.opts if a.opts else '')
+    running, done = [], {}
+    queue = list(CONFIGS)
+    t1 = time.time()
+    while queue or running:
+        while queue and len(running) < a.j:
+            name, o = queue.pop(0)
+            out = open(os.path.join(a.outdir, name + '.out'), 'w')
+            cmd = [a.sim, trace, '-o', opts + ',' + o]
+            out.write('# %s\n' % ' '.join(cmd))
+            out.flush()
+            running.append((name, subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT),
+                            out, time.time()))
+        time.sleep(1)
+        for r in list(running):
+            if r[1].poll() is not None:
+                r[2].close()
+                if r[1].returncode:
+                    sys.exit('pgbench-seed: %s failed, see %s.out' % (r[0], r[0]))
+                done[r[0]] = time.time() - r[3]
+                running.remove(r)
+    replay_s = time.time() - t1
+    if not a.keep:
+        os.unlink(trace)
+    rows = []
+    with open(os.path.join(a.outdir, 'iterations.csv'), 'w', newline='') as f:
+        w = csv.writer(f)
+        w.writerow(['config', 'iteration', 'tps'])
+        for name, _ in CONFIGS:
+            with open(os.path.join(a.outdir, name + '.out')) as r:
+                text = r.read()
+            writers, kv = parse_replay(text)
+            tps = iteration_tps(its, writers)
+            for i, t in enumerate(tps):
+                w.writerow([name, i + 1, '%.0f' % t])
+            half = len(tps) // 2
+            mean = statistics.mean(tps)
+            rows.append((name, mean, min(tps), max(tps),
+                         statistics.pstdev(tps) / mean * 100 if mean else 0,
+                         statistics.mean(tps[:half]) if half else mean,
+                         statistics.mean(tps[half:]) if half else mean,
+                         kv['pages_charged'] * 4096 / max(1, kv['device_bytes']),
+                         kv['pauses'], kv['pause_total_ms'] / 1000, kv['pause_max_ms'],
+                         kv['peak_charged'] / 2**30, kv['peak_pinned'] / 2**30,
+                         kv['device_bytes'] / 2**30, done[name]))
+    with open(os.path.join(a.outdir, 'table.md'), 'w') as f:
+        f.write('| config | mean tps | min | max | CV | iters 1-%d | iters %d-%d | '
+                'charged/written | pauses | paused s | max pause ms | peak charged GiB | '
+                'peak pinned GiB | written GiB | replay s |\n' %
+                (len(its) // 2, len(its) // 2 + 1, len(its)))
+        f.write('|---|' + '---:|' * 14 + '\n')
+        for r in rows:
+            f.write('| %s | %.0f | %.0f | %.0f | %.2f%% | %.0f | %.0f | x%.1f | %d | %.1f | %.1f | '
+                    '%.1f | %.1f | %.1f | %.0f |\n' % r)
+        f.write('\ngenerator %.0f s; replays %.0f s wall (-j %d)\n' % (gen_s, replay_s, a.j))
+    with open(os.path.join(a.outdir, 'table.md')) as f:
+        sys.stdout.write(f.read())
+
+
+if __name__ == '__main__':
+    main()

@@ -1,0 +1,776 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * pgbench.c - a synthetic trace shaped like pgbench simple-update (-N) on
+ * PostgreSQL: `foliofs-sim gen pgbench,KEY=VALUE,... -o OUT`.
+ *
+ * What PostgreSQL does to its files per transaction, as a model:
+ *
+ *   table      pgbench_accounts: scale x 100000 rows, floor(61 x
+ *              fillfactor / 100) rows per 8 KiB page (61 at fillfactor
+ *              100: 1640 pages, 12.8 MiB per scale unit), split into
+ *              relation segment files of rel_seg bytes (1 GiB), as
+ *              PostgreSQL splits every relation.
+ *   index      pgbench_accounts_pkey (index=1): a metapage and a leaf per
+ *              368 rows (int4 keys, btree fillfactor 90), in segment files
+ *              of its own.  A transaction's lookup reads its row's leaf
+ *              and, with probability idx_dirty percent, dirties it (hint
+ *              bits: the recorded trace's checkpoint wrote 185 of the 187
+ *              leaves its backends read); with data checksums on
+ *              (hint_fpw=1, initdb's default since PostgreSQL 18, and the
+ *              seed's --data-checksums) that first change since the
+ *              checkpoint logs a full-page image.
+ *   update     one row drawn uniformly, so one heap page.  shared_buffers is a
+ *              pool of pool = shared_buffers / 8 KiB buffers holding a
+ *              uniform random sample of the table (see "buffers" below): a
+ *              page not in it is read (an 8 KiB pread of the backend's own
+ *              open), and the buffer it takes is a victim's; a dirty
+ *              victim is written first (an 8 KiB pwrite by the backend,
+ *              as a backend's own eviction of a dirty buffer does).
+ *   WAL        each transaction adds wal_rec bytes, and a full-page image
+ *              (8 KiB) when it is the page's first change since the last
+ *              checkpoint began (fpw=1).  Commits are flushed in groups of
+ *              wal_group: the group's last client writes the WAL from the
+ *              page the last flush ended in to the page the WAL now ends
+ *              in (PostgreSQL rewrites the partial last page; 8 KiB
+ *              aligned writes) and fdatasyncs it.  WAL lives in a ring of
+ *              wal_files segment files of wal_seg bytes (recycled
+ *              segments: no creates or renames).  wal_each=1: each
+ *              client writes its own WAL bytes (unaligned) at its commit,
+ *              and the group's last client only fdatasyncs: in a replay
+ *              every commit then passes the throttle, as every commit
+ *              of PostgreSQL waits for a WAL flush the throttle may hold
+ *              (a trace has no waits between processes).
+ *   history    each transaction appends a 50-byte row to pgbench_history;
+ *              its filled pages are written by the checkpointer.
+ *   checkpoint every checkpoint_s seconds the checkpointer writes every
+ *              buffer dirty when it began, in file and block order (as
+ *              PostgreSQL sorts them), spread evenly over ckpt_target
+ *              percent of the interval, skipping those a backend evicted
+ *              meanwhile, then the new history pages, then fsyncs every
+ *              file it wrote.
+ *   scan       scan=1: before each iteration (scan=2: the first only) one
+ *              reader (a pid and open of
+ *              its own) reads the whole table in order, scan_io bytes a
+ *              read (PostgreSQL 17's read streams combine up to 128 KiB):
+ *              the large-folio source under 6.17+ readahead.  The
+ *              clients start scan_s seconds after it does; the first scan
+ *              runs on an idle database (the checkpointer's schedule, a
+ *              checkpoint in progress included, waits for the clients);
+ *              later iterations' clients start gap_s after it (gap_s after
+ *              it in the iterations after the first, whose scan finds
+ *              the table cached).
+ *
+ * Buffers: the pool is not kept page by page (at scale 8470 it is 12.5
+ * million buffers).  Three bitmaps of one bit per table page are kept
+ * instead (2 MiB each at scale 8470): dirty (dirty in the pool), fpw
+ * (changed since the checkpoint began) and ckpt (what the running
+ * checkpoint writes), and a fourth, loaded, with cold=1.  A page whose
+ * dirty bit is set is in the pool; one whose bit is clear is in it with
+ * probability (pool - dirty) / (pages - dirty), the clean buffers spread
+ * uniformly over the clean pages.  A victim is dirty with probability
+ * dirty / pool, and then a dirty page drawn uniformly.  With cold=1 the
+ * pool starts empty and fills with the pages read, without victims, until
+ * it holds pool pages (the first transactions after a restart); cold=2
+ * starts with the heap in it and the index out (after pgbench -i, which
+ * builds the index without shared buffers).  Heap and index pages share
+ * the pool and the bitmaps.
+ *
+ * Time: clients take turns, transaction n of an iteration at n / tps
+ * seconds after its start, client n mod clients; each client's next
+ * transaction is due clients / tps seconds after its last (a replay keeps
+ * these as think times: a throttled client falls behind).  Iteration k's
+ * clients are pids k x clients + 1 .. (k + 1) x clients, so a replay's
+ * per-writer lines give each iteration's rate; the checkpointer and the
+ * scanners have the pids after them.  stdout gets one line per iteration
+ * (its pids, start and transactions per client) and the totals.
+ *
+ * warmup_s=N runs the model N seconds before the trace begins, writing
+ * nothing: shared buffers start as dirty as a server's that ran that long.
+ * txns=N sets an iteration's transactions instead of tps x duration;
+ * end_ckpt=1 ends the trace with a CHECKPOINT (written at once).
+ *
+ * Memory: events are written as they are made (stdio's buffer); what is
+ * kept is the bitmaps and a few counters, whatever the duration.
+ */
+#include "sim.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define PG_PAGE 8192ull
+#define PG_ROWS_PER_PAGE_FF100 61ull
+#define PG_ROWS_PER_SCALE 100000ull
+#define PG_HISTORY_ROW 50ull
+/* pgbench_accounts_pkey: leaves of int4 keys at btree's fillfactor 90 */
+#define PG_ROWS_PER_LEAF 368ull
+#define NS_PER_S 1000000000ull
+
+struct pg_spec {
+	uint64_t clients, scale, fillfactor, tps, duration_s, iterations;
+	uint64_t shared_buffers, checkpoint_s, ckpt_target, wal_rec, fpw, wal_group;
+	uint64_t wal_seg, wal_files, rel_seg, scan, scan_io, scan_s, cold, seed;
+	uint64_t txns, end_ckpt, warmup_s, gap_s, index, idx_dirty, hint_fpw, wal_each;
+	bool scan_s_set;
+};
+
+/* One bit per table page. */
+struct pg_bitmap {
+	uint64_t *w;
+};
+
+struct pg_gen {
+	struct pg_spec g;
+	FILE *f;
+	/* warmup_s: the model runs from time 0 with nothing written (quiet)
+	 * until t_base, and records are stamped t - t_base */
+	bool quiet;
+	uint64_t t_base;
+	uint64_t rng;
+	/*
+	 * Page numbers: the heap's [0, heap_pages), then the index's
+	 * [heap_pages, pages) (its metapage first); files: the heap's
+	 * segments, the index's, history, WAL.
+	 */
+	uint64_t pages, heap_pages, rows, rows_per_page, pool, pages_per_seg;
+	uint64_t nr_segs, heap_segs;
+	uint32_t hist_file, wal_first_file;
+	struct pg_bitmap dirty, fpw, ckpt, loaded;
+	uint64_t nr_dirty, nr_loaded;
+	/* WAL */
+	uint64_t wal_pos, wal_flushed, in_group;
+	uint64_t wal_base;		/* wal_pos when the trace began (after warmup_s) */
+	/* history */
+	uint64_t hist_bytes, hist_written;	/* appended; written by checkpoints (bytes) */
+	/* the checkpointer */
+	uint32_t ckpt_pid;
+	uint64_t ckpt_next_ns;		/* the next checkpoint begins then */
+	bool ckpt_running;
+	uint64_t ckpt_start_ns, ckpt_step_ns, ckpt_pos, ckpt_i;
+	uint8_t *seg_written;		/* per relation segment, and history */
+	bool hist_seg_written;
+	/* what was made */
+	uint64_t txns, recs, reads, writes, wal_writes, syncs, ckpt_writes, scan_reads;
+};
+
+static int parse_item(struct pg_spec *g, const char *name, const char *val, char *err,
+		      size_t errlen)
+{
+	static const struct { const char *name; size_t off; uint64_t min, max; } keys[] = {
+#define K(n, lo, hi) { #n, offsetof(struct pg_spec, n), lo, hi }
+		K(clients, 1, 65536), K(scale, 1, 1000000), K(fillfactor, 10, 100),
+		K(tps, 1, 100000000), K(duration_s, 1, 1000000), K(iterations, 1, 1000),
+		K(shared_buffers, 0, 1ull << 50), K(checkpoint_s, 1, 1000000),
+		K(ckpt_target, 1, 100), K(wal_rec, 1, 1 << 20), K(fpw, 0, 1),
+		K(wal_group, 0, 1 << 20), K(wal_seg, PG_PAGE, 1ull << 40),
+		K(wal_files, 1, 1 << 16), K(rel_seg, PG_PAGE, 1ull << 40), K(scan, 0, 2),
+		K(scan_io, PG_PAGE, 64u << 20), K(scan_s, 0, 1000000),
+		K(seed, 0, UINT64_MAX), K(txns, 0, 1ull << 40), K(end_ckpt, 0, 1),
+		K(warmup_s, 0, 1000000), K(gap_s, 0, 1000000), K(index, 0, 1),
+		K(idx_dirty, 0, 100), K(hint_fpw, 0, 1), K(cold, 0, 2), K(wal_each, 0, 1),
+#undef K
+	};
+
+	if (!strcmp(name, "duration"))
+		name = "duration_s";
+	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+		if (strcmp(name, keys[i].name) != 0)
+			continue;
+		if (!strcmp(name, "scan_s"))
+			g->scan_s_set = true;
+		return wb_parse_size(name, val, keys[i].min, keys[i].max,
+				     (uint64_t *)((char *)g + keys[i].off), err, errlen);
+	}
+	snprintf(err, errlen, "%s: unknown pgbench item (clients, scale, fillfactor, tps, "
+		 "duration, iterations, shared_buffers, checkpoint_s, ckpt_target, wal_rec, "
+		 "fpw, wal_group, wal_seg, wal_files, rel_seg, scan, scan_io, scan_s, cold, "
+		 "seed, txns, end_ckpt, warmup_s, gap_s, index, idx_dirty, hint_fpw, wal_each)",
+		 name);
+	return -EINVAL;
+}
+
+static int parse_spec(const char *spec, struct pg_spec *g, char *err, size_t errlen)
+{
+	char *copy = strdup(spec), *save = NULL;
+	int ret = 0;
+
+	*g = (struct pg_spec){
+		.clients = 1, .scale = 1, .fillfactor = 100, .tps = 1000, .duration_s = 10,
+		.iterations = 1, .shared_buffers = 128u << 20, .checkpoint_s = 300,
+		.ckpt_target = 90, .wal_rec = 300, .fpw = 1, .wal_seg = 16u << 20,
+		.wal_files = 8, .rel_seg = 1u << 30, .scan = 0, .scan_io = 128u << 10, .seed = 1,
+		.gap_s = 10, .index = 1, .idx_dirty = 100, .hint_fpw = 1,
+	};
+	if (!copy)
+		return -ENOMEM;
+	for (char *item = strtok_r(copy, ",", &save); item && !ret;
+	     item = strtok_r(NULL, ",", &save)) {
+		char *eq = strchr(item, '=');
+
+		if (!strcmp(item, "pgbench"))
+			continue;
+		if (!eq) {
+			snprintf(err, errlen, "%s: expected name=value", item);
+			ret = -EINVAL;
+			break;
+		}
+		*eq = '\0';
+		ret = parse_item(g, item, eq + 1, err, errlen);
+	}
+	free(copy);
+	if (!ret && (g->wal_seg % PG_PAGE || g->rel_seg % PG_PAGE || g->scan_io % PG_PAGE)) {
+		snprintf(err, errlen, "wal_seg, rel_seg and scan_io: multiples of 8K");
+		ret = -EINVAL;
+	}
+	if (!ret && g->clients * g->iterations + 2 + g->iterations > UINT32_MAX) {
+		snprintf(err, errlen, "clients x iterations: too many pids");
+		ret = -EINVAL;
+	}
+	return ret;
+}
+
+/* xorshift64: the same numbers from the same seed on every machine. */
+static uint64_t pg_rand(struct pg_gen *p)
+{
+	p->rng ^= p->rng << 13;
+	p->rng ^= p->rng >> 7;
+	p->rng ^= p->rng << 17;
+	return p->rng;
+}
+
+/* True with probability @num / @den (den > 0). */
+static bool pg_chance(struct pg_gen *p, uint64_t num, uint64_t den)
+{
+	return (unsigned __int128)(pg_rand(p) >> 11) * den < (unsigned __int128)num << 53;
+}
+
+static int bm_alloc(struct pg_bitmap *b, uint64_t bits)
+{
+	b->w = calloc((bits + 63) / 64, sizeof(uint64_t));
+	return b->w ? 0 : -ENOMEM;
+}
+
+static bool bm_test(const struct pg_bitmap *b, uint64_t i)
+{
+	return b->w[i / 64] >> (i % 64) & 1;
+}
+
+static void bm_set(struct pg_bitmap *b, uint64_t i)
+{
+	b->w[i / 64] |= 1ull << (i % 64);
+}
+
+static void bm_clear(struct pg_bitmap *b, uint64_t i)
+{
+	b->w[i / 64] &= ~(1ull << (i % 64));
+}
+
+/* The first set bit at or after @i, or @n. */
+static uint64_t bm_next(const struct pg_bitmap *b, uint64_t i, uint64_t n)
+{
+	while (i < n) {
+		uint64_t w = b->w[i / 64] >> (i % 64);
+
+		if (w)
+			return i + (uint64_t)__builtin_ctzll(w);
+		i = (i / 64 + 1) * 64;
+	}
+	return n;
+}
+
+static int emit(struct pg_gen *p, uint64_t t, uint32_t pid, uint32_t file, uint8_t op,
+		uint64_t off, uint64_t len)
+{
+	struct trace_rec r = {
+		.time_ns = t - p->t_base, .pid = pid, .file = file, .op = op, .offset = off, .length = len,
+		/* every process opens each file once: an open id of its own */
+		.open = op == TRACE_OP_CREATE ? 0 : ((uint64_t)pid << 20) + file,
+	};
+
+	if (p->quiet)
+		return 0;
+	p->recs++;
+	return trace_write_rec(p->f, &r);
+}
+
+/* Page @page: its segment (0-based; file id + 1) and the offset in it (*@off). */
+static uint64_t seg_of(const struct pg_gen *p, uint64_t page, uint64_t *off)
+{
+	uint64_t base = page < p->heap_pages ? 0 : p->heap_pages;
+	uint64_t first = page < p->heap_pages ? 0 : p->heap_segs;
+
+	*off = (page - base) % p->pages_per_seg * PG_PAGE;
+	return first + (page - base) / p->pages_per_seg;
+}
+
+/* The pages of segment @s. */
+static uint64_t seg_pages(const struct pg_gen *p, uint64_t s)
+{
+	bool heap = s < p->heap_segs;
+	uint64_t n = heap ? p->heap_pages : p->pages - p->heap_pages;
+	uint64_t i = heap ? s : s - p->heap_segs;
+	uint64_t last = heap ? p->heap_segs - 1 : p->nr_segs - p->heap_segs - 1;
+
+	return i == last ? n - i * p->pages_per_seg : p->pages_per_seg;
+}
+
+/* A read or write of page @page, 8 KiB. */
+static int emit_page(struct pg_gen *p, uint64_t t, uint32_t pid, uint8_t op, uint64_t page)
+{
+	uint64_t off, s = seg_of(p, page, &off);
+
+	return emit(p, t, pid, (uint32_t)(1 + s), op, off, PG_PAGE);
+}
+
+/* ---- the checkpointer ---- */
+
+static void ckpt_begin(struct pg_gen *p)
+{
+	memcpy(p->ckpt.w, p->dirty.w, (p->pages + 63) / 64 * sizeof(uint64_t));
+	memset(p->fpw.w, 0, (p->pages + 63) / 64 * sizeof(uint64_t));
+	p->ckpt_running = true;
+	p->ckpt_start_ns = p->ckpt_next_ns;
+	p->ckpt_step_ns = p->g.checkpoint_s * NS_PER_S * p->g.ckpt_target / 100 /
+			  (p->nr_dirty + 1);
+	p->ckpt_pos = bm_next(&p->ckpt, 0, p->pages);
+	p->ckpt_i = 0;
+	p->ckpt_next_ns += p->g.checkpoint_s * NS_PER_S;
+}
+
+/* The end of a checkpoint at @t: history pages, then an fsync per file written. */
+static int ckpt_end(struct pg_gen *p, uint64_t t)
+{
+	uint64_t full = p->hist_bytes / PG_PAGE * PG_PAGE;
+	int ret = 0;
+
+	for (uint64_t off = p->hist_written; off < full && !ret; off += PG_PAGE) {
+		ret = emit(p, t, p->ckpt_pid, p->hist_file, TRACE_OP_WRITE, off, PG_PAGE);
+		p->hist_seg_written = true;
+	}
+	p->hist_written = full > p->hist_written ? full : p->hist_written;
+	for (uint64_t s = 0; s < p->nr_segs && !ret; s++) {
+		if (!p->seg_written[s])
+			continue;
+		p->seg_written[s] = 0;
+		ret = emit(p, t, p->ckpt_pid, (uint32_t)(1 + s), TRACE_OP_FSYNC, 0, 0);
+		p->syncs++;
+	}
+	if (!ret && p->hist_seg_written) {
+		p->hist_seg_written = false;
+		ret = emit(p, t, p->ckpt_pid, p->hist_file, TRACE_OP_FSYNC, 0, 0);
+		p->syncs++;
+	}
+	p->ckpt_running = false;
+	return ret;
+}
+
+/* Everything the checkpointer does before @t, in time order. */
+static int ckpt_until(struct pg_gen *p, uint64_t t)
+{
+	int ret = 0;
+
+	while (!ret) {
+		uint64_t at;
+
+		if (!p->ckpt_running) {
+			if (p->ckpt_next_ns > t)
+				break;
+			ckpt_begin(p);
+			continue;
+		}
+		at = p->ckpt_start_ns + p->ckpt_i * p->ckpt_step_ns;
+		if (at > t)
+			break;
+		if (p->ckpt_pos >= p->pages) {
+			ret = ckpt_end(p, at);
+			continue;
+		}
+		if (bm_test(&p->dirty, p->ckpt_pos)) {
+			bm_clear(&p->dirty, p->ckpt_pos);
+			p->nr_dirty--;
+			uint64_t off;
+
+			p->seg_written[seg_of(p, p->ckpt_pos, &off)] = 1;
+			ret = emit_page(p, at, p->ckpt_pid, TRACE_OP_WRITE, p->ckpt_pos);
+			p->ckpt_writes++;
+			p->ckpt_i++;
+		}
+		p->ckpt_pos = bm_next(&p->ckpt, p->ckpt_pos + 1, p->pages);
+	}
+	return ret;
+}
+
+/* end_ckpt=1: a CHECKPOINT at @t, written at once, as the SQL command does. */
+static int end_checkpoint(struct pg_gen *p, uint64_t t)
+{
+	int ret = 0;
+
+	if (!p->ckpt_running) {
+		p->ckpt_next_ns = t;
+		ckpt_begin(p);
+	}
+	p->ckpt_step_ns = 0;
+	p->ckpt_start_ns = t;
+	while (p->ckpt_running && !ret)
+		ret = ckpt_until(p, t);
+	return ret;
+}
+
+/* ---- a transaction ---- */
+
+enum pg_lookup { PG_HIT, PG_MISS_FREE, PG_MISS_EVICT };
+
+/*
+ * Is @page in shared buffers?  A miss takes a free buffer while a cold
+ * pool fills (cold=1), else a victim's.
+ */
+static enum pg_lookup buffer_lookup(struct pg_gen *p, uint64_t page)
+{
+	if (bm_test(&p->dirty, page))
+		return PG_HIT;
+	if (p->nr_loaded < p->pool) {	/* cold=1, still filling */
+		if (bm_test(&p->loaded, page))
+			return PG_HIT;
+		bm_set(&p->loaded, page);
+		p->nr_loaded++;
+		return PG_MISS_FREE;
+	}
+	if (p->pool >= p->pages)
+		return PG_HIT;
+	return pg_chance(p, p->pool - p->nr_dirty, p->pages - p->nr_dirty) ? PG_HIT
+									   : PG_MISS_EVICT;
+}
+
+/* A buffer for a page read in: a victim's, written first when dirty. */
+static int evict(struct pg_gen *p, uint64_t t, uint32_t pid)
+{
+	uint64_t v;
+
+	if (!p->nr_dirty || !pg_chance(p, p->nr_dirty, p->pool))
+		return 0;
+	do
+		v = pg_rand(p) % p->pages;
+	while (!bm_test(&p->dirty, v));
+	bm_clear(&p->dirty, v);
+	p->nr_dirty--;
+	p->writes++;
+	return emit_page(p, t, pid, TRACE_OP_WRITE, v);
+}
+
+/* The WAL from the page of the last flush to the end, then an fdatasync. */
+/* WAL bytes [@from, @to) written by @pid at @t, a write per segment they span. */
+static int wal_write(struct pg_gen *p, uint64_t t, uint32_t pid, uint64_t from, uint64_t to)
+{
+	uint64_t ring = p->g.wal_seg * p->g.wal_files;
+	int ret = 0;
+
+	while (from < to && !ret) {
+		uint64_t seg_off = from % p->g.wal_seg;
+		uint64_t len = to - from < p->g.wal_seg - seg_off ? to - from : p->g.wal_seg - seg_off;
+		uint32_t file = p->wal_first_file + (uint32_t)(from % ring / p->g.wal_seg);
+
+		ret = emit(p, t, pid, file, TRACE_OP_WRITE, seg_off, len);
+		p->wal_writes++;
+		from += len;
+	}
+	return ret;
+}
+
+/* An fdatasync of each WAL segment [@from, @to) spans (@to > @from). */
+static int wal_sync(struct pg_gen *p, uint64_t t, uint32_t pid, uint64_t from, uint64_t to)
+{
+	uint64_t ring = p->g.wal_seg * p->g.wal_files;
+	int ret = 0;
+
+	for (uint64_t seg = from / p->g.wal_seg; seg * p->g.wal_seg < to && !ret; seg++) {
+		ret = emit(p, t, pid, p->wal_first_file + (uint32_t)(seg * p->g.wal_seg % ring /
+								     p->g.wal_seg),
+			   TRACE_OP_FDATASYNC, 0, 0);
+		p->syncs++;
+	}
+	return ret;
+}
+
+/*
+ * A group's flush by its last client: the WAL from the page of the last
+ * flush to the end, in whole pages (wal_each=0; with wal_each=1 each
+ * client wrote its own bytes already), then an fdatasync per segment.
+ */
+static int wal_flush(struct pg_gen *p, uint64_t t, uint32_t pid)
+{
+	uint64_t from = p->wal_flushed / PG_PAGE * PG_PAGE;
+	uint64_t to = (p->wal_pos + PG_PAGE - 1) / PG_PAGE * PG_PAGE;
+	int ret = 0;
+
+	if (p->wal_pos == p->wal_flushed)
+		return 0;
+	if (!p->g.wal_each)
+		ret = wal_write(p, t, pid, from, to);
+	if (!ret)
+		ret = wal_sync(p, t, pid, p->wal_flushed, p->wal_pos);
+	p->wal_flushed = p->wal_pos;
+	return ret;
+}
+
+/*
+ * Page @page is needed: read when not in shared buffers (a victim's buffer
+ * written first when dirty), then dirtied when @dirty, with a full-page
+ * image in the WAL when @fpw and its first change since the checkpoint.
+ */
+static int touch(struct pg_gen *p, uint64_t t, uint32_t pid, uint64_t page, bool dirty, bool fpw)
+{
+	enum pg_lookup l = buffer_lookup(p, page);
+	int ret = 0;
+
+	if (l != PG_HIT) {
+		p->reads++;
+		ret = emit_page(p, t, pid, TRACE_OP_READ, page);
+		if (!ret && l == PG_MISS_EVICT)
+			ret = evict(p, t, pid);
+	}
+	if (!dirty)
+		return ret;
+	if (!bm_test(&p->dirty, page)) {
+		bm_set(&p->dirty, page);
+		p->nr_dirty++;
+	}
+	if (fpw && !bm_test(&p->fpw, page)) {
+		bm_set(&p->fpw, page);
+		p->wal_pos += PG_PAGE;
+	}
+	return ret;
+}
+
+/*
+ * One transaction: the index leaf of a uniformly drawn row (index=1; set
+ * dirty by hint bits with probability idx_dirty%, WAL-logged as a
+ * full-page image with data checksums, hint_fpw=1), then its heap page
+ * (updated), WAL, a history row, and the commit.
+ */
+static int txn(struct pg_gen *p, uint64_t t, uint32_t pid)
+{
+	uint64_t aid = pg_rand(p) % p->rows, wal_start = p->wal_pos;
+	int ret = 0;
+
+	if (p->g.index)
+		ret = touch(p, t, pid, p->heap_pages + 1 + aid / PG_ROWS_PER_LEAF,
+			    pg_chance(p, p->g.idx_dirty, 100), p->g.hint_fpw);
+	if (!ret)
+		ret = touch(p, t, pid, aid / p->rows_per_page, true, p->g.fpw);
+	p->wal_pos += p->g.wal_rec;
+	if (!ret && p->g.wal_each)
+		ret = wal_write(p, t, pid, wal_start, p->wal_pos);
+	p->hist_bytes += PG_HISTORY_ROW;
+	p->txns++;
+	if (!ret && ++p->in_group >= p->g.wal_group) {
+		p->in_group = 0;
+		ret = wal_flush(p, t, pid);
+	}
+	return ret;
+}
+
+/* ---- the run ---- */
+
+static int scan(struct pg_gen *p, uint64_t t, uint32_t pid)
+{
+	int ret = 0;
+
+	for (uint64_t s = 0; s < p->heap_segs && !ret; s++) {
+		uint64_t seg_bytes = seg_pages(p, s) * PG_PAGE;
+
+		for (uint64_t off = 0; off < seg_bytes && !ret; off += p->g.scan_io) {
+			uint64_t len = seg_bytes - off < p->g.scan_io ? seg_bytes - off : p->g.scan_io;
+
+			ret = emit(p, t, pid, (uint32_t)(1 + s), TRACE_OP_READ, off, len);
+			p->scan_reads++;
+		}
+	}
+	return ret;
+}
+
+/*
+ * warmup_s: transactions at tps for warmup_s seconds, checkpoints
+ * included, through the model only (nothing written, nothing counted):
+ * shared buffers as dirty as they are after running that long.
+ */
+static int warmup(struct pg_gen *p, uint64_t *t)
+{
+	uint64_t n_all = p->g.tps * p->g.warmup_s;
+	int ret = 0;
+
+	p->quiet = true;
+	for (uint64_t n = 0; n < n_all && !ret; n++) {
+		uint64_t at = (uint64_t)((unsigned __int128)n * NS_PER_S / p->g.tps);
+
+		ret = ckpt_until(p, at);
+		if (!ret)
+			ret = txn(p, at, 1);
+	}
+	if (!ret)
+		ret = ckpt_until(p, p->t_base - 1);
+	p->quiet = false;
+	*t = p->t_base;
+	p->txns = p->reads = p->writes = p->wal_writes = p->syncs = p->ckpt_writes = 0;
+	p->wal_base = p->wal_pos;
+	/* the WAL a replay sees begins at the page the warm-up ended in */
+	return ret;
+}
+
+static int create_files(struct pg_gen *p)
+{
+	uint64_t txns = (p->g.txns ? p->g.txns : p->g.tps * p->g.duration_s) * p->g.iterations +
+			p->g.tps * p->g.warmup_s;
+	int ret = 0;
+
+	for (uint64_t s = 0; s < p->nr_segs && !ret; s++)
+		ret = emit(p, p->t_base, p->ckpt_pid, (uint32_t)(1 + s), TRACE_OP_CREATE, 0,
+			   seg_pages(p, s) * PG_PAGE);
+	if (!ret)
+		ret = emit(p, p->t_base, p->ckpt_pid, p->hist_file, TRACE_OP_CREATE, 0,
+			   (txns * PG_HISTORY_ROW + PG_PAGE - 1) / PG_PAGE * PG_PAGE);
+	for (uint64_t w = 0; w < p->g.wal_files && !ret; w++)
+		ret = emit(p, p->t_base, p->ckpt_pid, p->wal_first_file + (uint32_t)w, TRACE_OP_CREATE, 0,
+			   p->g.wal_seg);
+	return ret;
+}
+
+static int iteration(struct pg_gen *p, uint64_t k, uint64_t *t0)
+{
+	const struct pg_spec *g = &p->g;
+	uint64_t per_client = (g->txns ? g->txns : g->tps * g->duration_s) / g->clients;
+	uint64_t start = *t0 + (g->scan ? (k ? g->gap_s : g->scan_s) * NS_PER_S : 0);
+	uint32_t first_pid = (uint32_t)(k * g->clients + 1);
+	int ret = 0;
+
+	if (!per_client)
+		per_client = 1;
+	ret = ckpt_until(p, *t0);
+	if (g->scan && (g->scan == 1 || !k) && !ret)
+		ret = scan(p, *t0, (uint32_t)(p->ckpt_pid + 1 + k));
+	/*
+	 * The first scan runs on an idle database: the checkpointer's
+	 * schedule (and a checkpoint in progress) resumes with the clients.
+	 */
+	if (g->scan && !k) {
+		p->ckpt_next_ns += start - *t0;
+		p->ckpt_start_ns += start - *t0;
+	}
+	printf("iteration %llu pids %u-%llu start_s %.3f txns_per_client %llu\n",
+	       (unsigned long long)k + 1, first_pid,
+	       (unsigned long long)(first_pid + g->clients - 1),
+	       (double)(start - p->t_base) / NS_PER_S,
+	       (unsigned long long)per_client);
+	for (uint64_t n = 0; n < per_client * g->clients && !ret; n++) {
+		uint64_t t = start + (uint64_t)((unsigned __int128)n * NS_PER_S / g->tps);
+
+		ret = ckpt_until(p, t);
+		if (!ret)
+			ret = txn(p, t, first_pid + (uint32_t)(n % g->clients));
+	}
+	*t0 = start + (uint64_t)((unsigned __int128)per_client * g->clients * NS_PER_S / g->tps);
+	return ret;
+}
+
+static int setup(struct pg_gen *p)
+{
+	struct pg_spec *g = &p->g;
+	uint64_t idx_pages;
+	int ret;
+
+	p->rows = g->scale * PG_ROWS_PER_SCALE;
+	p->rows_per_page = PG_ROWS_PER_PAGE_FF100 * g->fillfactor / 100;
+	p->heap_pages = (p->rows + p->rows_per_page - 1) / p->rows_per_page;
+	idx_pages = g->index ? 1 + (p->rows + PG_ROWS_PER_LEAF - 1) / PG_ROWS_PER_LEAF : 0;
+	p->pages = p->heap_pages + idx_pages;
+	p->pool = g->shared_buffers / PG_PAGE;
+	p->pages_per_seg = g->rel_seg / PG_PAGE;
+	p->heap_segs = (p->heap_pages + p->pages_per_seg - 1) / p->pages_per_seg;
+	p->nr_segs = p->heap_segs + (idx_pages + p->pages_per_seg - 1) / p->pages_per_seg;
+	if (p->nr_segs + 1 + g->wal_files >= UINT32_MAX)
+		return -EINVAL;
+	p->hist_file = (uint32_t)p->nr_segs + 1;
+	p->wal_first_file = p->hist_file + 1;
+	p->ckpt_pid = (uint32_t)(g->clients * g->iterations + 1);
+	p->ckpt_next_ns = g->checkpoint_s * NS_PER_S;
+	if (!g->wal_group)	/* auto: the commits of 0.5 ms share a flush */
+		g->wal_group = (g->tps + 1999) / 2000;
+	if (!g->scan_s_set)	/* a cold scan at 1 GB/s, whole seconds */
+		g->scan_s = p->heap_pages * PG_PAGE / 1000000000 + 1;
+	p->rng = (g->seed + 1) * 0x9e3779b97f4a7c15ull;
+	if (!p->rng)
+		p->rng = 1;
+	ret = bm_alloc(&p->dirty, p->pages);
+	if (!ret)
+		ret = bm_alloc(&p->fpw, p->pages);
+	if (!ret)
+		ret = bm_alloc(&p->ckpt, p->pages);
+	if (!ret && g->cold)
+		ret = bm_alloc(&p->loaded, p->pages);
+	if (!ret && !(p->seg_written = calloc(p->nr_segs, 1)))
+		ret = -ENOMEM;
+	/* A warm pool starts full, none of it dirty; cold=2: the heap is in it. */
+	if (!g->cold)
+		p->nr_loaded = p->pool;
+	for (uint64_t i = 0; !ret && g->cold == 2 && i < p->heap_pages && p->nr_loaded < p->pool;
+	     i++, p->nr_loaded++)
+		bm_set(&p->loaded, i);
+	return ret;
+}
+
+int sim_gen_pgbench(const char *spec, const char *out_path, char *err, size_t errlen)
+{
+	struct pg_gen p = { 0 };
+	uint64_t t = 0;
+	int ret = parse_spec(spec, &p.g, err, errlen);
+
+	if (ret)
+		return ret;
+	ret = setup(&p);
+	if (ret) {
+		snprintf(err, errlen, "%s", ret == -ENOMEM ? "out of memory" : "too many files");
+		goto out_free;
+	}
+	p.f = fopen(out_path, "wb");
+	if (!p.f) {
+		ret = -errno;
+		snprintf(err, errlen, "%s: %s", out_path, strerror(-ret));
+		goto out_free;
+	}
+	printf("pgbench table_pages %llu index_pages %llu pool_pages %llu wal_group %llu "
+	       "scan_s %llu files %u\n", (unsigned long long)p.heap_pages,
+	       (unsigned long long)(p.pages - p.heap_pages), (unsigned long long)p.pool,
+	       (unsigned long long)p.g.wal_group, (unsigned long long)p.g.scan_s,
+	       p.wal_first_file + (uint32_t)p.g.wal_files - 1);
+	ret = trace_write_header(p.f);
+	p.t_base = p.g.warmup_s * NS_PER_S;
+	if (!ret)
+		ret = create_files(&p);
+	if (!ret && p.g.warmup_s)
+		ret = warmup(&p, &t);
+	for (uint64_t k = 0; k < p.g.iterations && !ret; k++)
+		ret = iteration(&p, k, &t);
+	if (!ret && p.in_group)
+		ret = wal_flush(&p, t, (uint32_t)(p.g.iterations * p.g.clients));
+	if (!ret && p.g.end_ckpt)
+		ret = end_checkpoint(&p, t);
+	if (fclose(p.f) && !ret)
+		ret = -errno;
+	if (ret && !*err)
+		snprintf(err, errlen, "%s: %s", out_path, strerror(-ret));
+	if (!ret)
+		printf("total txns %llu records %llu reads %llu evict_writes %llu wal_writes %llu "
+		       "syncs %llu ckpt_writes %llu scan_reads %llu wal_bytes %llu\n",
+		       (unsigned long long)p.txns, (unsigned long long)p.recs,
+		       (unsigned long long)p.reads, (unsigned long long)p.writes,
+		       (unsigned long long)p.wal_writes, (unsigned long long)p.syncs,
+		       (unsigned long long)p.ckpt_writes, (unsigned long long)p.scan_reads,
+		       (unsigned long long)(p.wal_pos - p.wal_base));
+out_free:
+	free(p.dirty.w);
+	free(p.fpw.w);
+	free(p.ckpt.w);
+	free(p.loaded.w);
+	free(p.seg_written);
+	return ret;
+}

@@ -1,0 +1,320 @@
+# SPDX-License-Identifier: GPL-2.0-or-later
+"""foliofs-sim's pgbench generator and RAID 0 device model (issue 30,
+part 4).  Runs the built binary, $FOLIOSIM or <repo>/build/sim/foliofs-sim;
+no mount.
+
+- the op mix is what was asked: transactions, fdatasyncs per WAL group,
+  index leaves read and dirtied with full-page images (checksums),
+  reads of pages not in shared buffers at 1 - shared_buffers/table,
+  evictions only after a read, 8 KiB aligned table I/O, WAL written in
+  8 KiB pages, checkpoints in block order followed by fsyncs, clients at
+  the asked rate, the scan whole and in order;
+- determinism: the same spec gives the same bytes; another seed does not;
+- memory: under a limit on its data, the generator makes 30 s of events
+  in the 4 MiB that 1 s takes, and scale 8470 (150 GB of table and index)
+  in 12 MiB, its bitmaps (3 bits per page), which do not fit in 4 MiB;
+- the device: N volumes give N times one volume's IOPS on random reads
+  and on random writes through writeback, within 10%, in virtual time;
+- bad values are refused in one line; cache_size beyond this machine's
+  memory only with sim_data=0;
+- contrib/sim/pgbench-seed.py runs end to end at a small scale.
+"""
+import collections
+import csv
+import filecmp
+import io
+import os
+import resource
+import subprocess
+import sys
+
+import pytest
+
+from util import REPO
+
+FOLIOSIM = os.environ.get('FOLIOSIM', os.path.join(REPO, 'build', 'sim', 'foliofs-sim'))
+SEED = os.path.join(REPO, 'contrib', 'sim', 'pgbench-seed.py')
+
+pytestmark = pytest.mark.skipif(
+    not os.path.exists(FOLIOSIM),
+    reason='%s not built (ninja -C build, or set $FOLIOSIM)' % FOLIOSIM)
+
+PAGE = 8192
+
+
+def gen(tmp_path, spec, name='t.trace'):
+    out = str(tmp_path / name)
+    r = subprocess.run([FOLIOSIM, 'gen', spec, '-o', out], capture_output=True, text=True,
+                       check=True)
+    return out, r.stdout
+
+
+def dump(path):
+    out = subprocess.run([FOLIOSIM, 'dump', path], capture_output=True, text=True,
+                         check=True).stdout
+    recs = []
+    for line in out.splitlines():
+        if line.startswith('#'):
+            continue
+        t, _dur, pid, fid, op, off, length = line.split()[:7]
+        recs.append((int(t), int(pid), int(fid), op, int(off), int(length)))
+    return recs
+
+
+def totals(stdout):
+    for line in stdout.splitlines():
+        w = line.split()
+        if w and w[0] == 'total':
+            return {w[i]: int(w[i + 1]) for i in range(1, len(w) - 1, 2)}
+    raise AssertionError('no totals in %r' % stdout)
+
+
+def layout(stdout):
+    w = stdout.splitlines()[0].split()
+    return {w[i]: int(w[i + 1]) for i in range(1, len(w) - 1, 2)}
+
+
+def test_op_mix(tmp_path):
+    # scale 2: 3279 pages; shared_buffers 1024 pages: 31% of the table.
+    spec = ('pgbench,clients=4,scale=2,tps=1000,duration=4,shared_buffers=8M,'
+            'checkpoint_s=1,ckpt_target=50,wal_group=2,wal_rec=300,index=0')
+    path, out = gen(tmp_path, spec)
+    lay, tot = layout(out), totals(out)
+    recs = dump(path)
+    pages, pool = lay['table_pages'], lay['pool_pages']
+    assert (pages, pool) == (3279, 1024)
+    nsegs = 1          # rel_seg 1G: one table file (id 1), history 2, WAL 3..
+    clients = {1, 2, 3, 4}
+    ckpt = 5
+    assert tot['txns'] == 4000
+    c = collections.Counter()
+    wal_bytes = 0
+    for t, pid, fid, op, off, length in recs:
+        if op == 'create':
+            continue
+        who = 'client' if pid in clients else 'ckpt' if pid == ckpt else 'other'
+        what = 'table' if fid <= nsegs else 'history' if fid == nsegs + 1 else 'wal'
+        c[(who, op, what)] += 1
+        if what == 'table' and op in ('read', 'write'):
+            assert off % PAGE == 0 and length == PAGE and off + length <= pages * PAGE
+        if what == 'wal' and op == 'write':
+            assert off % PAGE == 0 and length % PAGE == 0 and length > 0
+            wal_bytes += length
+    assert set(k[0] for k in c) <= {'client', 'ckpt'}
+    # a WAL write and an fdatasync per 2 commits, and one more for each of
+    # the 16 MiB segments the WAL filled (its group syncs both)
+    assert c[('client', 'fdatasync', 'wal')] == 2000 + tot['wal_bytes'] // (16 << 20)
+    assert c[('client', 'write', 'wal')] >= 2000
+    # WAL pages written cover what was generated (partial pages rewritten)
+    assert wal_bytes >= tot['wal_bytes']
+    # reads: pages not in shared buffers, 1 - pool/pages of the transactions
+    reads = c[('client', 'read', 'table')]
+    assert reads == tot['reads']
+    assert abs(reads / 4000 - (1 - pool / pages)) < 0.03, reads
+    # a dirty victim is written only for a read
+    assert 0 < c[('client', 'write', 'table')] <= reads
+    # checkpoints (every second, 4 s): block order within each, then fsyncs
+    assert c[('ckpt', 'write', 'table')] == tot['ckpt_writes'] > 0
+    assert c[('ckpt', 'fsync', 'table')] >= 3
+    last = -1
+    for t, pid, fid, op, off, length in recs:
+        if pid != ckpt or op == 'create':
+            continue
+        if op == 'fsync':
+            last = -1
+        elif fid == 1:
+            assert off > last, 'checkpoint writes out of block order'
+            last = off
+    # time order, and each client at tps/clients: 1000 transactions in 4 s
+    times = [r[0] for r in recs]
+    assert times == sorted(times)
+    first = {}
+    for t, pid, *_ in recs:
+        if pid in clients:
+            first.setdefault(pid, t)
+    assert sorted(first.values()) == [0, 1000000, 2000000, 3000000]
+
+
+def test_index_and_full_page_images(tmp_path):
+    # A cold pool larger than heap and index: each page's first touch is
+    # its read, and (every leaf dirtied, checksums on) its full-page image.
+    spec = ('pgbench,clients=3,scale=2,tps=1000,txns=3000,shared_buffers=64M,cold=1,'
+            'index=1,idx_dirty=100,hint_fpw=1,fpw=1,wal_rec=200,end_ckpt=1')
+    path, out = gen(tmp_path, spec)
+    lay, tot = layout(out), totals(out)
+    assert (lay['table_pages'], lay['index_pages']) == (3279, 1 + 544)
+    recs = dump(path)
+    reads = collections.Counter(r[2] for r in recs if r[3] == 'read')
+    assert set(reads) == {1, 2}                 # heap (file 1), index (file 2)
+    assert all(r[4] < 545 * PAGE for r in recs if r[2] == 2 and r[3] != 'create')
+    n = sum(reads.values())
+    assert n == tot['reads']
+    assert tot['wal_bytes'] == 3000 * 200 + n * PAGE
+    # the CHECKPOINT at the end writes every page touched, heap and index
+    assert tot['ckpt_writes'] == n
+    # without checksums the leaves log no images, and idx_dirty=0 writes none
+    _, out2 = gen(tmp_path, spec.replace('hint_fpw=1', 'hint_fpw=0'), 'b.trace')
+    assert totals(out2)['wal_bytes'] == 3000 * 200 + reads[1] * PAGE
+    _, out3 = gen(tmp_path, spec.replace('idx_dirty=100', 'idx_dirty=0'), 'c.trace')
+    assert totals(out3)['ckpt_writes'] == reads[1]
+
+
+def test_wal_each(tmp_path):
+    # every client writes its own WAL bytes once; the group's last syncs
+    path, out = gen(tmp_path, 'pgbench,clients=3,scale=1,tps=300,txns=600,wal_each=1,'
+                    'wal_group=3,wal_seg=1M,wal_files=4')
+    tot = totals(out)
+    recs = dump(path)
+    wal = [r for r in recs if r[2] >= 4 and r[3] == 'write']     # heap 1, index 2, history 3
+    assert sum(r[5] for r in wal) == tot['wal_bytes']
+    assert len(wal) >= 600
+    syncs = [r for r in recs if r[3] == 'fdatasync']
+    assert len(syncs) == 200 + tot['wal_bytes'] // (1 << 20)
+    # the ring: offsets within a segment, 4 segment files
+    assert all(r[4] + r[5] <= 1 << 20 for r in wal)
+    assert {r[2] for r in wal} == {4, 5, 6, 7}
+
+
+def test_scan_whole_in_order(tmp_path):
+    path, out = gen(tmp_path, 'pgbench,clients=2,scale=1,tps=100,duration=1,scan=1,'
+                    'scan_io=64K,iterations=2')
+    recs = dump(path)
+    pages = layout(out)['table_pages']
+    scanners = collections.defaultdict(list)
+    for t, pid, fid, op, off, length in recs:
+        if op == 'read' and pid > 5:
+            scanners[pid].append((fid, off, length))
+    assert len(scanners) == 2
+    for reads in scanners.values():
+        assert sum(r[2] for r in reads) == pages * PAGE
+        assert reads == sorted(reads)
+    # scan=2: before the first iteration only
+    path, out = gen(tmp_path, 'pgbench,clients=2,scale=1,tps=100,duration=1,scan=2,'
+                    'scan_io=64K,iterations=2', 'b.trace')
+    assert {r[1] for r in dump(path) if r[3] == 'read' and r[1] > 5} == {6}
+
+
+def test_deterministic(tmp_path):
+    spec = 'pgbench,clients=8,scale=3,tps=2000,duration=2,shared_buffers=4M,checkpoint_s=1'
+    a, _ = gen(tmp_path, spec, 'a.trace')
+    b, _ = gen(tmp_path, spec, 'b.trace')
+    c, _ = gen(tmp_path, spec + ',seed=2', 'c.trace')
+    assert filecmp.cmp(a, b, shallow=False)
+    assert not filecmp.cmp(a, c, shallow=False)
+
+
+def gen_limited(spec, out, data_mb):
+    """The generator under RLIMIT_DATA (heap and private mappings) of @data_mb."""
+    def limit():
+        resource.setrlimit(resource.RLIMIT_DATA, (data_mb << 20, data_mb << 20))
+    return subprocess.run([FOLIOSIM, 'gen', spec, '-o', out], stdout=subprocess.DEVNULL,
+                          stderr=subprocess.PIPE, text=True, preexec_fn=limit)
+
+
+def test_memory_bounded(tmp_path):
+    # The generator's memory is its bitmaps (3 bits per heap and index
+    # page): no memory per event, none per client.  Measured with a limit
+    # on its data, so that the parent's memory does not count.
+    out = str(tmp_path / 'm.trace')
+    # 30 s of events at scale 100 (600k transactions, tens of MB of trace)
+    # in 4 MiB of data, as 1 s does
+    for secs in (1, 30):
+        r = gen_limited('pgbench,clients=64,tps=20000,shared_buffers=128M,scale=100,'
+                        'duration=%d' % secs, out, 4)
+        assert r.returncode == 0, r.stderr
+    assert os.path.getsize(out) > 30 * 20000 * 56 // 2
+    # scale 8470: 15.7M heap and 2.3M index pages, 6.4 MiB of bitmaps; 1024
+    # clients at 200k tps
+    seed = ('pgbench,clients=1024,tps=200000,shared_buffers=96G,scale=8470,fillfactor=90,'
+            'duration=1')
+    r = gen_limited(seed, out, 12)
+    assert r.returncode == 0, r.stderr
+    # the limit is real: the bitmaps alone do not fit in 4 MiB
+    r = gen_limited(seed, out, 4)
+    assert r.returncode != 0 and 'out of memory' in r.stderr, r.stderr
+
+
+def sim_rate(trace, opts):
+    out = subprocess.run([FOLIOSIM, trace, '-o', opts, '--compare', '--csv', 'dev_qd=32'],
+                         capture_output=True, text=True, check=True).stdout
+    row = next(csv.DictReader(io.StringIO(out)))
+    return float(row['ops']) / float(row['virtual_s'])
+
+
+DEV = 'dev_iops=1000,dev_lat_us=100,dev_flush_us=0,dev_stripe=64K,dev_qd=32'
+
+
+def test_raid0_random_reads(tmp_path):
+    # 256 readers, no readahead: one 8 KiB read each in flight
+    path = str(tmp_path / 'rr.trace')
+    subprocess.run([FOLIOSIM, 'gen', 'writers=256,file_size=4G,io=8K,ops=40000,op=read',
+                    '-o', path], check=True)
+    one = sim_rate(path, 'sim_data=0,readahead_kb=0,dev_raid=1,' + DEV)
+    assert abs(one - 1000) < 50, one
+    for n in (4, 12):
+        rate = sim_rate(path, 'sim_data=0,readahead_kb=0,dev_raid=%d,' % n + DEV)
+        assert abs(rate / (n * one) - 1) < 0.10, (n, rate, one)
+
+
+def test_raid0_random_writes(tmp_path):
+    # 64 writers on 64 files, written back by 8 flushers
+    path = str(tmp_path / 'rw.trace')
+    subprocess.run([FOLIOSIM, 'gen', 'writers=64,files=64,file_size=256M,io=8K,ops=40000',
+                    '-o', path], check=True)
+    o = 'sim_data=0,cache_size=4G,dirty_bytes=64M,dirty_background_bytes=32M,flushers=8,'
+    one = sim_rate(path, o + 'dev_raid=1,' + DEV)
+    assert abs(one - 1000) < 50, one
+    for n in (4, 12):
+        rate = sim_rate(path, o + 'dev_raid=%d,' % n + DEV)
+        assert abs(rate / (n * one) - 1) < 0.10, (n, rate, one)
+
+
+@pytest.mark.parametrize('opts,msg', [
+    ('dev_raid=0', 'dev_raid'),
+    ('dev_raid=257', 'dev_raid'),
+    ('dev_stripe=1K', 'dev_stripe'),
+    ('sim_data=2', 'sim_data'),
+    ('cache_size=1024T', 'cache_size'),
+])
+def test_bad_device_options(opts, msg):
+    r = subprocess.run([FOLIOSIM, os.path.join(REPO, 'tests', 'sim-golden', 'pgbench.trace'),
+                        '-o', opts], capture_output=True, text=True)
+    assert r.returncode == 2
+    assert msg in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def test_cache_beyond_ram_without_data(tmp_path):
+    path, _ = gen(tmp_path, 'pgbench,clients=2,scale=1,tps=100,duration=1')
+    r = subprocess.run([FOLIOSIM, path, '-o', 'sim_data=0,cache_size=1024T'],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert 'cache_size 1125899906842624' in r.stdout
+
+
+@pytest.mark.parametrize('spec,msg', [
+    ('pgbench,clients=0', 'clients'),
+    ('pgbench,fillfactor=5', 'fillfactor'),
+    ('pgbench,wal_seg=12K', 'multiples of 8K'),
+    ('pgbench,nosuch=1', 'unknown pgbench item'),
+])
+def test_bad_spec(tmp_path, spec, msg):
+    out = tmp_path / 'x.trace'
+    r = subprocess.run([FOLIOSIM, 'gen', spec, '-o', str(out)], capture_output=True, text=True)
+    assert r.returncode != 0
+    assert msg in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert not out.exists()
+
+
+def test_seed_driver_small(tmp_path):
+    r = subprocess.run([sys.executable, SEED, '--sim', FOLIOSIM, '--iterations', '2',
+                        '--duration', '1', '--warmup', '2', '--gen',
+                        'scale=20,clients=16,shared_buffers=32M,tps=4000', str(tmp_path)],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    rows = [line for line in r.stdout.splitlines() if line.startswith('| 6.1')]
+    assert [x.split('|')[1].strip() for x in rows] == ['6.17-folio', '6.17-page',
+                                                       '6.16-folio', '6.16-page']
+    with open(tmp_path / 'iterations.csv') as f:
+        its = list(csv.DictReader(f))
+    assert len(its) == 8 and all(float(x['tps']) > 0 for x in its)
+    assert not (tmp_path / 'seed.trace').exists()
