@@ -18,7 +18,9 @@ files, which must not meet the other pytest session's tests.
 
 import json
 import os
+import shutil
 import subprocess
+import tempfile
 
 import pytest
 
@@ -87,8 +89,11 @@ def test_pg_folios(backend, tmp_path):
     assert '== ' in out and 'in 2M' in out
 
 
-@pytest.mark.timeout(600)
-def test_pg_seed_tiny(tmp_path):
+@pytest.mark.timeout(1200)
+def test_pg_seed_tiny_beside_the_model(tmp_path):
+    """pg-seed --tiny on the kernel, the preset's quick form on a mount at
+    the same sizing (6.17-folio only), and model-vs-kernel.py over the
+    two: every column present and sane, the report well formed."""
     res, out = run_script('pg-seed.py', ['--tiny'], tmp_path)
     rows = res['iterations']
     assert len(rows) == 2, out
@@ -96,6 +101,50 @@ def test_pg_seed_tiny(tmp_path):
         assert r['tps'] > 0 and r['written_pages'] > 0 and r['charged_pages'] > 0, (r, out)
         assert 0 <= r['pauses'] <= r['bdp_events'] and r['paused_ms'] >= 0, (r, out)
         assert r['cached'], (r, out)
+        # Sampled once a second over a 5 s run: dirty + writeback seen.
+        assert r['peak_dirty_pages'] >= r['mean_dirty_pages'] >= 0, (r, out)
+        assert 0.0 <= r['above_freerun'] <= 1.0, (r, out)
     s = res['summary']
     assert s['mean_tps'] > 0 and s['cv'] >= 0 and s['charged_per_written'] > 0, (s, out)
     assert '| mean tps | CV |' in out
+
+    a = res['meta']['args']
+    # pgcompare runs the server and the mount as an unprivileged user: a
+    # work directory it can enter, not pytest's.
+    top = tempfile.mkdtemp(prefix='foliofs-kernel-ref-', dir='/var/tmp')
+    try:
+        check_beside_the_model(a, top, tmp_path)
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
+
+
+def check_beside_the_model(a, top, tmp_path):
+    os.chmod(top, 0o755)
+    model = os.path.join(top, 'model')
+    pg = subprocess.run(
+        ['/usr/bin/python3', os.path.join(util.REPO, 'contrib', 'tools', 'pgcompare.py'),
+         '--preset', 'seed', '--quick', '-s', str(a['scale']), '-r', str(a['iters']),
+         '-T', str(a['duration']), '-c', str(a['clients']),
+         '--config', '6.17-folio=ra_model=6.17,dirty_account=folio',
+         '-o', 'folio_policy=kernel,readahead_kb=2048,cache_size=128M,dirty_bytes=%d,'
+         'dirty_background_bytes=%d' % (a['dirty_bytes'], a['dirty_background_bytes']),
+         '-O', model, '-d', top],
+        env=dict(os.environ, FOLIOFS=util.FOLIOFS), stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600)
+    assert pg.returncode == 0, pg.stdout
+    md = tmp_path / 'side.md'
+    r = subprocess.run(['/usr/bin/python3', os.path.join(KERNEL, 'model-vs-kernel.py'),
+                        '--kernel', str(tmp_path / 'pg-seed.py.json'), '--model', model,
+                        '--md', str(md)],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=60)
+    assert r.returncode == 0, r.stdout
+    text = md.read_text()
+    assert text == r.stdout
+    lines = text.splitlines()
+    for name in ('kernel', 'model', 'model error'):
+        row = [ln for ln in lines if ln.startswith('| %s |' % name)]
+        assert row, text
+        cells = [c.strip() for c in row[0].strip('|').split('|')]
+        assert len(cells) == 8 and all(cells), (row, text)
+    assert sum(ln.startswith('| %d |' % i) for ln in lines for i in (1, 2)) == 2, text
+    assert 'total variation distance' in text, text

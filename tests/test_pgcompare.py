@@ -356,6 +356,10 @@ def check_seed_preset(top, bindir):
     assert starts == sorted(starts)
     for x in rows:
         assert 0.0 <= float(x["share_2m"]) <= 1.0, x
+        # The cache's folios by size after the run, 4 KiB .. 2 MiB.
+        counts = [int(n) for n in x["cached_folios"].split()]
+        assert len(counts) == 10 and sum(counts) > 0, x
+        assert (counts[9] == 0) == (float(x["share_2m"]) == 0.0), x
     with open(os.path.join(out, "report.md")) as f:
         report = f.read()
     assert "Per iteration, foliofs configurations" in report

@@ -26,6 +26,10 @@ Per iteration, from the kernel itself:
                  folio_account_dirtied()) at its whole size, as known from
                  the folio events
   written        pages the loop device wrote (/sys/block/loopN/stat)
+  dirty          nr_dirty + nr_writeback from /proc/vmstat once a second
+                 (machine-wide, as balance_dirty_pages() sees it): peak,
+                 mean, and the share of samples at or above the freerun
+                 point (dirty_bytes + dirty_background_bytes) / 2
   added, cached  folios added to the file system's page cache by order
                  (mm_filemap_add_to_page_cache), and the share of its cached
                  bytes in 2 MiB folios after the iteration (adds minus
@@ -146,10 +150,15 @@ class EventCounter:
     Start it before anything of the file system is cached."""
 
     LINE = re.compile(r'(mm_filemap_add_to_page_cache|mm_filemap_delete_from_page_cache|'
-                      r'writeback_dirty_folio|balance_dirty_pages): (.*)')
+                      r'writeback_dirty_folio|balance_dirty_pages|bdi_dirty_ratelimit): (.*)')
     FOLIO = re.compile(r'ino ([0-9a-f]+) pfn=0x[0-9a-f]+ ofs=(\d+) order=(\d+)')
     DIRTY = re.compile(r'ino=(\d+) index=(\d+)')
     PAUSE = re.compile(r' pause=(-?\d+)')
+    FIELD = re.compile(r' (\w+)=(-?\d+)')
+    # The fields kept of each event, to set beside the model's estimates.
+    BDP_FIELDS = ('dirty', 'setpoint', 'limit', 'dirty_ratelimit', 'task_ratelimit', 'pause')
+    RL_FIELDS = ('write_bw', 'awrite_bw', 'dirty_rate', 'dirty_ratelimit',
+                 'balanced_dirty_ratelimit')
 
     def __init__(self, root, kdev, bdi, undo):
         self.dir = os.path.join(root, 'instances', 'pg-seed-%d' % os.getpid())
@@ -160,7 +169,8 @@ class EventCounter:
         self.events = (('filemap', 'mm_filemap_add_to_page_cache', dev),
                        ('filemap', 'mm_filemap_delete_from_page_cache', dev),
                        ('writeback', 'writeback_dirty_folio', 'name == "%s"' % bdi),
-                       ('writeback', 'balance_dirty_pages', 'bdi == "%s"' % bdi))
+                       ('writeback', 'balance_dirty_pages', 'bdi == "%s"' % bdi),
+                       ('writeback', 'bdi_dirty_ratelimit', 'bdi == "%s"' % bdi))
         for sub, ev, flt in self.events:
             wr(os.path.join(self.dir, 'events', sub, ev, 'filter'), flt)
             wr(os.path.join(self.dir, 'events', sub, ev, 'enable'), '1')
@@ -168,6 +178,8 @@ class EventCounter:
         self.added = collections.Counter()
         self.charged = 0
         self.bdp = [0, 0, 0]     # events, sleeps, ms slept
+        self.bdp_log = []        # (field values) of every balance_dirty_pages event
+        self.rl_log = []         # (field values) of every bdi_dirty_ratelimit event
         self.idle = False
         self.lock = threading.Lock()
         self.stop_flag = False
@@ -188,9 +200,14 @@ class EventCounter:
             p = self.PAUSE.search(rest)
             pause = int(p.group(1)) if p else 0
             self.bdp[0] += 1
+            f = dict(self.FIELD.findall(rest))
+            self.bdp_log.append(tuple(int(f.get(k, 0)) for k in self.BDP_FIELDS))
             if pause > 0:
                 self.bdp[1] += 1
                 self.bdp[2] += pause
+        elif ev == 'bdi_dirty_ratelimit':
+            f = dict(self.FIELD.findall(rest))
+            self.rl_log.append(tuple(int(f.get(k, 0)) for k in self.RL_FIELDS))
         elif ev == 'writeback_dirty_folio':
             d = self.DIRTY.search(rest)
             if d:
@@ -234,7 +251,25 @@ class EventCounter:
             cached = collections.Counter(self.present.values())
             return {'added': dict(self.added), 'bdp_events': self.bdp[0],
                     'pauses': self.bdp[1], 'paused_ms': self.bdp[2],
-                    'charged_pages': self.charged, 'cached': dict(cached)}
+                    'charged_pages': self.charged, 'cached': dict(cached),
+                    'bdp_at': len(self.bdp_log), 'rl_at': len(self.rl_log)}
+
+    def medians(self, a, b):
+        """Medians of the traced estimates between snapshots A and B: of
+        balance_dirty_pages (dirty, setpoint, limit in pages; rate limits in
+        KiB/s; pause in ms, over the pauses taken) and of bdi_dirty_ratelimit
+        (bandwidths and rates in KiB/s)."""
+        with self.lock:
+            bdp = self.bdp_log[a['bdp_at']:b['bdp_at']]
+            rl = self.rl_log[a['rl_at']:b['rl_at']]
+        out = {}
+        for i, k in enumerate(self.BDP_FIELDS):
+            vals = [e[i] for e in bdp if k != 'pause' or e[i] > 0]
+            out['bdp_' + k] = statistics.median(vals) if vals else None
+        for i, k in enumerate(self.RL_FIELDS):
+            vals = [e[i] for e in rl]
+            out['rl_' + k] = statistics.median(vals) if vals else None
+        return out
 
     def lost(self):
         lost = 0
@@ -255,6 +290,59 @@ class EventCounter:
             except OSError:
                 pass
         os.rmdir(self.dir)
+
+
+class VmstatSampler:
+    """/proc/vmstat's dirty state once a second, in a thread: the kernel's
+    `dirty` of balance_dirty_pages() (nr_dirty + nr_writeback, machine-wide:
+    other writers on the machine count too) against its thresholds."""
+
+    KEYS = ('nr_dirty', 'nr_writeback', 'nr_dirty_threshold', 'nr_dirty_background_threshold')
+
+    def __init__(self, undo):
+        self.samples = []
+        self.lock = threading.Lock()
+        self.stop_flag = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+        undo.push('vmstat sampler', self._stop)
+
+    def _run(self):
+        while not self.stop_flag.wait(1.0):
+            v = {}
+            for line in rd('/proc/vmstat').splitlines():
+                k, _, n = line.partition(' ')
+                if k in self.KEYS:
+                    v[k] = int(n)
+            for line in rd('/proc/meminfo').splitlines():
+                if line.startswith('MemAvailable:'):
+                    v['mem_available_kb'] = int(line.split()[1])
+            with self.lock:
+                self.samples.append(v)
+
+    def mark(self):
+        with self.lock:
+            return len(self.samples)
+
+    def summary(self, first):
+        """Peak and mean of dirty + writeback (pages) since sample FIRST, and
+        the share of samples at or above the freerun point."""
+        with self.lock:
+            got = self.samples[first:]
+        if not got:
+            return {'peak_dirty_pages': 0, 'mean_dirty_pages': 0, 'above_freerun': 0.0,
+                    'min_mem_available_kb': None}
+        dirty = [s['nr_dirty'] + s['nr_writeback'] for s in got]
+        free = [(s['nr_dirty_threshold'] + s['nr_dirty_background_threshold']) // 2 for s in got]
+        return {'peak_dirty_pages': max(dirty), 'mean_dirty_pages': statistics.mean(dirty),
+                'above_freerun': sum(d >= f for d, f in zip(dirty, free)) / len(got),
+                # The machine's memory outside the cgroup: a run that met
+                # global memory pressure is not the cgroup's own behaviour.
+                'min_mem_available_kb': min(s.get('mem_available_kb', 0) for s in got)}
+
+    def _stop(self):
+        self.stop_flag.set()
+        self.thread.join(5)
 
 
 def delta(a, b):
@@ -325,25 +413,35 @@ def run_reference(args, undo, work):
         old_bytes, old_ratio = rd(path).strip(), rd(path.replace('_bytes', '_ratio')).strip()
         undo.push('vm.' + knob, restore_vm, knob, old_bytes, old_ratio)
         wr(path, str(val))
+    vm = VmstatSampler(undo)
     rows = []
     for i in range(args.iters):
         s0 = events.snapshot()
         source_step(cl, args.source, i)
         s1 = events.snapshot()
         w0 = sectors_written(dev)
+        v0 = vm.mark()
         out = cl.pgbench(['-N', '-M', 'prepared', '-c', str(args.clients), '-j', '2',
                           '-T', str(args.duration), '-n'])
         w1 = sectors_written(dev)
-        src, run_ = delta(s0, s1), delta(s1, events.snapshot())
+        s2 = events.snapshot()
+        src, run_ = delta(s0, s1), delta(s1, s2)
         row = {'iter': i + 1, 'tps': parse_tps(out), 'charged_pages': run_['charged_pages'],
                'written_pages': (w1 - w0) * 512 // PAGE, 'bdp_events': run_['bdp_events'],
                'pauses': run_['pauses'], 'paused_ms': run_['paused_ms'], 'added': run_['added'],
                'source_added': src['added'], 'cached': run_['cached']}
+        row.update(vm.summary(v0))
+        row['traced'] = events.medians(s1, s2)
         rows.append(row)
         log('iteration %d: %.0f tps, %d pauses (%d ms), charged/written x%.1f, '
             'cached %s in 2M' % (i + 1, row['tps'], row['pauses'], row['paused_ms'],
                                  ratio(row['charged_pages'], row['written_pages']),
                                  pct(share_2m(row['cached']))))
+        low = row['min_mem_available_kb']
+        if low is not None and low * 1024 < 2 * args.mem:
+            log('warning: the machine had only %d MiB available during iteration %d '
+                '(other processes): global reclaim may have taken the cgroup\'s cache'
+                % (low >> 10, i + 1))
     cl.stop()
     if events.lost():
         raise RuntimeError('the trace lost %d events' % events.lost())
@@ -386,6 +484,8 @@ def summarize(rows):
         'bdp_events': sum(r['bdp_events'] for r in rows),
         'pauses': sum(r['pauses'] for r in rows),
         'paused_ms': sum(r['paused_ms'] for r in rows),
+        'peak_dirty_pages': max(r.get('peak_dirty_pages', 0) for r in rows),
+        'above_freerun': statistics.mean(r.get('above_freerun', 0.0) for r in rows),
     }
 
 
@@ -399,15 +499,39 @@ def markdown(args, res, summ):
            % (args.scale, args.iters, args.duration, args.clients, args.mem // MiB,
               args.dirty_bytes // MiB, args.dirty_background_bytes // MiB, args.ra_kb,
               args.fs, args.source, res['load_seconds']), '',
-           '| iteration | tps | bdp events | pauses | paused ms | charged/written | folios added in the run: '
+           '| iteration | tps | bdp events | pauses | paused ms | charged/written '
+           '| peak dirty | samples >= freerun | folios added in the run: '
            + ' '.join(SIZES) + ' | cached in 2M after |',
-           '|---:|---:|---:|---:|---:|---:|---|---:|']
+           '|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|']
     for r in res['iterations']:
-        out.append('| %d | %.0f | %d | %d | %d | x%.1f | %s | %s |'
+        out.append('| %d | %.0f | %d | %d | %d | x%.1f | %.0f MiB | %s | %s | %s |'
                    % (r['iter'], r['tps'], r['bdp_events'], r['pauses'], r['paused_ms'],
                       ratio(r['charged_pages'], r['written_pages']),
+                      r.get('peak_dirty_pages', 0) * PAGE / MiB,
+                      pct(r.get('above_freerun', 0.0)),
                       ' '.join(str(r['added'].get(o, 0)) for o in range(10)),
                       pct(share_2m(r['cached']))))
+    low = [r['iter'] for r in res['iterations']
+           if r.get('min_mem_available_kb') is not None
+           and r['min_mem_available_kb'] * 1024 < 2 * args.mem]
+    if low:
+        out += ['', '**Warning**: the machine had less than twice the cgroup\'s memory '
+                'available during iterations %s (other processes): global reclaim may have '
+                'taken the cgroup\'s cache.' % ', '.join(map(str, low))]
+    out += ['', 'Traced estimates per run, medians (balance_dirty_pages: dirty, pause taken; '
+            'bdi_dirty_ratelimit: write_bw, dirty_rate, dirty_ratelimit):', '',
+            '| iteration | dirty | pause | write_bw | dirty_rate | dirty_ratelimit |',
+            '|---:|---:|---:|---:|---:|---:|']
+    for r in res['iterations']:
+        t = r.get('traced') or {}
+
+        def f(key, scale, fmt):
+            return 'n/a' if t.get(key) is None else fmt % (t[key] * scale)
+        out.append('| %d | %s | %s | %s | %s | %s |'
+                   % (r['iter'], f('bdp_dirty', PAGE / MiB, '%.0f MiB'),
+                      f('bdp_pause', 1, '%.0f ms'), f('rl_write_bw', 1 / 1024, '%.1f MiB/s'),
+                      f('rl_dirty_rate', 1 / 1024, '%.1f MiB/s'),
+                      f('rl_dirty_ratelimit', 1 / 1024, '%.2f MiB/s')))
     out += ['', '| mean tps | CV | worst | 2nd half vs 1st | charged/written | pauses | paused |',
             '|---:|---:|---:|---:|---:|---:|---:|',
             '| %.0f | %.2f%% | %.0f | %+.1f%% | x%.1f | %d | %.1f s |'

@@ -533,10 +533,15 @@ class Comparison:
                               "--dirty"], capture_output=True, text=True)
         lines = [
             "pgbench -i -s %d -F %d once per configuration; then %s of"
-            " pgbench -N -M prepared -c %d -j %d -T %d, configurations taking"
-            " turns (the first rotating), each server stopped after its run"
+            " pgbench -N -M prepared -c %d -j %d -T %d, %s%s"
             % (self.a.scale, self.a.fillfactor, plural(self.a.iters, "iteration"),
-               self.a.clients, self.a.threads, self.a.duration),
+               self.a.clients, self.a.threads, self.a.duration,
+               "each configuration's back to back on one running server,"
+               " configurations in turn" if self.a.back_to_back else
+               "configurations taking turns (the first rotating), each server"
+               " stopped after its run",
+               "" if self.a.source == "none" else
+               "; before each run: " + SOURCES[self.a.source]),
             "server: %s; %s; fsync on, data checksums, Unix socket"
             % (pg.strip(), ", ".join("%s=%s" % kv for kv in self.pg_conf.items())),
             "foliofs %s (source tree at %s), common options: %s; stats every %d ms"
@@ -730,6 +735,11 @@ class Comparison:
         # The share of the cache in 2 MiB folios after the run.
         row["share_2m"] = (after_run.get("folios_2048k", 0) * 2 * MIB
                            / after_run["cache_bytes"]) if after_run.get("cache_bytes") else ""
+        # The cache's folios by size after the run, 4 KiB to 2 MiB, as
+        # contrib/kernel/pg-seed.py reports the kernel's.
+        row["cached_folios"] = " ".join(
+            str(after_run.get("folios_%dk" % (4 << o), 0)) for o in range(10)
+        ) if after_run.get("cache_bytes") else ""
         for k in COUNTERS:
             run = after_run.get(k, 0) - before.get(k, 0) if before else ""
             tot = after_stop.get(k, 0) - before.get(k, 0) if before else ""
@@ -1155,7 +1165,9 @@ def write_report(cmp, settings, summ, path):
         "## Files", "",
         "- `iterations.csv`: one row per configuration and iteration: tps,"
         " pgbench's figures, and the deltas of %s over the run (`run_`) and"
-        " through the stop (`total_`)." % ", ".join(COUNTERS),
+        " through the stop (`total_`), `share_2m` (the share of the cache in"
+        " 2 MiB folios after the run) and `cached_folios` (the cache's folios"
+        " after the run by size, 4 KiB to 2 MiB, space separated)." % ", ".join(COUNTERS),
         "- `samples.csv`: every stats-log line of every foliofs configuration"
         " (every stat of `.foliofs/stats`), with its iteration and phase"
         " (`run`: pgbench; `stop`: the shutdown checkpoint after it; `idle`).",
@@ -1278,7 +1290,7 @@ def report(cmp, settings):
               "stop_end_unix_ms", "tps", "transactions", "failed",
               "latency_avg_ms"]
     header += ["run_" + k for k in COUNTERS] + ["total_" + k for k in COUNTERS]
-    header += ["share_2m"]
+    header += ["share_2m", "cached_folios"]
     write_csv(os.path.join(cmp.out, "iterations.csv"), header, cmp.iterations)
     summ = summarize(cmp, samples)
     write_report(cmp, settings, summ, os.path.join(cmp.out, "report.md"))
