@@ -14,11 +14,13 @@
  * oldest active folios back to it (shrink_active_list(), which keeps
  * their referenced bit).  So a folio used again while it is inactive
  * survives a sequential pass, and a large folio, which more reads land
- * in, stays active where small ones come and go.  Folios in use or
- * holding dirty, writeback or unsynced blocks (pinned) go back to the
- * head of the inactive list (the kernel activates a dirty one and rotates
- * it to the tail once written); when a whole pass frees nothing, the
- * layer above is asked to write back and sync (a reclaim stall).
+ * in, stays active where small ones come and go.  A folio holding dirty,
+ * writeback or unsynced blocks (pinned) that reclaim meets goes to the
+ * active list, as the kernel activates a dirty folio it does not write
+ * (without the kernel's rotation to the inactive tail once written); one
+ * in use goes back to the inactive head.  When a whole pass frees
+ * nothing, the layer above is asked to write back and sync (a reclaim
+ * stall).
  */
 #include "bs_i.h"
 
@@ -367,9 +369,17 @@ static size_t reclaim_some(struct bs_cache *cache, size_t need)
 		folio = cache->inactive->lru_prev;
 		atomic_store(&folio->referenced, false);
 		if (!try_evict(cache, folio)) {
-			/* In use or pinned: back to the head. */
+			/*
+			 * Pinned (dirty, writeback, unsynced): to the active
+			 * list, as the kernel activates a dirty folio reclaim
+			 * does not write, so that clean active folios come
+			 * back to the inactive list in its place.  In use:
+			 * back to the inactive head.
+			 */
+			bool in_use = atomic_load(&folio->refs) != 1;
+
 			lru_del_locked(cache, folio);
-			list_add_head(cache, folio, false);
+			list_add_head(cache, folio, !in_use);
 			continue;
 		}
 		freed += folio->size;
