@@ -466,13 +466,19 @@ int wb_tunable_set(struct wb_ctx *ctx, const char *name, const char *val,
 	int ret = 0;
 
 	if (!t && param_name(name, &kind, &pname)) {
-		if (trim(val, v, sizeof(v))) {
+		int64_t values[BS_PARAMS_MAX];
+		const struct bs_param *p;
+
+		pthread_mutex_lock(&tn->lock);
+		/* No such parameter is no such tunable, whatever the value. */
+		ret = param_find(ctx, kind, pname, &p, values, err, errlen);
+		if (ret >= 0 && trim(val, v, sizeof(v))) {
 			snprintf(err, errlen, "%s: a value of %zu characters or more is not one we take",
 				 name, sizeof(v));
-			return -EINVAL;
+			ret = -EINVAL;
+		} else if (ret >= 0) {
+			ret = param_set(ctx, kind, pname, v, err, errlen);
 		}
-		pthread_mutex_lock(&tn->lock);
-		ret = param_set(ctx, kind, pname, v, err, errlen);
 		notify = tn->notify;
 		notify_arg = tn->notify_arg;
 		pthread_mutex_unlock(&tn->lock);

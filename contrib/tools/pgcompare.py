@@ -189,7 +189,9 @@ class FoliofsHelp:
         self.policies = {}      # policy name -> option that selects it
         key = None
         for line in text.splitlines():
-            m = re.match(r"^\S.*\((\w+)=\):$", line)
+            # "dirty accounting policies (dirty_account=):", and with
+            # parameters "(dirty_account=; parameters: -o account.PARAM=N):"
+            m = re.match(r"^\S.*\((\w+)=(?:\)|;.*\)):$", line)
             if m:
                 key = m.group(1)
                 continue
