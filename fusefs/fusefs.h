@@ -517,6 +517,13 @@ void ffs_uring_set_pin(bool pin);
  * large): use a buffer of your own.
  */
 void *ffs_uring_reply_buf(size_t size);
+/*
+ * Whether the request this thread serves may have its reply held
+ * (defer.c): always over /dev/fuse; over the ring while its queue keeps
+ * a thread free to serve the others (or can start one).
+ * Context: the handler of the request, on the thread that took it.
+ */
+bool ffs_uring_may_hold(void);
 /* Log why uring= was asked for and the kernel did not offer it. */
 void ffs_uring_log_unoffered(void);
 /*
