@@ -26,6 +26,8 @@
  *    is in the cache, so the write is answered as the success it is;
  *  - the daemon stops: ffs_defer_stop() answers every held request before
  *    the session goes away.
+ * And a reply is not held at all (the writer not paused) where holding
+ * would leave a ring queue with no thread to serve (ffs_uring_may_hold()).
  *
  * Each held request is answered exactly once, by the timer thread, after
  * it has taken the request out of the heap.  Nothing else replies to a held
@@ -319,7 +321,12 @@ void ffs_defer_reply_write(struct ffs_data *fs, fuse_req_t req, size_t count,
 	pid_t pid = fuse_req_ctx(req)->pid;
 	int64_t pause_ns = d ? wb_balance_dirty(fs->wb, pid, dirtied) : 0;
 
-	if (pause_ns > 0 && !hold(d, req, count, pid, pause_ns, op))
+	/*
+	 * A reply that cannot be held (the daemon stops, no memory, or a
+	 * ring queue whose threads all hold replies) is sent now: the writer
+	 * is not paused this time, and nobody else waits for it.
+	 */
+	if (pause_ns > 0 && ffs_uring_may_hold() && !hold(d, req, count, pid, pause_ns, op))
 		return;
 	ffs_trace_stamp(op);
 	fuse_reply_write(req, count);

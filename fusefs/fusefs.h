@@ -145,6 +145,21 @@ struct ffs_inode {
 	dev_t src_dev;
 	mode_t type;		/* S_IFMT bits; an inode never changes type */
 
+	/*
+	 * Kill-priv's hint (killpriv.c) that the backing inode has neither
+	 * setuid nor setgid, which spares every marked write (each write of
+	 * a caller without CAP_FSETID) an fstat.  mode_seq counts the
+	 * changes of the backing inode's mode the daemon made or may have
+	 * made (ffs_killpriv_mode_changed(), called after each); nosuid_seq
+	 * is mode_seq + 1 as read before an fstat that found neither bit, 0
+	 * while none has.  The hint holds while they agree: a change that
+	 * lands after the fstat bumps mode_seq after it, one that lands
+	 * before it is seen by it.  The daemon owns BACKING (admin.md), so
+	 * no other change of the mode is to be expected.
+	 */
+	_Atomic uint64_t mode_seq;
+	_Atomic uint64_t nosuid_seq;
+
 	/* Protected by ffs_data.itable_lock. */
 	uint64_t nlookup;	/* lookups the kernel has not forgotten */
 	bool forgetting;	/* a forget is writing it back, lock dropped */
@@ -466,11 +481,17 @@ bool ffs_channel_kill_suidgid(void);
  * ffs_killpriv_setattr(): @req is a SETATTR that succeeded with @valid;
  * clears when it set the size and was marked.
  * Context: the handler of @req, on the worker thread that read it, with
- * the daemon's credentials and no lock held; one fstat, and a chmod when
- * a bit goes.
+ * the daemon's credentials and no lock held; one fstat (none while the
+ * inode is known to have neither bit), and a chmod when a bit goes.
  */
 void ffs_killpriv_data(fuse_req_t req, struct ffs_inode *inode);
 void ffs_killpriv_setattr(fuse_req_t req, struct ffs_inode *inode, int valid);
+/*
+ * The mode of @inode's backing inode may have changed (a SETATTR, an
+ * extended attribute, a name made or found for it): the next marked
+ * request looks at it again.  Call after the change.
+ */
+void ffs_killpriv_mode_changed(struct ffs_inode *inode);
 
 /* ---- FUSE over io_uring (uring.c) ---- */
 
@@ -496,6 +517,13 @@ void ffs_uring_set_pin(bool pin);
  * large): use a buffer of your own.
  */
 void *ffs_uring_reply_buf(size_t size);
+/*
+ * Whether the request this thread serves may have its reply held
+ * (defer.c): always over /dev/fuse; over the ring while its queue keeps
+ * a thread free to serve the others (or can start one).
+ * Context: the handler of the request, on the thread that took it.
+ */
+bool ffs_uring_may_hold(void);
 /* Log why uring= was asked for and the kernel did not offer it. */
 void ffs_uring_log_unoffered(void);
 /*

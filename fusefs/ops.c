@@ -182,6 +182,8 @@ static int do_lookup(struct ffs_data *fs, struct ffs_inode *dir,
 	ret = ffs_inode_get(fs, &e->attr, fd, &inode);
 	if (ret)
 		return ret;
+	/* A name made or found: whatever its mode now, look at it again. */
+	ffs_killpriv_mode_changed(inode);
 	e->ino = (uintptr_t)inode;
 	if (inode == &fs->root)
 		e->ino = FUSE_ROOT_ID;
@@ -345,6 +347,8 @@ static void ffs_setattr(fuse_req_t req, struct ffs_inode *inode, struct stat *at
 	if (!ret) {
 		ret = do_setattr(ffs_data(req), inode, attr, valid, fi);
 		ffs_creds_leave(&c);
+		/* Even on failure: a chmod may have been made before it. */
+		ffs_killpriv_mode_changed(inode);
 		if (!ret)
 			ffs_killpriv_setattr(req, inode, valid);
 		if (!ret && fi)
@@ -722,6 +726,7 @@ static int do_create(struct ffs_data *fs, fuse_req_t req,
 		ffs_fd_close(fs, fd);
 		return ret;
 	}
+	ffs_killpriv_mode_changed(inode);	/* as in do_lookup() */
 	e->ino = (uintptr_t)inode;
 	ret = ffs_data_get(fs, inode, access_of(fi->flags), fd, access, &data);
 	if (!ret)
@@ -1296,6 +1301,7 @@ static void change_xattr(fuse_req_t req, struct ffs_inode *inode, const char *na
 			    : removexattr(p.path, name);
 		ret = ret < 0 ? -errno : 0;
 		ffs_creds_leave(&c);
+		ffs_killpriv_mode_changed(inode);	/* an ACL may change the mode */
 	}
 	fuse_reply_err(req, -ret);
 }

@@ -62,7 +62,11 @@
  * another thread with an entry whenever fewer than its starting number are
  * free of held replies, up to UR_QUEUE_MAX_THREADS: a held write pauses its
  * writer and nothing else, as over /dev/fuse.  The kernel cannot take an
- * entry back, so a queue keeps the threads of its busiest moment.
+ * entry back, so a queue keeps the threads of its busiest moment.  A queue
+ * with that many threads and only one free holds no more replies
+ * (ffs_uring_may_hold(): the write is answered at once, unpaused), so
+ * hundreds of paused writers never leave a queue with nobody to serve
+ * the requests of everybody else.
  *
  * CPUs.  Queue N is the queue of CPU N: the kernel puts a request on the
  * queue of the CPU its caller runs on, and that caller then sleeps until
@@ -160,6 +164,11 @@ struct ur_thread {
 	uint64_t handoff_id;
 	/* The handler returned without the reply (held); under ur_queue.lock. */
 	bool held;
+	/*
+	 * The handler was let hold its reply (ffs_uring_may_hold()) and has
+	 * not returned yet; under ur_queue.lock.
+	 */
+	bool reserved;
 	pthread_t tid;			/* immutable after start */
 };
 
@@ -188,6 +197,7 @@ struct ur_queue {
 	_Atomic unsigned int nthreads;
 	unsigned int started;
 	unsigned int nheld;		/* threads with ur_thread.held; under lock */
+	unsigned int nreserved;		/* threads with ur_thread.reserved; under lock */
 	struct ur_thread *threads;	/* immutable array of UR_QUEUE_MAX_THREADS */
 };
 
@@ -607,6 +617,10 @@ static void ur_note_held(struct ur_thread *t)
 	struct ur_queue *q = t->q;
 
 	pthread_mutex_lock(&q->lock);
+	if (t->reserved) {
+		t->reserved = false;
+		q->nreserved--;
+	}
 	if (atomic_load(&t->unique) && !t->held) {
 		t->held = true;
 		q->nheld++;
@@ -614,6 +628,34 @@ static void ur_note_held(struct ur_thread *t)
 			ur_grow_locked(q);
 	}
 	pthread_mutex_unlock(&q->lock);
+}
+
+bool ffs_uring_may_hold(void)
+{
+	struct ur_thread *t = ur_self;
+	struct ur_queue *q;
+	bool ok;
+
+	/* Over /dev/fuse a held reply holds no thread. */
+	if (!atomic_load(&ur_active) || !t || !atomic_load(&t->unique))
+		return true;
+	q = t->q;
+	pthread_mutex_lock(&q->lock);
+	/*
+	 * Held, this thread serves nothing until the reply leaves, and
+	 * ur_note_held() starts threads to keep some free, up to
+	 * UR_QUEUE_MAX_THREADS: after this hold one of those must stay free.
+	 * Handlers of the queue that were let hold and have not returned yet
+	 * (preempted on the queue's CPU) count as held already, so that two
+	 * of them never both take the last free thread.
+	 */
+	ok = q->nheld + q->nreserved + 1 < UR_QUEUE_MAX_THREADS;
+	if (ok && !t->reserved) {
+		t->reserved = true;
+		q->nreserved++;
+	}
+	pthread_mutex_unlock(&q->lock);
+	return ok;
 }
 
 /* Serve no more; wait to be released (see ffs_uring_stop()). */

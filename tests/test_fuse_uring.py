@@ -279,6 +279,65 @@ def test_held_replies_beyond_a_queues_threads(dirs, mounted):
             assert f.read() == (b'%02d' % i) * (4 << 20)
 
 
+def test_more_held_writers_than_a_queue_has_threads(dirs, mounted):
+    """A queue starts at most 64 threads for held replies (uring.c); with
+    80 writers paused on one CPU's queue it holds no more once one thread
+    is left free, and answers the rest at once: requests from that CPU are
+    still served, the writers it did not hold finish while the others are
+    held, and every writer's data is there once writeback works again.
+    (Before, the queue held every reply: with all 64 threads holding one,
+    nothing from that CPU was served until a pause ended, and at the hard
+    limit with writeback failing none does.)"""
+    _, b, m = dirs
+    mnt = mounted('flushers=1', 'fault=write:EIO', 'dirty_bytes=8M',
+                  'dirty_expire_ms=600000', 'writeback_interval_ms=600000',
+                  'cache_size=512M', expect_errors=True)
+    nwriters, chunks, chunk = 80, 8, 256 << 10
+    code = ('import os, sys\n'
+            'os.sched_setaffinity(0, {0})\n'
+            'fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT, 0o644)\n'
+            'for i in range(%d): os.pwrite(fd, sys.argv[1][-2:].encode() * %d, i * %d)\n'
+            'print("END", flush=True)\n' % (chunks, chunk // 2, chunk))
+    writers = [subprocess.Popen([sys.executable, '-c', code,
+                                 os.path.join(m, 'w%02d' % i)],
+                                stdout=subprocess.PIPE, text=True)
+               for i in range(nwriters)]
+    probe = ('import os, sys\n'
+             'os.sched_setaffinity(0, {0})\n'
+             'for i in range(20):\n'
+             '    os.mkdir(os.path.join(sys.argv[1], "d%d" % i))\n'
+             '    os.stat(os.path.join(sys.argv[1], "d%d" % i))\n')
+    done = False
+    try:
+        # Every writer is either held or done: nobody else writes back.
+        assert poll(lambda: stats(m)['throttled_writers'] +
+                    sum(w.poll() is not None for w in writers) >= nwriters, HANG), stats(m)
+        held = stats(m)['throttled_writers']
+        assert 0 < held < nwriters, stats(m)
+        try:
+            subprocess.run([sys.executable, '-c', probe, m], check=True, timeout=HANG)
+        except subprocess.TimeoutExpired:
+            pytest.fail('requests from CPU 0 not served with %d writes held' % held)
+        set_fault(m, 'off')
+        assert poll(lambda: util.ctl_write(m, 'sync', value='1') or
+                    all(w.poll() is not None for w in writers), HANG, step=0.2)
+        for w in writers:
+            out, _ = w.communicate(timeout=HANG)
+            assert out.strip() == 'END'
+            assert w.returncode == 0
+        done = True
+    finally:
+        if not done:
+            mnt.abort()  # answers the held writes, which a kill cannot end
+        for w in writers:
+            w.kill()
+            w.wait()
+    mnt.umount()
+    for i in range(nwriters):
+        with open(os.path.join(b, 'w%02d' % i), 'rb') as f:
+            assert f.read() == (b'%02d' % i) * (chunks * chunk // 2)
+
+
 def test_kill_9_while_serving_over_the_ring(dirs, mounted):
     """kill -9 of a daemon serving over the ring ends the connection as it
     does over /dev/fuse: callers get ENOTCONN, nothing hangs, and what was

@@ -109,6 +109,28 @@ def test_nonowner_write_clears_suid_sgid(work, ref, tuser, tgroup, mode, op):
 
 
 @pytest.mark.parametrize('mode', MODES, ids=lambda m: '%o' % m)
+def test_chmod_after_marked_write(work, ref, tuser, tgroup, mode):
+    """A marked write of a file with neither bit lets the daemon skip the
+    fstat of the next ones (killpriv.c); a chmod that sets a bit afterwards
+    must end that: the next write clears as on the plain directory."""
+    os.chmod(work.mnt, 0o777)
+    os.chmod(ref, 0o777)
+    for gname, gid in group_cases(tgroup):
+        name = 'c-%s' % gname
+        m, b, r = work.m(name), work.b(name), os.path.join(ref, name)
+        got = {}
+        for path in (m, r):
+            make_file(path, 0o666, gid)
+            first = outcome_as(tuser[0], append, path)    # marked; neither bit
+            os.chmod(path, mode)
+            got[path] = (first, outcome_as(tuser[0], append, path))
+        want = (got[r], state(r))
+        assert (got[m], state(m)) == want, (gname, 'through the mount')
+        util.sync_path(m)
+        assert (got[m], state(b)) == want, (gname, 'in the backing store')
+
+
+@pytest.mark.parametrize('mode', MODES, ids=lambda m: '%o' % m)
 def test_root_write_keeps_suid_sgid(work, ref, mode):
     """Root has CAP_FSETID: its writes and truncates keep the bits, as on
     the plain directory (the kernel marks no request of root's)."""

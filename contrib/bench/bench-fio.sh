@@ -28,11 +28,18 @@
 #                          rw=randwrite, bs=4k, overwrite=1, fdatasync=1,
 #                          20 s time_based (pre_read skipped)
 #   2 buffered-8k          rw=randwrite, bs=8k, no fsync, 20 s time_based
-#   3 seqwrite-1m          rw=write, bs=1M, each file once, end_fsync=1
-#                          (the time until the data is on the backing store)
+#   3 seqwrite-1m          rw=write, bs=1M, SECONDS time_based (over each
+#                          file again and again), end_fsync=1: fio counts
+#                          the final fsync in the run's time, and a run of
+#                          many times the dirty limits is paced by the
+#                          disk, so the figure is what reached the backing
+#                          store (a single pass of the files fit in the
+#                          caches and took under a second)
 #   4 seqread-1m-cold      rw=read, bs=1M, each file once, every cache
 #                          dropped first: the kernel's (drop_caches) and, on
-#                          foliofs, the daemon's (the mount is remounted)
+#                          foliofs, the daemon's (the mount is remounted);
+#                          REPEATS times per round (-R), so that the
+#                          disk's swings show as the spread the report gives
 #   5 seqread-1m-warm      rw=read, bs=1M, 20 s time_based, after a read of
 #                          every file, invalidate=0 (fio would otherwise
 #                          drop the files' kernel pages before the run)
@@ -69,12 +76,14 @@ set -euo pipefail
 
 usage() {
 	cat <<EOF
-usage: $0 [-T SECONDS] [-s SIZE] [-j JOBS] [-r ROUNDS] [-o "foliofs options"] [-d WORKDIR] [-t TARGETS] [-w WORKLOADS] [-k]
+usage: $0 [-T SECONDS] [-s SIZE] [-j JOBS] [-r ROUNDS] [-R REPEATS] [-o "foliofs options"] [-d WORKDIR] [-t TARGETS] [-w WORKLOADS] [-k]
   -T SECONDS  time of each fio run (default 20)
   -s SIZE     file size per fio job (default 256M)
   -j JOBS     fio numjobs (default 2)
   -r ROUNDS   repeat every run, targets taking turns first; median reported
               (default 1)
+  -R REPEATS  cold reads (workload 4) per target and round, each after
+              every cache is dropped; median and spread reported (default 3)
   -o OPTIONS  extra foliofs -o options, comma-separated (default none)
   -d WORKDIR  directory on the disk to test; a private subdirectory is made
               inside it and removed afterwards (default /var/tmp)
@@ -95,17 +104,19 @@ DURATION=20
 SIZE=256M
 JOBS=2
 ROUNDS=1
+REPEATS=3
 FOLIOFS_OPTS=""
 WORKDIR=/var/tmp
 TARGETS=native,block,folio
 WORKLOADS=1,2
 KEEP=0
-while getopts "T:s:j:r:o:d:t:w:kh" opt; do
+while getopts "T:s:j:r:R:o:d:t:w:kh" opt; do
 	case $opt in
 	T) DURATION=$OPTARG ;;
 	s) SIZE=$OPTARG ;;
 	j) JOBS=$OPTARG ;;
 	r) ROUNDS=$OPTARG ;;
+	R) REPEATS=$OPTARG ;;
 	o) FOLIOFS_OPTS=$OPTARG ;;
 	d) WORKDIR=$OPTARG ;;
 	t) TARGETS=$OPTARG ;;
@@ -120,7 +131,7 @@ if (($# != 0)); then
 	usage >&2
 	exit 2
 fi
-for v in "$DURATION" "$JOBS" "$ROUNDS"; do
+for v in "$DURATION" "$JOBS" "$ROUNDS" "$REPEATS"; do
 	if ! [[ $v =~ ^[1-9][0-9]*$ ]]; then
 		echo "$0: '$v' is not a positive integer" >&2
 		exit 2
@@ -360,7 +371,7 @@ FIO_COMMON=(--name=bench --ioengine=psync --overwrite=1
 TIMED="--runtime=$DURATION --time_based"
 WORKLOAD_ARGS=([1]="--rw=randwrite --bs=4k --fdatasync=1 $TIMED"
 	[2]="--rw=randwrite --bs=8k $TIMED"
-	[3]="--rw=write --bs=1M --end_fsync=1"
+	[3]="--rw=write --bs=1M --end_fsync=1 $TIMED"
 	[4]="--rw=read --bs=1M"
 	[5]="--rw=read --bs=1M --invalidate=0 $TIMED"
 	[6]="--rw=randread --bs=8k --invalidate=0 $TIMED"
@@ -385,7 +396,7 @@ read_files() {
 	cat "$1"/bench.* >/dev/null
 }
 
-run_one() {	# TARGET WORKLOAD ROUND
+run_one() {	# TARGET WORKLOAD ROUND (N, or N.K for the Kth repeat of round N)
 	local target=$1 w=$2 r=$3 dir tag
 	dir=$(dir_of "$target")
 	tag=$target-$w-$r
@@ -426,6 +437,15 @@ done
 n=${#TARGET_LIST[@]}
 for ((r = 1; r <= ROUNDS; r++)); do
 	for w in "${WORKLOAD_LIST[@]}"; do
+		if ((w == 4)); then
+			# Repeats take turns too: the disk's swings hit every target.
+			for ((k = 1; k <= REPEATS; k++)); do
+				for ((i = 0; i < n; i++)); do
+					run_one "${TARGET_LIST[$(((i + r - 1) % n))]}" "$w" "$r.$k"
+				done
+			done
+			continue
+		fi
 		for ((i = 0; i < n; i++)); do
 			run_one "${TARGET_LIST[$(((i + r - 1) % n))]}" "$w" "$r"
 		done
@@ -439,11 +459,11 @@ CUSTOM=
 for t in "${!T_BASE[@]}"; do
 	CUSTOM+="$t:$(target_opts "$t");"
 done
-python3 - "$RESULTS" "$DURATION" "$SIZE" "$JOBS" "$ROUNDS" "${FOLIOFS_OPTS:-}" \
+python3 - "$RESULTS" "$DURATION" "$SIZE" "$JOBS" "$ROUNDS" "$REPEATS" "${FOLIOFS_OPTS:-}" \
 	"$(IFS=,; echo "${TARGET_LIST[*]}")" "$WORKLOADS" "$CUSTOM" <<'EOF'
 import json, os, statistics, sys
 
-results, duration, size, jobs, rounds, extra, targets, workloads, custom = sys.argv[1:10]
+results, duration, size, jobs, rounds, repeats, extra, targets, workloads, custom = sys.argv[1:11]
 TARGETS = targets.split(',')
 WORKLOADS = workloads.split(',')
 NAMES = {'1': 'randwrite-fdatasync 4k', '2': 'buffered-8k', '3': 'seqwrite-1m',
@@ -515,13 +535,22 @@ for key, rs in runs.items():
                  for k in ('iops', 'mbs', 'p99_io', 'p99_sync', 'run', 'sync', 'per_dirtied',
                            'app', 'backing', 'dirtied', 'daemon_read', 'bk_read')}
     data[key]['all_iops'] = [x['iops'] for x in rs]
+    data[key]['all_mbs'] = [x['mbs'] for x in rs]
 # x native: the median over rounds of each round's ratio to native, so that
 # a round the whole machine ran slow in counts as one ratio, not as one slow
 # native and one slow target taken from different rounds.
 for (t, w), rs in runs.items():
     nat = {x['round']: x['iops'] for x in runs.get(('native', w), [])}
-    data[(t, w)]['ratio'] = med([x['iops'] / nat[x['round']] for x in rs
-                                 if nat.get(x['round'])])
+    ratios = [x['iops'] / nat[x['round']] for x in rs if nat.get(x['round'])]
+    data[(t, w)]['ratio'] = med(ratios)
+    data[(t, w)]['all_ratios'] = ratios
+
+
+def spread(vals, fmt):
+    """' (LOW-HIGH)' over more than one run, else ''."""
+    if len(vals) < 2:
+        return ''
+    return ' (' + fmt % min(vals) + '-' + fmt % max(vals) + ')'
 
 
 def f(v, fmt):
@@ -529,9 +558,10 @@ def f(v, fmt):
 
 
 print()
-print('fio, ioengine=psync, %s jobs x %s, %s s per timed run, %s round(s) (medians); '
-      'foliofs extra options: %s; transport: /dev/fuse (uring=off), FUSE over io_uring '
-      'for the -ring targets (uring=on)' % (jobs, size, duration, rounds, extra or 'none'))
+print('fio, ioengine=psync, %s jobs x %s, %s s per timed run, %s round(s) (medians), '
+      '%s cold read(s) per round; foliofs extra options: %s; transport: /dev/fuse (uring=off), '
+      'FUSE over io_uring for the -ring targets (uring=on)' % (
+          jobs, size, duration, rounds, repeats, extra or 'none'))
 cols = '%-23s %-17s %-28s %8s %8s %8s %11s %11s %7s %7s %10s %8s %8s'
 hdr = cols % ('workload', 'target', 'foliofs options', 'IOPS', 'MB/s', 'x native', 'p99 I/O',
               'p99 fdsync', 'bk/app', 'bk/app', 'bk/dirtied', 'daemon', 'bk read')
@@ -558,13 +588,12 @@ print('daemon read: bytes the daemon\'s cache returned per byte fio read (0: the
       'served the reads from its own pages).')
 print('bk read/app: bytes the daemon read from the backing store per byte fio wrote '
       '(blocks a write covered only in part that were not cached).')
-if int(rounds) > 1:
-    for w in WORKLOADS:
-        for t in TARGETS:
-            r = data.get((t, w))
-            if r:
-                print('  IOPS per round %-23s %-12s %s' % (NAMES[w], t,
-                      ' '.join('%.0f' % v for v in r['all_iops'])))
+for w in WORKLOADS:
+    for t in TARGETS:
+        r = data.get((t, w))
+        if r and len(r['all_iops']) > 1:
+            print('  IOPS per run %-23s %-12s %s' % (NAMES[w], t,
+                  ' '.join('%.0f' % v for v in r['all_iops'])))
 for t in TARGETS:
     for w in WORKLOADS:
         r = data.get((t, w))
@@ -573,7 +602,8 @@ for t in TARGETS:
                   '%6.0f MiB' % (t, NAMES[w], r['app'] / 2**20, r['dirtied'] / 2**20,
                                  r['backing'] / 2**20))
 print()
-print('x native (median of the per-round ratios), workload by target:')
+print('x native (median of the per-round ratios), workload by target; in brackets the '
+      'lowest and highest of the runs, where there were several:')
 print()
 print('| workload | ' + ' | '.join(TARGETS) + ' |')
 print('|---|' + '---:|' * len(TARGETS))
@@ -584,9 +614,11 @@ for w in WORKLOADS:
         if not r:
             cells.append('')
         elif t == 'native':
-            cells.append('%.0f MB/s' % r['mbs'] if w in ('3', '4', '5', '7') else '%.0f IOPS' % r['iops'])
+            cells.append('%.0f MB/s' % r['mbs'] + spread(r['all_mbs'], '%.0f')
+                         if w in ('3', '4', '5', '7') else
+                         '%.0f IOPS' % r['iops'] + spread(r['all_iops'], '%.0f'))
         else:
-            cells.append(f(r['ratio'], '%.2f'))
+            cells.append(f(r['ratio'], '%.2f') + spread(r['all_ratios'], '%.2f'))
     print('| %s | %s |' % (NAMES[w], ' | '.join(cells)))
 print()
 print('targets (issue): block granularity writes 1.0x the dirtied bytes; '
