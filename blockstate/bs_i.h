@@ -416,14 +416,14 @@ unsigned int bs_ra_folio_order(uint64_t index, unsigned int order, uint64_t last
 /*
  * Before a read of [off, off + len) through the open whose state is @ra
  * is served (off within the file; len as asked, EOF not cut off): start
- * the windows it calls for.  After it: remember where it ended.
+ * the windows it calls for, and return where the open's previous read
+ * ended (-1: none, or @ra NULL), read with the state it started from.
+ * After it: remember where it ended.
  * Context: invalidate_lock shared, no other blockstate lock; may read the
  * backing store and reclaim.
  */
-void bs_ra_before_read(struct bs_file *file, struct bs_ra *ra, off_t off, size_t len);
+off_t bs_ra_before_read(struct bs_file *file, struct bs_ra *ra, off_t off, size_t len);
 void bs_ra_after_read(struct bs_ra *ra, off_t end);
-/* Where @ra's open last read ended (-1: never, or @ra NULL). */
-off_t bs_ra_prev_pos(struct bs_ra *ra);
 /*
  * For readahead (file.c): a new folio covering @off, sized by the policy
  * for access BS_SIZE_READAHEAD with @len, returned referenced; -EEXIST

@@ -439,7 +439,7 @@ static int read_span(struct bs_file *file, struct bs_folio *folio, uint32_t poff
 ssize_t bs_read(struct bs_file *file, struct bs_ra *ra, void *buf, size_t len, off_t off)
 {
 	size_t asked = len, done;
-	off_t size;
+	off_t size, last = -1;
 	int ret;
 
 	if (off < 0)
@@ -451,8 +451,8 @@ ssize_t bs_read(struct bs_file *file, struct bs_ra *ra, void *buf, size_t len, o
 	else if (len > (uint64_t)(size - off))
 		len = (size_t)(size - off);
 	if (len)
-		bs_ra_before_read(file, ra, off, asked);
-	done = for_each_span(file, off, len, read_span, buf, false, bs_ra_prev_pos(ra), &ret);
+		last = bs_ra_before_read(file, ra, off, asked);
+	done = for_each_span(file, off, len, read_span, buf, false, last, &ret);
 	if (done)
 		bs_ra_after_read(ra, off + (off_t)done);
 	pthread_rwlock_unlock(&file->invalidate_lock);

@@ -643,7 +643,7 @@ static void ra_meet(struct bs_file *file, struct bs_ra_state *ra, struct bs_foli
 	ra_submit(file, ra, &rd);
 }
 
-void bs_ra_before_read(struct bs_file *file, struct bs_ra *ra, off_t off, size_t len)
+off_t bs_ra_before_read(struct bs_file *file, struct bs_ra *ra, off_t off, size_t len)
 {
 	struct bs_cache *cache = file->cache;
 	struct bs_ra_view view = { view_next_miss, view_prev_miss, file };
@@ -655,12 +655,14 @@ void bs_ra_before_read(struct bs_file *file, struct bs_ra *ra, off_t off, size_t
 	struct bs_ra_limits lim;
 	struct bs_ra_state st;
 
-	ra_limits(cache, &lim);
-	if (!lim.max_pages || !ra)
-		return;
+	if (!ra)
+		return -1;
 	pthread_mutex_lock(&ra->lock);
 	st = ra->st;
 	pthread_mutex_unlock(&ra->lock);
+	ra_limits(cache, &lim);
+	if (!lim.max_pages)
+		return st.prev_pos;
 	/*
 	 * filemap_read(): batch after batch of the folios there, in order;
 	 * a page not held starts a window (unless a random read's own).
@@ -701,6 +703,7 @@ void bs_ra_before_read(struct bs_file *file, struct bs_ra *ra, off_t off, size_t
 	ra->st.async_size = st.async_size;
 	ra->st.order = st.order;
 	pthread_mutex_unlock(&ra->lock);
+	return st.prev_pos;
 }
 
 bool bs_file_reading(struct bs_file *file)
@@ -711,18 +714,6 @@ bool bs_file_reading(struct bs_file *file)
 	reading = file->nr_aio != 0;
 	pthread_mutex_unlock(&file->ra_lock);
 	return reading;
-}
-
-off_t bs_ra_prev_pos(struct bs_ra *ra)
-{
-	off_t pos;
-
-	if (!ra)
-		return -1;
-	pthread_mutex_lock(&ra->lock);
-	pos = ra->st.prev_pos;
-	pthread_mutex_unlock(&ra->lock);
-	return pos;
 }
 
 void bs_ra_after_read(struct bs_ra *ra, off_t end)
