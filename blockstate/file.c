@@ -189,11 +189,10 @@ struct bs_folio *bs_file_lookup(struct bs_file *file, off_t off)
 
 /*
  * Order of the folio to make for an @access (enum bs_size_access) of
- * [off, off + len); 0 if one appeared.  *@stream: the folio would start
- * where the file's last new folio ended.
+ * [off, off + len); 0 if one appeared.
  */
 static unsigned int choose_order(struct bs_file *file, off_t off, size_t len,
-				 unsigned int access, bool *stream)
+				 unsigned int access)
 {
 	struct bs_cache *cache = file->cache;
 	unsigned int order = 0;
@@ -210,7 +209,6 @@ static unsigned int choose_order(struct bs_file *file, off_t off, size_t len,
 		if (order > cache->max_order)
 			order = cache->max_order;
 		order = bs_index_fit(&file->index, off, order, cache->min_order);
-		*stream = file->size_state.next_off == (off & ~(((off_t)1 << order) - 1));
 	}
 	pthread_rwlock_unlock(&file->index_lock);
 	return order;
@@ -253,7 +251,6 @@ static int folio_get(struct bs_file *file, off_t off, size_t len, unsigned int a
 		struct bs_folio *folio = lookup_get(file, off);
 		unsigned int order;
 		uint64_t touch;
-		bool stream;
 		off_t start;
 		int ret;
 
@@ -265,7 +262,7 @@ static int folio_get(struct bs_file *file, off_t off, size_t len, unsigned int a
 			*out = folio;
 			return 0;
 		}
-		order = choose_order(file, off, len, access, &stream);
+		order = choose_order(file, off, len, access);
 		if (!order)
 			continue;
 		ret = bs_cache_make_room(file->cache, (size_t)1 << order,
@@ -274,13 +271,11 @@ static int folio_get(struct bs_file *file, off_t off, size_t len, unsigned int a
 			return ret;
 		start = off & ~(((off_t)1 << order) - 1);
 		/*
-		 * The bytes of the new folio this access touches; a stream
-		 * (of requests of any size) will touch all of it.
+		 * The bytes of the new folio this access touches (not what a
+		 * stream will touch later: see pool.c on huge pages).
 		 */
 		touch = (uint64_t)(start + ((off_t)1 << order) - off);
-		if (stream)
-			touch = (uint64_t)1 << order;
-		else if (len < touch)
+		if (len < touch)
 			touch = len;
 		folio = bs_folio_alloc_touch(file, start, 1u << order, (uint32_t)touch);
 		if (!folio)

@@ -33,14 +33,21 @@
  *
  * Where the memory comes from: a 2 MiB folio gets its own naturally
  * aligned mapping (no 4 KiB of alignment padding per folio), with
- * MADV_HUGEPAGE when the access that makes the folio touches at least
- * half of it or the folio continues a stream (file.c), as the kernel
- * backs a large folio with one huge page where it can (fewer TLB misses
- * on copies).  Not otherwise: the first touch of a huge page zeroes all
- * 2 MiB, so a 4 KiB random write or read into a new folio would pay 512
- * times the zeroing of its own page (on a fresh 1 GiB file, clear_page
- * was 69% of the daemon's samples); a stream touches the rest soon
- * anyway.  Smaller folios come from the heap, page aligned.
+ * MADV_HUGEPAGE only when the access that makes the folio touches at
+ * least half of it (a large read, a readahead window, a large write), as
+ * the kernel backs a large folio with one huge page where it can (fewer
+ * TLB misses on copies).  Not otherwise: the first touch of a huge page
+ * zeroes all 2 MiB at once, so a 4 KiB random write or read into a new
+ * folio would pay 512 times the zeroing of its own page (on a fresh 1 GiB
+ * file, clear_page was 69% of the daemon's samples).  Nor for a stream of
+ * small requests, though it will touch the whole folio: on the VMs we
+ * measure on, zeroing a huge page on first touch ran at ~0.4 GB/s where
+ * 4 KiB pages touched one request at a time cost about half as much in
+ * all, and in PostgreSQL's load phase (`pgbench -i`, 8 KiB writes
+ * appending to the table and the WAL) huge pages for streams were half of
+ * the daemon's CPU samples (clear_page_erms under folio_zero_user) and
+ * 2.5-3.5 s of its 5-7 s of system time.  Smaller folios come from the
+ * heap, page aligned.
  *
  * no_data (the simulator's, bs_config): no memory per folio at all, every
  * folio's data is one scratch area of the largest folio size, so that a
