@@ -337,6 +337,14 @@ def test_postgres_compare_seed_preset():
         shutil.rmtree(top, ignore_errors=True)
 
 
+def uring_offered():
+    try:
+        with open("/sys/module/fuse/parameters/enable_uring") as f:
+            return f.read().strip() == "Y"
+    except OSError:
+        return False
+
+
 def check_seed_preset(top, bindir):
     os.chmod(top, 0o755)        # the unprivileged user works in it
     out = os.path.join(top, "out")
@@ -360,8 +368,14 @@ def check_seed_preset(top, bindir):
         counts = [int(n) for n in x["cached_folios"].split()]
         assert len(counts) == 10 and sum(counts) > 0, x
         assert (counts[9] == 0) == (float(x["share_2m"]) == 0.0), x
+        # uring=auto takes the ring only where the fuse module offers it.
+        assert x["transport"] in ("/dev/fuse", "io_uring"), x
+        if not uring_offered():
+            assert x["transport"] == "/dev/fuse", x
     with open(os.path.join(out, "report.md")) as f:
         report = f.read()
+    for n in names:
+        assert "configuration %s served over " % n in report, n
     assert "Per iteration, foliofs configurations" in report
     assert "ra_model=6.16" in report and "ra_model=6.17" in report
     detail = [t for t in md_tables(report) if t[0][:2] == ["configuration", "iteration"]]

@@ -734,6 +734,7 @@ class Comparison:
                "start_unix_ms": start, "end_unix_ms": end,
                "stop_end_unix_ms": stop_end}
         row.update(parse_pgbench(out, c.name))
+        row["transport"] = self.transport(c, before, after_run)
         # The share of the cache in 2 MiB folios after the run.
         row["share_2m"] = (after_run.get("folios_2048k", 0) * 2 * MIB
                            / after_run["cache_bytes"]) if after_run.get("cache_bytes") else ""
@@ -752,6 +753,30 @@ class Comparison:
             c.name, it, row["tps"], "" if not c.foliofs else
             ", %d pauses (%.1f s)" % (row["run_throttle_events"],
                                       row["run_throttle_ms"] / 1000)))
+
+    @staticmethod
+    def transport(c, before, after):
+        """What the run's requests came over: foliofs counts the requests it
+        served from io_uring entries (uring=auto takes the ring whenever
+        the fuse module offers it, so the options alone do not say);
+        passthrough_hp's is its arguments'."""
+        if c.native:
+            return ""
+        if c.peer is not None:
+            return "io_uring" if "io_uring" in c.peer else "/dev/fuse"
+        ring = after.get("fuse_uring_requests", 0) - before.get("fuse_uring_requests", 0)
+        return "io_uring" if ring > 0 else "/dev/fuse"
+
+    def transport_lines(self):
+        """One settings line per FUSE configuration: the transport its runs
+        served over (more than one if it changed between runs)."""
+        lines = []
+        for c in self.configs:
+            seen = sorted({r["transport"] for r in self.iterations
+                           if r["config"] == c.name and r.get("transport")})
+            if seen:
+                lines.append("configuration %s served over %s" % (c.name, " and ".join(seen)))
+        return lines
 
     # --------------------------------------------------------------- run
 
@@ -1169,7 +1194,9 @@ def write_report(cmp, settings, summ, path):
         " pgbench's figures, and the deltas of %s over the run (`run_`) and"
         " through the stop (`total_`), `share_2m` (the share of the cache in"
         " 2 MiB folios after the run) and `cached_folios` (the cache's folios"
-        " after the run by size, 4 KiB to 2 MiB, space separated)." % ", ".join(COUNTERS),
+        " after the run by size, 4 KiB to 2 MiB, space separated) and"
+        " `transport` (`/dev/fuse` or `io_uring`: what the run's requests came"
+        " over)." % ", ".join(COUNTERS),
         "- `samples.csv`: every stats-log line of every foliofs configuration"
         " (every stat of `.foliofs/stats`), with its iteration and phase"
         " (`run`: pgbench; `stop`: the shutdown checkpoint after it; `idle`).",
@@ -1292,7 +1319,7 @@ def report(cmp, settings):
               "stop_end_unix_ms", "tps", "transactions", "failed",
               "latency_avg_ms"]
     header += ["run_" + k for k in COUNTERS] + ["total_" + k for k in COUNTERS]
-    header += ["share_2m", "cached_folios"]
+    header += ["share_2m", "cached_folios", "transport"]
     write_csv(os.path.join(cmp.out, "iterations.csv"), header, cmp.iterations)
     summ = summarize(cmp, samples)
     write_report(cmp, settings, summ, os.path.join(cmp.out, "report.md"))
@@ -1359,6 +1386,7 @@ def main(argv):
         for line in settings:
             log(line)
         cmp.run()
+        settings += cmp.transport_lines()
         report(cmp, settings)
         print("\nwall time %.0f s; report, CSVs and plots in %s"
               % (cmp.wall_s, cmp.out))
