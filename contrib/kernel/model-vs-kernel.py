@@ -249,7 +249,7 @@ def hist_row(name, counts):
     return '| %s | %s |' % (name, ' | '.join('%.0f%%' % (100 * x) for x in byte_shares(counts)))
 
 
-def sizing_notes(meta, mrows, krows):
+def sizing_notes(mrows, krows):
     notes = []
     if len(mrows) != len(krows):
         notes.append('iterations differ: model %d, kernel %d' % (len(mrows), len(krows)))
@@ -273,7 +273,7 @@ def report(pairs, config):
                    a['fs'], a['source']),
                 'Model: `%s`, configuration `%s`.' % (mpath, config)]
         out += ['Model: ' + s + '.' for s in read_model_settings(mpath, config)]
-        out += ['Differs: ' + n for n in sizing_notes(meta, mrows, krows)]
+        out += ['Differs: ' + n for n in sizing_notes(mrows, krows)]
         out += ['', '| | mean tps | CV | 2nd half vs 1st | charged/written | pauses | paused '
                 '| 2 MiB share |', '|---|---:|---:|---:|---:|---:|---:|---:|',
                 fmt_row('kernel', ks), fmt_row('model', ms), error_row(ms, ks), '',
