@@ -168,9 +168,16 @@ struct sim_ev {
 	uint64_t gen;
 };
 
+/*
+ * Samples (waits, pauses) for their sum and exact percentiles.  Zeros,
+ * most reads' waits (the cache held the data), are only counted: what
+ * the vector holds grows by 8 bytes per read that waited, per fsync and
+ * per pause, the one thing a replay keeps per event of the trace.
+ */
 struct i64_vec {
-	int64_t *v;
+	int64_t *v;			/* the samples that are not 0 */
 	size_t n, cap;
+	size_t zeros;
 };
 
 struct sim {
@@ -268,6 +275,10 @@ static struct sim_ev ev_pop(struct sim *s)
 
 static int vec_add(struct i64_vec *v, int64_t x)
 {
+	if (!x) {
+		v->zeros++;
+		return 0;
+	}
 	if (v->n == v->cap) {
 		size_t cap = v->cap ? 2 * v->cap : 256;
 		int64_t *p = realloc(v->v, cap * sizeof(*p));
@@ -1158,13 +1169,30 @@ static int cmp_i64(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-/* The @pct-th percentile of @v (sorted in place), 0 when empty. */
+static size_t vec_count(const struct i64_vec *v)
+{
+	return v->n + v->zeros;
+}
+
+/*
+ * The @pct-th percentile of @v's samples (the non-zero ones sorted in
+ * place), 0 when empty: the sample at (count - 1) * pct / 100 of all of
+ * them sorted, where the zeros stand between the negative and the
+ * positive ones.
+ */
 static int64_t percentile(struct i64_vec *v, unsigned int pct)
 {
-	if (!v->n)
+	size_t i, neg = 0;
+
+	if (!vec_count(v))
 		return 0;
 	qsort(v->v, v->n, sizeof(*v->v), cmp_i64);
-	return v->v[(v->n - 1) * pct / 100];
+	while (neg < v->n && v->v[neg] < 0)
+		neg++;
+	i = (vec_count(v) - 1) * pct / 100;
+	if (i < neg)
+		return v->v[i];
+	return i < neg + v->zeros ? 0 : v->v[i - v->zeros];
 }
 
 /*
@@ -1286,7 +1314,7 @@ static void summarize(struct sim *s)
 	r->feed_peak = s->feed.peak_queued;
 	r->pages_charged = st.nr_dirtied;
 	r->pages_written = st.nr_written;
-	r->pauses = s->pauses.n;
+	r->pauses = vec_count(&s->pauses);
 	for (size_t i = 0; i < s->pauses.n; i++) {
 		r->pause_total_ns += s->pauses.v[i];
 		if (s->pauses.v[i] > r->pause_max_ns)
@@ -1294,10 +1322,10 @@ static void summarize(struct sim *s)
 	}
 	r->pause_p50_ns = percentile(&s->pauses, 50);
 	r->pause_p99_ns = percentile(&s->pauses, 99);
-	r->fsyncs = s->fsyncs.n;
+	r->fsyncs = vec_count(&s->fsyncs);
 	r->fsync_p50_ns = percentile(&s->fsyncs, 50);
 	r->fsync_p99_ns = percentile(&s->fsyncs, 99);
-	r->reads = s->reads.n;
+	r->reads = vec_count(&s->reads);
 	for (size_t i = 0; i < s->reads.n; i++)
 		r->read_total_ns += s->reads.v[i];
 	r->read_p50_ns = percentile(&s->reads, 50);
