@@ -64,6 +64,17 @@
  * happens at the unlink or rename, as for a file nobody holds open.  A
  * create gives the file the size it had at creation.
  *
+ * Records: the replay streams the trace (feed.c).  The files and writers
+ * come from its first pass (struct sim_trace); each writer takes its
+ * records one at a time from the feed (struct sim_feed), which reads the
+ * file forward once: when a writer finishes an op it takes its next
+ * record for the think time before it (or the gap table gives that time,
+ * for a long one, and the record waits until the writer issues it).  A
+ * writer holds only its op in progress (cur).  What the replay keeps
+ * grows with its state (files, writers, opens, the cache's folios, the
+ * events) and with the records read ahead of slow writers, not with the
+ * trace's length; see sim.h for the bound.
+ *
  * Nothing reads a host clock except for the replay speed: the same trace
  * and options give the same output, byte for byte.
  */
@@ -92,17 +103,6 @@ struct sim_file {
 /* The sim_file whose writeback state @fs is. */
 #define sim_file_of(fs) ((struct sim_file *)((char *)(fs) - offsetof(struct sim_file, ws)))
 
-/*
- * One open of a file: its readahead state (file_ra_state), made zeroed at
- * its first read and kept to the end of the replay.  Open ids are never
- * reused (trace.h), so nothing reads through an open after its close and
- * keeping it is exact.
- */
-struct sim_open {
-	struct bs_ra ra;
-	bool live;			/* ra initialized */
-};
-
 /* What names an open in the trace: (open, file), or (pid, file) for open 0. */
 struct sim_open_key {
 	uint64_t open;
@@ -110,12 +110,30 @@ struct sim_open_key {
 	uint32_t file;			/* dense index */
 };
 
+/*
+ * One open of a file: its readahead state (file_ra_state), made zeroed at
+ * its first read and kept to the end of the replay.  Open ids are never
+ * reused (trace.h), so nothing reads through an open after its close and
+ * keeping it is exact.  Found by its key in s->open_tab; each is
+ * allocated on its own, as ra's lock must not move.
+ */
+struct sim_open {
+	struct sim_open_key key;
+	struct bs_ra ra;
+};
+
 enum wr_state { WR_READY, WR_PAUSED, WR_WAIT_FILE, WR_PASS, WR_SYNC, WR_DONE };
 
+/*
+ * A writer: its records come one at a time from the feed (s->feed); cur
+ * is the op in progress (or, before it is issued, the next one) once
+ * has_cur.
+ */
 struct sim_writer {
 	uint32_t pid;
-	size_t *ops;			/* indices into recs, in order */
-	size_t nr_ops, next;
+	size_t nr_ops, next;		/* ops in all; the index of cur among them */
+	struct trace_rec cur;
+	bool has_cur;
 	enum wr_state state;
 	int64_t op_start;		/* when the op in progress was issued */
 	int64_t hold_start;		/* when its pause began */
@@ -150,13 +168,23 @@ struct sim_ev {
 	uint64_t gen;
 };
 
+/*
+ * Samples (waits, pauses) for their sum and exact percentiles.  Zeros,
+ * most reads' waits (the cache held the data), are only counted: what
+ * the vector holds grows by 8 bytes per read that waited, per fsync and
+ * per pause, the one thing a replay keeps per event of the trace.
+ */
 struct i64_vec {
-	int64_t *v;
+	int64_t *v;			/* the samples that are not 0 */
 	size_t n, cap;
+	size_t zeros;
 };
 
 struct sim {
-	const struct trace_rec *recs;
+	const struct sim_trace *t;
+	struct sim_feed feed;		/* the writers' records */
+	char *err;			/* sim_replay()'s, for the feed's errors */
+	size_t errlen;
 	struct wb_ctx *ctx;
 	struct sim_dev_cfg dev;
 	int64_t now;
@@ -170,8 +198,8 @@ struct sim {
 	/* actors */
 	struct sim_file *files;
 	size_t nr_files;
-	struct sim_open *opens;		/* a read's is opens[rec.open - 1] once set up */
-	size_t nr_opens;
+	struct sim_open **open_tab;	/* open addressing by key; NULL: empty */
+	size_t open_mask, nr_opens;	/* slots - 1 (a power of two); opens made */
 	struct sim_writer *writers;
 	size_t nr_writers, writers_left;
 	struct sim_flusher *flushers;
@@ -247,6 +275,10 @@ static struct sim_ev ev_pop(struct sim *s)
 
 static int vec_add(struct i64_vec *v, int64_t x)
 {
+	if (!x) {
+		v->zeros++;
+		return 0;
+	}
 	if (v->n == v->cap) {
 		size_t cap = v->cap ? 2 * v->cap : 256;
 		int64_t *p = realloc(v->v, cap * sizeof(*p));
@@ -708,28 +740,39 @@ static void wake_file_waiters(struct sim *s, struct sim_file *f)
 	for (size_t w = 0; w < s->nr_writers; w++) {
 		struct sim_writer *wr = &s->writers[w];
 
-		if (wr->state == WR_WAIT_FILE && op_file(s, &s->recs[wr->ops[wr->next]]) == f) {
+		if (wr->state == WR_WAIT_FILE && op_file(s, &wr->cur) == f) {
 			wr->state = WR_READY;
 			ev_push(s, s->now, EV_WRITER, (uint32_t)w, 0);
 		}
 	}
 }
 
-/* The op in progress is done at @t: the next one after its think time. */
+/*
+ * The op in progress is done at @t: the next one after its think time,
+ * which a gap gives without reading the next record (sim.h).
+ */
 static int writer_op_done(struct sim *s, uint32_t w, int64_t t)
 {
 	struct sim_writer *wr = &s->writers[w];
-	const struct trace_rec *prev = &s->recs[wr->ops[wr->next]];
+	struct trace_rec prev = wr->cur;
 	int64_t think;
+	int ret;
 
 	wr->last_ns = t;
 	s->res->ops++;
+	wr->has_cur = false;
 	if (++wr->next == wr->nr_ops) {
 		wr->state = WR_DONE;
 		s->writers_left--;
 		return 0;
 	}
-	think = (int64_t)(s->recs[wr->ops[wr->next]].time_ns - prev->time_ns - prev->dur_ns);
+	if (!sim_feed_gap(&s->feed, w, wr->next, &think)) {
+		ret = sim_feed_next(&s->feed, w, &wr->cur, s->err, s->errlen);
+		if (ret)
+			return ret;
+		wr->has_cur = true;
+		think = (int64_t)(wr->cur.time_ns - prev.time_ns - prev.dur_ns);
+	}
 	wr->state = WR_READY;
 	return ev_push(s, t + (think > 0 ? think : 0), EV_WRITER, w, 0);
 }
@@ -771,6 +814,70 @@ static int64_t io_done(const struct sim *s)
 	int64_t t = s->read_at > s->now ? s->read_at : s->now;
 
 	return s->reclaim_until > t ? s->reclaim_until : t;
+}
+
+static bool open_key_eq(const struct sim_open_key *a, const struct sim_open_key *b)
+{
+	return a->open == b->open && a->pid == b->pid && a->file == b->file;
+}
+
+static size_t open_slot(const struct sim *s, const struct sim_open_key *k)
+{
+	uint64_t h = (k->open * 0x9e3779b97f4a7c15ull) ^ ((uint64_t)k->pid << 32 | k->file);
+	size_t i;
+
+	h *= 0xff51afd7ed558ccdull;
+	for (i = (size_t)(h >> 32) & s->open_mask; s->open_tab[i]; i = (i + 1) & s->open_mask)
+		if (open_key_eq(&s->open_tab[i]->key, k))
+			break;
+	return i;
+}
+
+/* Doubles the table when one more open would fill more than half: 0 or -ENOMEM. */
+static int open_tab_grow(struct sim *s)
+{
+	size_t slots = s->open_mask + 1, old = slots;
+	struct sim_open **tab, **prev = s->open_tab;
+
+	if (s->open_tab && 2 * (s->nr_opens + 1) <= slots)
+		return 0;
+	slots = s->open_tab ? 2 * slots : 64;
+	tab = calloc(slots, sizeof(struct sim_open *));
+	if (!tab)
+		return -ENOMEM;
+	s->open_tab = tab;
+	s->open_mask = slots - 1;
+	for (size_t i = 0; prev && i < old; i++)
+		if (prev[i])
+			s->open_tab[open_slot(s, &prev[i]->key)] = prev[i];
+	free(prev);
+	return 0;
+}
+
+/*
+ * The open read @r (a record from the feed: dense file numbers) reads
+ * through: one per (open id, file), and per (pid, file) for reads without
+ * an open id; made at its first read.  NULL when out of memory.
+ */
+static struct sim_open *open_of(struct sim *s, const struct trace_rec *r)
+{
+	struct sim_open_key k = { .open = r->open, .pid = r->open ? 0 : r->pid, .file = r->file };
+	struct sim_open *o;
+	size_t i;
+
+	if (open_tab_grow(s))
+		return NULL;
+	i = open_slot(s, &k);
+	if (s->open_tab[i])
+		return s->open_tab[i];
+	o = malloc(sizeof(*o));
+	if (!o)
+		return NULL;
+	o->key = k;
+	bs_ra_init(&o->ra);
+	s->open_tab[i] = o;
+	s->nr_opens++;
+	return o;
 }
 
 static int writer_write(struct sim *s, uint32_t w, struct sim_file *f, const struct trace_rec *r)
@@ -826,13 +933,11 @@ static int writer_write(struct sim *s, uint32_t w, struct sim_file *f, const str
  */
 static int writer_read(struct sim *s, uint32_t w, struct sim_file *f, const struct trace_rec *r)
 {
-	struct sim_open *o = &s->opens[r->open - 1];
+	struct sim_open *o = open_of(s, r);
 	uint64_t at = 0;
 
-	if (!o->live) {
-		bs_ra_init(&o->ra);
-		o->live = true;
-	}
+	if (!o)
+		return -ENOMEM;
 	s->reclaim_until = 0;
 	s->read_at = s->now;
 	while (at < r->length) {
@@ -868,7 +973,7 @@ static void file_drop(struct sim_file *f)
 /* The fsync in progress is over with @err: errseq reports a writeback error once. */
 static int writer_fsync_done(struct sim *s, uint32_t w, int err)
 {
-	struct sim_file *f = &s->files[s->recs[s->writers[w].ops[s->writers[w].next]].file];
+	struct sim_file *f = &s->files[s->writers[w].cur.file];
 
 	if (f->err_seen != f->ws.err_seq) {
 		f->err_seen = f->ws.err_seq;
@@ -899,9 +1004,18 @@ static int writer_fsync_sync(struct sim *s, uint32_t w)
 static int writer_issue(struct sim *s, uint32_t w)
 {
 	struct sim_writer *wr = &s->writers[w];
-	const struct trace_rec *r = &s->recs[wr->ops[wr->next]];
-	struct sim_file *f = op_file(s, r);
+	const struct trace_rec *r = &wr->cur;
+	struct sim_file *f;
 	int64_t due;
+	int ret;
+
+	if (!wr->has_cur) {
+		ret = sim_feed_next(&s->feed, w, &wr->cur, s->err, s->errlen);
+		if (ret)
+			return ret;
+		wr->has_cur = true;
+	}
+	f = op_file(s, r);
 
 	wr->op_start = s->now;
 	if (!wr->first_ns && !wr->next)
@@ -981,32 +1095,6 @@ static int writer_go(struct sim *s, uint32_t w)
 
 /* ---- setting up ---- */
 
-static int cmp_u32(const void *a, const void *b)
-{
-	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-/* The distinct values of @v[0..n), sorted, in place: their count. */
-static size_t uniq_u32(uint32_t *v, size_t n)
-{
-	size_t m = 0;
-
-	qsort(v, n, sizeof(*v), cmp_u32);
-	for (size_t i = 0; i < n; i++)
-		if (!m || v[m - 1] != v[i])
-			v[m++] = v[i];
-	return m;
-}
-
-static size_t index_of(const uint32_t *v, size_t n, uint32_t x)
-{
-	const uint32_t *p = bsearch(&x, v, n, sizeof(*v), cmp_u32);
-
-	return (size_t)(p - v);
-}
-
 static int no_truncate(void *ctx, off_t size)
 {
 	(void)ctx;
@@ -1061,9 +1149,12 @@ static void ctx_destroy(struct sim *s)
 {
 	if (!s->ctx)
 		return;
-	for (size_t i = 0; i < s->nr_opens; i++)
-		if (s->opens[i].live)
-			bs_ra_destroy(&s->opens[i].ra);
+	for (size_t i = 0; s->open_tab && i <= s->open_mask; i++) {
+		if (!s->open_tab[i])
+			continue;
+		bs_ra_destroy(&s->open_tab[i]->ra);
+		free(s->open_tab[i]);
+	}
 	for (size_t i = 0; i < s->nr_files; i++)
 		if (s->files[i].ws.bs)
 			bs_file_destroy(s->files[i].ws.bs);
@@ -1078,150 +1169,68 @@ static int cmp_i64(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-/* The @pct-th percentile of @v (sorted in place), 0 when empty. */
-static int64_t percentile(struct i64_vec *v, unsigned int pct)
+static size_t vec_count(const struct i64_vec *v)
 {
-	if (!v->n)
-		return 0;
-	qsort(v->v, v->n, sizeof(*v->v), cmp_i64);
-	return v->v[(v->n - 1) * pct / 100];
-}
-
-static int cmp_open_key(const void *a, const void *b)
-{
-	const struct sim_open_key *x = a, *y = b;
-
-	if (x->open != y->open)
-		return x->open < y->open ? -1 : 1;
-	if (x->pid != y->pid)
-		return x->pid < y->pid ? -1 : 1;
-	return x->file < y->file ? -1 : x->file > y->file;
-}
-
-/* The open record @r (dense file numbers) reads through. */
-static struct sim_open_key open_key_of(const struct trace_rec *r)
-{
-	return (struct sim_open_key){ .open = r->open, .pid = r->open ? 0 : r->pid,
-				      .file = r->file };
+	return v->n + v->zeros;
 }
 
 /*
- * Give every read of @recs[0..nr) (dense file numbers) the open it reads
- * through, as an index + 1 into s->opens in its open field: one open per
- * (open id, file), and per (pid, file) for reads without an open id.
- * Only reads need one: readahead is the only state an open keeps here.
+ * The @pct-th percentile of @v's samples (the non-zero ones sorted in
+ * place), 0 when empty: the sample at (count - 1) * pct / 100 of all of
+ * them sorted, where the zeros stand between the negative and the
+ * positive ones.
  */
-static int setup_opens(struct sim *s, struct trace_rec *recs, size_t nr)
+static int64_t percentile(struct i64_vec *v, unsigned int pct)
 {
-	struct sim_open_key *keys = malloc((nr + 1) * sizeof(*keys));
-	size_t n = 0, m = 0;
+	size_t i, neg = 0;
 
-	if (!keys)
-		return -ENOMEM;
-	for (size_t i = 0; i < nr; i++)
-		if (recs[i].op == TRACE_OP_READ)
-			keys[n++] = open_key_of(&recs[i]);
-	qsort(keys, n, sizeof(*keys), cmp_open_key);
-	for (size_t i = 0; i < n; i++)
-		if (!m || cmp_open_key(&keys[m - 1], &keys[i]))
-			keys[m++] = keys[i];
-	s->opens = calloc(m + 1, sizeof(*s->opens));
-	if (!s->opens) {
-		free(keys);
-		return -ENOMEM;
-	}
-	s->nr_opens = m;
-	for (size_t i = 0; i < nr; i++) {
-		struct sim_open_key k = open_key_of(&recs[i]);
-
-		if (recs[i].op != TRACE_OP_READ)
-			continue;
-		recs[i].open = (uint64_t)((struct sim_open_key *)bsearch(&k, keys, m, sizeof(*keys),
-									 cmp_open_key) - keys) + 1;
-	}
-	free(keys);
-	return 0;
+	if (!vec_count(v))
+		return 0;
+	qsort(v->v, v->n, sizeof(*v->v), cmp_i64);
+	while (neg < v->n && v->v[neg] < 0)
+		neg++;
+	i = (vec_count(v) - 1) * pct / 100;
+	if (i < neg)
+		return v->v[i];
+	return i < neg + v->zeros ? 0 : v->v[i - v->zeros];
 }
 
-static int setup_actors(struct sim *s, const struct trace_rec *recs, size_t nr)
+/*
+ * The files and writers of the trace (its first pass), the feed for their
+ * records, and each writer's first event at its first record's time.
+ */
+static int setup_actors(struct sim *s)
 {
-	uint32_t *fids = malloc((nr + 1) * sizeof(*fids)), *pids = malloc((nr + 1) * sizeof(*pids));
-	struct trace_rec *mine = NULL;
-	int ret = -ENOMEM;
+	const struct sim_trace *t = s->t;
+	int ret;
 
-	if (!fids || !pids)
-		goto out;
-	for (size_t i = 0; i < nr; i++) {
-		fids[i] = recs[i].file;
-		pids[i] = recs[i].pid;
-	}
-	s->nr_files = uniq_u32(fids, nr);
-	s->nr_writers = uniq_u32(pids, nr);
+	s->nr_files = t->nr_files;
+	s->nr_writers = t->nr_writers;
 	s->files = calloc(s->nr_files + 1, sizeof(*s->files));
 	s->writers = calloc(s->nr_writers + 1, sizeof(*s->writers));
-	/* Records with dense file numbers, so the engine indexes s->files directly. */
-	mine = malloc((nr + 1) * sizeof(*mine));
-	if (!s->files || !s->writers || !mine)
-		goto out;
-	for (size_t i = 0; i < nr; i++) {
-		struct sim_file *f;
+	if (!s->files || !s->writers)
+		return -ENOMEM;
+	/* Files are numbered in id order, made in the order the trace first names them. */
+	for (size_t i = 0; i < s->nr_files; i++) {
+		struct sim_file *f = &s->files[t->file_order[i]];
 
-		mine[i] = recs[i];
-		mine[i].file = (uint32_t)index_of(fids, s->nr_files, recs[i].file);
-		/*
-		 * What a rename replaces, as an index + 1 (0: none, or unknown
-		 * here).  An exchange replaces nothing, nor does a rename onto
-		 * another name of the same file.
-		 */
-		if (recs[i].op == TRACE_OP_RENAME) {
-			const uint32_t *rep = NULL, id = (uint32_t)recs[i].offset;
-
-			if (recs[i].offset && recs[i].offset != recs[i].file &&
-			    !(recs[i].flags & RENAME_EXCHANGE))
-				rep = bsearch(&id, fids, s->nr_files, sizeof(*fids), cmp_u32);
-			mine[i].offset = rep ? (uint64_t)(rep - fids) + 1 : 0;
-		}
-		s->writers[index_of(pids, s->nr_writers, recs[i].pid)].nr_ops++;
-		f = &s->files[mine[i].file];
-		if (f->ws.bs)
-			continue;
-		/* A file's size is the one its first record, a create, gives; else 0. */
 		f->s = s;
-		f->id = recs[i].file;
+		f->id = t->files[t->file_order[i]].id;
 		ret = bs_file_create(wb_ctx_cache(s->ctx), &sim_backing_ops, f,
-				     recs[i].op == TRACE_OP_CREATE ? (off_t)recs[i].length : 0, &f->ws.bs);
+				     (off_t)t->files[t->file_order[i]].size, &f->ws.bs);
 		if (ret)
-			goto out;
+			return ret;
 	}
-	ret = -ENOMEM;
-	for (size_t w = 0; w < s->nr_writers; w++) {
-		s->writers[w].pid = pids[w];
-		s->writers[w].ops = malloc((s->writers[w].nr_ops + 1) * sizeof(size_t));
-		if (!s->writers[w].ops) {
-			ret = -ENOMEM;
-			goto out;
-		}
-		s->writers[w].nr_ops = 0;
-	}
-	for (size_t i = 0; i < nr; i++) {
-		struct sim_writer *wr = &s->writers[index_of(pids, s->nr_writers, recs[i].pid)];
-
-		wr->ops[wr->nr_ops++] = i;
-	}
-	ret = setup_opens(s, mine, nr);
+	ret = sim_feed_open(&s->feed, t, s->err, s->errlen);
 	if (ret)
-		goto out;
-	s->recs = mine;
-	mine = NULL;
+		return ret;
 	s->writers_left = s->nr_writers;
-	ret = 0;
-	for (size_t w = 0; w < s->nr_writers && !ret; w++)
-		ret = ev_push(s, (int64_t)s->recs[s->writers[w].ops[0]].time_ns -
-				 (int64_t)s->recs[0].time_ns, EV_WRITER, (uint32_t)w, 0);
-out:
-	free(mine);
-	free(fids);
-	free(pids);
+	for (size_t w = 0; w < s->nr_writers && !ret; w++) {
+		s->writers[w].pid = t->writers[w].pid;
+		s->writers[w].nr_ops = t->writers[w].nr_ops;
+		ret = ev_push(s, (int64_t)t->writers[w].first_ns - (int64_t)t->first_ns, EV_WRITER,
+			      (uint32_t)w, 0);
+	}
 	return ret;
 }
 
@@ -1230,16 +1239,16 @@ out:
  * writers held at a limit nothing will bring them under (an hour of
  * virtual time beyond ten times the recorded length).
  */
-static int64_t stall_limit(const struct sim *s, size_t nr)
+static int64_t stall_limit(const struct sim *s)
 {
-	int64_t len = (int64_t)(s->recs[nr - 1].time_ns - s->recs[0].time_ns);
+	int64_t len = (int64_t)(s->t->last_ns - s->t->first_ns);
 
 	return 10 * len + 3600 * NS;
 }
 
-static int run(struct sim *s, size_t nr, char *err, size_t errlen)
+static int run(struct sim *s, char *err, size_t errlen)
 {
-	int64_t limit = stall_limit(s, nr);
+	int64_t limit = stall_limit(s);
 	int ret = 0;
 
 	for (uint32_t k = 0; k < s->nr_flushers && !ret; k++)
@@ -1302,9 +1311,10 @@ static void summarize(struct sim *s)
 	memcpy(r->folios_order, st.folios_order, sizeof(r->folios_order));
 	memcpy(r->folios_made_order, st.folios_made_order, sizeof(r->folios_made_order));
 	r->opens = s->nr_opens;
+	r->feed_peak = s->feed.peak_queued;
 	r->pages_charged = st.nr_dirtied;
 	r->pages_written = st.nr_written;
-	r->pauses = s->pauses.n;
+	r->pauses = vec_count(&s->pauses);
 	for (size_t i = 0; i < s->pauses.n; i++) {
 		r->pause_total_ns += s->pauses.v[i];
 		if (s->pauses.v[i] > r->pause_max_ns)
@@ -1312,10 +1322,10 @@ static void summarize(struct sim *s)
 	}
 	r->pause_p50_ns = percentile(&s->pauses, 50);
 	r->pause_p99_ns = percentile(&s->pauses, 99);
-	r->fsyncs = s->fsyncs.n;
+	r->fsyncs = vec_count(&s->fsyncs);
 	r->fsync_p50_ns = percentile(&s->fsyncs, 50);
 	r->fsync_p99_ns = percentile(&s->fsyncs, 99);
-	r->reads = s->reads.n;
+	r->reads = vec_count(&s->reads);
 	for (size_t i = 0; i < s->reads.n; i++)
 		r->read_total_ns += s->reads.v[i];
 	r->read_p50_ns = percentile(&s->reads, 50);
@@ -1323,9 +1333,9 @@ static void summarize(struct sim *s)
 	r->nr_writers = (uint32_t)s->nr_writers;
 	for (size_t w = 0; w < s->nr_writers && r->writers; w++) {
 		struct sim_writer *wr = &s->writers[w];
-		const struct trace_rec *a = &s->recs[wr->ops[0]], *z = &s->recs[wr->ops[wr->nr_ops - 1]];
+		const struct sim_trace_writer *tw = &s->t->writers[w];
 		int64_t ach = wr->last_ns - wr->first_ns;
-		int64_t rec = (int64_t)(z->time_ns + z->dur_ns - a->time_ns);
+		int64_t rec = (int64_t)(tw->end_ns - tw->first_ns);
 
 		r->writers[w] = (struct sim_writer_result){
 			.pid = wr->pid, .ops = wr->nr_ops,
@@ -1343,16 +1353,16 @@ static double cpu_seconds(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-int sim_replay(const struct trace_rec *recs, size_t nr, const char *opts, const char *stats_log,
+int sim_replay(const struct sim_trace *t, const char *opts, const char *stats_log,
 	       struct sim_result *res, char *err, size_t errlen)
 {
-	struct sim s = { .res = res };
+	struct sim s = { .res = res, .t = t, .err = err, .errlen = errlen };
 	struct sim_config fc;
 	double t0 = cpu_seconds();
 	int ret;
 
 	memset(res, 0, sizeof(*res));
-	if (!nr) {
+	if (!t->nr) {
 		snprintf(err, errlen, "the trace has no records");
 		return -EINVAL;
 	}
@@ -1366,7 +1376,7 @@ int sim_replay(const struct trace_rec *recs, size_t nr, const char *opts, const 
 	s.vols = calloc(s.dev.raid, sizeof(struct sim_vol) + s.dev.qd * sizeof(int64_t));
 	ret = s.flushers && s.vols ? ctx_create(&s, &fc, err, errlen) : -ENOMEM;
 	if (!ret)
-		ret = setup_actors(&s, recs, nr);
+		ret = setup_actors(&s);
 	if (!ret) {
 		res->writers = calloc(s.nr_writers, sizeof(*res->writers));
 		ret = res->writers ? 0 : -ENOMEM;
@@ -1379,7 +1389,7 @@ int sim_replay(const struct trace_rec *recs, size_t nr, const char *opts, const 
 		}
 	}
 	if (!ret)
-		ret = run(&s, nr, err, errlen);
+		ret = run(&s, err, errlen);
 	if (!ret) {
 		summarize(&s);
 		if (bs_cache_check(wb_ctx_cache(s.ctx))) {
@@ -1394,14 +1404,12 @@ int sim_replay(const struct trace_rec *recs, size_t nr, const char *opts, const 
 		snprintf(err, errlen, "--stats-log %s: %s", stats_log, strerror(-ret));
 	}
 	ctx_destroy(&s);
-	for (size_t w = 0; w < s.nr_writers; w++)
-		free(s.writers[w].ops);
+	sim_feed_close(&s.feed);
 	free(s.writers);
 	free(s.files);
-	free(s.opens);
+	free(s.open_tab);
 	free(s.flushers);
 	free(s.vols);
-	free((void *)s.recs);
 	free(s.heap);
 	free(s.pauses.v);
 	free(s.fsyncs.v);

@@ -152,10 +152,10 @@ static int cmd_dump(int argc, char **argv)
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
-	struct trace_rec *recs;
+	struct trace_reader rd;
+	struct trace_rec r;
 	char err[512] = "";
-	size_t nr;
-	int c;
+	int c, ret;
 
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":hV", longopts, NULL)) != -1) {
@@ -167,18 +167,29 @@ static int cmd_dump(int argc, char **argv)
 	}
 	if (optind != argc - 1)
 		return usage("%s takes one TRACE", "dump");
-	if (trace_load(argv[optind], &recs, &nr, NULL, err, sizeof(err))) {
+	/* Streamed, twice: a bad trace prints nothing but its error. */
+	if (trace_reader_open(&rd, argv[optind], err, sizeof(err))) {
 		fprintf(stderr, "foliofs-sim: %s\n", err);
 		return 1;
 	}
-	printf("# time_ns dur_ns pid file op offset length flags open\n");
-	for (size_t i = 0; i < nr; i++)
-		printf("%llu %llu %u %u %s %llu %llu %u %llu\n", (unsigned long long)recs[i].time_ns,
-		       (unsigned long long)recs[i].dur_ns, recs[i].pid, recs[i].file,
-		       trace_op_name(recs[i].op), (unsigned long long)recs[i].offset,
-		       (unsigned long long)recs[i].length, recs[i].flags,
-		       (unsigned long long)recs[i].open);
-	free(recs);
+	while ((ret = trace_reader_next(&rd, &r, err, sizeof(err))) == 1)
+		;
+	if (!ret)
+		ret = trace_reader_rewind(&rd, err, sizeof(err));
+	if (!ret) {
+		printf("# time_ns dur_ns pid file op offset length flags open\n");
+		ret = 1;
+	}
+	while (ret == 1 && (ret = trace_reader_next(&rd, &r, err, sizeof(err))) == 1)
+		printf("%llu %llu %u %u %s %llu %llu %u %llu\n", (unsigned long long)r.time_ns,
+		       (unsigned long long)r.dur_ns, r.pid, r.file, trace_op_name(r.op),
+		       (unsigned long long)r.offset, (unsigned long long)r.length, r.flags,
+		       (unsigned long long)r.open);
+	trace_reader_close(&rd);
+	if (ret) {
+		fprintf(stderr, "foliofs-sim: %s\n", err);
+		return 1;
+	}
 	return 0;
 }
 
@@ -361,13 +372,12 @@ static int cmd_replay(int argc, char **argv)
 	struct replay_args a;
 	char err[1024] = "";
 	struct sim_result *res;
-	struct trace_rec *recs;
+	struct sim_trace *t;
 	int ret = parse_replay_args(argc, argv, &a), runs;
-	size_t nr;
 
 	if (ret)
 		return ret < 0 ? 0 : ret;
-	if (trace_load(a.trace, &recs, &nr, NULL, err, sizeof(err))) {
+	if (sim_trace_open(a.trace, &t, err, sizeof(err))) {
 		fprintf(stderr, "foliofs-sim: %s\n", err);
 		return 1;
 	}
@@ -376,11 +386,14 @@ static int cmd_replay(int argc, char **argv)
 	for (int c = 0; res && c < runs && !ret; c++) {
 		char *o = join_opts(a.opts, a.compare ? a.cmp[c] : "");
 
-		ret = o ? sim_replay(recs, nr, o, a.stats_log, &res[c], err, sizeof(err)) : -ENOMEM;
+		ret = o ? sim_replay(t, o, a.stats_log, &res[c], err, sizeof(err)) : -ENOMEM;
 		if (!ret)
-			fprintf(stderr, "foliofs-sim: replayed %zu records in %.2f s (%.0f records/s)%s%s\n",
-				nr, res[c].replay_s, (double)nr / (res[c].replay_s > 0 ? res[c].replay_s : 1e-9),
-				a.compare ? ": " : "", a.compare ? a.cmp[c] : "");
+			fprintf(stderr, "foliofs-sim: replayed %llu records in %.2f s "
+				"(%.0f records/s), at most %llu read ahead%s%s\n", (unsigned long long)t->nr,
+				res[c].replay_s,
+				(double)t->nr / (res[c].replay_s > 0 ? res[c].replay_s : 1e-9),
+				(unsigned long long)res[c].feed_peak, a.compare ? ": " : "",
+				a.compare ? a.cmp[c] : "");
 		free(o);
 	}
 	if (!res || ret) {
@@ -397,7 +410,7 @@ static int cmd_replay(int argc, char **argv)
 	for (int c = 0; res && c < runs; c++)
 		sim_result_free(&res[c]);
 	free(res);
-	free(recs);
+	sim_trace_close(t);
 	return ret;
 }
 

@@ -11,6 +11,8 @@
  *   pgbench.c the pgbench simple-update generator (gen pgbench,...)
  *   ../trace/ the trace format (trace.h), shared with the daemon
  *   engine.c  the replay: event loop, writers, flushers, device
+ *   feed.c    the trace as a replay reads it: a first pass's tables, then
+ *             each writer's records on demand (struct sim_trace, sim_feed)
  *   opts.c    its options, through the mount's parser
  */
 #ifndef FOLIOFS_SIM_H
@@ -95,6 +97,7 @@ struct sim_result {
 	uint64_t folios_order[SIM_NR_ORDERS];
 	uint64_t folios_made_order[SIM_NR_ORDERS];
 	uint64_t opens;			/* opens read through (readahead states) */
+	uint64_t feed_peak;		/* records the feed held at most (struct sim_feed) */
 	/* per writer: ops/s achieved and recorded */
 	uint32_t nr_writers;
 	struct sim_writer_result {
@@ -105,11 +108,124 @@ struct sim_result {
 };
 
 /*
- * Replay @recs[0..nr) with the mount options @opts (may be NULL) and the
+ * A trace as a replay reads it (feed.c).  The replay streams: it never
+ * holds the trace, only what it keeps of it.
+ *
+ * sim_trace_open() reads the trace once, checking every record as
+ * trace_load() did, and keeps per file and per writer (never per record):
+ * the files (ids, sorted: a file's index is its place here) with the size
+ * the first record gives, the order they first appear in, the writers
+ * (pids, sorted) with their op counts and recorded span, the first and
+ * last record's time, and the writers' long think times (gaps).  Memory:
+ * about 40 bytes per file, 48 per writer and 16 per gap, whatever the
+ * trace's length.  One sim_trace serves any number of replays (--compare,
+ * a sweep's workers after fork), each through a sim_feed of its own.
+ *
+ * A gap is a think time longer than SIM_FEED_GAP_NS of recorded time
+ * before a writer's op (a checkpointer between checkpoints, a writer
+ * done with one phase).  A writer that finished an op needs its next
+ * record only for the think time before it: with the gap known, the
+ * record is read when the writer issues it, not SIM_FEED_GAP_NS or more
+ * of trace ahead of every other writer.  Their number is bounded by the
+ * trace's recorded length / SIM_FEED_GAP_NS per writer, and in practice
+ * is a few per writer (none for pgbench's clients).
+ */
+#define SIM_FEED_GAP_NS 100000000ll		/* 100 ms */
+
+struct sim_trace_file {
+	uint32_t id;			/* in the trace */
+	uint64_t size;			/* its first record's length if a create, else 0 */
+};
+
+struct sim_trace_gap {
+	uint64_t op;			/* the writer's op it comes before (its index, >= 1) */
+	int64_t think_ns;		/* next.time_ns - prev.time_ns - prev.dur_ns, as replayed */
+};
+
+struct sim_trace_writer {
+	uint32_t pid;
+	uint64_t nr_ops;
+	uint64_t first_ns;		/* time_ns of its first record */
+	uint64_t end_ns;		/* time_ns + dur_ns of its last */
+	size_t first_gap, nr_gaps;	/* its gaps: gaps[first_gap .. + nr_gaps), in op order */
+};
+
+/* uint32 -> index, open addressing (feed.c) */
+struct sim_u32_map {
+	uint32_t *keys, *vals;		/* vals[i] UINT32_MAX: slot i empty */
+	size_t mask;			/* slots - 1, a power of two */
+};
+
+struct sim_trace {
+	char *path;
+	uint64_t nr;			/* records */
+	uint64_t first_ns, last_ns;	/* time_ns of the first and the last record */
+	struct sim_trace_file *files;	/* sorted by id */
+	size_t nr_files;
+	uint32_t *file_order;		/* file indices in the order of their first record */
+	struct sim_trace_writer *writers;	/* sorted by pid */
+	size_t nr_writers;
+	struct sim_trace_gap *gaps;	/* grouped by writer */
+	size_t nr_gaps;
+	struct sim_u32_map pid_map, file_map;	/* pid -> writer, file id -> file */
+};
+
+/* The first pass over @path: 0, or -errno with one line in @err (as trace_load()'s). */
+int sim_trace_open(const char *path, struct sim_trace **t, char *err, size_t errlen);
+void sim_trace_close(struct sim_trace *t);
+
+/*
+ * One replay's reader (feed.c): one forward pass over the trace, each
+ * record read handed to its writer's queue (FIFO) until the writer that
+ * asked has its next one.  Records wait in the queues from when the read
+ * passes them to when their writer issues them, so what the feed holds,
+ * at most peak_queued records of sizeof(struct sim_feed_node) (64) bytes
+ * in a pool of twice that at most, is the trace between the writer
+ * furthest behind its recorded schedule and the record the one furthest
+ * ahead asked for: the spread of the writers' lags (a throttled writer
+ * falls behind) plus up to SIM_FEED_GAP_NS of think time, times the
+ * trace's record rate.  Not the trace's length.  Measured on the seed's
+ * pgbench scenario (about 333k records per second of trace): 333,478
+ * records at most for 2 x 3 s iterations of 6.17-folio (3.5 M records),
+ * 26.4 M (1.6 GiB) for 10 x 60 s of it (236 M records), where throttled
+ * clients ran up to about 80 s of trace behind, and 3.7 M for 10 x 60 s
+ * of 6.17-page (contrib/results/seed-sim-long-2026-12-05).  A cursor per
+ * writer instead would hold nothing for lagging writers but decode each
+ * stretch of the file once per writer living in it (1024 pgbench clients
+ * interleave record by record); the forward reader decodes each record
+ * once.
+ */
+struct sim_feed_node {
+	/* file: its index; a rename's offset: the replaced file's index + 1 (0: none) */
+	struct trace_rec rec;
+	uint32_t next;			/* in its writer's queue; UINT32_MAX: the last */
+};
+
+struct sim_feed {
+	const struct sim_trace *t;
+	struct trace_reader rd;
+	struct sim_feed_node *pool;	/* nodes [0, nr_pool) made; the free ones from free_node */
+	uint32_t nr_pool, cap_pool, free_node;
+	struct sim_feed_queue {
+		uint32_t head, tail;	/* UINT32_MAX: empty */
+		size_t gap;		/* its next gap, an index into t->gaps */
+	} *q;				/* per writer */
+	uint64_t queued, peak_queued;	/* records in the queues, now and at most */
+};
+
+int sim_feed_open(struct sim_feed *fd, const struct sim_trace *t, char *err, size_t errlen);
+void sim_feed_close(struct sim_feed *fd);
+/* Writer @w's next record, read on as far as needed: 0, or -errno with one line in @err. */
+int sim_feed_next(struct sim_feed *fd, uint32_t w, struct trace_rec *rec, char *err, size_t errlen);
+/* True with the think time before writer @w's op @op in *@think_ns when it is a gap. */
+bool sim_feed_gap(struct sim_feed *fd, uint32_t w, uint64_t op, int64_t *think_ns);
+
+/*
+ * Replay the trace @t with the mount options @opts (may be NULL) and the
  * device options among them; @stats_log: a JSON-lines file or NULL.
  * 0, or -errno with one line in @err (an unknown or bad option, ...).
  */
-int sim_replay(const struct trace_rec *recs, size_t nr, const char *opts, const char *stats_log,
+int sim_replay(const struct sim_trace *t, const char *opts, const char *stats_log,
 	       struct sim_result *res, char *err, size_t errlen);
 void sim_result_free(struct sim_result *res);
 

@@ -12,12 +12,14 @@
  * knows (policy parameters among them) is an axis.  Grid order: the list
  * outermost, then the axes as given, the last varying fastest.
  *
- * On every core.  The parent loads the traces and checks every
- * configuration's options before anything runs (a bad one: one line, exit
+ * On every core.  The parent reads each trace once (its first pass,
+ * sim_trace_open: what is per file and per writer, not the records) and
+ * checks every configuration's options before anything runs (a bad one: one line, exit
  * 2, nothing written), then forks -j workers (default: the online CPUs).
  * Each worker takes the next run from a counter in shared memory and
  * leaves its numbers in that run's slot there; the parent prints the rows
- * in run order once all have exited.  A replay is deterministic and its
+ * in run order once all have exited.  Each replay streams the records
+ * from the file itself (sim_feed), so a worker holds no trace.  A replay is deterministic and its
  * row holds nothing of the host (report.c), so the CSV does not depend on
  * which worker ran what or when: the same sweep gives the same bytes.
  * Processes rather than threads: the engine keeps per-thread state
@@ -391,23 +393,32 @@ static double wall_seconds(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-/* The traces runs @first..@end use (the rest stay NULL): 0 or 1. */
-static int load_traces(const struct sweep *sw, size_t first, size_t end,
-		       struct trace_rec **recs, size_t *nr)
+/*
+ * The traces runs @first..@end use (the rest stay NULL), their first
+ * pass: the workers read their records (sim_feed) themselves: 0 or 1.
+ */
+static int load_traces(const struct sweep *sw, size_t first, size_t end, struct sim_trace **tr)
 {
 	char err[SWEEP_ERRLEN];
 
 	for (size_t t = first / sw->nr_cfgs; t <= (end - 1) / sw->nr_cfgs; t++) {
-		if (recs[t])
+		if (tr[t])
 			continue;
-		if (trace_load(sw->traces[t], &recs[t], &nr[t], NULL, err, sizeof(err)))
+		if (sim_trace_open(sw->traces[t], &tr[t], err, sizeof(err)))
 			return fail(1, "%s", err);
 	}
 	return 0;
 }
 
+static void free_traces(const struct sweep *sw, struct sim_trace **tr)
+{
+	for (size_t t = 0; tr && t < sw->nr_traces; t++)
+		sim_trace_close(tr[t]);
+	free(tr);
+}
+
 /* Replay run @i into @slot. Context: a worker process, or --run's. */
-static void replay_one(const struct sweep *sw, struct trace_rec *const *recs, const size_t *nr,
+static void replay_one(const struct sweep *sw, struct sim_trace *const *tr,
 		       size_t i, struct sweep_slot *slot)
 {
 	struct sim_result res = { .nr_writers = 0 };
@@ -416,7 +427,7 @@ static void replay_one(const struct sweep *sw, struct trace_rec *const *recs, co
 	int ret = -ENOMEM;
 
 	if (opts)
-		ret = sim_replay(recs[t], nr[t], opts, NULL, &res, slot->err, sizeof(slot->err));
+		ret = sim_replay(tr[t], opts, NULL, &res, slot->err, sizeof(slot->err));
 	else
 		snprintf(slot->err, sizeof(slot->err), "out of memory");
 	if (!ret) {
@@ -428,13 +439,13 @@ static void replay_one(const struct sweep *sw, struct trace_rec *const *recs, co
 	atomic_store(&slot->state, ret ? SLOT_FAILED : SLOT_DONE);
 }
 
-static void worker(const struct sweep *sw, struct trace_rec *const *recs, const size_t *nr,
+static void worker(const struct sweep *sw, struct sim_trace *const *tr,
 		   struct sweep_shared *sh)
 {
 	size_t i;
 
 	while ((i = atomic_fetch_add(&sh->next, 1)) < sw->nr_runs)
-		replay_one(sw, recs, nr, i, &sh->slot[i]);
+		replay_one(sw, tr, i, &sh->slot[i]);
 }
 
 static unsigned int nr_workers(const struct sweep *sw)
@@ -446,7 +457,7 @@ static unsigned int nr_workers(const struct sweep *sw)
 }
 
 /* Fork the workers and wait for them all: 0, or 1 if none could start. */
-static int run_workers(const struct sweep *sw, struct trace_rec *const *recs, const size_t *nr,
+static int run_workers(const struct sweep *sw, struct sim_trace *const *tr,
 		       struct sweep_shared *sh, unsigned int nw)
 {
 	pid_t *pids = calloc(nw, sizeof(*pids));
@@ -458,7 +469,7 @@ static int run_workers(const struct sweep *sw, struct trace_rec *const *recs, co
 	for (; started < nw; started++) {
 		pids[started] = fork();
 		if (pids[started] == 0) {
-			worker(sw, recs, nr, sh);
+			worker(sw, tr, sh);
 			_exit(0);
 		}
 		if (pids[started] < 0) {
@@ -506,15 +517,15 @@ static int check_slots(const struct sweep *sw, const struct sweep_shared *sh)
 /* The whole sweep into @csv (header and rows): 0 or the exit status. */
 static int sweep_direct(const struct sweep *sw, FILE *csv)
 {
-	struct trace_rec **recs = calloc(sw->nr_traces, sizeof(struct trace_rec *));
-	size_t *nr = calloc(sw->nr_traces, sizeof(*nr)), bytes, records = 0;
+	struct sim_trace **tr = calloc(sw->nr_traces, sizeof(struct sim_trace *));
+	size_t bytes, records = 0;
 	unsigned int nw = nr_workers(sw);
 	struct sweep_shared *sh = MAP_FAILED;
 	double t0 = wall_seconds(), cpu = 0;
-	int ret = recs && nr ? 0 : fail(1, "out of memory");
+	int ret = tr ? 0 : fail(1, "out of memory");
 
 	if (!ret)
-		ret = load_traces(sw, 0, sw->nr_runs, recs, nr);
+		ret = load_traces(sw, 0, sw->nr_runs, tr);
 	bytes = sizeof(*sh) + sw->nr_runs * sizeof(sh->slot[0]);
 	if (!ret) {
 		sh = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
@@ -522,7 +533,7 @@ static int sweep_direct(const struct sweep *sw, FILE *csv)
 			ret = fail(1, "mmap %zu bytes: %s", bytes, strerror(errno));
 	}
 	if (!ret)
-		ret = run_workers(sw, recs, nr, sh, nw);
+		ret = run_workers(sw, tr, sh, nw);
 	if (!ret)
 		ret = check_slots(sw, sh);
 	if (!ret)
@@ -530,7 +541,7 @@ static int sweep_direct(const struct sweep *sw, FILE *csv)
 	for (size_t i = 0; !ret && i < sw->nr_runs; i++) {
 		ret = print_row(csv, sw, i, sh->slot[i].v) ? fail(1, "out of memory") : 0;
 		cpu += sh->slot[i].cpu_s;
-		records += nr[i / sw->nr_cfgs];
+		records += tr[i / sw->nr_cfgs]->nr;
 	}
 	if (!ret)
 		fprintf(stderr, "foliofs-sim: sweep: %zu runs (%zu trace%s x %zu configuration%s) by "
@@ -540,25 +551,22 @@ static int sweep_direct(const struct sweep *sw, FILE *csv)
 			(double)records / (cpu > 0 ? cpu : 1e-9));
 	if (sh != MAP_FAILED)
 		munmap(sh, bytes);
-	for (size_t t = 0; recs && t < sw->nr_traces; t++)
-		free(recs[t]);
-	free(recs);
-	free(nr);
+	free_traces(sw, tr);
 	return ret;
 }
 
 /* --run I: that run's piece (the header and its row) into @csv. */
 static int sweep_one(const struct sweep *sw, FILE *csv)
 {
-	struct trace_rec **recs = calloc(sw->nr_traces, sizeof(struct trace_rec *));
-	size_t *nr = calloc(sw->nr_traces, sizeof(*nr)), i = (size_t)sw->run;
+	struct sim_trace **tr = calloc(sw->nr_traces, sizeof(struct sim_trace *));
+	size_t i = (size_t)sw->run;
 	struct sweep_slot *slot = calloc(1, sizeof(*slot));
-	int ret = recs && nr && slot ? 0 : fail(1, "out of memory");
+	int ret = tr && slot ? 0 : fail(1, "out of memory");
 
 	if (!ret)
-		ret = load_traces(sw, i, i + 1, recs, nr);
+		ret = load_traces(sw, i, i + 1, tr);
 	if (!ret) {
-		replay_one(sw, recs, nr, i, slot);
+		replay_one(sw, tr, i, slot);
 		if (atomic_load(&slot->state) != SLOT_DONE)
 			ret = fail(1, "run %zu: %s", i, slot->err);
 	}
@@ -566,10 +574,7 @@ static int sweep_one(const struct sweep *sw, FILE *csv)
 		print_header(csv, sw);
 		ret = print_row(csv, sw, i, slot->v) ? fail(1, "out of memory") : 0;
 	}
-	for (size_t t = 0; recs && t < sw->nr_traces; t++)
-		free(recs[t]);
-	free(recs);
-	free(nr);
+	free_traces(sw, tr);
 	free(slot);
 	return ret;
 }

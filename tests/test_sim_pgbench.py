@@ -234,6 +234,43 @@ def test_memory_bounded(tmp_path):
     assert r.returncode != 0 and 'out of memory' in r.stderr, r.stderr
 
 
+def replay_limited(trace, opts, data_mb):
+    """A replay under RLIMIT_DATA of @data_mb, as gen_limited()."""
+    def limit():
+        resource.setrlimit(resource.RLIMIT_DATA, (data_mb << 20, data_mb << 20))
+    return subprocess.run([FOLIOSIM, trace, '-o', opts], capture_output=True, text=True,
+                          preexec_fn=limit)
+
+
+def test_replay_memory_bounded(tmp_path):
+    # The replay streams the trace (sim/feed.c): its memory is the state
+    # it keeps (files, writers, opens, folios, the events) and the records
+    # read ahead of their writers, not the trace.  A pgbench trace of 10 s
+    # and one of 40 s (4 times the records, 36 MB) replay in the same 8 MiB
+    # of data; holding the records (250 bytes each with their indexes, as
+    # the replay did before it streamed) needed 24 MiB for the short one
+    # and 91 MiB for the long one.
+    opts = 'sim_data=0,cache_size=1G'
+    outs = []
+    for secs in (10, 40):
+        t = str(tmp_path / ('pg%d.trace' % secs))
+        subprocess.run([FOLIOSIM, 'gen', 'pgbench,clients=16,scale=10,tps=5000,'
+                        'shared_buffers=32M,duration=%d' % secs, '-o', t],
+                       stdout=subprocess.DEVNULL, check=True)
+        r = replay_limited(t, opts, 8)
+        assert r.returncode == 0, r.stderr
+        outs.append(r.stdout)
+    assert os.path.getsize(t) > 4 * (8 << 20)
+    for secs, out in zip((10, 40), outs):
+        # every transaction's records replayed: 16 clients x 5000 tps
+        ops = int(out.split('# summary: ')[1].split()[0])
+        assert ops > secs * 5000 * 3, out[-300:]
+    # the limit is real: the replay's two 1 MiB buffers (the feed's read
+    # buffer, the data of its writes and reads) and the rest do not fit in 2 MiB
+    r = replay_limited(t, opts, 2)
+    assert r.returncode != 0 and 'memory' in r.stderr, r.stderr
+
+
 def sim_rate(trace, opts):
     out = subprocess.run([FOLIOSIM, trace, '-o', opts, '--compare', '--csv', 'dev_qd=32'],
                          capture_output=True, text=True, check=True).stdout

@@ -7,9 +7,11 @@
 
 #include <endian.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 static const char *const op_names[TRACE_OP_END] = {
 	[TRACE_OP_WRITE] = "write",
@@ -126,25 +128,44 @@ static int decode(const unsigned char *p, unsigned int version, uint64_t off,
 	return 0;
 }
 
-int trace_load(const char *path, struct trace_rec **recs, size_t *nr,
-		   unsigned int *version, char *err, size_t errlen)
+static int sys_err(char *err, size_t errlen, const char *path, const char *what, int ret)
 {
-	unsigned char *buf = NULL;
-	struct trace_rec *out = NULL;
-	size_t len = 0, n, rec_size;
-	unsigned int ver = 0;
+	snprintf(err, errlen, "%s: %s%s", path, what, strerror(-ret));
+	return ret;
+}
+
+/* Up to @len bytes at the file's position into @p, short only at its end: the count or -errno. */
+static ssize_t read_full(int fd, unsigned char *p, size_t len)
+{
+	size_t done = 0;
+
+	while (done < len) {
+		ssize_t n = read(fd, p + done, len - done);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (n == 0)
+			break;
+		done += (size_t)n;
+	}
+	return (ssize_t)done;
+}
+
+int trace_reader_open(struct trace_reader *rd, const char *path, char *err, size_t errlen)
+{
+	unsigned char h[TRACE_HDR_SIZE];
 	struct stat st;
-	FILE *f = fopen(path, "rb");
+	uint64_t body;
+	ssize_t got;
 	int ret;
 
-	if (!f) {
-		ret = -errno;
-		snprintf(err, errlen, "%s: %s", path, strerror(-ret));
-		return ret;
-	}
-	if (fstat(fileno(f), &st) < 0) {
-		ret = -errno;
-		snprintf(err, errlen, "%s: %s", path, strerror(-ret));
+	*rd = (struct trace_reader){ .path = path, .fd = open(path, O_RDONLY | O_CLOEXEC) };
+	if (rd->fd < 0)
+		return sys_err(err, errlen, path, "", -errno);
+	if (fstat(rd->fd, &st) < 0) {
+		ret = sys_err(err, errlen, path, "", -errno);
 		goto out;
 	}
 	if (!S_ISREG(st.st_mode)) {
@@ -152,49 +173,130 @@ int trace_load(const char *path, struct trace_rec **recs, size_t *nr,
 		snprintf(err, errlen, "%s: not a regular file", path);
 		goto out;
 	}
-	len = (size_t)st.st_size;
-	buf = malloc(len ? len : 1);
-	if (!buf || fread(buf, 1, len, f) != len) {
-		ret = buf ? -EIO : -ENOMEM;
-		snprintf(err, errlen, "%s: cannot read: %s", path, strerror(-ret));
+	got = read_full(rd->fd, h, sizeof(h));
+	if (got < 0) {
+		ret = sys_err(err, errlen, path, "cannot read: ", (int)got);
 		goto out;
 	}
-	ret = check_header(buf, len, path, &ver, err, errlen);
+	ret = check_header(h, (size_t)got, path, &rd->version, err, errlen);
 	if (ret)
 		goto out;
-	rec_size = trace_rec_size(ver);
-	n = (len - TRACE_HDR_SIZE) / rec_size;
-	if ((len - TRACE_HDR_SIZE) % rec_size) {
-		uint64_t at = TRACE_HDR_SIZE + (uint64_t)n * rec_size;
+	rd->rec_size = trace_rec_size(rd->version);
+	body = (uint64_t)st.st_size - TRACE_HDR_SIZE;
+	rd->nr = body / rd->rec_size;
+	if (body % rd->rec_size) {
+		uint64_t at = TRACE_HDR_SIZE + rd->nr * rd->rec_size;
 		char what[96];
 
-		snprintf(what, sizeof(what), "truncated record %zu (%llu of %zu bytes)", n,
-			 (unsigned long long)(len - at), rec_size);
+		snprintf(what, sizeof(what), "truncated record %llu (%llu of %zu bytes)",
+			 (unsigned long long)rd->nr,
+			 (unsigned long long)((uint64_t)st.st_size - at), rd->rec_size);
 		ret = bad(err, errlen, path, at, what);
 		goto out;
 	}
-	out = malloc((n ? n : 1) * sizeof(*out));
-	if (!out) {
+	rd->buf = malloc(TRACE_READ_BUF);
+	if (!rd->buf) {
 		ret = -ENOMEM;
-		snprintf(err, errlen, "%s: out of memory for %zu records", path, n);
+		snprintf(err, errlen, "%s: out of memory", path);
 		goto out;
 	}
-	for (size_t i = 0; i < n; i++) {
-		uint64_t at = TRACE_HDR_SIZE + (uint64_t)i * rec_size;
-
-		ret = decode(buf + at, ver, at, &out[i], path, err, errlen);
-		if (ret)
-			goto out;
-	}
-	*recs = out;
-	*nr = n;
-	if (version)
-		*version = ver;
-	out = NULL;
+	return 0;
 out:
+	close(rd->fd);
+	rd->fd = -1;
+	return ret;
+}
+
+/* More bytes into the buffer, whole records: 0, or -errno (-EIO: the file shrank). */
+static int refill(struct trace_reader *rd, char *err, size_t errlen)
+{
+	uint64_t left = (rd->nr - rd->next) * rd->rec_size;
+	size_t want = TRACE_READ_BUF / rd->rec_size * rd->rec_size;
+	ssize_t got;
+
+	want = left < want ? (size_t)left : want;
+	got = read_full(rd->fd, rd->buf, want);
+	if (got < 0)
+		return sys_err(err, errlen, rd->path, "cannot read: ", (int)got);
+	if ((size_t)got != want) {
+		snprintf(err, errlen, "%s: cannot read: the trace got shorter while read "
+			 "(record %llu)", rd->path, (unsigned long long)rd->next);
+		return -EIO;
+	}
+	rd->pos = 0;
+	rd->len = want;
+	return 0;
+}
+
+int trace_reader_next(struct trace_reader *rd, struct trace_rec *rec, char *err, size_t errlen)
+{
+	uint64_t at = TRACE_HDR_SIZE + rd->next * rd->rec_size;
+	int ret;
+
+	if (rd->next == rd->nr)
+		return 0;
+	if (rd->pos == rd->len) {
+		ret = refill(rd, err, errlen);
+		if (ret)
+			return ret;
+	}
+	ret = decode(rd->buf + rd->pos, rd->version, at, rec, rd->path, err, errlen);
+	if (ret)
+		return ret;
+	rd->pos += rd->rec_size;
+	rd->next++;
+	return 1;
+}
+
+int trace_reader_rewind(struct trace_reader *rd, char *err, size_t errlen)
+{
+	if (lseek(rd->fd, TRACE_HDR_SIZE, SEEK_SET) < 0)
+		return sys_err(err, errlen, rd->path, "cannot seek: ", -errno);
+	rd->next = 0;
+	rd->pos = rd->len = 0;
+	return 0;
+}
+
+void trace_reader_close(struct trace_reader *rd)
+{
+	if (rd->fd >= 0)
+		close(rd->fd);
+	rd->fd = -1;
+	free(rd->buf);
+	rd->buf = NULL;
+}
+
+int trace_load(const char *path, struct trace_rec **recs, size_t *nr,
+		   unsigned int *version, char *err, size_t errlen)
+{
+	struct trace_reader rd;
+	struct trace_rec *out;
+	int ret = trace_reader_open(&rd, path, err, errlen);
+
+	if (ret)
+		return ret;
+	out = malloc((rd.nr ? rd.nr : 1) * sizeof(*out));
+	if (!out) {
+		snprintf(err, errlen, "%s: out of memory for %llu records", path,
+			 (unsigned long long)rd.nr);
+		trace_reader_close(&rd);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < rd.nr; i++) {
+		ret = trace_reader_next(&rd, &out[i], err, errlen);
+		if (ret < 0)
+			break;
+		ret = 0;
+	}
+	if (!ret) {
+		*recs = out;
+		*nr = (size_t)rd.nr;
+		if (version)
+			*version = rd.version;
+		out = NULL;
+	}
 	free(out);
-	free(buf);
-	fclose(f);
+	trace_reader_close(&rd);
 	return ret;
 }
 

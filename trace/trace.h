@@ -113,10 +113,40 @@ const char *trace_op_name(unsigned int op);
 size_t trace_rec_size(unsigned int version);
 
 /*
+ * Reading a trace one record at a time, in a buffer of TRACE_READ_BUF
+ * bytes, however long the trace: what foliofs-sim replays and dumps with.
+ * trace_reader_open() checks the header and that the length is the header plus
+ * whole records (nr, the record count, is known from the start);
+ * trace_reader_next() decodes and checks each record as it comes.  The trace
+ * must be a regular file (a replay reads it twice: trace_reader_rewind()).
+ * Every error is one line in @err naming the file and, for a bad trace,
+ * the byte offset of what is wrong (-EINVAL).
+ */
+#define TRACE_READ_BUF (1u << 20)
+struct trace_reader {
+	const char *path;	/* as given, for errors; not copied */
+	int fd;
+	unsigned int version;
+	size_t rec_size;
+	uint64_t nr;		/* records in the file */
+	uint64_t next;		/* the index of the record trace_reader_next() gives next */
+	unsigned char *buf;	/* TRACE_READ_BUF bytes; [pos, len) not decoded yet */
+	size_t pos, len;
+};
+/* 0, or -errno (*@rd then needs no trace_reader_close()). */
+int trace_reader_open(struct trace_reader *rd, const char *path, char *err, size_t errlen);
+/* The next record into *@rec: 1, 0 at the end, or -errno. */
+int trace_reader_next(struct trace_reader *rd, struct trace_rec *rec, char *err, size_t errlen);
+/* Back to the first record: 0 or -errno. */
+int trace_reader_rewind(struct trace_reader *rd, char *err, size_t errlen);
+void trace_reader_close(struct trace_reader *rd);
+
+/*
  * Read the whole trace at @path (version 1 or 2) into a malloc'ed array
  * (*@recs, *@nr); its version into *@version unless NULL.  Returns 0, or
- * -errno with one line in @err naming the file and, for a bad trace, the
- * byte offset of what is wrong (-EINVAL).
+ * -errno with one line in @err as trace_reader_open()'s and trace_reader_next()'s.
+ * For tools that need every record at once (the fuzz target); a replay
+ * streams (trace_reader_open()).
  */
 int trace_load(const char *path, struct trace_rec **recs, size_t *nr,
 		   unsigned int *version, char *err, size_t errlen);

@@ -6,13 +6,16 @@ the seed reports (tps per iteration, mean, CV, worst and best, iterations
 1-5 against 6-10, charged against written, pauses).
 
     pgbench-seed.py [--sim BIN] [-j N] [--iterations N] [--duration S]
-                    [--warmup S] [--gen ITEMS] [-o OPTIONS] [--keep] OUTDIR
+                    [--warmup S] [--gen ITEMS] [-o OPTIONS] [--configs NAMES]
+                    [--keep] OUTDIR
 
 The generator makes one trace (OUTDIR/seed.trace, deleted afterwards
 unless --keep); each configuration replays it (OUTDIR/NAME.out), N at once.
 An iteration's tps is its clients' transactions over their own spans: the
 sum over its clients of txns x achieved_ops_s / ops, from the replay's
-writer lines and the generator's schedule (gen.out).
+writer lines and the generator's schedule (gen.out).  --configs runs
+some of the configurations (names comma-separated).  table.md also gives
+each replay's CPU time and peak RSS (the kernel's, from wait4).
 """
 import argparse
 import csv
@@ -115,9 +118,18 @@ def main():
     ap.add_argument('--warmup', type=int, default=300)
     ap.add_argument('--gen', default='', help='more generator items')
     ap.add_argument('-o', dest='opts', default='', help='more replay options')
+    ap.add_argument('--configs', default='',
+                    help='the configurations to run, comma-separated (default: all)')
     ap.add_argument('--keep', action='store_true')
     ap.add_argument('outdir')
     a = ap.parse_args()
+    configs = CONFIGS
+    if a.configs:
+        names = a.configs.split(',')
+        configs = [c for c in CONFIGS if c[0] in names]
+        if len(configs) != len(names):
+            sys.exit('pgbench-seed: --configs: the names are %s'
+                     % ', '.join(c[0] for c in CONFIGS))
     os.makedirs(a.outdir, exist_ok=True)
     trace = os.path.join(a.outdir, 'seed.trace')
     spec = '%s,iterations=%d,duration=%d,warmup_s=%d%s' % (
@@ -130,8 +142,8 @@ def main():
         f.write('# foliofs-sim gen %s\n%s' % (spec, g.stdout))
     its = schedule(g.stdout)
     opts = OPTS + (',' + a.opts if a.opts else '')
-    running, done = [], {}
-    queue = list(CONFIGS)
+    running, done, usage = [], {}, {}
+    queue = list(configs)
     t1 = time.time()
     while queue or running:
         while queue and len(running) < a.j:
@@ -144,11 +156,14 @@ def main():
                             out, time.time()))
         time.sleep(1)
         for r in list(running):
-            if r[1].poll() is not None:
+            pid, status, ru = os.wait4(r[1].pid, os.WNOHANG)
+            if pid:
+                r[1].returncode = os.waitstatus_to_exitcode(status)
                 r[2].close()
                 if r[1].returncode:
                     sys.exit('pgbench-seed: %s failed, see %s.out' % (r[0], r[0]))
                 done[r[0]] = time.time() - r[3]
+                usage[r[0]] = (ru.ru_utime + ru.ru_stime, ru.ru_maxrss / 1024)
                 running.remove(r)
     replay_s = time.time() - t1
     if not a.keep:
@@ -157,7 +172,7 @@ def main():
     with open(os.path.join(a.outdir, 'iterations.csv'), 'w', newline='') as f:
         w = csv.writer(f)
         w.writerow(['config', 'iteration', 'tps'])
-        for name, _ in CONFIGS:
+        for name, _ in configs:
             with open(os.path.join(a.outdir, name + '.out')) as r:
                 text = r.read()
             writers, kv = parse_replay(text)
@@ -173,16 +188,16 @@ def main():
                          kv['pages_charged'] * 4096 / max(1, kv['device_bytes']),
                          kv['pauses'], kv['pause_total_ms'] / 1000, kv['pause_max_ms'],
                          kv['peak_charged'] / 2**30, kv['peak_pinned'] / 2**30,
-                         kv['device_bytes'] / 2**30, done[name]))
+                         kv['device_bytes'] / 2**30, done[name]) + usage[name])
     with open(os.path.join(a.outdir, 'table.md'), 'w') as f:
         f.write('| config | mean tps | min | max | CV | iters 1-%d | iters %d-%d | '
                 'charged/written | pauses | paused s | max pause ms | peak charged GiB | '
-                'peak pinned GiB | written GiB | replay s |\n' %
+                'peak pinned GiB | written GiB | replay s | replay CPU s | peak RSS MiB |\n' %
                 (len(its) // 2, len(its) // 2 + 1, len(its)))
-        f.write('|---|' + '---:|' * 14 + '\n')
+        f.write('|---|' + '---:|' * 16 + '\n')
         for r in rows:
             f.write('| %s | %.0f | %.0f | %.0f | %.2f%% | %.0f | %.0f | x%.1f | %d | %.1f | %.1f | '
-                    '%.1f | %.1f | %.1f | %.0f |\n' % r)
+                    '%.1f | %.1f | %.1f | %.0f | %.0f | %.0f |\n' % r)
         f.write('\ngenerator %.0f s; replays %.0f s wall (-j %d)\n' % (gen_s, replay_s, a.j))
     with open(os.path.join(a.outdir, 'table.md')) as f:
         sys.stdout.write(f.read())
