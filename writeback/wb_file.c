@@ -152,6 +152,7 @@ int wb_file_alloc(struct wb_ctx *ctx, int fd, enum wb_access access,
 	if (S_ISBLK(st.st_mode))
 		bs_file_fix_size(wbf->ws.bs);
 	pthread_mutex_lock(&ctx->files_lock);
+	wbf->seq = ctx->next_seq++;
 	wbf->next = ctx->files;
 	if (wbf->next)
 		wbf->next->prev = wbf;
@@ -292,6 +293,7 @@ void wb_file_discard(struct wb_file *wbf)
 		ctx->files = wbf->next;
 	if (wbf->next)
 		wbf->next->prev = wbf->prev;
+	__wb_file_undirty(wbf);
 	pthread_mutex_unlock(&ctx->files_lock);
 	bs_file_destroy(wbf->ws.bs);
 	if (wbf->fd >= 0)
@@ -354,7 +356,9 @@ static ssize_t cache_write(struct wb_file *wbf, const void *buf, size_t len, off
 		int64_t zero = 0;
 
 		atomic_store(&wbf->mtime_ns, wall_ns());
-		atomic_compare_exchange_strong(&wbf->ws.dirtied_ns, &zero, wb_now_ns());
+		/* Clean to dirty: onto the flushers' list (the kernel's b_dirty). */
+		if (atomic_compare_exchange_strong(&wbf->ws.dirtied_ns, &zero, wb_now_ns()))
+			wb_file_dirtied(wbf);
 		wb_flushers_poke(wbf->ctx);
 	}
 	return n;

@@ -125,9 +125,22 @@ struct wb_ctx {
 	struct bs_cache *cache;
 	enum wb_backing_io io;			/* backend in use */
 
-	pthread_mutex_t files_lock;		/* protects the list, refs, dying */
+	pthread_mutex_t files_lock;		/* protects the lists, refs, dying */
 	pthread_cond_t files_cond;		/* a file reference was dropped */
 	struct wb_file *files;
+	/*
+	 * The dirty list (the kernel's b_dirty, b_io and b_more_io in one):
+	 * the files the flushers and reclaim walk, so that a pass costs the
+	 * files with something to write or sync, not every file of the
+	 * mount.  Invariant: a file whose age (ws.dirtied_ns) is set or whose
+	 * cache holds written-but-unsynced blocks (bs_file_has_unsynced) is
+	 * on it; one that is neither may still be, until the next walk takes
+	 * it off (wb_dirty_snapshot).  Unordered: a walk sorts its snapshot
+	 * by wb_file.seq.  files_lock protects the list and nr_dirty.
+	 */
+	struct wb_file *dirty;
+	unsigned int nr_dirty;
+	uint64_t next_seq;			/* files_lock: the next file's seq */
 
 	pthread_mutex_t flush_lock;		/* protects the flusher state below */
 	pthread_cond_t flush_cond;		/* kick the flushers */
@@ -233,6 +246,20 @@ struct wb_file {
 	bool dying;				/* files_lock: being freed */
 	struct wb_file *next;			/* files_lock */
 	struct wb_file *prev;
+	uint64_t seq;				/* immutable: its place in creation order,
+						 * the flushers' round-robin key */
+	/*
+	 * On ctx->dirty.  Changes under files_lock; read without it by
+	 * wb_file_dirtied() as a hint, which is safe because both sides
+	 * store before they load (all seq_cst): a dirtier sets the age or
+	 * the unsynced blocks, then loads on_dirty; a walker taking the file
+	 * off clears on_dirty, then loads the age and the unsynced count,
+	 * and puts the file back if either is set.  So either the walker
+	 * sees the change or the dirtier sees false and adds the file.
+	 */
+	atomic_bool on_dirty;
+	struct wb_file *dirty_next;		/* files_lock */
+	struct wb_file *dirty_prev;		/* files_lock */
 };
 
 /* The wb_file whose writeback state @fs is. */
@@ -240,6 +267,32 @@ struct wb_file {
 
 /* The next live file after @prev (NULL: the first), referenced; drops @prev's reference. */
 struct wb_file *wb_next_file(struct wb_ctx *ctx, struct wb_file *prev);
+
+/*
+ * @wbf may hold dirty or unsynced data now (its age was just set, or a
+ * pass wrote some of it): put it on ctx->dirty if it is not.  Cheap when
+ * it is (one atomic load).  Context: any thread; takes files_lock
+ * otherwise, so not with files_lock held.
+ */
+void wb_file_dirtied(struct wb_file *wbf);
+/* Take @wbf off ctx->dirty if it is on it.  Context: files_lock held. */
+void __wb_file_undirty(struct wb_file *wbf);
+
+/*
+ * The live files of the dirty list, referenced, in @snap->files[0,
+ * snap->nr) (grown as needed), taking off the list files that are clean
+ * and synced (see on_dirty); in key order (seq) when @sorted.  @snap is
+ * zeroed before the first use and freed with wb_dirty_snapshot_free();
+ * wb_dirty_snapshot_put() drops the references.  0 or -ENOMEM (then
+ * nothing is referenced).
+ */
+struct wb_dirty_snapshot {
+	struct wb_file **files;
+	unsigned int nr, cap;
+};
+int wb_dirty_snapshot(struct wb_ctx *ctx, struct wb_dirty_snapshot *snap, bool sorted);
+void wb_dirty_snapshot_put(struct wb_ctx *ctx, struct wb_dirty_snapshot *snap);
+void wb_dirty_snapshot_free(struct wb_dirty_snapshot *snap);
 
 /*
  * CLOCK_MONOTONIC in ns: ages, expiry and backoff (a step of the wall
