@@ -12,7 +12,9 @@
  * per turn, until under it; otherwise they write files whose data has
  * been dirty longer than dirty_expire_ms.  The rounds and the turns are
  * the engine's (wb_round_*, wb_turn_*); what is the mount's here is the
- * walk of the file list, holding a file (wb_lock) and sleeping.
+ * walk of the dirty list (wb_ctx.dirty: the files with dirty or unsynced
+ * data, as the kernel walks b_dirty and never a clean inode), holding a
+ * file (wb_lock) and sleeping.
  *
  * The mount's writes complete in the engine's submit (backing.c), so a
  * pass is the engine's loop as written: next, complete, ..., end.

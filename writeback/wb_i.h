@@ -4,7 +4,7 @@
  *
  * Lock order (outer first):
  *   wb_file.wb_lock      one writeback pass of a file at a time
- *   wb_ctx.files_lock    the file list, file references, flusher state
+ *   wb_ctx.files_lock    the file list, the dirty list, file references
  *   (blockstate's locks, taken inside bs_* calls)
  *   wb_file.size_lock    the known backing size (leaf)
  * No lock is held across backing I/O except wb_lock.
@@ -188,7 +188,9 @@ struct wb_ctx {
 /*
  * One backing file over the cache.  Its life, in three verbs:
  *  - wb_file_alloc() makes it on an open descriptor and puts it on
- *    ctx->files, where flushers, reclaim and sync-all find it;
+ *    ctx->files, where sync-all and the listings find it; while it
+ *    holds dirty or unsynced data it is on ctx->dirty too, where the
+ *    flushers and reclaim find it;
  *  - wb_file_free() writes it back and syncs it, then frees it; when its
  *    data cannot be written it stays on ctx->files (the flushers go on
  *    retrying) and the caller gets the error;
