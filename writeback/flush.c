@@ -177,7 +177,7 @@ int wb_dirty_snapshot(struct wb_ctx *ctx, struct wb_dirty_snapshot *snap, bool s
 		struct wb_file **files;
 
 		pthread_mutex_unlock(&ctx->files_lock);
-		files = realloc(snap->files, cap * sizeof(*files));
+		files = realloc(snap->files, cap * sizeof(struct wb_file *));
 		if (!files)
 			return -ENOMEM;
 		snap->files = files;
@@ -194,7 +194,7 @@ int wb_dirty_snapshot(struct wb_ctx *ctx, struct wb_dirty_snapshot *snap, bool s
 	}
 	pthread_mutex_unlock(&ctx->files_lock);
 	if (sorted)
-		qsort(snap->files, snap->nr, sizeof(*snap->files), by_seq);
+		qsort(snap->files, snap->nr, sizeof(struct wb_file *), by_seq);
 	return 0;
 }
 

@@ -132,7 +132,7 @@ static void test_write_writeback_sync(void)
 static void test_order(void)
 {
 	for (int i = NR_FILES - 1; i >= 0; i--) {
-		T_CHECK(wb_write(files[i], "x", 1, 4096 * i, NULL) == 1);
+		T_CHECK(wb_write(files[i], "x", 1, 4096 * (off_t)i, NULL) == 1);
 		check();
 	}
 	T_CHECK(walk() == NR_FILES);
