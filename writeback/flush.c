@@ -23,7 +23,9 @@
 #include "wb_probes.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -158,6 +160,37 @@ static bool dirty_keep(struct wb_file *wbf)
 	}
 	dirty_unlink(wbf->ctx, wbf);
 	return false;
+}
+
+int wb_dirty_check(struct wb_ctx *ctx)
+{
+	unsigned int nr = 0, bad = 0;
+	struct wb_file *f;
+
+	pthread_mutex_lock(&ctx->files_lock);
+	for (f = ctx->dirty; f; f = f->dirty_next) {
+		nr++;
+		bad += !atomic_load(&f->on_dirty);
+		bad += f->dirty_next && f->dirty_next->dirty_prev != f;
+	}
+	bad += nr != ctx->nr_dirty;
+	for (f = ctx->files; f; f = f->next) {
+		char path[PATH_MAX];
+
+		if (atomic_load(&f->on_dirty) ||
+		    (!atomic_load(&f->ws.dirtied_ns) && !bs_file_has_held(f->ws.bs) &&
+		     !bs_file_has_unsynced(f->ws.bs)))
+			continue;
+		wb_file_path(f, path, sizeof(path));
+		fprintf(stderr, "writeback: %s holds dirty or unsynced data but is not on the dirty list\n",
+			path);
+		bad++;
+	}
+	pthread_mutex_unlock(&ctx->files_lock);
+	if (bad)
+		fprintf(stderr, "writeback: the dirty list does not add up (%u files on it, nr_dirty %u)\n",
+			nr, ctx->nr_dirty);
+	return bad ? -EUCLEAN : 0;
 }
 
 static int by_seq(const void *a, const void *b)

@@ -293,6 +293,12 @@ struct wb_dirty_snapshot {
 	unsigned int nr, cap;
 };
 int wb_dirty_snapshot(struct wb_ctx *ctx, struct wb_dirty_snapshot *snap, bool sorted);
+/*
+ * The dirty list's invariant (see wb_ctx.dirty), for wb_ctx_check(): at
+ * rest, every file with dirty or unsynced data is on it, and the list,
+ * nr_dirty and on_dirty agree.  0 or -EUCLEAN with details on stderr.
+ */
+int wb_dirty_check(struct wb_ctx *ctx);
 void wb_dirty_snapshot_put(struct wb_ctx *ctx, struct wb_dirty_snapshot *snap);
 void wb_dirty_snapshot_free(struct wb_dirty_snapshot *snap);
 

@@ -59,6 +59,7 @@ static void check(void)
 	T_CHECK(n == ctx->nr_dirty);
 	T_CHECK(!ctx->dirty || !ctx->dirty->dirty_prev);
 	pthread_mutex_unlock(&ctx->files_lock);
+	T_CHECK(wb_dirty_check(ctx) == 0);
 	for (int i = 0; i < NR_FILES; i++) {
 		if (!files[i])
 			continue;
