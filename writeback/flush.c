@@ -147,14 +147,15 @@ void wb_file_dirtied(struct wb_file *wbf)
 }
 
 /*
- * Whether @wbf, on the dirty list, stays on it: its age is set or it
- * holds unsynced blocks; if not, it is taken off (the order of the
+ * Whether @wbf, on the dirty list, stays on it: its age is set, it
+ * holds unsynced blocks or a write is dirtying it; if not, it is taken off (the order of the
  * loads and the store: see wb_file.on_dirty).  Context: files_lock held.
  */
 static bool dirty_keep(struct wb_file *wbf)
 {
 	atomic_store(&wbf->on_dirty, false);
-	if (atomic_load(&wbf->ws.dirtied_ns) || bs_file_has_unsynced(wbf->ws.bs)) {
+	if (atomic_load(&wbf->writing) || atomic_load(&wbf->ws.dirtied_ns) ||
+	    bs_file_has_unsynced(wbf->ws.bs)) {
 		atomic_store(&wbf->on_dirty, true);
 		return true;
 	}
@@ -178,8 +179,8 @@ int wb_dirty_check(struct wb_ctx *ctx)
 		char path[PATH_MAX];
 
 		if (atomic_load(&f->on_dirty) ||
-		    (!atomic_load(&f->ws.dirtied_ns) && !bs_file_has_held(f->ws.bs) &&
-		     !bs_file_has_unsynced(f->ws.bs)))
+		    (!atomic_load(&f->writing) && !atomic_load(&f->ws.dirtied_ns) &&
+		     !bs_file_has_held(f->ws.bs) && !bs_file_has_unsynced(f->ws.bs)))
 			continue;
 		wb_file_path(f, path, sizeof(path));
 		fprintf(stderr, "writeback: %s holds dirty or unsynced data but is not on the dirty list\n",

@@ -348,19 +348,28 @@ static void report_full(struct wb_ctx *ctx)
 /* bs_write() and what a write of the cache changes beside the data. */
 static ssize_t cache_write(struct wb_file *wbf, const void *buf, size_t len, off_t off)
 {
-	ssize_t n = bs_write(wbf->ws.bs, buf, len, off);
+	ssize_t n;
 
+	/*
+	 * Onto the flushers' list (the kernel's b_dirty) before the first
+	 * block is dirty: reclaim within bs_write() must find this file,
+	 * whose age is set only afterwards.  writing keeps it there until
+	 * then (see wb_file.on_dirty).
+	 */
+	atomic_fetch_add(&wbf->writing, 1);
+	wb_file_dirtied(wbf);
+	n = bs_write(wbf->ws.bs, buf, len, off);
 	if (n == -ENOSPC)
 		report_full(wbf->ctx);
 	if (n > 0) {
 		int64_t zero = 0;
 
 		atomic_store(&wbf->mtime_ns, wall_ns());
-		/* Clean to dirty: onto the flushers' list (the kernel's b_dirty). */
-		if (atomic_compare_exchange_strong(&wbf->ws.dirtied_ns, &zero, wb_now_ns()))
-			wb_file_dirtied(wbf);
-		wb_flushers_poke(wbf->ctx);
+		atomic_compare_exchange_strong(&wbf->ws.dirtied_ns, &zero, wb_now_ns());
 	}
+	atomic_fetch_sub(&wbf->writing, 1);
+	if (n > 0)
+		wb_flushers_poke(wbf->ctx);
 	return n;
 }
 

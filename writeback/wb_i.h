@@ -132,11 +132,12 @@ struct wb_ctx {
 	 * The dirty list (the kernel's b_dirty, b_io and b_more_io in one):
 	 * the files the flushers and reclaim walk, so that a pass costs the
 	 * files with something to write or sync, not every file of the
-	 * mount.  Invariant: a file whose age (ws.dirtied_ns) is set or whose
-	 * cache holds written-but-unsynced blocks (bs_file_has_unsynced) is
-	 * on it; one that is neither may still be, until the next walk takes
-	 * it off (wb_dirty_snapshot).  Unordered: a walk sorts its snapshot
-	 * by wb_file.seq.  files_lock protects the list and nr_dirty.
+	 * mount.  Invariant: a file whose age (ws.dirtied_ns) is set, whose
+	 * cache holds written-but-unsynced blocks (bs_file_has_unsynced) or
+	 * that a write is dirtying (wb_file.writing) is on it; one that is
+	 * none of these may still be, until the next walk takes it off
+	 * (wb_dirty_snapshot).  Unordered: a walk sorts its snapshot by
+	 * wb_file.seq.  files_lock protects the list and nr_dirty.
 	 */
 	struct wb_file *dirty;
 	unsigned int nr_dirty;
@@ -253,13 +254,21 @@ struct wb_file {
 	/*
 	 * On ctx->dirty.  Changes under files_lock; read without it by
 	 * wb_file_dirtied() as a hint, which is safe because both sides
-	 * store before they load (all seq_cst): a dirtier sets the age or
-	 * the unsynced blocks, then loads on_dirty; a walker taking the file
-	 * off clears on_dirty, then loads the age and the unsynced count,
-	 * and puts the file back if either is set.  So either the walker
-	 * sees the change or the dirtier sees false and adds the file.
+	 * store before they load (all seq_cst): a dirtier sets the age, the
+	 * unsynced blocks or writing, then loads on_dirty; a walker taking
+	 * the file off clears on_dirty, then loads the age, the unsynced
+	 * count and writing, and puts the file back if any is set.  So
+	 * either the walker sees the change or the dirtier sees false and
+	 * adds the file.
 	 */
 	atomic_bool on_dirty;
+	/*
+	 * Writes in the cache (cache_write) in flight: they put the file on
+	 * ctx->dirty before bs_write() and it stays there while any runs,
+	 * since a write dirties blocks before it sets the age, and reclaim
+	 * within it must find the file.
+	 */
+	_Atomic unsigned int writing;
 	struct wb_file *dirty_next;		/* files_lock */
 	struct wb_file *dirty_prev;		/* files_lock */
 };

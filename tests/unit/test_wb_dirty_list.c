@@ -8,7 +8,8 @@
  *   - after a walk (wb_dirty_snapshot), a file that is clean and synced
  *     is not on it, and the walk returns the others in creation order.
  * Through writes, writeback, sync, truncate, failed writes and syncs
- * (faults), discard and free, and a writer racing a walker that cleans.
+ * (faults), discard and free, reclaim within a write, and a writer
+ * racing a walker that cleans.
  * No flushers: the test is the only walker.
  */
 #include "wb_i.h"
@@ -201,6 +202,28 @@ static void test_free_discard(void)
 }
 
 /*
+ * One write larger than the cache (4 MiB) into a clean file: reclaim
+ * within it must find the file on the list, before the write sets its
+ * age, and write back the file's own earlier blocks, or the write fails
+ * with ENOSPC.
+ */
+static void test_reclaim_in_write(void)
+{
+	struct wb_file *f = files[3];
+	size_t len = 8 << 20;
+	char *buf = malloc(len);
+
+	T_CHECK(buf != NULL);
+	memset(buf, 'r', len);
+	T_CHECK(walk() == 0 && !on_list(f));
+	T_CHECK(wb_write(f, buf, len, 0, NULL) == (ssize_t)len);
+	check();
+	T_CHECK(wb_file_flush(f) == 0);
+	T_CHECK(walk() == 0);
+	free(buf);
+}
+
+/*
  * A writer dirtying a file again and again while a walker writes it
  * back, syncs it and walks (taking it off whenever it looks clean): the
  * file is never left off the list while it holds data (checked once the
@@ -266,6 +289,7 @@ int main(void)
 	test_truncate();
 	test_errors();
 	test_free_discard();
+	test_reclaim_in_write();
 	test_race();
 	for (int i = 0; i < NR_FILES; i++) {
 		T_CHECK(wb_file_free(files[i]) == 0);
