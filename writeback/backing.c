@@ -657,12 +657,19 @@ static void engine_turn_written(void *arg, struct wb_fstate *f)
 	wb_stamp_mtime(wb_file_of(f));
 }
 
+static void engine_dirtied(void *arg, struct wb_fstate *f)
+{
+	(void)arg;
+	wb_file_dirtied(wb_file_of(f));
+}
+
 const struct wb_engine_ops wb_backing_engine_ops = {
 	.submit = engine_submit,
 	.now = engine_now,
 	.report = engine_report,
 	.written_whole = engine_written_whole,
 	.turn_written = engine_turn_written,
+	.dirtied = engine_dirtied,
 };
 
 /* ---- readahead's reads: one ring, one thread ---- */

@@ -262,7 +262,10 @@ void wb_ctx_quiesce(struct wb_ctx *ctx)
 
 int wb_ctx_check(struct wb_ctx *ctx)
 {
-	return bs_cache_check(ctx->cache);
+	int ret = bs_cache_check(ctx->cache);
+	int dirty = wb_dirty_check(ctx);
+
+	return ret ? ret : dirty;
 }
 
 int wb_ctx_set_fault(struct wb_ctx *ctx, const char *spec, char *err, size_t errlen)

@@ -64,24 +64,37 @@ static void works_again(struct wb_ctx *ctx, struct wb_fstate *f)
 		ctx->engine->report(ctx->engine_arg, f, NULL, 0);
 }
 
+/* @f may hold dirty or unsynced data now: tell the driver (ops->dirtied). */
+static void tell_dirtied(struct wb_ctx *ctx, struct wb_fstate *f)
+{
+	if (ctx->engine->dirtied)
+		ctx->engine->dirtied(ctx->engine_arg, f);
+}
+
 /* The file holds dirty data again: give it an age if it has none. */
 static void note_dirtied(struct wb_ctx *ctx, struct wb_fstate *f)
 {
 	int64_t zero = 0;
 
-	if (bs_file_has_held(f->bs))
-		atomic_compare_exchange_strong(&f->dirtied_ns, &zero, engine_now(ctx));
+	if (bs_file_has_held(f->bs) &&
+	    atomic_compare_exchange_strong(&f->dirtied_ns, &zero, engine_now(ctx)))
+		tell_dirtied(ctx, f);
 }
 
 /* The file may have become clean: forget its age unless it is not. */
-static void update_dirtied(struct wb_fstate *f)
+static void update_dirtied(struct wb_ctx *ctx, struct wb_fstate *f)
 {
 	int64_t old = atomic_exchange(&f->dirtied_ns, 0);
 	int64_t zero = 0;
 
-	/* A writer that dirties after the check sets the age itself. */
-	if (old && bs_file_has_held(f->bs))
-		atomic_compare_exchange_strong(&f->dirtied_ns, &zero, old);
+	/*
+	 * A writer that dirties after the check sets the age itself.  The
+	 * age was 0 for a moment, in which the driver may have taken the
+	 * file off its list: put back, it is told again.
+	 */
+	if (old && bs_file_has_held(f->bs) &&
+	    atomic_compare_exchange_strong(&f->dirtied_ns, &zero, old))
+		tell_dirtied(ctx, f);
 }
 
 /* ---- the throttler's view ---- */
@@ -219,8 +232,10 @@ int wb_pass_end(struct wb_pass *p)
 	/* Only a used-up budget (or a batch not submitted) ends a pass early. */
 	bool stopped = p->pos < p->end;
 
-	if (p->wrote)
+	if (p->wrote) {
 		atomic_store(&f->unsynced, true);
+		tell_dirtied(ctx, f);
+	}
 	if (!p->first_err && !stopped && p->end >= bs_file_size(f->bs) &&
 	    ctx->engine->written_whole)
 		ctx->engine->written_whole(ctx->engine_arg, f);
@@ -228,7 +243,7 @@ int wb_pass_end(struct wb_pass *p)
 		back_off(ctx, f, "writing back", p->first_err);
 	else
 		works_again(ctx, f);
-	update_dirtied(f);
+	update_dirtied(ctx, f);
 	return p->first_err;
 }
 
@@ -250,6 +265,7 @@ void wb_sync_end(struct wb_ctx *ctx, struct wb_fstate *f, uint64_t token, int er
 	if (!err)
 		return;
 	atomic_store(&f->unsynced, true);
+	tell_dirtied(ctx, f);
 	record_error(ctx, f, err);
 	note_dirtied(ctx, f);
 	back_off(ctx, f, "syncing", err);
@@ -298,18 +314,18 @@ static void round_start(struct wb_ctx *ctx, struct wb_round *r)
 	r->now = engine_now(ctx);
 }
 
-void wb_round_begin(struct wb_ctx *ctx, struct wb_round *r, unsigned int nr_files)
+void wb_round_begin(struct wb_ctx *ctx, struct wb_round *r, uint64_t nr_keys)
 {
-	unsigned int pass_no = atomic_fetch_add(&ctx->flusher_passes, 1);
+	uint64_t pass_no = atomic_fetch_add(&ctx->flusher_passes, 1);
 
-	r->first = wb_fp_round_first(pass_no, nr_files);
+	r->first = wb_fp_round_first(pass_no, nr_keys);
 	r->progress = true;
 	round_start(ctx, r);
 }
 
-bool wb_round_turn(const struct wb_round *r, unsigned int half, unsigned int i)
+bool wb_round_turn(const struct wb_round *r, unsigned int half, uint64_t key)
 {
-	return wb_fp_round_turn(half, i, r->first);
+	return wb_fp_round_turn(half, key, r->first);
 }
 
 bool wb_round_again(struct wb_ctx *ctx, struct wb_round *r)

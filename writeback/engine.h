@@ -136,6 +136,17 @@ struct wb_engine_ops {
 	void (*written_whole)(void *arg, struct wb_fstate *f);
 	/* Optional: a flusher's turn wrote @f without error (the mount puts back the backing mtime). */
 	void (*turn_written)(void *arg, struct wb_fstate *f);
+	/*
+	 * Optional: @f may now hold dirty data (its age went from 0 to a
+	 * time) or written-but-unsynced data (a pass wrote some of it).
+	 * The mount puts it on the list of files its flushers walk (flush.c,
+	 * the kernel's b_dirty); the simulator walks all its files.  Called
+	 * after the change, so a driver that takes a file off its list when
+	 * it looks clean and synced sees the change or gets this call.
+	 * Context: any thread, no lock of the engine's held; the caller may
+	 * hold the file (wb_lock).
+	 */
+	void (*dirtied)(void *arg, struct wb_fstate *f);
 };
 
 /* The driver of @ctx's writeback: @ops with @arg (before any pass). */
@@ -194,17 +205,20 @@ bool wb_over_background(struct wb_ctx *ctx);
  * one file further down than the last pass's (so that the threshold,
  * which ends the writing, does not always stop it on the same files),
  * repeated while over the background threshold and something moved
- * (wb_fp_round_again).
+ * (wb_fp_round_again).  Files are placed by a key in [0, nr_keys): the
+ * simulator's file index, the mount's creation number (its flushers walk
+ * only the files on its dirty list, in key order: the others' turns
+ * would do nothing; see wb_fp_round_turn).
  */
 struct wb_round {
-	unsigned int first;		/* the file the rounds start at */
+	uint64_t first;			/* the key the rounds start at */
 	bool progress, last_progress;	/* this round, the one before */
 	int64_t now;			/* the round's time: its turns are judged at it */
 };
-/* Begin a flusher pass over @nr_files files (counted: stat flusher_passes). */
-void wb_round_begin(struct wb_ctx *ctx, struct wb_round *r, unsigned int nr_files);
-/* Whether file @i (in list order) has its turn on walk @half (0, 1) of the round. */
-bool wb_round_turn(const struct wb_round *r, unsigned int half, unsigned int i);
+/* Begin a flusher pass over keys [0, @nr_keys) (counted: stat flusher_passes). */
+void wb_round_begin(struct wb_ctx *ctx, struct wb_round *r, uint64_t nr_keys);
+/* Whether the file of key @key has its turn on walk @half (0, 1) of the round. */
+bool wb_round_turn(const struct wb_round *r, unsigned int half, uint64_t key);
 /* The round is over: true (and the next one begun) if another is due. */
 bool wb_round_again(struct wb_ctx *ctx, struct wb_round *r);
 

@@ -12,7 +12,9 @@
  * per turn, until under it; otherwise they write files whose data has
  * been dirty longer than dirty_expire_ms.  The rounds and the turns are
  * the engine's (wb_round_*, wb_turn_*); what is the mount's here is the
- * walk of the file list, holding a file (wb_lock) and sleeping.
+ * walk of the dirty list (wb_ctx.dirty: the files with dirty or unsynced
+ * data, as the kernel walks b_dirty and never a clean inode), holding a
+ * file (wb_lock) and sleeping.
  *
  * The mount's writes complete in the engine's submit (backing.c), so a
  * pass is the engine's loop as written: next, complete, ..., end.
@@ -21,7 +23,9 @@
 #include "wb_probes.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -96,12 +100,180 @@ struct wb_file *wb_next_file(struct wb_ctx *ctx, struct wb_file *prev)
 	return f;
 }
 
+/* ---- the dirty list (wb_ctx.dirty) ---- */
+
+/* Context: files_lock held, @wbf not on the list (on_dirty: the caller's). */
+static void dirty_link(struct wb_ctx *ctx, struct wb_file *wbf)
+{
+	wbf->dirty_prev = NULL;
+	wbf->dirty_next = ctx->dirty;
+	if (ctx->dirty)
+		ctx->dirty->dirty_prev = wbf;
+	ctx->dirty = wbf;
+	ctx->nr_dirty++;
+}
+
+/* Context: files_lock held, @wbf on the list (on_dirty: the caller's). */
+static void dirty_unlink(struct wb_ctx *ctx, struct wb_file *wbf)
+{
+	if (wbf->dirty_prev)
+		wbf->dirty_prev->dirty_next = wbf->dirty_next;
+	else
+		ctx->dirty = wbf->dirty_next;
+	if (wbf->dirty_next)
+		wbf->dirty_next->dirty_prev = wbf->dirty_prev;
+	wbf->dirty_next = wbf->dirty_prev = NULL;
+	ctx->nr_dirty--;
+}
+
+void __wb_file_undirty(struct wb_file *wbf)
+{
+	if (atomic_exchange(&wbf->on_dirty, false))
+		dirty_unlink(wbf->ctx, wbf);
+}
+
+void wb_file_dirtied(struct wb_file *wbf)
+{
+	struct wb_ctx *ctx = wbf->ctx;
+
+	if (atomic_load(&wbf->on_dirty))
+		return;
+	pthread_mutex_lock(&ctx->files_lock);
+	if (!atomic_load(&wbf->on_dirty)) {
+		dirty_link(ctx, wbf);
+		atomic_store(&wbf->on_dirty, true);
+	}
+	pthread_mutex_unlock(&ctx->files_lock);
+}
+
+/*
+ * Whether @wbf, on the dirty list, stays on it: its age is set, it
+ * holds unsynced blocks or a write is dirtying it; if not, it is taken off (the order of the
+ * loads and the store: see wb_file.on_dirty).  Context: files_lock held.
+ */
+static bool dirty_keep(struct wb_file *wbf)
+{
+	atomic_store(&wbf->on_dirty, false);
+	if (atomic_load(&wbf->writing) || atomic_load(&wbf->ws.dirtied_ns) ||
+	    bs_file_has_unsynced(wbf->ws.bs)) {
+		atomic_store(&wbf->on_dirty, true);
+		return true;
+	}
+	dirty_unlink(wbf->ctx, wbf);
+	return false;
+}
+
+int wb_dirty_check(struct wb_ctx *ctx)
+{
+	unsigned int nr = 0, bad = 0;
+	struct wb_file *f;
+
+	pthread_mutex_lock(&ctx->files_lock);
+	for (f = ctx->dirty; f; f = f->dirty_next) {
+		nr++;
+		bad += !atomic_load(&f->on_dirty);
+		bad += f->dirty_next && f->dirty_next->dirty_prev != f;
+	}
+	bad += nr != ctx->nr_dirty;
+	for (f = ctx->files; f; f = f->next) {
+		char path[PATH_MAX];
+
+		if (atomic_load(&f->on_dirty) ||
+		    (!atomic_load(&f->writing) && !atomic_load(&f->ws.dirtied_ns) &&
+		     !bs_file_has_held(f->ws.bs) && !bs_file_has_unsynced(f->ws.bs)))
+			continue;
+		wb_file_path(f, path, sizeof(path));
+		fprintf(stderr, "writeback: %s holds dirty or unsynced data but is not on the dirty list\n",
+			path);
+		bad++;
+	}
+	pthread_mutex_unlock(&ctx->files_lock);
+	if (bad)
+		fprintf(stderr, "writeback: the dirty list does not add up (%u files on it, nr_dirty %u)\n",
+			nr, ctx->nr_dirty);
+	return bad ? -EUCLEAN : 0;
+}
+
+static int by_seq(const void *a, const void *b)
+{
+	const struct wb_file *fa = *(struct wb_file *const *)a, *fb = *(struct wb_file *const *)b;
+
+	return (fa->seq > fb->seq) - (fa->seq < fb->seq);
+}
+
+int wb_dirty_snapshot(struct wb_ctx *ctx, struct wb_dirty_snapshot *snap, bool sorted)
+{
+	struct wb_file *f, *next;
+
+	pthread_mutex_lock(&ctx->files_lock);
+	while (ctx->nr_dirty > snap->cap) {
+		unsigned int cap = ctx->nr_dirty * 2;
+		struct wb_file **files;
+
+		pthread_mutex_unlock(&ctx->files_lock);
+		files = realloc(snap->files, cap * sizeof(struct wb_file *));
+		if (!files)
+			return -ENOMEM;
+		snap->files = files;
+		snap->cap = cap;
+		pthread_mutex_lock(&ctx->files_lock);
+	}
+	snap->nr = 0;
+	for (f = ctx->dirty; f; f = next) {
+		next = f->dirty_next;
+		if (f->dying || !dirty_keep(f))
+			continue;
+		f->refs++;
+		snap->files[snap->nr++] = f;
+	}
+	pthread_mutex_unlock(&ctx->files_lock);
+	if (sorted)
+		qsort(snap->files, snap->nr, sizeof(struct wb_file *), by_seq);
+	return 0;
+}
+
+void wb_dirty_snapshot_put(struct wb_ctx *ctx, struct wb_dirty_snapshot *snap)
+{
+	bool wake = false;
+
+	pthread_mutex_lock(&ctx->files_lock);
+	for (unsigned int i = 0; i < snap->nr; i++) {
+		struct wb_file *f = snap->files[i];
+
+		if (--f->refs == 0 && f->dying)
+			wake = true;
+	}
+	if (wake)
+		pthread_cond_broadcast(&ctx->files_cond);
+	pthread_mutex_unlock(&ctx->files_lock);
+	snap->nr = 0;
+}
+
+void wb_dirty_snapshot_free(struct wb_dirty_snapshot *snap)
+{
+	free(snap->files);
+	*snap = (struct wb_dirty_snapshot){ 0 };
+}
+
+/*
+ * Reclaim: write back and sync every file of the dirty list.  The
+ * snapshot is made on the caller's stack and freed here: reclaim is rare
+ * (the cache is full of data it cannot drop), a malloc is nothing beside
+ * the writes.
+ */
 void wb_need_clean(void *arg)
 {
 	struct wb_ctx *ctx = arg;
+	struct wb_dirty_snapshot snap = { 0 };
 	int64_t now = wb_now_ns();
 
-	for (struct wb_file *f = wb_next_file(ctx, NULL); f; f = wb_next_file(ctx, f)) {
+	if (wb_dirty_snapshot(ctx, &snap, false)) {
+		wb_log("reclaim: no memory to list the dirty files; nothing written back");
+		return;
+	}
+	for (unsigned int i = 0; i < snap.nr; i++) {
+		struct wb_file *f = snap.files[i];
+
 		/*
 		 * A file whose writeback keeps failing waits for its backoff
 		 * here too: reclaim asks again and again while the cache is
@@ -114,6 +286,8 @@ void wb_need_clean(void *arg)
 		if (bs_file_has_unsynced(f->ws.bs))
 			wb_sync_file(f, true);
 	}
+	wb_dirty_snapshot_put(ctx, &snap);
+	wb_dirty_snapshot_free(&snap);
 }
 
 /* ---- flusher threads ---- */
@@ -155,28 +329,34 @@ static void flush_file(struct wb_ctx *ctx, struct wb_round *r, struct wb_file *f
 }
 
 /*
- * One flusher pass: the engine's rounds over the file list, which may
- * change meanwhile (wb_next_file skips files being freed).
+ * One flusher pass: the engine's rounds over the files of the dirty list
+ * (the others' turns would do nothing), each round over a snapshot of it
+ * taken at its start, in key order (wb_file.seq) from the round's first
+ * key.  The keys are [0, next_seq): a key whose file is clean, or gone,
+ * is a turn that does nothing, as in the simulator, which walks all its
+ * files.  @snap: the flusher's, kept from pass to pass.
  */
-static void flush_pass(struct wb_ctx *ctx)
+static void flush_pass(struct wb_ctx *ctx, struct wb_dirty_snapshot *snap)
 {
-	unsigned int nr = 0, i;
 	struct wb_round r;
-	struct wb_file *f;
+	uint64_t nr_keys;
 
-	for (f = wb_next_file(ctx, NULL); f; f = wb_next_file(ctx, f))
-		nr++;
-	wb_round_begin(ctx, &r, nr);
-	if (!nr)
-		return;
+	pthread_mutex_lock(&ctx->files_lock);
+	nr_keys = ctx->next_seq;
+	pthread_mutex_unlock(&ctx->files_lock);
+	wb_round_begin(ctx, &r, nr_keys);
 	do {
+		if (wb_dirty_snapshot(ctx, snap, true)) {
+			wb_log("flusher: no memory to list the dirty files; trying again at the next wake");
+			return;
+		}
 		for (unsigned int half = 0; half < 2; half++) {
-			i = 0;
-			for (f = wb_next_file(ctx, NULL); f; f = wb_next_file(ctx, f), i++) {
-				if (wb_round_turn(&r, half, i))
-					flush_file(ctx, &r, f);
+			for (unsigned int i = 0; i < snap->nr; i++) {
+				if (wb_round_turn(&r, half, snap->files[i]->seq))
+					flush_file(ctx, &r, snap->files[i]);
 			}
 		}
+		wb_dirty_snapshot_put(ctx, snap);
 	} while (wb_round_again(ctx, &r));
 }
 
@@ -203,6 +383,7 @@ void wb_pool_age(struct wb_ctx *ctx, int64_t now_ns)
 static void *flusher_main(void *arg)
 {
 	struct wb_ctx *ctx = arg;
+	struct wb_dirty_snapshot snap = { 0 };
 
 	pthread_setname_np(pthread_self(), "ffs-flush");
 	wb_backing_thread_is_flusher();
@@ -224,11 +405,12 @@ static void *flusher_main(void *arg)
 		if (ctx->stopping)
 			break;
 		pthread_mutex_unlock(&ctx->flush_lock);
-		flush_pass(ctx);
+		flush_pass(ctx, &snap);
 		wb_pool_age(ctx, wb_now_ns());
 		pthread_mutex_lock(&ctx->flush_lock);
 	}
 	pthread_mutex_unlock(&ctx->flush_lock);
+	wb_dirty_snapshot_free(&snap);
 	return NULL;
 }
 

@@ -75,14 +75,14 @@ bool wb_fp_chunk_progress(uint64_t folio_pages, off_t from, off_t next, off_t si
 	return folio_pages || (from > 0 && next >= size);
 }
 
-unsigned int wb_fp_round_first(unsigned int pass_no, unsigned int nr_files)
+uint64_t wb_fp_round_first(uint64_t pass_no, uint64_t nr_keys)
 {
-	return nr_files ? pass_no % nr_files : 0;
+	return nr_keys ? pass_no % nr_keys : 0;
 }
 
-bool wb_fp_round_turn(unsigned int half, unsigned int i, unsigned int first)
+bool wb_fp_round_turn(unsigned int half, uint64_t key, uint64_t first)
 {
-	return (half == 0) == (i >= first);
+	return (half == 0) == (key >= first);
 }
 
 bool wb_fp_round_again(bool progress, bool last_progress, const struct wb_fp_state *s)

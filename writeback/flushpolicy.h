@@ -125,14 +125,18 @@ off_t wb_fp_chunk_start(off_t bg_next, off_t size);
 bool wb_fp_chunk_progress(uint64_t folio_pages, off_t from, off_t next, off_t size);
 
 /*
- * Round robin: a pass looks at the files in list order starting at
- * @first (pass number modulo the number of files), wrapping round.  It
- * walks the list twice; file @i is looked at on walk @half (0 or 1) if
- * this returns true.  Two walks rather than one with a modulo so that a
- * driver can walk a linked list that changes meanwhile.
+ * Round robin: a pass looks at the files in the order of their keys
+ * (@key: a file's place among @nr_keys places, [0, nr_keys)) starting at
+ * @first (pass number modulo @nr_keys), wrapping round.  It walks its
+ * files twice; the file of key @key is looked at on walk @half (0 or 1)
+ * if this returns true.  Two walks rather than one with a modulo so that
+ * a driver can walk a linked list that changes meanwhile.  A driver may
+ * leave out files whose turn would do nothing (clean, synced): a key
+ * without a file is a turn that does nothing, so the order of the others
+ * is the same.
  */
-unsigned int wb_fp_round_first(unsigned int pass_no, unsigned int nr_files);
-bool wb_fp_round_turn(unsigned int half, unsigned int i, unsigned int first);
+uint64_t wb_fp_round_first(uint64_t pass_no, uint64_t nr_keys);
+bool wb_fp_round_turn(unsigned int half, uint64_t key, uint64_t first);
 
 /*
  * Whether a pass goes round again: still over the background threshold,

@@ -152,6 +152,7 @@ int wb_file_alloc(struct wb_ctx *ctx, int fd, enum wb_access access,
 	if (S_ISBLK(st.st_mode))
 		bs_file_fix_size(wbf->ws.bs);
 	pthread_mutex_lock(&ctx->files_lock);
+	wbf->seq = ctx->next_seq++;
 	wbf->next = ctx->files;
 	if (wbf->next)
 		wbf->next->prev = wbf;
@@ -292,6 +293,7 @@ void wb_file_discard(struct wb_file *wbf)
 		ctx->files = wbf->next;
 	if (wbf->next)
 		wbf->next->prev = wbf->prev;
+	__wb_file_undirty(wbf);
 	pthread_mutex_unlock(&ctx->files_lock);
 	bs_file_destroy(wbf->ws.bs);
 	if (wbf->fd >= 0)
@@ -346,8 +348,17 @@ static void report_full(struct wb_ctx *ctx)
 /* bs_write() and what a write of the cache changes beside the data. */
 static ssize_t cache_write(struct wb_file *wbf, const void *buf, size_t len, off_t off)
 {
-	ssize_t n = bs_write(wbf->ws.bs, buf, len, off);
+	ssize_t n;
 
+	/*
+	 * Onto the flushers' list (the kernel's b_dirty) before the first
+	 * block is dirty: reclaim within bs_write() must find this file,
+	 * whose age is set only afterwards.  writing keeps it there until
+	 * then (see wb_file.on_dirty).
+	 */
+	atomic_fetch_add(&wbf->writing, 1);
+	wb_file_dirtied(wbf);
+	n = bs_write(wbf->ws.bs, buf, len, off);
 	if (n == -ENOSPC)
 		report_full(wbf->ctx);
 	if (n > 0) {
@@ -355,8 +366,10 @@ static ssize_t cache_write(struct wb_file *wbf, const void *buf, size_t len, off
 
 		atomic_store(&wbf->mtime_ns, wall_ns());
 		atomic_compare_exchange_strong(&wbf->ws.dirtied_ns, &zero, wb_now_ns());
-		wb_flushers_poke(wbf->ctx);
 	}
+	atomic_fetch_sub(&wbf->writing, 1);
+	if (n > 0)
+		wb_flushers_poke(wbf->ctx);
 	return n;
 }
 

@@ -4,7 +4,7 @@
  *
  * Lock order (outer first):
  *   wb_file.wb_lock      one writeback pass of a file at a time
- *   wb_ctx.files_lock    the file list, file references, flusher state
+ *   wb_ctx.files_lock    the file list, the dirty list, file references
  *   (blockstate's locks, taken inside bs_* calls)
  *   wb_file.size_lock    the known backing size (leaf)
  * No lock is held across backing I/O except wb_lock.
@@ -125,9 +125,23 @@ struct wb_ctx {
 	struct bs_cache *cache;
 	enum wb_backing_io io;			/* backend in use */
 
-	pthread_mutex_t files_lock;		/* protects the list, refs, dying */
+	pthread_mutex_t files_lock;		/* protects the lists, refs, dying */
 	pthread_cond_t files_cond;		/* a file reference was dropped */
 	struct wb_file *files;
+	/*
+	 * The dirty list (the kernel's b_dirty, b_io and b_more_io in one):
+	 * the files the flushers and reclaim walk, so that a pass costs the
+	 * files with something to write or sync, not every file of the
+	 * mount.  Invariant: a file whose age (ws.dirtied_ns) is set, whose
+	 * cache holds written-but-unsynced blocks (bs_file_has_unsynced) or
+	 * that a write is dirtying (wb_file.writing) is on it; one that is
+	 * none of these may still be, until the next walk takes it off
+	 * (wb_dirty_snapshot).  Unordered: a walk sorts its snapshot by
+	 * wb_file.seq.  files_lock protects the list and nr_dirty.
+	 */
+	struct wb_file *dirty;
+	unsigned int nr_dirty;
+	uint64_t next_seq;			/* files_lock: the next file's seq */
 
 	pthread_mutex_t flush_lock;		/* protects the flusher state below */
 	pthread_cond_t flush_cond;		/* kick the flushers */
@@ -175,7 +189,9 @@ struct wb_ctx {
 /*
  * One backing file over the cache.  Its life, in three verbs:
  *  - wb_file_alloc() makes it on an open descriptor and puts it on
- *    ctx->files, where flushers, reclaim and sync-all find it;
+ *    ctx->files, where sync-all and the listings find it; while it
+ *    holds dirty or unsynced data it is on ctx->dirty too, where the
+ *    flushers and reclaim find it;
  *  - wb_file_free() writes it back and syncs it, then frees it; when its
  *    data cannot be written it stays on ctx->files (the flushers go on
  *    retrying) and the caller gets the error;
@@ -233,6 +249,28 @@ struct wb_file {
 	bool dying;				/* files_lock: being freed */
 	struct wb_file *next;			/* files_lock */
 	struct wb_file *prev;
+	uint64_t seq;				/* immutable: its place in creation order,
+						 * the flushers' round-robin key */
+	/*
+	 * On ctx->dirty.  Changes under files_lock; read without it by
+	 * wb_file_dirtied() as a hint, which is safe because both sides
+	 * store before they load (all seq_cst): a dirtier sets the age, the
+	 * unsynced blocks or writing, then loads on_dirty; a walker taking
+	 * the file off clears on_dirty, then loads the age, the unsynced
+	 * count and writing, and puts the file back if any is set.  So
+	 * either the walker sees the change or the dirtier sees false and
+	 * adds the file.
+	 */
+	atomic_bool on_dirty;
+	/*
+	 * Writes in the cache (cache_write) in flight: they put the file on
+	 * ctx->dirty before bs_write() and it stays there while any runs,
+	 * since a write dirties blocks before it sets the age, and reclaim
+	 * within it must find the file.
+	 */
+	_Atomic unsigned int writing;
+	struct wb_file *dirty_next;		/* files_lock */
+	struct wb_file *dirty_prev;		/* files_lock */
 };
 
 /* The wb_file whose writeback state @fs is. */
@@ -240,6 +278,38 @@ struct wb_file {
 
 /* The next live file after @prev (NULL: the first), referenced; drops @prev's reference. */
 struct wb_file *wb_next_file(struct wb_ctx *ctx, struct wb_file *prev);
+
+/*
+ * @wbf may hold dirty or unsynced data now (its age was just set, or a
+ * pass wrote some of it): put it on ctx->dirty if it is not.  Cheap when
+ * it is (one atomic load).  Context: any thread; takes files_lock
+ * otherwise, so not with files_lock held.
+ */
+void wb_file_dirtied(struct wb_file *wbf);
+/* Take @wbf off ctx->dirty if it is on it.  Context: files_lock held. */
+void __wb_file_undirty(struct wb_file *wbf);
+
+/*
+ * The live files of the dirty list, referenced, in @snap->files[0,
+ * snap->nr) (grown as needed), taking off the list files that are clean
+ * and synced (see on_dirty); in key order (seq) when @sorted.  @snap is
+ * zeroed before the first use and freed with wb_dirty_snapshot_free();
+ * wb_dirty_snapshot_put() drops the references.  0 or -ENOMEM (then
+ * nothing is referenced).
+ */
+struct wb_dirty_snapshot {
+	struct wb_file **files;
+	unsigned int nr, cap;
+};
+int wb_dirty_snapshot(struct wb_ctx *ctx, struct wb_dirty_snapshot *snap, bool sorted);
+/*
+ * The dirty list's invariant (see wb_ctx.dirty), for wb_ctx_check(): at
+ * rest, every file with dirty or unsynced data is on it, and the list,
+ * nr_dirty and on_dirty agree.  0 or -EUCLEAN with details on stderr.
+ */
+int wb_dirty_check(struct wb_ctx *ctx);
+void wb_dirty_snapshot_put(struct wb_ctx *ctx, struct wb_dirty_snapshot *snap);
+void wb_dirty_snapshot_free(struct wb_dirty_snapshot *snap);
 
 /*
  * CLOCK_MONOTONIC in ns: ages, expiry and backoff (a step of the wall

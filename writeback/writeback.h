@@ -132,7 +132,9 @@ unsigned int wb_ctx_destroy(struct wb_ctx *ctx);
 void wb_ctx_quiesce(struct wb_ctx *ctx);
 
 /*
- * Check the cache's accounting invariant (blockstate's bs_cache_check);
+ * Check the cache's accounting invariant (blockstate's bs_cache_check)
+ * and that every file with dirty or unsynced data is on the flushers'
+ * dirty list;
  * only at rest: after wb_ctx_quiesce(), with no call in flight (reads of
  * readahead still in flight only make blocks uptodate, which the check
  * allows).  0 or -EUCLEAN with details on stderr.
