@@ -58,6 +58,15 @@
  * flight early and writes everything back at once, and the writer whose
  * write needed room waits until the device would have finished.
  *
+ * Iterations: a writer's deadline record (trace.h) starts an iteration
+ * (res->iters), once the iterations recorded before it have ended
+ * (writer_deadline()).  The writer stops at the end of the first step
+ * after which its next one is due at or after the deadline, or at that
+ * step's issue if it is already past it, and skips the iteration's other
+ * records (writer_skip(); the feed drops them unread); the iteration ends
+ * with its last writer (iter_leave()).  Counted per iteration: steps done
+ * by the deadline, in flight at it (late), skipped, writers run dry.
+ *
  * Namespace: unlink, and a rename over a file, drop the file's cache
  * unwritten, as the mount does when the kernel forgets a file that has no
  * name left (forget_writeback's discard); the trace has no close, so this

@@ -80,8 +80,9 @@
  * transaction is due clients / tps seconds after its last (a replay keeps
  * these as think times: a throttled client falls behind).  Iteration k's
  * clients are pids k x clients + 1 .. (k + 1) x clients, so a replay's
- * per-writer lines give each iteration's rate; the checkpointer and the
- * scanners have the pids after them.  stdout gets one line per iteration
+ * per-writer lines give each iteration's rate (with deadline=1, below, its
+ * iteration lines do); the checkpointer and the scanners have the pids
+ * after them.  stdout gets one line per iteration
  * (its pids, start and transactions per client) and the totals.
  *
  * warmup_s=N runs the model N seconds before the trace begins, writing
