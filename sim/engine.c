@@ -1144,7 +1144,9 @@ static int writer_deadline(struct sim *s, uint32_t w)
 	wr->mark++;
 	wr->iter = j;
 	wr->in_iter = true;
-	wr->deadline = it->start_ns + (int64_t)it->length_ns;
+	/* a length past the end of virtual time is no deadline */
+	wr->deadline = it->length_ns > (uint64_t)(INT64_MAX - it->start_ns) ?
+		       INT64_MAX : it->start_ns + (int64_t)it->length_ns;
 	wr->iter_end = wr->mark < tw->nr_marks ? s->t->marks[tw->first_mark + wr->mark].op
 					       : wr->nr_ops;
 	wr->step_ns = 0;
