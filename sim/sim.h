@@ -227,7 +227,13 @@ void sim_trace_close(struct sim_trace *t);
  * records at most for 2 x 3 s iterations of 6.17-folio (3.5 M records),
  * 26.4 M (1.6 GiB) for 10 x 60 s of it (236 M records), where throttled
  * clients ran up to about 80 s of trace behind, and 3.7 M for 10 x 60 s
- * of 6.17-page (contrib/results/seed-sim-long-2026-12-05).  A cursor per
+ * of 6.17-page (contrib/results/seed-sim-long-2026-12-05).  With
+ * time-bounded iterations (deadline records) a client falls behind by
+ * at most an iteration, and what it skips is dropped, not held; a writer
+ * without deadlines (the checkpointer, 125 s behind at the end of
+ * 6.17-folio's run, at 30k records per second of trace) still holds its
+ * records back: 5.8 M records at most for 10 x 30 s of 6.17-folio, 2.1 M
+ * for 6.17-page (contrib/results/seed-sim-iters-2026-12-05).  A cursor per
  * writer instead would hold nothing for lagging writers but decode each
  * stretch of the file once per writer living in it (1024 pgbench clients
  * interleave record by record); the forward reader decodes each record
