@@ -58,6 +58,15 @@
  * flight early and writes everything back at once, and the writer whose
  * write needed room waits until the device would have finished.
  *
+ * Iterations: a writer's deadline record (trace.h) starts an iteration
+ * (res->iters), once the iterations recorded before it have ended
+ * (writer_deadline()).  The writer stops at the end of the first step
+ * after which its next one is due at or after the deadline, or at that
+ * step's issue if it is already past it, and skips the iteration's other
+ * records (writer_skip(); the feed drops them unread); the iteration ends
+ * with its last writer (iter_leave()).  Counted per iteration: steps done
+ * by the deadline, in flight at it (late), skipped, writers run dry.
+ *
  * Namespace: unlink, and a rename over a file, drop the file's cache
  * unwritten, as the mount does when the kernel forgets a file that has no
  * name left (forget_writeback's discard); the trace has no close, so this
@@ -122,7 +131,7 @@ struct sim_open {
 	struct bs_ra ra;
 };
 
-enum wr_state { WR_READY, WR_PAUSED, WR_WAIT_FILE, WR_PASS, WR_SYNC, WR_DONE };
+enum wr_state { WR_READY, WR_PAUSED, WR_WAIT_FILE, WR_PASS, WR_SYNC, WR_WAIT_ITER, WR_DONE };
 
 /*
  * A writer: its records come one at a time from the feed (s->feed); cur
@@ -141,6 +150,19 @@ struct sim_writer {
 	uint64_t sync_token;
 	int sync_err;
 	struct wb_pass pass;
+	/*
+	 * Its iteration, from its last deadline record (trace.h), once
+	 * in_iter: res->iters[iter], which ends at deadline (virtual time)
+	 * and, in its records, at op iter_end (its next deadline record or
+	 * nr_ops).  step_ns: time_ns + 1 of the step it is in (0: none since
+	 * the deadline record).  mark: its deadline records issued.
+	 */
+	bool in_iter;
+	uint32_t iter;
+	int64_t deadline;
+	uint64_t iter_end, step_ns;
+	size_t mark;
+	uint64_t skipped;		/* ops skipped at deadlines */
 };
 
 enum fl_state { FL_IDLE, FL_PASS, FL_SYNC };
@@ -751,27 +773,92 @@ static void wake_file_waiters(struct sim *s, struct sim_file *f)
  * The op in progress is done at @t: the next one after its think time,
  * which a gap gives without reading the next record (sim.h).
  */
+static int writer_skip(struct sim *s, uint32_t w);
+
+/*
+ * A step (trace.h) of @wr's iteration ended at @t: done by the deadline,
+ * or late (in flight at it); @last: the iteration's last, so the writer
+ * ran out of records (dry) if that was before the deadline.
+ */
+static void step_end(struct sim *s, struct sim_writer *wr, int64_t t, bool last)
+{
+	struct sim_iter_result *it = &s->res->iters[wr->iter];
+
+	if (t <= wr->deadline) {
+		it->done++;
+	} else {
+		it->late++;
+		if (t - wr->deadline > it->overrun_ns)
+			it->overrun_ns = t - wr->deadline;
+	}
+	if (last && t < wr->deadline)
+		it->dry++;
+}
+
+/*
+ * @wr is done with its iteration (stopped at the deadline or out of
+ * records): the iteration ends with its last writer, and the writers
+ * waiting for it to start theirs (writer_deadline()) go on.
+ */
+static int iter_leave(struct sim *s, struct sim_writer *wr)
+{
+	struct sim_iter_result *it = &s->res->iters[wr->iter];
+
+	wr->in_iter = false;
+	if (--it->active)
+		return 0;
+	for (size_t w = 0; w < s->nr_writers; w++) {
+		if (s->writers[w].state != WR_WAIT_ITER)
+			continue;
+		s->writers[w].state = WR_READY;
+		if (ev_push(s, s->now, EV_WRITER, (uint32_t)w, 0))
+			return -ENOMEM;
+	}
+	return 0;
+}
+
 static int writer_op_done(struct sim *s, uint32_t w, int64_t t)
 {
 	struct sim_writer *wr = &s->writers[w];
 	struct trace_rec prev = wr->cur;
-	int64_t think;
+	bool end, gap = false;
+	int64_t think = 0;
 	int ret;
 
 	wr->last_ns = t;
 	s->res->ops++;
 	wr->has_cur = false;
-	if (++wr->next == wr->nr_ops) {
+	end = ++wr->next == wr->nr_ops;
+	if (!end) {
+		gap = sim_feed_gap(&s->feed, w, wr->next, &think);
+		if (!gap) {
+			ret = sim_feed_next(&s->feed, w, &wr->cur, s->err, s->errlen);
+			if (ret)
+				return ret;
+			wr->has_cur = true;
+			think = (int64_t)(wr->cur.time_ns - prev.time_ns - prev.dur_ns);
+		}
+	}
+	/*
+	 * A step ends where the next record (a gap's is later) has another
+	 * time; the writer stops there if its next step is due at or after
+	 * the deadline.
+	 */
+	if (wr->in_iter && prev.op != TRACE_OP_DEADLINE &&
+	    (end || gap || wr->next == wr->iter_end || wr->cur.time_ns != prev.time_ns)) {
+		step_end(s, wr, t, end || wr->next == wr->iter_end);
+		if (!end && wr->next != wr->iter_end && t + (think > 0 ? think : 0) >= wr->deadline)
+			return writer_skip(s, w);
+	}
+	if (wr->in_iter && (end || wr->next == wr->iter_end)) {
+		ret = iter_leave(s, wr);
+		if (ret)
+			return ret;
+	}
+	if (end) {
 		wr->state = WR_DONE;
 		s->writers_left--;
 		return 0;
-	}
-	if (!sim_feed_gap(&s->feed, w, wr->next, &think)) {
-		ret = sim_feed_next(&s->feed, w, &wr->cur, s->err, s->errlen);
-		if (ret)
-			return ret;
-		wr->has_cur = true;
-		think = (int64_t)(wr->cur.time_ns - prev.time_ns - prev.dur_ns);
 	}
 	wr->state = WR_READY;
 	return ev_push(s, t + (think > 0 ? think : 0), EV_WRITER, w, 0);
@@ -1001,6 +1088,105 @@ static int writer_fsync_sync(struct sim *s, uint32_t w)
 	return ev_push(s, sync_issue(s, f, &wr->sync_token, &wr->sync_err), EV_WRITER, w, 0);
 }
 
+/* The iteration a deadline record starts: its index in res->iters, found or added. */
+static int iter_of(struct sim *s, const struct sim_trace_mark *m, uint32_t *idx)
+{
+	struct sim_result *r = s->res;
+	struct sim_iter_result *p;
+	uint64_t start = m->time_ns - s->t->first_ns;
+
+	for (uint32_t i = r->nr_iters; i-- > 0;) {
+		if (r->iters[i].rec_start_ns == start && r->iters[i].length_ns == m->length_ns) {
+			*idx = i;
+			return 0;
+		}
+	}
+	if (r->nr_iters == UINT32_MAX)
+		return -ENOMEM;
+	p = realloc(r->iters, ((size_t)r->nr_iters + 1) * sizeof(*p));
+	if (!p)
+		return -ENOMEM;
+	r->iters = p;
+	p[r->nr_iters] = (struct sim_iter_result){ .rec_start_ns = start, .length_ns = m->length_ns };
+	*idx = r->nr_iters++;
+	return 0;
+}
+
+/*
+ * A deadline record: the writer's records up to its next one are an
+ * iteration.  An iteration starts when every iteration recorded to start
+ * before it has ended (back-to-back pgbench runs: the next starts after
+ * the last client of the one before has finished its transaction in
+ * flight), at its recorded time or later; its deadline is its start +
+ * its length, for all its writers.  Until then the writer waits
+ * (WR_WAIT_ITER, woken by iter_leave()).
+ */
+static int writer_deadline(struct sim *s, uint32_t w)
+{
+	struct sim_writer *wr = &s->writers[w];
+	const struct sim_trace_writer *tw = &s->t->writers[w];
+	const struct sim_trace_mark *m = &s->t->marks[tw->first_mark + wr->mark];
+	struct sim_iter_result *it;
+	uint32_t j;
+	int ret = iter_of(s, m, &j);
+
+	if (ret)
+		return ret;
+	it = &s->res->iters[j];
+	for (uint32_t i = 0; i < s->res->nr_iters; i++) {
+		if (s->res->iters[i].rec_start_ns < it->rec_start_ns && s->res->iters[i].active) {
+			wr->state = WR_WAIT_ITER;
+			return 0;
+		}
+	}
+	if (!it->writers)
+		it->start_ns = s->now;
+	wr->mark++;
+	wr->iter = j;
+	wr->in_iter = true;
+	/* a length past the end of virtual time is no deadline */
+	wr->deadline = it->length_ns > (uint64_t)(INT64_MAX - it->start_ns) ?
+		       INT64_MAX : it->start_ns + (int64_t)it->length_ns;
+	wr->iter_end = wr->mark < tw->nr_marks ? s->t->marks[tw->first_mark + wr->mark].op
+					       : wr->nr_ops;
+	wr->step_ns = 0;
+	it->writers++;
+	it->active++;
+	it->steps += m->steps;
+	return writer_op_done(s, w, s->now);
+}
+
+/*
+ * A step due at or after the deadline: the writer stops, as pgbench's
+ * clients do at -T's end, and skips the rest of its iteration's records
+ * (the feed drops them unread: sim_feed_skip()); it resumes at its next
+ * deadline record's recorded time, or when it is done if that is later.
+ */
+static int writer_skip(struct sim *s, uint32_t w)
+{
+	struct sim_writer *wr = &s->writers[w];
+	const struct sim_trace_writer *tw = &s->t->writers[w];
+	uint64_t n = wr->iter_end - wr->next;	/* from op next (cur once taken) on */
+	int64_t at;
+	int ret;
+
+	sim_feed_skip(&s->feed, w, n - (wr->has_cur ? 1 : 0), wr->iter_end);
+	wr->skipped += n;
+	wr->has_cur = false;
+	wr->next = wr->iter_end;
+	ret = iter_leave(s, wr);
+	if (ret)
+		return ret;
+	if (wr->next == wr->nr_ops) {
+		wr->state = WR_DONE;
+		s->writers_left--;
+		return 0;
+	}
+	at = (int64_t)(s->t->marks[tw->first_mark + wr->mark].time_ns - s->t->first_ns);
+	wr->state = WR_READY;
+	return ev_push(s, at > s->now ? at : s->now, EV_WRITER, w, 0);
+}
+
 static int writer_issue(struct sim *s, uint32_t w)
 {
 	struct sim_writer *wr = &s->writers[w];
@@ -1014,6 +1200,13 @@ static int writer_issue(struct sim *s, uint32_t w)
 		if (ret)
 			return ret;
 		wr->has_cur = true;
+	}
+	if (r->op == TRACE_OP_DEADLINE)
+		return writer_deadline(s, w);
+	if (wr->in_iter && wr->step_ns != r->time_ns + 1) {	/* a new step */
+		if (s->now >= wr->deadline)
+			return writer_skip(s, w);
+		wr->step_ns = r->time_ns + 1;
 	}
 	f = op_file(s, r);
 
@@ -1338,8 +1531,9 @@ static void summarize(struct sim *s)
 		int64_t rec = (int64_t)(tw->end_ns - tw->first_ns);
 
 		r->writers[w] = (struct sim_writer_result){
-			.pid = wr->pid, .ops = wr->nr_ops,
-			.achieved_ops_s = ach > 0 ? (double)wr->nr_ops * NS / (double)ach : 0,
+			.pid = wr->pid, .ops = wr->nr_ops - wr->skipped,
+			.achieved_ops_s = ach > 0 ? (double)(wr->nr_ops - wr->skipped) * NS /
+						    (double)ach : 0,
 			.recorded_ops_s = rec > 0 ? (double)wr->nr_ops * NS / (double)rec : 0,
 		};
 	}
@@ -1423,4 +1617,6 @@ void sim_result_free(struct sim_result *res)
 {
 	free(res->writers);
 	res->writers = NULL;
+	free(res->iters);
+	res->iters = NULL;
 }

@@ -113,6 +113,13 @@ struct scan {
 	struct sim_trace_gap *g;
 	uint32_t *g_w;			/* each gap's writer (scan index) */
 	size_t nr_g, cap_g;
+	struct sim_trace_mark *m;
+	uint32_t *m_w;			/* each mark's writer (scan index) */
+	size_t nr_m, cap_m;
+	/* per writer: its mark now (an index into m; NONE: none yet), and
+	 * the time_ns of its step now + 1 (0: none since the mark) */
+	uint32_t *w_mark;
+	uint64_t *w_step;
 };
 
 static int grow(void **p, size_t *cap, size_t n, size_t size)
@@ -138,13 +145,19 @@ static int scan_writer(struct sim_trace *t, struct scan *sc, const struct trace_
 	size_t cap = sc->cap_w;
 
 	if (w == NONE) {
+		size_t cap2 = cap, cap3 = cap;
+
 		if (grow((void **)&sc->w, &sc->cap_w, sc->nr_w, sizeof(*sc->w)) ||
 		    grow((void **)&sc->w_last, &cap, sc->nr_w, sizeof(*sc->w_last)) ||
+		    grow((void **)&sc->w_mark, &cap2, sc->nr_w, sizeof(*sc->w_mark)) ||
+		    grow((void **)&sc->w_step, &cap3, sc->nr_w, sizeof(*sc->w_step)) ||
 		    map_grow(&t->pid_map, sc->nr_w))
 			return -ENOMEM;
 		w = (uint32_t)sc->nr_w++;
 		map_put(&t->pid_map, r->pid, w);
 		sc->w[w] = (struct sim_trace_writer){ .pid = r->pid, .first_ns = r->time_ns };
+		sc->w_mark[w] = NONE;
+		sc->w_step[w] = 0;
 	} else {
 		think = (int64_t)(r->time_ns - sc->w_last[w]);
 		if (think > SIM_FEED_GAP_NS) {
@@ -155,6 +168,23 @@ static int scan_writer(struct sim_trace *t, struct scan *sc, const struct trace_
 			sc->g[sc->nr_g] = (struct sim_trace_gap){ sc->w[w].nr_ops, think };
 			sc->g_w[sc->nr_g++] = w;
 		}
+	}
+	if (r->op == TRACE_OP_DEADLINE) {
+		size_t cap = sc->cap_m;
+
+		if (grow((void **)&sc->m, &sc->cap_m, sc->nr_m, sizeof(*sc->m)) ||
+		    grow((void **)&sc->m_w, &cap, sc->nr_m, sizeof(*sc->m_w)))
+			return -ENOMEM;
+		sc->m[sc->nr_m] = (struct sim_trace_mark){ sc->w[w].nr_ops, r->time_ns, r->length, 0 };
+		sc->m_w[sc->nr_m] = w;
+		sc->w_mark[w] = (uint32_t)sc->nr_m++;
+		sc->w_step[w] = 0;
+	} else if (sc->w_mark[w] != NONE && sc->w_step[w] != r->time_ns + 1) {
+		struct sim_trace_mark *m = &sc->m[sc->w_mark[w]];
+
+		if (r->time_ns < m->time_ns + m->length_ns)	/* due before the deadline */
+			m->steps++;
+		sc->w_step[w] = r->time_ns + 1;
 	}
 	wr = &sc->w[w];
 	wr->nr_ops++;
@@ -167,7 +197,7 @@ static int scan_file(struct sim_trace *t, struct scan *sc, const struct trace_re
 {
 	uint32_t f = map_get(&t->file_map, r->file);
 
-	if (f != NONE)
+	if (f != NONE || r->op == TRACE_OP_DEADLINE)	/* a deadline names no file */
 		return 0;
 	if (grow((void **)&sc->f, &sc->cap_f, sc->nr_f, sizeof(*sc->f)) ||
 	    map_grow(&t->file_map, sc->nr_f))
@@ -205,7 +235,8 @@ static int scan_finish(struct sim_trace *t, struct scan *sc)
 
 	t->file_order = malloc((sc->nr_f + 1) * sizeof(*t->file_order));
 	t->gaps = malloc((sc->nr_g + 1) * sizeof(*t->gaps));
-	if (!w_new || !at || !t->file_order || !t->gaps)
+	t->marks = malloc((sc->nr_m + 1) * sizeof(*t->marks));
+	if (!w_new || !at || !t->file_order || !t->gaps || !t->marks)
 		goto out;
 	t->writers = sc->w;
 	t->nr_writers = sc->nr_w;
@@ -237,6 +268,16 @@ static int scan_finish(struct sim_trace *t, struct scan *sc)
 	for (size_t i = 0; i < sc->nr_g; i++)
 		t->gaps[at[w_new[sc->g_w[i]]]++] = sc->g[i];
 	t->nr_gaps = sc->nr_g;
+	/* Marks likewise. */
+	for (size_t i = 0; i < sc->nr_m; i++)
+		t->writers[w_new[sc->m_w[i]]].nr_marks++;
+	for (size_t i = 0, n = 0; i < t->nr_writers; i++) {
+		t->writers[i].first_mark = at[i] = n;
+		n += t->writers[i].nr_marks;
+	}
+	for (size_t i = 0; i < sc->nr_m; i++)
+		t->marks[at[w_new[sc->m_w[i]]]++] = sc->m[i];
+	t->nr_marks = sc->nr_m;
 	ret = 0;
 out:
 	free(w_new);
@@ -284,6 +325,10 @@ int sim_trace_open(const char *path, struct sim_trace **tp, char *err, size_t er
 	free(sc.f);
 	free(sc.g);
 	free(sc.g_w);
+	free(sc.m);
+	free(sc.m_w);
+	free(sc.w_mark);
+	free(sc.w_step);
 	if (ret) {
 		sim_trace_close(t);
 		return ret;
@@ -301,6 +346,7 @@ void sim_trace_close(struct sim_trace *t)
 	free(t->file_order);
 	free(t->writers);
 	free(t->gaps);
+	free(t->marks);
 	map_free(&t->pid_map);
 	map_free(&t->file_map);
 	free(t);
@@ -319,7 +365,7 @@ int sim_feed_open(struct sim_feed *fd, const struct sim_trace *t, char *err, siz
 		return -ENOMEM;
 	}
 	for (size_t w = 0; w < t->nr_writers; w++)
-		fd->q[w] = (struct sim_feed_queue){ NONE, NONE, t->writers[w].first_gap };
+		fd->q[w] = (struct sim_feed_queue){ NONE, NONE, t->writers[w].first_gap, 0 };
 	ret = trace_reader_open(&fd->rd, t->path, err, errlen);
 	if (ret) {
 		free(fd->q);
@@ -386,7 +432,7 @@ static int64_t read_one(struct sim_feed *fd, char *err, size_t errlen)
 		return ret ? ret : -EIO;
 	}
 	w = map_get(&t->pid_map, r.pid);
-	f = map_get(&t->file_map, r.file);
+	f = r.op == TRACE_OP_DEADLINE ? 0 : map_get(&t->file_map, r.file);
 	if (w == NONE || f == NONE) {
 		snprintf(err, errlen, "%s: the trace changed since it was read (record %llu)",
 			 t->path, (unsigned long long)(fd->rd.next - 1));
@@ -406,6 +452,11 @@ static int64_t read_one(struct sim_feed *fd, char *err, size_t errlen)
 		r.offset = rep == NONE ? 0 : (uint64_t)rep + 1;
 	}
 	r.file = f;
+	q = &fd->q[w];
+	if (q->drop) {		/* skipped (sim_feed_skip()): not kept */
+		q->drop--;
+		return w;
+	}
 	n = node_get(fd);
 	if (n == NONE) {
 		snprintf(err, errlen, "%s: out of memory for %llu records read ahead", t->path,
@@ -413,7 +464,6 @@ static int64_t read_one(struct sim_feed *fd, char *err, size_t errlen)
 		return -ENOMEM;
 	}
 	fd->pool[n] = (struct sim_feed_node){ r, NONE };
-	q = &fd->q[w];
 	if (q->tail == NONE)
 		q->head = n;
 	else
@@ -457,4 +507,25 @@ bool sim_feed_gap(struct sim_feed *fd, uint32_t w, uint64_t op, int64_t *think_n
 	*think_ns = g->think_ns;
 	q->gap++;
 	return true;
+}
+
+void sim_feed_skip(struct sim_feed *fd, uint32_t w, uint64_t n, uint64_t resume_op)
+{
+	const struct sim_trace_writer *wr = &fd->t->writers[w];
+	struct sim_feed_queue *q = &fd->q[w];
+
+	while (n && q->head != NONE) {
+		uint32_t h = q->head;
+
+		q->head = fd->pool[h].next;
+		if (q->head == NONE)
+			q->tail = NONE;
+		fd->pool[h].next = fd->free_node;
+		fd->free_node = h;
+		fd->queued--;
+		n--;
+	}
+	q->drop += n;
+	while (q->gap < wr->first_gap + wr->nr_gaps && fd->t->gaps[q->gap].op <= resume_op)
+		q->gap++;
 }

@@ -202,6 +202,20 @@ static void print_summary(const struct sim_result *r)
 		printf("writer %u %llu %.1f %.1f\n", r->writers[w].pid,
 		       (unsigned long long)r->writers[w].ops, r->writers[w].achieved_ops_s,
 		       r->writers[w].recorded_ops_s);
+	if (r->nr_iters)
+		printf("# iteration n start_s length_s writers txns_done txns_late txns_skipped "
+		       "dry tps overrun_ms\n");
+	for (uint32_t i = 0; i < r->nr_iters; i++) {
+		const struct sim_iter_result *it = &r->iters[i];
+		double len = (double)it->length_ns / 1e9;
+
+		printf("iteration %u %.3f %.3f %u %llu %llu %llu %llu %.1f %.3f\n", i + 1,
+		       (double)it->start_ns / 1e9, len, it->writers, (unsigned long long)it->done,
+		       (unsigned long long)it->late,
+		       (unsigned long long)(it->steps - it->done - it->late),
+		       (unsigned long long)it->dry, len > 0 ? (double)it->done / len : 0,
+		       MS(it->overrun_ns));
+	}
 	printf("pauses %llu total_ms %.1f p50_ms %.3f p99_ms %.3f max_ms %.3f\n",
 	       (unsigned long long)r->pauses, MS(r->pause_total_ns), MS(r->pause_p50_ns),
 	       MS(r->pause_p99_ns), MS(r->pause_max_ns));

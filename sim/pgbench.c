@@ -80,13 +80,23 @@
  * transaction is due clients / tps seconds after its last (a replay keeps
  * these as think times: a throttled client falls behind).  Iteration k's
  * clients are pids k x clients + 1 .. (k + 1) x clients, so a replay's
- * per-writer lines give each iteration's rate; the checkpointer and the
- * scanners have the pids after them.  stdout gets one line per iteration
+ * per-writer lines give each iteration's rate (with deadline=1, below, its
+ * iteration lines do); the checkpointer and the scanners have the pids
+ * after them.  stdout gets one line per iteration
  * (its pids, start and transactions per client) and the totals.
  *
  * warmup_s=N runs the model N seconds before the trace begins, writing
  * nothing: shared buffers start as dirty as a server's that ran that long.
  * txns=N sets an iteration's transactions instead of tps x duration;
+ * deadline=1 makes iterations time-bounded, as pgbench -T: each client's
+ * records of an iteration begin with a deadline record (trace.h) at the
+ * iteration's start, of length duration, so that a replay stops the
+ * client at start + duration, however far behind it is, and skips the
+ * rest; the next iteration starts (gap_s after) at that deadline, not
+ * when the last transaction was due.  A client gets one transaction more
+ * than fits in the duration (txns_per_client()): one is due at or after
+ * the deadline, so a replayed client never runs out before it.
+
  * end_ckpt=1 ends the trace with a CHECKPOINT (written at once).
  *
  * Memory: events are written as they are made (stdio's buffer); what is
@@ -111,7 +121,7 @@ struct pg_spec {
 	uint64_t clients, scale, fillfactor, tps, duration_s, iterations;
 	uint64_t shared_buffers, checkpoint_s, ckpt_target, wal_rec, fpw, wal_group;
 	uint64_t wal_seg, wal_files, rel_seg, scan, scan_io, scan_s, cold, seed;
-	uint64_t txns, end_ckpt, warmup_s, gap_s, index, idx_dirty, hint_fpw, wal_each;
+	uint64_t txns, end_ckpt, warmup_s, gap_s, index, idx_dirty, hint_fpw, wal_each, deadline;
 	bool scan_s_set;
 };
 
@@ -152,6 +162,7 @@ struct pg_gen {
 	bool hist_seg_written;
 	/* what was made */
 	uint64_t txns, recs, reads, writes, wal_writes, syncs, ckpt_writes, scan_reads;
+	uint64_t last_txn_ns;		/* the last transaction's time */
 };
 
 static int parse_item(struct pg_spec *g, const char *name, const char *val, char *err,
@@ -169,6 +180,7 @@ static int parse_item(struct pg_spec *g, const char *name, const char *val, char
 		K(seed, 0, UINT64_MAX), K(txns, 0, 1ull << 40), K(end_ckpt, 0, 1),
 		K(warmup_s, 0, 1000000), K(gap_s, 0, 1000000), K(index, 0, 1),
 		K(idx_dirty, 0, 100), K(hint_fpw, 0, 1), K(cold, 0, 2), K(wal_each, 0, 1),
+		K(deadline, 0, 1),
 #undef K
 	};
 
@@ -185,7 +197,8 @@ static int parse_item(struct pg_spec *g, const char *name, const char *val, char
 	snprintf(err, errlen, "%s: unknown pgbench item (clients, scale, fillfactor, tps, "
 		 "duration, iterations, shared_buffers, checkpoint_s, ckpt_target, wal_rec, "
 		 "fpw, wal_group, wal_seg, wal_files, rel_seg, scan, scan_io, scan_s, cold, "
-		 "seed, txns, end_ckpt, warmup_s, gap_s, index, idx_dirty, hint_fpw, wal_each)",
+		 "seed, txns, end_ckpt, warmup_s, gap_s, index, idx_dirty, hint_fpw, wal_each, "
+		 "deadline)",
 		 name);
 	return -EINVAL;
 }
@@ -221,6 +234,10 @@ static int parse_spec(const char *spec, struct pg_spec *g, char *err, size_t err
 	free(copy);
 	if (!ret && (g->wal_seg % PG_PAGE || g->rel_seg % PG_PAGE || g->scan_io % PG_PAGE)) {
 		snprintf(err, errlen, "wal_seg, rel_seg and scan_io: multiples of 8K");
+		ret = -EINVAL;
+	}
+	if (!ret && g->deadline && g->txns) {
+		snprintf(err, errlen, "deadline=1 bounds an iteration by its duration: not with txns=");
 		ret = -EINVAL;
 	}
 	if (!ret && g->clients * g->iterations + 2 + g->iterations > UINT32_MAX) {
@@ -617,9 +634,25 @@ static int warmup(struct pg_gen *p, uint64_t *t)
 	return ret;
 }
 
+/*
+ * An iteration's transactions per client: txns / clients, or tps x
+ * duration / clients; with deadline=1 enough that every client's last
+ * one is due at or after the deadline (one round more than fits), so
+ * that a replayed client, which never runs ahead of its recorded
+ * schedule, cannot run out of transactions before the deadline.
+ */
+static uint64_t txns_per_client(const struct pg_spec *g)
+{
+	uint64_t all = g->txns ? g->txns : g->tps * g->duration_s;
+
+	if (g->deadline)
+		return (all + g->clients - 1) / g->clients + 1;
+	return all / g->clients ? all / g->clients : 1;
+}
+
 static int create_files(struct pg_gen *p)
 {
-	uint64_t txns = (p->g.txns ? p->g.txns : p->g.tps * p->g.duration_s) * p->g.iterations +
+	uint64_t txns = txns_per_client(&p->g) * p->g.clients * p->g.iterations +
 			p->g.tps * p->g.warmup_s;
 	int ret = 0;
 
@@ -638,13 +671,11 @@ static int create_files(struct pg_gen *p)
 static int iteration(struct pg_gen *p, uint64_t k, uint64_t *t0)
 {
 	const struct pg_spec *g = &p->g;
-	uint64_t per_client = (g->txns ? g->txns : g->tps * g->duration_s) / g->clients;
+	uint64_t per_client = txns_per_client(g);
 	uint64_t start = *t0 + (g->scan ? (k ? g->gap_s : g->scan_s) * NS_PER_S : 0);
 	uint32_t first_pid = (uint32_t)(k * g->clients + 1);
 	int ret = 0;
 
-	if (!per_client)
-		per_client = 1;
 	ret = ckpt_until(p, *t0);
 	if (g->scan && (g->scan == 1 || !k) && !ret)
 		ret = scan(p, *t0, (uint32_t)(p->ckpt_pid + 1 + k));
@@ -656,19 +687,37 @@ static int iteration(struct pg_gen *p, uint64_t k, uint64_t *t0)
 		p->ckpt_next_ns += start - *t0;
 		p->ckpt_start_ns += start - *t0;
 	}
-	printf("iteration %llu pids %u-%llu start_s %.3f txns_per_client %llu\n",
+	printf("iteration %llu pids %u-%llu start_s %.3f txns_per_client %llu",
 	       (unsigned long long)k + 1, first_pid,
 	       (unsigned long long)(first_pid + g->clients - 1),
 	       (double)(start - p->t_base) / NS_PER_S,
 	       (unsigned long long)per_client);
+	if (g->deadline)
+		printf(" deadline_s %.3f", (double)(start - p->t_base) / NS_PER_S + (double)g->duration_s);
+	printf("\n");
+	/* deadline=1: each client's iteration ends duration seconds after it starts */
+	for (uint64_t c = 0; g->deadline && c < g->clients && !ret; c++) {
+		struct trace_rec r = {
+			.time_ns = start - p->t_base, .pid = first_pid + (uint32_t)c,
+			.op = TRACE_OP_DEADLINE, .length = g->duration_s * NS_PER_S,
+		};
+
+		p->recs++;
+		ret = trace_write_rec(p->f, &r);
+	}
 	for (uint64_t n = 0; n < per_client * g->clients && !ret; n++) {
 		uint64_t t = start + (uint64_t)((unsigned __int128)n * NS_PER_S / g->tps);
 
 		ret = ckpt_until(p, t);
 		if (!ret)
 			ret = txn(p, t, first_pid + (uint32_t)(n % g->clients));
+		p->last_txn_ns = t;
 	}
-	*t0 = start + (uint64_t)((unsigned __int128)per_client * g->clients * NS_PER_S / g->tps);
+	if (g->deadline)	/* the next starts after this one's deadline */
+		*t0 = start + g->duration_s * NS_PER_S;
+	else
+		*t0 = start + (uint64_t)((unsigned __int128)per_client * g->clients * NS_PER_S /
+					 g->tps);
 	return ret;
 }
 
@@ -750,6 +799,8 @@ int sim_gen_pgbench(const char *spec, const char *out_path, char *err, size_t er
 		ret = warmup(&p, &t);
 	for (uint64_t k = 0; k < p.g.iterations && !ret; k++)
 		ret = iteration(&p, k, &t);
+	if (t < p.last_txn_ns)	/* deadline=1: the last round is due after the deadline */
+		t = p.last_txn_ns;
 	if (!ret && p.in_group)
 		ret = wal_flush(&p, t, (uint32_t)(p.g.iterations * p.g.clients));
 	if (!ret && p.g.end_ckpt)

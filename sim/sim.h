@@ -103,8 +103,28 @@ struct sim_result {
 	struct sim_writer_result {
 		uint32_t pid;
 		uint64_t ops;
-		double achieved_ops_s, recorded_ops_s;
+		double achieved_ops_s, recorded_ops_s;	/* ops: those issued (not skipped) */
 	} *writers;
+	/*
+	 * Per iteration, for a trace with deadline records (trace.h), in the
+	 * order their first deadline record was issued: its recorded start
+	 * (virtual time: from the trace's first record) and length, when it
+	 * started (writer_deadline(): after the iterations before it), the
+	 * writers in it, the steps (transactions) their records have due
+	 * before the deadline, those done by the deadline, those in flight
+	 * at it (late: done after it, by overrun_ns at most), the rest
+	 * skipped (due before it, not started by it: the writers' lag); dry:
+	 * writers that ran out of records before it.
+	 */
+	uint32_t nr_iters;
+	struct sim_iter_result {
+		uint64_t rec_start_ns, length_ns;	/* recorded */
+		int64_t start_ns;		/* when it started: at rec_start_ns or later */
+		uint32_t active;		/* writers in it now */
+		uint32_t writers;
+		uint64_t steps, done, late, dry;
+		int64_t overrun_ns;
+	} *iters;
 };
 
 /*
@@ -116,9 +136,10 @@ struct sim_result {
  * the files (ids, sorted: a file's index is its place here) with the size
  * the first record gives, the order they first appear in, the writers
  * (pids, sorted) with their op counts and recorded span, the first and
- * last record's time, and the writers' long think times (gaps).  Memory:
- * about 40 bytes per file, 48 per writer and 16 per gap, whatever the
- * trace's length.  One sim_trace serves any number of replays (--compare,
+ * last record's time, the writers' long think times (gaps) and their
+ * deadline records (marks).  Memory: about 40 bytes per file, 64 per
+ * writer, 16 per gap and 32 per deadline record, whatever the trace's
+ * length.  One sim_trace serves any number of replays (--compare,
  * a sweep's workers after fork), each through a sim_feed of its own.
  *
  * A gap is a think time longer than SIM_FEED_GAP_NS of recorded time
@@ -142,12 +163,27 @@ struct sim_trace_gap {
 	int64_t think_ns;		/* next.time_ns - prev.time_ns - prev.dur_ns, as replayed */
 };
 
+/*
+ * A deadline record (trace.h): the writer's op index of it, the
+ * iteration's recorded start (its time_ns) and length, and the steps
+ * (records with one time_ns; see trace.h) due before the deadline in the
+ * writer's iteration it begins, which ends at the writer's next deadline
+ * record or its end.  (A step due at or after it is never started: a
+ * replayed writer is never ahead of its recorded schedule.)
+ */
+struct sim_trace_mark {
+	uint64_t op;
+	uint64_t time_ns, length_ns;
+	uint64_t steps;
+};
+
 struct sim_trace_writer {
 	uint32_t pid;
 	uint64_t nr_ops;
 	uint64_t first_ns;		/* time_ns of its first record */
 	uint64_t end_ns;		/* time_ns + dur_ns of its last */
 	size_t first_gap, nr_gaps;	/* its gaps: gaps[first_gap .. + nr_gaps), in op order */
+	size_t first_mark, nr_marks;	/* its deadline records: marks[first_mark ..), op order */
 };
 
 /* uint32 -> index, open addressing (feed.c) */
@@ -167,6 +203,8 @@ struct sim_trace {
 	size_t nr_writers;
 	struct sim_trace_gap *gaps;	/* grouped by writer */
 	size_t nr_gaps;
+	struct sim_trace_mark *marks;	/* grouped by writer (32 bytes per deadline record) */
+	size_t nr_marks;
 	struct sim_u32_map pid_map, file_map;	/* pid -> writer, file id -> file */
 };
 
@@ -189,7 +227,13 @@ void sim_trace_close(struct sim_trace *t);
  * records at most for 2 x 3 s iterations of 6.17-folio (3.5 M records),
  * 26.4 M (1.6 GiB) for 10 x 60 s of it (236 M records), where throttled
  * clients ran up to about 80 s of trace behind, and 3.7 M for 10 x 60 s
- * of 6.17-page (contrib/results/seed-sim-long-2026-12-05).  A cursor per
+ * of 6.17-page (contrib/results/seed-sim-long-2026-12-05).  With
+ * time-bounded iterations (deadline records) a client falls behind by
+ * at most an iteration, and what it skips is dropped, not held; a writer
+ * without deadlines (the checkpointer, 125 s behind at the end of
+ * 6.17-folio's run, at 30k records per second of trace) still holds its
+ * records back: 5.8 M records at most for 10 x 30 s of 6.17-folio, 2.1 M
+ * for 6.17-page (contrib/results/seed-sim-iters-2026-12-05).  A cursor per
  * writer instead would hold nothing for lagging writers but decode each
  * stretch of the file once per writer living in it (1024 pgbench clients
  * interleave record by record); the forward reader decodes each record
@@ -209,6 +253,7 @@ struct sim_feed {
 	struct sim_feed_queue {
 		uint32_t head, tail;	/* UINT32_MAX: empty */
 		size_t gap;		/* its next gap, an index into t->gaps */
+		uint64_t drop;		/* records of it to drop as the read passes them */
 	} *q;				/* per writer */
 	uint64_t queued, peak_queued;	/* records in the queues, now and at most */
 };
@@ -217,6 +262,14 @@ int sim_feed_open(struct sim_feed *fd, const struct sim_trace *t, char *err, siz
 void sim_feed_close(struct sim_feed *fd);
 /* Writer @w's next record, read on as far as needed: 0, or -errno with one line in @err. */
 int sim_feed_next(struct sim_feed *fd, uint32_t w, struct trace_rec *rec, char *err, size_t errlen);
+/*
+ * Writer @w skips its next @n records (those it has not taken): the
+ * queued ones are freed now, the others dropped as the read passes them,
+ * so a skipped record is never kept.  Its gaps before ops up to
+ * @resume_op (the op it resumes at, which it issues without asking for
+ * a gap) are passed over.
+ */
+void sim_feed_skip(struct sim_feed *fd, uint32_t w, uint64_t n, uint64_t resume_op);
 /* True with the think time before writer @w's op @op in *@think_ns when it is a gap. */
 bool sim_feed_gap(struct sim_feed *fd, uint32_t w, uint64_t op, int64_t *think_ns);
 

@@ -17,6 +17,12 @@ no mount.
   and on random writes through writeback, within 10%, in virtual time;
 - bad values are refused in one line; cache_size beyond this machine's
   memory only with sim_data=0;
+- time-bounded iterations (deadline=1, as pgbench -T): a deadline record
+  per client and iteration, each client's last transaction due at or
+  after the deadline; a throttled replay ends every iteration at its
+  deadline (the next starts then, or when the last transaction in flight
+  is done), counts the transactions skipped, reports tps = done / length,
+  and keeps no skipped record; an unthrottled one skips nothing;
 - contrib/sim/pgbench-seed.py runs end to end at a small scale.
 """
 import collections
@@ -333,6 +339,7 @@ def test_cache_beyond_ram_without_data(tmp_path):
     ('pgbench,fillfactor=5', 'fillfactor'),
     ('pgbench,wal_seg=12K', 'multiples of 8K'),
     ('pgbench,nosuch=1', 'unknown pgbench item'),
+    ('pgbench,deadline=1,txns=100', 'not with txns='),
 ])
 def test_bad_spec(tmp_path, spec, msg):
     out = tmp_path / 'x.trace'
@@ -340,6 +347,115 @@ def test_bad_spec(tmp_path, spec, msg):
     assert r.returncode != 0
     assert msg in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert not out.exists()
+
+
+# Time-bounded iterations: 4 clients at 1000 tps, 3 iterations of 2 s
+# back to back (gap_s=0), after a scan that makes 2 MiB folios.
+BOUNDED = ('pgbench,clients=4,scale=2,tps=1000,duration=2,iterations=3,shared_buffers=8M,'
+           'gap_s=0,scan=2')
+# Throttled: per-folio charging of 2 MiB folios against 2 MB of dirty budget.
+THROTTLED = ('cache_size=256M,folio_size=2M,dirty_account=folio,dirty_bytes=2M,'
+             'dirty_background_bytes=1M')
+# A device that takes no time: nothing waits, nothing is throttled.
+IDEAL = 'cache_size=256M,dev_lat_us=0,dev_flush_us=0,dev_bw=1000G'
+
+
+def replay(trace, opts):
+    r = subprocess.run([FOLIOSIM, trace, '-o', opts], capture_output=True, text=True,
+                       check=True)
+    its, ops, end = [], None, None
+    for line in r.stdout.splitlines():
+        w = line.split()
+        if w[:2] == ['#', 'summary:']:
+            ops, end = int(w[2]), float(w[5])
+        elif w and w[0] == 'iteration':
+            its.append(dict(start=float(w[2]), length=float(w[3]), writers=int(w[4]),
+                            done=int(w[5]), late=int(w[6]), skipped=int(w[7]), dry=int(w[8]),
+                            tps=float(w[9]), overrun_ms=float(w[10])))
+    ahead = int(r.stderr.split('at most ')[1].split()[0])
+    return its, ops, end, ahead
+
+
+def schedule(stdout):
+    # the generator's iteration lines: recorded start and deadline (s)
+    return [(float(w[5]), float(w[9])) for w in (line.split() for line in stdout.splitlines())
+            if w and w[0] == 'iteration']
+
+
+def due_steps(recs):
+    # per iteration start (ns): the steps (a client's records with one time)
+    # due before the deadline, from the trace itself
+    marks = {pid: t for t, pid, _f, op, _o, _l in recs if op == 'deadline'}
+    times = collections.defaultdict(set)
+    for t, pid, _f, op, _o, _l in recs:
+        if pid in marks and op != 'deadline' and t < marks[pid] + 2 * 10**9:
+            times[pid].add(t)
+    due = collections.Counter()
+    for pid, ts in times.items():
+        due[marks[pid]] += len(ts)
+    return [due[k] for k in sorted(due)]
+
+
+def test_deadline_records(tmp_path):
+    path, out = gen(tmp_path, BOUNDED + ',deadline=1')
+    recs = dump(path)
+    sched = schedule(out)
+    assert len(sched) == 3
+    marks = [(t, pid, length) for t, pid, _f, op, _o, length in recs if op == 'deadline']
+    assert len(marks) == 12
+    for k, (start, deadline) in enumerate(sched):
+        assert deadline == start + 2
+        assert sorted(pid for t, pid, _l in marks if t == round(start * 1e9)) == \
+            [4 * k + 1 + c for c in range(4)]
+    assert {length for _t, _p, length in marks} == {2 * 10**9}
+    # every client has a transaction due at or after its deadline: it cannot run dry
+    for t, pid, _l in marks:
+        last = max(r[0] for r in recs if r[1] == pid)
+        assert last >= t + 2 * 10**9
+    # a client's records of an iteration: its deadline record first
+    for t, pid, _l in marks:
+        assert min(r[0] for r in recs if r[1] == pid and r[3] != 'deadline') >= t
+
+
+def test_deadline_throttled(tmp_path):
+    path, out = gen(tmp_path, BOUNDED + ',deadline=1')
+    upath, _ = gen(tmp_path, BOUNDED, 'unbounded.trace')
+    recs = dump(path)
+    due = due_steps(recs)
+    assert due == [2000, 2000, 2000]
+    its, ops, end, ahead = replay(path, THROTTLED)
+    assert len(its) == 3
+    rec_start = [s for s, _d in schedule(out)]
+    for k, it in enumerate(its):
+        assert it['writers'] == 4 and it['dry'] == 0
+        assert it['done'] + it['late'] + it['skipped'] == due[k]
+        assert it['skipped'] > 0          # the throttle held the clients back
+        assert it['late'] <= it['writers']  # at most one transaction in flight each
+        assert it['tps'] == round(it['done'] / it['length'], 1)
+        # it starts at its recorded time, or when the one before it has ended:
+        # at its deadline, or when the last transaction in flight was done
+        want = rec_start[k]
+        if k:
+            prev = its[k - 1]
+            want = max(want, prev['start'] + prev['length'] + prev['overrun_ms'] / 1000)
+        assert abs(it['start'] - want) < 0.0015
+    # the clients stopped at the deadlines: without them, iterations run over
+    uits, _uops, uend, _ = replay(upath, THROTTLED)
+    assert not uits
+    last = its[-1]
+    assert end < uend
+    assert end < last['start'] + last['length'] + last['overrun_ms'] / 1000 + 1
+    # skipped records are dropped, not kept: fewer were ever read ahead than were skipped
+    skipped_recs = len(recs) - ops
+    assert skipped_recs > 1000 and ahead < skipped_recs
+
+
+def test_deadline_unthrottled(tmp_path):
+    path, out = gen(tmp_path, BOUNDED + ',deadline=1')
+    its, _ops, _end, _ = replay(path, IDEAL)
+    assert [(it['done'], it['late'], it['skipped'], it['dry'], it['tps']) for it in its] == \
+        [(2000, 0, 0, 0, 1000.0)] * 3
+    assert [it['start'] for it in its] == [s for s, _d in schedule(out)]
 
 
 def test_seed_driver_small(tmp_path):

@@ -23,6 +23,7 @@ static const char *const op_names[TRACE_OP_END] = {
 	[TRACE_OP_CREATE] = "create",
 	[TRACE_OP_UNLINK] = "unlink",
 	[TRACE_OP_RENAME] = "rename",
+	[TRACE_OP_DEADLINE] = "deadline",
 };
 
 const char *trace_op_name(unsigned int op)

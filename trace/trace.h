@@ -32,7 +32,8 @@
  *    32  u64      offset    write/read/fallocate: byte offset; truncate:
  *                           the new size; rename: the file id it replaces
  *    40  u64      length    write/read/fallocate: bytes; create: the
- *                           file's size when it was opened
+ *                           file's size when it was opened; deadline:
+ *                           the iteration's length in ns
  *    48  u64      open      the open file (FUSE handle) the operation came
  *                           through: a number unique for the trace's whole
  *                           lifetime, never reused, the same in every
@@ -41,6 +42,21 @@
  *
  * Version 1 records are the first 48 bytes of these, without open; a
  * reader gives them open 0.
+ *
+ * Deadline records (op deadline; written by `foliofs-sim gen
+ * pgbench,...,deadline=1`, never by the daemon) make a writer's records
+ * time-bounded, as pgbench -T bounds a run: a deadline record of writer
+ * pid at time_ns with length L says that the writer's records after it,
+ * up to its next deadline record or its end, are one iteration that ends
+ * at time_ns + L (recorded time; file, offset, flags and open are 0).  A
+ * replay stops the writer there: at the first step it would start at or
+ * after the deadline, it skips the iteration's remaining records.  A step
+ * is the writer's records with one time_ns (the generator stamps each
+ * transaction's records with one time), so a transaction in progress
+ * completes, as pgbench's clients finish the one in flight.  A trace
+ * without deadline records replays every record.  Traces of this version
+ * without them are what they were; a reader that knows no deadline op
+ * refuses a trace that has them (an unknown op).
  *
  * Why open ids and no open or close records: what needs the open is the
  * state each open keeps, readahead's (struct bs_ra, Linux's
@@ -90,6 +106,7 @@ enum trace_op {
 	TRACE_OP_CREATE,
 	TRACE_OP_UNLINK,
 	TRACE_OP_RENAME,
+	TRACE_OP_DEADLINE,	/* an iteration's end for its writer (no file) */
 	TRACE_OP_END,		/* one past the last */
 };
 

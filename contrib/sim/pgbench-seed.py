@@ -7,13 +7,21 @@ the seed reports (tps per iteration, mean, CV, worst and best, iterations
 
     pgbench-seed.py [--sim BIN] [-j N] [--iterations N] [--duration S]
                     [--warmup S] [--gen ITEMS] [-o OPTIONS] [--configs NAMES]
-                    [--keep] OUTDIR
+                    [--unbounded] [--keep] OUTDIR
 
 The generator makes one trace (OUTDIR/seed.trace, deleted afterwards
 unless --keep); each configuration replays it (OUTDIR/NAME.out), N at once.
-An iteration's tps is its clients' transactions over their own spans: the
-sum over its clients of txns x achieved_ops_s / ops, from the replay's
-writer lines and the generator's schedule (gen.out).  --configs runs
+Iterations are time-bounded as pgbench -T bounds a run (the generator's
+deadline=1): a replayed client stops at its iteration's deadline and the
+next iteration starts after it; an iteration's tps is the transactions
+done by the deadline over its length (the replay's iteration lines), and
+the table counts the transactions skipped (due before the deadline, not
+started by it), the clients that ran out of transactions before it (dry;
+0 by construction) and how long after it the last client finished the
+transaction in flight (overrun).  --unbounded: without deadline=1, as
+before: each client does all its transactions, and an iteration's tps is
+its clients' transactions over their own spans (the sum over its clients
+of txns x achieved_ops_s / ops, from the writer lines and gen.out).  --configs runs
 some of the configurations (names comma-separated).  table.md also gives
 each replay's CPU time and peak RSS (the kernel's, from wait4).
 """
@@ -72,13 +80,17 @@ def schedule(gen_out):
 
 
 def parse_replay(text):
-    writers, kv = {}, {}
+    writers, kv = {}, {'iters': []}
     for line in text.splitlines():
         w = line.split()
         if not w or w[0].startswith('#'):
             continue
         if w[0] == 'writer':
             writers[int(w[1])] = (int(w[2]), float(w[3]))
+        elif w[0] == 'iteration':
+            kv['iters'].append(dict(start=float(w[2]), length=float(w[3]), writers=int(w[4]),
+                                    done=int(w[5]), late=int(w[6]), skipped=int(w[7]),
+                                    dry=int(w[8]), tps=float(w[9]), overrun_ms=float(w[10])))
         elif w[0] == 'pauses':
             kv['pauses'] = int(w[1])
             kv['pause_total_ms'] = float(w[3])
@@ -120,6 +132,8 @@ def main():
     ap.add_argument('-o', dest='opts', default='', help='more replay options')
     ap.add_argument('--configs', default='',
                     help='the configurations to run, comma-separated (default: all)')
+    ap.add_argument('--unbounded', action='store_true',
+                    help='clients do all their transactions (no deadline=1)')
     ap.add_argument('--keep', action='store_true')
     ap.add_argument('outdir')
     a = ap.parse_args()
@@ -132,8 +146,9 @@ def main():
                      % ', '.join(c[0] for c in CONFIGS))
     os.makedirs(a.outdir, exist_ok=True)
     trace = os.path.join(a.outdir, 'seed.trace')
-    spec = '%s,iterations=%d,duration=%d,warmup_s=%d%s' % (
-        GEN, a.iterations, a.duration, a.warmup, ',' + a.gen if a.gen else '')
+    spec = '%s,iterations=%d,duration=%d,warmup_s=%d%s%s' % (
+        GEN, a.iterations, a.duration, a.warmup, '' if a.unbounded else ',deadline=1',
+        ',' + a.gen if a.gen else '')
     t0 = time.time()
     g = subprocess.run([a.sim, 'gen', spec, '-o', trace], check=True, capture_output=True,
                        text=True)
@@ -176,7 +191,17 @@ def main():
             with open(os.path.join(a.outdir, name + '.out')) as r:
                 text = r.read()
             writers, kv = parse_replay(text)
-            tps = iteration_tps(its, writers)
+            if kv['iters']:
+                if len(kv['iters']) != len(its):
+                    sys.exit('pgbench-seed: %s: %d iterations replayed, %d generated'
+                             % (name, len(kv['iters']), len(its)))
+                tps = [it['tps'] for it in kv['iters']]
+            else:
+                tps = iteration_tps(its, writers)
+            bounded = (sum(it['done'] for it in kv['iters']),
+                       sum(it['skipped'] for it in kv['iters']),
+                       sum(it['dry'] for it in kv['iters']),
+                       max([it['overrun_ms'] for it in kv['iters']] or [0]))
             for i, t in enumerate(tps):
                 w.writerow([name, i + 1, '%.0f' % t])
             half = len(tps) // 2
@@ -188,16 +213,17 @@ def main():
                          kv['pages_charged'] * 4096 / max(1, kv['device_bytes']),
                          kv['pauses'], kv['pause_total_ms'] / 1000, kv['pause_max_ms'],
                          kv['peak_charged'] / 2**30, kv['peak_pinned'] / 2**30,
-                         kv['device_bytes'] / 2**30, done[name]) + usage[name])
+                         kv['device_bytes'] / 2**30, done[name]) + usage[name] + bounded)
     with open(os.path.join(a.outdir, 'table.md'), 'w') as f:
         f.write('| config | mean tps | min | max | CV | iters 1-%d | iters %d-%d | '
                 'charged/written | pauses | paused s | max pause ms | peak charged GiB | '
-                'peak pinned GiB | written GiB | replay s | replay CPU s | peak RSS MiB |\n' %
+                'peak pinned GiB | written GiB | replay s | replay CPU s | peak RSS MiB | '
+                'txns done | txns skipped | dry clients | max overrun ms |\n' %
                 (len(its) // 2, len(its) // 2 + 1, len(its)))
-        f.write('|---|' + '---:|' * 16 + '\n')
+        f.write('|---|' + '---:|' * 20 + '\n')
         for r in rows:
             f.write('| %s | %.0f | %.0f | %.0f | %.2f%% | %.0f | %.0f | x%.1f | %d | %.1f | %.1f | '
-                    '%.1f | %.1f | %.1f | %.0f | %.0f | %.0f |\n' % r)
+                    '%.1f | %.1f | %.1f | %.0f | %.0f | %.0f | %d | %d | %d | %.1f |\n' % r)
         f.write('\ngenerator %.0f s; replays %.0f s wall (-j %d)\n' % (gen_s, replay_s, a.j))
     with open(os.path.join(a.outdir, 'table.md')) as f:
         sys.stdout.write(f.read())
