@@ -1379,7 +1379,9 @@ static int64_t percentile(struct i64_vec *v, unsigned int pct)
 
 	if (!vec_count(v))
 		return 0;
-	qsort(v->v, v->n, sizeof(*v->v), cmp_i64);
+	/* Only zeros: nothing stored, and qsort's base must not be NULL. */
+	if (v->n > 1)
+		qsort(v->v, v->n, sizeof(*v->v), cmp_i64);
 	while (neg < v->n && v->v[neg] < 0)
 		neg++;
 	i = (vec_count(v) - 1) * pct / 100;

@@ -241,7 +241,9 @@ static int scan_finish(struct sim_trace *t, struct scan *sc)
 	t->writers = sc->w;
 	t->nr_writers = sc->nr_w;
 	sc->w = NULL;
-	qsort(t->writers, t->nr_writers, sizeof(*t->writers), cmp_writer);
+	/* An empty trace has no arrays, and qsort's base must not be NULL. */
+	if (t->nr_writers > 1)
+		qsort(t->writers, t->nr_writers, sizeof(*t->writers), cmp_writer);
 	for (size_t i = 0; i < t->nr_writers; i++) {
 		uint32_t old = map_get(&t->pid_map, t->writers[i].pid);
 
@@ -251,7 +253,8 @@ static int scan_finish(struct sim_trace *t, struct scan *sc)
 	t->files = sc->f;
 	t->nr_files = sc->nr_f;
 	sc->f = NULL;
-	qsort(t->files, t->nr_files, sizeof(*t->files), cmp_file);
+	if (t->nr_files > 1)
+		qsort(t->files, t->nr_files, sizeof(*t->files), cmp_file);
 	for (size_t i = 0; i < t->nr_files; i++) {
 		uint32_t old = map_get(&t->file_map, t->files[i].id);
 

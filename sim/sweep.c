@@ -750,7 +750,8 @@ static int merge_dir(struct merge_state *m, const char *dir)
 		nr += !ret;
 	}
 	closedir(d);
-	qsort(names, nr, sizeof(*names), name_cmp);
+	if (nr > 1)
+		qsort(names, nr, sizeof(*names), name_cmp);
 	for (size_t n = 0; n < nr && !ret; n++) {
 		struct stat st;
 

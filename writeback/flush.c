@@ -227,7 +227,8 @@ int wb_dirty_snapshot(struct wb_ctx *ctx, struct wb_dirty_snapshot *snap, bool s
 		snap->files[snap->nr++] = f;
 	}
 	pthread_mutex_unlock(&ctx->files_lock);
-	if (sorted)
+	/* qsort's base must not be NULL, even for no elements. */
+	if (sorted && snap->nr > 1)
 		qsort(snap->files, snap->nr, sizeof(struct wb_file *), by_seq);
 	return 0;
 }
