@@ -379,8 +379,11 @@ def fadvise_dontneed(path, start=0, length=0):
 
 
 def resident_pages(path):
-    """How many of PATH's pages are in the page cache (resident_indexes)."""
-    return len(resident_indexes(path))
+    """Pages of PATH in the page cache (fincore), or None without fincore."""
+    if not shutil.which('fincore'):
+        return None
+    out = run(['fincore', '--bytes', '--noheadings', '--output', 'RES', path])
+    return int(out.split()[0]) // PAGE
 
 
 def resident_indexes(path):
@@ -414,10 +417,14 @@ def resident_indexes(path):
     return {i for i, v in enumerate(vec.raw[:nr]) if v & 1}
 
 
-def untraced_pages(resident, folios):
-    """Of the RESIDENT page indexes, those no traced folio holds, and how
-    many traced pages are no longer resident (reclaim after the trace
-    stopped: its deletes were not traced)."""
+def untraced_pages(path, folios):
+    """Pages of PATH resident now that no traced folio holds, and how many
+    traced pages are no longer resident (reclaim after the trace stopped:
+    its deletes were not traced).  (None, 0) without mincore."""
+    try:
+        resident = resident_indexes(path)
+    except OSError:
+        return None, 0
     traced = set()
     for index, order in folios:
         traced.update(range(index, index + (1 << order)))
@@ -486,7 +493,7 @@ class LoopFs:
     def evict_all(self):
         for _ in range(10):
             fadvise_dontneed(self.path)
-            if not resident_pages(self.path):
+            if resident_pages(self.path) in (0, None):
                 return
             time.sleep(0.05)
         raise RuntimeError('%s: pages stay cached after POSIX_FADV_DONTNEED' % self.path)
@@ -517,15 +524,15 @@ def run_kernel(fstypes=('ext4',), patterns=None, ra_kb=DEFAULT_RA_KB, log=None):
                     PATTERNS[name](target)
                     events = tracer.stop()
                     folios, odd = folios_from_events(events)
-                    resident = resident_indexes(lfs.path)
                     res = {'backend': 'kernel', 'fs': fstype, 'pattern': name,
                            'folios': folios, 'histogram': histogram(folios), 'odd': odd,
-                           'events': len(events), 'resident_pages': len(resident)}
+                           'events': len(events),
+                           'resident_pages': resident_pages(lfs.path)}
                     # Every resident page must be in a traced folio.  A
                     # traced page that is gone was reclaimed after the
                     # trace stopped (its delete was not traced): noted,
                     # not odd, as the kernel may reclaim at any time.
-                    untraced, gone = untraced_pages(resident, folios)
+                    untraced, gone = untraced_pages(lfs.path, folios)
                     if untraced:
                         res['odd'].append('%d resident pages in no traced folio, from index %d'
                                           % (len(untraced), untraced[0]))
