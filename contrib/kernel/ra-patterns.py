@@ -37,7 +37,8 @@ Backends:
            mm_filemap_delete_from_page_cache, filtered by the file's
            inode and device, traced in a tracefs instance of its own, and
            the folios present after the pattern rebuilt from them
-           (checked against fincore's count of resident pages).
+           (checked against the pages resident after the pattern's
+           reads have completed: mincore and cachestat).
   foliofs  build/foliofs (or --foliofs) over a backing directory in /tmp,
            -o folio_policy=kernel,cache=direct,readahead_kb=N and every
            --opt (e.g. --opt ra_model=6.16), mounted afresh for each
@@ -275,6 +276,10 @@ def kernel_skip_reason():
         return '%s does not exist: no tracefs in this kernel' % TRACEFS
     if not os.path.exists('/dev/loop-control') and not os.path.exists('/dev/loop0'):
         return 'no loop device (/dev/loop-control missing)'
+    try:
+        cached_pages(os.path.abspath(__file__))
+    except OSError as e:
+        return 'no cachestat(2) (Linux 6.5+): %s' % e.strerror
     return None
 
 
@@ -378,17 +383,41 @@ def fadvise_dontneed(path, start=0, length=0):
         os.close(fd)
 
 
-def resident_pages(path):
-    """Pages of PATH in the page cache (fincore), or None without fincore."""
-    if not shutil.which('fincore'):
-        return None
-    out = run(['fincore', '--bytes', '--noheadings', '--output', 'RES', path])
-    return int(out.split()[0]) // PAGE
+class _CachestatRange(ctypes.Structure):
+    _fields_ = [('off', ctypes.c_uint64), ('len', ctypes.c_uint64)]
+
+
+class _Cachestat(ctypes.Structure):
+    _fields_ = [('nr_cache', ctypes.c_uint64), ('nr_dirty', ctypes.c_uint64),
+                ('nr_writeback', ctypes.c_uint64), ('nr_evicted', ctypes.c_uint64),
+                ('nr_recently_evicted', ctypes.c_uint64)]
+
+
+NR_CACHESTAT = 451      # the same number on every architecture (since 6.5)
+
+
+def cached_pages(path):
+    """How many of PATH's pages are in the page cache: cachestat(2), which
+    counts every folio of the mapping, also one whose read is still in
+    flight (not uptodate yet).  mincore(2) counts only uptodate pages, so
+    a folio of readahead I/O that has not completed is invisible to it."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    rng, cs = _CachestatRange(0, 0), _Cachestat()     # len 0: to the end
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        if libc.syscall(ctypes.c_long(NR_CACHESTAT), ctypes.c_int(fd), ctypes.byref(rng),
+                        ctypes.byref(cs), ctypes.c_uint(0)) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, 'cachestat %s: %s' % (path, os.strerror(err)))
+    finally:
+        os.close(fd)
+    return cs.nr_cache
 
 
 def resident_indexes(path):
-    """The indexes of PATH's pages in the page cache: mincore(2) over a
-    read-only shared mapping of it (mapping faults nothing in)."""
+    """The indexes of PATH's uptodate pages in the page cache: mincore(2)
+    over a read-only shared mapping of it (mapping faults nothing in)."""
     size = os.path.getsize(path)
     if not size:
         return set()
@@ -417,14 +446,28 @@ def resident_indexes(path):
     return {i for i, v in enumerate(vec.raw[:nr]) if v & 1}
 
 
-def untraced_pages(path, folios):
-    """Pages of PATH resident now that no traced folio holds, and how many
-    traced pages are no longer resident (reclaim after the trace stopped:
-    its deletes were not traced).  (None, 0) without mincore."""
-    try:
+def settled_resident(path, timeout=10.0):
+    """The indexes of PATH's pages in the page cache once no read of it is
+    in flight: a pattern's last readahead may still be reading when it
+    returns, and mincore sees such a folio only when its I/O completes.
+    Waits until mincore's set is as large as cachestat's count."""
+    deadline = time.monotonic() + timeout
+    while True:
         resident = resident_indexes(path)
-    except OSError:
-        return None, 0
+        cached = cached_pages(path)
+        if len(resident) == cached:
+            return resident
+        if time.monotonic() > deadline:
+            raise RuntimeError('%s: %d pages cached, %d uptodate after %.0f s: '
+                               'a read that never completes?'
+                               % (path, cached, len(resident), timeout))
+        time.sleep(0.01)
+
+
+def untraced_pages(resident, folios):
+    """Of the RESIDENT page indexes, those no traced folio holds, and how
+    many traced pages are no longer resident (reclaim after the trace
+    stopped: its deletes were not traced)."""
     traced = set()
     for index, order in folios:
         traced.update(range(index, index + (1 << order)))
@@ -493,7 +536,9 @@ class LoopFs:
     def evict_all(self):
         for _ in range(10):
             fadvise_dontneed(self.path)
-            if resident_pages(self.path) in (0, None):
+            # cachestat, not mincore: a folio still under read I/O is
+            # locked, so the fadvise skips it, and mincore does not see it.
+            if cached_pages(self.path) == 0:
                 return
             time.sleep(0.05)
         raise RuntimeError('%s: pages stay cached after POSIX_FADV_DONTNEED' % self.path)
@@ -524,15 +569,15 @@ def run_kernel(fstypes=('ext4',), patterns=None, ra_kb=DEFAULT_RA_KB, log=None):
                     PATTERNS[name](target)
                     events = tracer.stop()
                     folios, odd = folios_from_events(events)
+                    resident = settled_resident(lfs.path)
                     res = {'backend': 'kernel', 'fs': fstype, 'pattern': name,
                            'folios': folios, 'histogram': histogram(folios), 'odd': odd,
-                           'events': len(events),
-                           'resident_pages': resident_pages(lfs.path)}
+                           'events': len(events), 'resident_pages': len(resident)}
                     # Every resident page must be in a traced folio.  A
                     # traced page that is gone was reclaimed after the
                     # trace stopped (its delete was not traced): noted,
                     # not odd, as the kernel may reclaim at any time.
-                    untraced, gone = untraced_pages(lfs.path, folios)
+                    untraced, gone = untraced_pages(resident, folios)
                     if untraced:
                         res['odd'].append('%d resident pages in no traced folio, from index %d'
                                           % (len(untraced), untraced[0]))
