@@ -123,7 +123,7 @@ static int cmd_gen(int argc, char **argv)
 	};
 	const char *out = NULL;
 	char err[512] = "";
-	int c;
+	int c, ret;
 
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":o:hV", longopts, NULL)) != -1) {
@@ -138,9 +138,11 @@ static int cmd_gen(int argc, char **argv)
 	}
 	if (!out || optind != argc - 1)
 		return usage("%s takes SPEC -o OUT", "gen");
-	if (sim_gen(argv[optind], out, err, sizeof(err))) {
+	ret = sim_gen(argv[optind], out, err, sizeof(err));
+	if (ret) {
 		fprintf(stderr, "foliofs-sim: gen: %s\n", err);
-		return strchr(argv[optind], '=') ? 1 : 2;
+		/* -EINVAL: the spec (a bad command line); else writing @out failed. */
+		return ret == -EINVAL ? 2 : 1;
 	}
 	return 0;
 }

@@ -155,9 +155,28 @@ def test_bad_option(tmp_path, opts, named):
     assert named in p.stderr, p.stderr
 
 
-def test_bad_spec(tmp_path):
-    p = sim('gen', 'writers=2,colour=blue', '-o', tmp_path / 'x', check=False)
-    assert p.returncode == 1 and 'colour' in p.stderr, p.stderr
+@pytest.mark.parametrize('spec,named', [
+    ('writers=2,colour=blue', 'colour'),
+    ('writers=x=3', 'writers=x=3'),
+    ('writers', 'writers'),
+    ('pgbench,clients=abc', 'clients=abc'),
+    ('pgbench,foo=1', 'foo'),
+])
+def test_bad_spec(tmp_path, spec, named):
+    """A bad spec is a bad command line (status 2, man page), with or
+    without an '=' in it, and writes nothing."""
+    p = sim('gen', spec, '-o', tmp_path / 'x', check=False)
+    assert p.returncode == 2 and named in p.stderr, p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1, p.stderr
+    assert not (tmp_path / 'x').exists()
+
+
+def test_gen_output_error(tmp_path):
+    """A good spec whose output cannot be written fails (status 1) naming it."""
+    out = tmp_path / 'no-such-dir' / 'x'
+    for spec in ('writers=1,ops=4,file_size=1M', 'pgbench,clients=1,duration=1'):
+        p = sim('gen', spec, '-o', out, check=False)
+        assert p.returncode == 1 and str(out) in p.stderr, p.stderr
 
 
 def test_seed_folio_against_page(tmp_path):
