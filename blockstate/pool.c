@@ -46,8 +46,15 @@
  * all, and in PostgreSQL's load phase (`pgbench -i`, 8 KiB writes
  * appending to the table and the WAL) huge pages for streams were half of
  * the daemon's CPU samples (clear_page_erms under folio_zero_user) and
- * 2.5-3.5 s of its 5-7 s of system time.  Smaller folios come from the
- * heap, page aligned.
+ * 2.5-3.5 s of its 5-7 s of system time.  Measured per 2 MiB on those
+ * VMs: a fresh huge page 14.6 ms (the host backs a whole 2 MiB block
+ * the guest had handed back), one freed seconds before 0.24 ms, 512 fresh
+ * 4 KiB pages 0.8-0.9 ms.  The price comes later: random 8 KiB reads into
+ * such folios ran about 10% slower at two threads (TLB misses, most
+ * likely; the VM has no PMU to count them).  MADV_COLLAPSE once a stream
+ * has filled a folio would not win that back cheaply: it needs a fresh
+ * huge page as well (14.4 ms).  Smaller folios come from the heap, page
+ * aligned.
  *
  * no_data (the simulator's, bs_config): no memory per folio at all, every
  * folio's data is one scratch area of the largest folio size, so that a
