@@ -769,10 +769,6 @@ static void wake_file_waiters(struct sim *s, struct sim_file *f)
 	}
 }
 
-/*
- * The op in progress is done at @t: the next one after its think time,
- * which a gap gives without reading the next record (sim.h).
- */
 static int writer_skip(struct sim *s, uint32_t w);
 
 /*
@@ -817,11 +813,15 @@ static int iter_leave(struct sim *s, struct sim_writer *wr)
 	return 0;
 }
 
+/*
+ * The op in progress is done at @t: the next one after its think time,
+ * which a gap gives without reading the next record (sim.h).
+ */
 static int writer_op_done(struct sim *s, uint32_t w, int64_t t)
 {
 	struct sim_writer *wr = &s->writers[w];
 	struct trace_rec prev = wr->cur;
-	bool end, gap = false;
+	bool end, iter_last, gap = false;
 	int64_t think = 0;
 	int ret;
 
@@ -844,13 +844,14 @@ static int writer_op_done(struct sim *s, uint32_t w, int64_t t)
 	 * time; the writer stops there if its next step is due at or after
 	 * the deadline.
 	 */
+	iter_last = end || wr->next == wr->iter_end;	/* the iteration's last op */
 	if (wr->in_iter && prev.op != TRACE_OP_DEADLINE &&
-	    (end || gap || wr->next == wr->iter_end || wr->cur.time_ns != prev.time_ns)) {
-		step_end(s, wr, t, end || wr->next == wr->iter_end);
-		if (!end && wr->next != wr->iter_end && t + (think > 0 ? think : 0) >= wr->deadline)
+	    (iter_last || gap || wr->cur.time_ns != prev.time_ns)) {
+		step_end(s, wr, t, iter_last);
+		if (!iter_last && t + (think > 0 ? think : 0) >= wr->deadline)
 			return writer_skip(s, w);
 	}
-	if (wr->in_iter && (end || wr->next == wr->iter_end)) {
+	if (wr->in_iter && iter_last) {
 		ret = iter_leave(s, wr);
 		if (ret)
 			return ret;

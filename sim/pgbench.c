@@ -96,7 +96,6 @@
  * when the last transaction was due.  A client gets one transaction more
  * than fits in the duration (txns_per_client()): one is due at or after
  * the deadline, so a replayed client never runs out before it.
-
  * end_ckpt=1 ends the trace with a CHECKPOINT (written at once).
  *
  * Memory: events are written as they are made (stdio's buffer); what is

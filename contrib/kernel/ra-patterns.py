@@ -67,6 +67,7 @@ import argparse
 import collections
 import ctypes
 import datetime
+import functools
 import json
 import mmap
 import os
@@ -396,13 +397,25 @@ class _Cachestat(ctypes.Structure):
 NR_CACHESTAT = 451      # the same number on every architecture (since 6.5)
 
 
+@functools.lru_cache(maxsize=None)
+def _libc():
+    """libc with the prototypes cached_pages() and resident_indexes() call."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                          ctypes.c_int, ctypes.c_long)
+    libc.mincore.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p)
+    libc.munmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t)
+    return libc
+
+
 def cached_pages(path):
     """How many of PATH's pages are in the page cache: cachestat(2), which
     counts every folio of the mapping, also one whose read is still in
     flight (not uptodate yet).  mincore(2) counts only uptodate pages, so
     a folio of readahead I/O that has not completed is invisible to it."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.syscall.restype = ctypes.c_long
+    libc = _libc()
     rng, cs = _CachestatRange(0, 0), _Cachestat()     # len 0: to the end
     fd = os.open(path, os.O_RDONLY)
     try:
@@ -421,12 +434,7 @@ def resident_indexes(path):
     size = os.path.getsize(path)
     if not size:
         return set()
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.mmap.restype = ctypes.c_void_p
-    libc.mmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
-                          ctypes.c_int, ctypes.c_long)
-    libc.mincore.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p)
-    libc.munmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t)
+    libc = _libc()
     nr = (size + PAGE - 1) // PAGE
     vec = ctypes.create_string_buffer(nr)
     fd = os.open(path, os.O_RDONLY)
