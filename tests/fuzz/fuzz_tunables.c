@@ -12,7 +12,8 @@
  * A reference written here from the documented grammar decides whether
  * the value is valid: the value less surrounding blanks; for ratios a
  * decimal number in [0, 100] ([1, 100] for dirty_ratio), for byte counts
- * a decimal with an optional K, M, G or T (any case) suffix, at most
+ * a decimal with an optional K, M, G or T (any case) suffix, which "B"
+ * or "iB" may follow (powers of 1024 either way), at most
  * 2^63 - 1 (and for dirty_bytes at least 8192), for milliseconds a
  * decimal up to 86400000, for policies a registered name (a valid value
  * of 127 characters or more may be refused).  Then:
@@ -116,6 +117,11 @@ static int ref_number(const char *s, bool suffix, uint64_t *out)
 			return -EINVAL;
 		shift = 10 * (unsigned int)(u - "KMGT" + 1);
 		s++;
+		/* "4G", "4GB" and "4GiB" are one size; only the letter takes any case. */
+		if (!strcmp(s, "B"))
+			s++;
+		else if (!strcmp(s, "iB"))
+			s += 2;
 	}
 	if (*s || (shift && v > UINT64_MAX >> shift))
 		return -EINVAL;
