@@ -209,6 +209,7 @@ struct sim {
 	size_t errlen;
 	struct wb_ctx *ctx;
 	struct sim_dev_cfg dev;
+	uint64_t feed_window;		/* -o sim_feed_window= */
 	int64_t now;
 	/* device */
 	struct sim_vol *vols;		/* dev.raid of them */
@@ -1417,7 +1418,7 @@ static int setup_actors(struct sim *s)
 		if (ret)
 			return ret;
 	}
-	ret = sim_feed_open(&s->feed, t, s->err, s->errlen);
+	ret = sim_feed_open(&s->feed, t, s->feed_window, s->err, s->errlen);
 	if (ret)
 		return ret;
 	s->writers_left = s->nr_writers;
@@ -1508,6 +1509,8 @@ static void summarize(struct sim *s)
 	memcpy(r->folios_made_order, st.folios_made_order, sizeof(r->folios_made_order));
 	r->opens = s->nr_opens;
 	r->feed_peak = s->feed.peak_queued;
+	r->feed_detached = s->feed.detached;
+	r->feed_cursors = s->feed.peak_cursors;
 	r->pages_charged = st.nr_dirtied;
 	r->pages_written = st.nr_written;
 	r->pauses = vec_count(&s->pauses);
@@ -1567,6 +1570,7 @@ int sim_replay(const struct sim_trace *t, const char *opts, const char *stats_lo
 	if (ret)
 		return ret;
 	s.dev = fc.dev;
+	s.feed_window = fc.feed_window;
 	s.nr_flushers = fc.wb.flushers;
 	s.log_interval_ms = fc.wb.stats_interval_ms;
 	s.flushers = calloc(s.nr_flushers + 1, sizeof(*s.flushers));

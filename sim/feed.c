@@ -357,18 +357,21 @@ void sim_trace_close(struct sim_trace *t)
 
 /* ---- the second pass, one per replay ---- */
 
-int sim_feed_open(struct sim_feed *fd, const struct sim_trace *t, char *err, size_t errlen)
+int sim_feed_open(struct sim_feed *fd, const struct sim_trace *t, uint64_t window,
+		  char *err, size_t errlen)
 {
 	int ret;
 
-	*fd = (struct sim_feed){ .t = t, .free_node = NONE };
+	*fd = (struct sim_feed){ .t = t, .free_node = NONE, .window = window,
+				 .check_at = window ? window : UINT64_MAX };
 	fd->q = malloc((t->nr_writers + 1) * sizeof(*fd->q));
 	if (!fd->q) {
 		snprintf(err, errlen, "%s: out of memory", t->path);
 		return -ENOMEM;
 	}
 	for (size_t w = 0; w < t->nr_writers; w++)
-		fd->q[w] = (struct sim_feed_queue){ NONE, NONE, t->writers[w].first_gap, 0 };
+		fd->q[w] = (struct sim_feed_queue){ .head = NONE, .tail = NONE,
+						    .gap = t->writers[w].first_gap };
 	ret = trace_reader_open(&fd->rd, t->path, err, errlen);
 	if (ret) {
 		free(fd->q);
@@ -385,10 +388,22 @@ int sim_feed_open(struct sim_feed *fd, const struct sim_trace *t, char *err, siz
 	return 0;
 }
 
+static void cursor_close(struct sim_feed *fd, struct sim_feed_queue *q)
+{
+	trace_reader_close(q->cursor);
+	free(q->cursor);
+	q->cursor = NULL;
+	fd->cursors--;
+}
+
 void sim_feed_close(struct sim_feed *fd)
 {
-	if (fd->q)
+	if (fd->q) {
+		for (size_t w = 0; w < fd->t->nr_writers; w++)
+			if (fd->q[w].cursor)
+				cursor_close(fd, &fd->q[w]);
 		trace_reader_close(&fd->rd);
+	}
 	free(fd->q);
 	free(fd->pool);
 	fd->q = NULL;
@@ -419,26 +434,37 @@ static uint32_t node_get(struct sim_feed *fd)
 	return fd->nr_pool++;
 }
 
-/* The next record of the file into its writer's queue: that writer, or -errno. */
-static int64_t read_one(struct sim_feed *fd, char *err, size_t errlen)
+/* The head of @q's queue back to the free list. */
+static void node_pop(struct sim_feed *fd, struct sim_feed_queue *q)
+{
+	uint32_t h = q->head;
+
+	q->head = fd->pool[h].next;
+	if (q->head == NONE)
+		q->tail = NONE;
+	fd->pool[h].next = fd->free_node;
+	fd->free_node = h;
+	q->nr--;
+	fd->queued--;
+}
+
+/*
+ * Record @r (read at @index) in the replay's terms: its writer's index
+ * into *@w, its file's index in r->file, a rename's replaced file as an
+ * index + 1 in r->offset.  0, or -EIO when the trace is not the one the
+ * first pass read.
+ */
+static int convert(const struct sim_feed *fd, struct trace_rec *r, uint64_t index, uint32_t *w,
+		   char *err, size_t errlen)
 {
 	const struct sim_trace *t = fd->t;
-	struct sim_feed_queue *q;
-	struct trace_rec r;
-	uint32_t w, f, n;
-	int ret = trace_reader_next(&fd->rd, &r, err, errlen);
+	uint32_t f;
 
-	if (ret <= 0) {
-		if (!ret)
-			snprintf(err, errlen, "%s: the trace changed since it was read (it ends "
-				 "before a writer's records do)", t->path);
-		return ret ? ret : -EIO;
-	}
-	w = map_get(&t->pid_map, r.pid);
-	f = r.op == TRACE_OP_DEADLINE ? 0 : map_get(&t->file_map, r.file);
-	if (w == NONE || f == NONE) {
+	*w = map_get(&t->pid_map, r->pid);
+	f = r->op == TRACE_OP_DEADLINE ? 0 : map_get(&t->file_map, r->file);
+	if (*w == NONE || f == NONE) {
 		snprintf(err, errlen, "%s: the trace changed since it was read (record %llu)",
-			 t->path, (unsigned long long)(fd->rd.next - 1));
+			 t->path, (unsigned long long)index);
 		return -EIO;
 	}
 	/*
@@ -446,56 +472,184 @@ static int64_t read_one(struct sim_feed *fd, char *err, size_t errlen)
 	 * An exchange replaces nothing, nor does a rename onto another name of
 	 * the same file.
 	 */
-	if (r.op == TRACE_OP_RENAME) {
+	if (r->op == TRACE_OP_RENAME) {
 		uint32_t rep = NONE;
 
-		if (r.offset && r.offset != r.file && !(r.flags & RENAME_EXCHANGE) &&
-		    r.offset <= UINT32_MAX)
-			rep = map_get(&t->file_map, (uint32_t)r.offset);
-		r.offset = rep == NONE ? 0 : (uint64_t)rep + 1;
+		if (r->offset && r->offset != r->file && !(r->flags & RENAME_EXCHANGE) &&
+		    r->offset <= UINT32_MAX)
+			rep = map_get(&t->file_map, (uint32_t)r->offset);
+		r->offset = rep == NONE ? 0 : (uint64_t)rep + 1;
 	}
-	r.file = f;
+	r->file = f;
+	return 0;
+}
+
+/* "The trace ended before a writer's records did" in @err: -EIO. */
+static int short_trace(const struct sim_feed *fd, char *err, size_t errlen)
+{
+	snprintf(err, errlen, "%s: the trace changed since it was read (it ends "
+		 "before a writer's records do)", fd->t->path);
+	return -EIO;
+}
+
+/*
+ * Detach the writer holding the most records read ahead when that is a
+ * sixteenth of the window or more: its records are freed, and from the
+ * first of them on it reads its own (a cursor of its own, which the
+ * forward read passes over).  Called when the records held pass
+ * check_at; the next check is a sixteenth of the window further on, so
+ * the writers are looked at once per that many records read at most.
+ * 0, or -errno with one line in @err.
+ */
+static int detach_one(struct sim_feed *fd, char *err, size_t errlen)
+{
+	struct sim_feed_queue *q = NULL;
+	struct trace_reader *cur;
+	uint64_t first;
+	int ret;
+
+	for (size_t w = 0; w < fd->t->nr_writers; w++)
+		if (!q || fd->q[w].nr > q->nr)
+			q = &fd->q[w];
+	if (!q || q->nr == 0 || q->nr < fd->window / 16) {
+		fd->check_at = fd->queued + fd->window / 16;
+		return 0;
+	}
+	cur = malloc(sizeof(*cur));
+	if (!cur) {
+		snprintf(err, errlen, "%s: out of memory", fd->t->path);
+		return -ENOMEM;
+	}
+	ret = trace_reader_open(cur, fd->t->path, err, errlen);
+	if (ret) {
+		free(cur);
+		return ret;
+	}
+	first = fd->pool[q->head].index;
+	ret = trace_reader_seek(cur, first, err, errlen);
+	if (ret) {
+		trace_reader_close(cur);
+		free(cur);
+		return ret;
+	}
+	/*
+	 * A queue holds records only once the records to drop are (read_one()
+	 * drops before it queues), so the cursor owes none from here.
+	 */
+	while (q->head != NONE)
+		node_pop(fd, q);
+	q->cursor = cur;
+	fd->detached++;
+	if (++fd->cursors > fd->peak_cursors)
+		fd->peak_cursors = fd->cursors;
+	fd->check_at = fd->queued + fd->window / 16;
+	if (fd->check_at < fd->window)
+		fd->check_at = fd->window;
+	return 0;
+}
+
+/* The next record of the file into its writer's queue: that writer, or -errno. */
+static int64_t read_one(struct sim_feed *fd, char *err, size_t errlen)
+{
+	struct sim_feed_queue *q;
+	struct trace_rec r;
+	uint64_t index = fd->rd.next;
+	uint32_t w, n;
+	int ret = trace_reader_next(&fd->rd, &r, err, errlen);
+
+	if (ret <= 0)
+		return ret ? ret : short_trace(fd, err, errlen);
+	ret = convert(fd, &r, index, &w, err, errlen);
+	if (ret)
+		return ret;
 	q = &fd->q[w];
+	if (q->cursor)		/* detached: its cursor reads this one */
+		return w;
 	if (q->drop) {		/* skipped (sim_feed_skip()): not kept */
 		q->drop--;
 		return w;
 	}
 	n = node_get(fd);
 	if (n == NONE) {
-		snprintf(err, errlen, "%s: out of memory for %llu records read ahead", t->path,
+		snprintf(err, errlen, "%s: out of memory for %llu records read ahead", fd->t->path,
 			 (unsigned long long)fd->queued);
 		return -ENOMEM;
 	}
-	fd->pool[n] = (struct sim_feed_node){ r, NONE };
+	fd->pool[n] = (struct sim_feed_node){ r, index, NONE };
 	if (q->tail == NONE)
 		q->head = n;
 	else
 		fd->pool[q->tail].next = n;
 	q->tail = n;
+	q->nr++;
 	if (++fd->queued > fd->peak_queued)
 		fd->peak_queued = fd->queued;
+	if (fd->queued > fd->check_at) {
+		ret = detach_one(fd, err, errlen);
+		if (ret)
+			return ret;
+	}
 	return w;
+}
+
+/*
+ * Detached writer @w's next record from its cursor: 1, 0 when the
+ * cursor has come up to the forward read (it is closed: the forward read
+ * queues @w's records again from there), or -errno.
+ */
+static int cursor_next(struct sim_feed *fd, uint32_t w, struct trace_rec *rec,
+		       char *err, size_t errlen)
+{
+	struct sim_feed_queue *q = &fd->q[w];
+	uint32_t pid = fd->t->writers[w].pid, rw;
+	int ret;
+
+	for (;;) {
+		uint64_t index = q->cursor->next;
+
+		if (index == fd->rd.next) {
+			cursor_close(fd, q);
+			fd->reattached++;
+			return 0;
+		}
+		ret = trace_reader_next(q->cursor, rec, err, errlen);
+		if (ret <= 0)
+			return ret ? ret : short_trace(fd, err, errlen);
+		if (rec->pid != pid)
+			continue;
+		ret = convert(fd, rec, index, &rw, err, errlen);
+		if (ret)
+			return ret;
+		if (q->drop) {
+			q->drop--;
+			continue;
+		}
+		return 1;
+	}
 }
 
 int sim_feed_next(struct sim_feed *fd, uint32_t w, struct trace_rec *rec, char *err, size_t errlen)
 {
 	struct sim_feed_queue *q = &fd->q[w];
-	uint32_t n;
 
+	if (q->cursor) {
+		int ret = cursor_next(fd, w, rec, err, errlen);
+
+		if (ret)
+			return ret < 0 ? ret : 0;
+	}
 	while (q->head == NONE) {
 		int64_t got = read_one(fd, err, errlen);
 
 		if (got < 0)
 			return (int)got;
+		if (q->cursor)		/* detached by that read */
+			return sim_feed_next(fd, w, rec, err, errlen);
 	}
-	n = q->head;
-	*rec = fd->pool[n].rec;
-	q->head = fd->pool[n].next;
-	if (q->head == NONE)
-		q->tail = NONE;
-	fd->pool[n].next = fd->free_node;
-	fd->free_node = n;
-	fd->queued--;
+	*rec = fd->pool[q->head].rec;
+	node_pop(fd, q);
+	if (fd->queued < fd->window && fd->check_at > fd->window)
+		fd->check_at = fd->window;
 	return 0;
 }
 
@@ -518,14 +672,7 @@ void sim_feed_skip(struct sim_feed *fd, uint32_t w, uint64_t n, uint64_t resume_
 	struct sim_feed_queue *q = &fd->q[w];
 
 	while (n && q->head != NONE) {
-		uint32_t h = q->head;
-
-		q->head = fd->pool[h].next;
-		if (q->head == NONE)
-			q->tail = NONE;
-		fd->pool[h].next = fd->free_node;
-		fd->free_node = h;
-		fd->queued--;
+		node_pop(fd, q);
 		n--;
 	}
 	q->drop += n;

@@ -68,7 +68,9 @@ static void help(FILE *f)
 		"  dev_bw=BYTES/S dev_lat_us=US dev_qd=N dev_flush_us=US dev_iops=N (0: no\n"
 		"  limit), per volume; dev_raid=N volumes in RAID 0 (1), dev_stripe=SIZE\n"
 		"  (512K); sim_data=0: folios hold no memory, and cache_size may exceed\n"
-		"  this machine's (a modelled machine's page cache)\n"
+		"  this machine's (a modelled machine's page cache); sim_feed_window=N\n"
+		"  records read ahead before a writer that lags reads its own (%llu; 0: no\n"
+		"  bound)\n"
 		"  default dev_bw=%llu,dev_lat_us=%u,dev_qd=%u,dev_flush_us=%u: fitted by\n"
 		"  contrib/sim/fit-device.sh (fio, medians of 3 runs) to the virtio disk\n"
 		"  holding /work on the machine foliofs is developed on, 2026-12-01; run it\n"
@@ -96,7 +98,7 @@ static void help(FILE *f)
 		"  wal_rec= fpw= wal_group= wal_seg= wal_files= rel_seg= scan= scan_io=\n"
 		"  scan_s= gap_s= cold= warmup_s= end_ckpt= index= idx_dirty= hint_fpw=\n"
 		"  wal_each= seed=; prints its schedule\n",
-		SIM_DEV_BW, SIM_DEV_LAT_US, SIM_DEV_QD, SIM_DEV_FLUSH_US);
+		SIM_FEED_WINDOW, SIM_DEV_BW, SIM_DEV_LAT_US, SIM_DEV_QD, SIM_DEV_FLUSH_US);
 }
 
 /* A bad command line: one line, exit status 2. */
@@ -313,6 +315,16 @@ static void print_compare_csv(char **names, const struct sim_result *res, int n)
 }
 
 /* @base and @extra joined by a comma (either may be empty); malloc'ed. */
+/* ", N times a writer read its own (M at once at most)" when the feed detached any, else "". */
+static const char *detached(const struct sim_result *r, char *buf, size_t len)
+{
+	if (!r->feed_detached)
+		return "";
+	snprintf(buf, len, ", %llu times a writer read its own (%u at once at most)",
+		 (unsigned long long)r->feed_detached, r->feed_cursors);
+	return buf;
+}
+
 static char *join_opts(const char *base, const char *extra)
 {
 	char *out;
@@ -401,15 +413,16 @@ static int cmd_replay(int argc, char **argv)
 	res = calloc((size_t)runs, sizeof(*res));
 	for (int c = 0; res && c < runs && !ret; c++) {
 		char *o = join_opts(a.opts, a.compare ? a.cmp[c] : "");
+		char d[96];
 
 		ret = o ? sim_replay(t, o, a.stats_log, &res[c], err, sizeof(err)) : -ENOMEM;
 		if (!ret)
 			fprintf(stderr, "foliofs-sim: replayed %llu records in %.2f s "
-				"(%.0f records/s), at most %llu read ahead%s%s\n", (unsigned long long)t->nr,
+				"(%.0f records/s), at most %llu read ahead%s%s%s\n", (unsigned long long)t->nr,
 				res[c].replay_s,
 				(double)t->nr / (res[c].replay_s > 0 ? res[c].replay_s : 1e-9),
-				(unsigned long long)res[c].feed_peak, a.compare ? ": " : "",
-				a.compare ? a.cmp[c] : "");
+				(unsigned long long)res[c].feed_peak, detached(&res[c], d, sizeof(d)),
+				a.compare ? ": " : "", a.compare ? a.cmp[c] : "");
 		free(o);
 	}
 	if (!res || ret) {

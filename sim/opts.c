@@ -2,7 +2,9 @@
 /*
  * opts.c - a replay's options: the device model's (dev_bw=, dev_lat_us=,
  * dev_qd=, dev_flush_us=, dev_iops=, dev_raid=, dev_stripe=), sim_data=
- * (0: folios without memory, bs_config.no_data) and the mount's, through the mount's own parser
+ * (0: folios without memory, bs_config.no_data), sim_feed_window= (records
+ * read ahead before a lagging writer reads its own: struct sim_feed) and
+ * the mount's, through the mount's own parser
  * (fusefs/opts.c: the same names, defaults and checks).  The only file of
  * the simulator that knows the FUSE layer.
  */
@@ -14,7 +16,7 @@
 #include <string.h>
 
 /*
- * The simulator's own options out of @opts (the device's, and sim_data=),
+ * The simulator's own options out of @opts (the device's, sim_data=, sim_feed_window=),
  * the rest into @rest for the mount's parser.
  */
 static int split_opts(struct sim_config *cfg, const char *opts, char *rest, size_t restlen,
@@ -25,6 +27,7 @@ static int split_opts(struct sim_config *cfg, const char *opts, char *rest, size
 		{ "dev_qd", 1, SIM_MAX_QD }, { "dev_flush_us", 0, 10000000 },
 		{ "dev_iops", 0, 1ull << 32 }, { "dev_raid", 1, SIM_MAX_RAID },
 		{ "dev_stripe", 4096, 1ull << 30 }, { "sim_data", 0, 1 },
+		{ "sim_feed_window", 0, 1ull << 31 },
 	};
 	struct sim_dev_cfg *dev = &cfg->dev;
 	char *cache_item = NULL;
@@ -77,8 +80,10 @@ static int split_opts(struct sim_config *cfg, const char *opts, char *rest, size
 			dev->raid = (uint32_t)v;
 		else if (d == 6)
 			dev->stripe = v;
-		else
+		else if (d == 7)
 			cfg->no_data = !v;
+		else
+			cfg->feed_window = v;
 	}
 	/*
 	 * cache_size: the mount's (at most this machine's memory), or with
@@ -162,6 +167,7 @@ int sim_config_parse(const char *opts, struct sim_config *cfg, char *err, size_t
 	*cfg = (struct sim_config){
 		.dev = { .bw = SIM_DEV_BW, .lat_us = SIM_DEV_LAT_US, .qd = SIM_DEV_QD,
 			 .flush_us = SIM_DEV_FLUSH_US, .raid = 1, .stripe = SIM_DEV_STRIPE },
+		.feed_window = SIM_FEED_WINDOW,
 	};
 	if (!fc) {
 		snprintf(err, errlen, "out of memory");

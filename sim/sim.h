@@ -65,6 +65,7 @@ struct sim_config {
 	struct wb_config wb;
 	struct sim_dev_cfg dev;
 	bool no_data;			/* -o sim_data=0: folios hold no memory */
+	uint64_t feed_window;		/* -o sim_feed_window= (struct sim_feed) */
 	uint64_t cache_size;		/* with sim_data=0: cache_size=, unbounded by RAM; 0: unset */
 	void *priv;			/* the parser's configuration */
 };
@@ -98,6 +99,8 @@ struct sim_result {
 	uint64_t folios_made_order[SIM_NR_ORDERS];
 	uint64_t opens;			/* opens read through (readahead states) */
 	uint64_t feed_peak;		/* records the feed held at most (struct sim_feed) */
+	uint64_t feed_detached;		/* times a lagging writer was given its own cursor */
+	uint32_t feed_cursors;		/* such writers at once, at most */
 	/* per writer: ops/s achieved and recorded */
 	uint32_t nr_writers;
 	struct sim_writer_result {
@@ -216,49 +219,63 @@ void sim_trace_close(struct sim_trace *t);
  * One replay's reader (feed.c): one forward pass over the trace, each
  * record read handed to its writer's queue (FIFO) until the writer that
  * asked has its next one.  Records wait in the queues from when the read
- * passes them to when their writer issues them, so what the feed holds,
- * at most peak_queued records of sizeof(struct sim_feed_node) (64) bytes
- * in a pool of twice that at most, is the trace between the writer
- * furthest behind its recorded schedule and the record the one furthest
- * ahead asked for: the spread of the writers' lags (a throttled writer
- * falls behind) plus up to SIM_FEED_GAP_NS of think time, times the
- * trace's record rate.  Not the trace's length.  Measured on the seed's
- * pgbench scenario (about 333k records per second of trace): 333,478
- * records at most for 2 x 3 s iterations of 6.17-folio (3.5 M records),
- * 26.4 M (1.6 GiB) for 10 x 60 s of it (236 M records), where throttled
- * clients ran up to about 80 s of trace behind, and 3.7 M for 10 x 60 s
- * of 6.17-page (contrib/results/seed-sim-long-2026-12-05).  With
- * time-bounded iterations (deadline records) a client falls behind by
- * at most an iteration, and what it skips is dropped, not held; a writer
- * without deadlines (the checkpointer, 125 s behind at the end of
- * 6.17-folio's run, at 30k records per second of trace) still holds its
- * records back: 5.8 M records at most for 10 x 30 s of 6.17-folio, 2.1 M
- * for 6.17-page (contrib/results/seed-sim-iters-2026-12-05).  A cursor per
- * writer instead would hold nothing for lagging writers but decode each
- * stretch of the file once per writer living in it (1024 pgbench clients
- * interleave record by record); the forward reader decodes each record
- * once.
+ * passes them to when their writer issues them: the trace between the
+ * writer furthest behind its recorded schedule and the record the one
+ * furthest ahead asked for, the spread of the writers' lags (a throttled
+ * writer falls behind) plus up to SIM_FEED_GAP_NS of think time, times
+ * the trace's record rate.  Not the trace's length, but without a bound
+ * of its own: on the seed's pgbench scenario (about 333k records per
+ * second of trace) the checkpointer, which has no deadlines, ran 125 s
+ * behind its schedule and the feed held 5.8 M records for 10 x 30 s of
+ * 6.17-folio (contrib/results/seed-sim-iters-2026-12-05).
+ *
+ * The window (-o sim_feed_window=, SIM_FEED_WINDOW records by default)
+ * bounds that.  When the records held pass it, the writer holding the
+ * most, if that is a sixteenth of the window or more, is detached: its
+ * records are freed and it reads its own from then on through a cursor
+ * of its own (a trace_reader from its first record not taken), which
+ * decodes the stretch of the file it passes again and takes only the
+ * writer's records, while the forward read passes over them.  When the
+ * cursor comes up to the forward read it is closed and the writer is
+ * fed from the queues again.  So a writer lagging far behind costs a
+ * second decoding of the trace it lags over, not memory; lags spread
+ * evenly over more than sixteen writers (clients throttled alike, each
+ * bounded by its iteration's deadline) are still held, beyond the
+ * window.  Which reader gives a record does not change the record nor
+ * the order of a writer's: a replay's results do not depend on the
+ * window.
  */
+#define SIM_FEED_WINDOW (1ull << 20)	/* records (72 bytes each) */
+
 struct sim_feed_node {
 	/* file: its index; a rename's offset: the replaced file's index + 1 (0: none) */
 	struct trace_rec rec;
+	uint64_t index;			/* in the trace */
 	uint32_t next;			/* in its writer's queue; UINT32_MAX: the last */
 };
 
 struct sim_feed {
 	const struct sim_trace *t;
-	struct trace_reader rd;
+	struct trace_reader rd;		/* the forward read */
 	struct sim_feed_node *pool;	/* nodes [0, nr_pool) made; the free ones from free_node */
 	uint32_t nr_pool, cap_pool, free_node;
 	struct sim_feed_queue {
 		uint32_t head, tail;	/* UINT32_MAX: empty */
+		uint64_t nr;		/* records queued */
 		size_t gap;		/* its next gap, an index into t->gaps */
 		uint64_t drop;		/* records of it to drop as the read passes them */
+		struct trace_reader *cursor;	/* detached: its own reader (queue empty); else NULL */
 	} *q;				/* per writer */
 	uint64_t queued, peak_queued;	/* records in the queues, now and at most */
+	uint64_t window;		/* records; 0: no bound */
+	uint64_t check_at;		/* queued past this: look for a writer to detach */
+	uint32_t cursors, peak_cursors;	/* detached writers, now and at most */
+	uint64_t detached, reattached;	/* times */
 };
 
-int sim_feed_open(struct sim_feed *fd, const struct sim_trace *t, char *err, size_t errlen);
+/* @window: records held before a lagging writer is detached (0: never). */
+int sim_feed_open(struct sim_feed *fd, const struct sim_trace *t, uint64_t window,
+		  char *err, size_t errlen);
 void sim_feed_close(struct sim_feed *fd);
 /* Writer @w's next record, read on as far as needed: 0, or -errno with one line in @err. */
 int sim_feed_next(struct sim_feed *fd, uint32_t w, struct trace_rec *rec, char *err, size_t errlen);

@@ -147,6 +147,8 @@ def test_bad_trace(tmp_path, damage, offset, what):
     ('dev_qd=0', 'dev_qd'),
     ('dev_bw=fast', 'dev_bw'),
     ('trace=/tmp/never-made.trace', 'trace='),
+    ('sim_feed_window=lots', 'sim_feed_window'),
+    ('sim_feed_window=4294967296', 'sim_feed_window'),
 ])
 def test_bad_option(tmp_path, opts, named):
     t = gen(tmp_path, 'ops=4,file_size=1M')

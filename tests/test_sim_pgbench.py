@@ -30,6 +30,7 @@ import csv
 import filecmp
 import io
 import os
+import re
 import resource
 import subprocess
 import sys
@@ -448,6 +449,36 @@ def test_deadline_throttled(tmp_path):
     # skipped records are dropped, not kept: fewer were ever read ahead than were skipped
     skipped_recs = len(recs) - ops
     assert skipped_recs > 1000 and ahead < skipped_recs
+
+
+def test_feed_window(tmp_path):
+    # A writer lagging behind the forward read holds its records back
+    # there; past the window, the one holding the most reads its own
+    # through a cursor of its own (sim/feed.c).  Which reader gives a
+    # record changes nothing in the replay.
+    path, _ = gen(tmp_path, BOUNDED + ',deadline=1')
+    runs = {}
+    for window in (0, 1 << 20, 256, 16):
+        r = subprocess.run([FOLIOSIM, path, '-o', THROTTLED + ',sim_feed_window=%d' % window],
+                           capture_output=True, text=True, check=True)
+        m = re.search(r'at most (\d+) read ahead(, (\d+) times a writer read its own '
+                      r'\((\d+) at once at most\))?', r.stderr)
+        assert m, r.stderr
+        runs[window] = (r.stdout, int(m.group(1)), int(m.group(3) or 0), int(m.group(4) or 0))
+    out0, ahead0, detached0, _ = runs[0]
+    writers = sum(1 for line in out0.splitlines() if line.startswith('writer '))
+    assert 4 < writers <= 16
+    assert detached0 == 0 and ahead0 > 256         # the throttle made writers lag
+    assert runs[1 << 20][1:] == (ahead0, 0, 0)
+    for window in (256, 16):
+        out, ahead, detached, at_once = runs[window]
+        assert out == out0, window
+        # With 16 writers or fewer, the one holding the most holds a
+        # sixteenth of the records or more: each pass of the window
+        # detaches one, so the window is never passed by more than one.
+        assert ahead <= window + 1 and detached > 0 and 0 < at_once <= writers, runs[window][1:]
+    # a writer that caught up was fed from the queues again and could lag anew
+    assert runs[16][2] > runs[16][3]
 
 
 def test_deadline_unthrottled(tmp_path):

@@ -249,13 +249,23 @@ int trace_reader_next(struct trace_reader *rd, struct trace_rec *rec, char *err,
 	return 1;
 }
 
-int trace_reader_rewind(struct trace_reader *rd, char *err, size_t errlen)
+int trace_reader_seek(struct trace_reader *rd, uint64_t index, char *err, size_t errlen)
 {
-	if (lseek(rd->fd, TRACE_HDR_SIZE, SEEK_SET) < 0)
+	if (index > rd->nr) {
+		snprintf(err, errlen, "%s: no record %llu (%llu records)", rd->path,
+			 (unsigned long long)index, (unsigned long long)rd->nr);
+		return -EINVAL;
+	}
+	if (lseek(rd->fd, (off_t)(TRACE_HDR_SIZE + index * rd->rec_size), SEEK_SET) < 0)
 		return sys_err(err, errlen, rd->path, "cannot seek: ", -errno);
-	rd->next = 0;
+	rd->next = index;
 	rd->pos = rd->len = 0;
 	return 0;
+}
+
+int trace_reader_rewind(struct trace_reader *rd, char *err, size_t errlen)
+{
+	return trace_reader_seek(rd, 0, err, errlen);
 }
 
 void trace_reader_close(struct trace_reader *rd)

@@ -156,6 +156,8 @@ int trace_reader_open(struct trace_reader *rd, const char *path, char *err, size
 int trace_reader_next(struct trace_reader *rd, struct trace_rec *rec, char *err, size_t errlen);
 /* Back to the first record: 0 or -errno. */
 int trace_reader_rewind(struct trace_reader *rd, char *err, size_t errlen);
+/* To record @index (nr: the end), which trace_reader_next() gives next: 0 or -errno. */
+int trace_reader_seek(struct trace_reader *rd, uint64_t index, char *err, size_t errlen);
 void trace_reader_close(struct trace_reader *rd);
 
 /*

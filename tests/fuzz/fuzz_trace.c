@@ -9,7 +9,10 @@
  * accepts (version 1 or 2) must encode back, in its own version
  * (trace_encode_header_v/_rec_v), to exactly the input bytes: the
  * reader refuses every byte it would not write, so nothing the reader
- * lets through is lost or invented on a round trip.
+ * lets through is lost or invented on a round trip.  And a trace_reader
+ * on it, sought to its middle record and then to its first, gives the
+ * records trace_load() did from there on; a seek past the end is refused
+ * and leaves the reader where it was.
  */
 #include "trace.h"
 
@@ -28,6 +31,37 @@ static void fail(const char *why, const char *err)
 	abort();
 }
 
+/* A reader on @path sought to @nr / 2, past the end and to 0 gives @recs from there. */
+static void check_seek(const char *path, const struct trace_rec *recs, size_t nr,
+		       unsigned int version)
+{
+	unsigned char want[TRACE_REC_SIZE], got[TRACE_REC_SIZE];
+	const uint64_t starts[] = { nr / 2, 0 };
+	struct trace_reader rd;
+	struct trace_rec r;
+	char err[512] = "";
+
+	if (trace_reader_open(&rd, path, err, sizeof(err)))
+		fail("trace_reader_open refused what trace_load read", err);
+	for (size_t k = 0; k < sizeof(starts) / sizeof(starts[0]); k++) {
+		if (trace_reader_seek(&rd, starts[k], err, sizeof(err)))
+			fail("a seek inside the trace failed", err);
+		if (trace_reader_seek(&rd, nr + 1, err, sizeof(err)) != -EINVAL)
+			fail("a seek past the end was not refused", err);
+		for (uint64_t i = starts[k]; i < nr; i++) {
+			if (trace_reader_next(&rd, &r, err, sizeof(err)) != 1)
+				fail("the reader ended early after a seek", err);
+			trace_encode_rec_v(want, &recs[i], version);
+			trace_encode_rec_v(got, &r, version);
+			if (memcmp(want, got, trace_rec_size(version)) != 0)
+				fail("a record read after a seek differs", err);
+		}
+		if (trace_reader_next(&rd, &r, err, sizeof(err)) != 0)
+			fail("the reader went on past the end after a seek", err);
+	}
+	trace_reader_close(&rd);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	unsigned char hdr[TRACE_HDR_SIZE], rec[TRACE_REC_SIZE];
@@ -43,6 +77,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		abort();
 	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
 	ret = trace_load(path, &recs, &nr, &version, err, sizeof(err));
+	if (!ret)
+		check_seek(path, recs, nr, version);
 	close(fd);
 	if (ret == -EINVAL) {
 		at = strstr(err, "at byte offset ");
