@@ -496,7 +496,7 @@ static int short_trace(const struct sim_feed *fd, char *err, size_t errlen)
  * Detach the writer holding the most records read ahead when that is a
  * sixteenth of the window or more: its records are freed, and from the
  * first of them on it reads its own (a cursor of its own, which the
- * forward read passes over).  Called when the records held pass
+ * forward read passes over).  Called when the records held reach
  * check_at; the next check is a sixteenth of the window further on, so
  * the writers are looked at once per that many records read at most.
  * 0, or -errno with one line in @err.
@@ -584,7 +584,7 @@ static int64_t read_one(struct sim_feed *fd, char *err, size_t errlen)
 	q->nr++;
 	if (++fd->queued > fd->peak_queued)
 		fd->peak_queued = fd->queued;
-	if (fd->queued > fd->check_at) {
+	if (fd->queued >= fd->check_at) {
 		ret = detach_one(fd, err, errlen);
 		if (ret)
 			return ret;

@@ -230,7 +230,7 @@ void sim_trace_close(struct sim_trace *t);
  * 6.17-folio (contrib/results/seed-sim-iters-2026-12-05).
  *
  * The window (-o sim_feed_window=, SIM_FEED_WINDOW records by default)
- * bounds that.  When the records held pass it, the writer holding the
+ * bounds that.  When the records held reach it, the writer holding the
  * most, if that is a sixteenth of the window or more, is detached: its
  * records are freed and it reads its own from then on through a cursor
  * of its own (a trace_reader from its first record not taken), which
@@ -268,7 +268,7 @@ struct sim_feed {
 	} *q;				/* per writer */
 	uint64_t queued, peak_queued;	/* records in the queues, now and at most */
 	uint64_t window;		/* records; 0: no bound */
-	uint64_t check_at;		/* queued past this: look for a writer to detach */
+	uint64_t check_at;		/* queued reaching this: look for a writer to detach */
 	uint32_t cursors, peak_cursors;	/* detached writers, now and at most */
 	uint64_t detached, reattached;	/* times */
 };
