@@ -14,7 +14,9 @@
  *
  *   writer    one per pid: its operations in trace order, each issued the
  *             recorded think time after the previous one completed (a
- *             closed loop, so a throttled writer falls behind).  A write
+ *             closed loop, so a throttled writer falls behind); after a
+ *             pace record (trace.h: the generator's checkpointer) at its
+ *             recorded time instead, or at once when it is behind that.  A write
  *             returns at once unless the throttler pauses it; an fsync
  *             writes the file back and flushes the device; both wait for a
  *             file another pass holds, as the mount's wb_lock makes them.
@@ -163,6 +165,12 @@ struct sim_writer {
 	uint64_t iter_end, step_ns;
 	size_t mark;
 	uint64_t skipped;		/* ops skipped at deadlines */
+	/*
+	 * Since its pace record (trace.h): it waits only until its next
+	 * record's recorded time (virtual: from the trace's first record),
+	 * not for the recorded think time after its op is done.
+	 */
+	bool paced;
 };
 
 enum fl_state { FL_IDLE, FL_PASS, FL_SYNC };
@@ -845,8 +853,15 @@ static int writer_op_done(struct sim *s, uint32_t w, int64_t t)
 	 * time; the writer stops there if its next step is due at or after
 	 * the deadline.
 	 */
+	/*
+	 * A paced writer's next record is due at its recorded time, the
+	 * record before it's end plus the recorded think time: it sleeps
+	 * only while it is ahead of that.
+	 */
+	if (wr->paced && !end)
+		think = (int64_t)(prev.time_ns + prev.dur_ns - s->t->first_ns) + think - t;
 	iter_last = end || wr->next == wr->iter_end;	/* the iteration's last op */
-	if (wr->in_iter && prev.op != TRACE_OP_DEADLINE &&
+	if (wr->in_iter && sim_op_names_file(prev.op) &&
 	    (iter_last || gap || wr->cur.time_ns != prev.time_ns)) {
 		step_end(s, wr, t, iter_last);
 		if (!iter_last && t + (think > 0 ? think : 0) >= wr->deadline)
@@ -1205,6 +1220,12 @@ static int writer_issue(struct sim *s, uint32_t w)
 	}
 	if (r->op == TRACE_OP_DEADLINE)
 		return writer_deadline(s, w);
+	if (r->op == TRACE_OP_PACE) {
+		if (!wr->first_ns && !wr->next)
+			wr->first_ns = s->now;
+		wr->paced = true;
+		return writer_op_done(s, w, s->now);
+	}
 	if (wr->in_iter && wr->step_ns != r->time_ns + 1) {	/* a new step */
 		if (s->now >= wr->deadline)
 			return writer_skip(s, w);

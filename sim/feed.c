@@ -179,7 +179,8 @@ static int scan_writer(struct sim_trace *t, struct scan *sc, const struct trace_
 		sc->m_w[sc->nr_m] = w;
 		sc->w_mark[w] = (uint32_t)sc->nr_m++;
 		sc->w_step[w] = 0;
-	} else if (sc->w_mark[w] != NONE && sc->w_step[w] != r->time_ns + 1) {
+	} else if (r->op != TRACE_OP_PACE && sc->w_mark[w] != NONE &&
+		   sc->w_step[w] != r->time_ns + 1) {
 		struct sim_trace_mark *m = &sc->m[sc->w_mark[w]];
 
 		if (r->time_ns < m->time_ns + m->length_ns)	/* due before the deadline */
@@ -197,7 +198,7 @@ static int scan_file(struct sim_trace *t, struct scan *sc, const struct trace_re
 {
 	uint32_t f = map_get(&t->file_map, r->file);
 
-	if (f != NONE || r->op == TRACE_OP_DEADLINE)	/* a deadline names no file */
+	if (f != NONE || !sim_op_names_file(r->op))
 		return 0;
 	if (grow((void **)&sc->f, &sc->cap_f, sc->nr_f, sizeof(*sc->f)) ||
 	    map_grow(&t->file_map, sc->nr_f))
@@ -461,7 +462,7 @@ static int convert(const struct sim_feed *fd, struct trace_rec *r, uint64_t inde
 	uint32_t f;
 
 	*w = map_get(&t->pid_map, r->pid);
-	f = r->op == TRACE_OP_DEADLINE ? 0 : map_get(&t->file_map, r->file);
+	f = sim_op_names_file(r->op) ? map_get(&t->file_map, r->file) : 0;
 	if (*w == NONE || f == NONE) {
 		snprintf(err, errlen, "%s: the trace changed since it was read (record %llu)",
 			 t->path, (unsigned long long)index);

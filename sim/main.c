@@ -97,7 +97,7 @@ static void help(FILE *f)
 		"  duration= iterations= txns= shared_buffers= checkpoint_s= ckpt_target=\n"
 		"  wal_rec= fpw= wal_group= wal_seg= wal_files= rel_seg= scan= scan_io=\n"
 		"  scan_s= gap_s= cold= warmup_s= end_ckpt= index= idx_dirty= hint_fpw=\n"
-		"  wal_each= seed=; prints its schedule\n",
+		"  wal_each= seed= deadline= ckpt_pace=; prints its schedule\n",
 		SIM_FEED_WINDOW, SIM_DEV_BW, SIM_DEV_LAT_US, SIM_DEV_QD, SIM_DEV_FLUSH_US);
 }
 

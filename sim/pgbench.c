@@ -97,6 +97,12 @@
  * than fits in the duration (txns_per_client()): one is due at or after
  * the deadline, so a replayed client never runs out before it.
  * end_ckpt=1 ends the trace with a CHECKPOINT (written at once).
+ * ckpt_pace=1 (the default) starts the checkpointer's records with a pace
+ * record (trace.h): a replay then issues its writes at their recorded
+ * times, or at once when it is behind them, as PostgreSQL's checkpointer
+ * sleeps between writes only while it is ahead of its schedule
+ * (CheckpointWriteDelay); ckpt_pace=0 keeps its recorded waits whatever
+ * its lag, as for every other writer.
  *
  * Memory: events are written as they are made (stdio's buffer); what is
  * kept is the bitmaps and a few counters, whatever the duration.
@@ -121,6 +127,7 @@ struct pg_spec {
 	uint64_t shared_buffers, checkpoint_s, ckpt_target, wal_rec, fpw, wal_group;
 	uint64_t wal_seg, wal_files, rel_seg, scan, scan_io, scan_s, cold, seed;
 	uint64_t txns, end_ckpt, warmup_s, gap_s, index, idx_dirty, hint_fpw, wal_each, deadline;
+	uint64_t ckpt_pace;
 	bool scan_s_set;
 };
 
@@ -179,7 +186,7 @@ static int parse_item(struct pg_spec *g, const char *name, const char *val, char
 		K(seed, 0, UINT64_MAX), K(txns, 0, 1ull << 40), K(end_ckpt, 0, 1),
 		K(warmup_s, 0, 1000000), K(gap_s, 0, 1000000), K(index, 0, 1),
 		K(idx_dirty, 0, 100), K(hint_fpw, 0, 1), K(cold, 0, 2), K(wal_each, 0, 1),
-		K(deadline, 0, 1),
+		K(deadline, 0, 1), K(ckpt_pace, 0, 1),
 #undef K
 	};
 
@@ -197,7 +204,7 @@ static int parse_item(struct pg_spec *g, const char *name, const char *val, char
 		 "duration, iterations, shared_buffers, checkpoint_s, ckpt_target, wal_rec, "
 		 "fpw, wal_group, wal_seg, wal_files, rel_seg, scan, scan_io, scan_s, cold, "
 		 "seed, txns, end_ckpt, warmup_s, gap_s, index, idx_dirty, hint_fpw, wal_each, "
-		 "deadline)",
+		 "deadline, ckpt_pace)",
 		 name);
 	return -EINVAL;
 }
@@ -212,7 +219,7 @@ static int parse_spec(const char *spec, struct pg_spec *g, char *err, size_t err
 		.iterations = 1, .shared_buffers = 128u << 20, .checkpoint_s = 300,
 		.ckpt_target = 90, .wal_rec = 300, .fpw = 1, .wal_seg = 16u << 20,
 		.wal_files = 8, .rel_seg = 1u << 30, .scan = 0, .scan_io = 128u << 10, .seed = 1,
-		.gap_s = 10, .index = 1, .idx_dirty = 100, .hint_fpw = 1,
+		.gap_s = 10, .index = 1, .idx_dirty = 100, .hint_fpw = 1, .ckpt_pace = 1,
 	};
 	if (!copy)
 		return -ENOMEM;
@@ -792,6 +799,13 @@ int sim_gen_pgbench(const char *spec, const char *out_path, char *err, size_t er
 	       p.wal_first_file + (uint32_t)p.g.wal_files - 1);
 	ret = trace_write_header(p.f);
 	p.t_base = p.g.warmup_s * NS_PER_S;
+	if (!ret && p.g.ckpt_pace) {
+		/* ckpt_pace=1: the checkpointer sleeps only while ahead of its schedule */
+		struct trace_rec r = { .pid = p.ckpt_pid, .op = TRACE_OP_PACE };
+
+		p.recs++;
+		ret = trace_write_rec(p.f, &r);
+	}
 	if (!ret)
 		ret = create_files(&p);
 	if (!ret && p.g.warmup_s)

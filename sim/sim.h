@@ -211,6 +211,12 @@ struct sim_trace {
 	struct sim_u32_map pid_map, file_map;	/* pid -> writer, file id -> file */
 };
 
+/* Whether records of @op name a file (deadline and pace records do not: trace.h). */
+static inline bool sim_op_names_file(unsigned int op)
+{
+	return op != TRACE_OP_DEADLINE && op != TRACE_OP_PACE;
+}
+
 /* The first pass over @path: 0, or -errno with one line in @err (as trace_load()'s). */
 int sim_trace_open(const char *path, struct sim_trace **t, char *err, size_t errlen);
 void sim_trace_close(struct sim_trace *t);

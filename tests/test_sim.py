@@ -32,6 +32,7 @@ no mount, but for the one test that compares with a mount ($FOLIOFS).
 import json
 import os
 import re
+import struct
 import subprocess
 
 import pytest
@@ -461,6 +462,65 @@ def test_version1_trace_replays_one_open_per_pid_and_file(tmp_path):
     p = sim('dump', tmp_path / 'bad.trace', check=False)
     assert p.returncode == 1 and 'byte offset 12' in p.stderr and \
         'record size 56 (version 1 has 48)' in p.stderr, p.stderr
+
+
+def write_trace(path, recs):
+    """A version 2 trace of @recs: (time_ns, dur_ns, pid, file, op, offset, length)."""
+    with open(path, 'wb') as f:
+        f.write(b'FFSTRACE' + struct.pack('<II', 2, REC) + bytes(16))
+        for time_ns, dur_ns, pid, file, op, offset, length in recs:
+            f.write(struct.pack('<QQIIB3xIQQQ', time_ns, dur_ns, pid, file, op, 0, offset,
+                                length, 0))
+    return path
+
+
+OP_WRITE, OP_FSYNC, OP_CREATE, OP_PACE = 1, 3, 7, 11
+MS = 1000000
+
+
+@pytest.mark.parametrize('period_ms', [10, 150])   # a think time, and a gap (sim.h)
+@pytest.mark.parametrize('flush_ms', [1, 25, 200])
+def test_paced_writer_keeps_its_schedule(tmp_path, period_ms, flush_ms):
+    """A writer after a pace record issues each record at its recorded time,
+    or at once when it is behind (the checkpointer's pacing); without one
+    it waits the recorded think time after each op, however late."""
+    n = 20
+    ops = [(0, 0, 1, 1, OP_CREATE, 0, 0)]
+    for i in range(n):
+        ops += [(i * period_ms * MS, 0, 1, 1, OP_WRITE, i * 4096, 4096),
+                (i * period_ms * MS, 0, 1, 1, OP_FSYNC, 0, 0)]
+    opts = 'cache_size=64M,flushers=0,dev_lat_us=0,dev_bw=1000G,dev_flush_us=%d' % (
+        flush_ms * 1000)
+    ends = {}
+    for paced in (False, True):
+        t = write_trace(tmp_path / ('p%d.trace' % paced),
+                        ([(0, 0, 1, 0, OP_PACE, 0, 0)] if paced else []) + ops)
+        out = sim(t, '-o', opts).stdout
+        m = re.search(r'^# summary: (\d+) ops in ([0-9.]+) s of virtual time', out, re.M)
+        assert int(m.group(1)) == len(ops) + paced
+        ends[paced] = float(m.group(2)) * 1000
+    # each fsync takes flush_ms; the last one ends the replay
+    unpaced = n * flush_ms + (n - 1) * period_ms
+    paced = (n - 1) * max(period_ms, flush_ms) + flush_ms
+    assert abs(ends[False] - unpaced) < 0.5, (ends, unpaced)
+    assert abs(ends[True] - paced) < 0.5, (ends, paced)
+
+
+def test_gen_pgbench_paces_its_checkpointer(tmp_path):
+    """gen pgbench starts the checkpointer's records with a pace record
+    (ckpt_pace=1, the default), and ckpt_pace=0 leaves it out."""
+    spec = 'pgbench,clients=2,scale=1,tps=100,duration=1,checkpoint_s=1'
+    for pace in (None, 1, 0):
+        t = gen(tmp_path, spec + ('' if pace is None else ',ckpt_pace=%d' % pace),
+                'c%s.trace' % pace)
+        recs = [line.split() for line in sim('dump', t).stdout.splitlines()[1:]]
+        paces = [r for r in recs if r[4] == 'pace']
+        if pace == 0:
+            assert not paces
+        else:
+            # the first record, the checkpointer's (the pid after the clients')
+            assert paces == [recs[0]] and recs[0][:4] == ['0', '0', '3', '0'], recs[:2]
+            assert {r[2] for r in recs if r[4] == 'create'} == {'3'}   # it makes the files
 
 
 def test_options_anywhere(tmp_path):

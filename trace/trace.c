@@ -24,6 +24,7 @@ static const char *const op_names[TRACE_OP_END] = {
 	[TRACE_OP_UNLINK] = "unlink",
 	[TRACE_OP_RENAME] = "rename",
 	[TRACE_OP_DEADLINE] = "deadline",
+	[TRACE_OP_PACE] = "pace",
 };
 
 const char *trace_op_name(unsigned int op)

@@ -58,6 +58,18 @@
  * without them are what they were; a reader that knows no deadline op
  * refuses a trace that has them (an unknown op).
  *
+ * A pace record (op pace; written by `foliofs-sim gen pgbench` for its
+ * checkpointer, never by the daemon; every field but time_ns, pid and op
+ * 0) says that its writer's waits from there on keep a schedule: the
+ * writer sleeps only while it is ahead of it, as PostgreSQL's
+ * checkpointer paces its writes over checkpoint_completion_target and
+ * writes without sleeping when it is behind.  A replay issues each of
+ * the writer's later records at its recorded time (from the trace's
+ * first record) or, when the writer is behind that, as soon as the
+ * record before it is done; other writers' waits are think times, kept
+ * whatever the lag.  Readers that know no pace op refuse a trace that
+ * has one, as for deadlines.
+ *
  * Why open ids and no open or close records: what needs the open is the
  * state each open keeps, readahead's (struct bs_ra, Linux's
  * file_ra_state, zeroed at open), so a replay needs to know which reads
@@ -107,6 +119,7 @@ enum trace_op {
 	TRACE_OP_UNLINK,
 	TRACE_OP_RENAME,
 	TRACE_OP_DEADLINE,	/* an iteration's end for its writer (no file) */
+	TRACE_OP_PACE,		/* its writer's waits keep a schedule (no file) */
 	TRACE_OP_END,		/* one past the last */
 };
 

@@ -51,7 +51,7 @@ def mix(recs, txns):
     wal = {r[2] for r in recs if r[3] == 'fdatasync' and r[1] in backends}
     c = collections.Counter()
     sizes = collections.Counter()
-    ops = [r for r in recs if r[3] not in ('create', 'unlink', 'rename', 'truncate', 'deadline')]
+    ops = [r for r in recs if r[3] not in ('create', 'unlink', 'rename', 'truncate', 'deadline', 'pace')]
     span = (max(r[0] for r in ops) - min(r[0] for r in ops)) / 1e9 if ops else 0
     for t, pid, fid, op, off, length in ops:
         who = 'backend' if pid in backends else 'other'
