@@ -874,6 +874,7 @@ static int writer_op_done(struct sim *s, uint32_t w, int64_t t)
 	}
 	if (end) {
 		wr->state = WR_DONE;
+		sim_feed_done(&s->feed, w);
 		s->writers_left--;
 		return 0;
 	}
@@ -1196,6 +1197,7 @@ static int writer_skip(struct sim *s, uint32_t w)
 		return ret;
 	if (wr->next == wr->nr_ops) {
 		wr->state = WR_DONE;
+		sim_feed_done(&s->feed, w);
 		s->writers_left--;
 		return 0;
 	}

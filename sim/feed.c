@@ -498,9 +498,12 @@ static int short_trace(const struct sim_feed *fd, char *err, size_t errlen)
  * sixteenth of the window or more: its records are freed, and from the
  * first of them on it reads its own (a cursor of its own, which the
  * forward read passes over).  Called when the records held reach
- * check_at; the next check is a sixteenth of the window further on, so
- * the writers are looked at once per that many records read at most.
- * 0, or -errno with one line in @err.
+ * check_at, which then moves a sixteenth of the window further on, and
+ * back to the window only once the records held are that far below it
+ * (sim_feed_next()): the writers are looked at once per a sixteenth of
+ * the window read at most.  With SIM_FEED_MAX_CURSORS writers detached
+ * already, or no file or memory for a reader now, none is: the records
+ * stay queued.  0, or -errno with one line in @err.
  */
 static int detach_one(struct sim_feed *fd, char *err, size_t errlen)
 {
@@ -509,21 +512,24 @@ static int detach_one(struct sim_feed *fd, char *err, size_t errlen)
 	uint64_t first;
 	int ret;
 
+	fd->check_at = fd->queued + fd->window / 16;
+	if (fd->cursors == SIM_FEED_MAX_CURSORS)
+		return 0;
 	for (size_t w = 0; w < fd->t->nr_writers; w++)
 		if (!q || fd->q[w].nr > q->nr)
 			q = &fd->q[w];
-	if (!q || q->nr == 0 || q->nr < fd->window / 16) {
-		fd->check_at = fd->queued + fd->window / 16;
+	if (!q || q->nr == 0 || q->nr < fd->window / 16)
 		return 0;
-	}
 	cur = malloc(sizeof(*cur));
-	if (!cur) {
-		snprintf(err, errlen, "%s: out of memory", fd->t->path);
-		return -ENOMEM;
-	}
+	if (!cur)
+		return 0;
 	ret = trace_reader_open(cur, fd->t->path, err, errlen);
 	if (ret) {
 		free(cur);
+		if (ret == -EMFILE || ret == -ENFILE || ret == -ENOMEM) {
+			*err = '\0';
+			return 0;
+		}
 		return ret;
 	}
 	first = fd->pool[q->head].index;
@@ -564,7 +570,7 @@ static int64_t read_one(struct sim_feed *fd, char *err, size_t errlen)
 	if (ret)
 		return ret;
 	q = &fd->q[w];
-	if (q->cursor)		/* detached: its cursor reads this one */
+	if (q->cursor || q->done)	/* its cursor reads this one; or it has ended */
 		return w;
 	if (q->drop) {		/* skipped (sim_feed_skip()): not kept */
 		q->drop--;
@@ -649,9 +655,20 @@ int sim_feed_next(struct sim_feed *fd, uint32_t w, struct trace_rec *rec, char *
 	}
 	*rec = fd->pool[q->head].rec;
 	node_pop(fd, q);
-	if (fd->queued < fd->window && fd->check_at > fd->window)
+	if (fd->check_at > fd->window && fd->queued + fd->window / 16 < fd->window)
 		fd->check_at = fd->window;
 	return 0;
+}
+
+void sim_feed_done(struct sim_feed *fd, uint32_t w)
+{
+	struct sim_feed_queue *q = &fd->q[w];
+
+	while (q->head != NONE)
+		node_pop(fd, q);
+	if (q->cursor)
+		cursor_close(fd, q);
+	q->done = true;
 }
 
 bool sim_feed_gap(struct sim_feed *fd, uint32_t w, uint64_t op, int64_t *think_ns)

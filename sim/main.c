@@ -314,7 +314,6 @@ static void print_compare_csv(char **names, const struct sim_result *res, int n)
 	}
 }
 
-/* @base and @extra joined by a comma (either may be empty); malloc'ed. */
 /* ", N times a writer read its own (M at once at most)" when the feed detached any, else "". */
 static const char *detached(const struct sim_result *r, char *buf, size_t len)
 {
@@ -325,6 +324,7 @@ static const char *detached(const struct sim_result *r, char *buf, size_t len)
 	return buf;
 }
 
+/* @base and @extra joined by a comma (either may be empty); malloc'ed. */
 static char *join_opts(const char *base, const char *extra)
 {
 	char *out;

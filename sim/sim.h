@@ -273,6 +273,7 @@ struct sim_feed {
 		size_t gap;		/* its next gap, an index into t->gaps */
 		uint64_t drop;		/* records of it to drop as the read passes them */
 		struct trace_reader *cursor;	/* detached: its own reader (queue empty); else NULL */
+		bool done;		/* sim_feed_done(): its records are dropped */
 	} *q;				/* per writer */
 	uint64_t queued, peak_queued;	/* records in the queues, now and at most */
 	uint64_t window;		/* records; 0: no bound */
@@ -280,6 +281,15 @@ struct sim_feed {
 	uint32_t cursors, peak_cursors;	/* detached writers, now and at most */
 	uint64_t detached, reattached;	/* times */
 };
+
+/*
+ * Writers detached at once at most: each holds an open file and a
+ * TRACE_READ_BUF buffer.  A detached writer holds a sixteenth of the
+ * window or more (4.5 MiB of nodes at the default), so at the default
+ * window a detach saves more than its reader costs; a window below
+ * about 233,000 records can cost more than it saves.
+ */
+#define SIM_FEED_MAX_CURSORS 64
 
 /* @window: records held before a lagging writer is detached (0: never). */
 int sim_feed_open(struct sim_feed *fd, const struct sim_trace *t, uint64_t window,
@@ -295,6 +305,8 @@ int sim_feed_next(struct sim_feed *fd, uint32_t w, struct trace_rec *rec, char *
  * a gap) are passed over.
  */
 void sim_feed_skip(struct sim_feed *fd, uint32_t w, uint64_t n, uint64_t resume_op);
+/* Writer @w has ended: what the feed holds for it goes, and its records are dropped. */
+void sim_feed_done(struct sim_feed *fd, uint32_t w);
 /* True with the think time before writer @w's op @op in *@think_ns when it is a gap. */
 bool sim_feed_gap(struct sim_feed *fd, uint32_t w, uint64_t op, int64_t *think_ns);
 

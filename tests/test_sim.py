@@ -474,7 +474,7 @@ def write_trace(path, recs):
     return path
 
 
-OP_WRITE, OP_FSYNC, OP_CREATE, OP_PACE = 1, 3, 7, 11
+OP_WRITE, OP_FSYNC, OP_CREATE, OP_DEADLINE, OP_PACE = 1, 3, 7, 10, 11
 MS = 1000000
 
 
@@ -504,6 +504,35 @@ def test_paced_writer_keeps_its_schedule(tmp_path, period_ms, flush_ms):
     paced = (n - 1) * max(period_ms, flush_ms) + flush_ms
     assert abs(ends[False] - unpaced) < 0.5, (ends, unpaced)
     assert abs(ends[True] - paced) < 0.5, (ends, paced)
+
+
+def test_feed_window_with_skips(tmp_path):
+    """Writers that each live through six time-bounded iterations and skip
+    part of each (throttled): with a window of 1 or 2 records they are
+    detached and caught up again over and over, and what they skip is
+    dropped by their own reader or by the forward read after it, the
+    replay unchanged (sim/feed.c)."""
+    k_writers, iters, steps = 8, 6, 40
+    recs = [(0, 0, k, k, OP_CREATE, 0, 64 << 20) for k in range(1, k_writers + 1)]
+    for i in range(iters):
+        recs += [(i * 1000 * MS + 1, 0, k, 0, OP_DEADLINE, 0, 800 * MS)
+                 for k in range(1, k_writers + 1)]
+        for st in range(steps):
+            t = i * 1000 * MS + 2 + st * (800 * MS // steps)
+            recs += [(t, 1000, k, k, OP_WRITE, ((i * steps + st) << 18) % (64 << 20), 1 << 18)
+                     for k in range(1, k_writers + 1)]
+    trace = write_trace(tmp_path / 'dl.trace', recs)
+    opts = ('cache_size=256M,folio_size=2M,dirty_account=folio,dirty_bytes=2M,'
+            'dirty_background_bytes=1M,dev_bw=50M,sim_feed_window=')
+    base = sim(trace, '-o', opts + '0')
+    its = [line.split() for line in base.stdout.splitlines() if line.startswith('iteration ')]
+    assert len(its) == iters and sum(int(it[7]) for it in its) > 0   # skipped
+    for window in (1, 2, 16):
+        p = sim(trace, '-o', opts + str(window))
+        assert p.stdout == base.stdout, window
+        if window < 16:
+            m = re.search(r'(\d+) times a writer read its own', p.stderr)
+            assert m and int(m.group(1)) > k_writers, p.stderr
 
 
 def test_gen_pgbench_paces_its_checkpointer(tmp_path):

@@ -10,9 +10,10 @@
  * (trace_encode_header_v/_rec_v), to exactly the input bytes: the
  * reader refuses every byte it would not write, so nothing the reader
  * lets through is lost or invented on a round trip.  And a trace_reader
- * on it, sought to its middle record and then to its first, gives the
- * records trace_load() did from there on; a seek past the end is refused
- * and leaves the reader where it was.
+ * on it gives the records trace_load() did from wherever it is sought to
+ * (the middle record, after reading its first few; the first, after
+ * reading to the end; the end), and a seek past the end is refused and
+ * leaves the reader where it was.
  */
 #include "trace.h"
 
@@ -31,34 +32,56 @@ static void fail(const char *why, const char *err)
 	abort();
 }
 
-/* A reader on @path sought to @nr / 2, past the end and to 0 gives @recs from there. */
+/* Reader @rd gives @recs[@from, @nr) and then its end; @what names the check. */
+static void check_from(struct trace_reader *rd, const struct trace_rec *recs, size_t nr,
+		       uint64_t from, unsigned int version, const char *what)
+{
+	unsigned char want[TRACE_REC_SIZE], got[TRACE_REC_SIZE];
+	struct trace_rec r;
+	char err[512] = "";
+
+	for (uint64_t i = from; i < nr; i++) {
+		if (trace_reader_next(rd, &r, err, sizeof(err)) != 1)
+			fail(what, err[0] ? err : "the reader ended early");
+		trace_encode_rec_v(want, &recs[i], version);
+		trace_encode_rec_v(got, &r, version);
+		if (memcmp(want, got, trace_rec_size(version)) != 0)
+			fail(what, "a record differs");
+	}
+	if (trace_reader_next(rd, &r, err, sizeof(err)) != 0)
+		fail(what, err[0] ? err : "the reader went on past the end");
+}
+
+static void seek(struct trace_reader *rd, uint64_t index, const char *what)
+{
+	char err[512] = "";
+
+	if (trace_reader_seek(rd, index, err, sizeof(err)))
+		fail(what, err);
+}
+
+/* A reader on @path, sought about as the feed's cursors seek, gives @recs from there. */
 static void check_seek(const char *path, const struct trace_rec *recs, size_t nr,
 		       unsigned int version)
 {
-	unsigned char want[TRACE_REC_SIZE], got[TRACE_REC_SIZE];
-	const uint64_t starts[] = { nr / 2, 0 };
 	struct trace_reader rd;
 	struct trace_rec r;
 	char err[512] = "";
 
 	if (trace_reader_open(&rd, path, err, sizeof(err)))
 		fail("trace_reader_open refused what trace_load read", err);
-	for (size_t k = 0; k < sizeof(starts) / sizeof(starts[0]); k++) {
-		if (trace_reader_seek(&rd, starts[k], err, sizeof(err)))
-			fail("a seek inside the trace failed", err);
-		if (trace_reader_seek(&rd, nr + 1, err, sizeof(err)) != -EINVAL)
-			fail("a seek past the end was not refused", err);
-		for (uint64_t i = starts[k]; i < nr; i++) {
-			if (trace_reader_next(&rd, &r, err, sizeof(err)) != 1)
-				fail("the reader ended early after a seek", err);
-			trace_encode_rec_v(want, &recs[i], version);
-			trace_encode_rec_v(got, &r, version);
-			if (memcmp(want, got, trace_rec_size(version)) != 0)
-				fail("a record read after a seek differs", err);
-		}
-		if (trace_reader_next(&rd, &r, err, sizeof(err)) != 0)
-			fail("the reader went on past the end after a seek", err);
-	}
+	/* a few records read, so the buffer holds the rest, then the middle */
+	for (size_t i = 0; i < nr && i < 3; i++)
+		if (trace_reader_next(&rd, &r, err, sizeof(err)) != 1)
+			fail("the reader ended early", err);
+	seek(&rd, nr / 2, "a seek to the middle after reading");
+	if (trace_reader_seek(&rd, nr + 1, err, sizeof(err)) != -EINVAL)
+		fail("a seek past the end was not refused", err);
+	check_from(&rd, recs, nr, nr / 2, version, "after a seek to the middle");
+	seek(&rd, 0, "a seek to the start from the end");
+	check_from(&rd, recs, nr, 0, version, "after a seek to the start");
+	seek(&rd, nr, "a seek to the end");
+	check_from(&rd, recs, nr, nr, version, "after a seek to the end");
 	trace_reader_close(&rd);
 }
 
