@@ -231,9 +231,11 @@ void sim_trace_close(struct sim_trace *t);
  * writer falls behind) plus up to SIM_FEED_GAP_NS of think time, times
  * the trace's record rate.  Not the trace's length, but without a bound
  * of its own: on the seed's pgbench scenario (about 333k records per
- * second of trace) the checkpointer, which has no deadlines, ran 125 s
+ * second of trace) an unpaced checkpointer (ckpt_pace=0) ran 125 s
  * behind its schedule and the feed held 5.8 M records for 10 x 30 s of
- * 6.17-folio (contrib/results/seed-sim-iters-2026-12-05).
+ * 6.17-folio (contrib/results/seed-sim-iters-2026-12-05); paced, the
+ * clients' lag alone is 5.6 M, and 10.5 M at 60 s
+ * (contrib/results/ckpt-pace-2026-12-05).
  *
  * The window (-o sim_feed_window=, SIM_FEED_WINDOW records by default)
  * bounds that.  When the records held reach it, the writer holding the
@@ -249,9 +251,10 @@ void sim_trace_close(struct sim_trace *t);
  * bounded by its iteration's deadline) are still held, beyond the
  * window.  Which reader gives a record does not change the record nor
  * the order of a writer's: a replay's results do not depend on the
- * window.  On the run above the checkpointer was detached once and the
- * feed held 1 M records, the output unchanged, for 9% more CPU
- * (contrib/results/feed-window-2026-12-05).
+ * window.  On the unpaced run above the checkpointer was detached once
+ * and the feed held 1 M records, the output unchanged, for 9% more CPU
+ * (contrib/results/feed-window-2026-12-05).  What clients lagging alike
+ * hold would need spilling to a file to be bounded; it is not.
  */
 #define SIM_FEED_WINDOW (1ull << 20)	/* records (72 bytes each) */
 
