@@ -849,22 +849,33 @@ static int writer_op_done(struct sim *s, uint32_t w, int64_t t)
 		}
 	}
 	/*
+	 * A paced writer's next record is due at its recorded time, the
+	 * record before it's end plus the recorded think time: it sleeps
+	 * only while it is ahead of that.  Times in uint64 as recorded, the
+	 * virtual one as each writer's start (setup_actors()); the wait is
+	 * kept within [0, INT64_MAX - t], whatever a damaged trace says.
+	 */
+	if (wr->paced && !end) {
+		int64_t due = (int64_t)(prev.time_ns + prev.dur_ns + (uint64_t)think -
+					s->t->first_ns);
+
+		if (__builtin_sub_overflow(due, t, &think))
+			think = due < 0 ? 0 : INT64_MAX;
+	}
+	if (think < 0)
+		think = 0;
+	else if (think > INT64_MAX - t)
+		think = INT64_MAX - t;
+	/*
 	 * A step ends where the next record (a gap's is later) has another
 	 * time; the writer stops there if its next step is due at or after
 	 * the deadline.
 	 */
-	/*
-	 * A paced writer's next record is due at its recorded time, the
-	 * record before it's end plus the recorded think time: it sleeps
-	 * only while it is ahead of that.
-	 */
-	if (wr->paced && !end)
-		think = (int64_t)(prev.time_ns + prev.dur_ns - s->t->first_ns) + think - t;
 	iter_last = end || wr->next == wr->iter_end;	/* the iteration's last op */
 	if (wr->in_iter && sim_op_names_file(prev.op) &&
 	    (iter_last || gap || wr->cur.time_ns != prev.time_ns)) {
 		step_end(s, wr, t, iter_last);
-		if (!iter_last && t + (think > 0 ? think : 0) >= wr->deadline)
+		if (!iter_last && t + think >= wr->deadline)
 			return writer_skip(s, w);
 	}
 	if (wr->in_iter && iter_last) {
@@ -879,7 +890,7 @@ static int writer_op_done(struct sim *s, uint32_t w, int64_t t)
 		return 0;
 	}
 	wr->state = WR_READY;
-	return ev_push(s, t + (think > 0 ? think : 0), EV_WRITER, w, 0);
+	return ev_push(s, t + think, EV_WRITER, w, 0);
 }
 
 /*
@@ -1461,9 +1472,11 @@ static int setup_actors(struct sim *s)
  */
 static int64_t stall_limit(const struct sim *s)
 {
-	int64_t len = (int64_t)(s->t->last_ns - s->t->first_ns);
+	uint64_t len = s->t->last_ns > s->t->first_ns ? s->t->last_ns - s->t->first_ns : 0;
 
-	return 10 * len + 3600 * NS;
+	if (len > (uint64_t)(INT64_MAX - 3600 * NS) / 10)	/* a damaged trace's times */
+		return INT64_MAX;
+	return 10 * (int64_t)len + 3600 * NS;
 }
 
 static int run(struct sim *s, char *err, size_t errlen)

@@ -169,6 +169,9 @@ static int scan_writer(struct sim_trace *t, struct scan *sc, const struct trace_
 			sc->g_w[sc->nr_g++] = w;
 		}
 	}
+	/* A pace record must come before the writer's iterations (trace.h). */
+	if (r->op == TRACE_OP_PACE && sc->w_mark[w] != NONE)
+		return -EINVAL;
 	if (r->op == TRACE_OP_DEADLINE) {
 		size_t cap = sc->cap_m;
 
@@ -314,7 +317,14 @@ int sim_trace_open(const char *path, struct sim_trace **tp, char *err, size_t er
 		if (rd.next == 1)
 			t->first_ns = r.time_ns;
 		t->last_ns = r.time_ns;
-		if (scan_writer(t, &sc, &r) || scan_file(t, &sc, &r)) {
+		ret = scan_writer(t, &sc, &r);
+		if (ret == -EINVAL) {
+			snprintf(err, errlen, "%s: record %llu: a pace record after its writer's "
+				 "first deadline record (pid %u)", path,
+				 (unsigned long long)(rd.next - 1), r.pid);
+			break;
+		}
+		if (ret || scan_file(t, &sc, &r)) {
 			ret = -ENOMEM;
 			break;
 		}

@@ -474,7 +474,7 @@ def write_trace(path, recs):
     return path
 
 
-OP_WRITE, OP_FSYNC, OP_CREATE, OP_DEADLINE, OP_PACE = 1, 3, 7, 10, 11
+OP_WRITE, OP_READ, OP_FSYNC, OP_CREATE, OP_DEADLINE, OP_PACE = 1, 2, 3, 7, 10, 11
 MS = 1000000
 
 
@@ -483,27 +483,70 @@ MS = 1000000
 def test_paced_writer_keeps_its_schedule(tmp_path, period_ms, flush_ms):
     """A writer after a pace record issues each record at its recorded time,
     or at once when it is behind (the checkpointer's pacing); without one
-    it waits the recorded think time after each op, however late."""
-    n = 20
-    ops = [(0, 0, 1, 1, OP_CREATE, 0, 0)]
+    it waits the recorded think time after each op, however late, and so
+    does every other writer of a trace that paces one.  The trace starts
+    5 s from its clock's origin and its ops took time when recorded."""
+    n, base, lat_ms = 20, 5000 * MS, 3
+    ops = [(base, 0, 1, 1, OP_CREATE, 0, 0)]
     for i in range(n):
-        ops += [(i * period_ms * MS, 0, 1, 1, OP_WRITE, i * 4096, 4096),
-                (i * period_ms * MS, 0, 1, 1, OP_FSYNC, 0, 0)]
-    opts = 'cache_size=64M,flushers=0,dev_lat_us=0,dev_bw=1000G,dev_flush_us=%d' % (
-        flush_ms * 1000)
-    ends = {}
-    for paced in (False, True):
-        t = write_trace(tmp_path / ('p%d.trace' % paced),
-                        ([(0, 0, 1, 0, OP_PACE, 0, 0)] if paced else []) + ops)
+        t = base + i * period_ms * MS
+        ops += [(t, 1 * MS, 1, 1, OP_WRITE, i * 4096, 4096),
+                (t + 1 * MS, 2 * MS, 1, 1, OP_FSYNC, 0, 0)]
+    # an unpaced reader of another file, one uncached read at a time
+    m = 400
+    reader = [(base, 0, 2, 2, OP_CREATE, 0, 1 << 30)]
+    reader += [(base + i * period_ms * MS, 0, 2, 2, OP_READ, i << 20, 4096) for i in range(m)]
+    opts = ('cache_size=64M,flushers=0,readahead_kb=0,dev_lat_us=%d,dev_bw=1000G,'
+            'dev_flush_us=%d' % (lat_ms * 1000, flush_ms * 1000))
+
+    def end_ms(recs, name):
+        t = write_trace(tmp_path / name, sorted(recs, key=lambda r: r[0]))
         out = sim(t, '-o', opts).stdout
-        m = re.search(r'^# summary: (\d+) ops in ([0-9.]+) s of virtual time', out, re.M)
-        assert int(m.group(1)) == len(ops) + paced
-        ends[paced] = float(m.group(2)) * 1000
-    # each fsync takes flush_ms; the last one ends the replay
-    unpaced = n * flush_ms + (n - 1) * period_ms
-    paced = (n - 1) * max(period_ms, flush_ms) + flush_ms
-    assert abs(ends[False] - unpaced) < 0.5, (ends, unpaced)
-    assert abs(ends[True] - paced) < 0.5, (ends, paced)
+        m_ = re.search(r'^# summary: (\d+) ops in ([0-9.]+) s of virtual time', out, re.M)
+        assert int(m_.group(1)) == len(recs)
+        return float(m_.group(2)) * 1000
+
+    def expect(paced):
+        """When the last op ends, by the rule: a write takes no time, an
+        fsync writes the block back and flushes; each op starts at its
+        recorded time or when the one before ends if later (paced), or the
+        recorded think time after the one before ends (unpaced)."""
+        done, prev = 0.0, None
+        for time_ns, dur_ns, _pid, _f, op, _o, _l in ops[1:]:
+            at = (time_ns - base) / MS
+            if prev is None:
+                start = at
+            elif paced:
+                start = max(at, done)
+            else:
+                start = done + max(0, at - prev[0] - prev[1])
+            done = start + (lat_ms + flush_ms if op == OP_FSYNC else 0)
+            prev = (at, dur_ns / MS)
+        return done
+
+    pace = [(base, 0, 1, 0, OP_PACE, 0, 0)]
+    unpaced, paced = expect(False), expect(True)
+    if lat_ms + flush_ms + 1 > period_ms:
+        assert paced < unpaced               # behind: the paced one catches up
+    assert abs(end_ms(ops, 'u.trace') - unpaced) < 0.5, unpaced
+    assert abs(end_ms(pace + ops, 'p.trace') - paced) < 0.5, paced
+    # the reader, still a closed loop beside the paced writer, ends the
+    # replay (the summary's end is when its last read began: a read's wait
+    # is no event of its own)
+    reader_end = (m - 1) * (lat_ms + period_ms)
+    assert reader_end > max(paced, unpaced)
+    assert abs(end_ms(pace + ops + reader, 'pr.trace') - reader_end) < 0.5, reader_end
+
+
+def test_pace_after_deadline_refused(tmp_path):
+    """A pace record must come before its writer's first deadline record."""
+    recs = [(0, 0, 1, 1, OP_CREATE, 0, 0), (1, 0, 1, 0, OP_DEADLINE, 0, 1000 * MS),
+            (2, 0, 1, 0, OP_PACE, 0, 0), (3, 0, 1, 1, OP_WRITE, 0, 4096)]
+    p = sim(write_trace(tmp_path / 'bad.trace', recs), check=False)
+    assert p.returncode == 1 and 'record 2: a pace record after its writer' in p.stderr, \
+        p.stderr
+    ok = write_trace(tmp_path / 'ok.trace', [recs[0], recs[2], recs[1], recs[3]])
+    assert sim(ok).returncode == 0
 
 
 def test_feed_window_with_skips(tmp_path):

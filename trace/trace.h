@@ -62,13 +62,16 @@
  * checkpointer, never by the daemon; every field but time_ns, pid and op
  * 0) says that its writer's waits from there on keep a schedule: the
  * writer sleeps only while it is ahead of it, as PostgreSQL's
- * checkpointer paces its writes over checkpoint_completion_target and
- * writes without sleeping when it is behind.  A replay issues each of
- * the writer's later records at its recorded time (from the trace's
- * first record) or, when the writer is behind that, as soon as the
- * record before it is done; other writers' waits are think times, kept
- * whatever the lag.  Readers that know no pace op refuse a trace that
- * has one, as for deadlines.
+ * checkpointer sleeps between checkpoint writes only while it is ahead
+ * of its pace (PostgreSQL measures that pace from each checkpoint's
+ * start; the record's schedule is the trace's, so what a checkpoint
+ * left undone is written at once at the next one's start).  A replay
+ * issues each of the writer's later records at its recorded time (from
+ * the trace's first record) or, when the writer is behind that, as soon
+ * as the record before it is done; other writers' waits are think times,
+ * kept whatever the lag.  A pace record must come before its writer's
+ * first deadline record (a replay refuses the trace otherwise).  Readers
+ * that know no pace op refuse a trace that has one, as for deadlines.
  *
  * Why open ids and no open or close records: what needs the open is the
  * state each open keeps, readahead's (struct bs_ra, Linux's
