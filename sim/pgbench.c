@@ -101,8 +101,9 @@
  * record (trace.h): a replay then issues its writes at their recorded
  * times, or at once when it is behind them, as PostgreSQL's checkpointer
  * sleeps between writes only while it is ahead of its schedule
- * (CheckpointWriteDelay); ckpt_pace=0 keeps its recorded waits whatever
- * its lag, as for every other writer.
+ * (CheckpointWriteDelay; its schedule starts with each checkpoint, the
+ * record's with the trace); ckpt_pace=0 keeps its recorded waits
+ * whatever its lag, as for every other writer.
  *
  * Memory: events are written as they are made (stdio's buffer); what is
  * kept is the bitmaps and a few counters, whatever the duration.
