@@ -16,10 +16,11 @@
  *             recorded think time after the previous one completed (a
  *             closed loop, so a throttled writer falls behind); after a
  *             pace record (trace.h: the generator's checkpointer) at its
- *             recorded time instead, or at once when it is behind that.  A write
- *             returns at once unless the throttler pauses it; an fsync
- *             writes the file back and flushes the device; both wait for a
- *             file another pass holds, as the mount's wb_lock makes them.
+ *             recorded time instead, or at once when it is behind that.
+ *             A write returns at once unless the throttler pauses it; an
+ *             fsync writes the file back and flushes the device; both wait
+ *             for a file another pass holds, as the mount's wb_lock makes
+ *             them.
  *   flusher   cfg.flushers of them, each the loop of flush.c's
  *             flusher_main/flush_pass/flush_file over the engine's
  *             rounds and turns (wb_round_*, wb_turn_*); woken by writes
@@ -849,8 +850,8 @@ static int writer_op_done(struct sim *s, uint32_t w, int64_t t)
 		}
 	}
 	/*
-	 * A paced writer's next record is due at its recorded time, the
-	 * record before it's end plus the recorded think time: it sleeps
+	 * A paced writer's next record is due at its recorded time, the end
+	 * of the record before it plus the recorded think time: it sleeps
 	 * only while it is ahead of that.  Times in uint64 as recorded, the
 	 * virtual one as each writer's start (setup_actors()); the wait is
 	 * kept within [0, INT64_MAX - t], whatever a damaged trace says.
