@@ -508,21 +508,19 @@ static int short_trace(const struct sim_feed *fd, char *err, size_t errlen)
  * sixteenth of the window or more: its records are freed, and from the
  * first of them on it reads its own (a cursor of its own, which the
  * forward read passes over).  Called when the records held reach
- * check_at, which then moves a sixteenth of the window further on, and
- * back to the window only once the records held are that far below it
- * (sim_feed_next()): the writers are looked at once per a sixteenth of
- * the window read at most.  With SIM_FEED_MAX_CURSORS writers detached
- * already, or no file or memory for a reader now, none is: the records
- * stay queued.  0, or -errno with one line in @err.
+ * check_at (read_one() then moves it a sixteenth of the window past what
+ * is held, and sim_feed_next() back to the window only once the records
+ * held are that far below it: the writers are looked at once per a
+ * sixteenth of the window read at most).  With SIM_FEED_MAX_CURSORS
+ * writers detached already, or no file or memory for a reader now, none
+ * is: the records stay queued.  0, or -errno with one line in @err.
  */
 static int detach_one(struct sim_feed *fd, char *err, size_t errlen)
 {
 	struct sim_feed_queue *q = NULL;
 	struct trace_reader *cur;
-	uint64_t first;
 	int ret;
 
-	fd->check_at = fd->queued + fd->window / 16;
 	if (fd->cursors == SIM_FEED_MAX_CURSORS)
 		return 0;
 	for (size_t w = 0; w < fd->t->nr_writers; w++)
@@ -542,8 +540,7 @@ static int detach_one(struct sim_feed *fd, char *err, size_t errlen)
 		}
 		return ret;
 	}
-	first = fd->pool[q->head].index;
-	ret = trace_reader_seek(cur, first, err, errlen);
+	ret = trace_reader_seek(cur, fd->pool[q->head].index, err, errlen);
 	if (ret) {
 		trace_reader_close(cur);
 		free(cur);
@@ -559,9 +556,6 @@ static int detach_one(struct sim_feed *fd, char *err, size_t errlen)
 	fd->detached++;
 	if (++fd->cursors > fd->peak_cursors)
 		fd->peak_cursors = fd->cursors;
-	fd->check_at = fd->queued + fd->window / 16;
-	if (fd->check_at < fd->window)
-		fd->check_at = fd->window;
 	return 0;
 }
 
@@ -605,6 +599,9 @@ static int64_t read_one(struct sim_feed *fd, char *err, size_t errlen)
 		ret = detach_one(fd, err, errlen);
 		if (ret)
 			return ret;
+		fd->check_at = fd->queued + fd->window / 16;
+		if (fd->check_at < fd->window)
+			fd->check_at = fd->window;
 	}
 	return w;
 }
