@@ -114,7 +114,9 @@ int ffs_parse_args(int argc, char **argv, struct ffs_config *cfg, char *err);
 void ffs_config_free(struct ffs_config *cfg);
 /* Physical memory in bytes: the largest cache_size. */
 uint64_t ffs_phys_mem(void);
-/* 1/8 of physical memory, at least 64 MiB. */
+/* The default cache_size of a machine of @mem bytes: 1/8 of it, at least 64 MiB. */
+uint64_t ffs_cache_size_of(uint64_t mem);
+/* ffs_cache_size_of() this machine's physical memory: a mount's default. */
 uint64_t ffs_default_cache_size(void);
 void ffs_print_help(const char *progname);
 

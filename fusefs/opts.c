@@ -739,11 +739,16 @@ uint64_t ffs_phys_mem(void)
 	return pages > 0 && psize > 0 ? (uint64_t)pages * (uint64_t)psize : UINT64_MAX / 2;
 }
 
-uint64_t ffs_default_cache_size(void)
+uint64_t ffs_cache_size_of(uint64_t mem)
 {
-	uint64_t eighth = ffs_phys_mem() / 8;
+	uint64_t eighth = mem / 8;
 
 	return eighth > (64u << 20) ? eighth : 64u << 20;
+}
+
+uint64_t ffs_default_cache_size(void)
+{
+	return ffs_cache_size_of(ffs_phys_mem());
 }
 
 int ffs_parse_args(int argc, char **argv, struct ffs_config *cfg, char *err)

@@ -2,7 +2,8 @@
 /*
  * opts.c - a replay's options: the device model's (dev_bw=, dev_lat_us=,
  * dev_qd=, dev_flush_us=, dev_iops=, dev_raid=, dev_stripe=), sim_data=
- * (0: folios without memory, bs_config.no_data), sim_feed_window= (records
+ * (0: folios without memory, bs_config.no_data), sim_mem= (the modelled
+ * machine's memory: the default cache_size), sim_feed_window= (records
  * read ahead before a lagging writer reads its own: struct sim_feed) and
  * the mount's, through the mount's own parser
  * (fusefs/opts.c: the same names, defaults and checks).  The only file of
@@ -16,7 +17,7 @@
 #include <string.h>
 
 /*
- * The simulator's own options out of @opts (the device's, sim_data=, sim_feed_window=),
+ * The simulator's own options out of @opts (the device's, sim_data=, sim_feed_window=, sim_mem=),
  * the rest into @rest for the mount's parser.
  */
 static int split_opts(struct sim_config *cfg, const char *opts, char *rest, size_t restlen,
@@ -27,7 +28,7 @@ static int split_opts(struct sim_config *cfg, const char *opts, char *rest, size
 		{ "dev_qd", 1, SIM_MAX_QD }, { "dev_flush_us", 0, 10000000 },
 		{ "dev_iops", 0, 1ull << 32 }, { "dev_raid", 1, SIM_MAX_RAID },
 		{ "dev_stripe", 4096, 1ull << 30 }, { "sim_data", 0, 1 },
-		{ "sim_feed_window", 0, 1ull << 31 },
+		{ "sim_feed_window", 0, 1ull << 31 }, { "sim_mem", 1ull << 20, 1ull << 50 },
 	};
 	struct sim_dev_cfg *dev = &cfg->dev;
 	char *cache_item = NULL;
@@ -62,7 +63,7 @@ static int split_opts(struct sim_config *cfg, const char *opts, char *rest, size
 			continue;
 		}
 		*eq = '\0';
-		ret = (d == 0 || d == 6 ? wb_parse_size : wb_parse_uint)(it, eq + 1,
+		ret = (d == 0 || d == 6 || d == 9 ? wb_parse_size : wb_parse_uint)(it, eq + 1,
 			dev_opts[d].min, dev_opts[d].max, &v, err, errlen);
 		if (ret)
 			break;
@@ -82,9 +83,12 @@ static int split_opts(struct sim_config *cfg, const char *opts, char *rest, size
 			dev->stripe = v;
 		else if (d == 7)
 			cfg->no_data = !v;
-		else
+		else if (d == 8)
 			cfg->feed_window = v;
+		else
+			cfg->mem = v;
 	}
+	cfg->cache_given = cache_item != NULL;
 	/*
 	 * cache_size: the mount's (at most this machine's memory), or with
 	 * sim_data=0 the simulator's, as large as the modelled machine's.
@@ -168,6 +172,7 @@ int sim_config_parse(const char *opts, struct sim_config *cfg, char *err, size_t
 		.dev = { .bw = SIM_DEV_BW, .lat_us = SIM_DEV_LAT_US, .qd = SIM_DEV_QD,
 			 .flush_us = SIM_DEV_FLUSH_US, .raid = 1, .stripe = SIM_DEV_STRIPE },
 		.feed_window = SIM_FEED_WINDOW,
+		.mem = SIM_MEM_DEFAULT,
 	};
 	if (!fc) {
 		snprintf(err, errlen, "out of memory");
@@ -183,6 +188,8 @@ int sim_config_parse(const char *opts, struct sim_config *cfg, char *err, size_t
 	cfg->bs.no_data = cfg->no_data;
 	if (cfg->cache_size)
 		cfg->bs.cache_size = cfg->cache_size;
+	else if (!cfg->cache_given)
+		cfg->bs.cache_size = ffs_cache_size_of(cfg->mem);
 	cfg->wb = fc->wb;
 	cfg->priv = fc;
 	return 0;

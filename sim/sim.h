@@ -51,6 +51,13 @@ struct sim_dev_cfg {
 };
 #define SIM_MAX_RAID 256
 #define SIM_DEV_STRIPE (512u << 10)	/* mdadm's default chunk */
+/*
+ * The modelled machine's memory (-o sim_mem=): what a replay's default
+ * cache_size comes from (an eighth, as a mount takes of its host's).  A
+ * fixed default, never this host's memory, so that a replay prints the
+ * same bytes on every machine.  24 GiB: the machines foliofs is developed on.
+ */
+#define SIM_MEM_DEFAULT (24ull << 30)
 
 /* Folio sizes the summary counts: 4 KiB << 0 .. 2 MiB (BS_NR_FOLIO_ORDERS). */
 #define SIM_NR_ORDERS 10
@@ -67,6 +74,8 @@ struct sim_config {
 	bool no_data;			/* -o sim_data=0: folios hold no memory */
 	uint64_t feed_window;		/* -o sim_feed_window= (struct sim_feed) */
 	uint64_t cache_size;		/* with sim_data=0: cache_size=, unbounded by RAM; 0: unset */
+	uint64_t mem;			/* -o sim_mem=: the modelled machine's memory */
+	bool cache_given;		/* cache_size= was given (else mem / 8) */
 	void *priv;			/* the parser's configuration */
 };
 /* 0, or -errno with one line in @err (an unknown or bad option, ...). */

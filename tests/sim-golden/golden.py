@@ -91,28 +91,29 @@ def default_sim():
     return os.environ.get('FOLIOSIM', os.path.join(build, 'sim', 'foliofs-sim'))
 
 
-def _run(sim, args):
-    p = subprocess.run([sim] + [str(a) for a in args], capture_output=True, timeout=300)
+def _run(sim, args, env=None):
+    p = subprocess.run([sim] + [str(a) for a in args], capture_output=True, timeout=300, env=env)
     if p.returncode:
         raise RuntimeError('%s %s: exit %d\n%s' % (sim, ' '.join(map(str, args)), p.returncode,
                                                   p.stderr.decode(errors='replace')))
     return p.stdout
 
 
-def output(sim, case, tmpdir=None):
-    """The bytes the case's replay gives (what expected/NAME.out holds)."""
+def output(sim, case, tmpdir=None, env=None):
+    """The bytes the case's replay gives (what expected/NAME.out holds);
+    @env: the environment to run the simulator in (None: this one's)."""
     name, trace, opts, with_log = case
     with tempfile.TemporaryDirectory(dir=tmpdir) as tmp:
         if trace.startswith('gen:'):
             path = os.path.join(tmp, 'gen.trace')
-            _run(sim, ['gen', trace[4:], '-o', path])
+            _run(sim, ['gen', trace[4:], '-o', path], env)
         else:
             path = os.path.join(HERE, trace)
         args = [path, '-o', RA + ',' + opts]
         log = os.path.join(tmp, 'stats.log')
         if with_log:
             args += ['--stats-log', log]
-        out = _run(sim, args)
+        out = _run(sim, args, env)
         if with_log:
             with open(log, 'rb') as f:
                 out += b'--- stats log\n' + f.read()
