@@ -10,7 +10,10 @@
  * was given, and the control directory is one file.  Each d_ function
  * below resolves the request's inode and calls its handler; the checks of
  * a request's arguments that do not depend on the inode are made here
- * once, before dispatching.
+ * once, before dispatching.  A handler that works on an inode's O_PATH
+ * descriptor gets the inode pinned (d_pin): the descriptor is open until
+ * the handler returns.  Requests on an open file (read, write, fsync,
+ * ...) need none: its handle pins its inode.
  */
 #include "fusefs.h"
 #include "writeback.h"
@@ -30,6 +33,43 @@ static struct ffs_inode *d_inode(fuse_req_t req, fuse_ino_t ino)
 	if (ino == FUSE_ROOT_ID)
 		return &d_fs(req)->root;
 	return (struct ffs_inode *)(uintptr_t)ino;
+}
+
+/*
+ * The request's backing inode gets its descriptor for the handler, which
+ * reads inode->fd (ffs_inode_pin): false, the request answered, when it
+ * cannot be found again (ESTALE).  ffs_inode_unpin() once the handler
+ * returned, with the ffs_data taken before: the request is gone then.
+ */
+static bool d_pin(fuse_req_t req, struct ffs_inode *inode)
+{
+	int ret = ffs_inode_pin(d_fs(req), inode);
+
+	if (ret)
+		fuse_reply_err(req, -ret);
+	return !ret;
+}
+
+/* Both inodes of a request on two, or neither (answered). */
+static bool d_pin2(fuse_req_t req, struct ffs_inode *a, struct ffs_inode *b)
+{
+	int ret = ffs_inode_pin(d_fs(req), a);
+
+	if (!ret && b != a) {
+		ret = ffs_inode_pin(d_fs(req), b);
+		if (ret)
+			ffs_inode_unpin(d_fs(req), a);
+	}
+	if (ret)
+		fuse_reply_err(req, -ret);
+	return !ret;
+}
+
+static void d_unpin2(struct ffs_data *fs, struct ffs_inode *a, struct ffs_inode *b)
+{
+	if (b != a)
+		ffs_inode_unpin(fs, b);
+	ffs_inode_unpin(fs, a);
 }
 
 int ffs_check_name(const char *name)
@@ -110,13 +150,16 @@ static void d_init(void *userdata, struct fuse_conn_info *conn)
 
 static void d_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
+	struct ffs_data *fs = d_fs(req);
 	struct ffs_inode *dir = d_inode(req, parent);
 	int ret = ffs_check_name(name);
 
-	if (ret)
+	if (ret) {
 		fuse_reply_err(req, -ret);
-	else
+	} else if (d_pin(req, dir)) {
 		dir->ops->lookup(req, dir, name);
+		ffs_inode_unpin(fs, dir);
+	}
 }
 
 static void d_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
@@ -139,85 +182,128 @@ static void d_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data
 
 static void d_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
+	struct ffs_data *fs = d_fs(req);
 	struct ffs_inode *inode = d_inode(req, ino);
 
-	inode->ops->getattr(req, inode, fi);
+	if (d_pin(req, inode)) {
+		inode->ops->getattr(req, inode, fi);
+		ffs_inode_unpin(fs, inode);
+	}
 }
 
 static void d_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int valid,
 		      struct fuse_file_info *fi)
 {
+	struct ffs_data *fs = d_fs(req);
 	struct ffs_inode *inode = d_inode(req, ino);
 
-	inode->ops->setattr(req, inode, attr, valid, fi);
+	if (d_pin(req, inode)) {
+		inode->ops->setattr(req, inode, attr, valid, fi);
+		ffs_inode_unpin(fs, inode);
+	}
 }
 
 static void d_readlink(fuse_req_t req, fuse_ino_t ino)
 {
+	struct ffs_data *fs = d_fs(req);
 	struct ffs_inode *inode = d_inode(req, ino);
 
-	inode->ops->readlink(req, inode);
+	if (d_pin(req, inode)) {
+		inode->ops->readlink(req, inode);
+		ffs_inode_unpin(fs, inode);
+	}
 }
 
 static void d_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
 		    dev_t rdev)
 {
+	struct ffs_data *fs = d_fs(req);
 	struct ffs_inode *dir = d_inode(req, parent);
 
-	dir->ops->mknod(req, dir, name, mode, rdev);
+	if (d_pin(req, dir)) {
+		dir->ops->mknod(req, dir, name, mode, rdev);
+		ffs_inode_unpin(fs, dir);
+	}
 }
 
 static void d_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
 {
+	struct ffs_data *fs = d_fs(req);
 	struct ffs_inode *dir = d_inode(req, parent);
 
-	dir->ops->mkdir(req, dir, name, mode);
+	if (d_pin(req, dir)) {
+		dir->ops->mkdir(req, dir, name, mode);
+		ffs_inode_unpin(fs, dir);
+	}
 }
 
 static void d_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
+	struct ffs_data *fs = d_fs(req);
 	struct ffs_inode *dir = d_inode(req, parent);
 
-	dir->ops->unlink(req, dir, name);
+	if (d_pin(req, dir)) {
+		dir->ops->unlink(req, dir, name);
+		ffs_inode_unpin(fs, dir);
+	}
 }
 
 static void d_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
+	struct ffs_data *fs = d_fs(req);
 	struct ffs_inode *dir = d_inode(req, parent);
 
-	dir->ops->rmdir(req, dir, name);
+	if (d_pin(req, dir)) {
+		dir->ops->rmdir(req, dir, name);
+		ffs_inode_unpin(fs, dir);
+	}
 }
 
 static void d_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name)
 {
+	struct ffs_data *fs = d_fs(req);
 	struct ffs_inode *dir = d_inode(req, parent);
 
-	if (strnlen(link, PATH_MAX) >= PATH_MAX)
+	if (strnlen(link, PATH_MAX) >= PATH_MAX) {
 		fuse_reply_err(req, ENAMETOOLONG);
-	else
+	} else if (d_pin(req, dir)) {
 		dir->ops->symlink(req, link, dir, name);
+		ffs_inode_unpin(fs, dir);
+	}
 }
 
 static void d_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 		     fuse_ino_t newparent, const char *newname, unsigned int flags)
 {
-	struct ffs_inode *dir = d_inode(req, parent);
+	struct ffs_data *fs = d_fs(req);
+	struct ffs_inode *dir = d_inode(req, parent), *newdir = d_inode(req, newparent);
 
-	dir->ops->rename(req, dir, name, d_inode(req, newparent), newname, flags);
+	if (d_pin2(req, dir, newdir)) {
+		dir->ops->rename(req, dir, name, newdir, newname, flags);
+		d_unpin2(fs, dir, newdir);
+	}
 }
 
 static void d_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
 {
-	struct ffs_inode *newdir = d_inode(req, newparent);
+	struct ffs_data *fs = d_fs(req);
+	struct ffs_inode *newdir = d_inode(req, newparent), *inode = d_inode(req, ino);
 
-	newdir->ops->link(req, d_inode(req, ino), newdir, newname);
+	if (d_pin2(req, newdir, inode)) {
+		newdir->ops->link(req, inode, newdir, newname);
+		d_unpin2(fs, newdir, inode);
+	}
 }
 
 static void d_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
+	struct ffs_data *fs = d_fs(req);
 	struct ffs_inode *inode = d_inode(req, ino);
 
-	inode->ops->open(req, inode, fi);
+	if (d_pin(req, inode)) {
+		inode->ops->open(req, inode, fi);
+		ffs_inode_unpin(fs, inode);
+	}
 }
 
 static void d_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
@@ -259,9 +345,13 @@ static void d_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_fi
 
 static void d_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
+	struct ffs_data *fs = d_fs(req);
 	struct ffs_inode *inode = d_inode(req, ino);
 
-	inode->ops->opendir(req, inode, fi);
+	if (d_pin(req, inode)) {
+		inode->ops->opendir(req, inode, fi);
+		ffs_inode_unpin(fs, inode);
+	}
 }
 
 static void d_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
@@ -275,9 +365,13 @@ static void d_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 static void d_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 			  struct fuse_file_info *fi)
 {
+	struct ffs_data *fs = d_fs(req);
 	struct ffs_inode *inode = d_inode(req, ino);
 
-	inode->ops->readdirplus(req, inode, size, off, fi);
+	if (d_pin(req, inode)) {
+		inode->ops->readdirplus(req, inode, size, off, fi);
+		ffs_inode_unpin(fs, inode);
+	}
 }
 
 static void d_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -297,53 +391,81 @@ static void d_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,
 
 static void d_statfs(fuse_req_t req, fuse_ino_t ino)
 {
+	struct ffs_data *fs = d_fs(req);
 	struct ffs_inode *inode = d_inode(req, ino);
 
-	inode->ops->statfs(req, inode);
+	if (d_pin(req, inode)) {
+		inode->ops->statfs(req, inode);
+		ffs_inode_unpin(fs, inode);
+	}
 }
 
 static void d_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
 		       size_t size, int flags)
 {
+	struct ffs_data *fs = d_fs(req);
 	struct ffs_inode *inode = d_inode(req, ino);
 
-	inode->ops->setxattr(req, inode, name, value, size, flags);
+	if (d_pin(req, inode)) {
+		inode->ops->setxattr(req, inode, name, value, size, flags);
+		ffs_inode_unpin(fs, inode);
+	}
 }
 
 static void d_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 {
+	struct ffs_data *fs = d_fs(req);
 	struct ffs_inode *inode = d_inode(req, ino);
 
-	inode->ops->getxattr(req, inode, name, size);
+	if (d_pin(req, inode)) {
+		inode->ops->getxattr(req, inode, name, size);
+		ffs_inode_unpin(fs, inode);
+	}
 }
 
 static void d_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 {
+	struct ffs_data *fs = d_fs(req);
 	struct ffs_inode *inode = d_inode(req, ino);
 
-	inode->ops->listxattr(req, inode, size);
+	if (d_pin(req, inode)) {
+		inode->ops->listxattr(req, inode, size);
+		ffs_inode_unpin(fs, inode);
+	}
 }
 
 static void d_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 {
+	struct ffs_data *fs = d_fs(req);
 	struct ffs_inode *inode = d_inode(req, ino);
 
-	inode->ops->removexattr(req, inode, name);
+	if (d_pin(req, inode)) {
+		inode->ops->removexattr(req, inode, name);
+		ffs_inode_unpin(fs, inode);
+	}
 }
 
 static void d_access(fuse_req_t req, fuse_ino_t ino, int mask)
 {
+	struct ffs_data *fs = d_fs(req);
 	struct ffs_inode *inode = d_inode(req, ino);
 
-	inode->ops->access(req, inode, mask);
+	if (d_pin(req, inode)) {
+		inode->ops->access(req, inode, mask);
+		ffs_inode_unpin(fs, inode);
+	}
 }
 
 static void d_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
 		     struct fuse_file_info *fi)
 {
+	struct ffs_data *fs = d_fs(req);
 	struct ffs_inode *dir = d_inode(req, parent);
 
-	dir->ops->create(req, dir, name, mode, fi);
+	if (d_pin(req, dir)) {
+		dir->ops->create(req, dir, name, mode, fi);
+		ffs_inode_unpin(fs, dir);
+	}
 }
 
 static void d_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t len,

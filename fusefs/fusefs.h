@@ -3,16 +3,19 @@
  * fusefs.h - the FUSE layer of foliofs: command line, inode table,
  * credentials and the low-level operation handlers.
  *
- * The namespace is passed through to the backing directory the way
- * libfuse's passthrough_ll does it: every inode holds an O_PATH descriptor
- * and every operation is an *at() call relative to one, so nothing follows
- * a symlink inside the backing directory and nothing reaches outside it.
+ * The namespace is passed through to the backing directory: every
+ * operation is an *at() call relative to an inode's O_PATH descriptor, so
+ * nothing follows a symlink inside the backing directory and nothing
+ * reaches outside it.  Unlike libfuse's passthrough_ll, an inode holds its
+ * descriptor only while it is in use (a request on it, an open handle) or
+ * cached; otherwise it is found again by its parent and name (inode.c).
  * File data never goes to a backing descriptor from here: read, write,
  * fsync, truncate, fallocate, lseek and copies go through writeback.h.
  *
  * Lock order: ffs_data.itable_lock, then ffs_inode.lock, then
- * ffs_data.idle_lock (which takes an inode's lock only with trylock), then
- * writeback's locks.  No lock is held across fuse_reply_*().
+ * ffs_data.idle_lock (which takes an inode's lock only with trylock) or
+ * ffs_data.fdc_lock, then writeback's locks.  No lock is held across
+ * fuse_reply_*().
  */
 #ifndef FOLIOFS_FUSEFS_H
 #define FOLIOFS_FUSEFS_H
@@ -21,6 +24,7 @@
 #include <fuse_lowlevel.h>
 
 #include <dirent.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
 
@@ -130,10 +134,38 @@ int ffs_parse_double(const char *name, const char *val, double min,
 /* ---- inodes (inode.c) ---- */
 
 /*
+ * A backing inode's file handle (name_to_handle_at(2)): which mount it is
+ * on and the file system's bytes naming it, inode number and generation
+ * included, so that an inode number reused by a new file does not match.
+ * Getting one needs no privilege (opening by one does).
+ */
+struct ffs_fh {
+	int mnt_id;
+	int type;
+	unsigned int len;
+	unsigned char bytes[];
+};
+
+/*
+ * The handle of the inode open as @fd (any descriptor, O_PATH too):
+ * 0 with *@out (free() it), 0 with NULL where the file system gives none,
+ * or -errno.
+ */
+int ffs_fh_get(int fd, struct ffs_fh **out);
+
+/*
  * One inode known to the kernel: a backing inode, or one of the control
  * directory's (ctl.c, which makes its own and never frees them).  The
  * fuse_ino_t handed to the kernel is the address of this struct
  * (FUSE_ROOT_ID maps to ffs_data.root).
+ *
+ * A backing inode is found again, when it has no descriptor, by the path
+ * of names from its nearest ancestor that has one (parent, name), and
+ * checked to be the same inode by its file handle (fh: the inode number
+ * and generation, which a reused inode number does not share).  Every
+ * change of a name goes through the daemon, which keeps parent and name
+ * current (ffs_inode_renamed, ffs_inode_unnamed); an inode whose name is
+ * gone keeps its descriptor instead (fd_keep).
  */
 struct ffs_inode {
 	/* Immutable after creation. */
@@ -142,10 +174,34 @@ struct ffs_inode {
 	 * for a backing inode (ffs_data.node_ops), ctl.c's for a control file.
 	 */
 	const struct ffs_node_ops *ops;
-	int fd;			/* O_PATH | O_NOFOLLOW descriptor of the backing inode */
 	ino_t src_ino;		/* key in the inode table, with src_dev */
 	dev_t src_dev;
 	mode_t type;		/* S_IFMT bits; an inode never changes type */
+	/*
+	 * The backing inode's file handle, NULL where BACKING's file system
+	 * has none (then the inode keeps its descriptor for life).
+	 */
+	struct ffs_fh *fh;
+
+	/*
+	 * Protected by ffs_data.fdc_lock (the root's fd never changes).
+	 * fd: O_PATH | O_NOFOLLOW descriptor of the backing inode, or -1.
+	 * It stays open while fd_pins > 0: each request being served on the
+	 * inode (ffs_inode_pin) and each open handle hold a pin, so a
+	 * handler reads inode->fd without a lock.  Unpinned, it is cached on
+	 * ffs_data's LRU of descriptors and closed when descriptors run
+	 * short, unless fd_keep: the inode has no name to be found by (fh
+	 * NULL, or its last known name removed), so the descriptor stays
+	 * until the inode is freed.  dying: a forget is waiting for the
+	 * pins to go before it frees the inode.
+	 */
+	int fd;
+	unsigned int fd_pins;
+	bool fd_keep;
+	bool fd_cached;		/* on the LRU */
+	bool dying;
+	struct ffs_inode *fdc_prev;	/* toward the most recently used */
+	struct ffs_inode *fdc_next;	/* toward the least recently used */
 
 	/*
 	 * Kill-priv's hint (killpriv.c) that the backing inode has neither
@@ -166,7 +222,22 @@ struct ffs_inode {
 	uint64_t nlookup;	/* lookups the kernel has not forgotten */
 	bool forgetting;	/* a forget is writing it back, lock dropped */
 	bool relooked;		/* looked up again since that writeback began */
+	/*
+	 * Out of the hash table: a lookup found another inode under the same
+	 * number (the backing inode is gone), so this one can only fail.
+	 */
+	bool unhashed;
 	struct ffs_inode *hnext;	/* hash chain */
+	/*
+	 * Where the backing inode was last seen: the name `name` in the
+	 * directory `parent`, which this inode keeps in the table (its
+	 * nchild counts them).  NULL for the root and for an inode whose
+	 * name is gone.  A directory nobody looks up any more stays, with
+	 * no data, while nchild > 0: the path to its children.
+	 */
+	struct ffs_inode *parent;
+	char *name;
+	unsigned int nchild;
 
 	pthread_mutex_t lock;	/* protects the fields below */
 	/*
@@ -270,10 +341,16 @@ struct ffs_data {
 	pthread_mutex_t handles_lock;	/* protects the handle list */
 	struct ffs_handle *handles;
 
-	pthread_mutex_t itable_lock;	/* protects the table and every nlookup */
+	/*
+	 * Protects the table and every inode's nlookup, parent, name and
+	 * nchild.
+	 */
+	pthread_mutex_t itable_lock;
 	struct ffs_inode **buckets;
 	size_t nbuckets;	/* power of two */
-	size_t ninodes;
+	size_t ninodes;		/* in the buckets and on `unhashed` */
+	/* Inodes out of the hash (ffs_inode.unhashed), by hnext. */
+	struct ffs_inode *unhashed;
 
 	/* Forgotten inodes kept because their data could not be written. */
 	_Atomic uint64_t kept_inodes;
@@ -313,25 +390,101 @@ struct ffs_data {
 	_Atomic uint64_t fd_refused;
 	long fd_base;		/* set before serving, then read-only */
 	long fd_reserve;	/* likewise */
-	pthread_mutex_t idle_lock;	/* protects the idle list */
+	pthread_mutex_t idle_lock;	/* protects the idle list and idle_count */
 	struct ffs_inode *idle_head;	/* most recently idle */
 	struct ffs_inode *idle_tail;	/* least recently idle: closed first */
+	long idle_count;
+
+	/*
+	 * The cache of O_PATH descriptors of inodes nobody is using
+	 * (ffs_inode.fd), least recently used last: closed first when
+	 * descriptors run short, and beyond fdc_max.  fdc_lock also protects
+	 * every inode's fd, fd_pins, fd_keep and dying; fdc_cond is
+	 * signalled when a dying inode's last pin goes.
+	 */
+	pthread_mutex_t fdc_lock;
+	pthread_cond_t fdc_cond;
+	struct ffs_inode *fdc_head;
+	struct ffs_inode *fdc_tail;
+	long fdc_count;
+	/*
+	 * At most this many cached O_PATH descriptors and idle data
+	 * descriptors each: a quarter of the budget, at most
+	 * FFS_FD_CACHE_MAX, so that a daemon with a large limit does not hold
+	 * a descriptor (and the backing file system's inode) for every file
+	 * it has seen.  Set with fd_budget.
+	 */
+	_Atomic long fd_cache_max;
+	/* O_PATH descriptors open now (cached, in use or kept), for stats. */
+	_Atomic long path_fds;
+	/*
+	 * Counters for .foliofs/stats: inodes found again by parent and name,
+	 * and those that were not there any more (the request got ESTALE).
+	 */
+	_Atomic uint64_t inode_refinds;
+	_Atomic uint64_t inode_stale;
+	/* The refusal of a descriptor is logged once (with the counts). */
+	atomic_bool fd_refusal_logged;
 };
+
+/* The most descriptors of each cache (see ffs_data.fd_cache_max). */
+#define FFS_FD_CACHE_MAX 4096
 
 /* The table holds backing inodes, served by @node_ops (the root's too). */
 int ffs_itable_init(struct ffs_data *fs, int root_fd, const struct ffs_node_ops *node_ops);
 void ffs_itable_destroy(struct ffs_data *fs);
 
 /*
- * Find the inode for @st or insert a new one holding @fd; adds one lookup.
- * @fd is consumed with its charge (ffs_fd_charge): kept by a new inode,
- * closed and uncharged otherwise.
+ * Find the inode for @st and @fh, found as @name in @dir, or insert a new
+ * one; adds one lookup, and records @dir and @name as where it is (but for
+ * "." and "..").  @fd, an O_PATH descriptor of it, is consumed with its
+ * charge (ffs_fd_charge_path); @fh is consumed.  The inode is returned
+ * pinned (ffs_inode_pin): its fd stays open until ffs_inode_unpin().
+ * An inode of the same number but another handle is a backing inode that
+ * is gone: it leaves the table, and requests on it fail with ESTALE.
  */
-int ffs_inode_get(struct ffs_data *fs, const struct stat *st, int fd,
-		  struct ffs_inode **out);
+int ffs_inode_get(struct ffs_data *fs, const struct stat *st, struct ffs_fh *fh,
+		  struct ffs_inode *dir, const char *name, int fd, struct ffs_inode **out);
 /* Drop @n lookups; frees the inode at zero. */
 void ffs_inode_forget(struct ffs_data *fs, struct ffs_inode *inode,
 		      uint64_t n);
+
+/*
+ * ffs_inode_pin(): @inode's fd is open and stays open until the matching
+ * ffs_inode_unpin(): taken from the cache, or found again by its parent
+ * and name (openat2 from the nearest ancestor with a descriptor, beneath
+ * it and through no symlink, and the handle checked).  0, or -ESTALE when
+ * the backing inode is not where the daemon last saw it (changed behind
+ * its back) or is gone, or another -errno of openat2.  Nothing to do for
+ * the root and for control inodes.  The descriptor is charged to the
+ * budget (ffs_fd_charge_path), which may close cached ones.
+ * Context: FUSE worker thread, no fusefs lock held (it takes
+ * itable_lock); may block on the backing file system.
+ * ffs_inode_unpin(): cheap; any thread, inode->lock may be held.
+ */
+int ffs_inode_pin(struct ffs_data *fs, struct ffs_inode *inode);
+void ffs_inode_unpin(struct ffs_data *fs, struct ffs_inode *inode);
+/*
+ * Before @name in @dir goes (unlink, rmdir, a rename onto it): the inode
+ * the table has there, pinned (so that it keeps a descriptor after the
+ * name is gone), or NULL.  After the operation, ffs_inode_unnamed() if
+ * it succeeded (the inode keeps its descriptor until it is forgotten, or
+ * found by another name), then ffs_inode_unpin() in any case.
+ * Context: the kernel holds the inode at @name (it is removing it);
+ * FUSE worker thread, no fusefs lock held; one fstatat.
+ */
+struct ffs_inode *ffs_inode_at(struct ffs_data *fs, struct ffs_inode *dir, const char *name);
+void ffs_inode_unnamed(struct ffs_data *fs, struct ffs_inode *inode, struct ffs_inode *dir,
+		       const char *name);
+/*
+ * @name in @dir was renamed to @newname in @newdir (renameat2 @flags):
+ * the inode the table knew at @name is now at @newname; with
+ * RENAME_EXCHANGE, the one at @newname (@other, from ffs_inode_at) is at
+ * @name.  Context: as ffs_inode_at; one fstatat.
+ */
+void ffs_inode_renamed(struct ffs_data *fs, struct ffs_inode *dir, const char *name,
+		       struct ffs_inode *newdir, const char *newname, unsigned int flags,
+		       struct ffs_inode *other);
 
 /*
  * Take an open reference to the inode's data path, opening the backing
@@ -371,25 +524,36 @@ void ffs_handles_free_all(struct ffs_data *fs);
 /*
  * Descriptor budget (see ffs_data).  ffs_fd_budget_init() once the daemon
  * has opened what it needs to serve, before the session loop.
- * ffs_fd_charge() before opening a descriptor fusefs keeps: 0, or -EMFILE
- * when the budget is used up and no idle data descriptor can be closed (a
- * dirty file is written back and synced first).  ffs_fd_uncharge() after
- * closing one, or when the open failed.  ffs_fd_retry(): an open failed
- * with @err; true when that was EMFILE or ENFILE and idle data
- * descriptors could be closed, so that trying again may succeed.  The
- * budget follows RLIMIT_NOFILE, read again at each charge and retry (it
- * may be lowered while the daemon runs).  ffs_fd_open() is
- * openat(2) charged and retried so: a descriptor or -errno.
- * ffs_fd_close() closes and uncharges.
+ * ffs_fd_charge() before opening a descriptor fusefs keeps for an open
+ * file or directory: 0, or -ENFILE when the budget is used up and no
+ * cached or idle descriptor can be closed (a dirty file is written back
+ * and synced first); the first refusal is logged with the counts.
+ * ffs_fd_charge_path() before opening an O_PATH descriptor (of an inode
+ * looked up or found again): closes cached and idle ones while over the
+ * budget but never refuses, as those are a few per request in flight
+ * and at most one per inode whose name is gone, which the reserve
+ * covers.  ffs_fd_uncharge() (ffs_fd_uncharge_path() for a path charge)
+ * after closing one, or when the open failed.
+ * ffs_fd_retry(): an open failed with @err; true when that was EMFILE or
+ * ENFILE and cached or idle descriptors could be closed, so that trying
+ * again may succeed.  The budget follows RLIMIT_NOFILE, read again at
+ * each charge and retry (it may be lowered while the daemon runs).
+ * ffs_fd_open() is openat(2) charged (ffs_fd_charge(), or with @path
+ * ffs_fd_charge_path()) and retried so: a descriptor or -errno (EMFILE
+ * never: ENFILE).  ffs_fd_close() closes and uncharges.
  * Context: FUSE worker thread; may hold the lock of the inode it opens
  * for (others are taken with trylock); may block writing a file back.
  */
 void ffs_fd_budget_init(struct ffs_data *fs);
 int ffs_fd_charge(struct ffs_data *fs);
+void ffs_fd_charge_path(struct ffs_data *fs);
 void ffs_fd_uncharge(struct ffs_data *fs);
+void ffs_fd_uncharge_path(struct ffs_data *fs);
 bool ffs_fd_retry(struct ffs_data *fs, int err);
-int ffs_fd_open(struct ffs_data *fs, int dirfd, const char *name, int flags);
+int ffs_fd_open(struct ffs_data *fs, int dirfd, const char *name, int flags, bool path);
 void ffs_fd_close(struct ffs_data *fs, int fd);
+/* Close an O_PATH descriptor charged with ffs_fd_charge_path(). */
+void ffs_fd_close_path(struct ffs_data *fs, int fd);
 /*
  * An open with @flags failed with @err, and should be tried again without
  * O_DIRECT: backing_direct=auto, and EINVAL for O_DIRECT, as a file system

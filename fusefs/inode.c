@@ -21,17 +21,31 @@
  * the inode up, removes it from the table and frees it.  No other path
  * frees an inode before teardown.
  *
- * Descriptors: an inode holds its O_PATH descriptor for its whole life;
- * its data descriptor (in its wb_file) only while the file is open, or
- * holds data not yet durable, or descriptors are plentiful.  Files whose
- * last handle was released wait on the idle list, and when the budget
- * (see struct ffs_data) is used up the least recently used of them gives
- * its data descriptor back (wb_file_fd_close; a dirty one is written back
- * and synced first).  The next open takes one again through the O_PATH
- * descriptor, with O_DIRECT for backing_direct, as the first open did.
- * The cache and the errseq state stay with the wb_file meanwhile.  This
- * lets the kernel cache about as many files as RLIMIT_NOFILE, instead of
- * half as many.
+ * Descriptors: an inode has an O_PATH descriptor while a request on it is
+ * being served or a handle of it is open (ffs_inode_pin), and after that
+ * while it stays on the cache of descriptors (ffs_data.fdc_*), least
+ * recently used closed first.  Without one, it is found again by the path
+ * of names from its nearest ancestor that has one: the daemon sees every
+ * rename and unlink, and keeps each inode's parent and name current; an
+ * inode whose name is removed keeps its descriptor until it is forgotten.
+ * The handle checked after the open (ffs_fh: inode number and generation)
+ * makes sure that it is the same inode and not a new one that took its
+ * number; one that is not there is stale (ESTALE), as on NFS.  Opening by
+ * handle would need CAP_DAC_READ_SEARCH, which a mount by a user lacks,
+ * and costs about what a path of a few names does
+ * (contrib/bench/bench-refind.c, doc/results.md).
+ *
+ * A file's data descriptor (in its wb_file) stays while the file is open
+ * or holds data not yet durable, and after that on the idle list.  When
+ * the budget (see struct ffs_data) is used up, or either cache holds
+ * more than ffs_data.fd_cache_max, cached O_PATH descriptors are closed
+ * first, then idle data descriptors, least recently used first (a dirty
+ * file is written back and synced first: wb_file_fd_close).  The next
+ * open takes one again through the O_PATH descriptor, with O_DIRECT for
+ * backing_direct, as the first open did.  The cache and the errseq state
+ * stay with the wb_file meanwhile.  So the number of inodes the kernel
+ * may keep looked up is not bounded by RLIMIT_NOFILE, and the daemon's
+ * descriptors are bounded by its caches and what is open.
  */
 #include "fusefs.h"
 #include "writeback.h"
@@ -39,25 +53,30 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <linux/openat2.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include <sys/ioctl.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <linux/fs.h>
 
 #define ITABLE_MIN_BUCKETS 1024
 
 /*
  * The descriptor reserve: a few for short-lived descriptors (a block
- * device's size, fusermount3 at unmount, syslog reconnecting), and two per
- * thread that may start later (a FUSE worker or flusher makes its io_uring
- * ring on its first writeback; with clone_fd a worker opens /dev/fuse).
- * At most a quarter of the limit, so that a small limit leaves files some.
+ * device's size, fusermount3 at unmount, syslog reconnecting), and per
+ * thread that may start later two (a FUSE worker or flusher makes its
+ * io_uring ring on its first writeback; with clone_fd a worker opens
+ * /dev/fuse) and three for the O_PATH descriptors its request may need
+ * beyond the budget (a rename's two directories and the inode it
+ * replaces, ffs_fd_charge_path).  At most a quarter of the limit, so
+ * that a small limit leaves files some.
  */
 #define FD_RESERVE_MIN 32
-#define FD_RESERVE_PER_THREAD 2
+#define FD_RESERVE_PER_THREAD 5
 /* libfuse's max_threads when not given. */
 #define FUSE_DEFAULT_MAX_THREADS 10
 /*
@@ -65,6 +84,17 @@
  * be closed, before the oldest dirty one is written back to free its own.
  */
 #define EVICT_SCAN 32
+/* Largest file handle (MAX_HANDLE_SZ in the kernel). */
+#define FH_MAX 128
+/*
+ * Names walked up from an inode to an ancestor with a descriptor, at
+ * most: a path longer than any BACKING can hold (PATH_MAX / 2 one-letter
+ * names), so only a cycle of parents (made behind the daemon's back) hits
+ * it.
+ */
+#define REFIND_MAX_DEPTH (PATH_MAX / 2)
+/* openat2 said EAGAIN (a rename raced it): tried again this often. */
+#define REFIND_TRIES 4
 
 int ffs_blockdev_size(int path_fd, uint64_t *bytes)
 {
@@ -93,11 +123,67 @@ static size_t inode_hash(const struct ffs_data *fs, ino_t ino, dev_t dev)
 	return (size_t)(h ^ (h >> 29)) & (fs->nbuckets - 1);
 }
 
+/* ---- file handles ---- */
+
+union fh_buf {
+	struct file_handle fh;
+	char bytes[sizeof(struct file_handle) + FH_MAX];
+};
+
+/* The handle of the inode open as @fd into @buf: 0 or -errno. */
+static int fh_read(int fd, union fh_buf *buf, int *mnt_id)
+{
+	buf->fh.handle_bytes = FH_MAX;
+	if (name_to_handle_at(fd, "", &buf->fh, mnt_id, AT_EMPTY_PATH) < 0)
+		return -errno;
+	return 0;
+}
+
+int ffs_fh_get(int fd, struct ffs_fh **out)
+{
+	union fh_buf buf;
+	struct ffs_fh *fh;
+	int mnt_id, ret = fh_read(fd, &buf, &mnt_id);
+
+	*out = NULL;
+	/* No handles here (or one larger than any the kernel makes). */
+	if (ret == -EOPNOTSUPP || ret == -EOVERFLOW)
+		return 0;
+	if (ret)
+		return ret;
+	fh = malloc(sizeof(*fh) + buf.fh.handle_bytes);
+	if (!fh)
+		return -ENOMEM;
+	fh->mnt_id = mnt_id;
+	fh->type = buf.fh.handle_type;
+	fh->len = buf.fh.handle_bytes;
+	memcpy(fh->bytes, buf.fh.f_handle, fh->len);
+	*out = fh;
+	return 0;
+}
+
+/* Whether @fh names the inode whose handle is in @buf (on mount @mnt_id). */
+static bool fh_matches(const struct ffs_fh *fh, const union fh_buf *buf, int mnt_id)
+{
+	return fh->mnt_id == mnt_id && fh->type == buf->fh.handle_type &&
+	       fh->len == buf->fh.handle_bytes && !memcmp(fh->bytes, buf->fh.f_handle, fh->len);
+}
+
+/* Whether two handles (NULL: unknown) may name the same inode. */
+static bool fh_same(const struct ffs_fh *a, const struct ffs_fh *b)
+{
+	return !a || !b || (a->mnt_id == b->mnt_id && a->type == b->type && a->len == b->len &&
+			    !memcmp(a->bytes, b->bytes, a->len));
+}
+
 static void inode_init(struct ffs_data *fs, struct ffs_inode *inode, const struct stat *st,
-		       int fd)
+		       int fd, struct ffs_fh *fh)
 {
 	inode->ops = fs->node_ops;
 	inode->fd = fd;
+	inode->fh = fh;
+	/* Without a handle it could not be told from a new inode: kept. */
+	inode->fd_keep = !fh;
 	inode->src_ino = st->st_ino;
 	inode->src_dev = st->st_dev;
 	inode->type = st->st_mode & S_IFMT;
@@ -154,14 +240,19 @@ int ffs_itable_init(struct ffs_data *fs, int root_fd, const struct ffs_node_ops 
 	pthread_mutex_init(&fs->itable_lock, NULL);
 	pthread_mutex_init(&fs->handles_lock, NULL);
 	pthread_mutex_init(&fs->idle_lock, NULL);
+	pthread_mutex_init(&fs->fdc_lock, NULL);
+	pthread_cond_init(&fs->fdc_cond, NULL);
 	/* No budget until ffs_fd_budget_init() knows the daemon's own descriptors. */
 	atomic_init(&fs->fd_budget, LONG_MAX);
+	atomic_init(&fs->fd_cache_max, FFS_FD_CACHE_MAX);
 	atomic_init(&fs->nr_fds, 1);	/* the root's */
+	atomic_init(&fs->path_fds, 1);
 	fs->nbuckets = ITABLE_MIN_BUCKETS;
 	fs->buckets = calloc(fs->nbuckets, sizeof(struct ffs_inode *));
 	if (!fs->buckets)
 		return -ENOMEM;
-	inode_init(fs, &fs->root, &st, root_fd);
+	/* The root is never found again: it keeps its descriptor. */
+	inode_init(fs, &fs->root, &st, root_fd, NULL);
 	fs->root.nlookup = 2;	/* never forgotten */
 	/* A one-file mount of a block device shows a regular file. */
 	if (S_ISBLK(st.st_mode))
@@ -169,7 +260,7 @@ int ffs_itable_init(struct ffs_data *fs, int root_fd, const struct ffs_node_ops 
 	return 0;
 }
 
-/* ---- descriptors ---- */
+/* ---- descriptors: idle data descriptors ---- */
 
 /* Context: idle_lock held. */
 static void idle_add(struct ffs_data *fs, struct ffs_inode *inode)
@@ -182,6 +273,7 @@ static void idle_add(struct ffs_data *fs, struct ffs_inode *inode)
 	else
 		fs->idle_tail = inode;
 	fs->idle_head = inode;
+	fs->idle_count++;
 }
 
 /* Context: idle_lock held; @inode is on the list. */
@@ -197,6 +289,7 @@ static void idle_del(struct ffs_data *fs, struct ffs_inode *inode)
 		fs->idle_tail = inode->idle_prev;
 	inode->idle = false;
 	inode->idle_prev = inode->idle_next = NULL;
+	fs->idle_count--;
 }
 
 /* Context: inode->lock held (or teardown). */
@@ -249,11 +342,12 @@ static bool evict_dirty(struct ffs_data *fs, struct ffs_inode *inode)
 
 /*
  * Close one idle data descriptor: of the EVICT_SCAN least recently used
- * idle files, the oldest that is clean; if none is, the oldest dirty one
- * after writing it back.  True when one was closed (and uncharged).
- * Inode locks are only tried here: the caller may hold its own.
+ * idle files, the oldest that is clean; if none is and @may_write, the
+ * oldest dirty one after writing it back.  True when one was closed (and
+ * uncharged).  Inode locks are only tried here: the caller may hold its
+ * own.
  */
-static bool fd_evict(struct ffs_data *fs)
+static bool idle_evict(struct ffs_data *fs, bool may_write)
 {
 	struct ffs_inode *inode, *prev, *dirty = NULL;
 	bool closed = false;
@@ -270,7 +364,7 @@ static bool fd_evict(struct ffs_data *fs)
 			closed = true;
 			break;
 		}
-		if (dirty) {
+		if (dirty || !may_write) {
 			pthread_mutex_unlock(&inode->lock);
 			continue;
 		}
@@ -289,6 +383,90 @@ static bool fd_evict(struct ffs_data *fs)
 		atomic_fetch_add(&fs->fd_idle_closed, 1);
 	}
 	return closed;
+}
+
+/* ---- descriptors: the cache of O_PATH descriptors ---- */
+
+/* Context: fdc_lock held; @inode has its fd, no pin and no fd_keep. */
+static void fdc_add(struct ffs_data *fs, struct ffs_inode *inode)
+{
+	inode->fd_cached = true;
+	inode->fdc_prev = NULL;
+	inode->fdc_next = fs->fdc_head;
+	if (fs->fdc_head)
+		fs->fdc_head->fdc_prev = inode;
+	else
+		fs->fdc_tail = inode;
+	fs->fdc_head = inode;
+	fs->fdc_count++;
+}
+
+/* Context: fdc_lock held. */
+static void fdc_del(struct ffs_data *fs, struct ffs_inode *inode)
+{
+	if (!inode->fd_cached)
+		return;
+	if (inode->fdc_prev)
+		inode->fdc_prev->fdc_next = inode->fdc_next;
+	else
+		fs->fdc_head = inode->fdc_next;
+	if (inode->fdc_next)
+		inode->fdc_next->fdc_prev = inode->fdc_prev;
+	else
+		fs->fdc_tail = inode->fdc_prev;
+	inode->fd_cached = false;
+	inode->fdc_prev = inode->fdc_next = NULL;
+	fs->fdc_count--;
+}
+
+/*
+ * Take the least recently used cached descriptor off its inode: the
+ * descriptor to close (after dropping the lock), or -1 when none is cached.
+ * Context: fdc_lock held.
+ */
+static int fdc_pop(struct ffs_data *fs)
+{
+	struct ffs_inode *inode = fs->fdc_tail;
+	int fd;
+
+	if (!inode)
+		return -1;
+	fdc_del(fs, inode);
+	fd = inode->fd;
+	inode->fd = -1;
+	return fd;
+}
+
+void ffs_fd_uncharge_path(struct ffs_data *fs)
+{
+	ffs_fd_uncharge(fs);
+	atomic_fetch_sub(&fs->path_fds, 1);
+}
+
+void ffs_fd_close_path(struct ffs_data *fs, int fd)
+{
+	close(fd);
+	ffs_fd_uncharge_path(fs);
+}
+
+/* Close the least recently used cached O_PATH descriptor: true if there was one. */
+static bool path_evict(struct ffs_data *fs)
+{
+	int fd;
+
+	pthread_mutex_lock(&fs->fdc_lock);
+	fd = fdc_pop(fs);
+	pthread_mutex_unlock(&fs->fdc_lock);
+	if (fd < 0)
+		return false;
+	ffs_fd_close_path(fs, fd);
+	return true;
+}
+
+/* Close one cached or idle descriptor (see idle_evict): true if one was. */
+static bool fd_evict(struct ffs_data *fs, bool may_write)
+{
+	return path_evict(fs) || idle_evict(fs, may_write);
 }
 
 /* Descriptors open in the daemon now (-1 if /proc cannot tell). */
@@ -313,14 +491,17 @@ static long count_open_fds(void)
  */
 static void fd_budget_update(struct ffs_data *fs)
 {
-	long limit = LONG_MAX / 4, reserve = fs->fd_reserve;
+	long limit = LONG_MAX / 4, reserve = fs->fd_reserve, budget, cache;
 	struct rlimit rl;
 
 	if (!getrlimit(RLIMIT_NOFILE, &rl) && rl.rlim_cur < (rlim_t)limit)
 		limit = (long)rl.rlim_cur;
 	if (reserve > limit / 4)
 		reserve = limit / 4;
-	atomic_store(&fs->fd_budget, limit - fs->fd_base - ffs_uring_fds() - reserve);
+	budget = limit - fs->fd_base - ffs_uring_fds() - reserve;
+	cache = budget / 4 < FFS_FD_CACHE_MAX ? budget / 4 : FFS_FD_CACHE_MAX;
+	atomic_store(&fs->fd_budget, budget);
+	atomic_store(&fs->fd_cache_max, cache > 1 ? cache : 1);
 }
 
 void ffs_fd_budget_init(struct ffs_data *fs)
@@ -338,6 +519,29 @@ void ffs_fd_budget_init(struct ffs_data *fs)
 	fd_budget_update(fs);
 }
 
+/* Count of the cached and idle descriptors and the open handles, once. */
+static void log_refusal(struct ffs_data *fs)
+{
+	long cached, idle;
+
+	if (atomic_exchange(&fs->fd_refusal_logged, true))
+		return;
+	pthread_mutex_lock(&fs->fdc_lock);
+	cached = fs->fdc_count;
+	pthread_mutex_unlock(&fs->fdc_lock);
+	pthread_mutex_lock(&fs->idle_lock);
+	idle = fs->idle_count;
+	pthread_mutex_unlock(&fs->idle_lock);
+	fuse_log(FUSE_LOG_NOTICE,
+		 "out of descriptors for open files and directories: %ld held of %ld "
+		 "(RLIMIT_NOFILE less %ld the daemon had and a reserve), %ld of them "
+		 "O_PATH, %ld cached, %ld idle, none of those left to close; opens "
+		 "fail with ENFILE until some are closed (logged once, counted in "
+		 "fds_refused)\n",
+		 atomic_load(&fs->nr_fds), atomic_load(&fs->fd_budget), fs->fd_base,
+		 atomic_load(&fs->path_fds), cached, idle);
+}
+
 int ffs_fd_charge(struct ffs_data *fs)
 {
 	fd_budget_update(fs);
@@ -345,16 +549,27 @@ int ffs_fd_charge(struct ffs_data *fs)
 		if (atomic_fetch_add(&fs->nr_fds, 1) < atomic_load(&fs->fd_budget))
 			return 0;
 		atomic_fetch_sub(&fs->nr_fds, 1);
-		if (!fd_evict(fs)) {
+		if (!fd_evict(fs, true)) {
 			atomic_fetch_add(&fs->fd_refused, 1);
-			return -EMFILE;
+			log_refusal(fs);
+			return -ENFILE;
 		}
 	}
 }
 
+void ffs_fd_charge_path(struct ffs_data *fs)
+{
+	fd_budget_update(fs);
+	atomic_fetch_add(&fs->nr_fds, 1);
+	atomic_fetch_add(&fs->path_fds, 1);
+	/* Never waits for a writeback: a lookup must not. */
+	while (atomic_load(&fs->nr_fds) > atomic_load(&fs->fd_budget) && fd_evict(fs, false))
+		;
+}
+
 /*
  * For want of descriptors: descriptors were opened that the budget does
- * not know of, or the system ran out (ENFILE).  Close idle data
+ * not know of, or the system ran out (ENFILE).  Close cached and idle
  * descriptors down to the budget, or one.
  */
 bool ffs_fd_retry(struct ffs_data *fs, int err)
@@ -364,15 +579,19 @@ bool ffs_fd_retry(struct ffs_data *fs, int err)
 	if (err != EMFILE && err != ENFILE)
 		return false;
 	fd_budget_update(fs);
-	while (atomic_load(&fs->nr_fds) > atomic_load(&fs->fd_budget) && fd_evict(fs))
+	while (atomic_load(&fs->nr_fds) > atomic_load(&fs->fd_budget) && fd_evict(fs, true))
 		freed = true;
-	return freed || fd_evict(fs);
+	return freed || fd_evict(fs, true);
 }
 
-int ffs_fd_open(struct ffs_data *fs, int dirfd, const char *name, int flags)
+int ffs_fd_open(struct ffs_data *fs, int dirfd, const char *name, int flags, bool path)
 {
-	int ret = ffs_fd_charge(fs);
+	int ret = 0;
 
+	if (path)
+		ffs_fd_charge_path(fs);
+	else
+		ret = ffs_fd_charge(fs);
 	if (ret)
 		return ret;
 	for (;;) {
@@ -384,9 +603,16 @@ int ffs_fd_open(struct ffs_data *fs, int dirfd, const char *name, int flags)
 		if (!ffs_fd_retry(fs, -ret))
 			break;
 	}
-	ffs_fd_uncharge(fs);
-	if (ret == -EMFILE || ret == -ENFILE)
+	if (path)
+		ffs_fd_uncharge_path(fs);
+	else
+		ffs_fd_uncharge(fs);
+	/* The caller's process is not the one out of descriptors. */
+	if (ret == -EMFILE || ret == -ENFILE) {
 		atomic_fetch_add(&fs->fd_refused, 1);
+		log_refusal(fs);
+		ret = -ENFILE;
+	}
 	return ret;
 }
 
@@ -395,6 +621,219 @@ void ffs_fd_close(struct ffs_data *fs, int fd)
 	close(fd);
 	ffs_fd_uncharge(fs);
 }
+
+/* ---- descriptors: pins and finding inodes again ---- */
+
+/* Whether @inode's fd may change (a backing inode other than the root). */
+static bool has_path(const struct ffs_data *fs, const struct ffs_inode *inode)
+{
+	return inode != &fs->root && inode->ops == fs->node_ops;
+}
+
+/* Context: fdc_lock held; @inode has its fd. */
+static void pin_locked(struct ffs_data *fs, struct ffs_inode *inode)
+{
+	inode->fd_pins++;
+	fdc_del(fs, inode);
+}
+
+/*
+ * The path of names from the nearest ancestor of @inode that has a
+ * descriptor down to @inode, into *@path (malloc'd), and that ancestor,
+ * pinned, in *@base.  -ESTALE when @inode or an inode on the way has no
+ * name (gone, or a cycle of parents made behind the daemon's back).
+ * Context: itable_lock held.
+ */
+static int refind_path(struct ffs_data *fs, struct ffs_inode *inode, char **path,
+		       struct ffs_inode **base)
+{
+	struct ffs_inode *a;
+	size_t len = 0, depth = 0, off;
+	int ret = 0;
+	char *p;
+
+	pthread_mutex_lock(&fs->fdc_lock);
+	for (a = inode; a != &fs->root && a->fd < 0; a = a->parent) {
+		if (!a->name || a->unhashed || ++depth > REFIND_MAX_DEPTH) {
+			ret = -ESTALE;
+			goto out_unlock;
+		}
+		len += strlen(a->name) + 1;
+	}
+	p = malloc(len);
+	if (!p) {
+		ret = -ENOMEM;
+		goto out_unlock;
+	}
+	/* From the end: the inode's name last, without a trailing '/'. */
+	off = len;
+	for (a = inode; a != &fs->root && a->fd < 0; a = a->parent) {
+		size_t n = strlen(a->name);
+
+		off--;
+		p[off] = off + 1 == len ? '\0' : '/';
+		off -= n;
+		memcpy(p + off, a->name, n);
+	}
+	if (a != &fs->root)
+		pin_locked(fs, a);
+	*base = a;
+	*path = p;
+out_unlock:
+	pthread_mutex_unlock(&fs->fdc_lock);
+	return ret;
+}
+
+/* openat2() beneath @dirfd through no symlink (an O_PATH of the last name). */
+static int open_beneath(int dirfd, const char *path)
+{
+	struct open_how how = {
+		.flags = O_PATH | O_NOFOLLOW | O_CLOEXEC,
+		.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
+	};
+	int fd = (int)syscall(SYS_openat2, dirfd, path, &how, sizeof(how));
+
+	return fd < 0 ? -errno : fd;
+}
+
+/*
+ * Open @path beneath @dirfd, in pieces shorter than PATH_MAX where it is
+ * longer (each piece's directory opened on the way, and closed): a
+ * descriptor or -errno.
+ */
+static int open_path(int dirfd, char *path)
+{
+	int fd = dirfd, next;
+
+	while (strlen(path) >= PATH_MAX) {
+		char *cut = path + PATH_MAX - 1;
+
+		while (cut > path && *cut != '/')
+			cut--;
+		*cut = '\0';
+		/* A name longer than NAME_MAX is never recorded: cut > path. */
+		next = cut > path ? open_beneath(fd, path) : -ENAMETOOLONG;
+		*cut = '/';
+		if (fd != dirfd)
+			close(fd);
+		if (next < 0)
+			return next;
+		fd = next;
+		path = cut + 1;
+	}
+	next = open_beneath(fd, path);
+	if (fd != dirfd)
+		close(fd);
+	return next;
+}
+
+/*
+ * A descriptor of @inode, found again by its parent and name (charged).
+ * Context: no fusefs lock held.
+ */
+static int refind(struct ffs_data *fs, struct ffs_inode *inode, int *out)
+{
+	struct ffs_inode *base;
+	union fh_buf buf;
+	int fd = -1, mnt_id, tries = 0, ret;
+	char *path;
+
+	do {
+		pthread_mutex_lock(&fs->itable_lock);
+		ret = refind_path(fs, inode, &path, &base);
+		pthread_mutex_unlock(&fs->itable_lock);
+		if (ret)
+			break;
+		ffs_fd_charge_path(fs);
+		do {
+			fd = open_path(base->fd, path);
+		} while ((fd == -EMFILE || fd == -ENFILE) && ffs_fd_retry(fs, -fd));
+		free(path);
+		if (base != &fs->root)
+			ffs_inode_unpin(fs, base);
+		ret = fd < 0 ? fd : 0;
+		if (fd < 0)
+			ffs_fd_uncharge_path(fs);
+	} while (ret == -EAGAIN && ++tries < REFIND_TRIES);
+	if (!ret) {
+		ret = fh_read(fd, &buf, &mnt_id);
+		if (!ret && !fh_matches(inode->fh, &buf, mnt_id))
+			ret = -ESTALE;	/* another inode under that name now */
+		if (ret)
+			ffs_fd_close_path(fs, fd);
+	}
+	/* The path no longer leads to it. */
+	if (ret == -ENOENT || ret == -ENOTDIR || ret == -ELOOP || ret == -EXDEV ||
+	    ret == -EAGAIN)
+		ret = -ESTALE;
+	if (ret == -ESTALE)
+		atomic_fetch_add(&fs->inode_stale, 1);
+	if (ret)
+		return ret;
+	atomic_fetch_add(&fs->inode_refinds, 1);
+	*out = fd;
+	return 0;
+}
+
+int ffs_inode_pin(struct ffs_data *fs, struct ffs_inode *inode)
+{
+	int fd, ret;
+
+	if (!has_path(fs, inode))
+		return 0;
+	pthread_mutex_lock(&fs->fdc_lock);
+	if (inode->fd >= 0) {
+		pin_locked(fs, inode);
+		pthread_mutex_unlock(&fs->fdc_lock);
+		return 0;
+	}
+	pthread_mutex_unlock(&fs->fdc_lock);
+	ret = refind(fs, inode, &fd);
+	if (ret)
+		return ret;
+	pthread_mutex_lock(&fs->fdc_lock);
+	if (inode->fd < 0) {
+		inode->fd = fd;
+		fd = -1;
+	}
+	pin_locked(fs, inode);
+	pthread_mutex_unlock(&fs->fdc_lock);
+	if (fd >= 0)
+		ffs_fd_close_path(fs, fd);	/* found by another thread meanwhile */
+	return 0;
+}
+
+void ffs_inode_unpin(struct ffs_data *fs, struct ffs_inode *inode)
+{
+	int fd = -1;
+
+	if (!has_path(fs, inode))
+		return;
+	pthread_mutex_lock(&fs->fdc_lock);
+	if (--inode->fd_pins == 0) {
+		if (inode->dying)
+			pthread_cond_broadcast(&fs->fdc_cond);
+		else if (!inode->fd_keep)
+			fdc_add(fs, inode);
+		if (fs->fdc_count > atomic_load(&fs->fd_cache_max))
+			fd = fdc_pop(fs);
+	}
+	pthread_mutex_unlock(&fs->fdc_lock);
+	if (fd >= 0)
+		ffs_fd_close_path(fs, fd);
+}
+
+/* @inode, with its fd, gets one more pin (an open handle). */
+static void pin_held(struct ffs_data *fs, struct ffs_inode *inode)
+{
+	if (!has_path(fs, inode))
+		return;
+	pthread_mutex_lock(&fs->fdc_lock);
+	pin_locked(fs, inode);
+	pthread_mutex_unlock(&fs->fdc_lock);
+}
+
+/* ---- the table ---- */
 
 /*
  * Free @inode's data path (written back unless @discard): off the idle
@@ -417,29 +856,54 @@ static void data_free(struct ffs_data *fs, struct ffs_inode *inode, bool discard
 		ffs_fd_uncharge(fs);
 }
 
-/* Writes back and drops the cached data; errors are reported by writeback. */
+/*
+ * Writes back and drops the cached data (errors are reported by
+ * writeback), waits for the requests that still pin the inode (their
+ * handlers have replied; nothing new can pin it), closes its descriptor.
+ * Context: the inode is out of the table; no fusefs lock held.
+ */
 static void inode_free(struct ffs_data *fs, struct ffs_inode *inode)
 {
+	int fd;
+
 	if (inode->data)
 		data_free(fs, inode, false);
-	ffs_fd_close(fs, inode->fd);
+	pthread_mutex_lock(&fs->fdc_lock);
+	inode->dying = true;
+	while (inode->fd_pins)
+		pthread_cond_wait(&fs->fdc_cond, &fs->fdc_lock);
+	fdc_del(fs, inode);
+	fd = inode->fd;
+	inode->fd = -1;
+	pthread_mutex_unlock(&fs->fdc_lock);
+	if (fd >= 0)
+		ffs_fd_close_path(fs, fd);
 	pthread_mutex_destroy(&inode->lock);
+	free(inode->name);
+	free(inode->fh);
 	free(inode);
+}
+
+/* Free a list of inodes (linked by hnext) taken out of the table. */
+static void inodes_free(struct ffs_data *fs, struct ffs_inode *list)
+{
+	while (list) {
+		struct ffs_inode *next = list->hnext;
+
+		inode_free(fs, list);
+		list = next;
+	}
 }
 
 void ffs_itable_destroy(struct ffs_data *fs)
 {
 	ffs_handles_free_all(fs);
 	for (size_t i = 0; i < fs->nbuckets; i++) {
-		struct ffs_inode *inode = fs->buckets[i];
-
-		while (inode) {
-			struct ffs_inode *next = inode->hnext;
-
-			inode_free(fs, inode);
-			inode = next;
-		}
+		inodes_free(fs, fs->buckets[i]);
+		fs->buckets[i] = NULL;
 	}
+	inodes_free(fs, fs->unhashed);
+	fs->unhashed = NULL;
 	free(fs->buckets);
 	fs->buckets = NULL;
 	if (fs->root.data)
@@ -449,6 +913,8 @@ void ffs_itable_destroy(struct ffs_data *fs)
 	pthread_mutex_destroy(&fs->itable_lock);
 	pthread_mutex_destroy(&fs->handles_lock);
 	pthread_mutex_destroy(&fs->idle_lock);
+	pthread_mutex_destroy(&fs->fdc_lock);
+	pthread_cond_destroy(&fs->fdc_cond);
 }
 
 /* Context: itable_lock held. Doubling failure only costs speed. */
@@ -492,24 +958,162 @@ static struct ffs_inode *itable_find(struct ffs_data *fs, ino_t ino, dev_t dev)
 	return NULL;
 }
 
-int ffs_inode_get(struct ffs_data *fs, const struct stat *st, int fd,
-		  struct ffs_inode **out)
+/* Unlink @inode from the chain at @pp (a bucket or the unhashed list). */
+static void chain_remove(struct ffs_inode **pp, struct ffs_inode *inode)
 {
-	struct ffs_inode *inode, *fresh = calloc(1, sizeof(*fresh));
+	while (*pp != inode)
+		pp = &(*pp)->hnext;
+	*pp = inode->hnext;
+	inode->hnext = NULL;
+}
+
+/* Context: itable_lock held; @inode is in the table. */
+static void itable_remove(struct ffs_data *fs, struct ffs_inode *inode)
+{
+	if (inode->unhashed)
+		chain_remove(&fs->unhashed, inode);
+	else
+		chain_remove(&fs->buckets[inode_hash(fs, inode->src_ino, inode->src_dev)], inode);
+	fs->ninodes--;
+}
+
+/*
+ * A directory that only its children's names kept (nobody looks it up,
+ * it has no data) and whose last child went: out of the table, onto
+ * *@dead (by hnext) to be freed once the lock is dropped.
+ */
+static void parent_put(struct ffs_data *fs, struct ffs_inode *dir, struct ffs_inode **dead);
+
+/* @inode forgets where it was.  Context: itable_lock held. */
+static void name_drop(struct ffs_data *fs, struct ffs_inode *inode, struct ffs_inode **dead)
+{
+	struct ffs_inode *dir = inode->parent;
+
+	free(inode->name);
+	inode->name = NULL;
+	inode->parent = NULL;
+	if (dir)
+		parent_put(fs, dir, dead);
+}
+
+static void parent_put(struct ffs_data *fs, struct ffs_inode *dir, struct ffs_inode **dead)
+{
+	if (--dir->nchild || dir == &fs->root || dir->nlookup || dir->forgetting)
+		return;
+	itable_remove(fs, dir);
+	name_drop(fs, dir, dead);
+	dir->hnext = *dead;
+	*dead = dir;
+}
+
+/* Whether @inode was recorded as @name in @dir.  Context: itable_lock held. */
+static bool named(const struct ffs_inode *inode, const struct ffs_inode *dir, const char *name)
+{
+	return inode && inode->parent == dir && inode->name && strcmp(inode->name, name) == 0;
+}
+
+/* Whether @dir is @inode or below it (a cycle if @inode went into @dir). */
+static bool is_below(const struct ffs_inode *dir, const struct ffs_inode *inode)
+{
+	size_t depth = 0;
+
+	for (; dir && depth < REFIND_MAX_DEPTH; dir = dir->parent, depth++) {
+		if (dir == inode)
+			return true;
+	}
+	return dir != NULL;	/* too deep to tell: as if it were */
+}
+
+/*
+ * Record that @inode is at @name (malloc'd, consumed) in @dir.
+ * Context: itable_lock held.
+ */
+static void name_set(struct ffs_data *fs, struct ffs_inode *inode, struct ffs_inode *dir,
+		     char *name, struct ffs_inode **dead)
+{
+	if (!name)
+		return;
+	if (named(inode, dir, name) || (inode->type == S_IFDIR && is_below(dir, inode))) {
+		free(name);
+		return;
+	}
+	dir->nchild++;	/* first: @dir may be the old parent */
+	name_drop(fs, inode, dead);
+	inode->parent = dir;
+	inode->name = name;
+}
+
+/* A copy of @name to record, NULL for "." and ".." (and when out of memory). */
+static char *name_dup(const char *name)
+{
+	if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
+		return NULL;
+	return strdup(name);
+}
+
+/*
+ * @inode's backing inode is gone: a lookup found a new one under its
+ * number.  It leaves the hash for the list of unhashed inodes, and its name.
+ * Context: itable_lock held.
+ */
+static void itable_unhash(struct ffs_data *fs, struct ffs_inode *inode, struct ffs_inode **dead)
+{
+	chain_remove(&fs->buckets[inode_hash(fs, inode->src_ino, inode->src_dev)], inode);
+	inode->unhashed = true;
+	inode->hnext = fs->unhashed;
+	fs->unhashed = inode;
+	name_drop(fs, inode, dead);
+}
+
+/*
+ * Give @inode the descriptor @fd if it has none (else *@fd stays for the
+ * caller to close), and a pin.  A name regained ends fd_keep.
+ * Context: itable_lock held.
+ */
+static void fd_give(struct ffs_data *fs, struct ffs_inode *inode, int *fd)
+{
+	pthread_mutex_lock(&fs->fdc_lock);
+	if (inode->fd < 0) {
+		inode->fd = *fd;
+		*fd = -1;
+	}
+	if (inode->fd_keep && inode->fh && inode->name)
+		inode->fd_keep = false;
+	if (has_path(fs, inode))
+		pin_locked(fs, inode);
+	pthread_mutex_unlock(&fs->fdc_lock);
+}
+
+int ffs_inode_get(struct ffs_data *fs, const struct stat *st, struct ffs_fh *fh,
+		  struct ffs_inode *dir, const char *name, int fd, struct ffs_inode **out)
+{
+	struct ffs_inode *inode, *dead = NULL, *fresh = calloc(1, sizeof(*fresh));
+	char *recorded = name_dup(name);
 
 	pthread_mutex_lock(&fs->itable_lock);
 	inode = itable_find(fs, st->st_ino, st->st_dev);
+	if (inode && inode != &fs->root && !fh_same(inode->fh, fh)) {
+		itable_unhash(fs, inode, &dead);
+		inode = NULL;
+	}
 	if (inode) {
 		inode->nlookup++;
 		if (inode->forgetting)
 			inode->relooked = true;	/* may be opened and written */
+		if (inode != &fs->root)
+			name_set(fs, inode, dir, recorded, &dead);
+		else
+			free(recorded);
+		recorded = NULL;
 	} else if (fresh) {
 		size_t h;
 
 		inode = fresh;
 		fresh = NULL;
-		inode_init(fs, inode, st, fd);
-		fd = -1;
+		inode_init(fs, inode, st, -1, fh);
+		fh = NULL;
+		name_set(fs, inode, dir, recorded, &dead);
+		recorded = NULL;
 		if (fs->ninodes >= fs->nbuckets)
 			itable_grow(fs);
 		h = inode_hash(fs, st->st_ino, st->st_dev);
@@ -517,39 +1121,103 @@ int ffs_inode_get(struct ffs_data *fs, const struct stat *st, int fd,
 		fs->buckets[h] = inode;
 		fs->ninodes++;
 	}
+	if (inode)
+		fd_give(fs, inode, &fd);
 	pthread_mutex_unlock(&fs->itable_lock);
 	free(fresh);
+	free(fh);
+	free(recorded);
 	if (fd >= 0)
-		ffs_fd_close(fs, fd);
+		ffs_fd_close_path(fs, fd);
+	inodes_free(fs, dead);
 	if (!inode)
 		return -ENOMEM;
 	*out = inode;
 	return 0;
 }
 
-/* Context: itable_lock held; @inode is in the table. */
-static void itable_remove(struct ffs_data *fs, struct ffs_inode *inode)
+struct ffs_inode *ffs_inode_at(struct ffs_data *fs, struct ffs_inode *dir, const char *name)
 {
-	struct ffs_inode **pp;
+	struct ffs_inode *inode;
+	struct stat st;
 
-	pp = &fs->buckets[inode_hash(fs, inode->src_ino, inode->src_dev)];
-	while (*pp != inode)
-		pp = &(*pp)->hnext;
-	*pp = inode->hnext;
-	fs->ninodes--;
+	if (fstatat(dir->fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return NULL;
+	pthread_mutex_lock(&fs->itable_lock);
+	inode = itable_find(fs, st.st_ino, st.st_dev);
+	if (inode && (inode == &fs->root || !named(inode, dir, name) || !inode->nlookup))
+		inode = NULL;
+	pthread_mutex_unlock(&fs->itable_lock);
+	/* The kernel holds it (it is removing its name): it stays. */
+	if (inode && ffs_inode_pin(fs, inode))
+		inode = NULL;
+	return inode;
+}
+
+void ffs_inode_unnamed(struct ffs_data *fs, struct ffs_inode *inode, struct ffs_inode *dir,
+		       const char *name)
+{
+	struct ffs_inode *dead = NULL;
+
+	pthread_mutex_lock(&fs->itable_lock);
+	if (named(inode, dir, name)) {
+		name_drop(fs, inode, &dead);
+		pthread_mutex_lock(&fs->fdc_lock);
+		inode->fd_keep = true;	/* pinned: it has its fd */
+		pthread_mutex_unlock(&fs->fdc_lock);
+	}
+	pthread_mutex_unlock(&fs->itable_lock);
+	inodes_free(fs, dead);
+}
+
+void ffs_inode_renamed(struct ffs_data *fs, struct ffs_inode *dir, const char *name,
+		       struct ffs_inode *newdir, const char *newname, unsigned int flags,
+		       struct ffs_inode *other)
+{
+	struct ffs_inode *moved = NULL, *dead = NULL;
+	char *to_new = strdup(newname), *to_old = strdup(name);
+	bool moved_here, other_there;
+	struct stat st;
+
+	if (fstatat(newdir->fd, newname, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		st.st_nlink = 0;	/* moved out of reach behind our back */
+	pthread_mutex_lock(&fs->itable_lock);
+	if (st.st_nlink)
+		moved = itable_find(fs, st.st_ino, st.st_dev);
+	if (moved == &fs->root || moved == other)
+		moved = NULL;
+	moved_here = named(moved, dir, name);
+	other_there = (flags & RENAME_EXCHANGE) && named(other, newdir, newname);
+	if (moved_here) {
+		name_set(fs, moved, newdir, to_new, &dead);
+		to_new = NULL;
+	}
+	if (other_there) {
+		name_set(fs, other, dir, to_old, &dead);
+		to_old = NULL;
+	}
+	pthread_mutex_unlock(&fs->itable_lock);
+	free(to_new);
+	free(to_old);
+	inodes_free(fs, dead);
 }
 
 /*
  * Whether the backing file of @inode has no name left.  Its data can then
  * never be read again once nobody has it open, so the kernel's eviction
  * drops such pages unwritten, and so do we.  A failed fstat says no: the
- * data is written as usual.
+ * data is written as usual.  Context: no fusefs lock held.
  */
-static bool backing_unlinked(const struct ffs_inode *inode)
+static bool backing_unlinked(struct ffs_data *fs, struct ffs_inode *inode)
 {
 	struct stat st;
+	bool unlinked;
 
-	return fstat(inode->fd, &st) == 0 && st.st_nlink == 0;
+	if (ffs_inode_pin(fs, inode))
+		return false;
+	unlinked = fstat(inode->fd, &st) == 0 && st.st_nlink == 0;
+	ffs_inode_unpin(fs, inode);
+	return unlinked;
 }
 
 /*
@@ -576,7 +1244,7 @@ static int forget_writeback(struct ffs_data *fs, struct ffs_inode *inode, bool *
 	inode->forget_flushing = true;
 	idle_leave(fs, inode);
 	pthread_mutex_unlock(&inode->lock);
-	*discard = data && !nopen && backing_unlinked(inode);
+	*discard = data && !nopen && backing_unlinked(fs, inode);
 	if (data && !*discard)
 		ret = wb_file_flush(data);
 	pthread_mutex_lock(&inode->lock);
@@ -620,6 +1288,7 @@ static void forget_drop_data(struct ffs_data *fs, struct ffs_inode *inode,
 void ffs_inode_forget(struct ffs_data *fs, struct ffs_inode *inode,
 		      uint64_t n)
 {
+	struct ffs_inode *dead = NULL;
 	bool discard = false;
 	int ret;
 
@@ -663,10 +1332,15 @@ void ffs_inode_forget(struct ffs_data *fs, struct ffs_inode *inode,
 		atomic_fetch_add(&fs->kept_inodes, 1);
 		goto out_unlock;
 	}
-	/* No cache left and unknown to the kernel: nothing can reach it. */
+	/* The path to inodes below it: stays until they go (parent_put). */
+	if (inode->nchild)
+		goto out_unlock;
+	/* No cache left, unknown to the kernel, nothing below: nothing can reach it. */
 	itable_remove(fs, inode);
+	name_drop(fs, inode, &dead);
 	pthread_mutex_unlock(&fs->itable_lock);
 	inode_free(fs, inode);
+	inodes_free(fs, dead);
 	return;
 
 out_unlock:
@@ -704,10 +1378,11 @@ static int open_data_fd(struct ffs_data *fs, struct ffs_inode *inode, int need, 
 			continue;
 		/* O_NONBLOCK: never hang on a FIFO; no effect on regular files. */
 		fd = ffs_fd_open(fs, AT_FDCWD, p.path,
-				 modes[i].flags | O_CLOEXEC | O_NONBLOCK | extra_flags);
+				 modes[i].flags | O_CLOEXEC | O_NONBLOCK | extra_flags, false);
 		if (fd < 0 && ffs_direct_refused(fs, extra_flags, -fd)) {
 			extra_flags = 0;
-			fd = ffs_fd_open(fs, AT_FDCWD, p.path, modes[i].flags | O_CLOEXEC | O_NONBLOCK);
+			fd = ffs_fd_open(fs, AT_FDCWD, p.path, modes[i].flags | O_CLOEXEC | O_NONBLOCK,
+					 false);
 		}
 		if (fd >= 0) {
 			*access = modes[i].access;
@@ -813,6 +1488,7 @@ int ffs_data_get(struct ffs_data *fs, struct ffs_inode *inode, int need, int fd,
 	}
 out_ref:
 	inode->nopen++;
+	pin_held(fs, inode);	/* the handle's: its fd stays while it is open */
 	idle_leave(fs, inode);
 	*out = inode->data;
 out_unlock:
@@ -822,10 +1498,19 @@ out_unlock:
 
 void ffs_data_put(struct ffs_data *fs, struct ffs_inode *inode)
 {
+	bool over;
+
 	pthread_mutex_lock(&inode->lock);
 	inode->nopen--;
 	idle_enter(fs, inode);
 	pthread_mutex_unlock(&inode->lock);
+	ffs_inode_unpin(fs, inode);
+	/* Past the cache's size: a clean one goes (a dirty one may stay). */
+	pthread_mutex_lock(&fs->idle_lock);
+	over = fs->idle_count > atomic_load(&fs->fd_cache_max);
+	pthread_mutex_unlock(&fs->idle_lock);
+	if (over)
+		idle_evict(fs, false);
 }
 
 void ffs_data_fix_stat(struct ffs_inode *inode, struct stat *st)

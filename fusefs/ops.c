@@ -166,20 +166,24 @@ static int do_lookup(struct ffs_data *fs, struct ffs_inode *dir,
 		     const char *name, struct fuse_entry_param *e)
 {
 	struct ffs_inode *inode;
+	struct ffs_fh *fh;
 	int fd, ret;
 
 	entry_init(fs, e);
 	if (dir == &fs->root && !strcmp(name, ".."))
 		name = ".";	/* the root is its own parent */
-	fd = ffs_fd_open(fs, dir->fd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	fd = ffs_fd_open(fs, dir->fd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC, true);
 	if (fd < 0)
 		return fd;
 	ret = stat_fd(fd, &e->attr);
+	/* Its number and generation, to tell it from a later inode of that number. */
+	if (!ret)
+		ret = ffs_fh_get(fd, &fh);
 	if (ret) {
-		ffs_fd_close(fs, fd);
+		ffs_fd_close_path(fs, fd);
 		return ret;
 	}
-	ret = ffs_inode_get(fs, &e->attr, fd, &inode);
+	ret = ffs_inode_get(fs, &e->attr, fh, dir, name, fd, &inode);
 	if (ret)
 		return ret;
 	/* A name made or found: whatever its mode now, look at it again. */
@@ -188,6 +192,7 @@ static int do_lookup(struct ffs_data *fs, struct ffs_inode *dir,
 	if (inode == &fs->root)
 		e->ino = FUSE_ROOT_ID;
 	ffs_data_fix_stat(inode, &e->attr);
+	ffs_inode_unpin(fs, inode);
 	return 0;
 }
 
@@ -464,6 +469,7 @@ static void ffs_link(fuse_req_t req, struct ffs_inode *inode, struct ffs_inode *
 static void do_remove(fuse_req_t req, struct ffs_inode *dir, const char *name,
 		      int flags)
 {
+	struct ffs_inode *gone = NULL;
 	struct ffs_trace_op op = { 0 };
 	struct ffs_creds c;
 	int ret = check_target(ffs_data(req), dir, name);
@@ -473,6 +479,9 @@ static void do_remove(fuse_req_t req, struct ffs_inode *dir, const char *name,
 		trace_begin(req, &op, TRACE_OP_UNLINK);
 	ino = trace_name_ino(&op, dir, name);
 
+	/* Found by this name: it must keep a descriptor once the name is gone. */
+	if (!ret)
+		gone = ffs_inode_at(ffs_data(req), dir, name);
 	if (!ret)
 		ret = ffs_creds_enter(ffs_data(req), req, &c);
 	if (!ret) {
@@ -480,6 +489,10 @@ static void do_remove(fuse_req_t req, struct ffs_inode *dir, const char *name,
 			ret = -errno;
 		ffs_creds_leave(&c);
 	}
+	if (!ret && gone)
+		ffs_inode_unnamed(ffs_data(req), gone, dir, name);
+	if (gone)
+		ffs_inode_unpin(ffs_data(req), gone);
 	if (!ret)
 		ret = wb_wlog_ns(WB_WLOG_UNLINK, dir->fd, name, -1, NULL,
 				 (unsigned int)flags);
@@ -503,6 +516,7 @@ static void ffs_rename(fuse_req_t req, struct ffs_inode *dir, const char *name,
 		       unsigned int flags)
 {
 	struct ffs_data *fs = ffs_data(req);
+	struct ffs_inode *other = NULL;
 	struct ffs_trace_op op;
 	struct ffs_creds c;
 	int ret = check_target(fs, dir, name);
@@ -515,6 +529,9 @@ static void ffs_rename(fuse_req_t req, struct ffs_inode *dir, const char *name,
 		ret = check_target(fs, newdir, newname);
 	if (!ret && (flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE)))
 		ret = -EINVAL;
+	/* Replaced (or exchanged): keeps a descriptor if its name goes. */
+	if (!ret && !(flags & RENAME_NOREPLACE))
+		other = ffs_inode_at(fs, newdir, newname);
 	if (!ret)
 		ret = ffs_creds_enter(ffs_data(req), req, &c);
 	if (!ret) {
@@ -522,6 +539,12 @@ static void ffs_rename(fuse_req_t req, struct ffs_inode *dir, const char *name,
 			ret = -errno;
 		ffs_creds_leave(&c);
 	}
+	if (!ret && other && !(flags & RENAME_EXCHANGE))
+		ffs_inode_unnamed(fs, other, newdir, newname);
+	if (!ret)
+		ffs_inode_renamed(fs, dir, name, newdir, newname, flags, other);
+	if (other)
+		ffs_inode_unpin(fs, other);
 	if (!ret)
 		ret = wb_wlog_ns(WB_WLOG_RENAME, dir->fd, name, newdir->fd, newname, flags);
 	if (!ret)
@@ -672,6 +695,7 @@ static int do_create(struct ffs_data *fs, fuse_req_t req,
 	struct ffs_procpath p;
 	struct wb_file *data;
 	struct ffs_creds c;
+	struct ffs_fh *fh;
 	int fd, pathfd, access, ret = check_target(fs, dir, name);
 
 	if (ret)
@@ -679,13 +703,12 @@ static int do_create(struct ffs_data *fs, fuse_req_t req,
 	/*
 	 * Two descriptors, the data one and the O_PATH one, charged before
 	 * acting as the caller: making room may write another file back.
+	 * The O_PATH one may pass the budget (see ffs_fd_charge_path).
 	 */
 	ret = ffs_fd_charge(fs);
 	if (ret)
 		return ret;
-	ret = ffs_fd_charge(fs);
-	if (ret)
-		goto out_uncharge_one;
+	ffs_fd_charge_path(fs);
 	ret = ffs_creds_umask(fs, req);
 	if (ret)
 		goto out_uncharge;
@@ -721,7 +744,13 @@ static int do_create(struct ffs_data *fs, fuse_req_t req,
 	} while (ret && ffs_fd_retry(fs, -ret));
 	if (ret)
 		goto out_close;
-	ret = ffs_inode_get(fs, &e->attr, pathfd, &inode);	/* takes its charge */
+	ret = ffs_fh_get(pathfd, &fh);
+	if (ret) {
+		close(pathfd);
+		goto out_close;
+	}
+	/* Takes pathfd's charge and fh; the inode comes pinned. */
+	ret = ffs_inode_get(fs, &e->attr, fh, dir, name, pathfd, &inode);
 	if (ret) {
 		ffs_fd_close(fs, fd);
 		return ret;
@@ -733,6 +762,7 @@ static int do_create(struct ffs_data *fs, fuse_req_t req,
 		ret = open_finish(fs, req, inode, data, fi);
 	if (!ret)
 		wb_file_fix_stat(data, &e->attr);
+	ffs_inode_unpin(fs, inode);	/* an open handle holds a pin of its own */
 	if (ret)
 		ffs_inode_forget(fs, inode, 1);
 	return ret;
@@ -740,8 +770,7 @@ static int do_create(struct ffs_data *fs, fuse_req_t req,
 out_close:
 	close(fd);
 out_uncharge:
-	ffs_fd_uncharge(fs);
-out_uncharge_one:
+	ffs_fd_uncharge_path(fs);
 	ffs_fd_uncharge(fs);
 	return ret;
 }
@@ -1023,7 +1052,7 @@ static void ffs_opendir(fuse_req_t req, struct ffs_inode *inode,
 		return;
 	}
 	fd = ffs_fd_open(ffs_data(req), inode->fd, ".",
-			 O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+			 O_RDONLY | O_DIRECTORY | O_CLOEXEC, false);
 	if (fd < 0) {
 		ret = -fd;
 	} else {

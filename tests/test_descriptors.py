@@ -100,9 +100,10 @@ def test_more_files_than_half_the_limit(dirs, raised_nofile, opts):
 
 
 @pytest.mark.timeout(300)
-def test_at_the_limit_emfile_then_recovery(dirs, raised_nofile):
+def test_at_the_limit_enfile_then_recovery(dirs, raised_nofile):
     """Files held open until the daemon has no descriptor left for another:
-    the caller gets EMFILE, the daemon stays up, and once files are closed
+    the caller gets ENFILE (not EMFILE, which would blame its own table),
+    look-ups still work, the daemon stays up, and once files are closed
     new ones open, are written and synced."""
     limit = 256
     _, b, m = dirs
@@ -116,22 +117,16 @@ def test_at_the_limit_emfile_then_recovery(dirs, raised_nofile):
                 fd = os.open(os.path.join(m, 'h%d' % i), os.O_CREAT | os.O_RDWR, 0o644)
                 held.append(fd)
                 os.write(fd, content(i))
-        assert e.value.errno in (errno.EMFILE, errno.ENFILE)
+        # Not EMFILE: that would say the caller's own table is full.
+        assert e.value.errno == errno.ENFILE
         assert held, 'not a single file could be opened'
-        # Lookups of files the kernel has not seen are refused too (but
-        # one, if a create failed for want of its second descriptor), and
-        # each refusal must leave the count of descriptors as it was.
-        found = 0
+        # Lookups of files the kernel has not seen still work: an inode
+        # keeps no descriptor once its lookup is answered (issue 42).
         for i in range(100):
-            try:
-                os.stat(os.path.join(m, 'x%d' % i))
-                found += 1
-            except OSError as e:
-                assert e.errno in (errno.EMFILE, errno.ENFILE)
-        assert found <= 1
+            os.stat(os.path.join(m, 'x%d' % i))
         assert mnt.proc.poll() is None
-        # The control files need no descriptor; each refusal was counted.
-        assert util.stats(m)['fds_refused'] >= 100 - found + 1
+        # The control files need no descriptor; the refusal was counted.
+        assert util.stats(m)['fds_refused'] >= 1
         # Half the files closed: their data descriptors can go (after
         # writeback: they are dirty), not their O_PATH ones (the kernel
         # keeps the inodes), and each new file keeps one O_PATH too.
@@ -176,7 +171,7 @@ def test_signal_with_no_descriptor_free(dirs, raised_nofile):
                     f.write(content(n))
                 n += 1
         except OSError as e:
-            assert e.errno in (errno.EMFILE, errno.ENFILE)
+            assert e.errno == errno.ENFILE
         # The limit at the lowest free number: no open can succeed.
         fds = {int(x) for x in os.listdir('/proc/%d/fd' % mnt.pid)}
         lower_limit(mnt.pid, min(set(range(len(fds) + 1)) - fds))

@@ -280,25 +280,42 @@ static void make_file(const char *name)
 	close(fd);
 }
 
-/* A lookup as ops.c does it: one more lookup of the inode. */
-static struct ffs_inode *lookup(const char *name)
+/* A lookup of @name in @dir as ops.c does it: one more lookup of the inode. */
+static struct ffs_inode *lookup_in(struct ffs_inode *dir, const char *name)
 {
-	int fd = openat(dir_fd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
 	struct ffs_inode *inode;
+	struct ffs_fh *fh;
 	struct stat st;
+	int fd;
 
+	T_CHECK(ffs_inode_pin(&fs, dir) == 0);
+	fd = openat(dir->fd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
 	T_CHECK(fd >= 0);
+	ffs_fd_charge_path(&fs);
 	T_CHECK(fstatat(fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == 0);
-	T_CHECK(ffs_inode_get(&fs, &st, fd, &inode) == 0);
+	T_CHECK(ffs_fh_get(fd, &fh) == 0);
+	T_CHECK(ffs_inode_get(&fs, &st, fh, dir, name, fd, &inode) == 0);
+	ffs_inode_unpin(&fs, inode);
+	ffs_inode_unpin(&fs, dir);
 	return inode;
 }
 
-/* Open, write, close: leaves the inode's cache with one more dirty write. */
+static struct ffs_inode *lookup(const char *name)
+{
+	return lookup_in(&fs.root, name);
+}
+
+/*
+ * Open, write, close: leaves the inode's cache with one more dirty write.
+ * The open is pinned for its request, as dispatch.c does.
+ */
 static struct wb_file *write_through(struct ffs_inode *inode)
 {
 	struct wb_file *data;
 
+	T_CHECK(ffs_inode_pin(&fs, inode) == 0);
 	T_CHECK(ffs_data_get(&fs, inode, WB_RDWR, -1, 0, &data) == 0);
+	ffs_inode_unpin(&fs, inode);
 	atomic_fetch_add(&data->dirty, 1);
 	ffs_data_put(&fs, inode);
 	return data;
