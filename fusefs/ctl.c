@@ -438,7 +438,8 @@ static void ctl_fill_stats(struct ffs_data *fs, struct ctl_buf *buf)
 		     "fds %ld\n" "fd_budget %ld\n" "fds_idle_closed %llu\n"
 		     "fds_reopened %llu\n" "fds_refused %llu\n" "fd_cache_max %ld\n"
 		     "path_fds %ld\n"
-		     "inode_refinds %llu\n" "inode_stale %llu\n", ninodes,
+		     "inode_refinds %llu\n" "inode_stale %llu\n" "max_inodes %zu\n"
+		     "inodes_pruned %llu\n", ninodes,
 		     (unsigned long long)atomic_load(&fs->kept_inodes),
 		     atomic_load(&fs->nr_fds), atomic_load(&fs->fd_budget),
 		     (unsigned long long)atomic_load(&fs->fd_idle_closed),
@@ -446,7 +447,8 @@ static void ctl_fill_stats(struct ffs_data *fs, struct ctl_buf *buf)
 		     (unsigned long long)atomic_load(&fs->fd_refused),
 		     atomic_load(&fs->fd_cache_max), atomic_load(&fs->path_fds),
 		     (unsigned long long)atomic_load(&fs->inode_refinds),
-		     (unsigned long long)atomic_load(&fs->inode_stale));
+		     (unsigned long long)atomic_load(&fs->inode_stale), fs->cfg->max_inodes,
+		     (unsigned long long)atomic_load(&fs->inodes_pruned));
 	used += n > 0 && (size_t)n < buf->cap - used ? (size_t)n : 0;
 	/* Requests served from io_uring entries (0: all over /dev/fuse). */
 	n = snprintf(buf->data + used, buf->cap - used,

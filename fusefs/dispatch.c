@@ -138,6 +138,8 @@ static void d_init(void *userdata, struct fuse_conn_info *conn)
 	fs->write_cut = conn->max_write - (size_t)sysconf(_SC_PAGESIZE);
 	if (conn->capable & FUSE_CAP_PARALLEL_DIROPS)
 		conn->want |= FUSE_CAP_PARALLEL_DIROPS;
+	/* The kernel's version (libfuse keeps it here): how to prune. */
+	ffs_prune_init(fs, conn->proto_minor);
 	/*
 	 * Before any request that could change BACKING.  A log that cannot
 	 * be made refuses every change (and said so), but cannot stop the mount.

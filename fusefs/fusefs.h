@@ -39,6 +39,7 @@
 struct wb_file;
 struct ffs_data;
 struct ffs_node_ops;
+struct ffs_prune;
 
 /* ---- command line (opts.c) ---- */
 
@@ -83,6 +84,11 @@ struct ffs_config {
 	enum ffs_direct_mode { FFS_DIRECT_AUTO, FFS_DIRECT_ON, FFS_DIRECT_OFF } backing_direct;
 	unsigned int max_threads;
 	unsigned int max_idle_threads;
+	/*
+	 * max_inodes=: the inode table's bound; past most of it the kernel
+	 * is asked to forget cold inodes (prune.c).
+	 */
+	size_t max_inodes;
 	/* max_background=: the kernel's limit on asynchronous requests in flight */
 	unsigned int max_background;
 	bool show_help;
@@ -103,6 +109,14 @@ struct ffs_config {
  */
 #define FFS_MAX_BACKGROUND_DEFAULT 64
 #define FFS_MAX_BACKGROUND 65535
+
+/*
+ * max_inodes=: about 300 bytes of the daemon's memory each (the kernel
+ * spends more on its side), so 300 MiB at the default.
+ */
+#define FFS_MAX_INODES_DEFAULT (1u << 20)
+#define FFS_MAX_INODES_MIN 1024
+#define FFS_MAX_INODES_MAX (1u << 30)
 
 /* Length of the error buffers the parsers below fill. */
 #define FFS_ERRLEN 512
@@ -217,6 +231,8 @@ struct ffs_inode {
 	 */
 	_Atomic uint64_t mode_seq;
 	_Atomic uint64_t nosuid_seq;
+	/* Looked up or used since prune.c's clock last passed it (no lock). */
+	atomic_bool accessed;
 
 	/* Protected by ffs_data.itable_lock. */
 	uint64_t nlookup;	/* lookups the kernel has not forgotten */
@@ -227,6 +243,8 @@ struct ffs_inode {
 	 * number (the backing inode is gone), so this one can only fail.
 	 */
 	bool unhashed;
+	/* The pass of prune.c's clock in which the kernel was asked to forget it. */
+	uint64_t pruned_pass;
 	struct ffs_inode *hnext;	/* hash chain */
 	/*
 	 * Where the backing inode was last seen: the name `name` in the
@@ -351,6 +369,25 @@ struct ffs_data {
 	size_t ninodes;		/* in the buckets and on `unhashed` */
 	/* Inodes out of the hash (ffs_inode.unhashed), by hnext. */
 	struct ffs_inode *unhashed;
+	/*
+	 * prune.c's clock over the buckets: the next bucket, and the pass
+	 * (one more each time it wraps).  prune_high: past this many inodes,
+	 * the pruner is woken (from max_inodes at init, then the pruner's).
+	 */
+	size_t clock_hand;
+	uint64_t clock_pass;
+	_Atomic size_t prune_high;
+	/* Inodes that left the table, monotonic: the pruner's progress. */
+	_Atomic uint64_t inodes_forgotten;
+
+	/*
+	 * The pruner (prune.c): set before the session loop, cleared after;
+	 * prune_kernel: the kernel has FUSE_NOTIFY_PRUNE (set at INIT).
+	 * inodes_pruned: inodes the kernel was asked to forget (stats).
+	 */
+	struct ffs_prune *_Atomic prune;
+	bool prune_kernel;
+	_Atomic uint64_t inodes_pruned;
 
 	/* Forgotten inodes kept because their data could not be written. */
 	_Atomic uint64_t kept_inodes;
@@ -485,6 +522,39 @@ void ffs_inode_unnamed(struct ffs_data *fs, struct ffs_inode *inode, struct ffs_
 void ffs_inode_renamed(struct ffs_data *fs, struct ffs_inode *dir, const char *name,
 		       struct ffs_inode *newdir, const char *newname, unsigned int flags,
 		       struct ffs_inode *other);
+
+/* Inodes in the table now. */
+size_t ffs_itable_count(struct ffs_data *fs);
+/* An inode the kernel may be asked to forget: its node id, its parent's, its name. */
+struct ffs_cold {
+	uint64_t nodeid;
+	uint64_t parent;
+	char name[NAME_MAX + 1];	/* "" when it has none */
+};
+/*
+ * Up to @n inodes into @out that nobody used since the clock last passed
+ * them (ffs_inode.accessed), none in use (pinned: open, or a request on
+ * it), none with inodes below it in the table, none asked for since the
+ * clock last wrapped; looking at no more than *@budget inodes (reduced).
+ * The count found.  Context: the pruner thread, no lock held.
+ */
+size_t ffs_itable_cold(struct ffs_data *fs, struct ffs_cold *out, size_t n, size_t *budget);
+
+/* ---- asking the kernel to forget inodes (prune.c) ---- */
+
+/* At INIT: the kernel's protocol minor version says how to ask. */
+void ffs_prune_init(struct ffs_data *fs, unsigned int proto_minor);
+/* Past this many inodes (of @max_inodes) the pruner is woken. */
+size_t ffs_prune_high(size_t max_inodes);
+/*
+ * ffs_prune_start(): the pruner's thread, once the session is mounted:
+ * 0 or -errno.  ffs_prune_wake(): the table passed fs->prune_high (cheap;
+ * any thread, itable_lock may be held).  ffs_prune_stop(): after the
+ * session loop, when no request runs any more.
+ */
+int ffs_prune_start(struct ffs_data *fs, struct fuse_session *se);
+void ffs_prune_wake(struct ffs_data *fs);
+void ffs_prune_stop(struct ffs_data *fs);
 
 /*
  * Take an open reference to the inode's data path, opening the backing

@@ -251,6 +251,8 @@ int ffs_itable_init(struct ffs_data *fs, int root_fd, const struct ffs_node_ops 
 	fs->buckets = calloc(fs->nbuckets, sizeof(struct ffs_inode *));
 	if (!fs->buckets)
 		return -ENOMEM;
+	atomic_init(&fs->prune_high, fs->cfg && fs->cfg->max_inodes ?
+				      ffs_prune_high(fs->cfg->max_inodes) : SIZE_MAX);
 	/* The root is never found again: it keeps its descriptor. */
 	inode_init(fs, &fs->root, &st, root_fd, NULL);
 	fs->root.nlookup = 2;	/* never forgotten */
@@ -635,6 +637,7 @@ static void pin_locked(struct ffs_data *fs, struct ffs_inode *inode)
 {
 	inode->fd_pins++;
 	fdc_del(fs, inode);
+	atomic_store_explicit(&inode->accessed, true, memory_order_relaxed);
 }
 
 /*
@@ -975,6 +978,7 @@ static void itable_remove(struct ffs_data *fs, struct ffs_inode *inode)
 	else
 		chain_remove(&fs->buckets[inode_hash(fs, inode->src_ino, inode->src_dev)], inode);
 	fs->ninodes--;
+	atomic_fetch_add_explicit(&fs->inodes_forgotten, 1, memory_order_relaxed);
 }
 
 /*
@@ -1098,6 +1102,7 @@ int ffs_inode_get(struct ffs_data *fs, const struct stat *st, struct ffs_fh *fh,
 	}
 	if (inode) {
 		inode->nlookup++;
+		atomic_store_explicit(&inode->accessed, true, memory_order_relaxed);
 		if (inode->forgetting)
 			inode->relooked = true;	/* may be opened and written */
 		if (inode != &fs->root)
@@ -1120,6 +1125,8 @@ int ffs_inode_get(struct ffs_data *fs, const struct stat *st, struct ffs_fh *fh,
 		inode->hnext = fs->buckets[h];
 		fs->buckets[h] = inode;
 		fs->ninodes++;
+		if (fs->ninodes > atomic_load_explicit(&fs->prune_high, memory_order_relaxed))
+			ffs_prune_wake(fs);
 	}
 	if (inode)
 		fd_give(fs, inode, &fd);
@@ -1134,6 +1141,66 @@ int ffs_inode_get(struct ffs_data *fs, const struct stat *st, struct ffs_fh *fh,
 		return -ENOMEM;
 	*out = inode;
 	return 0;
+}
+
+size_t ffs_itable_count(struct ffs_data *fs)
+{
+	size_t n;
+
+	pthread_mutex_lock(&fs->itable_lock);
+	n = fs->ninodes;
+	pthread_mutex_unlock(&fs->itable_lock);
+	return n;
+}
+
+/*
+ * Whether the kernel may be asked to forget @inode now (see
+ * ffs_itable_cold); clears its accessed bit, as a clock does.
+ * Context: itable_lock and fdc_lock held.
+ */
+static bool cold(struct ffs_data *fs, struct ffs_inode *inode)
+{
+	bool used = atomic_exchange_explicit(&inode->accessed, false, memory_order_relaxed);
+
+	return !used && inode->nlookup && !inode->forgetting && !inode->nchild &&
+	       !inode->fd_pins && inode->pruned_pass != fs->clock_pass;
+}
+
+size_t ffs_itable_cold(struct ffs_data *fs, struct ffs_cold *out, size_t n, size_t *budget)
+{
+	size_t found = 0;
+
+	pthread_mutex_lock(&fs->itable_lock);
+	pthread_mutex_lock(&fs->fdc_lock);
+	while (found < n && *budget) {
+		if (fs->clock_hand >= fs->nbuckets) {
+			fs->clock_hand = 0;
+			fs->clock_pass++;
+		}
+		for (struct ffs_inode *inode = fs->buckets[fs->clock_hand]; inode && found < n;
+		     inode = inode->hnext) {
+			struct ffs_cold *c = &out[found];
+
+			if (*budget)
+				(*budget)--;
+			if (!cold(fs, inode))
+				continue;
+			inode->pruned_pass = fs->clock_pass;
+			c->nodeid = (uintptr_t)inode;
+			c->parent = inode->parent == &fs->root ? FUSE_ROOT_ID
+							       : (uintptr_t)inode->parent;
+			snprintf(c->name, sizeof(c->name), "%s", inode->name ? inode->name : "");
+			found++;
+		}
+		/* A bucket cut short is looked at again: what it gave is marked. */
+		if (found < n)
+			fs->clock_hand++;
+		if (*budget)
+			(*budget)--;	/* empty buckets count too */
+	}
+	pthread_mutex_unlock(&fs->fdc_lock);
+	pthread_mutex_unlock(&fs->itable_lock);
+	return found;
 }
 
 struct ffs_inode *ffs_inode_at(struct ffs_data *fs, struct ffs_inode *dir, const char *name)

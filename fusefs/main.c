@@ -367,6 +367,11 @@ int main(int argc, char *argv[])
 			 strerror(-ret));
 		goto out_unmount;
 	}
+	ret = ffs_prune_start(&fs, se);
+	if (ret) {
+		fuse_log(FUSE_LOG_ERR, "error: cannot start the pruner: %s\n", strerror(-ret));
+		goto out_unmount;
+	}
 	/* What the daemon holds now is outside the budget of descriptors. */
 	ffs_fd_budget_init(&fs);
 
@@ -377,6 +382,8 @@ int main(int argc, char *argv[])
 	 * while the reply timer, the trace and the cache are torn down.
 	 */
 	ffs_uring_stop();
+	/* No request runs any more: nothing wakes the pruner. */
+	ffs_prune_stop(&fs);
 	status = clean_stop(ret) && !uring_refused ? 0 : 1;
 	if (!clean_stop(ret))
 		fuse_log(FUSE_LOG_ERR, "session ended with error %d\n", ret);

@@ -68,6 +68,7 @@ enum {
 	KEY_MAX_THREADS,
 	KEY_MAX_IDLE_THREADS,
 	KEY_MAX_BACKGROUND,
+	KEY_MAX_INODES,
 	KEY_FSNAME,
 	KEY_LOAD,
 };
@@ -123,6 +124,7 @@ static const struct fuse_opt ffs_opt_spec[] = {
 	FUSE_OPT_KEY("max_threads=", KEY_MAX_THREADS),
 	FUSE_OPT_KEY("max_idle_threads=", KEY_MAX_IDLE_THREADS),
 	FUSE_OPT_KEY("max_background=", KEY_MAX_BACKGROUND),
+	FUSE_OPT_KEY("max_inodes=", KEY_MAX_INODES),
 	FUSE_OPT_KEY("fsname=", KEY_FSNAME),
 	FUSE_OPT_KEY("load=", KEY_LOAD),
 	FUSE_OPT_END
@@ -174,6 +176,8 @@ static const struct {
 	{ "max_threads=N", "10", "most FUSE worker threads (libfuse; 1 .. 100000)" },
 	{ "max_background=N", FFS_STR(FFS_MAX_BACKGROUND_DEFAULT),
 	  "most asynchronous requests the kernel keeps in flight: its readahead (writethrough, writeback), its writeback (writeback) and asynchronous direct I/O (1 .. 65535; the kernel holds an unprivileged mount to fuse's max_user_bgreq)" },
+	{ "max_inodes=N", FFS_STR(FFS_MAX_INODES_DEFAULT),
+	  "inodes the daemon keeps for the kernel before it asks the kernel to forget cold ones (1024 .. 2^30; about 300 bytes each)" },
 };
 
 struct parse_state {
@@ -604,6 +608,7 @@ static int opt_proc(void *data, const char *arg, int key,
 	struct parse_state *ps = data;
 	struct ffs_config *cfg = ps->cfg;
 	unsigned int choice;
+	uint64_t u64;
 	(void)outargs;
 
 	switch (key) {
@@ -696,6 +701,12 @@ static int opt_proc(void *data, const char *arg, int key,
 	case KEY_MAX_BACKGROUND:
 		return parse_u32("max_background", strchr(arg, '=') + 1, 1,
 				 FFS_MAX_BACKGROUND, &cfg->max_background, ps->err) ? -1 : 0;
+	case KEY_MAX_INODES:
+		if (wb_parse_uint("max_inodes", strchr(arg, '=') + 1, FFS_MAX_INODES_MIN,
+				  FFS_MAX_INODES_MAX, &u64, ps->err, FFS_ERRLEN))
+			return -1;
+		cfg->max_inodes = (size_t)u64;
+		return 0;
 	case KEY_FSNAME:
 		ps->fsname_given = true;
 		return 1;
@@ -760,6 +771,7 @@ int ffs_parse_args(int argc, char **argv, struct ffs_config *cfg, char *err)
 	memset(cfg, 0, sizeof(*cfg));
 	cfg->attr_timeout = 86400;
 	cfg->max_background = FFS_MAX_BACKGROUND_DEFAULT;
+	cfg->max_inodes = FFS_MAX_INODES_DEFAULT;
 	cfg->uring_pin = true;
 	cfg->bs = (struct bs_config){
 		.block_size = 4096,

@@ -84,6 +84,7 @@ OPTIONS = {
     'max_threads': (BAD_UINT + ['0', '100001'], ['1', '100000']),
     'max_idle_threads': (BAD_UINT + ['100001'], ['0', '100000']),
     'max_background': (BAD_UINT + ['0', '65536'], ['1', '65535']),
+    'max_inodes': (BAD_UINT + ['0', '1023', '1073741825'], ['1024', '1073741824']),
     # Parameters (account.PARAM=) are tested in test_policy_load.py.
     'load': (['', '/nonexistent-dir/p.so', '/etc/hostname'], None),
 }
