@@ -224,18 +224,6 @@ def worker(tid, seed, nops, maxsize, folio, paths, shadows, counts, errors):
             os.close(fd)
 
 
-def sanitized(pid):
-    """Whether the daemon runs under ASan or TSan, whose shadow memory and
-    quarantine make its RSS say nothing about what it keeps."""
-    with open('/proc/%d/maps' % pid) as f:
-        if any(n in f.read() for n in ('libasan', 'libtsan')):
-            return True
-    # clang links the sanitizer runtimes statically.
-    with open('/proc/%d/exe' % pid, 'rb') as f:
-        exe = f.read()
-    return b'__asan_init' in exe or b'__tsan_init' in exe
-
-
 def rss(pid):
     with open('/proc/%d/status' % pid) as f:
         for line in f:
@@ -358,7 +346,7 @@ def test_reclaim_stress(dirs, name, seed, nops, maxsize, opts):
         st = poll(lambda: (lambda s: s if s['folios'] == 0 and s['inodes'] == 0
                            else None)(stats(m)), 10) or stats(m)
         end_rss = rss(mnt.pid)
-        under_sanitizer = sanitized(mnt.pid)
+        under_sanitizer = util.sanitized(mnt.pid)
         print('[%s] RSS after mount %d KiB, after deleting %d KiB (+%d KiB; '
               'pool_bytes %d KiB, cache_size %d KiB)'
               % (name, base_rss // KiB, end_rss // KiB, (end_rss - base_rss) // KiB,

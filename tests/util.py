@@ -26,6 +26,7 @@ import os
 import pickle
 import pwd
 import re
+import resource
 import shutil
 import subprocess
 import tempfile
@@ -61,10 +62,19 @@ def _drop_to(user):
     os.setuid(pw.pw_uid)
 
 
-def _preexec(user):
-    if user is None:
+def _preexec(user, nofile=None):
+    """What a child runs before exec: RLIMIT_NOFILE set to NOFILE (soft,
+    hard) first, while it may still raise the hard limit, then USER's
+    credentials."""
+    if user is None and nofile is None:
         return None
-    return lambda: _drop_to(user)
+
+    def fn():
+        if nofile is not None:
+            resource.setrlimit(resource.RLIMIT_NOFILE, nofile)
+        if user is not None:
+            _drop_to(user)
+    return fn
 
 
 def test_user():
@@ -228,14 +238,36 @@ def fd_count(pid):
     return len(os.listdir('/proc/%d/fd' % pid))
 
 
+def sanitized(pid):
+    """Whether the daemon runs under ASan or TSan, whose shadow memory and
+    quarantine make its RSS say nothing about what it keeps."""
+    with open('/proc/%d/maps' % pid) as f:
+        if any(n in f.read() for n in ('libasan', 'libtsan')):
+            return True
+    # clang links the sanitizer runtimes statically.
+    with open('/proc/%d/exe' % pid, 'rb') as f:
+        exe = f.read()
+    return b'__asan_init' in exe or b'__tsan_init' in exe
+
+
+def rss_kib(pid):
+    """Resident memory of process PID in KiB (VmRSS)."""
+    with open('/proc/%d/status' % pid) as f:
+        for line in f:
+            if line.startswith('VmRSS:'):
+                return int(line.split()[1])
+    raise AssertionError('no VmRSS for %d' % pid)
+
+
 class Mount:
     """One foliofs daemon, run in the foreground.
 
     options: iterable of -o options (joined with ','); user: pwd name to run
-    the daemon (and fusermount3 -u) as, None for the current user."""
+    the daemon (and fusermount3 -u) as, None for the current user; nofile:
+    the daemon's RLIMIT_NOFILE (soft, hard) at start, None to inherit."""
 
     def __init__(self, backing, mnt, options=(), user=None, args=(),
-                 binary=None, expect_errors=False):
+                 binary=None, expect_errors=False, nofile=None):
         self.backing = backing
         self.mnt = mnt
         self.options = list(options) + EXTRA_OPTIONS
@@ -244,6 +276,7 @@ class Mount:
         self.binary = binary or FOLIOFS
         # The test injects backing faults: their log lines are not suspicious.
         self.expect_errors = expect_errors
+        self.nofile = nofile
         self.proc = None
         self.pid = None
         self._out = None
@@ -260,7 +293,7 @@ class Mount:
         self._out = tempfile.TemporaryFile(prefix='foliofs-out-')
         self.proc = subprocess.Popen(self.command(), stdin=subprocess.DEVNULL,
                                      stdout=self._out, stderr=subprocess.STDOUT,
-                                     preexec_fn=_preexec(self.user))
+                                     preexec_fn=_preexec(self.user, self.nofile))
         self.pid = self.proc.pid
         return self
 
@@ -645,7 +678,7 @@ class Dir:
 
 
 __all__ = ['REPO', 'FOLIOFS', 'FUSERMOUNT', 'TEST_USER', 'BAD_OUTPUT', 'Mount',
-           'test_user', 'ensure_group', 'run_as', 'fd_count', 'mountinfo',
+           'test_user', 'ensure_group', 'run_as', 'fd_count', 'rss_kib', 'sanitized', 'mountinfo',
            'is_fuse_mounted', 'check_output', 'skip_reason', 'outcome',
            'outcome_as', 'same', 'describe_diff', 'stat_dict', 'assert_stat_same', 'read_file',
            'write_file', 'renameat2', 'utimensat', 'fallocate', 'Dir',
