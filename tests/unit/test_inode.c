@@ -28,6 +28,7 @@
 #include <sched.h>
 #include <stdatomic.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -487,6 +488,216 @@ static void test_unlinked(void)
 	T_CHECK(unlinkat(dir_fd, "other", 0) == 0);
 }
 
+/* ---- inodes without descriptors: found again by parent and name ---- */
+
+/*
+ * Close every cached O_PATH descriptor, as a low RLIMIT_NOFILE makes the
+ * daemon do (the budget is read again at each charge), then put the
+ * limit back.
+ */
+static void evict_cached(void)
+{
+	struct rlimit old, low;
+
+	T_CHECK(getrlimit(RLIMIT_NOFILE, &old) == 0);
+	low = old;
+	low.rlim_cur = 1;
+	T_CHECK(setrlimit(RLIMIT_NOFILE, &low) == 0);
+	ffs_fd_charge_path(&fs);
+	ffs_fd_uncharge_path(&fs);
+	T_CHECK(setrlimit(RLIMIT_NOFILE, &old) == 0);
+	ffs_fd_charge_path(&fs);	/* the budget as it was */
+	ffs_fd_uncharge_path(&fs);
+}
+
+/* @inode's fd is closed; pinning finds it again, the inode at @path. */
+static void check_refind(struct ffs_inode *inode, const char *path)
+{
+	struct stat want, got;
+
+	T_CHECK(inode->fd < 0);
+	T_CHECK(fstatat(dir_fd, path, &want, AT_SYMLINK_NOFOLLOW) == 0);
+	T_CHECK(ffs_inode_pin(&fs, inode) == 0);
+	T_CHECK(fstatat(inode->fd, "", &got, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == 0);
+	T_CHECK(got.st_ino == want.st_ino && got.st_dev == want.st_dev);
+	ffs_inode_unpin(&fs, inode);
+}
+
+/* A rename as ops.c makes it, with both directories pinned. */
+static void rename_as_daemon(struct ffs_inode *dir, const char *name, struct ffs_inode *newdir,
+			     const char *newname, const char *from, const char *to)
+{
+	struct ffs_inode *other;
+
+	T_CHECK(ffs_inode_pin(&fs, dir) == 0 && ffs_inode_pin(&fs, newdir) == 0);
+	other = ffs_inode_at(&fs, newdir, newname);
+	T_CHECK(renameat(dir_fd, from, dir_fd, to) == 0);
+	if (other)
+		ffs_inode_unnamed(&fs, other, newdir, newname);
+	ffs_inode_renamed(&fs, dir, name, newdir, newname, 0, other);
+	if (other)
+		ffs_inode_unpin(&fs, other);
+	ffs_inode_unpin(&fs, newdir);
+	ffs_inode_unpin(&fs, dir);
+}
+
+/*
+ * Inodes with no descriptor are found again: a file, a file renamed into
+ * another directory, a file whose directory (and its directory) moved,
+ * each checked to be the very inode at its new path.
+ */
+static void test_refind_renamed(void)
+{
+	struct ffs_inode *a, *b, *f, *d2, *g;
+
+	fs_init();
+	T_CHECK(mkdirat(dir_fd, "a", 0755) == 0 && mkdirat(dir_fd, "a/b", 0755) == 0 &&
+		mkdirat(dir_fd, "d2", 0755) == 0);
+	make_file("a/b/f");
+	make_file("a/g");
+	a = lookup("a");
+	b = lookup_in(a, "b");
+	f = lookup_in(b, "f");
+	g = lookup_in(a, "g");
+	d2 = lookup("d2");
+	evict_cached();
+	check_refind(f, "a/b/f");
+	T_CHECK(atomic_load(&fs.inode_refinds) == 1);
+
+	rename_as_daemon(a, "g", d2, "moved", "a/g", "d2/moved");
+	evict_cached();
+	check_refind(g, "d2/moved");
+
+	/* a moves below d2: b and f move with it, by pointer. */
+	rename_as_daemon(&fs.root, "a", d2, "a2", "a", "d2/a2");
+	evict_cached();
+	check_refind(f, "d2/a2/b/f");
+	check_refind(b, "d2/a2/b");
+	T_CHECK(atomic_load(&fs.inode_stale) == 0);
+
+	ffs_inode_forget(&fs, g, 1);
+	ffs_inode_forget(&fs, f, 1);
+	ffs_inode_forget(&fs, b, 1);
+	ffs_inode_forget(&fs, a, 1);
+	ffs_inode_forget(&fs, d2, 1);
+	T_CHECK(ninodes() == 0);
+	fs_destroy();
+	T_CHECK(unlinkat(dir_fd, "d2/a2/b/f", 0) == 0 && unlinkat(dir_fd, "d2/a2/b", AT_REMOVEDIR) == 0 &&
+		unlinkat(dir_fd, "d2/a2", AT_REMOVEDIR) == 0 && unlinkat(dir_fd, "d2/moved", 0) == 0 &&
+		unlinkat(dir_fd, "d2", AT_REMOVEDIR) == 0);
+}
+
+/*
+ * A name removed through the daemon: its inode keeps its descriptor (it
+ * cannot be found by name), and its forget knows it has no name left.
+ * A file renamed over keeps its descriptor too.
+ */
+static void test_unnamed_keeps_fd(void)
+{
+	struct ffs_inode *f, *over, *gone;
+	struct wb_file *data;
+
+	fs_init();
+	make_file("f");
+	make_file("src");
+	make_file("over");
+	f = lookup("f");
+	over = lookup("over");
+	data = write_through(f);
+	evict_cached();
+
+	T_CHECK(ffs_inode_pin(&fs, &fs.root) == 0);
+	gone = ffs_inode_at(&fs, &fs.root, "f");
+	T_CHECK(gone == f && f->fd >= 0);
+	T_CHECK(unlinkat(dir_fd, "f", 0) == 0);
+	ffs_inode_unnamed(&fs, f, &fs.root, "f");
+	ffs_inode_unpin(&fs, f);
+	evict_cached();
+	T_CHECK(f->fd >= 0 && f->fd_keep && !f->name);
+
+	rename_as_daemon(&fs.root, "src", &fs.root, "over", "src", "over");
+	evict_cached();
+	T_CHECK(over->fd >= 0 && over->fd_keep);
+
+	/* Not written back: nobody can read it again. */
+	ffs_inode_forget(&fs, f, 1);
+	T_CHECK(atomic_load(&data->discarded));
+	ffs_inode_forget(&fs, over, 1);
+	T_CHECK(ninodes() == 0);
+	fs_destroy();
+	T_CHECK(unlinkat(dir_fd, "over", 0) == 0);
+}
+
+/*
+ * Behind the daemon's back: a file renamed directly is not found by its
+ * old name (ESTALE, counted), and a lookup that finds another handle
+ * under a known inode number (a new file that took a gone one's number)
+ * gets a new inode, while the old one only fails.
+ */
+static void test_stale(void)
+{
+	struct ffs_inode *f, *again;
+	struct ffs_fh *fh;
+	struct stat st;
+	int fd;
+
+	fs_init();
+	make_file("f");
+	f = lookup("f");
+	evict_cached();
+	T_CHECK(renameat(dir_fd, "f", dir_fd, "g") == 0);
+	T_CHECK(ffs_inode_pin(&fs, f) == -ESTALE);
+	T_CHECK(atomic_load(&fs.inode_stale) == 1);
+	T_CHECK(renameat(dir_fd, "g", dir_fd, "f") == 0);
+	check_refind(f, "f");
+
+	/* The same number with another generation: a lookup as ops.c makes it. */
+	fd = openat(dir_fd, "f", O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	T_CHECK(fd >= 0);
+	ffs_fd_charge_path(&fs);
+	T_CHECK(fstatat(fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == 0);
+	T_CHECK(ffs_fh_get(fd, &fh) == 0 && fh);
+	fh->bytes[fh->len - 1] ^= 0xff;
+	T_CHECK(ffs_inode_pin(&fs, &fs.root) == 0);
+	T_CHECK(ffs_inode_get(&fs, &st, fh, &fs.root, "f", fd, &again) == 0);
+	ffs_inode_unpin(&fs, again);
+	T_CHECK(again != f && f->unhashed && ninodes() == 2);
+	evict_cached();
+	T_CHECK(ffs_inode_pin(&fs, again) == -ESTALE);	/* its handle was made up */
+	T_CHECK(ffs_inode_pin(&fs, f) == -ESTALE);	/* out of the hash, no name */
+	ffs_inode_forget(&fs, f, 1);
+	ffs_inode_forget(&fs, again, 1);
+	T_CHECK(ninodes() == 0);
+	fs_destroy();
+	T_CHECK(unlinkat(dir_fd, "f", 0) == 0);
+}
+
+/*
+ * A directory the kernel forgets while a file below it is known stays,
+ * as the path to it, found again by the next lookup; it goes with the
+ * last inode below it.
+ */
+static void test_parent_kept(void)
+{
+	struct ffs_inode *d, *f;
+
+	fs_init();
+	T_CHECK(mkdirat(dir_fd, "d", 0755) == 0);
+	make_file("d/f");
+	d = lookup("d");
+	f = lookup_in(d, "f");
+	ffs_inode_forget(&fs, d, 1);
+	T_CHECK(ninodes() == 2);
+	evict_cached();
+	check_refind(f, "d/f");
+	T_CHECK(lookup("d") == d);
+	ffs_inode_forget(&fs, d, 1);
+	ffs_inode_forget(&fs, f, 1);
+	T_CHECK(ninodes() == 0);
+	fs_destroy();
+	T_CHECK(unlinkat(dir_fd, "d/f", 0) == 0 && unlinkat(dir_fd, "d", AT_REMOVEDIR) == 0);
+}
+
 /* ---- stress: lookups, writes and forgets from several threads ---- */
 
 #define STRESS_FILES	3
@@ -553,6 +764,10 @@ static const struct {
 	{ "lookup_during_forget", test_lookup_during_forget },
 	{ "kept", test_kept },
 	{ "unlinked", test_unlinked },
+	{ "refind_renamed", test_refind_renamed },
+	{ "unnamed_keeps_fd", test_unnamed_keeps_fd },
+	{ "stale", test_stale },
+	{ "parent_kept", test_parent_kept },
 	{ "stress", test_stress },
 };
 
