@@ -14,8 +14,8 @@
  *
  * Lock order: ffs_data.itable_lock, then ffs_inode.lock, then
  * ffs_data.idle_lock (which takes an inode's lock only with trylock) or
- * ffs_data.fdc_lock, then writeback's locks.  No lock is held across
- * fuse_reply_*().
+ * ffs_data.fdc_lock, then writeback's locks; the pruner's lock (prune.c)
+ * comes after itable_lock.  No lock is held across fuse_reply_*().
  */
 #ifndef FOLIOFS_FUSEFS_H
 #define FOLIOFS_FUSEFS_H

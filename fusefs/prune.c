@@ -57,7 +57,11 @@ struct ffs_prune {
 	struct ffs_data *fs;
 	struct fuse_session *se;
 	pthread_t thread;
-	pthread_mutex_t lock;	/* protects wanted, stop */
+	/*
+	 * Protects wanted, stop.  Taken under itable_lock (ffs_prune_wake),
+	 * so never held while taking it.
+	 */
+	pthread_mutex_t lock;
 	pthread_cond_t cond;
 	bool wanted;
 	bool stop;
@@ -201,26 +205,36 @@ static void prune_settle(struct ffs_prune *p, long ms)
 		;
 }
 
-/* One round and what follows it.  Context: p->lock held, dropped meanwhile. */
+/*
+ * One round and what follows it.
+ * Context: p->lock held on entry and on return, dropped meanwhile: it is
+ * never held while itable_lock is taken, as ffs_prune_wake() takes it
+ * under itable_lock.
+ */
 static void prune_step(struct ffs_prune *p)
 {
 	struct ffs_data *fs = p->fs;
 	size_t max = fs->cfg->max_inodes, now;
 	uint64_t forgotten = atomic_load(&fs->inodes_forgotten);
+	bool again = false;
 	size_t asked;
 
 	pthread_mutex_unlock(&p->lock);
 	asked = prune_round(p);
-	pthread_mutex_lock(&p->lock);
-	if (asked)
+	if (asked) {
+		pthread_mutex_lock(&p->lock);
 		prune_settle(p, PRUNE_SETTLE_MS);
+		pthread_mutex_unlock(&p->lock);
+	}
 	now = ffs_itable_count(fs);
 	if (asked && atomic_load(&fs->inodes_forgotten) != forgotten) {
 		atomic_store(&fs->prune_high, PRUNE_HIGH(max));
-		p->wanted |= now > PRUNE_HIGH(max);
+		again = now > PRUNE_HIGH(max);
 	} else if (now > PRUNE_HIGH(max)) {
 		atomic_store(&fs->prune_high, now + max / 16);
 	}
+	pthread_mutex_lock(&p->lock);
+	p->wanted |= again;
 }
 
 static void *prune_thread(void *arg)
