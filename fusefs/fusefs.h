@@ -161,11 +161,13 @@ struct ffs_fh {
 };
 
 /*
- * The handle of the inode open as @fd (any descriptor, O_PATH too):
+ * The handle of the inode open as @fd (any descriptor, O_PATH too), or
+ * of @name in the directory @dirfd, not following a symlink (ffs_fh_at):
  * 0 with *@out (free() it), 0 with NULL where the file system gives none,
  * or -errno.
  */
 int ffs_fh_get(int fd, struct ffs_fh **out);
+int ffs_fh_at(int dirfd, const char *name, struct ffs_fh **out);
 
 /*
  * One inode known to the kernel: a backing inode, or one of the control
@@ -474,11 +476,13 @@ void ffs_itable_destroy(struct ffs_data *fs);
 /*
  * Find the inode for @st and @fh, found as @name in @dir, or insert a new
  * one; adds one lookup, and records @dir and @name as where it is (but for
- * "." and "..").  @fd, an O_PATH descriptor of it, is consumed with its
- * charge (ffs_fd_charge_path); @fh is consumed.  The inode is returned
- * pinned (ffs_inode_pin): its fd stays open until ffs_inode_unpin().
- * An inode of the same number but another handle is a backing inode that
- * is gone: it leaves the table, and requests on it fail with ESTALE.
+ * "." and "..").  @fd, an O_PATH descriptor of it or -1, is consumed with
+ * its charge (ffs_fd_charge_path): kept on the cache if the inode has
+ * none.  @fh is consumed; an inode without one (no handles on BACKING)
+ * must come with @fd, which it keeps.  The caller that needs inode->fd
+ * pins it (ffs_inode_pin).  An inode of the same number but another
+ * handle is a backing inode that is gone: it leaves the table, and
+ * requests on it fail with ESTALE.
  */
 int ffs_inode_get(struct ffs_data *fs, const struct stat *st, struct ffs_fh *fh,
 		  struct ffs_inode *dir, const char *name, int fd, struct ffs_inode **out);
@@ -607,7 +611,8 @@ void ffs_handles_free_all(struct ffs_data *fs);
  * ffs_fd_retry(): an open failed with @err; true when that was EMFILE or
  * ENFILE and cached or idle descriptors could be closed, so that trying
  * again may succeed.  The budget follows RLIMIT_NOFILE, read again at
- * each charge and retry (it may be lowered while the daemon runs).
+ * each ffs_fd_charge() and retry, and by ffs_fd_charge_path() at the
+ * budget (it may be lowered while the daemon runs).
  * ffs_fd_open() is openat(2) charged (ffs_fd_charge(), or with @path
  * ffs_fd_charge_path()) and retried so: a descriptor or -errno (EMFILE
  * never: ENFILE).  ffs_fd_close() closes and uncharges.

@@ -130,20 +130,30 @@ union fh_buf {
 	char bytes[sizeof(struct file_handle) + FH_MAX];
 };
 
-/* The handle of the inode open as @fd into @buf: 0 or -errno. */
-static int fh_read(int fd, union fh_buf *buf, int *mnt_id)
+/* The handle of @name in @dirfd ("": the inode open as @dirfd) into @buf: 0 or -errno. */
+static int fh_read_at(int dirfd, const char *name, union fh_buf *buf, int *mnt_id)
 {
 	buf->fh.handle_bytes = FH_MAX;
-	if (name_to_handle_at(fd, "", &buf->fh, mnt_id, AT_EMPTY_PATH) < 0)
+	if (name_to_handle_at(dirfd, name, &buf->fh, mnt_id, *name ? 0 : AT_EMPTY_PATH) < 0)
 		return -errno;
 	return 0;
 }
 
+static int fh_read(int fd, union fh_buf *buf, int *mnt_id)
+{
+	return fh_read_at(fd, "", buf, mnt_id);
+}
+
 int ffs_fh_get(int fd, struct ffs_fh **out)
+{
+	return ffs_fh_at(fd, "", out);
+}
+
+int ffs_fh_at(int dirfd, const char *name, struct ffs_fh **out)
 {
 	union fh_buf buf;
 	struct ffs_fh *fh;
-	int mnt_id, ret = fh_read(fd, &buf, &mnt_id);
+	int mnt_id, ret = fh_read_at(dirfd, name, &buf, &mnt_id);
 
 	*out = NULL;
 	/* No handles here (or one larger than any the kernel makes). */
@@ -561,8 +571,13 @@ int ffs_fd_charge(struct ffs_data *fs)
 
 void ffs_fd_charge_path(struct ffs_data *fs)
 {
-	fd_budget_update(fs);
-	atomic_fetch_add(&fs->nr_fds, 1);
+	/*
+	 * The limit is read again only at the budget, not at every lookup
+	 * (a limit lowered meanwhile shows as EMFILE, and ffs_fd_retry()
+	 * reads it then).
+	 */
+	if (atomic_fetch_add(&fs->nr_fds, 1) >= atomic_load(&fs->fd_budget))
+		fd_budget_update(fs);
 	atomic_fetch_add(&fs->path_fds, 1);
 	/* Never waits for a writeback: a lookup must not. */
 	while (atomic_load(&fs->nr_fds) > atomic_load(&fs->fd_budget) && fd_evict(fs, false))
@@ -1070,21 +1085,28 @@ static void itable_unhash(struct ffs_data *fs, struct ffs_inode *inode, struct f
 }
 
 /*
- * Give @inode the descriptor @fd if it has none (else *@fd stays for the
- * caller to close), and a pin.  A name regained ends fd_keep.
- * Context: itable_lock held.
+ * Give @inode the descriptor *@fd, when there is one, if it has none (else
+ * *@fd stays for the caller to close).  A name regained ends fd_keep.  A
+ * descriptor nobody pins goes on the cache; *@evicted: one the cache let
+ * go, to close, or -1.  Context: itable_lock held.
  */
-static void fd_give(struct ffs_data *fs, struct ffs_inode *inode, int *fd)
+static void fd_give(struct ffs_data *fs, struct ffs_inode *inode, int *fd, int *evicted)
 {
+	*evicted = -1;
+	if (!has_path(fs, inode))
+		return;
 	pthread_mutex_lock(&fs->fdc_lock);
-	if (inode->fd < 0) {
+	if (*fd >= 0 && inode->fd < 0) {
 		inode->fd = *fd;
 		*fd = -1;
 	}
 	if (inode->fd_keep && inode->fh && inode->name)
 		inode->fd_keep = false;
-	if (has_path(fs, inode))
-		pin_locked(fs, inode);
+	if (inode->fd >= 0 && !inode->fd_pins && !inode->fd_keep && !inode->fd_cached) {
+		fdc_add(fs, inode);
+		if (fs->fdc_count > atomic_load(&fs->fd_cache_max))
+			*evicted = fdc_pop(fs);
+	}
 	pthread_mutex_unlock(&fs->fdc_lock);
 }
 
@@ -1093,6 +1115,7 @@ int ffs_inode_get(struct ffs_data *fs, const struct stat *st, struct ffs_fh *fh,
 {
 	struct ffs_inode *inode, *dead = NULL, *fresh = calloc(1, sizeof(*fresh));
 	char *recorded = name_dup(name);
+	int evicted = -1;
 
 	pthread_mutex_lock(&fs->itable_lock);
 	inode = itable_find(fs, st->st_ino, st->st_dev);
@@ -1102,7 +1125,6 @@ int ffs_inode_get(struct ffs_data *fs, const struct stat *st, struct ffs_fh *fh,
 	}
 	if (inode) {
 		inode->nlookup++;
-		atomic_store_explicit(&inode->accessed, true, memory_order_relaxed);
 		if (inode->forgetting)
 			inode->relooked = true;	/* may be opened and written */
 		if (inode != &fs->root)
@@ -1128,14 +1150,18 @@ int ffs_inode_get(struct ffs_data *fs, const struct stat *st, struct ffs_fh *fh,
 		if (fs->ninodes > atomic_load_explicit(&fs->prune_high, memory_order_relaxed))
 			ffs_prune_wake(fs);
 	}
-	if (inode)
-		fd_give(fs, inode, &fd);
+	if (inode) {
+		atomic_store_explicit(&inode->accessed, true, memory_order_relaxed);
+		fd_give(fs, inode, &fd, &evicted);
+	}
 	pthread_mutex_unlock(&fs->itable_lock);
 	free(fresh);
 	free(fh);
 	free(recorded);
 	if (fd >= 0)
 		ffs_fd_close_path(fs, fd);
+	if (evicted >= 0)
+		ffs_fd_close_path(fs, evicted);
 	inodes_free(fs, dead);
 	if (!inode)
 		return -ENOMEM;

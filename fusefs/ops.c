@@ -172,16 +172,29 @@ static int do_lookup(struct ffs_data *fs, struct ffs_inode *dir,
 	entry_init(fs, e);
 	if (dir == &fs->root && !strcmp(name, ".."))
 		name = ".";	/* the root is its own parent */
-	fd = ffs_fd_open(fs, dir->fd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC, true);
-	if (fd < 0)
-		return fd;
-	ret = stat_fd(fd, &e->attr);
-	/* Its number and generation, to tell it from a later inode of that number. */
-	if (!ret)
-		ret = ffs_fh_get(fd, &fh);
-	if (ret) {
-		ffs_fd_close_path(fs, fd);
+	/*
+	 * No descriptor: its attributes, and its handle (number and
+	 * generation, to tell it from a later inode of that number); the
+	 * directory's lock in the kernel keeps the name from changing through
+	 * the mount in between.  It is opened when a request needs it, found
+	 * by this name (inode.c).
+	 */
+	if (fstatat(dir->fd, name, &e->attr, AT_SYMLINK_NOFOLLOW) < 0)
+		return -errno;
+	ret = ffs_fh_at(dir->fd, name, &fh);
+	if (ret)
 		return ret;
+	/* Without handles it could not be told from another: it keeps one. */
+	fd = -1;
+	if (!fh) {
+		fd = ffs_fd_open(fs, dir->fd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC, true);
+		if (fd < 0)
+			return fd;
+		ret = stat_fd(fd, &e->attr);
+		if (ret) {
+			ffs_fd_close_path(fs, fd);
+			return ret;
+		}
 	}
 	ret = ffs_inode_get(fs, &e->attr, fh, dir, name, fd, &inode);
 	if (ret)
@@ -192,7 +205,6 @@ static int do_lookup(struct ffs_data *fs, struct ffs_inode *dir,
 	if (inode == &fs->root)
 		e->ino = FUSE_ROOT_ID;
 	ffs_data_fix_stat(inode, &e->attr);
-	ffs_inode_unpin(fs, inode);
 	return 0;
 }
 
@@ -749,7 +761,7 @@ static int do_create(struct ffs_data *fs, fuse_req_t req,
 		close(pathfd);
 		goto out_close;
 	}
-	/* Takes pathfd's charge and fh; the inode comes pinned. */
+	/* Takes pathfd's charge and fh. */
 	ret = ffs_inode_get(fs, &e->attr, fh, dir, name, pathfd, &inode);
 	if (ret) {
 		ffs_fd_close(fs, fd);
@@ -757,6 +769,13 @@ static int do_create(struct ffs_data *fs, fuse_req_t req,
 	}
 	ffs_killpriv_mode_changed(inode);	/* as in do_lookup() */
 	e->ino = (uintptr_t)inode;
+	/* Its O_PATH descriptor stays for the handle (it was just given it). */
+	ret = ffs_inode_pin(fs, inode);
+	if (ret) {
+		ffs_fd_close(fs, fd);
+		ffs_inode_forget(fs, inode, 1);
+		return ret;
+	}
 	ret = ffs_data_get(fs, inode, access_of(fi->flags), fd, access, &data);
 	if (!ret)
 		ret = open_finish(fs, req, inode, data, fi);
