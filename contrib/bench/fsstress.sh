@@ -126,20 +126,32 @@ listing() {
 import hashlib, os, stat, sys
 root = sys.argv[1]
 out = []
-for d, dirs, files in os.walk(root):
+
+
+def entry(p):
+    st = os.lstat(p)
+    extra = ''
+    if stat.S_ISLNK(st.st_mode):
+        extra = os.readlink(p)
+    elif stat.S_ISREG(st.st_mode):
+        with open(p, 'rb') as f:
+            extra = hashlib.sha256(f.read()).hexdigest()
+    size = 0 if stat.S_ISDIR(st.st_mode) else st.st_size
+    return '%s %o %d %d %d:%d %d:%d %s' % (
+        os.path.relpath(p, root), st.st_mode, size, st.st_nlink, st.st_uid,
+        st.st_gid, os.major(st.st_rdev), os.minor(st.st_rdev), extra)
+
+
+def failed(e):
+    out.append('%s ERROR %s' % (os.path.relpath(e.filename, root), e.strerror))
+
+
+for d, dirs, files in os.walk(root, onerror=failed):
     for n in dirs + files:
-        p = os.path.join(d, n)
-        st = os.lstat(p)
-        extra = ''
-        if stat.S_ISLNK(st.st_mode):
-            extra = os.readlink(p)
-        elif stat.S_ISREG(st.st_mode):
-            with open(p, 'rb') as f:
-                extra = hashlib.sha256(f.read()).hexdigest()
-        size = 0 if stat.S_ISDIR(st.st_mode) else st.st_size
-        out.append('%s %o %d %d %d:%d %d:%d %s' % (
-            os.path.relpath(p, root), st.st_mode, size, st.st_nlink, st.st_uid,
-            st.st_gid, os.major(st.st_rdev), os.minor(st.st_rdev), extra))
+        try:
+            out.append(entry(os.path.join(d, n)))
+        except OSError as e:
+            failed(e)
 print('\n'.join(sorted(out)))
 PY
 }
