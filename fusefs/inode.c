@@ -659,7 +659,9 @@ static void pin_locked(struct ffs_data *fs, struct ffs_inode *inode)
  * The path of names from the nearest ancestor of @inode that has a
  * descriptor down to @inode, into *@path (malloc'd), and that ancestor,
  * pinned, in *@base.  -ESTALE when @inode or an inode on the way has no
- * name (gone, or a cycle of parents made behind the daemon's back).
+ * name (gone, or a cycle of parents made behind the daemon's back).  1
+ * when @inode itself has its descriptor by now (another thread found it
+ * meanwhile): then @inode is pinned, and nothing is to be opened.
  * Context: itable_lock held.
  */
 static int refind_path(struct ffs_data *fs, struct ffs_inode *inode, char **path,
@@ -671,6 +673,11 @@ static int refind_path(struct ffs_data *fs, struct ffs_inode *inode, char **path
 	char *p;
 
 	pthread_mutex_lock(&fs->fdc_lock);
+	if (inode->fd >= 0) {
+		pin_locked(fs, inode);
+		ret = 1;
+		goto out_unlock;
+	}
 	for (a = inode; a != &fs->root && a->fd < 0; a = a->parent) {
 		if (!a->name || a->unhashed || ++depth > REFIND_MAX_DEPTH) {
 			ret = -ESTALE;
@@ -746,7 +753,8 @@ static int open_path(int dirfd, char *path)
 }
 
 /*
- * A descriptor of @inode, found again by its parent and name (charged).
+ * A descriptor of @inode, found again by its parent and name (charged):
+ * 0, or 1 when @inode has its own by now and is pinned, or -errno.
  * Context: no fusefs lock held.
  */
 static int refind(struct ffs_data *fs, struct ffs_inode *inode, int *out)
@@ -808,7 +816,7 @@ int ffs_inode_pin(struct ffs_data *fs, struct ffs_inode *inode)
 	pthread_mutex_unlock(&fs->fdc_lock);
 	ret = refind(fs, inode, &fd);
 	if (ret)
-		return ret;
+		return ret > 0 ? 0 : ret;	/* 1: pinned with its own meanwhile */
 	pthread_mutex_lock(&fs->fdc_lock);
 	if (inode->fd < 0) {
 		inode->fd = fd;
