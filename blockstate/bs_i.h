@@ -339,6 +339,8 @@ struct bs_ra_view {
 	 */
 	uint64_t (*prev_miss)(void *ctx, uint64_t index, uint64_t max);
 	void *ctx;
+	/* Pages [0, end_page) hold the file (its size rounded up to a page). */
+	uint64_t end_page;
 };
 
 /* The limits of the cache the decisions work in. */
@@ -353,11 +355,14 @@ enum bs_ra_kind {
 	BS_RA_NONE,
 	/*
 	 * page_cache_ra_order(): folios of @order (smaller where alignment
-	 * or EOF ask) over [start, start + nr); where a folio is in the way,
-	 * the rest goes as BS_RA_UNBOUNDED from there.
+	 * or EOF ask) over [start, start + nr); where a folio is in the way
+	 * or a folio cannot be had, the rest goes as bs_ra_rest() says.
 	 */
 	BS_RA_ORDER,
-	/* page_cache_ra_unbounded(): folios of min_order for each missing page. */
+	/*
+	 * do_page_cache_ra(): folios of min_order for each missing page of
+	 * [start, start + nr), nr already cut at EOF.
+	 */
 	BS_RA_UNBOUNDED,
 	/*
 	 * A random read: do_page_cache_ra() of the read's own @nr pages
@@ -374,9 +379,12 @@ struct bs_ra_read {
 	uint64_t nr;
 	/*
 	 * The page whose new folio gets the readahead mark (start + size -
-	 * async_size); past the read (UINT64_MAX, or start + nr): none.
+	 * async_size; BS_RA_UNBOUNDED: start + nr - lookahead, from the nr
+	 * cut at EOF, rounded up to the smallest folio); UINT64_MAX: none.
 	 */
 	uint64_t mark;
+	/* The window's async_size, which bs_ra_rest() places the mark by. */
+	uint64_t lookahead;
 	unsigned int order;		/* BS_RA_ORDER: page order asked for */
 };
 
@@ -410,6 +418,15 @@ struct bs_ra_read bs_ra_async(unsigned int model, struct bs_ra_state *ra,
  */
 unsigned int bs_ra_folio_order(uint64_t index, unsigned int order, uint64_t last,
 			       unsigned int min_order);
+/*
+ * What page_cache_ra_order() reads when its loop over @rd (BS_RA_ORDER)
+ * stopped at page @index, a folio being in the way (-EEXIST) or not to
+ * be had (-ENOMEM): do_page_cache_ra() of the window's pages from @index
+ * on, in the smallest folios (BS_RA_UNBOUNDED), its mark placed from
+ * that count cut at @end_page (EOF); BS_RA_NONE when nothing is left.
+ */
+struct bs_ra_read bs_ra_rest(const struct bs_ra_read *rd, uint64_t index,
+			     const struct bs_ra_limits *lim, uint64_t end_page);
 
 /* ---- readahead (readahead.c) ---- */
 

@@ -646,11 +646,11 @@ static void ra_meet(struct bs_file *file, struct bs_ra_state *ra, struct bs_foli
 off_t bs_ra_before_read(struct bs_file *file, struct bs_ra *ra, off_t off, size_t len)
 {
 	struct bs_cache *cache = file->cache;
-	struct bs_ra_view view = { view_next_miss, view_prev_miss, file };
 	uint64_t index = (uint64_t)off >> BS_PAGE_SHIFT;
 	uint64_t end = ((uint64_t)off + len - 1) / BS_PAGE_SIZE + 1;
 	off_t fsize = atomic_load(&file->size);
 	uint64_t eof_end = ((uint64_t)fsize + BS_PAGE_SIZE - 1) >> BS_PAGE_SHIFT;
+	struct bs_ra_view view = { view_next_miss, view_prev_miss, file, eof_end };
 	uint64_t random_end = 0;
 	struct bs_ra_limits lim;
 	struct bs_ra_state st;
