@@ -384,6 +384,14 @@ struct bs_backing_ops {
 	int (*truncate)(void *ctx, off_t size);
 	/* fallocate(2) on the backing file. */
 	int (*fallocate)(void *ctx, int mode, off_t off, off_t len);
+	/*
+	 * Optional, where faults are injected: whether readahead's new folio
+	 * of @len bytes at @off, larger than the smallest folio, cannot be
+	 * had, as filemap_alloc_folio() fails a high-order folio it finds no
+	 * memory for (page_cache_ra_order() then reads the rest of the window
+	 * in the smallest folios).  NULL: it always can.
+	 */
+	bool (*folio_alloc_fails)(void *ctx, off_t off, size_t len);
 };
 
 /* A cached file of @size bytes (the backing file's size now). */

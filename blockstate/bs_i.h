@@ -443,8 +443,10 @@ off_t bs_ra_before_read(struct bs_file *file, struct bs_ra *ra, off_t off, size_
 void bs_ra_after_read(struct bs_ra *ra, off_t end);
 /*
  * For readahead (file.c): a new folio covering @off, sized by the policy
- * for access BS_SIZE_READAHEAD with @len, returned referenced; -EEXIST
- * when one covers @off already.
+ * for access BS_SIZE_READAHEAD with @len (a power of two, the folio
+ * asked for, @off aligned to it), returned referenced; -EEXIST when a
+ * folio holds any page of that span already, -ENOMEM when it cannot be
+ * had (the ops' folio_alloc_fails() among them).
  */
 int bs_file_ra_folio(struct bs_file *file, off_t off, size_t len, struct bs_folio **out);
 /* The folio covering @off, referenced, or NULL (file.c). */

@@ -314,6 +314,10 @@ static int folio_get(struct bs_file *file, off_t off, size_t len, unsigned int a
 
 int bs_file_ra_folio(struct bs_file *file, off_t off, size_t len, struct bs_folio **out)
 {
+	/* The kernel allocates the folio before it adds it: the fault first. */
+	if (len > ((size_t)1 << file->cache->min_order) && file->ops->folio_alloc_fails &&
+	    file->ops->folio_alloc_fails(file->ctx, off & ~(off_t)(len - 1), len))
+		return -ENOMEM;
 	return folio_get(file, off, len, BS_SIZE_READAHEAD, true, out);
 }
 

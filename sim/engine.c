@@ -1341,8 +1341,17 @@ static int no_fallocate(void *ctx, int mode, off_t off, off_t len)
 	return 0;
 }
 
+/* An alloc fault (readahead's folio above the smallest cannot be had). */
+static bool sim_folio_alloc_fails(void *arg, off_t off, size_t len)
+{
+	struct sim_file *f = arg;
+
+	return sim_fault(f->s, WB_FAULT_ALLOC, f, off, len, 0) < 0;
+}
+
 static const struct bs_backing_ops sim_backing_ops = {
 	.read = sim_backing_read, .truncate = no_truncate, .fallocate = no_fallocate,
+	.folio_alloc_fails = sim_folio_alloc_fails,
 };
 
 /*

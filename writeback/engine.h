@@ -282,7 +282,7 @@ uint32_t wb_ctx_interval_ms(struct wb_ctx *ctx);
 void wb_ctx_count_writes(struct wb_ctx *ctx, uint64_t ios, uint64_t bytes, uint64_t submits);
 
 /* The calls a fault may hit (grammar: wb_i.h, struct wb_fault). */
-enum wb_fault_op { WB_FAULT_WRITE, WB_FAULT_READ, WB_FAULT_FSYNC };
+enum wb_fault_op { WB_FAULT_WRITE, WB_FAULT_READ, WB_FAULT_FSYNC, WB_FAULT_ALLOC };
 /*
  * Apply @ctx's fault (-o fault=), if any, to a call @op of [@off, @off +
  * @len) that returned @res: an errno, half of what was done (a multiple

@@ -73,6 +73,11 @@ static int backing_read_start(void *ctx, struct bs_aio *aio)
 	return wb_backing_read_start(ctx, aio);
 }
 
+static bool backing_folio_alloc_fails(void *ctx, off_t off, size_t len)
+{
+	return wb_backing_alloc_fails(ctx, off, len);
+}
+
 static int backing_truncate(void *ctx, off_t size)
 {
 	struct wb_file *wbf = ctx;
@@ -111,6 +116,7 @@ static const struct bs_backing_ops wb_backing_ops = {
 	.read_start = backing_read_start,
 	.truncate = backing_truncate,
 	.fallocate = backing_fallocate,
+	.folio_alloc_fails = backing_folio_alloc_fails,
 };
 
 /* ---- lifetime ---- */

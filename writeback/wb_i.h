@@ -27,9 +27,11 @@
  * A fault injected at the completion of backing I/O (for fsync: instead of
  * the sync, as a device flush that failed).  Grammar (one spec):
  *   OP:RESULT[:SELECTOR]...
- *   OP        write | read | fsync
+ *   OP        write | read | fsync | alloc (readahead's new folio larger
+ *             than the smallest cannot be had: no backing I/O, the
+ *             offset and length are the folio's)
  *   RESULT    an errno name (EIO, ENOSPC, ...) or "short" (the I/O does
- *             half of what was asked, at least one byte)
+ *             half of what was asked, at least one byte); alloc: ENOMEM
  *   SELECTOR  every=N      every Nth matching call (default 1: all)
  *             after=N      not the first N matching calls
  *             count=N      at most N faults, then none
@@ -78,6 +80,8 @@ struct wb_file;
 
 /* Read into @buf; short only at EOF. */
 ssize_t wb_backing_read(struct wb_file *wbf, void *buf, size_t len, off_t off);
+/* Whether an alloc fault fails readahead's folio of [@off, @off + @len). */
+bool wb_backing_alloc_fails(struct wb_file *wbf, off_t off, size_t len);
 /*
  * Write each of @n groups (struct wb_io, engine.h: iovecs at off, len
  * bytes) completely; res gets 0 or -errno.  Submits them together

@@ -294,6 +294,82 @@ static void test_stray_6_16(void)
 	teardown(&s);
 }
 
+/*
+ * 6.17, every readahead folio above 4 KiB fails to be had (the
+ * folio_alloc_fails op, which fault=alloc:ENOMEM drives on the mount):
+ * ractl_alloc_folio() returns NULL, page_cache_ra_order()'s loop stops at
+ * the window's first folio, and do_page_cache_ra(ra->size,
+ * ra->async_size) reads the whole window page by page, marking its first
+ * page (async_size = size).  ra->order was stored before the loop, so
+ * the windows ramp as always: (0, 8, 0) asks for 4 KiB folios and fails
+ * nothing, each of the 9 after it up to (1024, 512, 9), which the read
+ * at 768 starts, fails once.  The stream stops at page 1024.
+ */
+static void test_alloc_fails_every_window(void)
+{
+	static const struct run runs[] = { { 0, 0, 1536 } };
+	static const uint64_t marks[] = { 1024 };
+	struct setup s = setup(BS_RA_6_17, 4096);
+
+	mem.fail_folio_allocs = -1;
+	stream(s.file, 0, 1024);
+	check_layout("6.17, no folio above 4K, stream to 1024", s.file, runs, NR(runs), marks,
+		     NR(marks));
+	T_CHECK(mem.folio_allocs_failed == 9);
+	teardown(&s);
+}
+
+/*
+ * 6.17, only the first folio above 4 KiB fails: window (8, 32, 2) goes
+ * page by page, marked at 8; ra->order is 2 all the same, so the read at
+ * 8 starts (40, 56, 4) in folios of order 3 and 4 and the ramp goes on:
+ * the layout of test_stray_mid_window without its stray, [8, 40) in
+ * 4 KiB folios.
+ */
+static void test_alloc_fails_once(void)
+{
+	static const struct run runs[] = {
+		{ 0, 0, 8 }, { 8, 0, 32 }, { 40, 3, 1 }, { 48, 4, 3 }, { 96, 5, 1 }, { 128, 6, 2 },
+	};
+	static const uint64_t marks[] = { 192 };
+	struct setup s = setup(BS_RA_6_17, 4096);
+
+	mem.fail_folio_allocs = 1;
+	stream(s.file, 0, 128);
+	check_layout("6.17, the first folio above 4K fails, stream to 128", s.file, runs,
+		     NR(runs), marks, NR(marks));
+	T_CHECK(mem.folio_allocs_failed == 1);
+	teardown(&s);
+}
+
+/*
+ * 6.16, the first folio above 4 KiB fails: that is the sync window's
+ * first, (0, 8) asking for order 0 + 2: page by page, the mark on 2
+ * (do_page_cache_ra(8, 6)).  6.16 passes on the marked folio's order:
+ * the read at 2 meets a 4 KiB folio, so (8, 32) asks for 0 + 2: 16 KiB
+ * folios x 8, mark on 8; the read at 8: (40, 64), 2 + 2: [40, 48) of
+ * order 3 (alignment), [48, 96) of 4, [96, 104) of 3 (the window ends at
+ * 103), mark on 40; the read at 40: (104, 128), 3 + 2 = 5: [104, 112),
+ * [112, 128), order 5 to 224, [224, 232), mark on 104.  The stream stops
+ * at page 64.
+ */
+static void test_alloc_fails_once_6_16(void)
+{
+	static const struct run runs[] = {
+		{ 0, 0, 8 }, { 8, 2, 8 }, { 40, 3, 1 }, { 48, 4, 3 }, { 96, 3, 2 }, { 112, 4, 1 },
+		{ 128, 5, 3 }, { 224, 3, 1 },
+	};
+	static const uint64_t marks[] = { 104 };
+	struct setup s = setup(BS_RA_6_16, 4096);
+
+	mem.fail_folio_allocs = 1;
+	stream(s.file, 0, 64);
+	check_layout("6.16, the first folio above 4K fails, stream to 64", s.file, runs,
+		     NR(runs), marks, NR(marks));
+	T_CHECK(mem.folio_allocs_failed == 1);
+	teardown(&s);
+}
+
 int main(void)
 {
 	mem_backing_init(&mem);
@@ -301,6 +377,9 @@ int main(void)
 	test_stray_mid_window();
 	test_stray_near_eof();
 	test_stray_6_16();
+	test_alloc_fails_every_window();
+	test_alloc_fails_once();
+	test_alloc_fails_once_6_16();
 	mem_backing_destroy(&mem);
 	return T_EXIT_PASS;
 }
