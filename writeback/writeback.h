@@ -94,10 +94,20 @@ int wb_parse_uint(const char *name, const char *val, uint64_t min, uint64_t max,
 		  uint64_t *out, char *err, size_t errlen);
 int wb_parse_size(const char *name, const char *val, uint64_t min, uint64_t max,
 		  uint64_t *out, char *err, size_t errlen);
+/* A plain decimal fraction (no sign, exponent or blank), for seconds. */
+int wb_parse_double(const char *name, const char *val, double min, double max,
+		    double *out, char *err, size_t errlen);
 
-/* Defaults: 2 flushers, 10%, 30 s, 5 s, io_uring, per-block, 1 MiB, no fault. */
+/*
+ * The defaults of the option registry's rows (options.h): 2 flushers,
+ * 10%, 30 s, 5 s, io_uring, per-block, 1 MiB, no fault.
+ */
 void wb_config_default(struct wb_config *cfg);
-/* Check @cfg; on error fill @err with a line naming the option. */
+/*
+ * Check @cfg: its numbers in their rows' ranges, the throttle policy and
+ * its parameters, the fault spec; on error fill @err with a line naming
+ * the option.
+ */
 int wb_config_check(const struct wb_config *cfg, char *err, size_t errlen);
 
 /*
