@@ -83,49 +83,32 @@ struct ffs_config {
 	unsigned int max_background;
 	bool show_help;
 	bool show_version;
-	struct bs_config bs;	/* block_size, folio_size, cache_size, policies */
-	struct wb_config wb;	/* flushers, thresholds, backing I/O, faults */
-	char *fault;		/* fault= (owned; wb.fault points here) */
-	char *stats_log;	/* stats_log= made absolute (owned; wb.stats_log points here) */
-	char *throttle;		/* throttle= (owned; wb.throttle points here) */
+	/*
+	 * block_size, folio_size, cache_size, policies; flushers,
+	 * thresholds, backing I/O, faults.  Their strings (wb.fault,
+	 * wb.stats_log, wb.throttle) are owned, as trace and write_log.
+	 */
+	struct bs_config bs;
+	struct wb_config wb;
 	char *trace;		/* trace= made absolute (owned), or NULL */
 	char *write_log;	/* write_log= made absolute (owned), or NULL */
 	struct fuse_args args;	/* what is left for fuse_session_new() */
 };
 
-/*
- * max_background=: the kernel's bound on FUSE background requests (its
- * own default is 12), and the largest value libfuse passes on.
- */
-#define FFS_MAX_BACKGROUND_DEFAULT 64
-#define FFS_MAX_BACKGROUND 65535
-
 /* Length of the error buffers the parsers below fill. */
 #define FFS_ERRLEN 512
 
 /*
- * Parse argv into @cfg.  Returns 0, or -EINVAL with a one-line reason
- * (naming the option or argument) in @err; @err is left empty when libfuse
- * has already printed the reason.  MOUNTPOINT must be an existing
- * directory; BACKING is opened by the caller.  Options libfuse knows are
- * kept in cfg->args for it to check.
+ * Parse argv into @cfg through the option registry (writeback/options.h).
+ * Returns 0, or -EINVAL with a one-line reason (naming the option or
+ * argument) in @err; @err is left empty when libfuse has already printed
+ * the reason.  MOUNTPOINT must be an existing directory; BACKING is
+ * opened by the caller.  Options libfuse knows are kept in cfg->args for
+ * it to check.
  */
 int ffs_parse_args(int argc, char **argv, struct ffs_config *cfg, char *err);
 void ffs_config_free(struct ffs_config *cfg);
-/* Physical memory in bytes: the largest cache_size. */
-uint64_t ffs_phys_mem(void);
-/* The default cache_size of a machine of @mem bytes: 1/8 of it, at least 64 MiB. */
-uint64_t ffs_cache_size_of(uint64_t mem);
-/* ffs_cache_size_of() this machine's physical memory: a mount's default. */
-uint64_t ffs_default_cache_size(void);
 void ffs_print_help(const char *progname);
-
-/*
- * Value parsers: 0, or -EINVAL with "NAME=VALUE: reason" in @err; the
- * integers and sizes are writeback's (wb_parse_uint, wb_parse_size).
- */
-int ffs_parse_double(const char *name, const char *val, double min,
-		     double max, double *out, char *err);
 
 /* ---- inodes (inode.c) ---- */
 

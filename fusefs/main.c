@@ -295,7 +295,7 @@ int main(int argc, char *argv[])
 	cfg.wb.backing_direct = cfg.backing_direct == FFS_DIRECT_ON ||
 		(cfg.backing_direct == FFS_DIRECT_AUTO &&
 		 probe_backing_direct(&cfg, root_fd, fs.backing_type));
-	ret = create_output("stats_log", cfg.stats_log, O_APPEND);
+	ret = create_output("stats_log", cfg.wb.stats_log, O_APPEND);
 	if (!ret)
 		ret = create_output("trace", cfg.trace, O_TRUNC);
 	if (!ret)

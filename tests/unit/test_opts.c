@@ -60,12 +60,12 @@ static void test_uint_double(void)
 	T_CHECK(wb_parse_uint("n", "11", 0, 10, &u, err, sizeof(err)) == -EINVAL && u == 10);
 	T_CHECK(wb_parse_uint("n", " 1", 0, 10, &u, err, sizeof(err)) == -EINVAL);
 	T_CHECK(wb_parse_uint("n", "1k", 0, 10000, &u, err, sizeof(err)) == -EINVAL);
-	T_CHECK(ffs_parse_double("t", "0.5", 0, 10, &d, err) == 0 && d == 0.5);
-	T_CHECK(ffs_parse_double("t", "-1", 0, 10, &d, err) == -EINVAL && d == 0.5);
-	T_CHECK(ffs_parse_double("t", "nan", 0, 10, &d, err) == -EINVAL);
-	T_CHECK(ffs_parse_double("t", "1e999", 0, 10, &d, err) == -EINVAL);
-	T_CHECK(ffs_parse_double("t", "", 0, 10, &d, err) == -EINVAL);
-	T_CHECK(ffs_parse_double("t", "2s", 0, 10, &d, err) == -EINVAL);
+	T_CHECK(wb_parse_double("t", "0.5", 0, 10, &d, err, sizeof(err)) == 0 && d == 0.5);
+	T_CHECK(wb_parse_double("t", "-1", 0, 10, &d, err, sizeof(err)) == -EINVAL && d == 0.5);
+	T_CHECK(wb_parse_double("t", "nan", 0, 10, &d, err, sizeof(err)) == -EINVAL);
+	T_CHECK(wb_parse_double("t", "1e999", 0, 10, &d, err, sizeof(err)) == -EINVAL);
+	T_CHECK(wb_parse_double("t", "", 0, 10, &d, err, sizeof(err)) == -EINVAL);
+	T_CHECK(wb_parse_double("t", "2s", 0, 10, &d, err, sizeof(err)) == -EINVAL);
 }
 
 static int parse(struct ffs_config *cfg, char *err, int argc, const char **argv)
