@@ -27,7 +27,8 @@
 
 /* Every row of the registry, bound to its field of struct ffs_config. */
 #define FFS_FIELD(where, field, ...) WB_OPT_BIND_##where(struct ffs_config, field, WB_OPT_FIELD),
-static const struct wb_opt_layout ffs_layout = WB_OPT_LAYOUT(struct ffs_config, WB_OPTIONS(FFS_FIELD));
+static const struct wb_opt_layout ffs_layout =
+	WB_OPT_LAYOUT(struct ffs_config, WB_OPTIONS(FFS_FIELD));
 
 enum { KEY_HELP, KEY_VERSION, KEY_FSNAME };
 

@@ -19,7 +19,8 @@
 
 /* The registry's rows bound to struct sim_config: the mount's front end has no field here. */
 #define SIM_FIELD(where, field, ...) WB_OPT_BIND_##where(struct sim_config, field, WB_OPT_NO_FIELD),
-static const struct wb_opt_layout sim_layout = WB_OPT_LAYOUT(struct sim_config, WB_OPTIONS(SIM_FIELD));
+static const struct wb_opt_layout sim_layout =
+	WB_OPT_LAYOUT(struct sim_config, WB_OPTIONS(SIM_FIELD));
 
 /* The simulator's own options: rows of the registry's kind, with their fields. */
 struct sim_opt {

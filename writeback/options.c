@@ -28,7 +28,8 @@ static const struct wb_opt rows[WB_OPT_COUNT] = { WB_OPTIONS(ROW) };
 
 /* The rows of struct wb_opt_root: its bs_config and wb_config, nothing of a front end. */
 #define ROOT(where, field, ...) WB_OPT_BIND_##where(struct wb_opt_root, field, WB_OPT_NO_FIELD),
-const struct wb_opt_layout wb_opt_root_layout = WB_OPT_LAYOUT(struct wb_opt_root, WB_OPTIONS(ROOT));
+const struct wb_opt_layout wb_opt_root_layout =
+	WB_OPT_LAYOUT(struct wb_opt_root, WB_OPTIONS(ROOT));
 #undef ROOT
 
 const struct wb_opt *wb_opt_at(size_t i)
@@ -135,7 +136,7 @@ static int parse_text(const struct wb_opt *opt, const char *val, const char *wha
 	return (*out = strdup(val)) ? 0 : -ENOMEM;
 }
 
-/* A size of @opt's, with its range, 0 besides where it may be off, a power of two where it must be. */
+/* A size of @opt's in its range (or 0, where 0 is off), a power of two where it must be. */
 static int parse_bytes(const struct wb_opt *opt, const char *val, uint64_t *out,
 		       char *err, size_t errlen)
 {

@@ -4,8 +4,8 @@
  * thresholds, expiry and interval of writeback, the accounting policy,
  * the throttle policy and the readahead model: the rows of the option
  * registry flagged WB_OPT_TUNABLE (options.h), in its order, with the
- * options' grammar and ranges.  A value is parsed and checked completely before
- * anything changes; a change of thresholds or policy is pushed to the
+ * options' grammar and ranges.  A value is parsed and checked completely
+ * before anything changes; a change of thresholds or policy is pushed to the
  * throttler and the flushers, and the layer holding paused writers is
  * told (wb_set_throttle_notify) so it can re-evaluate them.
  *
