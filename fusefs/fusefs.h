@@ -335,8 +335,12 @@ void ffs_data_put(struct ffs_data *fs, struct ffs_inode *inode);
  * local file system does.  0 or -EFBIG.
  */
 int ffs_data_check_size(const struct ffs_inode *inode, off_t off, size_t *len);
-/* Put the cache's size and times into @st, a stat of the backing inode. */
-void ffs_data_fix_stat(struct ffs_inode *inode, struct stat *st);
+/*
+ * The cache's size and pending mtime of @inode into @attr, to be put into
+ * a stat of the backing inode taken after this (wb_file_attr_apply());
+ * false when the inode has no cache (the backing stat is all there is).
+ */
+bool ffs_data_attr_sample(struct ffs_inode *inode, struct wb_file_attr *attr);
 /* The mtime was set explicitly to @mtime: writeback must keep it. */
 void ffs_data_mtime_set(struct ffs_inode *inode, const struct timespec *mtime);
 

@@ -165,6 +165,7 @@ static void entry_init(struct ffs_data *fs, struct fuse_entry_param *e)
 static int do_lookup(struct ffs_data *fs, struct ffs_inode *dir,
 		     const char *name, struct fuse_entry_param *e)
 {
+	struct wb_file_attr cached;
 	struct ffs_inode *inode;
 	int fd, ret;
 
@@ -187,7 +188,15 @@ static int do_lookup(struct ffs_data *fs, struct ffs_inode *dir,
 	e->ino = (uintptr_t)inode;
 	if (inode == &fs->root)
 		e->ino = FUSE_ROOT_ID;
-	ffs_data_fix_stat(inode, &e->attr);
+	/* A cached file may be written meanwhile: as inode_attr() does. */
+	if (ffs_data_attr_sample(inode, &cached)) {
+		ret = stat_fd(inode->fd, &e->attr);
+		if (ret) {
+			ffs_inode_forget(fs, inode, 1);
+			return ret;
+		}
+		wb_file_attr_apply(&cached, &e->attr);
+	}
 	return 0;
 }
 
@@ -209,15 +218,23 @@ static void ffs_lookup(fuse_req_t req, struct ffs_inode *dir, const char *name)
 
 /* ---- attributes ---- */
 
-/* What the kernel is told of @inode: its backing stat, as the cache sees it. */
+/*
+ * What the kernel is told of @inode: its backing stat, as the cache sees
+ * it.  The cache is read first: a write clears setuid/setgid on the
+ * backing inode before its data reaches the cache (killpriv.c), so a size
+ * that shows the data is never paired with the mode from before.
+ */
 static int inode_attr(struct ffs_data *fs, struct ffs_inode *inode, struct stat *st)
 {
+	struct wb_file_attr cached;
+	bool have = ffs_data_attr_sample(inode, &cached);
 	int ret = stat_fd(inode->fd, st);
 
 	if (ret)
 		return ret;
 	root_attr(fs, inode, st);
-	ffs_data_fix_stat(inode, st);
+	if (have)
+		wb_file_attr_apply(&cached, st);
 	return 0;
 }
 

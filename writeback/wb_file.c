@@ -518,11 +518,25 @@ ssize_t wb_write_cut(struct wb_file *wbf, const void *buf, size_t len, off_t off
 	return write_common(wbf, buf, len, off, dirtied, true);
 }
 
+void wb_file_attr_sample(struct wb_file *wbf, struct wb_file_attr *attr)
+{
+	attr->size = bs_file_size(wbf->ws.bs);
+	attr->mtime_ns = atomic_load(&wbf->mtime_ns);
+}
+
 void wb_file_fix_stat(struct wb_file *wbf, struct stat *st)
 {
-	int64_t ns = atomic_load(&wbf->mtime_ns);
+	struct wb_file_attr attr;
 
-	st->st_size = bs_file_size(wbf->ws.bs);
+	wb_file_attr_sample(wbf, &attr);
+	wb_file_attr_apply(&attr, st);
+}
+
+void wb_file_attr_apply(const struct wb_file_attr *attr, struct stat *st)
+{
+	int64_t ns = attr->mtime_ns;
+
+	st->st_size = attr->size;
 	if (ns) {
 		struct timespec ts = { ns / 1000000000, ns % 1000000000 };
 

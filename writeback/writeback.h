@@ -234,8 +234,20 @@ int wb_file_flush(struct wb_file *wbf);
  * writeback touches the backing file; writeback then stamps the backing
  * file with that mtime.  wb_file_fix_stat() puts the cache's size and
  * times into @st (a stat of the backing file).
+ *
+ * wb_file_attr_sample() and wb_file_attr_apply() are its two halves, for
+ * a caller that must read the cache before the backing inode: the FUSE
+ * layer clears setuid/setgid before a write's data reaches the cache, so
+ * a size sampled first never shows that data beside the mode from before
+ * (fusefs/killpriv.c).
  */
+struct wb_file_attr {
+	off_t size;		/* the cache's size of the file */
+	int64_t mtime_ns;	/* pending mtime, 0: none (the backing file's holds) */
+};
 void wb_file_fix_stat(struct wb_file *wbf, struct stat *st);
+void wb_file_attr_sample(struct wb_file *wbf, struct wb_file_attr *attr);
+void wb_file_attr_apply(const struct wb_file_attr *attr, struct stat *st);
 /* An explicit mtime was set (utimensat): it replaces the pending one. */
 void wb_file_mtime_set(struct wb_file *wbf, const struct timespec *mtime);
 
