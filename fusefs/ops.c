@@ -311,9 +311,15 @@ static int set_times(struct ffs_inode *inode, const struct stat *attr,
 	return 0;
 }
 
-static int do_setattr(struct ffs_data *fs, struct ffs_inode *inode,
-		      const struct stat *attr, int valid, struct fuse_file_info *fi)
+/*
+ * Apply @valid of @attr; @c holds the caller's credentials (when entered),
+ * which every change but the size is made with.
+ */
+static int do_setattr(fuse_req_t req, struct ffs_inode *inode, const struct stat *attr,
+		      int valid, struct fuse_file_info *fi, struct ffs_creds *c)
 {
+	struct ffs_data *fs = ffs_data(req);
+	bool caller = c->switched;
 	struct ffs_procpath p;
 	int ret = 0;
 
@@ -333,7 +339,17 @@ static int do_setattr(struct ffs_data *fs, struct ffs_inode *inode,
 			return -errno;
 	}
 	if (valid & FUSE_SET_ATTR_SIZE) {
+		/*
+		 * As the daemon: the kernel has checked that the caller may
+		 * write the file, and setuid/setgid go by its mark
+		 * (killpriv.c).  A truncate by a thread with the caller's
+		 * fsuid, which has no capability, would make the backing
+		 * file system clear them even for a caller with CAP_FSETID.
+		 */
+		ffs_creds_leave(c);
 		ret = set_size(fs, inode, fi, attr->st_size);
+		if (!ret && caller)
+			ret = ffs_creds_enter(fs, req, c);
 		if (ret)
 			return ret;
 	}
@@ -362,7 +378,7 @@ static void ffs_setattr(fuse_req_t req, struct ffs_inode *inode, struct stat *at
 	if (!(valid & FUSE_SET_ATTR_CTIME))
 		ret = ffs_creds_enter(ffs_data(req), req, &c);
 	if (!ret) {
-		ret = do_setattr(ffs_data(req), inode, attr, valid, fi);
+		ret = do_setattr(req, inode, attr, valid, fi, &c);
 		ffs_creds_leave(&c);
 		/* Even on failure: a chmod may have been made before it. */
 		ffs_killpriv_mode_changed(inode);
