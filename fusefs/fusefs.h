@@ -261,6 +261,12 @@ struct ffs_data {
 	/* Forgotten inodes kept because their data could not be written. */
 	_Atomic uint64_t kept_inodes;
 
+	/*
+	 * The mounted session, for notifications to the kernel (killpriv.c):
+	 * set before the session loop, immutable.
+	 */
+	struct fuse_session *se;
+
 	/* Held write replies (defer.c): set before the session loop, cleared after. */
 	struct ffs_defer *defer;
 
@@ -464,17 +470,23 @@ bool ffs_channel_kill_suidgid(void);
  * A write, a truncate or an O_TRUNC open by a caller without CAP_FSETID
  * clears setuid, and setgid by the rule of a local file system, as the
  * daemon (see killpriv.c for why the kernel's FUSE_HANDLE_KILLPRIV_V2
- * mark decides).  A failure is logged once and changes nothing else.
+ * mark decides), before the data or the size changes, and the kernel's
+ * cached mode is right when the request is answered.  A failure to clear
+ * is logged once and changes nothing else.
  * ffs_killpriv_data(): @req is a WRITE about to store data or an OPEN
- * that truncated; clears when the kernel marked it.
- * ffs_killpriv_setattr(): @req is a SETATTR that succeeded with @valid;
- * clears when it set the size and was marked.
- * Context: the handler of @req, on the worker thread that read it, with
- * the daemon's credentials and no lock held; one fstat (none while the
- * inode is known to have neither bit), and a chmod when a bit goes.
+ * about to truncate; clears when the kernel marked it, and then tells the
+ * kernel its cached attributes are stale (these replies carry none).
+ * ffs_killpriv_setattr(): @req is a SETATTR with @valid, before it is
+ * applied; clears when it sets the size and was marked, or, when it sets
+ * nothing, removes privileges as the kernel asked (killpriv.c).  0, or
+ * -errno to answer the SETATTR with.  Its reply carries the new mode.
+ * Context: the handler of @req, on the worker thread that read it, before
+ * its reply, with the daemon's credentials and no lock held; one fstat
+ * (none while the inode is known to have neither bit), and a chmod (and a
+ * notification) when a bit goes.
  */
 void ffs_killpriv_data(fuse_req_t req, struct ffs_inode *inode);
-void ffs_killpriv_setattr(fuse_req_t req, struct ffs_inode *inode, int valid);
+int ffs_killpriv_setattr(fuse_req_t req, struct ffs_inode *inode, int valid);
 /*
  * The mode of @inode's backing inode may have changed (a SETATTR, an
  * extended attribute, a name made or found for it): the next marked

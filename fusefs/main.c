@@ -339,6 +339,7 @@ int main(int argc, char *argv[])
 		status = 2;	/* libfuse has named the bad option */
 		goto out_itable;
 	}
+	fs.se = se;
 	if (fuse_set_signal_handlers(se))
 		goto out_session;
 	if (fuse_session_mount(se, cfg.mountpoint))

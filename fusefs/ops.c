@@ -370,20 +370,20 @@ static void ffs_setattr(fuse_req_t req, struct ffs_inode *inode, struct stat *at
 	if (valid & FUSE_SET_ATTR_SIZE)
 		trace_begin(req, &op, TRACE_OP_TRUNCATE);
 
+	/* Before the size changes: no stat may see the new size with the bits. */
+	ret = ffs_killpriv_setattr(req, inode, valid);
 	/*
 	 * With the writeback cache the kernel keeps mtime and ctime itself
 	 * and sends them (with FUSE_SET_ATTR_CTIME) on behalf of whoever
 	 * flushes; only the daemon may apply times it decided.
 	 */
-	if (!(valid & FUSE_SET_ATTR_CTIME))
+	if (!ret && !(valid & FUSE_SET_ATTR_CTIME))
 		ret = ffs_creds_enter(ffs_data(req), req, &c);
 	if (!ret) {
 		ret = do_setattr(req, inode, attr, valid, fi, &c);
 		ffs_creds_leave(&c);
 		/* Even on failure: a chmod may have been made before it. */
 		ffs_killpriv_mode_changed(inode);
-		if (!ret)
-			ffs_killpriv_setattr(req, inode, valid);
 		if (!ret && fi)
 			trace_open(&op, ffs_file(fi));
 		if (!ret)
@@ -617,16 +617,19 @@ static int open_finish(struct ffs_data *fs, fuse_req_t req, struct ffs_inode *in
 		ffs_data_put(fs, inode);
 		return -ENOMEM;
 	}
-	/* Linux truncates even for O_RDONLY; the kernel checked write access. */
-	if (fi->flags & O_TRUNC)
+	/*
+	 * Linux truncates even for O_RDONLY; the kernel checked write access.
+	 * The bits go first, as with a write.
+	 */
+	if (fi->flags & O_TRUNC) {
+		ffs_killpriv_data(req, inode);
 		ret = wb_truncate(data, 0);
+	}
 	if (ret) {
 		free(file);
 		ffs_data_put(fs, inode);
 		return ret;
 	}
-	if (fi->flags & O_TRUNC)
-		ffs_killpriv_data(req, inode);
 	file->inode = inode;
 	file->data = data;
 	file->flags = fi->flags;
