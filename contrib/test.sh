@@ -7,8 +7,9 @@
 #      run the meson unit tests
 #   c. the pytest mount tests against build/foliofs (junit: build/pytest.xml)
 #   c2. as root, on a kernel with FUSE over io_uring: the data,
-#      throttling, cache-mode and durability tests again with every mount
-#      on the ring (-o uring=on; enable_uring set to Y, then restored)
+#      throttling, cache-mode, durability and kill-priv tests again with
+#      every mount on the ring (-o uring=on; enable_uring set to Y, then
+#      restored)
 #   d. ASan+UBSan build in build-asan/: the unit tests, then the mount tests
 #      against build-asan/foliofs (without the PostgreSQL tests and crash
 #      loops, for time), over /dev/fuse
@@ -390,7 +391,7 @@ uring_mounttests() {
 	echo Y >"$URING_PARAM"
 	mounttests "$1" "$ROOT/build/foliofs" "$ROOT/build/pytest-uring.xml" "$T_PYTEST" \
 		FOLIOFS_EXTRA_OPTIONS=uring=on -- \
-		-k "(test_data or test_throttle or test_cache_modes or test_durability) and not test_fuse_uring"
+		-k "(test_data or test_throttle or test_cache_modes or test_durability or test_killpriv) and not test_fuse_uring"
 	echo "$old" >"$URING_PARAM"
 }
 

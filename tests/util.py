@@ -48,17 +48,24 @@ BAD_OUTPUT = ('error', 'ERROR', 'warning', 'AddressSanitizer',
 # --------------------------------------------------------------------------
 # users and credentials
 
-def _drop_to(user):
-    """Switch the calling process to USER's uid, gid and supplementary groups.
+def _drop_to(user, caps=()):
+    """Switch the calling process to USER's uid, gid and supplementary groups,
+    keeping the capabilities CAPS (bit numbers, e.g. CAP_FSETID) and no
+    others.
 
     Context: child process after fork (preexec_fn or run_as); must be root,
-    or already be USER (then this is a no-op)."""
+    or already be USER without CAPS (then this is a no-op)."""
     pw = pwd.getpwnam(user)
-    if os.getuid() == pw.pw_uid and os.getgid() == pw.pw_gid and os.geteuid() != 0:
+    if (os.getuid() == pw.pw_uid and os.getgid() == pw.pw_gid and os.geteuid() != 0
+            and not caps):
         return
     os.initgroups(pw.pw_name, pw.pw_gid)
     os.setgid(pw.pw_gid)
+    if caps:
+        _check(_libc.prctl(_PR_SET_KEEPCAPS, 1, 0, 0, 0))
     os.setuid(pw.pw_uid)
+    if caps:
+        _keep_caps(caps)
 
 
 def _preexec(user):
@@ -104,8 +111,9 @@ def ensure_group(name, member=None):
     return gr.gr_gid
 
 
-def run_as(user, fn, *args, **kwargs):
-    """Run fn(*args, **kwargs) in a forked child with USER's credentials.
+def run_as(user, fn, *args, caps=(), **kwargs):
+    """Run fn(*args, **kwargs) in a forked child with USER's credentials
+    (and the capabilities CAPS, see _drop_to()).
 
     Returns fn's (picklable) result.  An exception raised by fn is re-raised
     here; OSError keeps its class and errno (so ``pytest.raises(
@@ -118,7 +126,7 @@ def run_as(user, fn, *args, **kwargs):
             os.close(rfd)
             try:
                 if user is not None:
-                    _drop_to(user)
+                    _drop_to(user, caps)
                 res = ('ok', fn(*args, **kwargs))
             except BaseException as e:  # noqa: BLE001 - forwarded to parent
                 if isinstance(e, OSError):
@@ -576,6 +584,65 @@ _libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64,
 
 def fallocate(fd, mode, offset, length):
     _check(_libc.fallocate(fd, mode, offset, length))
+
+
+# statx(2): a stat that asks the kernel for some fields only, as `stat -c
+# %a` and ls do; the FUSE client then answers from what it has cached
+# unless it knows those fields to be stale.
+STATX_MODE = 0x2
+STATX_SIZE = 0x200
+STATX_BASIC_STATS = 0x7ff
+AT_STATX_FORCE_SYNC = 0x2000
+
+
+class _Statx(ctypes.Structure):
+    _fields_ = [('stx_mask', ctypes.c_uint32), ('stx_blksize', ctypes.c_uint32),
+                ('stx_attributes', ctypes.c_uint64), ('stx_nlink', ctypes.c_uint32),
+                ('stx_uid', ctypes.c_uint32), ('stx_gid', ctypes.c_uint32),
+                ('stx_mode', ctypes.c_uint16), ('_pad0', ctypes.c_uint16),
+                ('stx_ino', ctypes.c_uint64), ('stx_size', ctypes.c_uint64),
+                ('_rest', ctypes.c_uint8 * 200)]
+
+
+_libc.statx.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int,
+                        ctypes.c_uint, ctypes.POINTER(_Statx)]
+
+
+def statx(path, mask, flags=0):
+    """(mode, size) of PATH by statx(2) asking for MASK with FLAGS; a
+    field not in the returned mask is None."""
+    buf = _Statx()
+    _check(_libc.statx(AT_FDCWD, os.fsencode(path), flags, mask, ctypes.byref(buf)),
+           path)
+    return (buf.stx_mode if buf.stx_mask & STATX_MODE else None,
+            buf.stx_size if buf.stx_mask & STATX_SIZE else None)
+
+
+# Capabilities kept by run_as(..., caps=): bit numbers of linux/capability.h.
+CAP_FSETID = 4
+_PR_SET_KEEPCAPS = 8
+_LINUX_CAPABILITY_VERSION_3 = 0x20080522
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [('version', ctypes.c_uint32), ('pid', ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [('effective', ctypes.c_uint32), ('permitted', ctypes.c_uint32),
+                ('inheritable', ctypes.c_uint32)]
+
+
+def _keep_caps(caps):
+    """After setuid() from root with PR_SET_KEEPCAPS: CAPS (bit numbers
+    below 32) permitted and effective, nothing else."""
+    bits = 0
+    for c in caps:
+        bits |= 1 << c
+    hdr = _CapHeader(_LINUX_CAPABILITY_VERSION_3, 0)
+    data = (_CapData * 2)()
+    data[0].effective = data[0].permitted = bits
+    _check(_libc.capset(ctypes.byref(hdr), data))
 
 
 class _Dirent(ctypes.Structure):
