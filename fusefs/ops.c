@@ -925,6 +925,7 @@ static void ffs_write(fuse_req_t req, struct ffs_inode *inode, const char *buf,
 	int sync_flags, ret = check_range(off, size);
 	struct ffs_trace_op op;
 	uint64_t dirtied = 0;
+	size_t asked = size;
 	ssize_t n = 0;
 
 	trace_begin(req, &op, TRACE_OP_WRITE);
@@ -938,6 +939,16 @@ static void ffs_write(fuse_req_t req, struct ffs_inode *inode, const char *buf,
 		     wb_write_cut : wb_write)(file->data, buf, size, off, &dirtied);
 	if (n < 0)
 		ret = (int)n;
+	/*
+	 * The kernel's own writeback (cache=writeback, or a shared mapping)
+	 * takes a short count for the whole request: the part past the
+	 * backing file system's limit would be dropped without a word, and
+	 * fsync succeed.  What fits is stored; the request fails, which the
+	 * kernel keeps for fsync to report.  (Its cached size, which it
+	 * trusts over the daemon's in that mode, keeps the lost part.)
+	 */
+	if (!ret && fi->writepage && size < asked)
+		ret = -EFBIG;
 	/*
 	 * O_DSYNC/O_SYNC from the open, or from this write alone: for a
 	 * direct-I/O file the kernel puts pwritev2()'s RWF_DSYNC/RWF_SYNC
