@@ -146,7 +146,8 @@ def test_dirty_account_switch_reprices(dirs):
     page, 32768 per folio, and back again; the exact dirty bytes and
     nr_dirtied do not move, and a final sync discharges all of it."""
     _, b, mnt = dirs
-    opts = ['flushers=0', 'folio_size=2M', 'cache_size=512M', 'dirty_account=page']
+    opts = ['flushers=0', 'folio_size=2M', 'folio_policy=fixed', 'cache_size=512M',
+            'dirty_account=page']
     with Mount(b, mnt, options=opts):
         fd = os.open(os.path.join(mnt, 'f'), os.O_RDWR | os.O_CREAT, 0o644)
         try:

@@ -182,6 +182,23 @@ def test_seed_scenario_folio_sizes(dirs, policy):
         mnt.umount()
 
 
+def test_default_mount_sizes_folios_as_the_kernel(dirs):
+    """A mount with no options sizes folios as this machine's kernel does
+    (folio_policy=kernel, issue 39): 50 files of 2 or 3 bytes take one
+    4 KiB folio each, 200 KiB of cache, where whole folio_size folios
+    (fixed, the default before) took 100 MiB."""
+    _, b, m = dirs
+    with Mount(b, m, options=['flushers=0']) as mnt:
+        with open(os.path.join(m, '.foliofs', 'tunables', 'ra_model')) as f:
+            assert f.read().strip() == '6.17'
+        for i in range(50):
+            util.write_file(os.path.join(m, 'small-%d' % i), b'x' * (2 + i % 2))
+        st = stats(m)
+        assert folio_histogram(st) == {4: 50}
+        assert st['cache_bytes'] == 50 * 4 * KiB
+        mnt.umount()
+
+
 def test_kernel_sizing_of_small_writes(dirs):
     """Under folio_policy=kernel a file written 8 KiB at a time (as
     PostgreSQL extends a relation) is cached in 8 KiB folios, as Linux's

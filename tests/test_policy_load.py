@@ -64,9 +64,10 @@ OTHER_ABI = ('const struct foliofs_policy_module foliofs_policy_module = {\n'
 MIB = 1 << 20
 FOLIO = 2 * MIB
 # Nothing written back behind the test's back: no flushers, a cache and
-# limits far above what the tests dirty.
-OPTS = ['flushers=0', 'folio_size=2M', 'cache_size=256M', 'dirty_bytes=128M',
-        'dirty_background_bytes=64M']
+# limits far above what the tests dirty.  Every folio 2 MiB, whatever the
+# write (folio_policy=fixed): the prices below are of whole 2 MiB folios.
+OPTS = ['flushers=0', 'folio_size=2M', 'folio_policy=fixed', 'cache_size=256M',
+        'dirty_bytes=128M', 'dirty_background_bytes=64M']
 
 
 def build(d, name, module=MODULE, lib=None):

@@ -49,9 +49,11 @@ HDR = 32
 REC = 56          # trace version 2 (trace/trace.h)
 REC_V1 = 48
 # The seed: four writers of random 8 KiB overwrites over a 1 GiB table at
-# 500 writes/s each, on a device of 200 I/Os per second.
+# 500 writes/s each, on a device of 200 I/Os per second, the table held in
+# 2 MiB folios (folio_policy=fixed: the default, kernel, would make 8 KiB
+# folios for writes into a file nothing read ahead).
 SEED_SPEC = 'writers=4,file_size=1G,io=8K,ops=8000,rate=500/s'
-SEED_OPTS = 'cache_size=2G,folio_size=2M,dev_bw=100M,dev_lat_us=5000,dev_qd=1'
+SEED_OPTS = 'cache_size=2G,folio_size=2M,folio_policy=fixed,dev_bw=100M,dev_lat_us=5000,dev_qd=1'
 
 
 def sim(*args, check=True):
@@ -330,7 +332,8 @@ def test_fault_is_deterministic(tmp_path, fault, errors):
         # Only the writers sync: no flushers, a cache that never reclaims.
         t, opts = gen(tmp_path, FAULT_SPEC), 'cache_size=256M,flushers=0'
     else:
-        t, opts = gen(tmp_path, FAULT_SPEC), 'cache_size=8M'
+        # Four whole 2 MiB folios, which the failed writes' data fills.
+        t, opts = gen(tmp_path, FAULT_SPEC), 'cache_size=8M,folio_policy=fixed'
     a = sim(t, '-o', opts + ',fault=' + fault).stdout
     b = sim(t, '-o', opts + ',fault=' + fault).stdout
     clean = sim(t, '-o', opts).stdout

@@ -117,7 +117,7 @@ X(BS, folio_size, .name = "folio_size", .type = WB_OPT_POW2, .metavar = "BYTES",
   .def = "2M", .min = BS_MIN_FOLIO_SIZE, .max = BS_MAX_FOLIO_SIZE,		\
   .help = "largest folio (4K .. 2M, power of two, >= block_size)")		\
 X(BS, size, .name = "folio_policy", .type = WB_OPT_SIZING, .metavar = "NAME",	\
-  .def = "fixed", .help = "folio sizing policy (see below)")			\
+  .def = "kernel", .help = "folio sizing policy (see below)")			\
 X(BS, readahead_kb, .name = "readahead_kb", .type = WB_OPT_UINT, .metavar = "N",	\
   .def = "2048", .max = BS_READAHEAD_KB_MAX,					\
   .help = "largest readahead window in KiB, like read_ahead_kb (0: no readahead)") \

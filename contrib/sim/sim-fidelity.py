@@ -19,8 +19,8 @@ on the machine.
   pgbench  contrib/tools/pgcompare.py's run, one iteration: initdb, pgbench -i
            -s 20 -F 90, pgbench -N -M prepared -c 8 -j 2 for -T seconds
 
-The options are pgcompare.py's common ones (folio_size=2M,cache_size=2G,
-dirty_bytes=32M,throttle=bdp).  Output (-O DIR): fidelity.md (the tables
+The options are pgcompare.py's common ones (folio_size=2M,folio_policy=fixed,
+cache_size=2G,dirty_bytes=32M,throttle=bdp).  Output (-O DIR): fidelity.md (the tables
 and the commands), the simulator's output per run (sim-*.txt, stats logs
 sim-*.jsonl), the mount's stats (mount-*.stats, stats logs under logs/),
 fio's JSON; traces go to -t (default /var/tmp/sim-fidelity-traces), kept
