@@ -172,7 +172,7 @@ class Fidelity:
     def run_workload(self, workload):
         a, configs = self.configs(workload)
         os.makedirs(a.output)
-        common = pgcompare.parse_opts(pgcompare.COMMON_OPTS)
+        common = pgcompare.common_options(a)
         cmp = pgcompare.Comparison(a, configs, common, self.foliofs, self.pgbin)
         os.makedirs(self.a.traces, exist_ok=True)
         cmp.r.chown(self.a.traces)

@@ -341,8 +341,9 @@ def parse_args(argv):
     p.add_argument("--config", action="append", metavar="CONFIG",
                    help="a configuration (repeat for more)")
     p.add_argument("-o", "--common", metavar="OPTIONS", default="",
-                   help="foliofs -o options for every configuration, over"
-                   " the default %s" % COMMON_OPTS)
+                   help="foliofs -o options for every configuration, each"
+                   " over the same option of the default %s (and of a"
+                   " --preset's)" % COMMON_OPTS)
     p.add_argument("-s", "--scale", type=positive_int, metavar="SCALE",
                    help="pgbench scale factor (default %d)" % DEFAULTS["scale"])
     p.add_argument("-r", "--iters", type=positive_int, metavar="ITERS",
@@ -381,8 +382,10 @@ def parse_args(argv):
                    " cache_size 512M, a sequential scan before each of 8"
                    " iterations of 30 s back to back, 16 clients, the 2 x 2 of"
                    " ra_model 6.16/6.17 and dirty_account folio/page); options"
-                   " given beside it win; with --quick: scale 20, cache_size"
-                   " 128M, 3 iterations of 10 s")
+                   " given beside it win, each over the same one of the"
+                   " preset's (-o cache_size=1G changes cache_size and keeps"
+                   " the preset's other foliofs options); with --quick: scale"
+                   " 20, cache_size 128M, 3 iterations of 10 s")
     p.add_argument("--back-to-back", action="store_true",
                    help="each configuration's iterations one after the other"
                    " on one running server (started before the first, stopped"
@@ -405,13 +408,13 @@ def parse_args(argv):
     p.add_argument("-k", "--keep", action="store_true",
                    help="keep the scratch directory (clusters, backing files)")
     a = p.parse_args(argv)
+    a.preset_common = ""
     if a.preset:
         preset = dict(PRESETS[a.preset], **(SEED_QUICK if a.quick else {}))
         for key in ("scale", "iters", "duration", "clients", "source"):
             if getattr(a, key) is None:
                 setattr(a, key, preset[key])
-        if not a.common:
-            a.common = preset["common"]
+        a.preset_common = preset["common"]
         if not a.config:
             a.config = list(preset["configs"])
         a.back_to_back = True
@@ -1538,6 +1541,20 @@ def prepare_output(path):
         raise Failure("-O %s: %s" % (path, e))
 
 
+def common_options(a):
+    """The foliofs options of every configuration: the script's defaults
+    (COMMON_OPTS; none with --default-mount), each replaced by a --preset's
+    value of the same option, then by -o's; order kept, new options added
+    at the end."""
+    common = {} if a.default_mount else parse_opts(COMMON_OPTS)
+    common.update(parse_opts(a.preset_common))
+    for k, v in parse_opts(a.common).items():
+        if k in RESERVED_OPTS:
+            raise Failure("-o %s: %s is set by the script" % (a.common, k))
+        common[k] = v
+    return common
+
+
 def main(argv):
     a = parse_args(argv)
     # Checked now, used at the end: a missing package must not cost a run.
@@ -1564,11 +1581,7 @@ def main(argv):
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:
         raise Failure("--config: the name %s is used twice (give NAME=)" % dup[0])
-    common = {} if a.default_mount else parse_opts(COMMON_OPTS)
-    for k, v in parse_opts(a.common).items():
-        if k in RESERVED_OPTS:
-            raise Failure("-o %s: %s is set by the script" % (a.common, k))
-        common[k] = v
+    common = common_options(a)
     pgbin = find_pgbin()
     if not os.access(FUSERMOUNT, os.X_OK):
         raise Failure("fusermount3 not found (apt-get install fuse3)")
