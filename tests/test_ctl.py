@@ -394,6 +394,26 @@ def test_foliofsctl_not_a_mount(tmp_path):
         assert str(tmp_path) in one_line(r.stderr), r
 
 
+def test_foliofsctl_refused_mount_names_its_owner(dirs, tuser):
+    """Root on another user's mount without allow_other: the kernel
+    refuses every path (EACCES), and foliofsctl says that, with the owner's
+    uid and allow_other, exit 1, rather than "not a foliofs mount"; with a
+    relative path too."""
+    root, b, mnt = dirs
+    name, uid, gid = tuser
+    os.chown(b, uid, gid)
+    os.chown(mnt, uid, gid)
+    with Mount(b, mnt, user=name):
+        for given, cwd in ((mnt, None), ('m', root)):
+            r = subprocess.run([FOLIOFSCTL, 'stat', given], stdin=subprocess.DEVNULL,
+                               capture_output=True, text=True, timeout=60, cwd=cwd)
+            assert (r.returncode, r.stdout) == (1, ''), r
+            assert r.stderr == ('foliofsctl: %s: Permission denied: a foliofs mount of uid %d'
+                                ' without allow_other, which only uid %d may use (root'
+                                ' included; its daemon\'s -o allow_other lets others in)\n'
+                                % (given, uid, uid)), r.stderr
+
+
 def test_foliofsctl_usage():
     r = run_ctl('-h')
     assert r.returncode == 0 and 'foliofsctl stat' not in r.stderr

@@ -165,6 +165,40 @@ static char *ctl_path(const char *mnt, const char *name)
 	return p;
 }
 
+/*
+ * @path made absolute, symlinks resolved (malloc'ed; NULL on failure).  A
+ * FUSE mount point we may not enter cannot be resolved itself (its lstat
+ * fails with EACCES): then its directory is, and its name appended.
+ */
+static char *abs_path(const char *path)
+{
+	char *real = realpath(path, NULL), *copy, *slash, *dir, *out = NULL;
+	const char *base;
+
+	if (real || (errno != EACCES && errno != EPERM))
+		return real;
+	copy = strdup(path);
+	if (!copy)
+		return NULL;
+	while (strlen(copy) > 1 && copy[strlen(copy) - 1] == '/')
+		copy[strlen(copy) - 1] = '\0';
+	slash = strrchr(copy, '/');
+	if (slash) {
+		*slash = '\0';
+		base = slash + 1;
+		dir = realpath(slash == copy ? "/" : copy, NULL);
+	} else {
+		base = copy;
+		dir = realpath(".", NULL);
+	}
+	if (dir && *base && strcmp(base, ".") != 0 && strcmp(base, "..") != 0 &&
+	    asprintf(&out, "%s%s%s", dir, strcmp(dir, "/") != 0 ? "/" : "", base) < 0)
+		out = NULL;
+	free(dir);
+	free(copy);
+	return out;
+}
+
 /* The whole file at @path, NUL-terminated, into *@out: 0 or -errno. */
 static int read_all(const char *path, char **out, size_t *len_out)
 {
@@ -1284,14 +1318,20 @@ static const struct {
 
 #define NR_COMMANDS (sizeof(commands) / sizeof(commands[0]))
 
-static bool is_foliofs_mount(const char *path)
+/* 0 if @path is a foliofs mount whose control directory we can see, else an errno. */
+static int foliofs_mount_check(const char *path)
 {
 	char *p = ctl_path(path, "stats");
 	struct stat st;
-	bool yes = !stat(p, &st) && S_ISREG(st.st_mode);
+	int err = stat(p, &st) ? errno : S_ISREG(st.st_mode) ? 0 : ENOENT;
 
 	free(p);
-	return yes;
+	return err;
+}
+
+static bool is_foliofs_mount(const char *path)
+{
+	return !foliofs_mount_check(path);
 }
 
 /* Undo mountinfo's octal escapes (\040 for a space) in place. */
@@ -1373,6 +1413,67 @@ static char *discover_mount(const char *cmd)
 }
 
 /*
+ * The mount of type fuse.foliofs at @path in /proc/self/mountinfo (the last
+ * one there), its owner (the super options' user_id=) into *@uid and
+ * whether it has allow_other: true if there is one.
+ */
+static bool foliofs_mount_owner(const char *path, unsigned long *uid, bool *allow_other)
+{
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+	char *line = NULL, *real = abs_path(path);
+	size_t cap = 0;
+	bool found = false;
+
+	while (f && real && getline(&line, &cap, f) > 0) {
+		char *sep = strstr(line, " - "), *fields[5], *save = NULL, *opts, *u;
+		char type[64], source[4096], super[4096];
+		int i = 0;
+
+		if (!sep || sscanf(sep + 3, "%63s %4095s %4095s", type, source, super) != 3 ||
+		    strcmp(type, "fuse.foliofs") != 0)
+			continue;
+		*sep = '\0';
+		for (char *t = strtok_r(line, " ", &save); t && i < 5; t = strtok_r(NULL, " ", &save))
+			fields[i++] = t;
+		if (i < 5)
+			continue;
+		unescape_octal(fields[4]);
+		if (strcmp(fields[4], real) != 0)
+			continue;
+		opts = super;
+		u = strstr(opts, "user_id=");
+		*uid = u ? strtoul(u + 8, NULL, 10) : 0;
+		*allow_other = false;
+		for (char *o = strtok_r(opts, ",", &save); o; o = strtok_r(NULL, ",", &save))
+			*allow_other |= !strcmp(o, "allow_other");
+		found = true;
+	}
+	free(line);
+	free(real);
+	if (f)
+		fclose(f);
+	return found;
+}
+
+/*
+ * The line for a mount point whose control directory @path refused us
+ * (@err, EACCES or EPERM): named with its owner when it is a foliofs mount
+ * without allow_other, which FUSE keeps to its owner, root included.
+ */
+static void say_refused_mount(const char *path, int err)
+{
+	unsigned long uid;
+	bool allow_other;
+
+	if (foliofs_mount_owner(path, &uid, &allow_other) && !allow_other)
+		say("%s: %s: a foliofs mount of uid %lu without allow_other, which only uid %lu"
+		    " may use (root included; its daemon's -o allow_other lets others in)",
+		    path, strerror(err), uid, uid);
+	else
+		say("%s: %s", path, strerror(err));
+}
+
+/*
  * The mount point: the first argument when it is a directory (which must
  * then be a foliofs mount), or one that cannot be an argument of @c; else
  * the one foliofs mount there is.  *@argc and *@argv move past it.
@@ -1382,6 +1483,7 @@ static char *resolve_mount(size_t c, int *argc, char ***argv)
 	const char *first = *argc ? (*argv)[0] : NULL;
 	struct stat st;
 	bool is_mnt;
+	int err;
 
 	if (!first)
 		return discover_mount(commands[c].name);
@@ -1390,7 +1492,12 @@ static char *resolve_mount(size_t c, int *argc, char ***argv)
 		 (!stat(first, &st) && S_ISDIR(st.st_mode));
 	if (!is_mnt)
 		return discover_mount(commands[c].name);
-	if (!is_foliofs_mount(first)) {
+	err = foliofs_mount_check(first);
+	if (err == EACCES || err == EPERM) {
+		say_refused_mount(first, err);
+		exit(1);
+	}
+	if (err) {
 		char *p = ctl_path(first, "stats");
 
 		say("%s: not a foliofs mount (no %s)", first, p);
