@@ -5,9 +5,10 @@ folios and evict.
 - folios lists one line per folio, "INO INDEX ORDER FLAGS", sorted, INO
   the st_ino stat(2) reports through the mount; flags u/d/w/r or -;
 - evict drops exactly the clean folios wholly inside the range, keeps
-  dirty ones, reads back what it did; bad input is EINVAL with the reason
-  readable through the same open file and logged, an unknown inode
-  ENOENT; both files are the mounting user's only.
+  dirty ones, reads back what it did; an inode with nothing cached drops
+  nothing (dropped 0), as DONTNEED on an uncached file; bad input is
+  EINVAL with the reason readable through the same open file and logged;
+  both files are the mounting user's only.
 """
 
 import errno
@@ -137,7 +138,7 @@ def test_evict_drops_clean_folios_in_range(mnt):
     ('', errno.EINVAL), ('x', errno.EINVAL), ('1 2', errno.EINVAL),
     ('1 2 3 4', errno.EINVAL), ('-1 0 0', errno.EINVAL), ('1 0 -5', errno.EINVAL),
     ('1 0x10 0', errno.EINVAL), ('1 99999999999999999999 0', errno.EINVAL),
-    ('1 %d %d' % (1 << 62, 1 << 62), errno.EINVAL), ('%d 0 0' % ((1 << 64) - 2), errno.ENOENT),
+    ('1 %d %d' % (1 << 62, 1 << 62), errno.EINVAL),
 ])
 def test_evict_bad_input(mnt, cmd, code):
     m, b, mount = mnt
@@ -150,6 +151,38 @@ def test_evict_bad_input(mnt, cmd, code):
     assert msg.endswith('\n') and len(msg) > 1, msg
     assert folios(m) == before
     assert '.foliofs/evict: ' in mount.output()
+
+
+def test_evict_uncached_drops_nothing(mnt):
+    """Evicting a file nothing of which is cached drops nothing and says
+    so, as POSIX_FADV_DONTNEED on an uncached file succeeds: "dropped 0",
+    exit 0 from foliofsctl, nothing logged.  An inode number no file has
+    reads the same (the daemon knows only cached files by number)."""
+    m, b, mount = mnt
+    util.write_file(os.path.join(b, 'cold'), os.urandom(128 * KiB))
+    path = os.path.join(m, 'cold')
+    ino = os.stat(path).st_ino
+    assert folios(m) == []
+    for i in (ino, (1 << 64) - 2):
+        assert evict(m, '%d 0 0\n' % i) == (0, 'dropped 0 bytes 0 kept_held 0 kept_busy 0\n')
+    r = run_ctl('evict', m, path)
+    assert (r.returncode, r.stderr) == (0, ''), r
+    assert r.stdout == ('%s: dropped 0 folios (MiB 0.00), kept 0 dirty or unsynced, 0 busy\n'
+                        % path), r.stdout
+    assert '.foliofs/evict' not in mount.output()
+
+
+def test_foliofsctl_file_on_another_mount(mnt, tmp_path):
+    """folios and evict name files by inode number, which means something
+    only on the mount: a file elsewhere is refused (exit 2), not taken for
+    whichever cached file has its number."""
+    m, _, _ = mnt
+    other = tmp_path / 'elsewhere'
+    other.write_bytes(b'x')
+    for cmd in ('folios', 'evict'):
+        r = run_ctl(cmd, m, other)
+        assert (r.returncode, r.stdout) == (2, ''), r
+        assert r.stderr == 'foliofsctl: %s: not on the foliofs mount %s\n' % (other, m), r
 
 
 def test_ctl_files_mounting_user_only(mnt):

@@ -1024,6 +1024,30 @@ static int cmd_trace(const char *mnt, int argc, char **argv)
 
 /* ---- folios and evict ---- */
 
+/*
+ * stat(2) of @file into *@st: 0, or the exit status with the line said
+ * (1 if it cannot be stat'ed, 2 if it is not on the mount @mnt, whose
+ * inode numbers alone the control files take).
+ */
+static int stat_on_mount(const char *mnt, const char *file, struct stat *st)
+{
+	struct stat m;
+
+	if (stat(file, st) < 0) {
+		say("%s: %s", file, strerror(errno));
+		return 1;
+	}
+	if (stat(mnt, &m) < 0) {
+		say("%s: %s", mnt, strerror(errno));
+		return 1;
+	}
+	if (st->st_dev != m.st_dev) {
+		say("%s: not on the foliofs mount %s", file, mnt);
+		return EXIT_USAGE;
+	}
+	return 0;
+}
+
 /* Per file of .foliofs/folios. */
 struct folio_sum {
 	unsigned long long ino;
@@ -1131,10 +1155,10 @@ static int cmd_folios(const char *mnt, int argc, char **argv)
 		struct folio_sum none = { 0 };
 		struct stat st;
 		size_t j;
+		int err = stat_on_mount(mnt, argv[i], &st);
 
-		if (stat(argv[i], &st) < 0) {
-			say("%s: %s", argv[i], strerror(errno));
-			ret = 1;
+		if (err) {
+			ret = ret ? ret : err;
 			continue;
 		}
 		for (j = 0; j < n && sums[j].ino != (unsigned long long)st.st_ino; j++)
@@ -1198,10 +1222,9 @@ static int cmd_evict(const char *mnt, int argc, char **argv)
 		say("evict: takes FILE [START LEN], byte counts (see %s -h)", progname);
 		return EXIT_USAGE;
 	}
-	if (stat(argv[0], &st) < 0) {
-		say("%s: %s", argv[0], strerror(errno));
-		return 1;
-	}
+	err = stat_on_mount(mnt, argv[0], &st);
+	if (err)
+		return err;
 	snprintf(cmd, sizeof(cmd), "%llu %llu %llu\n", (unsigned long long)st.st_ino, start, len);
 	path = ctl_path(mnt, "evict");
 	fd = open(path, O_RDWR | O_CLOEXEC);
