@@ -120,6 +120,14 @@ def test_meson_install_puts_everything_in_the_prefix(tmp_path):
              os.path.join(bindir, 'foliofs'), '--print',
              os.path.join(share, 'foliofs', 'bpftrace', 'pauses.bt')])
     assert r.returncode == 0 and 'usdt:' in r.stdout, r
+    # Installed, a bare name is found in share/foliofs/bpftrace, from anywhere.
+    bare = run([os.path.join(bindir, 'foliofs-bpftrace'), '--foliofs',
+                os.path.join(bindir, 'foliofs'), '--print', 'pauses.bt'], cwd='/')
+    assert (bare.returncode, bare.stdout) == (0, r.stdout), bare
+    r = run([os.path.join(bindir, 'foliofs-bpftrace'), '--list'], cwd='/')
+    assert r.returncode == 0, r
+    assert r.stdout.splitlines()[0] == os.path.join(share, 'foliofs', 'bpftrace') + ':', r.stdout
+    assert 'pauses.bt' in r.stdout, r.stdout
     for name in ('foliofs', 'foliofsctl', 'foliofs-sim'):
         comp = os.path.join(share, 'bash-completion', 'completions', name)
         r = run(['bash', '-c', 'source "$0" && complete -p %s' % name, comp])
