@@ -194,6 +194,43 @@ def test_policy_builds_against_the_installed_header(tmp_path):
     assert 'built against the installed header (loaded from %s)' % lib in r.stdout
 
 
+PCNOTE = os.path.join(util.REPO, 'tools', 'pkgconfig-path.sh')
+
+
+def test_setup_says_pkg_config_path_for_another_prefix(tmp_path):
+    """meson setup with a prefix whose pkgconfig directory pkg-config does
+    not search prints the export that makes `pkg-config --cflags
+    foliofs-policy` find the installed .pc (tools/pkgconfig-path.sh),
+    which then does; for a directory it searches, or one PKG_CONFIG_PATH
+    names, the script says nothing."""
+    if not shutil.which('pkg-config') or not shutil.which('meson'):
+        pytest.skip('needs pkg-config and meson')
+    env = {k: v for k, v in os.environ.items() if k != 'PKG_CONFIG_PATH'}
+    prefix = str(tmp_path / 'prefix')
+    r = run(['meson', 'setup', str(tmp_path / 'build'), '--prefix=' + prefix], env=env,
+            cwd=util.REPO)
+    assert r.returncode == 0, r.stdout + r.stderr
+    m = re.search(r'^foliofs: pkg-config does not look in (\S+), where meson install puts'
+                  r' foliofs-policy.pc;\n.*\n    (export PKG_CONFIG_PATH=\S+)$', r.stdout, re.M)
+    assert m and m.group(1).startswith(prefix + '/lib'), r.stdout
+    pcdir, export = m.groups()
+    assert 'foliofs-policy.pc: %s (not on pkg-config\'s path)' % pcdir in r.stdout, r.stdout
+    # As meson install would put it there.
+    os.makedirs(pcdir)
+    with open(os.path.join(pcdir, 'foliofs-policy.pc'), 'w') as f:
+        f.write('prefix=%s\nincludedir=${prefix}/include\n\nName: foliofs-policy\n'
+                'Description: test\nVersion: 0\nCflags: -I${includedir}\n' % prefix)
+    assert run(['pkg-config', '--cflags', 'foliofs-policy'], env=env).returncode != 0
+    r = run(['sh', '-c', export + ' && pkg-config --cflags foliofs-policy'], env=env)
+    assert r.returncode == 0 and r.stdout.strip() == '-I%s/include' % prefix, r
+    # Where pkg-config looks already, or PKG_CONFIG_PATH points: silence.
+    default = run(['pkg-config', '--variable', 'pc_path', 'pkg-config']).stdout.strip()
+    r = run(['sh', PCNOTE, default.split(':')[0]], env=env)
+    assert (r.returncode, r.stdout) == (0, ''), r
+    r = run(['sh', PCNOTE, pcdir], env=dict(env, PKG_CONFIG_PATH=pcdir))
+    assert (r.returncode, r.stdout) == (0, ''), r
+
+
 MOUNT_SCRIPT = r'''
 set -e
 mount --make-rprivate /
