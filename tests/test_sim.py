@@ -197,6 +197,27 @@ def test_seed_folio_against_page(tmp_path):
     assert rows['writers_ops_s'][folio] < rows['writers_ops_s'][page]
 
 
+# --compare's rows that count (pauses, pages, folios): integers, the rest
+# (rates, times, MiB) with one decimal.
+COMPARE_COUNTS = ('pauses', 'op_errors', 'pages_charged', 'pages_written', 'folios_2M',
+                  'folios_2M_made', 'opens')
+
+
+def test_compare_prints_counts_as_integers(tmp_path):
+    t = gen(tmp_path, SEED_SPEC.replace('ops=8000', 'ops=2000'))
+    out = sim(t, '-o', SEED_OPTS, '--compare', 'dirty_account=folio',
+              'dirty_account=page').stdout
+    rows = {line.split()[0]: line.split()[1:] for line in out.splitlines()[1:]}
+    assert set(COMPARE_COUNTS) < set(rows), out
+    for name, vals in rows.items():
+        for v in vals:
+            if name in COMPARE_COUNTS:
+                assert re.fullmatch(r'\d+', v), (name, v)
+            else:
+                assert re.fullmatch(r'\d+\.\d', v), (name, v)
+    assert int(rows['pauses'][0]) > 0 and int(rows['pages_charged'][0]) > 0, out
+
+
 def test_seed_pinned_limit_holds(tmp_path):
     """Under dirty_account=page an 8 KiB write is charged 2 pages but may
     pin a 2 MiB folio: the pinned limit (5% of cache_size) must hold all
