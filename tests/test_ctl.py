@@ -471,6 +471,11 @@ def test_foliofsctl_json(mount):
     st = json.loads(r.stdout)
     assert st['dirty_bytes_exact'] == 100 * KiB and isinstance(st['nr_dirty'], int), st
     assert set(st) == set(stats(mnt))
+    # The policies in force by name: strings, "6.17" too.
+    assert {k: st[k] for k in util.NAMED_STATS} == {
+        'dirty_account': 'page', 'throttle': 'bdp', 'folio_policy': 'kernel',
+        'ra_model': '6.17'}, st
+    assert all(isinstance(v, int) for k, v in st.items() if k not in util.NAMED_STATS), st
     r = run_ctl('stat', mnt, '--json', '-c', 2, '-i', 0.1)
     assert [set(json.loads(l)) for l in r.stdout.splitlines()] == [set(st)] * 2, r
     r = run_ctl('get', mnt, '--json')
@@ -510,7 +515,7 @@ def test_foliofsctl_openmetrics(mount):
         m = re.fullmatch(r'(foliofs_\w+)\{mountpoint="(.*)"\} (\S+)', sample)
         assert m and m.group(1) == name and m.group(2) == mnt, sample
         samples[name] = float(m.group(3))
-    assert len(samples) == len(st)
+    assert len(samples) == len(st) - len(util.NAMED_STATS)     # the names have none
     assert 'foliofs_nr_dirtied_total' in samples and 'foliofs_nr_dirty' in samples
     assert 'foliofs_throttle_events_total' in samples
     r = run_ctl('stat', '--openmetrics', mnt, '-c', 2)
@@ -610,8 +615,47 @@ def test_stats_log(dirs):
     assert times == sorted(times) and times[0] >= 0
     for d in after:
         assert set(d) == keys | {'time_ms', 'unix_ms'}, set(d) ^ (keys | {'time_ms', 'unix_ms'})
-        assert all(isinstance(v, (int, float)) for v in d.values()), d
+        assert all(isinstance(v, str) == (k in util.NAMED_STATS) for k, v in d.items()), d
     assert max(d['app_write_bytes'] for d in after) == MiB
+
+
+def test_policies_in_every_output(dirs):
+    """The policies in force are named in the stats, stat --json and
+    every line of the stats log, with
+    policy_switches counting their run-time changes (and those of a
+    policy's parameter; a write of the value in force is none), so that
+    each sample of a log says which policy it was taken under."""
+    root, b, mnt = dirs
+    log = os.path.join(root, 'stats.jsonl')
+    names = lambda d: {k: d[k] for k in util.NAMED_STATS + ('policy_switches',)}
+    first = {'dirty_account': 'folio', 'throttle': 'bdp', 'folio_policy': 'ramp',
+             'ra_model': '6.17', 'policy_switches': 0}
+    steps = [('dirty_account=page', 1), ('dirty_account=page', 1), ('ra_model=6.16', 2),
+             ('throttle=strictlimit', 3), ('dirty_account=pinned', 4), ('account.share=250', 5),
+             ('account.share=250', 5), ('throttle.min_dirty=64', 6)]
+    last = {'dirty_account': 'pinned', 'throttle': 'strictlimit', 'folio_policy': 'ramp',
+            'ra_model': '6.16', 'policy_switches': 6}
+    with Mount(b, mnt, options=['dirty_account=folio', 'folio_policy=ramp',
+                                'stats_log=' + log, 'stats_interval_ms=50']) as m:
+        assert names(stats(mnt)) == first
+        assert poll(lambda: os.path.exists(log) and read_log(log), 20)
+        for step, count in steps:
+            r = run_ctl('set', mnt, step)
+            assert r.returncode == 0, r
+            assert stats(mnt)['policy_switches'] == count, step
+        st = stats(mnt)
+        assert names(st) == last
+        assert (st['account.share'], st['throttle.min_dirty']) == (250, 64)
+        r = run_ctl('stat', mnt, '--json')
+        assert r.returncode == 0 and names(json.loads(r.stdout)) == last, r
+        m.umount()
+    lines = read_log(log)
+    assert names(lines[0]) == first and names(lines[-1]) == last, (lines[0], lines[-1])
+    # Every sample names the policies it was taken under, switch count included.
+    seen = [names(d) for d in lines]
+    assert all(set(d) == set(first) for d in seen)
+    counts = [d['policy_switches'] for d in seen]
+    assert counts == sorted(counts)
 
 
 def test_stats_log_unwritable(dirs):

@@ -723,16 +723,26 @@ __all__ = ['REPO', 'FOLIOFS', 'FUSERMOUNT', 'TEST_USER', 'BAD_OUTPUT', 'Mount',
 # --------------------------------------------------------------------------
 # statistics and polling
 
+# The stats whose value is a name, not a number: the policies in force.
+NAMED_STATS = ('dirty_account', 'throttle', 'folio_policy', 'ra_model')
+
+
 def parse_stats(text):
-    """{name: int} of "name value" lines (.foliofs/stats); every line must
-    be one, and no name may repeat."""
+    """{name: int} of "name value" lines (.foliofs/stats), the policies'
+    names (NAMED_STATS) as str; every line must be one, and no name may
+    repeat."""
     out = {}
     for line in text.splitlines():
         fields = line.split(' ')
-        assert len(fields) == 2 and fields[0] and fields[1].isdigit(), \
-            'stats line is not "name int": %r' % line
+        assert len(fields) == 2 and fields[0] and fields[1], \
+            'stats line is not "name value": %r' % line
         assert fields[0] not in out, 'stats name %r twice' % fields[0]
-        out[fields[0]] = int(fields[1])
+        if fields[0] in NAMED_STATS:
+            assert re.fullmatch(r'[a-z0-9_.]+', fields[1]), 'not a name: %r' % line
+            out[fields[0]] = fields[1]
+        else:
+            assert fields[1].isdigit(), 'stats line is not "name int": %r' % line
+            out[fields[0]] = int(fields[1])
     return out
 
 

@@ -29,6 +29,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -249,6 +250,20 @@ out:
 
 /* ---- stats ---- */
 
+/* The stats whose value is a name, not a number: the policies in force. */
+static const char *const named_stats[] = { "dirty_account", "throttle", "folio_policy",
+					   "ra_model" };
+
+static bool is_named_stat(const char *name)
+{
+	for (size_t i = 0; i < sizeof(named_stats) / sizeof(named_stats[0]); i++) {
+		if (!strcmp(name, named_stats[i]))
+			return true;
+	}
+	return false;
+}
+
+
 struct stats {
 	size_t n;
 	char *names[MAX_STATS];
@@ -281,20 +296,23 @@ static int stats_read(const char *mnt, struct stats *s)
 		if (!sp)
 			continue;
 		*sp = '\0';
-		s->vals[s->n] = strtod(sp + 1, &end);
-		if (end == sp + 1)
+		if (!sp[1])
 			continue;
+		/* A name (a policy's) or anything else not wholly a number: NAN. */
+		s->vals[s->n] = strtod(sp + 1, &end);
+		if (*end || end == sp + 1 || is_named_stat(line))
+			s->vals[s->n] = NAN;
 		s->raw[s->n] = sp + 1;
 		s->names[s->n++] = line;
 	}
 	return 0;
 }
 
-/* The stat @name, or false when the daemon does not have it. */
+/* The stat @name, or false when the daemon does not have it as a number. */
 static bool stat_get(const struct stats *s, const char *name, double *val)
 {
 	for (size_t i = 0; i < s->n; i++) {
-		if (!strcmp(s->names[i], name)) {
+		if (!strcmp(s->names[i], name) && !isnan(s->vals[i])) {
 			*val = s->vals[i];
 			return true;
 		}
@@ -356,7 +374,7 @@ static void json_value(const char *raw)
 		json_string(raw);
 }
 
-/* Every stat of @s as one JSON object on one line. */
+/* Every stat of @s as one JSON object on one line; the policies' names as strings. */
 static void stats_json(const struct stats *s)
 {
 	putchar('{');
@@ -365,7 +383,10 @@ static void stats_json(const struct stats *s)
 			putchar(',');
 		json_string(s->names[i]);
 		putchar(':');
-		json_value(s->raw[i]);
+		if (isnan(s->vals[i]))
+			json_string(s->raw[i]);
+		else
+			json_value(s->raw[i]);
 	}
 	puts("}");
 	fflush(stdout);
@@ -418,6 +439,9 @@ static void stats_openmetrics(const struct stats *s, const char *mnt)
 	for (size_t i = 0; i < s->n; i++) {
 		bool counter = is_counter(s->names[i]);
 		const char *suffix = counter ? "_total" : "";
+
+		if (isnan(s->vals[i]))
+			continue;	/* a name (the policies in force): no sample */
 
 		printf("# TYPE foliofs_%s%s %s\n", s->names[i], suffix,
 		       counter ? "counter" : "gauge");

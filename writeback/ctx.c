@@ -302,6 +302,6 @@ size_t wb_ctx_stats(struct wb_ctx *ctx, char *buf, size_t size)
 	put_stat(buf, size, &used, "folio_size", cfg->folio_size);
 	put_stat(buf, size, &used, "backing_direct", ctx->cfg.backing_direct);
 	if (used < size)
-		used += wb_ctx_param_stats(ctx, buf + used, size - used);
+		used += wb_ctx_policy_stats(ctx, buf + used, size - used);
 	return used < size ? used : size - 1;
 }

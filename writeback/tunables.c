@@ -16,6 +16,10 @@
  * parameters to their defaults.  They come after the fixed tunables in slots of
  * BS_PARAMS_MAX per kind (wb_tunable_slot_name), so that a slot's number
  * stays put while the names in it follow the policy.
+ *
+ * The policies in force, by name, and a count of their changes at run
+ * time are lines of the stats (wb_ctx_policy_stats), so that every sample
+ * of the stats log says which policy it was taken under.
  */
 #include "wb_i.h"
 #include "options.h"
@@ -36,6 +40,12 @@
  */
 struct wb_tunables {
 	pthread_mutex_t lock;		/* protects everything below; serializes sets */
+	/*
+	 * Changes of dirty_account, throttle, ra_model or a policy parameter
+	 * (a write of the value in force is none).  Written under lock, read
+	 * without it by the stats.
+	 */
+	_Atomic uint64_t policy_switches;
 	struct wb_opt_root live;
 	void (*notify)(void *arg);	/* the layer that holds paused writers */
 	void *notify_arg;
@@ -187,14 +197,17 @@ static int param_get(struct wb_ctx *ctx, enum param_kind kind, const char *pname
 static int param_set(struct wb_ctx *ctx, enum param_kind kind, const char *pname,
 		     const char *val, char *err, size_t errlen)
 {
-	int64_t values[BS_PARAMS_MAX];
+	int64_t values[BS_PARAMS_MAX], old;
 	const struct bs_param *p;
 	int i = param_find(ctx, kind, pname, &p, values, err, errlen);
 
 	if (i < 0)
 		return i;
+	old = values[i];
 	if (bs_param_parse(param_kinds[kind], p, val, &values[i], err, errlen))
 		return -EINVAL;
+	if (values[i] != old)
+		atomic_fetch_add(&ctx->tunables->policy_switches, 1);
 	if (kind == P_ACCOUNT)
 		return bs_cache_set_account_params(ctx->cache, bs_cache_account(ctx->cache), values);
 	if (kind == P_THROTTLE) {
@@ -205,9 +218,39 @@ static int param_set(struct wb_ctx *ctx, enum param_kind kind, const char *pname
 	return bs_cache_set_size_params(ctx->cache, values);
 }
 
-size_t wb_ctx_param_stats(struct wb_ctx *ctx, char *buf, size_t size)
+/* The stats whose value is a name: the policies in force. */
+static const char *const named_stats[] = { "dirty_account", "throttle", "folio_policy",
+					   "ra_model" };
+
+bool wb_stat_is_name(const char *name, size_t len)
 {
-	size_t used = 0;
+	for (size_t i = 0; i < sizeof(named_stats) / sizeof(named_stats[0]); i++) {
+		if (strlen(named_stats[i]) == len && !memcmp(named_stats[i], name, len))
+			return true;
+	}
+	return false;
+}
+
+/* The "NAME VALUE" lines of the policies in force and of their changes. */
+static size_t policy_name_stats(struct wb_ctx *ctx, char *buf, size_t size)
+{
+	int64_t values[BS_PARAMS_MAX];
+	int n = snprintf(buf, size, "dirty_account %s\nthrottle %s\nfolio_policy %s\n"
+			 "ra_model %s\npolicy_switches %" PRIu64 "\n",
+			 bs_cache_account(ctx->cache)->name,
+			 wb_throttle_get_policy(ctx->throttle)->name,
+			 bs_cache_size_params(ctx->cache, values)->name,
+			 bs_ra_model_name(bs_cache_ra_model(ctx->cache)),
+			 atomic_load(&ctx->tunables->policy_switches));
+
+	if (n < 0)
+		return 0;
+	return (size_t)n < size ? (size_t)n : size;
+}
+
+size_t wb_ctx_policy_stats(struct wb_ctx *ctx, char *buf, size_t size)
+{
+	size_t used = policy_name_stats(ctx, buf, size);
 
 	for (size_t k = 0; k < NR_PARAM_KINDS; k++) {
 		const struct bs_param *params;
@@ -405,17 +448,24 @@ static int set_named(struct wb_ctx *ctx, const struct wb_opt *opt, const char *v
 	const struct wb_throttle_policy *throttle;
 	union wb_opt_value v;
 
+	bool changed;
+
 	if (opt->type == WB_OPT_RA_MODEL) {
 		if (wb_opt_parse(opt, val, &v, err, errlen))
 			return -EINVAL;
+		changed = (unsigned int)v.u != bs_cache_ra_model(ctx->cache);
 		bs_cache_set_ra_model(ctx->cache, (unsigned int)v.u);
 	} else if (opt->type == WB_OPT_ACCOUNT && (account = bs_account_policy_find(val))) {
+		changed = account != bs_cache_account(ctx->cache);
 		bs_cache_set_account(ctx->cache, account);
 	} else if (opt->type == WB_OPT_THROTTLE && (throttle = wb_throttle_policy_find(val))) {
+		changed = throttle != wb_throttle_get_policy(ctx->throttle);
 		wb_throttle_set_policy(ctx->throttle, throttle);
 	} else {
 		return wb_opt_policy_unknown(opt, val, err, errlen);
 	}
+	if (changed)
+		atomic_fetch_add(&ctx->tunables->policy_switches, 1);
 	return 0;
 }
 

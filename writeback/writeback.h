@@ -386,8 +386,16 @@ const char *wb_tunable_name(size_t i);	/* the i-th name, NULL past the last */
  */
 size_t wb_tunable_slots(void);
 int wb_tunable_slot_name(struct wb_ctx *ctx, size_t i, char *buf, size_t len);
-/* "account.NAME VALUE" lines for the parameters in force (part of wb_ctx_stats). */
-size_t wb_ctx_param_stats(struct wb_ctx *ctx, char *buf, size_t size);
+/*
+ * The policies in force, part of wb_ctx_stats: "dirty_account NAME",
+ * "throttle NAME", "folio_policy NAME", "ra_model VERSION" (values that
+ * are names, not numbers: wb_stat_is_name), "policy_switches N" (run-time
+ * changes of any of them or of a parameter of one), then "account.NAME
+ * VALUE" lines for the parameters in force.
+ */
+size_t wb_ctx_policy_stats(struct wb_ctx *ctx, char *buf, size_t size);
+/* Whether the stat @name (@len bytes) has a name for its value (above). */
+bool wb_stat_is_name(const char *name, size_t len);
 /* Current value into @buf: its length, or -ENOENT for an unknown name. */
 int wb_tunable_get(struct wb_ctx *ctx, const char *name, char *buf, size_t len);
 /*

@@ -183,7 +183,8 @@ class Mount:
 
     def stats(self):
         with open(os.path.join(self.mnt, '.foliofs', 'stats')) as f:
-            return {k: int(v) for k, v in (line.split() for line in f)}
+            # The numbers (the policies in force are named, not counted).
+            return {k: int(v) for k, v in (line.split() for line in f) if v.isdigit()}
 
     def set(self, name, value):
         with open(os.path.join(self.mnt, '.foliofs', 'tunables', name), 'w') as f:

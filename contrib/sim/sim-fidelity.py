@@ -127,7 +127,8 @@ def replay(sim, trace, opts, out, tag):
         if w[0] == "writer":
             res["writers"].append((int(w[2]), float(w[3]), float(w[4])))
         elif len(w) == 2:
-            res[w[0]] = int(w[1])
+            # A stat: a number, or a policy's name (dirty_account page).
+            res[w[0]] = int(w[1]) if w[1].isdigit() else w[1]
         else:
             # "pauses N total_ms X ...": N under the line's name, the other
             # pairs prefixed with it; "errors write N read N ...": pairs only.
