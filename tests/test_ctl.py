@@ -387,6 +387,38 @@ def test_foliofsctl_bad_name_or_value(mount):
     assert r.returncode == 2 and one_line(r.stderr), r
 
 
+@pytest.mark.parametrize('opts, param', [
+    ('dirty_account=block', 'account.share=5'),          # the issue's case
+    ('dirty_account=pinned', 'account.sharp=5'),
+    ('folio_policy=kernel', 'size.order=3'),
+    ('throttle=strictlimit', 'throttle.min_dirt=8'),
+    ('throttle=bdp', 'throttle.min_dirty=8'),
+])
+def test_foliofsctl_set_unknown_parameter_as_the_mount_option(dirs, opts, param):
+    """A parameter the policy in force does not have: foliofsctl set says
+    what -o says of it at mount (which policy, the parameters it has),
+    exit 2, and nothing changes; a name that is no parameter's stays "no
+    such tunable"."""
+    root, b, mnt = dirs
+    r = subprocess.run([FOLIOFS, '-f', '-o', opts + ',' + param, b, mnt],
+                       stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=30)
+    assert r.returncode == 2 and not util.is_fuse_mounted(mnt), r
+    want = one_line(r.stderr)
+    assert want.startswith('foliofs: %s: not a parameter of ' % param.split('=')[0]), want
+    with Mount(b, mnt, options=[opts]):
+        before = stats(mnt)
+        r = run_ctl('set', mnt, param)
+        assert r.returncode == 2 and not r.stdout, r
+        assert r.stderr == 'foliofsctl: ' + want[len('foliofs: '):] + '\n', (r.stderr, want)
+        r = run_ctl('get', mnt, param.split('=')[0])
+        assert r.returncode == 2 and r.stderr == 'foliofsctl: ' + want[len('foliofs: '):] + '\n'
+        r = run_ctl('set', mnt, 'nosuch=1')
+        assert r.returncode == 2 and r.stderr == 'foliofsctl: nosuch: no such tunable\n', r
+        after = stats(mnt)
+        assert {k: v for k, v in after.items() if '.' in k or k in util.NAMED_STATS} == \
+            {k: v for k, v in before.items() if '.' in k or k in util.NAMED_STATS}
+
+
 def test_foliofsctl_not_a_mount(tmp_path):
     for cmd in (['stat'], ['get'], ['set', 'dirty_ratio=1'], ['files'], ['sync']):
         r = run_ctl(cmd[0], tmp_path, *cmd[1:])

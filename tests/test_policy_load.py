@@ -289,7 +289,8 @@ def test_pinned_parameter_reprices_live_and_is_logged(dirs):
         assert r.stderr == 'foliofsctl: account.share=1001: an integer in [0, 1000], permille of the folio\n'
         r = ctl('set', m, 'account.nope=1')
         assert r.returncode == 2
-        assert r.stderr == 'foliofsctl: account.nope: no such tunable\n'
+        assert r.stderr == ('foliofsctl: account.nope: not a parameter of dirty_account=pinned'
+                            ' (it has: share)\n')
         assert nr_dirty(m) == 16 * 64
         set_(m, 'account.share=300')
         assert poll(lambda: '"account.share": 300' in open(log).read(), 10)

@@ -631,11 +631,92 @@ static bool tunable_name_ok(const char *name)
 	return *name && *name != '.' && !strchr(name, '/');
 }
 
+/*
+ * The policy in force of parameter kind @kind ("account", "size",
+ * "throttle") into @buf, and the option that chooses it: NULL when it
+ * cannot be read.
+ */
+static const char *param_policy(const char *mnt, const char *kind, char *buf, size_t len)
+{
+	const char *option = !strcmp(kind, "account") ? "dirty_account" :
+			     !strcmp(kind, "size") ? "folio_policy" : "throttle";
+	char *path, *val = NULL;
+	struct stats s = { 0 };
+	bool ok = false;
+
+	if (!strcmp(kind, "size")) {
+		/* folio_policy is no tunable (it is fixed for the mount's life): the stats name it. */
+		if (!stats_read(mnt, &s)) {
+			for (size_t i = 0; i < s.n && !ok; i++) {
+				if (!strcmp(s.names[i], option)) {
+					snprintf(buf, len, "%s", s.raw[i]);
+					ok = true;
+				}
+			}
+		}
+		stats_free(&s);
+		return ok ? option : NULL;
+	}
+	path = ctl_path(mnt, !strcmp(kind, "account") ? "tunables/dirty_account" :
+				"tunables/throttle");
+	if (!read_all(path, &val, NULL)) {
+		val[strcspn(val, "\n")] = '\0';
+		snprintf(buf, len, "%s", val);
+		ok = true;
+	}
+	free(val);
+	free(path);
+	return ok ? option : NULL;
+}
+
+/*
+ * "no such tunable", or for KIND.PARAM of a parameter the policy in force
+ * lacks, what the mount option says: which policy, and the parameters it
+ * has (from .foliofs/policies: "KIND NAME ORIGIN PARAM=DEFAULT[MIN,MAX]...").
+ */
+static void say_no_tunable(const char *mnt, const char *name)
+{
+	static const char *const kinds[] = { "account", "size", "throttle" };
+	char policy[64], names[512] = "", *path, *text = NULL, *line, *save = NULL;
+	const char *dot = strchr(name, '.'), *option = NULL;
+	char kind[16];
+	size_t used = 0;
+
+	for (size_t k = 0; dot && k < sizeof(kinds) / sizeof(kinds[0]) && !option; k++) {
+		if ((size_t)(dot - name) == strlen(kinds[k]) && !strncmp(name, kinds[k], strlen(kinds[k])) &&
+		    dot[1]) {
+			snprintf(kind, sizeof(kind), "%s", kinds[k]);
+			option = param_policy(mnt, kind, policy, sizeof(policy));
+		}
+	}
+	path = ctl_path(mnt, "policies");
+	if (!option || read_all(path, &text, NULL)) {
+		free(path);
+		say("%s: no such tunable", name);
+		return;
+	}
+	free(path);
+	for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		char *w, *wsave = NULL, *lkind = strtok_r(line, " ", &wsave);
+		char *lname = strtok_r(NULL, " ", &wsave);
+
+		if (!lkind || !lname || strcmp(lkind, kind) != 0 || strcmp(lname, policy) != 0 ||
+		    !strtok_r(NULL, " ", &wsave))	/* the origin */
+			continue;
+		while ((w = strtok_r(NULL, " ", &wsave)) && used < sizeof(names))
+			used += (size_t)snprintf(names + used, sizeof(names) - used, "%s%.*s",
+						 used ? ", " : "", (int)strcspn(w, "="), w);
+	}
+	free(text);
+	say("%s: not a parameter of %s=%s (%s%s)", name, option, policy,
+	    names[0] ? "it has: " : "it has none", names);
+}
+
 /* Exit status for a failed open of tunable @name (errno @err), with the line said. */
-static int tunable_open_error(const char *name, int err)
+static int tunable_open_error(const char *mnt, const char *name, int err)
 {
 	if (err == ENOENT) {
-		say("%s: no such tunable", name);
+		say_no_tunable(mnt, name);
 		return EXIT_USAGE;
 	}
 	if (err == EACCES || err == EPERM) {
@@ -680,7 +761,7 @@ static int print_tunable(const char *mnt, const char *name, bool first)
 	ret = read_all(path, &val, &len);
 	free(path);
 	if (ret)
-		return tunable_open_error(name, -ret);
+		return tunable_open_error(mnt, name, -ret);
 	while (len && val[len - 1] == '\n')
 		val[--len] = '\0';
 	if (opt.json) {
@@ -746,7 +827,7 @@ static int set_tunable(const char *mnt, const char *name, const char *val)
 	fd = open(path, O_RDWR | O_CLOEXEC);
 	free(path);
 	if (fd < 0)
-		return tunable_open_error(name, errno);
+		return tunable_open_error(mnt, name, errno);
 	if (asprintf(&data, "%s\n", val) < 0) {
 		close(fd);
 		return 1;
