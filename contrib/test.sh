@@ -202,8 +202,12 @@ EOF
 # --------------------------------------------------------------------------
 # a. dependencies
 
+# PostgreSQL: postgresql (the server, initdb, pg_checksums), postgresql-client
+# (pgbench, psql, pg_amcheck), postgresql-contrib; its tests fail under CI
+# without them.  parallel runs a sweep's jobs.
 PKGS=(meson ninja-build pkg-config gcc clang clang-tidy libclang-rt-dev libfuse3-dev fuse3
-	liburing-dev zlib1g-dev systemtap-sdt-dev bpftrace scdoc python3-pytest python3-matplotlib fio postgresql-15 postgresql-contrib valgrind xfsprogs parallel)
+	liburing-dev zlib1g-dev systemtap-sdt-dev bpftrace scdoc python3-pytest python3-matplotlib
+	fio postgresql postgresql-client postgresql-contrib valgrind xfsprogs parallel)
 
 stage_install() {
 	local t0 p note missing=()

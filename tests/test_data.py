@@ -767,18 +767,8 @@ def test_o_direct(work, ref):
 
 def test_fio_direct_verify(work):
     fio = shutil.which('fio')
-    if fio is None and os.geteuid() == 0:
-        env = dict(os.environ, DEBIAN_FRONTEND='noninteractive')
-        r = subprocess.run(['apt-get', 'install', '-y', '-qq', 'fio'], env=env,
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=90)
-        if r.returncode != 0:
-            subprocess.run(['apt-get', 'update', '-qq'], env=env, timeout=90,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            subprocess.run(['apt-get', 'install', '-y', '-qq', 'fio'], env=env, timeout=90,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        fio = shutil.which('fio')
     if fio is None:
-        pytest.skip('fio not installed')
+        util.require_tool('fio', 'apt-get install fio (contrib/test.sh installs it)')
     r = subprocess.run([fio, '--name=verify', '--directory=' + work.mnt, '--direct=1',
                         '--rw=randrw', '--bs=4k', '--size=16M', '--ioengine=psync',
                         '--verify=crc32c', '--do_verify=1', '--verify_fatal=1',

@@ -30,9 +30,9 @@ import threading
 
 import pytest
 
-from test_postgres import (PgUser, _chown_to, _drop_to, _free_port, _pg_bindir_or_skip,
+from test_postgres import (PG_PACKAGES, PgUser, _chown_to, _drop_to, _free_port, _pg_bindir_or_skip,
                            _print_log)
-from util import Mount, parse_stats, skip_reason, test_user as get_test_user
+from util import Mount, parse_stats, require_tool, skip_reason, test_user as get_test_user
 
 SCALE = 5
 CLIENTS = 256
@@ -87,7 +87,7 @@ def test_many_clients(case):
         pytest.skip(reason)
     bindir = _pg_bindir_or_skip()
     if not os.access(os.path.join(bindir, 'psql'), os.X_OK):
-        pytest.skip('psql not found in %s' % bindir)
+        require_tool('psql (in %s)' % bindir, PG_PACKAGES)
     user = get_test_user() if os.geteuid() == 0 else None
 
     top = tempfile.mkdtemp(prefix='foliofs-pgclients-', dir='/var/tmp')

@@ -746,6 +746,16 @@ def parse_stats(text):
     return out
 
 
+def require_tool(what, why_missing):
+    """Skip the test for lack of WHAT (a program or package, WHY_MISSING
+    says which and how to get it), or fail it under CI (CI=true), where
+    contrib/test.sh's install stage must have installed it."""
+    msg = '%s is missing: %s' % (what, why_missing)
+    if os.environ.get('CI', '').lower() in ('1', 'true', 'yes'):
+        pytest.fail(msg + ' (CI=true: contrib/test.sh installs it)')
+    pytest.skip(msg)
+
+
 def stats(mnt):
     """The mount's statistics, one snapshot."""
     with open(os.path.join(mnt, '.foliofs', 'stats')) as f:
