@@ -204,10 +204,12 @@ EOF
 
 # PostgreSQL: postgresql (the server, initdb, pg_checksums), postgresql-client
 # (pgbench, psql, pg_amcheck), postgresql-contrib; its tests fail under CI
-# without them.  parallel runs a sweep's jobs.
+# without them.  python3-prometheus-client and prometheus (promtool) check
+# foliofsctl's OpenMetrics and Prometheus text; parallel runs a sweep's jobs.
 PKGS=(meson ninja-build pkg-config gcc clang clang-tidy libclang-rt-dev libfuse3-dev fuse3
 	liburing-dev zlib1g-dev systemtap-sdt-dev bpftrace scdoc python3-pytest python3-matplotlib
-	fio postgresql postgresql-client postgresql-contrib valgrind xfsprogs parallel)
+	python3-prometheus-client prometheus fio postgresql postgresql-client postgresql-contrib
+	valgrind xfsprogs parallel)
 
 stage_install() {
 	local t0 p note missing=()
@@ -229,6 +231,10 @@ stage_install() {
 		if ! apt-get install -y -q --no-install-recommends "${missing[@]}" </dev/null; then
 			record "a. install" $(($(date +%s) - t0)) 0 1 0 "apt-get install failed"
 			return
+		fi
+		# prometheus is here for promtool: the server it starts is not wanted.
+		if [[ " ${missing[*]} " == *" prometheus "* ]] && command -v systemctl >/dev/null; then
+			systemctl disable --now prometheus >/dev/null 2>&1 || true
 		fi
 	else
 		echo "as root: apt-get install --no-install-recommends ${missing[*]}"

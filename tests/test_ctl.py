@@ -528,30 +528,112 @@ def test_foliofsctl_json(mount):
     assert [f['ino'] for f in json.loads(r.stdout)] == [fol[0]['ino']], r.stdout
 
 
-def test_foliofsctl_openmetrics(mount):
-    """The text node_exporter's textfile collector reads: a TYPE line and
-    one sample per stat, counters as _total, the mount point as a label,
-    # EOF last."""
-    mnt = mount.mnt
-    r = run_ctl('stat', '--openmetrics', mnt)
-    assert r.returncode == 0 and not r.stderr, r
-    lines = r.stdout.splitlines()
-    assert lines[-1] == '# EOF'
-    st = stats(mnt)
-    samples = {}
-    for type_line, sample in zip(lines[0:-1:2], lines[1:-1:2]):
-        m = re.fullmatch(r'# TYPE (foliofs_\w+) (gauge|counter)', type_line)
-        assert m, type_line
-        name, kind = m.groups()
-        assert name.endswith('_total') == (kind == 'counter'), type_line
-        m = re.fullmatch(r'(foliofs_\w+)\{mountpoint="(.*)"\} (\S+)', sample)
-        assert m and m.group(1) == name and m.group(2) == mnt, sample
-        samples[name] = float(m.group(3))
-    assert len(samples) == len(st) - len(util.NAMED_STATS)     # the names have none
-    assert 'foliofs_nr_dirtied_total' in samples and 'foliofs_nr_dirty' in samples
-    assert 'foliofs_throttle_events_total' in samples
-    r = run_ctl('stat', '--openmetrics', mnt, '-c', 2)
-    assert r.returncode == 2 and one_line(r.stderr), r
+# The stats exported in seconds (their value in ms / 1000), and the family
+# each takes its name from.
+OM_SECONDS = {'throttle_ms': 'foliofs_throttle_seconds', 'pause': 'foliofs_pause_seconds',
+              'period': 'foliofs_period_seconds', 'think': 'foliofs_think_seconds'}
+
+
+def om_family(name):
+    """The metric family of stat NAME, as the exposition names it."""
+    return OM_SECONDS.get(name, 'foliofs_' + name.replace('.', '_'))
+
+
+def _exports(dirs):
+    """(mount point, stats before, stats after, stat --openmetrics given a
+    relative path, stat --prometheus) of a mount with 100 KiB dirty."""
+    root, b, mnt = dirs
+    with Mount(b, mnt, options=['flushers=0', 'dirty_account=pinned',
+                                'throttle=strictlimit']) as m:
+        with open(os.path.join(mnt, 'f'), 'wb') as f:
+            f.write(os.urandom(100 * KiB))
+        st = stats(mnt)
+        r = subprocess.run([FOLIOFSCTL, 'stat', '--openmetrics', 'm'], cwd=root,
+                           stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0 and not r.stderr, r
+        om = r.stdout
+        r = subprocess.run([FOLIOFSCTL, 'stat', '--prometheus', mnt], stdin=subprocess.DEVNULL,
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0 and not r.stderr, r
+        prom = r.stdout
+        after = stats(mnt)
+        for bad in (['--openmetrics', '-c', '2'], ['--prometheus', '-i', '1'],
+                    ['--openmetrics', '--json'], ['--prometheus', '--openmetrics']):
+            r = run_ctl('stat', mnt, *bad)
+            assert r.returncode == 2 and one_line(r.stderr), (bad, r)
+        m.umount()
+    return mnt, st, after, om, prom
+
+
+def test_foliofsctl_openmetrics(dirs):
+    """stat --openmetrics as the OpenMetrics 1.0 text format says, read by
+    a real parser (Debian's python3-prometheus-client): every stat a
+    family with HELP and TYPE, counters named FOO with the sample
+    FOO_total, a UNIT (bytes, seconds) where the name ends with it, the
+    policies in force the labels of one info metric, the mount point label
+    absolute though a relative path was given, # EOF last.  A stat's value
+    is the stats file's (in seconds for the ms ones)."""
+    try:
+        from prometheus_client.openmetrics import parser
+    except ImportError:
+        util.require_tool('python3-prometheus-client', 'apt-get install python3-prometheus-client')
+    mnt, st, after, om, _ = _exports(dirs)
+    assert om.endswith('\n# EOF\n'), om[-200:]
+    families = {f.name: f for f in parser.text_string_to_metric_families(om)}
+    numeric = [k for k in st if k not in util.NAMED_STATS]
+    assert set(families) == {om_family(k) for k in numeric} | {'foliofs_policy'}, \
+        set(families) ^ ({om_family(k) for k in numeric} | {'foliofs_policy'})
+    info = families['foliofs_policy']
+    assert info.type == 'info' and len(info.samples) == 1, info
+    assert info.samples[0].labels == {'mountpoint': mnt, 'dirty_account': 'pinned',
+                                      'throttle': 'strictlimit', 'folio_policy': 'kernel',
+                                      'ra_model': '6.17'}, info.samples[0]
+    for k in numeric:
+        fam = families[om_family(k)]
+        assert fam.documentation and 'does not describe' not in fam.documentation, fam
+        assert fam.type in ('counter', 'gauge'), fam
+        assert len(fam.samples) == 1, fam.samples
+        sample = fam.samples[0]
+        assert sample.labels == {'mountpoint': mnt}, sample
+        want = fam.name + ('_total' if fam.type == 'counter' else '')
+        assert sample.name == want, (k, sample)
+        assert fam.unit in ('', 'bytes', 'seconds') and fam.name.endswith(fam.unit), fam
+        assert (fam.unit == 'seconds') == (k in OM_SECONDS), fam
+        assert (fam.unit == 'bytes') == k.endswith('_bytes'), fam
+        # The value, where the stat did not move around the export.
+        scale = 1000 if k in OM_SECONDS else 1
+        if st[k] == after[k]:
+            assert sample.value * scale == st[k], (k, sample.value, st[k])
+    assert families['foliofs_dirty_bytes_exact'].samples[0].value == 100 * KiB
+    for k in ('nr_dirtied', 'app_write_bytes', 'throttle_events', 'throttle_ms',
+              'policy_switches', 'wb_errors'):
+        assert families[om_family(k)].type == 'counter', k
+    for k in ('nr_dirty', 'dirty_thresh', 'cache_bytes', 'folios', 'account.share'):
+        assert families[om_family(k)].type == 'gauge', k
+
+
+def test_foliofsctl_prometheus_text(dirs):
+    """stat --prometheus: the text format node_exporter's textfile
+    collector reads (counters' families named FOO_total, no UNIT, the
+    policies an info-style gauge, no # EOF), clean for promtool check
+    metrics (Debian's prometheus package)."""
+    mnt, st, _, _, prom = _exports(dirs)
+    lines = prom.splitlines()
+    assert '# UNIT' not in prom and '# EOF' not in prom
+    assert '# TYPE foliofs_nr_dirtied_total counter' in lines, prom
+    assert '# TYPE foliofs_nr_dirty gauge' in lines, prom
+    assert '# TYPE foliofs_policy_info gauge' in lines, prom
+    assert ('foliofs_policy_info{mountpoint="%s",dirty_account="pinned",throttle="strictlimit",'
+            'folio_policy="kernel",ra_model="6.17"} 1' % mnt) in lines, prom
+    assert 'foliofs_dirty_bytes_exact{mountpoint="%s"} %d' % (mnt, 100 * KiB) in lines, prom
+    samples = [l for l in lines if not l.startswith('#')]
+    assert len(samples) == len(st) - len(util.NAMED_STATS) + 1, samples
+    promtool = shutil.which('promtool')
+    if not promtool:
+        util.require_tool('promtool', 'apt-get install prometheus')
+    r = subprocess.run([promtool, 'check', 'metrics'], input=prom, capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 0 and not (r.stdout + r.stderr).strip(), r
 
 
 def _private_ns(keep, script):
@@ -652,8 +734,8 @@ def test_stats_log(dirs):
 
 
 def test_policies_in_every_output(dirs):
-    """The policies in force are named in the stats, stat --json and
-    every line of the stats log, with
+    """The policies in force are named in the stats, stat --json, the
+    OpenMetrics info metric and every line of the stats log, with
     policy_switches counting their run-time changes (and those of a
     policy's parameter; a write of the value in force is none), so that
     each sample of a log says which policy it was taken under."""
@@ -680,6 +762,13 @@ def test_policies_in_every_output(dirs):
         assert (st['account.share'], st['throttle.min_dirty']) == (250, 64)
         r = run_ctl('stat', mnt, '--json')
         assert r.returncode == 0 and names(json.loads(r.stdout)) == last, r
+        r = run_ctl('stat', mnt, '--openmetrics')
+        assert r.returncode == 0, r
+        assert re.search(r'^foliofs_policy_info\{mountpoint="%s",dirty_account="pinned",'
+                         r'throttle="strictlimit",folio_policy="ramp",ra_model="6\.16"\} 1$'
+                         % re.escape(mnt), r.stdout, re.M), r.stdout
+        assert re.search(r'^foliofs_policy_switches_total\{mountpoint="%s"\} 6$'
+                         % re.escape(mnt), r.stdout, re.M), r.stdout
         m.umount()
     lines = read_log(log)
     assert names(lines[0]) == first and names(lines[-1]) == last, (lines[0], lines[-1])

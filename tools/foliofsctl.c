@@ -18,7 +18,8 @@
  * Options go anywhere on the line (getopt_long); MOUNTPOINT may be left
  * out when exactly one foliofs mount is visible in /proc/self/mountinfo.
  * stat, get, files and folios print JSON with --json; stat prints the
- * stats in the Prometheus/OpenMetrics text format with --openmetrics.
+ * stats in the OpenMetrics text format with --openmetrics, in Prometheus'
+ * text format with --prometheus.
  *
  * Exit status: 0 done; 2 usage, not a foliofs mount (or none, or several
  * to choose from), an unknown tunable or a value the daemon refused (one
@@ -63,6 +64,7 @@ static struct {
 	bool have_count;
 	bool json;		/* --json */
 	bool openmetrics;	/* --openmetrics */
+	bool prometheus;	/* --prometheus */
 } opt = { .interval = 1 };
 
 static void usage(FILE *out)
@@ -74,7 +76,7 @@ static void usage(FILE *out)
 "Options may stand anywhere.  Without MOUNTPOINT, the one foliofs mount\n"
 "in /proc/self/mountinfo is used (several: they are listed, exit 2).\n"
 "\n"
-"  stat [MNT] [-i SECONDS] [-c COUNT] [--json | --openmetrics]\n"
+"  stat [MNT] [-i SECONDS] [-c COUNT] [--json | --openmetrics | --prometheus]\n"
 "      a table like vmstat, one line every SECONDS (default 1), COUNT lines\n"
 "      (default: until interrupted), a header every %d lines.  Columns:\n"
 "        dirty    charged dirty (nr_dirty), MiB\n"
@@ -90,8 +92,11 @@ static void usage(FILE *out)
 "      A stat the daemon does not have shows as \"-\".\n"
 "      --json: every stat as one JSON object, now (with -c or -i: COUNT\n"
 "      objects SECONDS apart, one per line).  --openmetrics: every stat\n"
-"      now in the text format of Prometheus' node_exporter textfile\n"
-"      collector (gauges, counters as NAME_total), ending with # EOF.\n"
+"      now in the OpenMetrics text format (HELP, TYPE, UNIT; counters\n"
+"      foliofs_NAME with the sample foliofs_NAME_total; ms in seconds; the\n"
+"      policies in force as foliofs_policy_info), ending with # EOF.\n"
+"      --prometheus: the same in Prometheus' text format, which\n"
+"      node_exporter's textfile collector reads.\n"
 "  get [MNT] [NAME...] [--json]\n"
 "      print \"NAME VALUE\" for each tunable named (default: all of them)\n"
 "  set [MNT] NAME=VALUE...\n"
@@ -133,7 +138,8 @@ static void usage(FILE *out)
 "  -i, --interval SECONDS   stat: seconds between lines\n"
 "  -c, --count COUNT        stat: lines to print\n"
 "  -j, --json               stat, get, files, folios: JSON\n"
-"      --openmetrics        stat: Prometheus/OpenMetrics text\n"
+"      --openmetrics        stat: OpenMetrics text\n"
+"      --prometheus         stat: Prometheus text (node_exporter textfile)\n"
 "  -V, --version            print the version\n"
 "  -h, --help               this text\n"
 "\n"
@@ -392,28 +398,112 @@ static void stats_json(const struct stats *s)
 	fflush(stdout);
 }
 
+/* ---- Prometheus: OpenMetrics and the text format ---- */
+
+/* A stat's unit in the exposition: none, bytes, or ms (exported in seconds). */
+enum om_unit { OM_NONE, OM_BYTES, OM_MS };
+
 /*
- * Stats that only grow (counters; OpenMetrics' counter type); every other
- * stat is a gauge.
+ * Every stat the daemon has: whether it only grows (a counter; every other
+ * stat is a gauge), its unit and what it is.  The policies' names are not
+ * here: they are the labels of foliofs_policy_info.  A stat this table
+ * does not know is exported as a gauge all the same.
  */
-static const char *const counters[] = {
-	"nr_dirtied", "nr_written", "nr_discharged", "wb_budget_pages",
-	"wb_dirty_pages_written", "app_write_bytes", "app_read_bytes",
-	"backing_read_bytes", "backing_read_ios", "ra_pages", "ra_ios", "ra_async_ios",
-	"backing_write_bytes", "backing_write_ios", "backing_write_submits", "wb_errors",
-	"wb_retries", "faults_injected", "flusher_passes", "pool_hits", "pool_misses",
-	"reclaimed_folios", "reclaim_stalls", "full_events", "kept_inodes",
-	"fds_idle_closed", "fds_reopened", "fds_refused", "fuse_uring_requests",
-	"throttle_events", "throttle_ms",
+static const struct om_stat {
+	const char *name;
+	bool counter;
+	enum om_unit unit;
+	const char *help;
+} om_stats[] = {
+	{ "nr_dirty", false, OM_NONE, "4 KiB pages charged to the dirty budget now, by the accounting policy" },
+	{ "nr_dirtied", true, OM_NONE, "4 KiB pages charged to the dirty budget" },
+	{ "nr_written", true, OM_NONE, "4 KiB pages of folios whose writeback ended, whole folios (WB_WRITTEN)" },
+	{ "nr_writeback", false, OM_NONE, "4 KiB pages of folios with a write in flight now, whole folios (NR_WRITEBACK)" },
+	{ "nr_discharged", true, OM_NONE, "4 KiB pages of charge discharged by completed writeback" },
+	{ "nr_reclaimable", false, OM_NONE, "4 KiB pages charged for dirty blocks not under writeback" },
+	{ "wb_budget_pages", true, OM_NONE, "writeback budget used by background writeback, 4 KiB pages, whole folios" },
+	{ "wb_dirty_pages_written", true, OM_NONE, "4 KiB pages holding the blocks background writeback wrote" },
+	{ "dirty_bytes_exact", false, OM_NONE, "bytes in blocks dirty or under writeback now" },
+	{ "writeback_bytes", false, OM_BYTES, "bytes in blocks under writeback now" },
+	{ "pinned_bytes", false, OM_BYTES, "memory of folios holding a dirty, writeback or unsynced block" },
+	{ "unsynced_bytes", false, OM_BYTES, "memory of folios holding blocks written back since the file's last sync" },
+	{ "app_write_bytes", true, OM_BYTES, "bytes written by applications" },
+	{ "app_read_bytes", true, OM_BYTES, "bytes read by applications" },
+	{ "backing_read_bytes", true, OM_BYTES, "bytes read from the backing files" },
+	{ "backing_read_ios", true, OM_NONE, "reads of the backing files" },
+	{ "ra_pages", true, OM_NONE, "4 KiB pages readahead read" },
+	{ "ra_ios", true, OM_NONE, "backing reads of readahead" },
+	{ "ra_async_ios", true, OM_NONE, "readahead reads started asynchronously through io_uring" },
+	{ "backing_write_bytes", true, OM_BYTES, "bytes written back to the backing files" },
+	{ "backing_write_ios", true, OM_NONE, "writes to the backing files, one per merged run" },
+	{ "backing_write_submits", true, OM_NONE, "system calls that submitted backing writes" },
+	{ "wb_errors", true, OM_NONE, "failed backing writes and syncs (the data stays dirty)" },
+	{ "wb_retries", true, OM_NONE, "background writeback passes over a file that failed again" },
+	{ "faults_injected", true, OM_NONE, "faults injected by fault=" },
+	{ "flusher_passes", true, OM_NONE, "times the flushers looked at the files" },
+	{ "dirty_thresh", false, OM_NONE, "the dirty threshold, 4 KiB pages" },
+	{ "bg_thresh", false, OM_NONE, "the background writeback threshold, 4 KiB pages" },
+	{ "dirty_limit", false, OM_NONE, "the throttler's hard limit, 4 KiB pages" },
+	{ "setpoint", false, OM_NONE, "the throttler's setpoint, 4 KiB pages" },
+	{ "pinned_thresh", false, OM_NONE, "the pinned-memory threshold, 4 KiB pages (0: no limit)" },
+	{ "pinned_limit", false, OM_NONE, "the pinned-memory hard limit, 4 KiB pages (0: no limit)" },
+	{ "write_bw", false, OM_NONE, "estimated write bandwidth, KiB/s" },
+	{ "avg_write_bw", false, OM_NONE, "the write bandwidth estimate smoothed again, KiB/s" },
+	{ "dirty_rate", false, OM_NONE, "charge rate over the last interval, KiB/s" },
+	{ "dirty_ratelimit", false, OM_NONE, "the per-writer rate limit, KiB/s" },
+	{ "balanced_dirty_ratelimit", false, OM_NONE, "the rate the rate limit steps toward, KiB/s" },
+	{ "task_ratelimit", false, OM_NONE, "the rate of the last throttled writer, KiB/s" },
+	{ "pos_ratio", false, OM_NONE, "the position ratio of the last throttled check, 1024 at the setpoint" },
+	{ "throttle_events", true, OM_NONE, "writer pauses" },
+	{ "throttle_ms", true, OM_MS, "time writers were paused" },
+	{ "throttled_writers", false, OM_NONE, "writes whose reply is held by the throttle now" },
+	{ "pause", false, OM_MS, "the last pause" },
+	{ "period", false, OM_MS, "the period of the last pause" },
+	{ "think", false, OM_MS, "the think time credited to the last pause" },
+	{ "cache_bytes", false, OM_BYTES, "folio memory now" },
+	{ "cache_size", false, OM_NONE, "the cache's budget, bytes (cache_size=)" },
+	{ "pool_bytes", false, OM_BYTES, "free folio memory kept for new folios" },
+	{ "pool_hits", true, OM_NONE, "folios made with pooled memory" },
+	{ "pool_misses", true, OM_NONE, "folios made with fresh memory" },
+	{ "folios", false, OM_NONE, "folios in the cache now" },
+	{ "folios_4k", false, OM_NONE, "4 KiB folios in the cache now" },
+	{ "folios_8k", false, OM_NONE, "8 KiB folios in the cache now" },
+	{ "folios_16k", false, OM_NONE, "16 KiB folios in the cache now" },
+	{ "folios_32k", false, OM_NONE, "32 KiB folios in the cache now" },
+	{ "folios_64k", false, OM_NONE, "64 KiB folios in the cache now" },
+	{ "folios_128k", false, OM_NONE, "128 KiB folios in the cache now" },
+	{ "folios_256k", false, OM_NONE, "256 KiB folios in the cache now" },
+	{ "folios_512k", false, OM_NONE, "512 KiB folios in the cache now" },
+	{ "folios_1024k", false, OM_NONE, "1 MiB folios in the cache now" },
+	{ "folios_2048k", false, OM_NONE, "2 MiB folios in the cache now" },
+	{ "reclaimed_folios", true, OM_NONE, "clean folios dropped by reclaim" },
+	{ "active_bytes", false, OM_BYTES, "memory of the folios on the active list" },
+	{ "inactive_bytes", false, OM_BYTES, "memory of the folios on the inactive list" },
+	{ "activated_folios", true, OM_NONE, "moves to the active list" },
+	{ "reclaim_stalls", true, OM_NONE, "times reclaim found nothing clean and waited for writeback" },
+	{ "full_events", true, OM_NONE, "times the cache was full of data that could not be written" },
+	{ "block_size", false, OM_NONE, "the block size, bytes" },
+	{ "folio_size", false, OM_NONE, "the largest folio, bytes" },
+	{ "backing_direct", false, OM_NONE, "1 if backing files are opened with O_DIRECT" },
+	{ "policy_switches", true, OM_NONE, "run-time changes of the accounting, throttle or readahead policy or of a policy parameter" },
+	{ "inodes", false, OM_NONE, "backing inodes the daemon holds for the kernel" },
+	{ "kept_inodes", true, OM_NONE, "forgotten inodes kept because their data could not be written" },
+	{ "fds", false, OM_NONE, "descriptors the daemon holds for files and directories" },
+	{ "fd_budget", false, OM_NONE, "descriptors the daemon may hold" },
+	{ "fds_idle_closed", true, OM_NONE, "data descriptors of unused files closed to stay within the budget" },
+	{ "fds_reopened", true, OM_NONE, "data descriptors opened again" },
+	{ "fds_refused", true, OM_NONE, "opens and look-ups answered EMFILE or ENFILE" },
+	{ "fuse_uring_requests", true, OM_NONE, "requests served over FUSE over io_uring" },
+	{ "fuse_uring_threads", false, OM_NONE, "threads serving the FUSE io_uring queues" },
 };
 
-static bool is_counter(const char *name)
+static const struct om_stat *om_stat_find(const char *name)
 {
-	for (size_t i = 0; i < sizeof(counters) / sizeof(counters[0]); i++) {
-		if (!strcmp(name, counters[i]))
-			return true;
+	for (size_t i = 0; i < sizeof(om_stats) / sizeof(om_stats[0]); i++) {
+		if (!strcmp(name, om_stats[i].name))
+			return &om_stats[i];
 	}
-	return false;
+	return NULL;
 }
 
 /* @s as a label value: backslash, quote and newline escaped. */
@@ -430,26 +520,128 @@ static void om_label(const char *s)
 }
 
 /*
- * Every stat of @s in the text format node_exporter's textfile collector
- * reads: foliofs_NAME, or foliofs_NAME_total for a counter, labelled with
- * the mount point; "# EOF" last, as OpenMetrics ends.
+ * The metric family name of stat @name into @buf: "foliofs_" and the name
+ * with what a metric name cannot hold ('.' of account.share) as '_'; a
+ * stat in ms is exported in seconds, its "_ms" (if any) replaced by
+ * "_seconds".
  */
-static void stats_openmetrics(const struct stats *s, const char *mnt)
+static void om_family(const char *name, enum om_unit unit, char *buf, size_t len)
 {
-	for (size_t i = 0; i < s->n; i++) {
-		bool counter = is_counter(s->names[i]);
-		const char *suffix = counter ? "_total" : "";
+	size_t n = strlen(name), used;
 
-		if (isnan(s->vals[i]))
-			continue;	/* a name (the policies in force): no sample */
+	if (unit == OM_MS && n > 3 && !strcmp(name + n - 3, "_ms"))
+		n -= 3;
+	used = (size_t)snprintf(buf, len, "foliofs_%.*s", (int)n, name);
+	for (size_t i = sizeof("foliofs_") - 1; i < used && i < len; i++) {
+		char c = buf[i];
 
-		printf("# TYPE foliofs_%s%s %s\n", s->names[i], suffix,
-		       counter ? "counter" : "gauge");
-		printf("foliofs_%s%s{mountpoint=\"", s->names[i], suffix);
-		om_label(mnt);
-		printf("\"} %s\n", s->raw[i]);
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+		      c == '_'))
+			buf[i] = '_';
 	}
-	puts("# EOF");
+	if (unit == OM_MS && used < len)
+		snprintf(buf + used, len - used, "_seconds");
+}
+
+/* The "# HELP" text of stat @name, given its table entry (or none). */
+static void om_help(const char *name, const struct om_stat *st, char *buf, size_t len)
+{
+	const char *dot = strchr(name, '.');
+
+	if (st)
+		snprintf(buf, len, "%s%s", st->help,
+			 st->unit == OM_MS ? " (the stat's ms, in seconds)" : "");
+	else if (dot)
+		snprintf(buf, len, "parameter %s of the %s policy in force (foliofsctl policies)",
+			 dot + 1, !strncmp(name, "account.", 8) ? "accounting (dirty_account)" :
+			 !strncmp(name, "size.", 5) ? "sizing (folio_policy)" : "throttle");
+	else
+		snprintf(buf, len, "foliofs stat %s (one this foliofsctl does not describe)", name);
+}
+
+/* A value in ms printed in seconds, exactly: "1234" -> "1.234". */
+static void om_ms_as_seconds(const char *raw)
+{
+	char *end;
+	long long ms;
+
+	errno = 0;
+	ms = strtoll(raw, &end, 10);
+	if (errno || *end || end == raw || ms < 0)
+		printf("%.17g", strtod(raw, NULL) / 1000);
+	else
+		printf("%lld.%03lld", ms / 1000, ms % 1000);
+}
+
+/*
+ * The policies in force as one info metric: foliofs_policy_info with a
+ * label per policy and the value 1.
+ */
+static void om_policy_info(const struct stats *s, const char *mnt, bool openmetrics)
+{
+	printf("# HELP foliofs_policy%s the policies in force: accounting (dirty_account),"
+	       " throttle, folio sizing (folio_policy), readahead model (ra_model)\n",
+	       openmetrics ? "" : "_info");
+	printf("# TYPE foliofs_policy%s\n", openmetrics ? " info" : "_info gauge");
+	fputs("foliofs_policy_info{mountpoint=\"", stdout);
+	om_label(mnt);
+	putchar('"');
+	for (size_t i = 0; i < s->n; i++) {
+		if (!is_named_stat(s->names[i]))
+			continue;
+		printf(",%s=\"", s->names[i]);
+		om_label(s->raw[i]);
+		putchar('"');
+	}
+	puts("} 1");
+}
+
+/*
+ * Every stat of @s for Prometheus, labelled with the absolute mount point
+ * @mnt.  @openmetrics: the OpenMetrics 1.0 text format (a counter family
+ * FOO with the sample FOO_total, UNIT lines, an info metric, "# EOF"
+ * last); else the Prometheus text format 0.0.4 that node_exporter's
+ * textfile collector reads (the counter family named FOO_total, no UNIT,
+ * the info metric as a gauge).
+ */
+static void stats_prometheus(const struct stats *s, const char *mnt, bool openmetrics)
+{
+	bool info_done = false;
+
+	for (size_t i = 0; i < s->n; i++) {
+		const struct om_stat *st = om_stat_find(s->names[i]);
+		enum om_unit unit = st ? st->unit : OM_NONE;
+		bool counter = st && st->counter;
+		char family[128], help[256];
+		const char *total = counter ? "_total" : "";
+
+		if (is_named_stat(s->names[i])) {
+			if (!info_done)
+				om_policy_info(s, mnt, openmetrics);
+			info_done = true;
+			continue;
+		}
+		if (isnan(s->vals[i]))
+			continue;	/* not a number, nor a name we know */
+		om_family(s->names[i], unit, family, sizeof(family));
+		om_help(s->names[i], st, help, sizeof(help));
+		printf("# HELP %s%s %s\n", family, openmetrics ? "" : total, help);
+		printf("# TYPE %s%s %s\n", family, openmetrics ? "" : total,
+		       counter ? "counter" : "gauge");
+		/* The unit is the family name's suffix (OpenMetrics requires it). */
+		if (openmetrics && unit != OM_NONE)
+			printf("# UNIT %s %s\n", family, unit == OM_BYTES ? "bytes" : "seconds");
+		printf("%s%s{mountpoint=\"", family, total);
+		om_label(mnt);
+		fputs("\"} ", stdout);
+		if (unit == OM_MS)
+			om_ms_as_seconds(s->raw[i]);
+		else
+			fputs(s->raw[i], stdout);
+		putchar('\n');
+	}
+	if (openmetrics)
+		puts("# EOF");
 }
 
 static double now_s(void)
@@ -559,21 +751,28 @@ static double parse_positive(const char *opt, const char *val, bool integer)
 static int stat_snapshots(const char *mnt)
 {
 	unsigned long long count = opt.have_count ? opt.count : opt.have_interval ? 0 : 1;
+	/* The mount point label is absolute, whatever path the caller gave. */
+	char *label = abs_path(mnt);
 	struct stats s = { 0 };
 	int ret = 0;
 
+	if (!label) {
+		say("%s: %s", mnt, strerror(errno));
+		return 1;
+	}
 	for (unsigned long long i = 0; !count || i < count; i++) {
 		if (i)
 			sleep_s(opt.interval);
 		ret = stats_read(mnt, &s);
 		if (ret)
 			break;
-		if (opt.openmetrics)
-			stats_openmetrics(&s, mnt);
+		if (opt.openmetrics || opt.prometheus)
+			stats_prometheus(&s, label, opt.openmetrics);
 		else
 			stats_json(&s);
 		stats_free(&s);
 	}
+	free(label);
 	if (ret) {
 		say("%s/" CTL_DIR "/stats: %s", mnt, strerror(-ret));
 		return 1;
@@ -592,11 +791,12 @@ static int cmd_stat(const char *mnt, int argc, char **argv)
 		say("stat: unexpected argument '%s' (see %s -h)", argv[0], progname);
 		return EXIT_USAGE;
 	}
-	if (opt.openmetrics && (opt.have_count || opt.have_interval)) {
-		say("--openmetrics prints one snapshot: -c and -i do not apply");
+	if ((opt.openmetrics || opt.prometheus) && (opt.have_count || opt.have_interval)) {
+		say("%s prints one snapshot: -c and -i do not apply",
+		    opt.openmetrics ? "--openmetrics" : "--prometheus");
 		return EXIT_USAGE;
 	}
-	if (opt.json || opt.openmetrics)
+	if (opt.json || opt.openmetrics || opt.prometheus)
 		return stat_snapshots(mnt);
 	ret = stats_read(mnt, &prev);
 	t_prev = now_s();
@@ -1645,6 +1845,7 @@ static int parse_options(int argc, char **argv)
 		{ "count", required_argument, NULL, 'c' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "openmetrics", no_argument, NULL, 'O' },
+		{ "prometheus", no_argument, NULL, 'P' },
 		{ "version", no_argument, NULL, 'V' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -1667,6 +1868,9 @@ static int parse_options(int argc, char **argv)
 			break;
 		case 'O':
 			opt.openmetrics = true;
+			break;
+		case 'P':
+			opt.prometheus = true;
 			break;
 		case 'V':
 			printf("%s %s\n", progname, FOLIOFS_VERSION);
@@ -1707,10 +1911,15 @@ int main(int argc, char **argv)
 		say("%s: -i and -c are options of stat", commands[c].name);
 		return EXIT_USAGE;
 	}
-	if ((opt.json && !commands[c].json) || (opt.openmetrics && commands[c].fn != cmd_stat) ||
-	    (opt.json && opt.openmetrics)) {
-		say("%s: %s does not apply (--json: stat, get, files, folios; --openmetrics: stat)",
-		    commands[c].name, opt.json ? "--json" : "--openmetrics");
+	if (opt.json + opt.openmetrics + opt.prometheus > 1) {
+		say("%s: one of --json, --openmetrics and --prometheus", commands[c].name);
+		return EXIT_USAGE;
+	}
+	if ((opt.json && !commands[c].json) ||
+	    ((opt.openmetrics || opt.prometheus) && commands[c].fn != cmd_stat)) {
+		say("%s: %s does not apply (--json: stat, get, files, folios; --openmetrics,"
+		    " --prometheus: stat)", commands[c].name,
+		    opt.json ? "--json" : opt.openmetrics ? "--openmetrics" : "--prometheus");
 		return EXIT_USAGE;
 	}
 	argc -= first + 1;
