@@ -28,15 +28,6 @@
 
 #define MS(ns) ((double)(ns) / 1e6)
 
-#ifndef FOLIOFS_VERSION
-#define FOLIOFS_VERSION "unknown"
-#endif
-
-void sim_print_version(void)
-{
-	printf("foliofs-sim %s\n", FOLIOFS_VERSION);
-}
-
 static void help(FILE *f)
 {
 	fprintf(f,

@@ -338,7 +338,7 @@ int sim_gen_pgbench(const char *spec, const char *out_path, char *err, size_t er
 
 /*
  * report.c: the CSV columns of a replay's results (names stable, only
- * ever added at the end) and RFC 4180 output.
+ * ever added at the end) and RFC 4180 output; the version line.
  */
 #define SIM_NR_COLS 25
 void sim_result_values(const struct sim_result *r, double v[SIM_NR_COLS]);
@@ -347,11 +347,10 @@ void sim_csv_field(FILE *f, const char *s);
 /* The result columns' names, and a row of values, comma-separated, no newline. */
 void sim_csv_result_names(FILE *f);
 void sim_csv_result_values(FILE *f, const double v[SIM_NR_COLS]);
+/* The version line of every foliofs-sim command, "foliofs-sim VERSION". */
+void sim_print_version(void);
 
 /* sweep.c: `foliofs-sim sweep ...` (argv[0] is "sweep"); the exit status. */
 int sim_sweep_main(int argc, char **argv);
-
-/* main.c: the version line of every foliofs tool, "foliofs-sim VERSION". */
-void sim_print_version(void);
 
 #endif /* FOLIOFS_SIM_H */
