@@ -18,6 +18,7 @@
 #define FOLIOFS_BS_I_H
 
 #include "blockstate.h"
+#include "foliofs/list.h"
 #include "foliofs_probes.h"
 
 #include <limits.h>
@@ -117,8 +118,7 @@ struct bs_folio {
 	 */
 	atomic_bool referenced;
 	atomic_bool active;
-	struct bs_folio *lru_prev;	/* cache lru_lock: the list of @active */
-	struct bs_folio *lru_next;
+	struct list_node lru;		/* cache lru_lock: on the list of @active */
 
 	pthread_mutex_t lock;		/* protects what follows and the bytes */
 	pthread_cond_t wb_done;		/* broadcast when wb_runs or rd_runs drops to 0 */
@@ -483,8 +483,7 @@ struct bs_file {
 	uint32_t nr_aio;			/* readahead reads in flight (started
 						 * with ops->read_start, not yet done) */
 	pthread_cond_t aio_idle;		/* nr_aio dropped to 0 (bs_file_destroy) */
-	struct bs_file *next;			/* cache files_lock */
-	struct bs_file *prev;
+	struct list_node files_link;		/* cache files_lock: on cache->files */
 };
 
 /*
@@ -521,8 +520,8 @@ struct bs_cache {
 	unsigned int max_order;
 
 	/*
-	 * The kernel's two file LRU lists: circular, through lru_next/prev,
-	 * each head its newest folio (head->lru_prev the oldest).  New
+	 * The kernel's two file LRU lists, through bs_folio.lru (list.h):
+	 * newest first, so the oldest is the last.  New
 	 * folios go on inactive; a second read use moves one to active;
 	 * reclaim takes inactive's oldest and refills inactive from
 	 * active's oldest to keep it no smaller than active / ratio.
@@ -530,12 +529,12 @@ struct bs_cache {
 	 * read without it (stats).
 	 */
 	pthread_mutex_t lru_lock;
-	struct bs_folio *inactive;
-	struct bs_folio *active;
+	struct list_node inactive;
+	struct list_node active;
 	_Atomic uint64_t inactive_bytes;
 	_Atomic uint64_t active_bytes;
 	pthread_mutex_t files_lock;		/* protects the file list */
-	struct bs_file *files;
+	struct list_node files;			/* bs_file.files_link, newest first */
 
 	/* Counters: atomics, exact, no lock. */
 	_Atomic int64_t charged_bytes;

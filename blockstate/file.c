@@ -50,10 +50,7 @@ int bs_file_create(struct bs_cache *cache, const struct bs_backing_ops *ops,
 	bs_index_init(&file->index, cache->max_order);
 	atomic_init(&file->size, size);
 	pthread_mutex_lock(&cache->files_lock);
-	file->next = cache->files;
-	if (file->next)
-		file->next->prev = file;
-	cache->files = file;
+	list_push_front(&cache->files, &file->files_link);
 	pthread_mutex_unlock(&cache->files_lock);
 	*out = file;
 	return 0;
@@ -129,12 +126,7 @@ void bs_file_destroy(struct bs_file *file)
 		bs_folio_put(folio);
 	}
 	pthread_mutex_lock(&cache->files_lock);
-	if (file->prev)
-		file->prev->next = file->next;
-	else
-		cache->files = file->next;
-	if (file->next)
-		file->next->prev = file->prev;
+	list_unlink(&file->files_link);
 	pthread_mutex_unlock(&cache->files_lock);
 	bs_index_destroy(&file->index);
 	pthread_rwlock_destroy(&file->index_lock);
