@@ -33,6 +33,8 @@ int wb_ctx_create_core(const struct bs_config *bs_cfg, const struct wb_config *c
 	ctx->cfg.throttle = NULL;
 	pthread_mutex_init(&ctx->files_lock, NULL);
 	pthread_cond_init(&ctx->files_cond, NULL);
+	list_init(&ctx->files);
+	list_init(&ctx->dirty);
 	pthread_mutex_init(&ctx->flush_lock, NULL);
 	pthread_cond_init(&ctx->flush_cond, NULL);
 	pthread_mutex_init(&ctx->fault_lock, NULL);
@@ -150,8 +152,7 @@ unsigned int wb_ctx_destroy(struct wb_ctx *ctx)
 	 * Files kept because their data could not be written (wb_file_free
 	 * failed): a last try, then they go anyway, counted as lost.
 	 */
-	while (ctx->files) {
-		struct wb_file *wbf = ctx->files;
+	for (struct wb_file *wbf; (wbf = wb_files_first(ctx));) {
 		int ret = wb_file_flush(wbf);
 
 		if (ret) {

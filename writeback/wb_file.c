@@ -157,13 +157,7 @@ int wb_file_alloc(struct wb_ctx *ctx, int fd, enum wb_access access,
 	bs_file_set_ino(wbf->ws.bs, (uint64_t)st.st_ino);
 	if (S_ISBLK(st.st_mode))
 		bs_file_fix_size(wbf->ws.bs);
-	pthread_mutex_lock(&ctx->files_lock);
-	wbf->seq = ctx->next_seq++;
-	wbf->next = ctx->files;
-	if (wbf->next)
-		wbf->next->prev = wbf;
-	ctx->files = wbf;
-	pthread_mutex_unlock(&ctx->files_lock);
+	wb_files_add(ctx, wbf);
 	*out = wbf;
 	return 0;
 
@@ -287,20 +281,7 @@ int wb_file_flush(struct wb_file *wbf)
 /* Unlink @wbf from the context once no walker uses it, then free it. */
 void wb_file_discard(struct wb_file *wbf)
 {
-	struct wb_ctx *ctx = wbf->ctx;
-
-	pthread_mutex_lock(&ctx->files_lock);
-	wbf->dying = true;
-	while (wbf->refs)
-		pthread_cond_wait(&ctx->files_cond, &ctx->files_lock);
-	if (wbf->prev)
-		wbf->prev->next = wbf->next;
-	else
-		ctx->files = wbf->next;
-	if (wbf->next)
-		wbf->next->prev = wbf->prev;
-	__wb_file_undirty(wbf);
-	pthread_mutex_unlock(&ctx->files_lock);
+	wb_files_del(wbf->ctx, wbf);
 	bs_file_destroy(wbf->ws.bs);
 	if (wbf->fd >= 0)
 		close(wbf->fd);

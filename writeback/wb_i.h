@@ -15,6 +15,7 @@
 #include "writeback.h"
 #include "blockstate.h"
 #include "engine.h"
+#include "foliofs/list.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -129,9 +130,10 @@ struct wb_ctx {
 	struct bs_cache *cache;
 	enum wb_backing_io io;			/* backend in use */
 
+	/* The lists of files (files.c). */
 	pthread_mutex_t files_lock;		/* protects the lists, refs, dying */
 	pthread_cond_t files_cond;		/* a file reference was dropped */
-	struct wb_file *files;
+	struct list_node files;			/* wb_file.files_link, newest first */
 	/*
 	 * The dirty list (the kernel's b_dirty, b_io and b_more_io in one):
 	 * the files the flushers and reclaim walk, so that a pass costs the
@@ -141,9 +143,10 @@ struct wb_ctx {
 	 * that a write is dirtying (wb_file.writing) is on it; one that is
 	 * none of these may still be, until the next walk takes it off
 	 * (wb_dirty_snapshot).  Unordered: a walk sorts its snapshot by
-	 * wb_file.seq.  files_lock protects the list and nr_dirty.
+	 * wb_file.seq.  files_lock protects the list (wb_file.dirty_link)
+	 * and nr_dirty.
 	 */
-	struct wb_file *dirty;
+	struct list_node dirty;
 	unsigned int nr_dirty;
 	uint64_t next_seq;			/* files_lock: the next file's seq */
 
@@ -251,8 +254,7 @@ struct wb_file {
 
 	unsigned int refs;			/* files_lock: walkers using it */
 	bool dying;				/* files_lock: being freed */
-	struct wb_file *next;			/* files_lock */
-	struct wb_file *prev;
+	struct list_node files_link;		/* files_lock: on ctx->files */
 	uint64_t seq;				/* immutable: its place in creation order,
 						 * the flushers' round-robin key */
 	/*
@@ -273,13 +275,25 @@ struct wb_file {
 	 * within it must find the file.
 	 */
 	_Atomic unsigned int writing;
-	struct wb_file *dirty_next;		/* files_lock */
-	struct wb_file *dirty_prev;		/* files_lock */
+	struct list_node dirty_link;		/* files_lock: on ctx->dirty */
 };
 
 /* The wb_file whose writeback state @fs is. */
 #define wb_file_of(fs) ((struct wb_file *)((char *)(fs) - offsetof(struct wb_file, ws)))
 
+/* ---- the lists of files (files.c) ---- */
+
+/* @wbf, new, gets its key (seq) and goes on ctx->files.  Context: no lock held. */
+void wb_files_add(struct wb_ctx *ctx, struct wb_file *wbf);
+/*
+ * @wbf leaves both lists, once no walker holds a reference (it is marked
+ * dying meanwhile, so no new walker takes one).  Context: no lock held.
+ */
+void wb_files_del(struct wb_ctx *ctx, struct wb_file *wbf);
+/* The newest file of ctx->files, not referenced; NULL: none.  Context: teardown, no walker. */
+struct wb_file *wb_files_first(struct wb_ctx *ctx);
+/* The keys files have had so far, [0, result): the flushers' round-robin keys. */
+uint64_t wb_files_nr_keys(struct wb_ctx *ctx);
 /* The next live file after @prev (NULL: the first), referenced; drops @prev's reference. */
 struct wb_file *wb_next_file(struct wb_ctx *ctx, struct wb_file *prev);
 
@@ -290,8 +304,6 @@ struct wb_file *wb_next_file(struct wb_ctx *ctx, struct wb_file *prev);
  * otherwise, so not with files_lock held.
  */
 void wb_file_dirtied(struct wb_file *wbf);
-/* Take @wbf off ctx->dirty if it is on it.  Context: files_lock held. */
-void __wb_file_undirty(struct wb_file *wbf);
 
 /*
  * The live files of the dirty list, referenced, in @snap->files[0,
