@@ -5,6 +5,9 @@
 #   a. install what is missing (as root, with apt-get) and make /dev/fuse 0666
 #   b. build build/ (-Dwerror=true -Ddebug_checks=true, debugoptimized) and
 #      run the meson unit tests
+#   b2. contrib/tools/file-cycles.py on writeback/ and sim/: one test per
+#      layer, failed by a call cycle between its files other than a pair
+#      named an owner/worker pair in its source
 #   c. the pytest mount tests against build/foliofs (junit: build/pytest.xml)
 #   c2. as root, on a kernel with FUSE over io_uring: the data,
 #      throttling, cache-mode, durability and kill-priv tests again with
@@ -23,7 +26,7 @@
 #      target, passed when it exits 0; skipped when clang cannot link
 #      -fsanitize=fuzzer
 #
-# Stages b-c2 run in order; d (but its FUSE over io_uring tests, d2,
+# Stages b-c2 run in order (b2 also with --quick); d (but its FUSE over io_uring tests, d2,
 # which run after c2), e, f and g run in the background beside them,
 # niced (see "in the background" below).
 # Every stage runs even when an earlier one failed (except the tests of a
@@ -34,7 +37,7 @@
 # M > 0 or a stage could not run, else 0.
 #
 # Usage: contrib/test.sh [--quick] [--no-install]
-#   --quick       only stages b and c (a still runs unless --no-install)
+#   --quick       only stages b, b2 and c (a still runs unless --no-install)
 #   --no-install  skip stage a
 # Environment: FOLIOFS_TEST_BUDGET (seconds, default 4800): wall-clock budget
 # for the whole run; each stage's timeout is cut to what is left of it, so
@@ -405,6 +408,23 @@ uring_mounttests() {
 	echo "$old" >"$URING_PARAM"
 }
 
+# cycles NAME DIR...: stage b2, contrib/tools/file-cycles.py on each layer
+# DIR; one test per DIR.
+cycles() {
+	local name=$1 t0 d p=0 fails=0
+	shift
+	t0=$(date +%s)
+	header "$name: contrib/tools/file-cycles.py on $*"
+	for d in "$@"; do
+		if run_limited 60 "$PY" "$ROOT/contrib/tools/file-cycles.py" "$d"; then
+			p=$((p + 1))
+		else
+			fails=$((fails + 1))
+		fi
+	done
+	record "$name" $(($(date +%s) - t0)) "$p" "$fails" 0
+}
+
 # --------------------------------------------------------------------------
 
 # tidy NAME: clang-tidy's bugprone checks (but the one that flags any two
@@ -654,6 +674,9 @@ if [ "$QUICK" -eq 0 ]; then
 	fi
 	REST_PID=$BG_PID
 fi
+
+# No build needed: the sources are read as text.
+cycles "b2. file cycles" writeback sim
 
 if [ "$BUILT" -eq 1 ]; then
 	unit "b. unit tests" build 1 "$T_UNIT"
