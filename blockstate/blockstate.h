@@ -265,8 +265,8 @@ void bs_cache_set_full_wait(struct bs_cache *cache, uint32_t ms);
 /*
  * Give back pooled folio memory (see pool.c) until at most @keep_bytes is
  * left, largest chunks first; returns the bytes given back.  For a driver
- * that finds the pool idle (wb_pool_age).  Context: any thread, no
- * blockstate lock held.
+ * that finds the pool idle (writeback's engine, at the end of a flusher
+ * pass).  Context: any thread, no blockstate lock held.
  */
 uint64_t bs_cache_pool_shrink(struct bs_cache *cache, uint64_t keep_bytes);
 

@@ -21,11 +21,11 @@
  *             fsync writes the file back and flushes the device; both wait
  *             for a file another pass holds, as the mount's wb_lock makes
  *             them.
- *   flusher   cfg.flushers of them, each the loop of flush.c's
- *             flusher_main/flush_pass/flush_file over the engine's
- *             rounds and turns (wb_round_*, wb_turn_*); woken by writes
- *             over the background threshold (kicks) or
- *             writeback_interval_ms.
+ *   flusher   cfg.flushers of them, each what flush.c's
+ *             flusher_main/flush_rounds/flush_file make of the engine's
+ *             rounds and turns (wb_round_next, wb_turn_*), over every
+ *             file; woken by writes over the background threshold (the
+ *             engine's kicks) or writeback_interval_ms.
  *   reader    a read is one bs_read() of the request, as ffs_read() does
  *             it, through the readahead state of the open it came
  *             through (struct sim_open: the record's open id, or for a
@@ -180,9 +180,8 @@ struct sim_flusher {
 	enum fl_state state;
 	uint64_t wake_gen;		/* wake events carry their generation (> 0); one of
 					 * another is stale.  I/O completions carry 0. */
-	struct wb_round round;		/* the engine's round */
-	unsigned int half, i;		/* where this flusher is in it */
-	struct wb_turn turn;		/* the turn of the file at i */
+	struct wb_round round;		/* the engine's rounds, and where it is in them */
+	struct wb_turn turn;		/* the turn of the file in progress */
 	uint64_t sync_token;
 	int sync_err;
 	struct sim_file *sync_file;
@@ -236,7 +235,6 @@ struct sim {
 	size_t nr_writers, writers_left;
 	struct sim_flusher *flushers;
 	unsigned int nr_flushers;
-	unsigned int kicks;
 	int64_t reclaim_until;		/* a write that needed room waits until then */
 	int64_t submit_due;		/* when the batch the engine last submitted ends */
 	int64_t read_at;		/* the op's next backing read is issued then */
@@ -614,7 +612,7 @@ static void sim_need_clean(void *arg)
 	}
 }
 
-/* ---- the flushers (flush.c's flusher_main, flush_pass, flush_file) ---- */
+/* ---- the flushers (flush.c's flusher_main, flush_rounds, flush_file) ---- */
 
 static int flusher_go(struct sim *s, uint32_t k);
 
@@ -623,19 +621,12 @@ static int flushers_poke(struct sim *s)
 {
 	int ret = 0;
 
-	if (!s->nr_flushers || !wb_over_background(s->ctx) || s->kicks++)
+	if (!s->nr_flushers || !wb_round_poke(s->ctx))
 		return 0;
 	for (uint32_t k = 0; k < s->nr_flushers && !ret; k++)
 		if (s->flushers[k].state == FL_IDLE)
 			ret = ev_push(s, s->now, EV_FLUSHER, k, ++s->flushers[k].wake_gen);
 	return ret;
-}
-
-static void flusher_start_pass(struct sim *s, struct sim_flusher *fl)
-{
-	wb_round_begin(s->ctx, &fl->round, (unsigned int)s->nr_files);
-	fl->half = 0;
-	fl->i = 0;
 }
 
 /*
@@ -674,17 +665,44 @@ static int flusher_sync(struct sim *s, struct sim_flusher *fl, struct sim_file *
 		? -ENOMEM : 1;
 }
 
-/* Run flusher @k from where it stopped until it waits for something. */
+/*
+ * @f's turn, as flush.c's flush_file(): 1 when the flusher waits for the
+ * device (its pass, or its sync), 0 when the turn is over.
+ */
+static int flusher_turn(struct sim *s, struct sim_flusher *fl, struct sim_file *f, uint32_t k)
+{
+	int64_t due;
+	int ret = flusher_file_begin(s, fl, f);
+
+	if (ret == -EBUSY)
+		return 0;
+	if (ret == 1) {
+		due = pass_step(s, &fl->pass);
+		if (due) {
+			fl->state = FL_PASS;
+			return ev_push(s, due, EV_FLUSHER, k, 0) ? -ENOMEM : 1;
+		}
+		if (!flusher_file_end(s, fl))
+			return 0;
+	}
+	return flusher_sync(s, fl, f, k);
+}
+
+/*
+ * Flusher @k from where it stopped until it waits for something: what it
+ * waited for ends first (a batch, the rest of its turn; a sync), then the
+ * engine's rounds (wb_round_next) over every file, keyed by its index.
+ */
 static int flusher_go(struct sim *s, uint32_t k)
 {
 	struct sim_flusher *fl = &s->flushers[k];
 	int64_t due;
+	size_t i;
 	int ret;
 
 	switch (fl->state) {
 	case FL_IDLE:
-		s->kicks = 0;
-		flusher_start_pass(s, fl);
+		wb_round_begin(s->ctx, &fl->round);
 		break;
 	case FL_PASS:
 		wb_pass_complete(&fl->pass);
@@ -707,45 +725,18 @@ static int flusher_go(struct sim *s, uint32_t k)
 		break;
 	}
 	for (;;) {
-		while (fl->half < 2) {
-			struct sim_file *f;
-			unsigned int i = fl->i++;
-
-			if (i >= s->nr_files) {
-				fl->half++;
-				fl->i = 0;
-				continue;
-			}
-			if (!wb_round_turn(&fl->round, fl->half, i))
-				continue;
-			f = &s->files[i];
-			ret = flusher_file_begin(s, fl, f);
-			if (ret == -EBUSY)
-				continue;
-			if (ret == 1) {
-				due = pass_step(s, &fl->pass);
-				if (due) {
-					fl->state = FL_PASS;
-					return ev_push(s, due, EV_FLUSHER, k, 0);
-				}
-				if (!flusher_file_end(s, fl))
-					continue;
-			}
-			ret = flusher_sync(s, fl, f, k);
+		switch (wb_round_next(s->ctx, &fl->round, &i)) {
+		case WB_ROUND_PASS:
+		case WB_ROUND_LIST:
+			wb_round_list(s->ctx, &fl->round, s->nr_files, s->nr_files, NULL, NULL);
+			continue;
+		case WB_ROUND_TURN:
+			ret = flusher_turn(s, fl, &s->files[i], k);
 			if (ret)
 				return ret < 0 ? ret : 0;
-		}
-		if (s->nr_files && wb_round_again(s->ctx, &fl->round)) {
-			fl->half = 0;
-			fl->i = 0;
 			continue;
-		}
-		/* The pass is over: again at once if kicked meanwhile, else sleep. */
-		wb_pool_age(s->ctx, s->now);
-		if (s->kicks) {
-			s->kicks = 0;
-			flusher_start_pass(s, fl);
-			continue;
+		case WB_ROUND_DONE:
+			break;
 		}
 		break;
 	}

@@ -13,6 +13,8 @@
  * Nothing here reads a clock (ops->now), does I/O (ops->submit; the sync
  * is the driver's between wb_sync_begin and wb_sync_end), takes a lock of
  * the driver's or sleeps: the mount and the simulator run the same code.
+ * The one lock taken here is the context's pool_look_lock, a leaf, when a
+ * flusher's pass ends (pool_age).
  */
 #include "wb_i.h"
 #include "throttle.h"
@@ -314,21 +316,8 @@ static void round_start(struct wb_ctx *ctx, struct wb_round *r)
 	r->now = engine_now(ctx);
 }
 
-void wb_round_begin(struct wb_ctx *ctx, struct wb_round *r, uint64_t nr_keys)
-{
-	uint64_t pass_no = atomic_fetch_add(&ctx->flusher_passes, 1);
-
-	r->first = wb_fp_round_first(pass_no, nr_keys);
-	r->progress = true;
-	round_start(ctx, r);
-}
-
-bool wb_round_turn(const struct wb_round *r, unsigned int half, uint64_t key)
-{
-	return wb_fp_round_turn(half, key, r->first);
-}
-
-bool wb_round_again(struct wb_ctx *ctx, struct wb_round *r)
+/* The round is over: true (and the next one begun) if another is due. */
+static bool round_again(struct wb_ctx *ctx, struct wb_round *r)
 {
 	struct wb_fp_state s;
 
@@ -337,6 +326,97 @@ bool wb_round_again(struct wb_ctx *ctx, struct wb_round *r)
 		return false;
 	round_start(ctx, r);
 	return true;
+}
+
+/*
+ * A flusher's pass is over at @now_ns: if the pool is due a look
+ * (wb_fp_pool_look_due), give back what wb_fp_pool_keep() does not keep.
+ * pool_look_lock: flushers end passes on several threads.
+ */
+static void pool_age(struct wb_ctx *ctx, int64_t now_ns)
+{
+	struct bs_stats st;
+	uint64_t made, keep;
+
+	pthread_mutex_lock(&ctx->pool_look_lock);
+	if (!wb_fp_pool_look_due(ctx->pool_look_ns, now_ns, atomic_load(&ctx->interval_ms))) {
+		pthread_mutex_unlock(&ctx->pool_look_lock);
+		return;
+	}
+	bs_cache_stats(ctx->cache, &st);
+	made = st.pool_hits + st.pool_misses;
+	keep = wb_fp_pool_keep(st.pool_bytes, !ctx->pool_look_ns || made != ctx->pool_made_seen);
+	ctx->pool_look_ns = now_ns;
+	ctx->pool_made_seen = made;
+	pthread_mutex_unlock(&ctx->pool_look_lock);
+	if (keep < st.pool_bytes)
+		bs_cache_pool_shrink(ctx->cache, keep);
+}
+
+void wb_round_begin(struct wb_ctx *ctx, struct wb_round *r)
+{
+	atomic_store(&ctx->kicks, 0);
+	*r = (struct wb_round){ .new_pass = true };
+}
+
+void wb_round_list(struct wb_ctx *ctx, struct wb_round *r, uint64_t nr_keys, size_t nr,
+		   uint64_t (*key)(void *arg, size_t i), void *arg)
+{
+	if (r->new_pass) {
+		uint64_t pass_no = atomic_fetch_add(&ctx->flusher_passes, 1);
+
+		r->new_pass = false;
+		r->first = wb_fp_round_first(pass_no, nr_keys);
+		r->progress = true;
+		round_start(ctx, r);
+	}
+	r->nr = nr;
+	r->key = key;
+	r->key_arg = arg;
+	r->half = 0;
+	r->i = 0;
+	r->listed = true;
+}
+
+enum wb_round_step wb_round_next(struct wb_ctx *ctx, struct wb_round *r, size_t *i)
+{
+	if (!r->listed)
+		return r->new_pass ? WB_ROUND_PASS : WB_ROUND_LIST;
+	for (; r->half < 2; r->half++, r->i = 0) {
+		while (r->i < r->nr) {
+			size_t at = r->i++;
+			uint64_t key = r->key ? r->key(r->key_arg, at) : at;
+
+			if (wb_fp_round_turn(r->half, key, r->first)) {
+				*i = at;
+				return WB_ROUND_TURN;
+			}
+		}
+	}
+	r->listed = false;
+	if (round_again(ctx, r))
+		return WB_ROUND_LIST;
+	pool_age(ctx, engine_now(ctx));
+	/* Kicked during the pass: another one at once, as after a wake. */
+	if (!atomic_exchange(&ctx->kicks, 0))
+		return WB_ROUND_DONE;
+	r->new_pass = true;
+	return WB_ROUND_PASS;
+}
+
+bool wb_round_kick(struct wb_ctx *ctx)
+{
+	return atomic_fetch_add(&ctx->kicks, 1) == 0;
+}
+
+bool wb_round_poke(struct wb_ctx *ctx)
+{
+	return wb_over_background(ctx) && wb_round_kick(ctx);
+}
+
+bool wb_round_kicked(struct wb_ctx *ctx)
+{
+	return atomic_load(&ctx->kicks) != 0;
 }
 
 /* Pages of writeback budget for one background chunk (wb_fp_chunk_pages). */

@@ -23,12 +23,23 @@
  *
  * where the mount runs the loop as written and the simulator returns to
  * its event loop between next and complete.  A sync is wb_sync_begin(),
- * the driver's sync, wb_sync_end().  A flusher round (wb_round_*) walks the
- * files in round robin from a file that moves on each round; each file's
- * turn (wb_turn_*) is decided by flushpolicy.h and ends in a pass, a sync,
- * both or nothing.  What a driver does itself: hold the file for a pass
- * (the mount's wb_lock, the simulator's busy file), wait, and the sync's
- * I/O.
+ * the driver's sync, wb_sync_end().  A flusher's work, from its wake to
+ * its sleep, is an iterator too:
+ *
+ *	wb_round_begin(ctx, &r);		   it woke: the kicks are taken
+ *	while ((step = wb_round_next(ctx, &r, &i)) != WB_ROUND_DONE)
+ *		if (step == WB_ROUND_TURN)	   the turn of the driver's file i
+ *			wb_turn_plan(), a pass, wb_turn_end(), the sync check
+ *		else				   a round (or a pass) begins:
+ *			wb_round_list(ctx, &r, ...) the driver's files for it
+ *
+ * which walks the files in round robin from a key that moves on each
+ * pass, twice per round, rounds while over the background threshold and
+ * something moved, ages the idle pool and passes again if kicked
+ * meanwhile.  Each file's turn (wb_turn_*) is decided by flushpolicy.h
+ * and ends in a pass, a sync, both or nothing.  What a driver does itself: hold
+ * the file for a pass (the mount's wb_lock, the simulator's busy file),
+ * wait, wake its flushers, and the sync's I/O.
  *
  * Ranges are half-open, [start, end).
  */
@@ -201,26 +212,73 @@ void wb_fp_state_of(struct wb_ctx *ctx, struct wb_fp_state *s);
 bool wb_over_background(struct wb_ctx *ctx);
 
 /*
- * A flusher's pass over the files: rounds in round robin, each starting
- * one file further down than the last pass's (so that the threshold,
- * which ends the writing, does not always stop it on the same files),
- * repeated while over the background threshold and something moved
- * (wb_fp_round_again).  Files are placed by a key in [0, nr_keys): the
- * simulator's file index, the mount's creation number (its flushers walk
- * only the files on its dirty list, in key order: the others' turns
- * would do nothing; see wb_fp_round_turn).
+ * A flusher's work from its wake to its sleep, as an iterator
+ * (wb_round_next).  A pass over the files is rounds in round robin, each
+ * pass starting one key further down than the last (so that the
+ * threshold, which ends the writing, does not always stop it on the same
+ * files), each round walking the files twice (keys from the first, then
+ * those before it), repeated while over the background threshold and
+ * something moved (wb_fp_round_again).  After a pass the idle pool is
+ * aged (wb_fp_pool_keep), and the flusher passes again at once if it was
+ * kicked meanwhile, else it sleeps until writeback_interval_ms (the
+ * driver's wait, wb_fp_next_wake) or a kick (wb_round_poke).
+ *
+ * Files are placed by a key in [0, nr_keys): the simulator's file index,
+ * the mount's creation number (its flushers walk only the files on its
+ * dirty list, in key order: the others' turns would do nothing; see
+ * wb_fp_round_turn).  The driver lists its files for each round, in
+ * ascending key order, and gets back indices into its list.
  */
 struct wb_round {
 	uint64_t first;			/* the key the rounds start at */
 	bool progress, last_progress;	/* this round, the one before */
 	int64_t now;			/* the round's time: its turns are judged at it */
+	/* the walk */
+	bool new_pass;			/* the next list begins a pass */
+	bool listed;			/* the driver listed its files for this round */
+	unsigned int half;		/* the walk of the round (0, 1) */
+	size_t i, nr;			/* the driver's next file, and how many it listed */
+	uint64_t (*key)(void *arg, size_t i);	/* file i's key; NULL: i */
+	void *key_arg;
 };
-/* Begin a flusher pass over keys [0, @nr_keys) (counted: stat flusher_passes). */
-void wb_round_begin(struct wb_ctx *ctx, struct wb_round *r, uint64_t nr_keys);
-/* Whether the file of key @key has its turn on walk @half (0, 1) of the round. */
-bool wb_round_turn(const struct wb_round *r, unsigned int half, uint64_t key);
-/* The round is over: true (and the next one begun) if another is due. */
-bool wb_round_again(struct wb_ctx *ctx, struct wb_round *r);
+/* What wb_round_next() asks of the driver. */
+enum wb_round_step {
+	WB_ROUND_PASS,			/* a pass begins: list the files (wb_round_list) */
+	WB_ROUND_LIST,			/* another round of the pass: list them again */
+	WB_ROUND_TURN,			/* the turn of the listed file *i */
+	WB_ROUND_DONE,			/* the flusher sleeps until its next wake */
+};
+/*
+ * A flusher woke (its interval, or a kick): the kicks are taken, and the
+ * first wb_round_next() begins a pass.
+ */
+void wb_round_begin(struct wb_ctx *ctx, struct wb_round *r);
+/*
+ * The next step of the flusher @r (see enum wb_round_step).  After a
+ * TURN the driver may return to its event loop and call again when the
+ * turn is over.
+ */
+enum wb_round_step wb_round_next(struct wb_ctx *ctx, struct wb_round *r, size_t *i);
+/*
+ * The driver's files for this round (after PASS or LIST): @nr of them,
+ * file i of key @key(@arg, i) (NULL @key: i), keys ascending, among
+ * @nr_keys keys (read at a pass's first list: counted, stat
+ * flusher_passes).
+ */
+void wb_round_list(struct wb_ctx *ctx, struct wb_round *r, uint64_t nr_keys, size_t nr,
+		   uint64_t (*key)(void *arg, size_t i), void *arg);
+/*
+ * Writes may have taken the cache over the background threshold: if so,
+ * a kick, and true when it is the first since the flushers last took
+ * them: the driver then wakes its sleeping flushers, which begin with
+ * wb_round_begin(); later kicks find them awake.
+ * wb_round_kick() kicks whatever the threshold (a tunable changed the
+ * interval).  Context: any thread.
+ */
+bool wb_round_poke(struct wb_ctx *ctx);
+bool wb_round_kick(struct wb_ctx *ctx);
+/* Whether a kick waits for the flushers (the driver's wait checks it). */
+bool wb_round_kicked(struct wb_ctx *ctx);
 
 /*
  * A file's turn: plan it (the action, and the pass it makes), run the
@@ -295,12 +353,6 @@ ssize_t wb_fault_apply(struct wb_ctx *ctx, void (*name)(void *arg, char *buf, si
 		       void *arg, enum wb_fault_op op, off_t off, size_t len, ssize_t res,
 		       size_t align);
 
-/*
- * At the end of a flusher pass at @now_ns (the driver's clock): if the
- * pool is due a look (wb_fp_pool_look_due), give back what
- * wb_fp_pool_keep() does not keep.  Context: a flusher, no lock held.
- */
-void wb_pool_age(struct wb_ctx *ctx, int64_t now_ns);
 /*
  * One line of the stats log into @line (@line_size, at least
  * WB_STATSLOG_LINE_MAX): {"time_ms": @time_ms, "unix_ms": @unix_ms (left

@@ -10,11 +10,12 @@
  * of cache_size), like the kernel's wb_workfn: over the threshold they
  * write back files round-robin, one chunk of writeback budget per file
  * per turn, until under it; otherwise they write files whose data has
- * been dirty longer than dirty_expire_ms.  The rounds and the turns are
- * the engine's (wb_round_*, wb_turn_*); what is the mount's here is the
- * walk of the dirty list (wb_ctx.dirty: the files with dirty or unsynced
- * data, as the kernel walks b_dirty and never a clean inode), holding a
- * file (wb_lock) and sleeping.
+ * been dirty longer than dirty_expire_ms.  The rounds, their walk, the
+ * kicks and the turns are the engine's (wb_round_*, wb_turn_*); what is
+ * the mount's here is what each round walks, a snapshot of the dirty list
+ * (files.c: the files with dirty or unsynced data, as the kernel walks
+ * b_dirty and never a clean inode), holding a file (wb_lock), sleeping
+ * and waking.
  *
  * The mount's writes complete in the engine's submit (backing.c), so a
  * pass is the engine's loop as written: next, complete, ..., end.
@@ -121,18 +122,34 @@ void wb_need_clean(void *arg)
 
 /* ---- flusher threads ---- */
 
-void wb_flushers_kick(struct wb_ctx *ctx)
+/* Wake the flushers that sleep: they take the kicks (wb_round_begin). */
+static void flushers_wake(struct wb_ctx *ctx)
 {
 	pthread_mutex_lock(&ctx->flush_lock);
-	if (!ctx->kicks++)
-		pthread_cond_broadcast(&ctx->flush_cond);
+	pthread_cond_broadcast(&ctx->flush_cond);
 	pthread_mutex_unlock(&ctx->flush_lock);
+}
+
+void wb_flushers_kick(struct wb_ctx *ctx)
+{
+	if (wb_round_kick(ctx))
+		flushers_wake(ctx);
 }
 
 void wb_flushers_poke(struct wb_ctx *ctx)
 {
-	if (ctx->nr_flushers && wb_over_background(ctx))
-		wb_flushers_kick(ctx);
+	if (ctx->nr_flushers && wb_round_poke(ctx))
+		flushers_wake(ctx);
+}
+
+static bool flushers_stopping(struct wb_ctx *ctx)
+{
+	bool stopping;
+
+	pthread_mutex_lock(&ctx->flush_lock);
+	stopping = ctx->stopping;
+	pthread_mutex_unlock(&ctx->flush_lock);
+	return stopping;
 }
 
 /*
@@ -157,56 +174,50 @@ static void flush_file(struct wb_ctx *ctx, struct wb_round *r, struct wb_file *f
 		wb_turn_sync_failed(ctx);
 }
 
-/*
- * One flusher pass: the engine's rounds over the files of the dirty list
- * (the others' turns would do nothing), each round over a snapshot of it
- * taken at its start, in key order (wb_file.seq) from the round's first
- * key.  The keys are [0, next_seq): a key whose file is clean, or gone,
- * is a turn that does nothing, as in the simulator, which walks all its
- * files.  @snap: the flusher's, kept from pass to pass.
- */
-static void flush_pass(struct wb_ctx *ctx, struct wb_dirty_snapshot *snap)
+/* The round-robin key of the snapshot's file @i (wb_round_list). */
+static uint64_t snapshot_key(void *arg, size_t i)
 {
-	struct wb_round r;
-	uint64_t nr_keys;
-
-	pthread_mutex_lock(&ctx->files_lock);
-	nr_keys = ctx->next_seq;
-	pthread_mutex_unlock(&ctx->files_lock);
-	wb_round_begin(ctx, &r, nr_keys);
-	do {
-		if (wb_dirty_snapshot(ctx, snap, true)) {
-			wb_log("flusher: no memory to list the dirty files; trying again at the next wake");
-			return;
-		}
-		for (unsigned int half = 0; half < 2; half++) {
-			for (unsigned int i = 0; i < snap->nr; i++) {
-				if (wb_round_turn(&r, half, snap->files[i]->seq))
-					flush_file(ctx, &r, snap->files[i]);
-			}
-		}
-		wb_dirty_snapshot_put(ctx, snap);
-	} while (wb_round_again(ctx, &r));
+	return ((struct wb_dirty_snapshot *)arg)->files[i]->seq;
 }
 
-void wb_pool_age(struct wb_ctx *ctx, int64_t now_ns)
+/*
+ * The engine's rounds from a wake to the next sleep (wb_round_next) over
+ * the files of the dirty list (the others' turns would do nothing), each
+ * round over a snapshot of it taken at its start, sorted by key
+ * (wb_file.seq).  The keys are [0, next_seq): a key whose file is clean,
+ * or gone, is a turn that does nothing, as in the simulator, which walks
+ * all its files.  A stop is seen at the start of a pass.  @snap: the
+ * flusher's, kept from wake to wake.
+ */
+static void flush_rounds(struct wb_ctx *ctx, struct wb_dirty_snapshot *snap)
 {
-	struct bs_stats st;
-	uint64_t made, keep;
+	struct wb_round r;
+	size_t i;
 
-	pthread_mutex_lock(&ctx->pool_look_lock);
-	if (!wb_fp_pool_look_due(ctx->pool_look_ns, now_ns, atomic_load(&ctx->interval_ms))) {
-		pthread_mutex_unlock(&ctx->pool_look_lock);
-		return;
+	wb_round_begin(ctx, &r);
+	for (;;) {
+		switch (wb_round_next(ctx, &r, &i)) {
+		case WB_ROUND_TURN:
+			flush_file(ctx, &r, snap->files[i]);
+			continue;
+		case WB_ROUND_PASS:
+			if (flushers_stopping(ctx))
+				break;
+			/* fall through */
+		case WB_ROUND_LIST:
+			wb_dirty_snapshot_put(ctx, snap);
+			if (wb_dirty_snapshot(ctx, snap, true)) {
+				wb_log("flusher: no memory to list the dirty files; trying again at the next wake");
+				return;
+			}
+			wb_round_list(ctx, &r, wb_files_nr_keys(ctx), snap->nr, snapshot_key, snap);
+			continue;
+		case WB_ROUND_DONE:
+			break;
+		}
+		break;
 	}
-	bs_cache_stats(ctx->cache, &st);
-	made = st.pool_hits + st.pool_misses;
-	keep = wb_fp_pool_keep(st.pool_bytes, !ctx->pool_look_ns || made != ctx->pool_made_seen);
-	ctx->pool_look_ns = now_ns;
-	ctx->pool_made_seen = made;
-	pthread_mutex_unlock(&ctx->pool_look_lock);
-	if (keep < st.pool_bytes)
-		bs_cache_pool_shrink(ctx->cache, keep);
+	wb_dirty_snapshot_put(ctx, snap);
 }
 
 static void *flusher_main(void *arg)
@@ -219,7 +230,7 @@ static void *flusher_main(void *arg)
 
 	pthread_mutex_lock(&ctx->flush_lock);
 	while (!ctx->stopping) {
-		if (!ctx->kicks) {
+		if (!wb_round_kicked(ctx)) {
 			/* On the monotonic clock, whatever clock flush_cond was made with. */
 			int64_t due = wb_fp_next_wake(wb_now_ns(), atomic_load(&ctx->interval_ms));
 			struct timespec ts = {
@@ -230,12 +241,10 @@ static void *flusher_main(void *arg)
 			pthread_cond_clockwait(&ctx->flush_cond, &ctx->flush_lock,
 					       CLOCK_MONOTONIC, &ts);
 		}
-		ctx->kicks = 0;
 		if (ctx->stopping)
 			break;
 		pthread_mutex_unlock(&ctx->flush_lock);
-		flush_pass(ctx, &snap);
-		wb_pool_age(ctx, wb_now_ns());
+		flush_rounds(ctx, &snap);
 		pthread_mutex_lock(&ctx->flush_lock);
 	}
 	pthread_mutex_unlock(&ctx->flush_lock);

@@ -150,10 +150,10 @@ struct wb_ctx {
 	unsigned int nr_dirty;
 	uint64_t next_seq;			/* files_lock: the next file's seq */
 
+	/* The mount's flusher threads (flush.c). */
 	pthread_mutex_t flush_lock;		/* protects the flusher state below */
-	pthread_cond_t flush_cond;		/* kick the flushers */
+	pthread_cond_t flush_cond;		/* wake the flushers (a first kick, a stop) */
 	bool stopping;
-	unsigned int kicks;
 	pthread_t *flushers;
 	unsigned int nr_flushers;
 
@@ -186,8 +186,16 @@ struct wb_ctx {
 	/* The engine's driver (wb_ctx_set_engine): immutable once files exist. */
 	const struct wb_engine_ops *engine;
 	void *engine_arg;
+	/*
+	 * Kicks since a flusher last woke (wb_round_poke/kick, taken by
+	 * wb_round_begin and at a pass's end): the engine's, for both
+	 * drivers.  The mount's flushers check it under flush_lock before
+	 * they sleep, and a first kick broadcasts flush_cond under it, so no
+	 * wake is lost.
+	 */
+	_Atomic unsigned int kicks;
 
-	/* The idle pool's aging (wb_pool_age): pool_look_lock protects both. */
+	/* The idle pool's aging (engine.c's pool_age): pool_look_lock protects both. */
 	pthread_mutex_t pool_look_lock;
 	int64_t pool_look_ns;			/* last look, 0: none yet */
 	uint64_t pool_made_seen;		/* folios made (pool hits + misses) then */
