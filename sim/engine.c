@@ -7,8 +7,8 @@
  * bs_write()/bs_read(); the writeback engine (writeback/engine.h: passes,
  * syncs, errors and backoff, the flushers' rounds and turns) with this
  * file as its second driver, its ops the device model and the virtual
- * clock; the throttler (throttle.c) through the same calls balance.c
- * makes; the run-time settings (tunables.c) and the stats
+ * clock; the throttler (throttle.c) through balance.c's calls with the
+ * virtual time (wb_balance_dirty_at); the run-time settings (tunables.c) and the stats
  * (wb_ctx_stats).  What is modelled instead: time, the backing device,
  * and the threads, which become state machines resumed by events:
  *
@@ -92,7 +92,6 @@
  */
 #include "sim.h"
 #include "engine.h"
-#include "throttle.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -109,7 +108,7 @@ struct sim_file {
 	/* Its writeback state, as the mount's wb_file keeps it (engine.h). */
 	struct wb_fstate ws;
 	struct wb_pass *busy;		/* the pass holding it (the mount's wb_lock) */
-	uint64_t err_seen;		/* ws.err_seq an fsync last reported */
+	uint64_t err_seen;		/* the fsyncs' errseq cursor (wb_errseq_check) */
 };
 
 /* The sim_file whose writeback state @fs is. */
@@ -1011,22 +1010,16 @@ static int writer_write(struct sim *s, uint32_t w, struct sim_file *f, const str
 		left -= (size_t)got;
 	}
 	dirtied = bs_thread_dirtied_take();
-	if (!f->ws.dirtied_ns && bs_file_has_held(f->ws.bs))
-		f->ws.dirtied_ns = s->now;
+	wb_fstate_dirtied(s->ctx, &f->ws);
 	done = io_done(s);
 	/* wb_balance_dirty(): no flushers, nobody paused. */
-	if (s->nr_flushers &&
-	    wb_throttle_charge_write(s->ctx, (pid_t)wr->pid, dirtied, s->now)) {
-		struct wb_throttle_sample smp;
-
-		wb_throttle_sample_of(s->ctx, &smp);
-		pause = wb_throttle_balance(wb_ctx_throttle(s->ctx), (pid_t)wr->pid, &smp, s->now);
-	}
+	if (s->nr_flushers)
+		pause = wb_balance_dirty_at(s->ctx, (pid_t)wr->pid, dirtied, s->now);
 	note_peaks(s);
 	if (flushers_poke(s))
 		return -ENOMEM;
 	if (pause) {
-		wb_throttle_held_add(wb_ctx_throttle(s->ctx), 1);
+		wb_throttle_held(s->ctx);
 		wr->hold_start = s->now;
 		wr->state = WR_PAUSED;
 		return ev_push(s, s->now + pause, EV_WRITER, w, 0);
@@ -1067,15 +1060,11 @@ static int writer_read(struct sim *s, uint32_t w, struct sim_file *f, const stru
  * @f lost its last name: its cache goes unwritten, as the mount's goes
  * when the kernel forgets the file (see the top), failures and all.
  */
-static void file_drop(struct sim_file *f)
+static void file_drop(struct sim *s, struct sim_file *f)
 {
 	bs_truncate(f->ws.bs, 0);
-	f->ws.dirtied_ns = 0;
-	f->ws.bg_next = 0;
-	f->ws.retry_ns = 0;
-	f->ws.backoff_ms = 0;
-	f->ws.err = 0;
-	f->ws.err_seq = f->err_seen = 0;
+	wb_fstate_reset(s->ctx, &f->ws);
+	f->err_seen = wb_errseq_sample(&f->ws);
 }
 
 /* The fsync in progress is over with @err: errseq reports a writeback error once. */
@@ -1083,11 +1072,7 @@ static int writer_fsync_done(struct sim *s, uint32_t w, int err)
 {
 	struct sim_file *f = &s->files[s->writers[w].cur.file];
 
-	if (f->err_seen != f->ws.err_seq) {
-		f->err_seen = f->ws.err_seq;
-		if (!err)
-			err = f->ws.err;
-	}
+	err = wb_errseq_check(&f->ws, &f->err_seen, err);
 	if (err)
 		s->res->fsync_errors++;
 	note_peaks(s);
@@ -1273,30 +1258,26 @@ static int writer_issue(struct sim *s, uint32_t w)
 			bs_truncate(f->ws.bs, (off_t)r->length);
 		break;
 	default:	/* unlink, rename */
-		file_drop(f);
+		file_drop(s, f);
 		break;
 	}
-	if (!bs_file_has_held(f->ws.bs))
-		f->ws.dirtied_ns = 0;
+	wb_fstate_cleaned(s->ctx, &f->ws);
 	return writer_op_done(s, w, s->now);
 }
 
 static int writer_go(struct sim *s, uint32_t w)
 {
 	struct sim_writer *wr = &s->writers[w];
-	struct wb_throttle_sample smp;
 	int64_t pause, due;
 
 	switch (wr->state) {
 	case WR_READY:
 		return writer_issue(s, w);
 	case WR_PAUSED:
-		wb_throttle_sample_of(s->ctx, &smp);
-		pause = wb_throttle_again(wb_ctx_throttle(s->ctx), (pid_t)wr->pid, &smp, s->now);
+		pause = wb_balance_dirty_again_at(s->ctx, (pid_t)wr->pid, s->now);
 		if (pause)
 			return ev_push(s, s->now + pause, EV_WRITER, w, 0);
-		wb_throttle_unheld_at(wb_ctx_throttle(s->ctx), (pid_t)wr->pid, s->now - wr->hold_start,
-				      false);
+		wb_throttle_unheld(s->ctx, (pid_t)wr->pid, s->now - wr->hold_start, false);
 		if (vec_add(&s->pauses, s->now - wr->hold_start))
 			return -ENOMEM;
 		return writer_op_done(s, w, s->now);
@@ -1445,13 +1426,15 @@ static int setup_actors(struct sim *s)
 	/* Files are numbered in id order, made in the order the trace first names them. */
 	for (size_t i = 0; i < s->nr_files; i++) {
 		struct sim_file *f = &s->files[t->file_order[i]];
+		struct bs_file *bs;
 
 		f->s = s;
 		f->id = t->files[t->file_order[i]].id;
 		ret = bs_file_create(wb_ctx_cache(s->ctx), &sim_backing_ops, f,
-				     (off_t)t->files[t->file_order[i]].size, &f->ws.bs);
+				     (off_t)t->files[t->file_order[i]].size, &bs);
 		if (ret)
 			return ret;
+		wb_fstate_init(&f->ws, bs);
 	}
 	ret = sim_feed_open(&s->feed, t, s->feed_window, s->err, s->errlen);
 	if (ret)

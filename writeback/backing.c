@@ -446,7 +446,7 @@ void wb_sync_size(struct wb_file *wbf)
 			wb_report(wbf, "setting the size of", err);
 			goto out;
 		}
-		atomic_store(&wbf->ws.unsynced, true);
+		wb_fstate_unsynced(wbf->ctx, &wbf->ws);
 	}
 	wbf->backing_size = size;
 out:

@@ -99,6 +99,57 @@ static void update_dirtied(struct wb_ctx *ctx, struct wb_fstate *f)
 		tell_dirtied(ctx, f);
 }
 
+/* ---- a file's state ---- */
+
+void wb_fstate_init(struct wb_fstate *f, struct bs_file *bs)
+{
+	f->bs = bs;
+}
+
+void wb_fstate_dirtied(struct wb_ctx *ctx, struct wb_fstate *f)
+{
+	note_dirtied(ctx, f);
+}
+
+void wb_fstate_cleaned(struct wb_ctx *ctx, struct wb_fstate *f)
+{
+	update_dirtied(ctx, f);
+}
+
+void wb_fstate_unsynced(struct wb_ctx *ctx, struct wb_fstate *f)
+{
+	(void)ctx;
+	atomic_store(&f->unsynced, true);
+}
+
+void wb_fstate_reset(struct wb_ctx *ctx, struct wb_fstate *f)
+{
+	(void)ctx;
+	atomic_store(&f->dirtied_ns, 0);
+	atomic_store(&f->bg_next, 0);
+	atomic_store(&f->retry_ns, 0);
+	atomic_store(&f->backoff_ms, 0);
+	atomic_store(&f->err, 0);
+	atomic_store(&f->err_seq, 0);
+}
+
+uint64_t wb_errseq_sample(const struct wb_fstate *f)
+{
+	return atomic_load(&f->err_seq);
+}
+
+int wb_errseq_check(const struct wb_fstate *f, uint64_t *seen, int err)
+{
+	uint64_t seq = atomic_load(&f->err_seq);
+
+	if (seen && *seen != seq) {
+		*seen = seq;
+		if (!err)
+			err = atomic_load(&f->err);
+	}
+	return err;
+}
+
 /* ---- the throttler's view ---- */
 
 void wb_throttle_sample_of(struct wb_ctx *ctx, struct wb_throttle_sample *s)

@@ -37,7 +37,11 @@
  * pass, twice per round, rounds while over the background threshold and
  * something moved, ages the idle pool and passes again if kicked
  * meanwhile.  Each file's turn (wb_turn_*) is decided by flushpolicy.h
- * and ends in a pass, a sync, both or nothing.  What a driver does itself: hold
+ * and ends in a pass, a sync, both or nothing.  The state a file's
+ * writeback keeps (struct wb_fstate) changes only in the engine's calls:
+ * a driver reads it, and tells the engine what happened to the file
+ * (wb_fstate_*: dirtied, maybe clean again, dropped) and asks it for the
+ * errors an fsync reports (wb_errseq_*).  What a driver does itself: hold
  * the file for a pass (the mount's wb_lock, the simulator's busy file),
  * wait, wake its flushers, and the sync's I/O.
  *
@@ -66,7 +70,9 @@ struct wb_throttle;
  * One file's writeback state, shared by both drivers.  The fields are
  * atomics read without a lock by the flushers' decisions; a pass changes
  * them while its driver holds the file (the mount's wb_lock), a sync or a
- * write may at any time.
+ * write may at any time.  Only engine.c writes them (drivers call the
+ * wb_fstate_*, wb_pass_*, wb_sync_* and wb_turn_* functions); drivers may
+ * read them.
  */
 struct wb_fstate {
 	struct bs_file *bs;			/* immutable */
@@ -162,6 +168,44 @@ struct wb_engine_ops {
 
 /* The driver of @ctx's writeback: @ops with @arg (before any pass). */
 void wb_ctx_set_engine(struct wb_ctx *ctx, const struct wb_engine_ops *ops, void *arg);
+
+/* ---- a file's state (struct wb_fstate) ---- */
+
+/* @f, zeroed, is the state of the cache file @bs: clean, no error. */
+void wb_fstate_init(struct wb_fstate *f, struct bs_file *bs);
+/*
+ * A write dirtied @f: it gets an age (now) if it holds dirty data and has
+ * none, and the driver's dirtied op.  Context: any thread, after the
+ * write's bs_write().
+ */
+void wb_fstate_dirtied(struct wb_ctx *ctx, struct wb_fstate *f);
+/*
+ * @f may hold no dirty data any more (a truncate, a punched hole, its
+ * cache dropped): its age is forgotten unless it still holds some.
+ * Context: as wb_fstate_dirtied().
+ */
+void wb_fstate_cleaned(struct wb_ctx *ctx, struct wb_fstate *f);
+/*
+ * The driver changed @f's backing file beside its data (the mount set its
+ * size after a pass wrote it whole): the next sync must make that
+ * durable too.  Context: the written_whole op.
+ */
+void wb_fstate_unsynced(struct wb_ctx *ctx, struct wb_fstate *f);
+/*
+ * @f's cache was dropped unwritten (the file lost its last name): its
+ * age, background position, backoff and errors go, as for a new file.
+ * Context: the caller holds the file (no pass runs).
+ */
+void wb_fstate_reset(struct wb_ctx *ctx, struct wb_fstate *f);
+
+/*
+ * errseq: an fsync's cursor (@seen, from wb_errseq_sample() when its open
+ * began) hears of each writeback error once.  wb_errseq_check() returns
+ * @err, or when that is 0 and an error was recorded since *@seen, the
+ * last one; *@seen moves to now.  @seen NULL: @err.
+ */
+uint64_t wb_errseq_sample(const struct wb_fstate *f);
+int wb_errseq_check(const struct wb_fstate *f, uint64_t *seen, int err);
 
 /* ---- a pass ---- */
 
@@ -333,6 +377,15 @@ struct bs_cache *wb_ctx_cache(struct wb_ctx *ctx);
 struct wb_throttle *wb_ctx_throttle(struct wb_ctx *ctx);
 /* writeback_interval_ms now (a tunable). */
 uint32_t wb_ctx_interval_ms(struct wb_ctx *ctx);
+/*
+ * wb_balance_dirty() and wb_balance_dirty_again() (writeback.h) at
+ * @now_ns on the driver's clock, without the mount's part: only a driver
+ * whose flushers run calls them (with none, nothing would write back
+ * while a writer waits), and waking the flushers after a pause is the
+ * driver's (wb_round_poke).  Context: as wb_balance_dirty().
+ */
+int64_t wb_balance_dirty_at(struct wb_ctx *ctx, pid_t pid, uint64_t dirtied, int64_t now_ns);
+int64_t wb_balance_dirty_again_at(struct wb_ctx *ctx, pid_t pid, int64_t now_ns);
 /*
  * Backing writes a driver made: @ios writes, @bytes written, @submits
  * system calls (stats backing_write_ios, _bytes, _submits).

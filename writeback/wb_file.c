@@ -125,6 +125,7 @@ int wb_file_alloc(struct wb_ctx *ctx, int fd, enum wb_access access,
 		  struct wb_file **out)
 {
 	struct wb_file *wbf = calloc(1, sizeof(*wbf));
+	struct bs_file *bs;
 	struct stat st;
 	int ret = -ENOMEM;
 
@@ -151,9 +152,10 @@ int wb_file_alloc(struct wb_ctx *ctx, int fd, enum wb_access access,
 		st.st_size = (off_t)bytes;
 	}
 	wbf->backing_size = st.st_size;
-	ret = bs_file_create(ctx->cache, &wb_backing_ops, wbf, st.st_size, &wbf->ws.bs);
+	ret = bs_file_create(ctx->cache, &wb_backing_ops, wbf, st.st_size, &bs);
 	if (ret)
 		goto out_destroy;
+	wb_fstate_init(&wbf->ws, bs);
 	bs_file_set_ino(wbf->ws.bs, (uint64_t)st.st_ino);
 	if (S_ISBLK(st.st_mode))
 		bs_file_fix_size(wbf->ws.bs);
@@ -349,10 +351,8 @@ static ssize_t cache_write(struct wb_file *wbf, const void *buf, size_t len, off
 	if (n == -ENOSPC)
 		report_full(wbf->ctx);
 	if (n > 0) {
-		int64_t zero = 0;
-
 		atomic_store(&wbf->mtime_ns, wall_ns());
-		atomic_compare_exchange_strong(&wbf->ws.dirtied_ns, &zero, wb_now_ns());
+		wb_fstate_dirtied(wbf->ctx, &wbf->ws);
 	}
 	atomic_fetch_sub(&wbf->writing, 1);
 	if (n > 0)
@@ -536,14 +536,13 @@ void wb_file_mtime_set(struct wb_file *wbf, const struct timespec *mtime)
 
 uint64_t wb_file_err_sample(struct wb_file *wbf)
 {
-	return atomic_load(&wbf->ws.err_seq);
+	return wb_errseq_sample(&wbf->ws);
 }
 
 int wb_fsync(struct wb_file *wbf, bool datasync, uint64_t *seen)
 {
 	/* What was written before the call; later writes are not waited for. */
 	int ret = tail_settle(wbf);
-	uint64_t seq;
 
 	if (!ret)
 		ret = wb_writeback_range(wbf, 0, bs_file_size(wbf->ws.bs));
@@ -560,13 +559,7 @@ int wb_fsync(struct wb_file *wbf, bool datasync, uint64_t *seen)
 		ret = wb_sync_file(wbf, datasync);
 	}
 	/* errseq: each cursor hears of each error once. */
-	seq = atomic_load(&wbf->ws.err_seq);
-	if (seen && *seen != seq) {
-		*seen = seq;
-		if (!ret)
-			ret = atomic_load(&wbf->ws.err);
-	}
-	return ret;
+	return wb_errseq_check(&wbf->ws, seen, ret);
 }
 
 /*
