@@ -366,11 +366,18 @@ mounttests() {
 	if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
 		printf '\n*** pytest timed out after %ss\n' "$t"
 		note="timed out after ${t}s"
-		# Detach the mounts that killed daemons may have left behind.
+		# Detach the mounts that killed daemons may have left behind:
+		# those new since the stage began whose daemon is gone (ENOTCONN).
+		# A live one may be another session's on this machine: left alone.
 		leaked=$(comm -13 <(echo "$before") <(fuse_mounts))
 		for m in $leaked; do
-			echo "lazy-unmounting leftover $m"
-			fusermount3 -u -z "$m" 2>/dev/null || umount -l "$m"
+			case $(timeout 10 stat -c %i "$m" 2>&1 >/dev/null) in
+			*"not connected"*)
+				echo "lazy-unmounting leftover $m (its daemon is gone)"
+				fusermount3 -u -z "$m" 2>/dev/null || umount -l "$m"
+				;;
+			*) echo "left mounted: $m (its daemon answers; maybe not this run's)" ;;
+			esac
 		done
 	fi
 	counts=$(count_junit "$xml")
