@@ -178,7 +178,13 @@ void wb_throttle_sample_of(struct wb_ctx *ctx, struct wb_throttle_sample *s)
 	s->writeback = st.nr_writeback;
 }
 
-/* The throttler's bandwidth estimate follows writeback (kernel: do_writepages). */
+/*
+ * The throttler's bandwidth estimate follows writeback as the kernel's
+ * do_writepages() updates it: at the start of a pass over a file, and at
+ * its end (not after each batch: the kernel updates once per writepages
+ * call, and the window writeback keeps restarting is the one a throttled
+ * writer must find stale to move the rate limit).
+ */
 static void throttle_note(struct wb_ctx *ctx, bool starting)
 {
 	struct wb_throttle_sample s;
@@ -270,7 +276,6 @@ void wb_pass_complete(struct wb_pass *p)
 	for (int i = 0; i < p->nr_runs; i++)
 		bs_wb_complete(p->file->bs, &p->runs[i], p->io[p->group_of[i]].res);
 	p->nr_runs = 0;
-	throttle_note(p->ctx, false);
 }
 
 off_t wb_pass_stop(const struct wb_pass *p)
@@ -297,6 +302,7 @@ int wb_pass_end(struct wb_pass *p)
 	else
 		works_again(ctx, f);
 	update_dirtied(ctx, f);
+	throttle_note(ctx, false);
 	return p->first_err;
 }
 

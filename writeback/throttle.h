@@ -153,10 +153,12 @@ int64_t wb_throttle_again(struct wb_throttle *t, pid_t pid,
 			  const struct wb_throttle_sample *s, int64_t now_ns);
 
 /*
- * wb_throttle_update - update the bandwidth estimate, the rate limit and
- * the hard limit if WB_BW_INTERVAL_NS has passed since the last update
- * (writers do this too; call it from writeback so the estimate follows
- * completions when no writer is throttled).
+ * wb_throttle_update - a pass over a file ended with nothing of it in
+ * flight: update the bandwidth estimate if WB_BW_INTERVAL_NS has passed
+ * since anyone last updated the estimates, and once more
+ * WB_BW_INTERVAL_NS later (as the kernel's do_writepages() and bw_dwork
+ * do).  A throttled writer updates the rate limit and the hard limit only
+ * when it finds the estimates that old.
  */
 void wb_throttle_update(struct wb_throttle *t, const struct wb_throttle_sample *s,
 			int64_t now_ns);
@@ -177,8 +179,9 @@ bool wb_throttle_recheck(struct wb_throttle *t, pid_t pid,
 void wb_throttle_unheld_at(struct wb_throttle *t, pid_t pid, int64_t held_ns, bool early);
 
 /*
- * Writeback is starting: after an idle spell the bandwidth window
- * restarts now, so idle time does not count as slow writing.
+ * Writeback is starting: after more than a second without an update and
+ * with nothing in flight, the estimates' window restarts now, so idle
+ * time does not count as slow writing.
  */
 void wb_throttle_writeback_start(struct wb_throttle *t, const struct wb_throttle_sample *s,
 				 int64_t now_ns);

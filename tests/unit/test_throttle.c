@@ -43,6 +43,7 @@ struct model {
 	int64_t max_pause;
 	int64_t pause_over_max;		/* pauses longer than the max_pause they were due */
 	bool device_busy;
+	uint64_t pass_pages;		/* written in the current pass */
 	uint64_t pauses;
 	double dirty_sum;
 	uint64_t dirty_samples;
@@ -80,18 +81,31 @@ static bool over_background(const struct wb_throttle_limits *l, const struct wb_
 	return wb_fp_over_background(&st);
 }
 
+/* The end of a flusher's pass over the file, as the engine tells the throttler. */
+static void pass_end(struct model *m)
+{
+	wb_throttle_update(m->t, &m->s, m->now);
+	m->pass_pages = 0;
+}
+
 /*
  * Advance the device by @dt: background writeback above a background
- * threshold.  device_bw counts pinned pages (whole folios, as the mount's
- * write_bw does); each charged page written unpins pin / chunk of them.
+ * threshold, in passes of one chunk each (the engine's: half a second at
+ * the bandwidth, wb_fp_chunk_pages()), with the throttler told of each
+ * pass's start and end.  device_bw counts pinned pages (whole folios, as
+ * the mount's write_bw does); each charged page written unpins pin /
+ * chunk of them.
  */
 static void device_step(struct model *m, int64_t dt)
 {
 	uint64_t per = m->pin ? m->pin / m->chunk : 1;
+	struct wb_throttle_stats st;
 	double pages;
 	uint64_t n;
 
 	if (!over_background(&m->limits, &m->s)) {
+		if (m->device_busy)
+			pass_end(m);
 		m->device_busy = false;
 		return;
 	}
@@ -108,8 +122,12 @@ static void device_step(struct model *m, int64_t dt)
 	m->s.dirty -= n;
 	m->s.pinned -= m->pin ? n * per : 0;
 	m->s.written += n * per;
-	/* The flushers update the estimate after each batch. */
-	wb_throttle_update(m->t, &m->s, m->now);
+	m->pass_pages += n * per;
+	wb_throttle_stats(m->t, &st);
+	if (m->pass_pages >= (uint64_t)wb_fp_chunk_pages(st.avg_write_bw, st.dirty_limit)) {
+		pass_end(m);
+		wb_throttle_writeback_start(m->t, &m->s, m->now);
+	}
 }
 
 /*
