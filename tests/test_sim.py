@@ -221,16 +221,18 @@ def test_compare_prints_counts_as_integers(tmp_path):
 def test_seed_pinned_limit_holds(tmp_path):
     """Under dirty_account=page an 8 KiB write is charged 2 pages but may
     pin a 2 MiB folio: the pinned limit (5% of cache_size) must hold all
-    the same, passed by at most one write's folio per writer (each
-    pinning write is checked).  Before writers were checked by what they
-    pinned, the seed trace peaked at 408 MiB for a 102 MiB limit."""
+    the same, passed by at most two writes' folios per writer (each write
+    is checked, as the kernel checks, on what the writer pinned before it;
+    the write being checked has pinned its folio already).  Before writers
+    were checked by what they pinned, the seed trace peaked at 408 MiB for
+    a 102 MiB limit."""
     t = gen(tmp_path, SEED_SPEC)
     p = sim(t, '-o', SEED_OPTS + ',dirty_account=page,dirty_pinned_ratio=5')
     limit = int(re.search(r'^pinned_thresh (\d+)$', p.stdout, re.M).group(1)) * 4096
     peak = int(re.search(r'peak_pinned_bytes (\d+)', p.stdout).group(1))
     print('pinned limit %d MiB, peak %.1f MiB' % (limit >> 20, peak / (1 << 20)))
     assert limit > 0
-    assert peak <= limit + 4 * (2 << 20), (peak, limit)
+    assert peak <= limit + 2 * 4 * (2 << 20), (peak, limit)
 
 
 # Records replayed per second of CPU, at least: a release build does

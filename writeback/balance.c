@@ -13,8 +13,12 @@ bool wb_throttle_charge_write(struct wb_ctx *ctx, pid_t pid, uint64_t dirtied, i
 {
 	uint64_t pinned = bs_thread_pinned_take();
 
-	return (dirtied || pinned) &&
-	       wb_throttle_charge_pinned(ctx->throttle, pid, dirtied, pinned, now_ns);
+	/*
+	 * Every write is a check, also one that charged nothing (an
+	 * overwrite of dirty blocks): the check is of what the writer's
+	 * earlier writes charged, as the kernel's is.
+	 */
+	return wb_throttle_charge_pinned(ctx->throttle, pid, dirtied, pinned, now_ns);
 }
 
 int64_t wb_balance_dirty_at(struct wb_ctx *ctx, pid_t pid, uint64_t dirtied, int64_t now_ns)

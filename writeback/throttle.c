@@ -138,6 +138,8 @@ struct wb_writer {
 	uint64_t nr_dirtied;		/* bytes charged since the last check */
 	uint64_t nr_dirtied_pause;	/* pages: check again after this many */
 	uint64_t nr_pinned;		/* bytes newly pinned since the last check */
+	uint64_t next_dirtied;		/* bytes the write being checked charged, */
+	uint64_t next_pinned;		/* and pinned: counted after the check */
 	uint64_t nr_pinned_pause;	/* pages: or after pinning this many */
 	int64_t dirty_paused_when;	/* jiffies: when its last pause ended, 0: never */
 	uint64_t pages_dirtied;		/* what the last pause was for */
@@ -617,6 +619,8 @@ static struct wb_writer *writer_get(struct wb_throttle *t, pid_t pid, int64_t no
 		if (!w)
 			return NULL;	/* not tracked: runs free this time */
 		w->pid = pid;
+		/* A new task's first check point (the kernel's, at fork): 32 pages. */
+		w->nr_dirtied_pause = w->nr_pinned_pause = DIRTY_POLL_THRESH;
 		w->next = *head;
 		*head = w;
 		t->nr_writers++;
@@ -835,6 +839,29 @@ static bool check_due(const struct wb_throttle *t, uint64_t count, uint64_t paus
 	return count >= pause * PAGE_BYTES || total >= max_u64(thresh / 32, 16) * PAGE_BYTES;
 }
 
+/* Count what @w's last write charged and pinned. Context: lock held. */
+static void count_write(struct wb_throttle *t, struct wb_writer *w, uint64_t dirtied_bytes,
+			uint64_t pinned_bytes)
+{
+	w->nr_dirtied += dirtied_bytes;
+	t->ratelimit_bytes += dirtied_bytes;
+	if (t->limits.pinned_thresh) {
+		w->nr_pinned += pinned_bytes;
+		t->pinned_ratelimit_bytes += pinned_bytes;
+	}
+}
+
+/*
+ * The kernel checks a writer before each folio it writes
+ * (balance_dirty_pages_ratelimited_flags() at the top of the write loop),
+ * on what it dirtied before: the pause for the pages a write dirtied is
+ * taken at the writer's next write, and the time between the two is think
+ * time.  So the check point is judged on the counts before this write's;
+ * when it is due, this write's charge is counted after the check
+ * (wb_throttle_balance()), as the kernel counts the folio it then writes.
+ * (The daemon has already made the write: what the writer feels, a write
+ * that returns after the pause, is the kernel's.)
+ */
 bool wb_throttle_charge_pinned(struct wb_throttle *t, pid_t pid, uint64_t dirtied_bytes,
 			       uint64_t pinned_bytes, int64_t now_ns)
 {
@@ -845,15 +872,16 @@ bool wb_throttle_charge_pinned(struct wb_throttle *t, pid_t pid, uint64_t dirtie
 	w = writer_get(t, pid, now_ns);
 	if (!w)
 		goto out;
-	w->nr_dirtied += dirtied_bytes;
-	t->ratelimit_bytes += dirtied_bytes;
 	due = check_due(t, w->nr_dirtied, w->nr_dirtied_pause, t->ratelimit_bytes,
 			t->limits.thresh);
-	if (t->limits.pinned_thresh) {
-		w->nr_pinned += pinned_bytes;
-		t->pinned_ratelimit_bytes += pinned_bytes;
+	if (t->limits.pinned_thresh)
 		due = due || check_due(t, w->nr_pinned, w->nr_pinned_pause,
 				       t->pinned_ratelimit_bytes, t->limits.pinned_thresh);
+	if (due) {
+		w->next_dirtied = dirtied_bytes;
+		w->next_pinned = pinned_bytes;
+	} else {
+		count_write(t, w, dirtied_bytes, pinned_bytes);
 	}
 out:
 	pthread_mutex_unlock(&t->lock);
@@ -875,6 +903,8 @@ int64_t wb_throttle_balance(struct wb_throttle *t, pid_t pid,
 		w->nr_dirtied = 0;
 		w->nr_pinned = 0;
 		pause = balance_once(t, w, s, now_ns);
+		count_write(t, w, w->next_dirtied, w->next_pinned);
+		w->next_dirtied = w->next_pinned = 0;
 	}
 	pthread_mutex_unlock(&t->lock);
 	return pause;

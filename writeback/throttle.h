@@ -118,14 +118,16 @@ const struct wb_throttle_policy *wb_throttle_get_policy(struct wb_throttle *t);
 void wb_throttle_set_limits(struct wb_throttle *t, const struct wb_throttle_limits *limits);
 
 /*
- * wb_throttle_charge_pinned - writer @pid has charged @dirtied_bytes more
- * at @now_ns, and its writes turned @pinned_bytes of clean folios into
- * pinned memory.  Returns true when it has reached its next check point in
- * either domain (nr_dirtied_pause pages charged or, with a pinned limit,
- * as many newly pinned; or thresh/32 pages charged, pinned_thresh/32
- * pinned, by anyone since the last check): then call wb_throttle_balance()
- * with fresh counters.  Cheap: one lock, one hash lookup.  Context: any
- * thread.
+ * wb_throttle_charge_pinned - writer @pid wrote at @now_ns, charging
+ * @dirtied_bytes more and turning @pinned_bytes of clean folios into
+ * pinned memory.  Returns true when its writes before this one reached its
+ * next check point in either domain (nr_dirtied_pause pages charged or,
+ * with a pinned limit, as many newly pinned; or thresh/32 pages charged,
+ * pinned_thresh/32 pinned, by anyone since the last check): then call
+ * wb_throttle_balance() with fresh counters, which counts this write's
+ * charge after the check, as the kernel checks a writer before each write
+ * on what it dirtied before.  Cheap: one lock, one hash lookup.  Context:
+ * any thread.
  */
 bool wb_throttle_charge_pinned(struct wb_throttle *t, pid_t pid, uint64_t dirtied_bytes,
 			       uint64_t pinned_bytes, int64_t now_ns);
