@@ -29,7 +29,9 @@ Per iteration, from the kernel itself:
   dirty          nr_dirty + nr_writeback from /proc/vmstat once a second
                  (machine-wide, as balance_dirty_pages() sees it): peak,
                  mean, and the share of samples at or above the freerun
-                 point (dirty_bytes + dirty_background_bytes) / 2
+                 point (dirty_bytes + dirty_background_bytes) / 2; the
+                 JSON also keeps the samples, and the server's own (its
+                 memory cgroup's dirty + writeback) beside them
   added, cached  folios added to the file system's page cache by order
                  (mm_filemap_add_to_page_cache), and the share of its cached
                  bytes in 2 MiB folios after the iteration (adds minus
@@ -315,11 +317,16 @@ class EventCounter:
 class VmstatSampler:
     """/proc/vmstat's dirty state once a second, in a thread: the kernel's
     `dirty` of balance_dirty_pages() (nr_dirty + nr_writeback, machine-wide:
-    other writers on the machine count too) against its thresholds."""
+    other writers on the machine count too) against its thresholds; and
+    the server's own (its memory cgroup's dirty + writeback, CGROUP's
+    memory.stat), what a mount's charge is set beside."""
 
     KEYS = ('nr_dirty', 'nr_writeback', 'nr_dirty_threshold', 'nr_dirty_background_threshold')
+    # memory.stat's names: v1 (bytes), v2 (bytes).
+    CG_KEYS = {1: ('dirty', 'writeback'), 2: ('file_dirty', 'file_writeback')}
 
-    def __init__(self, undo):
+    def __init__(self, undo, cgroup=None):
+        self.cgroup = cgroup
         self.samples = []
         self.lock = threading.Lock()
         self.stop_flag = threading.Event()
@@ -337,6 +344,11 @@ class VmstatSampler:
             for line in rd('/proc/meminfo').splitlines():
                 if line.startswith('MemAvailable:'):
                     v['mem_available_kb'] = int(line.split()[1])
+            if self.cgroup:
+                keys = self.CG_KEYS[self.cgroup.version]
+                st = dict(line.split() for line in
+                          rd(os.path.join(self.cgroup.dir, 'memory.stat')).splitlines())
+                v['cg_dirty_pages'] = sum(int(st.get(k, 0)) for k in keys) // PAGE
             with self.lock:
                 self.samples.append(v)
 
@@ -360,11 +372,13 @@ class VmstatSampler:
                 # global memory pressure is not the cgroup's own behaviour.
                 'min_mem_available_kb': min(s.get('mem_available_kb', 0) for s in got)}
 
-    def dirty_samples(self, first):
+    def dirty_samples(self, first, machine=False):
         """[(dirty + writeback, the dirty threshold)] in pages, once a
-        second since sample FIRST."""
+        second since sample FIRST: the server's own (its cgroup's), or the
+        MACHINE's (/proc/vmstat)."""
         with self.lock:
-            return [(s['nr_dirty'] + s['nr_writeback'], s['nr_dirty_threshold'])
+            return [(s['nr_dirty'] + s['nr_writeback'] if machine or 'cg_dirty_pages' not in s
+                     else s['cg_dirty_pages'], s['nr_dirty_threshold'])
                     for s in self.samples[first:]]
 
     def _stop(self):
@@ -445,7 +459,7 @@ def run_reference(args, undo, work):
         old_bytes, old_ratio = rd(path).strip(), rd(path.replace('_bytes', '_ratio')).strip()
         undo.push('vm.' + knob, restore_vm, knob, old_bytes, old_ratio)
         wr(path, str(val))
-    vm = VmstatSampler(undo)
+    vm = VmstatSampler(undo, cg)
     rows = []
     for i in range(args.iters):
         s0 = events.snapshot()
@@ -472,6 +486,7 @@ def run_reference(args, undo, work):
         row['run_t0'], row['run_t1'] = t2, t3
         row.update(vm.summary(v0))
         row['dirty_samples'] = vm.dirty_samples(v0)
+        row['machine_dirty_samples'] = vm.dirty_samples(v0, machine=True)
         row['traced'] = events.medians(s1, s2)
         rows.append(row)
         log('iteration %d: %.0f tps, %d pauses (%d ms), charged/written x%.1f, '

@@ -159,26 +159,52 @@ class ProbeRecorder:
         self.thread.join(10)
 
 
+def role_of(pid):
+    """What process PID is, from its command line while it runs: a
+    PostgreSQL process's role (checkpointer, background writer, walwriter,
+    autovacuum, backend), else its program's name, else '?'."""
+    try:
+        with open('/proc/%d/cmdline' % pid, 'rb') as f:
+            cmd = f.read().replace(b'\0', b' ').decode(errors='replace').strip()
+    except OSError:
+        return '?'
+    if cmd.startswith('postgres: '):
+        for role in ('checkpointer', 'background writer', 'walwriter', 'autovacuum'):
+            if role in cmd:
+                return role
+        return 'backend'
+    return os.path.basename(cmd.split(' ')[0]) if cmd else '?'
+
+
 class EventLog:
-    """Throttle events (t in s on CLOCK_MONOTONIC, event, pid, values) and
-    the windows to read them in (name, iteration, t0, t1)."""
+    """Throttle events (t in s on CLOCK_MONOTONIC, event, pid, values),
+    the windows to read them in (name, iteration, t0, t1), and who the
+    writers were ({pid: role_of(pid)}, looked up at their first event)."""
 
     def __init__(self, source=''):
         self.source = source
         self.events = []
         self.windows = []
+        self.roles = {}
 
     def add(self, rec):
         self.events.append(rec)
+        if rec[1] == 'balance_dirty_pages' and rec[2] not in self.roles:
+            self.roles[rec[2]] = role_of(rec[2])
 
     def window(self, name, iteration, t0, t1):
         self.windows.append((name, iteration, t0, t1))
 
     def save(self, path):
+        """Write the events inside the windows (all of them if there is
+        none), and the windows."""
+        wins = [(t0, t1) for _, _, t0, t1 in self.windows]
         with gzip.open(path, 'wt') as f:
             f.write(json.dumps({'source': self.source, 'events': EVENTS,
-                                'windows': self.windows}) + '\n')
+                                'windows': self.windows, 'roles': self.roles}) + '\n')
             for t, ev, pid, vals in self.events:
+                if wins and not any(t0 <= t < t1 for t0, t1 in wins):
+                    continue
                 f.write(json.dumps([round(t, 6), SHORT[ev], pid] + list(vals)) + '\n')
 
     @classmethod
@@ -187,6 +213,7 @@ class EventLog:
             head = json.loads(f.readline())
             log = cls(head.get('source', ''))
             log.windows = [tuple(w) for w in head.get('windows', [])]
+            log.roles = {int(p): r for p, r in head.get('roles', {}).items()}
             for line in f:
                 r = json.loads(line)
                 log.events.append((r[0], LONG[r[1]], r[2], tuple(r[3:])))
@@ -284,10 +311,37 @@ def dist_table(logs):
     return out
 
 
+def roles_table(logs):
+    """Markdown rows: balance_dirty_pages events and pauses taken in the
+    runs by the writer's role, per log."""
+    per = []
+    for _, lg in logs:
+        c = {}
+        for r in lg.rows('balance_dirty_pages'):
+            role = lg.roles.get(r['pid'], '?')
+            ev, taken, pids = c.get(role, (0, 0, set()))
+            pids.add(r['pid'])
+            c[role] = (ev + 1, taken + _taken(r), pids)
+        per.append(c)
+    roles = sorted(set(k for c in per for k in c), key=lambda k: -sum(
+        c.get(k, (0,))[0] for c in per))
+    out = ['| writer | ' + ' | '.join('%s events | pauses | writers' % n for n, _ in logs) + ' |',
+           '|---|' + '---:|---:|---:|' * len(logs)]
+    for role in roles:
+        out.append('| %s | ' % role + ' | '.join(
+            '%d | %d | %d' % (c[role][0], c[role][1], len(c[role][2])) if role in c
+            else '0 | 0 | 0' for c in per) + ' |')
+    return out
+
+
 def dist_json(logs):
     res = {}
     for name, lg in logs:
-        d = {'events': event_counts(lg)}
+        d = {'events': event_counts(lg), 'roles': {}}
+        for r in lg.rows('balance_dirty_pages'):
+            role = lg.roles.get(r['pid'], '?')
+            ev, taken = d['roles'].get(role, (0, 0))
+            d['roles'][role] = (ev + 1, taken + _taken(r))
         for label, ev, field, pred in DIST_FIELDS:
             v = field_values(lg, ev, field, pred)
             d[label] = {'n': len(v), 'median': quantile(v, 0.5), 'p90': quantile(v, 0.9)}
@@ -403,7 +457,12 @@ def columns_of(rows, pauses_ms):
 
 
 def kernel_rows(res):
-    """pg-seed.py's --json result -> the per-iteration rows of columns_of()."""
+    """pg-seed.py's --json result -> the per-iteration rows of columns_of().
+    Dirty is the server's own (its memory cgroup's dirty + writeback, as
+    pg-seed.py samples it now; older references kept the machine's):
+    the mount's charge is all the server's, while the kernel's
+    balance_dirty_pages() sees every writer on the machine, and on a shared
+    machine others' bursts set the machine's peak."""
     rows = []
     for r in res['iterations']:
         rows.append({'charged': r['charged_pages'], 'written': r['written_pages'],
