@@ -365,12 +365,14 @@ static void fp_file_of(struct wb_fstate *f, struct wb_fp_file *out)
 	};
 }
 
-/* A new round: nothing moved in it yet. */
+/* A new round: nothing moved in it yet; the threshold judged now. */
 static void round_start(struct wb_ctx *ctx, struct wb_round *r)
 {
 	r->last_progress = r->progress;
 	r->progress = false;
 	r->now = engine_now(ctx);
+	r->background = wb_over_background(ctx);
+	r->bg_judged = r->now;
 }
 
 /* The round is over: true (and the next one begun) if another is due. */
@@ -497,15 +499,26 @@ static int64_t writeback_chunk_size(struct wb_ctx *ctx)
  * one has more, as the kernel requeues an inode that used up its chunk on
  * b_more_io.
  */
-bool wb_turn_plan(struct wb_ctx *ctx, const struct wb_round *r, struct wb_fstate *f,
+bool wb_turn_plan(struct wb_ctx *ctx, struct wb_round *r, struct wb_fstate *f,
 		  struct wb_turn *t)
 {
+	int64_t now = engine_now(ctx);
 	struct wb_fp_state s;
 	struct wb_fp_file ff;
 
 	wb_fp_state_of(ctx, &s);
 	fp_file_of(f, &ff);
-	*t = (struct wb_turn){ .act = wb_fp_file_action(&s, &ff, r->now) };
+	/*
+	 * The background threshold is judged at the round's start and again
+	 * only after WB_FP_BG_RECHECK_NS of turns, not at every file: once
+	 * over it, the flushers write a chunk of each file for that long,
+	 * as the kernel's do (writeback_sb_inodes()), well below it.
+	 */
+	if (wb_fp_bg_recheck_due(r->bg_judged, now)) {
+		r->background = wb_fp_over_background(&s);
+		r->bg_judged = now;
+	}
+	*t = (struct wb_turn){ .act = wb_fp_file_action(&s, &ff, r->now, r->background) };
 	if (t->act == WB_FP_WAIT || t->act == WB_FP_SKIP)
 		return false;
 	t->end = bs_file_size(f->bs);

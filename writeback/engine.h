@@ -277,6 +277,8 @@ struct wb_round {
 	uint64_t first;			/* the key the rounds start at */
 	bool progress, last_progress;	/* this round, the one before */
 	int64_t now;			/* the round's time: its turns are judged at it */
+	bool background;		/* over the background threshold, as judged */
+	int64_t bg_judged;		/* at this time (wb_fp_bg_recheck_due()) */
 	/* the walk */
 	bool new_pass;			/* the next list begins a pass */
 	bool listed;			/* the driver listed its files for this round */
@@ -337,7 +339,7 @@ struct wb_turn {
 	int64_t budget_pages;		/* CHUNK: writeback_chunk_size() */
 };
 /* Plan @f's turn in @r: true when it makes a pass (act EXPIRED or CHUNK). */
-bool wb_turn_plan(struct wb_ctx *ctx, const struct wb_round *r, struct wb_fstate *f,
+bool wb_turn_plan(struct wb_ctx *ctx, struct wb_round *r, struct wb_fstate *f,
 		  struct wb_turn *t);
 /*
  * The turn's pass @p ended with @err (wb_pass_end): a chunk moves the
