@@ -48,6 +48,7 @@ import json
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -106,12 +107,26 @@ def skip_reason(foliofs):
     return None
 
 
+LOADS = {}
+
+
 def run_step(cmd, what, log_path):
-    """Run CMD, its output into LOG_PATH; Skip on 77, RuntimeError on failure."""
+    """Run CMD, its output into LOG_PATH; Skip on 77, RuntimeError on failure.
+    The machine's load average is sampled every 10 s meanwhile (LOADS[what]):
+    on a shared machine it moves tps, and the dirtying rate with it."""
     log('%s: %s' % (what, ' '.join(cmd)))
+    loads = LOADS.setdefault(what, [])
     with open(log_path, 'w') as out:
-        rc = subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=out,
-                            stderr=subprocess.STDOUT).returncode
+        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out,
+                                stderr=subprocess.STDOUT)
+        while True:
+            with open('/proc/loadavg') as f:
+                loads.append(float(f.read().split()[0]))
+            try:
+                rc = proc.wait(10)
+                break
+            except subprocess.TimeoutExpired:
+                pass
     with open(log_path, errors='replace') as f:
         tail = f.read()[-3000:]
     if rc == 77:
@@ -185,6 +200,11 @@ def report(a, out, kres, klog, mdir, mlog, commit, foliofs):
              datetime.date.today().isoformat()), '',
           'Error: model/kernel (within 10%: ok), or model - kernel in points for shares '
           '(within 5: ok); tps and latency are reported, not judged.', ''] + table
+    for side, what in (('kernel', 'the kernel reference'), ('model', 'the model')):
+        if LOADS.get(what):
+            md += ['', 'Load average of the machine while the %s side ran: median %.1f, '
+                   'range %.1f-%.1f (2 CPUs).' % (side, statistics.median(LOADS[what]),
+                                                 min(LOADS[what]), max(LOADS[what]))]
     md += ['', 'The throttle event by event, over the pgbench runs (medians and p90; '
            'pauses taken are those with pause > 0):', ''] + refcmp.dist_table(logs)
     md += ['', 'Who was checked past the freerun point, and paused, by PostgreSQL role '
@@ -192,7 +212,7 @@ def report(a, out, kres, klog, mdir, mlog, commit, foliofs):
     if plotted:
         md += ['', '![CDFs](cdf.png)']
     text = '\n'.join(md) + '\n'
-    result = {'sizing': sizing_json(a), 'commit': commit, 'label': a.label,
+    result = {'sizing': sizing_json(a), 'commit': commit, 'label': a.label, 'loadavg': LOADS,
               'foliofs': foliofs, 'kernel': kres['meta']['kernel'],
               'columns': js, 'distributions': refcmp.dist_json(logs)}
     return text, result
