@@ -257,6 +257,9 @@ def parse_args(argv):
     ap.add_argument('--kernel-from', metavar='DIR',
                     help='take the kernel side from an earlier run\'s DIR (its kernel.json '
                     'and kernel-events.jsonl.gz) instead of running it')
+    ap.add_argument('--report-only', action='store_true',
+                    help='run nothing: write the report again from -O DIR\'s files (after a '
+                    'change of how the columns are computed)')
     ap.add_argument('-O', '--output', metavar='DIR', help='where everything goes (new or '
                     'empty; default /var/tmp/calibrate-YYYYmmdd-HHMMSS)')
     ap.add_argument('--json', metavar='FILE', help='the error table and distributions as JSON')
@@ -266,6 +269,10 @@ def parse_args(argv):
             if k in ('cache', 'dirty_bytes', 'dirty_background_bytes'):
                 v = parse_size(v)
             setattr(a, k, v)
+    if a.report_only:
+        if not a.output:
+            ap.error('--report-only needs -O DIR')
+        a.kernel_from = a.output
     if a.kernel_from:
         with open(os.path.join(a.kernel_from, 'kernel.json')) as f:
             ka = json.load(f)['meta']['args']
@@ -284,6 +291,30 @@ def parse_args(argv):
     return a
 
 
+def report_again(a, foliofs, commit):
+    """--report-only: the report of a finished run, its label, binary,
+    commit and loads as that run recorded them."""
+    out = a.output
+    with open(os.path.join(out, 'calibrate.json')) as f:
+        old = json.load(f)
+    a.label = old.get('label', a.label)
+    a.model_opts = old.get('sizing', {}).get('model_opts', a.model_opts)
+    LOADS.update(old.get('loadavg', {}))
+    with open(os.path.join(out, 'kernel.json')) as f:
+        kres = json.load(f)
+    text, result = report(a, out, kres,
+                          refcmp.EventLog.load(os.path.join(out, 'kernel-events.jsonl.gz')),
+                          os.path.join(out, 'model'),
+                          refcmp.EventLog.load(os.path.join(out, 'model-events.jsonl.gz')),
+                          old.get('commit', commit), old.get('foliofs', foliofs))
+    with open(os.path.join(out, 'report.md'), 'w') as f:
+        f.write(text)
+    with open(os.path.join(out, 'calibrate.json'), 'w') as f:
+        json.dump(result, f, indent=1)
+    print(text, end='')
+    return 0
+
+
 def main(argv):
     a = parse_args(argv)
     foliofs = os.environ.get('FOLIOFS', os.path.join(REPO, 'build', 'foliofs'))
@@ -291,13 +322,15 @@ def main(argv):
     if why:
         print('calibrate: skipped: %s' % why, file=sys.stderr)
         return 77
+    commit = subprocess.run(['git', '-C', REPO, 'rev-parse', '--short', 'HEAD'],
+                            stdout=subprocess.PIPE, text=True).stdout.strip()
+    if a.report_only:
+        return report_again(a, foliofs, commit)
     os.makedirs(a.output, exist_ok=True)
     if os.listdir(a.output):
         print('calibrate: %s is not empty' % a.output, file=sys.stderr)
         return 1
     os.chmod(a.output, 0o755)
-    commit = subprocess.run(['git', '-C', REPO, 'rev-parse', '--short', 'HEAD'],
-                            stdout=subprocess.PIPE, text=True).stdout.strip()
     try:
         if a.kernel_from:
             for name in ('kernel.json', 'kernel.md', 'kernel-events.jsonl.gz'):

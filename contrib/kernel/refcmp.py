@@ -370,12 +370,13 @@ def cdf_plot(logs, path, title):
         ax.set_title(label, fontsize=9)
         ax.set_ylim(0, 1)
         ax.tick_params(labelsize=7)
-        ax.legend(fontsize=7)
+        if ax.get_lines():
+            ax.legend(fontsize=7)
     for ax in list(axes.flat)[n:]:
         ax.axis('off')
     fig.suptitle(title, fontsize=11)
     fig.tight_layout()
-    fig.savefig(path, dpi=80)
+    fig.savefig(path, dpi=60)
     plt.close(fig)
     return True
 
@@ -524,6 +525,8 @@ def error_of(kind, m, k):
         return None
     if kind == 'points':
         return m - k
+    if m == 0 and k == 0:
+        return 1.0      # none on either side (no pause at all): a match
     return _ratio(m, k)
 
 
@@ -555,6 +558,8 @@ def error_table(cols):
             mark = '' if w is None else (' ok' if w else ' **out**')
             if kind == 'report':
                 mark = ' (reported)'
+            elif c.get(key) is None and kcol.get(key) is None:
+                mark = ' (none on either side)'
             errs.append(_fmt_err(kind, e) + mark)
         js[kname][key] = {'value': kcol.get(key)}
         out.append('| %s | %s | %s |' % (label, ' | '.join(cells), ' | '.join(errs)))
