@@ -195,15 +195,17 @@ class EventLog:
     def window(self, name, iteration, t0, t1):
         self.windows.append((name, iteration, t0, t1))
 
-    def save(self, path):
+    def save(self, path, only=None):
         """Write the events inside the windows (all of them if there is
-        none), and the windows."""
+        none; of the events named in ONLY, if given), and the windows."""
         wins = [(t0, t1) for _, _, t0, t1 in self.windows]
         with gzip.open(path, 'wt') as f:
             f.write(json.dumps({'source': self.source, 'events': EVENTS,
                                 'windows': self.windows, 'roles': self.roles}) + '\n')
             for t, ev, pid, vals in self.events:
                 if wins and not any(t0 <= t < t1 for t0, t1 in wins):
+                    continue
+                if only and ev not in only:
                     continue
                 f.write(json.dumps([round(t, 6), SHORT[ev], pid] + list(vals)) + '\n')
 
