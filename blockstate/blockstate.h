@@ -119,16 +119,13 @@ int bs_params_check(const char *policy, const struct bs_param *params, unsigned 
  * (0).  Loaded policies are never unloaded.  Returns 0, -EINVAL, -EPERM
  * (owner, mode), -ENOENT or another -errno of open.
  * Context: any thread; serialized with the other loads.
- */
-int bs_policy_load(const char *path, uid_t owner, char *err, size_t errlen);
-/*
- * The same, for a layer above that registers policies of its own (the
+ *
+ * @hooks are for a layer above that registers policies of its own (the
  * throttle policies of writeback): @hooks->check() says whether the
  * module's policies of that kind may be taken (0, or -EINVAL with the
  * reason), after every check here passed; @hooks->add() registers them,
  * after blockstate's, under the loader's lock, once nothing can fail.
- * Without hooks (bs_policy_load()), a library with throttle policies is
- * refused.
+ * With @hooks NULL, a library with throttle policies is refused.
  */
 struct bs_policy_load_hooks {
 	int (*check)(const struct foliofs_policy_module *m, char *why, size_t len);

@@ -93,11 +93,6 @@ struct bs_cache *wb_ctx_cache(struct wb_ctx *ctx)
 	return ctx->cache;
 }
 
-struct wb_throttle *wb_ctx_throttle(struct wb_ctx *ctx)
-{
-	return ctx->throttle;
-}
-
 uint32_t wb_ctx_interval_ms(struct wb_ctx *ctx)
 {
 	return atomic_load(&ctx->interval_ms);

@@ -376,7 +376,6 @@ int wb_ctx_create_core(const struct bs_config *bs_cfg, const struct wb_config *c
 		       int64_t now_ns, struct wb_ctx **out);
 void wb_ctx_destroy_core(struct wb_ctx *ctx);
 struct bs_cache *wb_ctx_cache(struct wb_ctx *ctx);
-struct wb_throttle *wb_ctx_throttle(struct wb_ctx *ctx);
 /* writeback_interval_ms now (a tunable). */
 uint32_t wb_ctx_interval_ms(struct wb_ctx *ctx);
 /*
