@@ -13,13 +13,12 @@ import errno
 import hashlib
 import os
 import random
-import subprocess
 import time
 
 import pytest
 
 import util
-from util import FOLIOFS, Mount, parse_stats, stats
+from util import Mount, fsync_path, hash_path, parse_stats, run_foliofs, stats
 
 KiB = 1 << 10
 MiB = 1 << 20
@@ -35,30 +34,6 @@ GiB = 1 << 30
 
 def delta(after, before, name):
     return after[name] - before[name]
-
-
-def hash_path(path, chunk=4 * MiB):
-    h = hashlib.blake2b(digest_size=32)
-    with open(path, 'rb', buffering=0) as f:
-        while True:
-            b = f.read(chunk)
-            if not b:
-                return h.hexdigest()
-            h.update(b)
-
-
-def fsync_path(path):
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def run_foliofs(*args):
-    return subprocess.run([FOLIOFS] + list(args), stdin=subprocess.DEVNULL,
-                          stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                          timeout=30)
 
 
 def write_read_fsync(mnt, back, name='check', size=3 * MiB + 1234):

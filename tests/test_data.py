@@ -22,9 +22,12 @@ import time
 import pytest
 
 import util
-from util import (FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, FALLOC_FL_ZERO_RANGE,
-                  Mount, assert_stat_same, fallocate, fd_count, outcome,
-                  read_file, run_as, same, write_file)
+from util import (FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, FALLOC_FL_ZERO_RANGE, Mount,
+                  assert_stat_same, fallocate, fd_count, fsync_path, outcome, read_file, run_as,
+                  same, write_file)
+
+# Every test here runs with umask 022 (an autouse fixture of util).
+umask_022 = util.umask_022
 
 P = os.path.join
 KiB = 1024
@@ -41,23 +44,8 @@ def ffs_options(request):
     return request.param
 
 
-@pytest.fixture(autouse=True)
-def _umask():
-    old = os.umask(0o022)
-    yield
-    os.umask(old)
-
-
 def pattern(n, seed):
     return random.Random(seed).randbytes(n)
-
-
-def fsync_path(path):
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 # ---------------------------------------------------------------------------

@@ -15,20 +15,16 @@ import random
 import pytest
 
 import util
-from util import Mount, poll, set_tunable, stats
+from util import Mount, ctl_path, poll, set_tunable, stats
 
 KiB = 1 << 10
 MiB = 1 << 20
 
 
-def ctl(mnt, *parts):
-    return os.path.join(mnt, '.foliofs', *parts)
-
-
 def queue(mnt):
     """{path: dirty_bytes} of .foliofs/files."""
     out = {}
-    with open(ctl(mnt, 'files')) as f:
+    with open(ctl_path(mnt, 'files')) as f:
         for line in f:
             dirty, _wb, _age, _err, path = line.rstrip('\n').split(' ', 4)
             out[os.path.basename(path)] = int(dirty)

@@ -12,7 +12,6 @@ Numbers (amplification, retries, CPU) are printed; run with ``-s`` or
 """
 
 import errno
-import hashlib
 import os
 import random
 import signal
@@ -23,7 +22,7 @@ import time
 import pytest
 
 import util
-from util import FOLIOFS, FUSERMOUNT, Mount, get_fault, poll, set_fault, stats
+from util import FOLIOFS, FUSERMOUNT, Mount, get_fault, hash_path, poll, set_fault, stats
 
 KiB = 1 << 10
 MiB = 1 << 20
@@ -35,16 +34,6 @@ GiB = 1 << 30
 
 
 
-
-
-def hash_path(path, chunk=4 * MiB):
-    h = hashlib.blake2b(digest_size=32)
-    with open(path, 'rb', buffering=0) as f:
-        while True:
-            b = f.read(chunk)
-            if not b:
-                return h.hexdigest()
-            h.update(b)
 
 
 def first_diff(a, b):

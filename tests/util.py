@@ -22,6 +22,7 @@ import contextlib
 import ctypes
 import errno
 import grp
+import hashlib
 import os
 import pickle
 import pwd
@@ -37,6 +38,10 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FOLIOFS = os.environ.get('FOLIOFS', os.path.join(REPO, 'build', 'foliofs'))
 FUSERMOUNT = shutil.which('fusermount3') or '/usr/bin/fusermount3'
 EXTRA_OPTIONS = [o for o in os.environ.get('FOLIOFS_EXTRA_OPTIONS', '').split(',') if o]
+# foliofsctl: $FOLIOFSCTL, by default tools/foliofsctl beside the daemon.
+FOLIOFSCTL = os.environ.get(
+    'FOLIOFSCTL',
+    os.path.join(os.path.dirname(os.path.abspath(FOLIOFS)), 'tools', 'foliofsctl'))
 
 TEST_USER = 'foliofs-test'
 
@@ -756,16 +761,21 @@ def require_tool(what, why_missing):
     pytest.skip(msg)
 
 
+def ctl_path(mnt, *parts):
+    """MNT/.foliofs/PARTS: a path in the control directory."""
+    return os.path.join(mnt, '.foliofs', *parts)
+
+
 def stats(mnt):
     """The mount's statistics, one snapshot."""
-    with open(os.path.join(mnt, '.foliofs', 'stats')) as f:
+    with open(ctl_path(mnt, 'stats')) as f:
         return parse_stats(f.read())
 
 
 def ctl_write(mnt, *parts, value):
     """Write VALUE and a newline to the control file MNT/.foliofs/PARTS in
     one write through a fresh handle (raises OSError as the write does)."""
-    fd = os.open(os.path.join(mnt, '.foliofs', *parts), os.O_WRONLY)
+    fd = os.open(ctl_path(mnt, *parts), os.O_WRONLY)
     try:
         data = value.encode() + b'\n'
         assert os.write(fd, data) == len(data)
@@ -779,13 +789,64 @@ def set_fault(mnt, spec):
 
 
 def get_fault(mnt):
-    with open(os.path.join(mnt, '.foliofs', 'fault')) as f:
+    with open(ctl_path(mnt, 'fault')) as f:
         return f.read().strip()
 
 
 def set_tunable(mnt, name, value):
     """Write VALUE to MNT/.foliofs/tunables/NAME."""
     ctl_write(mnt, 'tunables', name, value=value)
+
+
+def foliofsctl(*args, user=None, timeout=60):
+    """Run foliofsctl ARGS (as USER if given; str() of each), no stdin;
+    the CompletedProcess, its output as text.  Fails the test when
+    foliofsctl is not built."""
+    if not os.path.exists(FOLIOFSCTL):
+        pytest.fail('%s does not exist: build it or set $FOLIOFSCTL' % FOLIOFSCTL)
+    return subprocess.run([FOLIOFSCTL] + [str(a) for a in args], stdin=subprocess.DEVNULL,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          timeout=timeout, preexec_fn=_preexec(user))
+
+
+def run_foliofs(*args, **kwargs):
+    """Run the daemon with ARGS (for the ones that must not mount: --help,
+    bad options), no stdin, 30 s at most; the CompletedProcess, its output
+    as bytes.  KWARGS go to subprocess.run."""
+    return subprocess.run([FOLIOFS] + list(args), stdin=subprocess.DEVNULL,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          timeout=30, **kwargs)
+
+
+@pytest.fixture(autouse=True)
+def umask_022():
+    """umask 022 for each test, the old one back after it.  Autouse in
+    every module that imports it: `from util import umask_022`, for tests
+    whose modes are compared with ext4's or with fixed numbers."""
+    old = os.umask(0o022)
+    yield
+    os.umask(old)
+
+
+def fsync_path(path):
+    """fsync PATH through a read-only handle of its own."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def hash_path(path, chunk=4 << 20):
+    """blake2b (32 bytes, hex) of the file at PATH, read CHUNK at a time
+    without buffering."""
+    h = hashlib.blake2b(digest_size=32)
+    with open(path, 'rb', buffering=0) as f:
+        while True:
+            b = f.read(chunk)
+            if not b:
+                return h.hexdigest()
+            h.update(b)
 
 
 def poll(cond, timeout, step=0.02):
