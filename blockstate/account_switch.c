@@ -142,6 +142,7 @@ int bs_cache_set_account_params(struct bs_cache *cache, const struct bs_account_
 				const int64_t *params)
 {
 	struct bs_policy_inst *inst;
+	struct bs_file *file;
 
 	pthread_mutex_lock(&cache->files_lock);
 	inst = inst_new(cache, policy, NULL, params);
@@ -160,7 +161,7 @@ int bs_cache_set_account_params(struct bs_cache *cache, const struct bs_account_
 	 * under us; nothing that holds an index or folio lock takes the file
 	 * list lock, so this order cannot deadlock.
 	 */
-	for (struct bs_file *file = cache->files; file; file = file->next) {
+	list_for_each_entry(file, &cache->files, files_link) {
 		pthread_rwlock_rdlock(&file->index_lock);
 		for (struct bs_folio *f = bs_index_next(&file->index, 0); f;
 		     f = bs_index_next(&file->index, f->start + f->size)) {

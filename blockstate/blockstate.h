@@ -119,16 +119,13 @@ int bs_params_check(const char *policy, const struct bs_param *params, unsigned 
  * (0).  Loaded policies are never unloaded.  Returns 0, -EINVAL, -EPERM
  * (owner, mode), -ENOENT or another -errno of open.
  * Context: any thread; serialized with the other loads.
- */
-int bs_policy_load(const char *path, uid_t owner, char *err, size_t errlen);
-/*
- * The same, for a layer above that registers policies of its own (the
+ *
+ * @hooks are for a layer above that registers policies of its own (the
  * throttle policies of writeback): @hooks->check() says whether the
  * module's policies of that kind may be taken (0, or -EINVAL with the
  * reason), after every check here passed; @hooks->add() registers them,
  * after blockstate's, under the loader's lock, once nothing can fail.
- * Without hooks (bs_policy_load()), a library with throttle policies is
- * refused.
+ * With @hooks NULL, a library with throttle policies is refused.
  */
 struct bs_policy_load_hooks {
 	int (*check)(const struct foliofs_policy_module *m, char *why, size_t len);
@@ -265,8 +262,8 @@ void bs_cache_set_full_wait(struct bs_cache *cache, uint32_t ms);
 /*
  * Give back pooled folio memory (see pool.c) until at most @keep_bytes is
  * left, largest chunks first; returns the bytes given back.  For a driver
- * that finds the pool idle (wb_pool_age).  Context: any thread, no
- * blockstate lock held.
+ * that finds the pool idle (writeback's engine, at the end of a flusher
+ * pass).  Context: any thread, no blockstate lock held.
  */
 uint64_t bs_cache_pool_shrink(struct bs_cache *cache, uint64_t keep_bytes);
 
@@ -384,6 +381,14 @@ struct bs_backing_ops {
 	int (*truncate)(void *ctx, off_t size);
 	/* fallocate(2) on the backing file. */
 	int (*fallocate)(void *ctx, int mode, off_t off, off_t len);
+	/*
+	 * Optional, where faults are injected: whether readahead's new folio
+	 * of @len bytes at @off, larger than the smallest folio, cannot be
+	 * had, as filemap_alloc_folio() fails a high-order folio it finds no
+	 * memory for (page_cache_ra_order() then reads the rest of the window
+	 * in the smallest folios).  NULL: it always can.
+	 */
+	bool (*folio_alloc_fails)(void *ctx, off_t off, size_t len);
 };
 
 /* A cached file of @size bytes (the backing file's size now). */

@@ -18,6 +18,7 @@
 #define FOLIOFS_BS_I_H
 
 #include "blockstate.h"
+#include "foliofs/list.h"
 #include "foliofs_probes.h"
 
 #include <limits.h>
@@ -117,8 +118,7 @@ struct bs_folio {
 	 */
 	atomic_bool referenced;
 	atomic_bool active;
-	struct bs_folio *lru_prev;	/* cache lru_lock: the list of @active */
-	struct bs_folio *lru_next;
+	struct list_node lru;		/* cache lru_lock: on the list of @active */
 
 	pthread_mutex_t lock;		/* protects what follows and the bytes */
 	pthread_cond_t wb_done;		/* broadcast when wb_runs or rd_runs drops to 0 */
@@ -339,6 +339,8 @@ struct bs_ra_view {
 	 */
 	uint64_t (*prev_miss)(void *ctx, uint64_t index, uint64_t max);
 	void *ctx;
+	/* Pages [0, end_page) hold the file (its size rounded up to a page). */
+	uint64_t end_page;
 };
 
 /* The limits of the cache the decisions work in. */
@@ -353,11 +355,14 @@ enum bs_ra_kind {
 	BS_RA_NONE,
 	/*
 	 * page_cache_ra_order(): folios of @order (smaller where alignment
-	 * or EOF ask) over [start, start + nr); where a folio is in the way,
-	 * the rest goes as BS_RA_UNBOUNDED from there.
+	 * or EOF ask) over [start, start + nr); where a folio is in the way
+	 * or a folio cannot be had, the rest goes as bs_ra_rest() says.
 	 */
 	BS_RA_ORDER,
-	/* page_cache_ra_unbounded(): folios of min_order for each missing page. */
+	/*
+	 * do_page_cache_ra(): folios of min_order for each missing page of
+	 * [start, start + nr), nr already cut at EOF.
+	 */
 	BS_RA_UNBOUNDED,
 	/*
 	 * A random read: do_page_cache_ra() of the read's own @nr pages
@@ -374,9 +379,12 @@ struct bs_ra_read {
 	uint64_t nr;
 	/*
 	 * The page whose new folio gets the readahead mark (start + size -
-	 * async_size); past the read (UINT64_MAX, or start + nr): none.
+	 * async_size; BS_RA_UNBOUNDED: start + nr - lookahead, from the nr
+	 * cut at EOF, rounded up to the smallest folio); UINT64_MAX: none.
 	 */
 	uint64_t mark;
+	/* The window's async_size, which bs_ra_rest() places the mark by. */
+	uint64_t lookahead;
 	unsigned int order;		/* BS_RA_ORDER: page order asked for */
 };
 
@@ -410,6 +418,15 @@ struct bs_ra_read bs_ra_async(unsigned int model, struct bs_ra_state *ra,
  */
 unsigned int bs_ra_folio_order(uint64_t index, unsigned int order, uint64_t last,
 			       unsigned int min_order);
+/*
+ * What page_cache_ra_order() reads when its loop over @rd (BS_RA_ORDER)
+ * stopped at page @index, a folio being in the way (-EEXIST) or not to
+ * be had (-ENOMEM): do_page_cache_ra() of the window's pages from @index
+ * on, in the smallest folios (BS_RA_UNBOUNDED), its mark placed from
+ * that count cut at @end_page (EOF); BS_RA_NONE when nothing is left.
+ */
+struct bs_ra_read bs_ra_rest(const struct bs_ra_read *rd, uint64_t index,
+			     const struct bs_ra_limits *lim, uint64_t end_page);
 
 /* ---- readahead (readahead.c) ---- */
 
@@ -426,8 +443,10 @@ off_t bs_ra_before_read(struct bs_file *file, struct bs_ra *ra, off_t off, size_
 void bs_ra_after_read(struct bs_ra *ra, off_t end);
 /*
  * For readahead (file.c): a new folio covering @off, sized by the policy
- * for access BS_SIZE_READAHEAD with @len, returned referenced; -EEXIST
- * when one covers @off already.
+ * for access BS_SIZE_READAHEAD with @len (a power of two, the folio
+ * asked for, @off aligned to it), returned referenced; -EEXIST when a
+ * folio holds any page of that span already, -ENOMEM when it cannot be
+ * had (the ops' folio_alloc_fails() among them).
  */
 int bs_file_ra_folio(struct bs_file *file, off_t off, size_t len, struct bs_folio **out);
 /* The folio covering @off, referenced, or NULL (file.c). */
@@ -464,8 +483,7 @@ struct bs_file {
 	uint32_t nr_aio;			/* readahead reads in flight (started
 						 * with ops->read_start, not yet done) */
 	pthread_cond_t aio_idle;		/* nr_aio dropped to 0 (bs_file_destroy) */
-	struct bs_file *next;			/* cache files_lock */
-	struct bs_file *prev;
+	struct list_node files_link;		/* cache files_lock: on cache->files */
 };
 
 /*
@@ -502,8 +520,8 @@ struct bs_cache {
 	unsigned int max_order;
 
 	/*
-	 * The kernel's two file LRU lists: circular, through lru_next/prev,
-	 * each head its newest folio (head->lru_prev the oldest).  New
+	 * The kernel's two file LRU lists, through bs_folio.lru (list.h):
+	 * newest first, so the oldest is the last.  New
 	 * folios go on inactive; a second read use moves one to active;
 	 * reclaim takes inactive's oldest and refills inactive from
 	 * active's oldest to keep it no smaller than active / ratio.
@@ -511,12 +529,12 @@ struct bs_cache {
 	 * read without it (stats).
 	 */
 	pthread_mutex_t lru_lock;
-	struct bs_folio *inactive;
-	struct bs_folio *active;
+	struct list_node inactive;
+	struct list_node active;
 	_Atomic uint64_t inactive_bytes;
 	_Atomic uint64_t active_bytes;
 	pthread_mutex_t files_lock;		/* protects the file list */
-	struct bs_file *files;
+	struct list_node files;			/* bs_file.files_link, newest first */
 
 	/* Counters: atomics, exact, no lock. */
 	_Atomic int64_t charged_bytes;

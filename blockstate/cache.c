@@ -126,7 +126,10 @@ int bs_cache_create(const struct bs_config *cfg, const struct bs_cache_ops *ops,
 	cache->min_order = cache->blk_shift > BS_PAGE_SHIFT ? cache->blk_shift : BS_PAGE_SHIFT;
 	cache->full_wait_ms = BS_FULL_WAIT_MS;
 	pthread_mutex_init(&cache->lru_lock, NULL);
+	list_init(&cache->inactive);
+	list_init(&cache->active);
 	pthread_mutex_init(&cache->files_lock, NULL);
+	list_init(&cache->files);
 	bs_pool_init(&cache->pool);
 	*out = cache;
 	return 0;
@@ -217,19 +220,9 @@ uint64_t bs_cache_unsynced(struct bs_cache *cache)
 /* ---- the LRU lists ---- */
 
 /* Context: lru_lock held, @folio on no list. */
-static void list_add_head(struct bs_cache *cache, struct bs_folio *folio, bool active)
+static void lru_add_locked(struct bs_cache *cache, struct bs_folio *folio, bool active)
 {
-	struct bs_folio **head = active ? &cache->active : &cache->inactive;
-
-	if (!*head) {
-		folio->lru_next = folio->lru_prev = folio;
-	} else {
-		folio->lru_next = *head;
-		folio->lru_prev = (*head)->lru_prev;
-		folio->lru_prev->lru_next = folio;
-		(*head)->lru_prev = folio;
-	}
-	*head = folio;
+	list_push_front(active ? &cache->active : &cache->inactive, &folio->lru);
 	atomic_store(&folio->active, active);
 	atomic_fetch_add(active ? &cache->active_bytes : &cache->inactive_bytes, folio->size);
 }
@@ -238,24 +231,15 @@ static void list_add_head(struct bs_cache *cache, struct bs_folio *folio, bool a
 static void lru_del_locked(struct bs_cache *cache, struct bs_folio *folio)
 {
 	bool active = atomic_load(&folio->active);
-	struct bs_folio **head = active ? &cache->active : &cache->inactive;
 
-	if (folio->lru_next == folio) {
-		*head = NULL;
-	} else {
-		if (*head == folio)
-			*head = folio->lru_next;
-		folio->lru_prev->lru_next = folio->lru_next;
-		folio->lru_next->lru_prev = folio->lru_prev;
-	}
-	folio->lru_next = folio->lru_prev = NULL;
+	list_unlink(&folio->lru);
 	atomic_fetch_sub(active ? &cache->active_bytes : &cache->inactive_bytes, folio->size);
 }
 
 void bs_cache_lru_add(struct bs_cache *cache, struct bs_folio *folio)
 {
 	pthread_mutex_lock(&cache->lru_lock);
-	list_add_head(cache, folio, false);
+	lru_add_locked(cache, folio, false);
 	pthread_mutex_unlock(&cache->lru_lock);
 }
 
@@ -270,9 +254,9 @@ void bs_folio_mark_accessed(struct bs_folio *folio)
 	if (atomic_load(&folio->active))
 		return;
 	pthread_mutex_lock(&cache->lru_lock);
-	if (folio->lru_next && !atomic_load(&folio->active)) {
+	if (list_linked(&folio->lru) && !atomic_load(&folio->active)) {
 		lru_del_locked(cache, folio);
-		list_add_head(cache, folio, true);
+		lru_add_locked(cache, folio, true);
 		atomic_store(&folio->referenced, false);
 		atomic_fetch_add(&cache->activated_folios, 1);
 	}
@@ -299,18 +283,18 @@ static bool inactive_low(struct bs_cache *cache)
 /* Move the oldest active folios to the inactive list while it is low. */
 static void deactivate_locked(struct bs_cache *cache)
 {
-	while (cache->active && inactive_low(cache)) {
-		struct bs_folio *folio = cache->active->lru_prev;
+	while (!list_is_empty(&cache->active) && inactive_low(cache)) {
+		struct bs_folio *folio = list_entry(list_last(&cache->active), struct bs_folio, lru);
 
 		lru_del_locked(cache, folio);
-		list_add_head(cache, folio, false);
+		lru_add_locked(cache, folio, false);
 	}
 }
 
 void bs_cache_lru_del(struct bs_cache *cache, struct bs_folio *folio)
 {
 	pthread_mutex_lock(&cache->lru_lock);
-	if (folio->lru_next)
+	if (list_linked(&folio->lru))
 		lru_del_locked(cache, folio);
 	pthread_mutex_unlock(&cache->lru_lock);
 }
@@ -355,18 +339,19 @@ static bool try_evict(struct bs_cache *cache, struct bs_folio *folio)
 /* One pass over the folios; frees up to @need bytes of clean folios. */
 static size_t reclaim_some(struct bs_cache *cache, size_t need)
 {
-	struct bs_folio *victims = NULL;
+	struct list_node victims, *node;
 	uint64_t scanned = 0, limit = 2 * atomic_load(&cache->nr_folios) + 1;
 	size_t freed = 0;
 
+	list_init(&victims);
 	pthread_mutex_lock(&cache->lru_lock);
 	while (freed < need && scanned++ < limit) {
 		struct bs_folio *folio;
 
 		deactivate_locked(cache);
-		if (!cache->inactive)
+		if (list_is_empty(&cache->inactive))
 			break;
-		folio = cache->inactive->lru_prev;
+		folio = list_entry(list_last(&cache->inactive), struct bs_folio, lru);
 		atomic_store(&folio->referenced, false);
 		if (!try_evict(cache, folio)) {
 			/*
@@ -379,21 +364,17 @@ static size_t reclaim_some(struct bs_cache *cache, size_t need)
 			bool in_use = atomic_load(&folio->refs) != 1;
 
 			lru_del_locked(cache, folio);
-			list_add_head(cache, folio, !in_use);
+			lru_add_locked(cache, folio, !in_use);
 			continue;
 		}
 		freed += folio->size;
-		folio->lru_next = victims;	/* off the lists: reuse the link */
-		victims = folio;
+		list_push_front(&victims, &folio->lru);	/* off the lists: reuse the link */
 	}
 	pthread_mutex_unlock(&cache->lru_lock);
-	while (victims) {
-		struct bs_folio *next = victims->lru_next;
-
-		victims->lru_next = NULL;
+	while ((node = list_first(&victims))) {
+		list_unlink(node);
 		atomic_fetch_add(&cache->reclaimed_folios, 1);
-		bs_folio_put(victims);
-		victims = next;
+		bs_folio_put(list_entry(node, struct bs_folio, lru));
 	}
 	return freed;
 }
@@ -560,8 +541,10 @@ int bs_cache_check(struct bs_cache *cache)
 	struct check_sums s = { 0 };
 	int bad = 0;
 
+	struct bs_file *file;
+
 	pthread_mutex_lock(&cache->files_lock);
-	for (struct bs_file *file = cache->files; file; file = file->next) {
+	list_for_each_entry(file, &cache->files, files_link) {
 		uint64_t tagged = 0, utagged = 0;
 
 		s.held_folios = 0;

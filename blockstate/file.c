@@ -50,10 +50,7 @@ int bs_file_create(struct bs_cache *cache, const struct bs_backing_ops *ops,
 	bs_index_init(&file->index, cache->max_order);
 	atomic_init(&file->size, size);
 	pthread_mutex_lock(&cache->files_lock);
-	file->next = cache->files;
-	if (file->next)
-		file->next->prev = file;
-	cache->files = file;
+	list_push_front(&cache->files, &file->files_link);
 	pthread_mutex_unlock(&cache->files_lock);
 	*out = file;
 	return 0;
@@ -129,12 +126,7 @@ void bs_file_destroy(struct bs_file *file)
 		bs_folio_put(folio);
 	}
 	pthread_mutex_lock(&cache->files_lock);
-	if (file->prev)
-		file->prev->next = file->next;
-	else
-		cache->files = file->next;
-	if (file->next)
-		file->next->prev = file->prev;
+	list_unlink(&file->files_link);
 	pthread_mutex_unlock(&cache->files_lock);
 	bs_index_destroy(&file->index);
 	pthread_rwlock_destroy(&file->index_lock);
@@ -188,27 +180,44 @@ struct bs_folio *bs_file_lookup(struct bs_file *file, off_t off)
 }
 
 /*
- * Order of the folio to make for an @access (enum bs_size_access) of
- * [off, off + len); 0 if one appeared.
+ * Whether no folio holds any byte of the folio of @len bytes (a power of
+ * two, at least the smallest folio) that would hold @off.  index_lock held.
  */
-static unsigned int choose_order(struct bs_file *file, off_t off, size_t len,
-				 unsigned int access)
+static bool span_free(struct bs_file *file, off_t off, size_t len)
+{
+	unsigned int order = (unsigned int)__builtin_ctzll((uint64_t)len);
+
+	return bs_index_fit(&file->index, off, order, file->cache->min_order) == order;
+}
+
+/*
+ * Order of the folio to make for an @access (enum bs_size_access) of
+ * [off, off + len); 0 if one appeared at @off.  For readahead, @len is
+ * the folio it asks for, and a folio anywhere in that span is -EEXIST,
+ * as filemap_add_folio() fails for page_cache_ra_order(); other accesses
+ * get a folio shrunk to fit between those there, as __filemap_get_folio()
+ * retries smaller orders.
+ */
+static int choose_order(struct bs_file *file, off_t off, size_t len, unsigned int access)
 {
 	struct bs_cache *cache = file->cache;
-	unsigned int order = 0;
+	int order = 0;
 
 	pthread_rwlock_wrlock(&file->index_lock);
-	if (!bs_index_lookup(&file->index, off)) {
+	if (access == BS_SIZE_READAHEAD && !span_free(file, off, len)) {
+		order = bs_index_lookup(&file->index, off) ? 0 : -EEXIST;
+	} else if (!bs_index_lookup(&file->index, off)) {
 		const struct bs_policy_inst *inst = atomic_load(&cache->size);
+		unsigned int want;
 
 		file->size_state.access = access;
 		file->size_state.params = inst->params;
-		order = inst->size->order(&file->size_state, off, len, cache->max_order);
-		if (order < cache->min_order)
-			order = cache->min_order;
-		if (order > cache->max_order)
-			order = cache->max_order;
-		order = bs_index_fit(&file->index, off, order, cache->min_order);
+		want = inst->size->order(&file->size_state, off, len, cache->max_order);
+		if (want < cache->min_order)
+			want = cache->min_order;
+		if (want > cache->max_order)
+			want = cache->max_order;
+		order = (int)bs_index_fit(&file->index, off, want, cache->min_order);
 	}
 	pthread_rwlock_unlock(&file->index_lock);
 	return order;
@@ -262,9 +271,12 @@ static int folio_get(struct bs_file *file, off_t off, size_t len, unsigned int a
 			*out = folio;
 			return 0;
 		}
-		order = choose_order(file, off, len, access);
-		if (!order)
+		ret = choose_order(file, off, len, access);
+		if (ret < 0)
+			return ret;
+		if (!ret)
 			continue;
+		order = (unsigned int)ret;
 		ret = bs_cache_make_room(file->cache, (size_t)1 << order,
 					 access == BS_SIZE_WRITE);
 		if (ret)
@@ -294,6 +306,10 @@ static int folio_get(struct bs_file *file, off_t off, size_t len, unsigned int a
 
 int bs_file_ra_folio(struct bs_file *file, off_t off, size_t len, struct bs_folio **out)
 {
+	/* The kernel allocates the folio before it adds it: the fault first. */
+	if (len > ((size_t)1 << file->cache->min_order) && file->ops->folio_alloc_fails &&
+	    file->ops->folio_alloc_fails(file->ctx, off & ~(off_t)(len - 1), len))
+		return -ENOMEM;
 	return folio_get(file, off, len, BS_SIZE_READAHEAD, true, out);
 }
 

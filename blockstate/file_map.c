@@ -77,19 +77,18 @@ int bs_file_folios(struct bs_file *file, bs_folio_fn fn, void *arg)
 
 /*
  * Drop @folio if it is clean and unused; count it either way.  Dropped
- * folios are chained on *@victims (through lru_next, free once off the
- * LRU lists) for the caller to put without the index lock.
+ * folios go on @victims (through their lru link, free once off the LRU
+ * lists) for the caller to put without the index lock.
  * Context: index_lock held for writing.
  */
 static void evict_one(struct bs_file *file, struct bs_folio *folio,
-		      struct bs_folio **victims, struct bs_evict_result *res)
+		      struct list_node *victims, struct bs_evict_result *res)
 {
 	bool held;
 
 	if (bs_folio_detach_clean(folio)) {
 		bs_cache_lru_del(file->cache, folio);
-		folio->lru_next = *victims;
-		*victims = folio;
+		list_push_front(victims, &folio->lru);
 		res->folios++;
 		res->bytes += folio->size;
 		return;
@@ -106,9 +105,11 @@ static void evict_one(struct bs_file *file, struct bs_folio *folio,
 void bs_file_evict(struct bs_file *file, off_t start, off_t end,
 		   struct bs_evict_result *res)
 {
-	struct bs_folio *folio, *next, *victims = NULL;
+	struct bs_folio *folio, *next;
+	struct list_node victims, *node;
 
 	*res = (struct bs_evict_result){ 0 };
+	list_init(&victims);
 	if (start < 0 || end <= start)
 		return;
 	pthread_rwlock_wrlock(&file->index_lock);
@@ -120,10 +121,9 @@ void bs_file_evict(struct bs_file *file, off_t start, off_t end,
 			evict_one(file, folio, &victims, res);
 	}
 	pthread_rwlock_unlock(&file->index_lock);
-	while (victims) {
-		next = victims->lru_next;
-		victims->lru_next = NULL;
-		bs_folio_put(victims);	/* the index's reference: frees it */
-		victims = next;
+	while ((node = list_first(&victims))) {
+		list_unlink(node);
+		/* the index's reference: frees it */
+		bs_folio_put(list_entry(node, struct bs_folio, lru));
 	}
 }

@@ -22,7 +22,7 @@ static const struct bs_account_policy *const account_policies[] = {
 };
 
 static const struct bs_size_policy *const size_policies[] = {
-	&bs_size_fixed,		/* the default comes first */
+	&bs_size_fixed,		/* the default is kernel (writeback/options.h) */
 	&bs_size_ramp,
 	&bs_size_kernel,
 };

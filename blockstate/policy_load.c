@@ -169,11 +169,6 @@ out_close:
 	return -EINVAL;
 }
 
-int bs_policy_load(const char *path, uid_t owner, char *err, size_t errlen)
-{
-	return bs_policy_load_hooked(path, owner, NULL, err, errlen);
-}
-
 int bs_policy_load_hooked(const char *path, uid_t owner, const struct bs_policy_load_hooks *hooks,
 			  char *err, size_t errlen)
 {

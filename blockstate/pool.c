@@ -13,9 +13,9 @@
  *
  * One list per folio size (4 KiB .. 2 MiB), last in first out (the
  * memory freed last is the most likely to be in the CPU caches).  A
- * size class is not split or merged: with the default fixed sizing every
- * folio has one size; with ramp or kernel sizing a request whose list is
- * empty is a miss, and the pool gives back memory of other sizes to stay
+ * size class is not split or merged: with fixed sizing every folio has
+ * one size; with kernel (the default) or ramp sizing a request whose list
+ * is empty is a miss, and the pool gives back memory of other sizes to stay
  * in its bound (below).
  *
  * The bound: pooled memory is memory the daemon holds, so it counts

@@ -96,26 +96,52 @@ unsigned int bs_ra_folio_order(uint64_t index, unsigned int order, uint64_t last
 	return order;
 }
 
-/* do_page_cache_ra() of @nr pages from @start, the mark @lookahead pages before the end. */
+/*
+ * do_page_cache_ra() of @nr pages from @start, @lookahead of them ahead:
+ * nothing past the page holding EOF (@end_page: the pages the file
+ * spans), and then page_cache_ra_unbounded()'s mark, @lookahead pages
+ * before the end of that cut count (none if it has fewer), rounded up
+ * to the smallest folio.  So near EOF the mark moves, or goes, where
+ * page_cache_ra_order(), which cuts only its folios at EOF, would keep it.
+ */
 static struct bs_ra_read unbounded(uint64_t start, uint64_t nr, uint64_t lookahead,
-				   const struct bs_ra_limits *lim)
+				   const struct bs_ra_limits *lim, uint64_t end_page)
 {
 	uint64_t min_nr = (uint64_t)1 << lim->min_order;
 	uint64_t mark = UINT64_MAX;
 
+	if (start >= end_page || !nr)
+		return (struct bs_ra_read){ .kind = BS_RA_NONE };
+	if (nr > end_page - start)
+		nr = end_page - start;
 	if (lookahead <= nr) {
 		mark = start + nr - lookahead;
 		mark = (mark + min_nr - 1) & ~(min_nr - 1);
 	}
 	return (struct bs_ra_read){ .kind = BS_RA_UNBOUNDED, .start = start, .nr = nr,
-				    .mark = mark, .order = lim->min_order };
+				    .mark = mark, .lookahead = lookahead,
+				    .order = lim->min_order };
 }
 
-/* page_cache_ra_order() of the window in @ra, asking for @new_order. */
-static struct bs_ra_read ra_order(unsigned int model, struct bs_ra_state *ra,
-				  unsigned int new_order, const struct bs_ra_limits *lim)
+struct bs_ra_read bs_ra_rest(const struct bs_ra_read *rd, uint64_t index,
+			     const struct bs_ra_limits *lim, uint64_t end_page)
 {
-	bool large = lim->max_order > lim->min_order;
+	/* The window is rd->nr pages from rd->start whatever the loop made. */
+	if (index < rd->start || rd->nr <= index - rd->start)
+		return (struct bs_ra_read){ .kind = BS_RA_NONE };
+	return unbounded(index, rd->nr - (index - rd->start), rd->lookahead, lim, end_page);
+}
+
+/*
+ * page_cache_ra_order() of the window in @ra, asking for @new_order.
+ * Large folios are the mapping's when its largest folio is more than a
+ * page (mapping_large_folio_support()), even if its smallest is as large.
+ */
+static struct bs_ra_read ra_order(unsigned int model, struct bs_ra_state *ra,
+				  unsigned int new_order, const struct bs_ra_limits *lim,
+				  uint64_t end_page)
+{
+	bool large = lim->max_order > 0;
 	uint64_t min_ra = (uint64_t)1 << lim->min_order;
 
 	if (model == BS_RA_6_16) {
@@ -123,12 +149,12 @@ static struct bs_ra_read ra_order(unsigned int model, struct bs_ra_state *ra,
 		if (min_ra < 4)
 			min_ra = 4;
 		if (!large || ra->size < min_ra)
-			return unbounded(ra->start, ra->size, ra->async_size, lim);
+			return unbounded(ra->start, ra->size, ra->async_size, lim, end_page);
 		if (new_order < lim->max_order)
 			new_order += 2;
 	} else if (!large) {
 		ra->order = 0;
-		return unbounded(ra->start, ra->size, ra->async_size, lim);
+		return unbounded(ra->start, ra->size, ra->async_size, lim, end_page);
 	}
 	if (new_order > lim->max_order)
 		new_order = lim->max_order;
@@ -142,7 +168,7 @@ static struct bs_ra_read ra_order(unsigned int model, struct bs_ra_state *ra,
 		ra->order = new_order;
 	return (struct bs_ra_read){ .kind = BS_RA_ORDER, .start = ra->start, .nr = ra->size,
 				    .mark = ra->start + ra->size - ra->async_size,
-				    .order = new_order };
+				    .lookahead = ra->async_size, .order = new_order };
 }
 
 struct bs_ra_read bs_ra_sync(unsigned int model, struct bs_ra_state *ra, uint64_t index,
@@ -172,9 +198,9 @@ struct bs_ra_read bs_ra_sync(unsigned int model, struct bs_ra_state *ra, uint64_
 		ra->async_size = 1;
 	}
 	if (model == BS_RA_6_16)
-		return ra_order(model, ra, 0, lim);
+		return ra_order(model, ra, 0, lim, view->end_page);
 	ra->order = 0;
-	return ra_order(model, ra, ra->order, lim);
+	return ra_order(model, ra, ra->order, lim, view->end_page);
 }
 
 struct bs_ra_read bs_ra_async(unsigned int model, struct bs_ra_state *ra,
@@ -208,7 +234,7 @@ struct bs_ra_read bs_ra_async(unsigned int model, struct bs_ra_state *ra,
 	}
 	if (model == BS_RA_6_16) {
 		ra->async_size = ra->size;
-		return ra_order(model, ra, folio_order, lim);
+		return ra_order(model, ra, folio_order, lim, view->end_page);
 	}
 	/* 6.17+: the open's own order, the window's end on its boundary. */
 	ra->order += 2;
@@ -219,5 +245,5 @@ struct bs_ra_read bs_ra_async(unsigned int model, struct bs_ra_state *ra,
 	if (aligned_end > ra->start)
 		ra->size -= end - aligned_end;
 	ra->async_size = ra->size;
-	return ra_order(model, ra, ra->order, lim);
+	return ra_order(model, ra, ra->order, lim, view->end_page);
 }

@@ -28,11 +28,16 @@
  *   smallest folio's alignment), folios of the order asked for, smaller
  *   where the page is not aligned to it or the folio would reach past
  *   the window or EOF; the new folio holding the mark page is marked.
- *   Where a folio is in the way (-EEXIST) the rest of the window goes as
- *   BS_RA_UNBOUNDED from that page, with the same mark.
+ *   The first folio that cannot be added stops it: a folio cached
+ *   anywhere in its range (filemap_add_folio()'s -EEXIST; never shrunk
+ *   to fit) or one that cannot be had (-ENOMEM).  The rest of the
+ *   window then goes as BS_RA_UNBOUNDED from that page (bs_ra_rest()),
+ *   in the smallest folios to the window's end, however far the cached
+ *   folio is.
  * - BS_RA_UNBOUNDED (page_cache_ra_unbounded): a smallest folio for each
- *   page no folio holds, up to EOF; the one made at the mark page is
- *   marked.
+ *   page no folio holds, up to EOF; the one made at the mark page (placed
+ *   from the count cut at EOF) is marked; it stops at a folio it cannot
+ *   have.
  * The sizing policy has the last word on each folio (access
  * BS_SIZE_READAHEAD): "kernel" takes the order asked for, "fixed" makes
  * folio_size folios whatever readahead asks.  A folio larger than asked
@@ -516,19 +521,43 @@ static void mark_new(struct bs_folio *folio, uint64_t mark)
 }
 
 /*
- * Add the folio covering page @index to @io: a new one of page order
- * @order if none is there (*@made), else the one that is.  Returns 0, or
- * -errno when none could be had.
+ * A new folio of page order @order at page @index (aligned to it) into
+ * @io, as page_cache_ra_order() adds each: -EEXIST when a folio holds
+ * any page of its range (filemap_add_folio()), -ENOMEM when it cannot be
+ * had (a failed allocation, or a fault standing for one).
  */
-static int window_folio(struct bs_file *file, struct ra_io *io, uint64_t index,
-			unsigned int order, struct bs_folio **out, bool *made)
+static int order_folio(struct bs_file *file, struct ra_io *io, uint64_t index,
+		       unsigned int order, struct bs_folio **out)
 {
+	struct bs_folio *folio;
+	int ret = bs_file_ra_folio(file, (off_t)index << BS_PAGE_SHIFT,
+				   (size_t)BS_PAGE_SIZE << order, &folio);
+
+	if (ret)
+		return ret;
+	if (io_add_folio(io, folio, true)) {
+		bs_folio_put(folio);
+		return -ENOMEM;
+	}
+	*out = folio;
+	return 0;
+}
+
+/*
+ * Add the folio holding page @index to @io, as page_cache_ra_unbounded()
+ * meets each page: a new smallest one if none holds it (*@made), else
+ * the one there.  Returns 0, or -errno when none could be had.
+ */
+static int unbounded_folio(struct bs_file *file, struct ra_io *io, uint64_t index,
+			   struct bs_folio **out, bool *made)
+{
+	unsigned int min_order = file->cache->min_order - BS_PAGE_SHIFT;
 	off_t off = (off_t)index << BS_PAGE_SHIFT;
 	struct bs_folio *folio;
 	int ret;
 
 	for (;;) {
-		ret = bs_file_ra_folio(file, off, (size_t)BS_PAGE_SIZE << order, &folio);
+		ret = bs_file_ra_folio(file, off, (size_t)BS_PAGE_SIZE << min_order, &folio);
 		*made = !ret;
 		if (ret == -EEXIST) {
 			folio = bs_file_lookup(file, off);
@@ -548,37 +577,92 @@ static int window_folio(struct bs_file *file, struct ra_io *io, uint64_t index,
 }
 
 /*
- * Make the folios of @rd (up to page @last, EOF) into @io.  Returns the
- * page after the last folio it made (0: none).
+ * page_cache_ra_order()'s loop over @rd (BS_RA_ORDER), up to page @last
+ * (the window's last page or EOF's): folios of the order asked for,
+ * smaller where alignment or @last ask, the one holding the mark page
+ * marked.  It stops at the first folio it cannot add.  Returns the page
+ * it stopped at (past @last: it made them all), with the error in
+ * *@err; *@made_end is the page after the last folio made.
  */
-static uint64_t make_window(struct bs_file *file, const struct bs_ra_read *rd,
-			    uint64_t last, struct ra_io *io)
+static uint64_t make_order(struct bs_file *file, const struct bs_ra_read *rd, uint64_t last,
+			   struct ra_io *io, uint64_t *made_end, int *err)
 {
-	struct bs_cache *cache = file->cache;
-	unsigned int min_order = cache->min_order - BS_PAGE_SHIFT;
-	uint64_t min_mask = ((uint64_t)1 << min_order) - 1;
-	uint64_t index = rd->start & ~min_mask;
-	bool unbounded = rd->kind == BS_RA_UNBOUNDED;
-	uint64_t made_end = 0;
+	unsigned int min_order = file->cache->min_order - BS_PAGE_SHIFT;
+	uint64_t index = rd->start & ~(((uint64_t)1 << min_order) - 1);
 
-	if (rd->start + rd->nr - 1 < last)
-		last = rd->start + rd->nr - 1;
+	*err = 0;
 	while (index <= last) {
-		unsigned int order = unbounded ? min_order
-					       : bs_ra_folio_order(index, rd->order, last, min_order);
+		unsigned int order = bs_ra_folio_order(index, rd->order, last, min_order);
+		struct bs_folio *folio;
+
+		*err = order_folio(file, io, index, order, &folio);
+		if (*err)
+			break;
+		mark_new(folio, rd->mark);
+		index = page_end(folio);
+		*made_end = index;
+	}
+	return index;
+}
+
+/*
+ * page_cache_ra_unbounded() of @rd (BS_RA_UNBOUNDED, cut at EOF): a
+ * smallest folio for each page no folio holds, the one made at the mark
+ * page marked; the folios there go into @io too (their blocks in the
+ * window that are not uptodate are read).  It stops at the first folio
+ * it cannot have.  *@made_end: the page after the last folio made.
+ */
+static void make_unbounded(struct bs_file *file, const struct bs_ra_read *rd,
+			   struct ra_io *io, uint64_t *made_end)
+{
+	unsigned int min_order = file->cache->min_order - BS_PAGE_SHIFT;
+	uint64_t index = rd->start & ~(((uint64_t)1 << min_order) - 1);
+
+	while (index < rd->start + rd->nr) {
 		struct bs_folio *folio;
 		bool made;
 
-		if (window_folio(file, io, index, order, &folio, &made))
+		if (unbounded_folio(file, io, index, &folio, &made))
 			break;
 		if (made) {
 			mark_new(folio, rd->mark);
-			made_end = page_end(folio);
-		} else {
-			unbounded = true;	/* a folio in the way: the rest page by page */
+			*made_end = page_end(folio);
 		}
 		index = page_end(folio);
 	}
+}
+
+/*
+ * Make the folios of @rd into @io; the file spans pages [0, @end_page).
+ * A BS_RA_ORDER window that stops at a folio in its way, or at one it
+ * cannot have, reads the rest of the window as page_cache_ra_order()
+ * then does: do_page_cache_ra() from that page (bs_ra_rest()), in the
+ * smallest folios, whatever lies further on.  Returns the page after the
+ * last folio made (0: none).
+ */
+static uint64_t make_window(struct bs_file *file, const struct bs_ra_read *rd,
+			    uint64_t end_page, struct ra_io *io)
+{
+	uint64_t made_end = 0;
+	struct bs_ra_read rest;
+
+	if (rd->kind == BS_RA_ORDER) {
+		uint64_t last = end_page - 1, stop;
+		struct bs_ra_limits lim;
+		int err;
+
+		if (rd->start + rd->nr - 1 < last)
+			last = rd->start + rd->nr - 1;
+		stop = make_order(file, rd, last, io, &made_end, &err);
+		if (!err)
+			return made_end;
+		ra_limits(file->cache, &lim);
+		rest = bs_ra_rest(rd, stop, &lim, end_page);
+		if (rest.kind == BS_RA_NONE)
+			return made_end;
+		rd = &rest;
+	}
+	make_unbounded(file, rd, io, &made_end);
 	return made_end;
 }
 
@@ -597,7 +681,7 @@ static void ra_submit(struct bs_file *file, struct bs_ra_state *ra, const struct
 	    fsize <= 0 || rd->start > (uint64_t)(fsize - 1) >> BS_PAGE_SHIFT)
 		return;
 	last = (uint64_t)(fsize - 1) >> BS_PAGE_SHIFT;
-	made_end = make_window(file, rd, last, &io);
+	made_end = make_window(file, rd, last + 1, &io);
 	/*
 	 * A sizing policy that made folios larger than asked for ("fixed")
 	 * has read past the window: the window is what was read, so that
@@ -646,11 +730,11 @@ static void ra_meet(struct bs_file *file, struct bs_ra_state *ra, struct bs_foli
 off_t bs_ra_before_read(struct bs_file *file, struct bs_ra *ra, off_t off, size_t len)
 {
 	struct bs_cache *cache = file->cache;
-	struct bs_ra_view view = { view_next_miss, view_prev_miss, file };
 	uint64_t index = (uint64_t)off >> BS_PAGE_SHIFT;
 	uint64_t end = ((uint64_t)off + len - 1) / BS_PAGE_SIZE + 1;
 	off_t fsize = atomic_load(&file->size);
 	uint64_t eof_end = ((uint64_t)fsize + BS_PAGE_SIZE - 1) >> BS_PAGE_SHIFT;
+	struct bs_ra_view view = { view_next_miss, view_prev_miss, file, eof_end };
 	uint64_t random_end = 0;
 	struct bs_ra_limits lim;
 	struct bs_ra_state st;

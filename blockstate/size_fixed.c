@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
- * size_fixed.c - folio sizing policy "fixed" (the default): every new
- * folio is as large as folio_size allows (and its neighbours leave room).
+ * size_fixed.c - folio sizing policy "fixed": every new folio is as large
+ * as folio_size allows (and its neighbours leave room), whatever the
+ * access; the default is "kernel" (size_kernel.c).
  */
 #include "policy.h"
 

@@ -16,8 +16,11 @@
  *   stream) makes folios of one page, as the kernel's plain
  *   page_cache_ra_unbounded() does.
  *
- * blockstate then shrinks the order further when a neighbour is in the
- * way, as the page cache retries a smaller order on -EEXIST.
+ * blockstate then shrinks a write's or a read's folio when a neighbour
+ * is in the way, as __filemap_get_folio() retries smaller orders; a
+ * readahead folio is never shrunk: a neighbour in its range stops the
+ * window's large folios (readahead.c), as filemap_add_folio()'s -EEXIST
+ * stops page_cache_ra_order().
  */
 #include "policy.h"
 

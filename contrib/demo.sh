@@ -252,7 +252,7 @@ MiB = 1 << 20
 
 def stats():
     with open(os.path.join(mnt, '.foliofs', 'stats')) as f:
-        return {k: int(v) for k, v in (l.split() for l in f)}
+        return {k: int(v) for k, v in (l.split() for l in f) if v.isdigit()}
 
 def run(*cmd):
     print('$ foliofsctl ' + ' '.join(cmd[1:]), flush=True)

@@ -5,10 +5,14 @@
 #   a. install what is missing (as root, with apt-get) and make /dev/fuse 0666
 #   b. build build/ (-Dwerror=true -Ddebug_checks=true, debugoptimized) and
 #      run the meson unit tests
+#   b2. contrib/tools/file-cycles.py on writeback/ and sim/: one test per
+#      layer, failed by a call cycle between its files other than a pair
+#      named an owner/worker pair in its source
 #   c. the pytest mount tests against build/foliofs (junit: build/pytest.xml)
 #   c2. as root, on a kernel with FUSE over io_uring: the data,
-#      throttling, cache-mode and durability tests again with every mount
-#      on the ring (-o uring=on; enable_uring set to Y, then restored)
+#      throttling, cache-mode, durability and kill-priv tests again with
+#      every mount on the ring (-o uring=on; enable_uring set to Y, then
+#      restored)
 #   d. ASan+UBSan build in build-asan/: the unit tests, then the mount tests
 #      against build-asan/foliofs (without the PostgreSQL tests and crash
 #      loops, for time), over /dev/fuse
@@ -22,7 +26,7 @@
 #      target, passed when it exits 0; skipped when clang cannot link
 #      -fsanitize=fuzzer
 #
-# Stages b-c2 run in order; d (but its FUSE over io_uring tests, d2,
+# Stages b-c2 run in order (b2 also with --quick); d (but its FUSE over io_uring tests, d2,
 # which run after c2), e, f and g run in the background beside them,
 # niced (see "in the background" below).
 # Every stage runs even when an earlier one failed (except the tests of a
@@ -33,7 +37,7 @@
 # M > 0 or a stage could not run, else 0.
 #
 # Usage: contrib/test.sh [--quick] [--no-install]
-#   --quick       only stages b and c (a still runs unless --no-install)
+#   --quick       only stages b, b2 and c (a still runs unless --no-install)
 #   --no-install  skip stage a
 # Environment: FOLIOFS_TEST_BUDGET (seconds, default 4800): wall-clock budget
 # for the whole run; each stage's timeout is cut to what is left of it, so
@@ -201,8 +205,14 @@ EOF
 # --------------------------------------------------------------------------
 # a. dependencies
 
+# PostgreSQL: postgresql (the server, initdb, pg_checksums), postgresql-client
+# (pgbench, psql, pg_amcheck), postgresql-contrib; its tests fail under CI
+# without them.  python3-prometheus-client and prometheus (promtool) check
+# foliofsctl's OpenMetrics and Prometheus text; parallel runs a sweep's jobs.
 PKGS=(meson ninja-build pkg-config gcc clang clang-tidy libclang-rt-dev libfuse3-dev fuse3
-	liburing-dev zlib1g-dev systemtap-sdt-dev bpftrace scdoc python3-pytest python3-matplotlib fio postgresql-15 postgresql-contrib valgrind xfsprogs parallel)
+	liburing-dev zlib1g-dev systemtap-sdt-dev bpftrace scdoc python3-pytest python3-matplotlib
+	python3-prometheus-client prometheus fio postgresql postgresql-client postgresql-contrib
+	valgrind xfsprogs parallel)
 
 stage_install() {
 	local t0 p note missing=()
@@ -224,6 +234,10 @@ stage_install() {
 		if ! apt-get install -y -q --no-install-recommends "${missing[@]}" </dev/null; then
 			record "a. install" $(($(date +%s) - t0)) 0 1 0 "apt-get install failed"
 			return
+		fi
+		# prometheus is here for promtool: the server it starts is not wanted.
+		if [[ " ${missing[*]} " == *" prometheus "* ]] && command -v systemctl >/dev/null; then
+			systemctl disable --now prometheus >/dev/null 2>&1 || true
 		fi
 	else
 		echo "as root: apt-get install --no-install-recommends ${missing[*]}"
@@ -352,11 +366,18 @@ mounttests() {
 	if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
 		printf '\n*** pytest timed out after %ss\n' "$t"
 		note="timed out after ${t}s"
-		# Detach the mounts that killed daemons may have left behind.
+		# Detach the mounts that killed daemons may have left behind:
+		# those new since the stage began whose daemon is gone (ENOTCONN).
+		# A live one may be another session's on this machine: left alone.
 		leaked=$(comm -13 <(echo "$before") <(fuse_mounts))
 		for m in $leaked; do
-			echo "lazy-unmounting leftover $m"
-			fusermount3 -u -z "$m" 2>/dev/null || umount -l "$m"
+			case $(timeout 10 stat -c %i "$m" 2>&1 >/dev/null) in
+			*"not connected"*)
+				echo "lazy-unmounting leftover $m (its daemon is gone)"
+				fusermount3 -u -z "$m" 2>/dev/null || umount -l "$m"
+				;;
+			*) echo "left mounted: $m (its daemon answers; maybe not this run's)" ;;
+			esac
 		done
 	fi
 	counts=$(count_junit "$xml")
@@ -390,8 +411,25 @@ uring_mounttests() {
 	echo Y >"$URING_PARAM"
 	mounttests "$1" "$ROOT/build/foliofs" "$ROOT/build/pytest-uring.xml" "$T_PYTEST" \
 		FOLIOFS_EXTRA_OPTIONS=uring=on -- \
-		-k "(test_data or test_throttle or test_cache_modes or test_durability) and not test_fuse_uring"
+		-k "(test_data or test_throttle or test_cache_modes or test_durability or test_killpriv) and not test_fuse_uring"
 	echo "$old" >"$URING_PARAM"
+}
+
+# cycles NAME DIR...: stage b2, contrib/tools/file-cycles.py on each layer
+# DIR; one test per DIR.
+cycles() {
+	local name=$1 t0 d p=0 fails=0
+	shift
+	t0=$(date +%s)
+	header "$name: contrib/tools/file-cycles.py on $*"
+	for d in "$@"; do
+		if run_limited 60 "$PY" "$ROOT/contrib/tools/file-cycles.py" "$d"; then
+			p=$((p + 1))
+		else
+			fails=$((fails + 1))
+		fi
+	done
+	record "$name" $(($(date +%s) - t0)) "$p" "$fails" 0
 }
 
 # --------------------------------------------------------------------------
@@ -643,6 +681,9 @@ if [ "$QUICK" -eq 0 ]; then
 	fi
 	REST_PID=$BG_PID
 fi
+
+# No build needed: the sources are read as text.
+cycles "b2. file cycles" writeback sim
 
 if [ "$BUILT" -eq 1 ]; then
 	unit "b. unit tests" build 1 "$T_UNIT"

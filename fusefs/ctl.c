@@ -34,9 +34,10 @@
  *                    [START, START + LEN), as POSIX_FADV_DONTNEED does;
  *                    dirty and busy folios stay.  A read through the same
  *                    open file then gives what was done ("dropped N bytes
- *                    B kept_held H kept_busy K").  Bad input fails with
- *                    EINVAL, an inode no cached file has with ENOENT, both
- *                    logged with the reason, which a read then gives.
+ *                    B kept_held H kept_busy K"; an inode no cached file
+ *                    has drops nothing, as DONTNEED on an uncached file).
+ *                    Bad input fails with EINVAL, logged with the reason,
+ *                    which a read then gives.
  *                    Mounting user only (0600): it names files by number,
  *                    whoever may open them.
  *   .foliofs/errors  the last CTL_ERRORS writes of a control file that
@@ -694,10 +695,11 @@ static int ctl_do_evict(struct ffs_data *fs, const char *cmd, char *err, size_t 
 		snprintf(err, errlen, "%.64s: START + LEN is past the largest offset", cmd);
 		return -EINVAL;
 	}
+	/* No cached file has the inode (-ENOENT): nothing to drop, res is zero. */
 	ret = wb_ctx_evict(fs->wb, ino, (off_t)start, len ? (off_t)(start + len) : INT64_MAX,
 			   &res);
-	if (ret == -ENOENT) {
-		snprintf(err, errlen, "inode %llu: no cached file has it", (unsigned long long)ino);
+	if (ret && ret != -ENOENT) {
+		snprintf(err, errlen, "inode %llu: %s", (unsigned long long)ino, strerror(-ret));
 		return ret;
 	}
 	snprintf(done, sizeof(done), "dropped %llu bytes %llu kept_held %llu kept_busy %llu",

@@ -93,57 +93,32 @@ struct ffs_config {
 	unsigned int max_background;
 	bool show_help;
 	bool show_version;
-	struct bs_config bs;	/* block_size, folio_size, cache_size, policies */
-	struct wb_config wb;	/* flushers, thresholds, backing I/O, faults */
-	char *fault;		/* fault= (owned; wb.fault points here) */
-	char *stats_log;	/* stats_log= made absolute (owned; wb.stats_log points here) */
-	char *throttle;		/* throttle= (owned; wb.throttle points here) */
+	/*
+	 * block_size, folio_size, cache_size, policies; flushers,
+	 * thresholds, backing I/O, faults.  Their strings (wb.fault,
+	 * wb.stats_log, wb.throttle) are owned, as trace and write_log.
+	 */
+	struct bs_config bs;
+	struct wb_config wb;
 	char *trace;		/* trace= made absolute (owned), or NULL */
 	char *write_log;	/* write_log= made absolute (owned), or NULL */
 	struct fuse_args args;	/* what is left for fuse_session_new() */
 };
 
-/*
- * max_background=: the kernel's bound on FUSE background requests (its
- * own default is 12), and the largest value libfuse passes on.
- */
-#define FFS_MAX_BACKGROUND_DEFAULT 64
-#define FFS_MAX_BACKGROUND 65535
-
-/*
- * max_inodes=: about 300 bytes of the daemon's memory each (the kernel
- * spends more on its side), so 300 MiB at the default.
- */
-#define FFS_MAX_INODES_DEFAULT (1u << 20)
-#define FFS_MAX_INODES_MIN 1024
-#define FFS_MAX_INODES_MAX (1u << 30)
-
 /* Length of the error buffers the parsers below fill. */
 #define FFS_ERRLEN 512
 
 /*
- * Parse argv into @cfg.  Returns 0, or -EINVAL with a one-line reason
- * (naming the option or argument) in @err; @err is left empty when libfuse
- * has already printed the reason.  MOUNTPOINT must be an existing
- * directory; BACKING is opened by the caller.  Options libfuse knows are
- * kept in cfg->args for it to check.
+ * Parse argv into @cfg through the option registry (writeback/options.h).
+ * Returns 0, or -EINVAL with a one-line reason (naming the option or
+ * argument) in @err; @err is left empty when libfuse has already printed
+ * the reason.  MOUNTPOINT must be an existing directory; BACKING is
+ * opened by the caller.  Options libfuse knows are kept in cfg->args for
+ * it to check.
  */
 int ffs_parse_args(int argc, char **argv, struct ffs_config *cfg, char *err);
 void ffs_config_free(struct ffs_config *cfg);
-/* Physical memory in bytes: the largest cache_size. */
-uint64_t ffs_phys_mem(void);
-/* The default cache_size of a machine of @mem bytes: 1/8 of it, at least 64 MiB. */
-uint64_t ffs_cache_size_of(uint64_t mem);
-/* ffs_cache_size_of() this machine's physical memory: a mount's default. */
-uint64_t ffs_default_cache_size(void);
 void ffs_print_help(const char *progname);
-
-/*
- * Value parsers: 0, or -EINVAL with "NAME=VALUE: reason" in @err; the
- * integers and sizes are writeback's (wb_parse_uint, wb_parse_size).
- */
-int ffs_parse_double(const char *name, const char *val, double min,
-		     double max, double *out, char *err);
 
 /* ---- inodes (inode.c) ---- */
 
@@ -394,6 +369,12 @@ struct ffs_data {
 	/* Forgotten inodes kept because their data could not be written. */
 	_Atomic uint64_t kept_inodes;
 
+	/*
+	 * The mounted session, for notifications to the kernel (killpriv.c):
+	 * set before the session loop, immutable.
+	 */
+	struct fuse_session *se;
+
 	/* Held write replies (defer.c): set before the session loop, cleared after. */
 	struct ffs_defer *defer;
 
@@ -579,8 +560,12 @@ void ffs_data_put(struct ffs_data *fs, struct ffs_inode *inode);
  * local file system does.  0 or -EFBIG.
  */
 int ffs_data_check_size(const struct ffs_inode *inode, off_t off, size_t *len);
-/* Put the cache's size and times into @st, a stat of the backing inode. */
-void ffs_data_fix_stat(struct ffs_inode *inode, struct stat *st);
+/*
+ * The cache's size and pending mtime of @inode into @attr, to be put into
+ * a stat of the backing inode taken after this (wb_file_attr_apply());
+ * false when the inode has no cache (the backing stat is all there is).
+ */
+bool ffs_data_attr_sample(struct ffs_inode *inode, struct wb_file_attr *attr);
 /* The mtime was set explicitly to @mtime: writeback must keep it. */
 void ffs_data_mtime_set(struct ffs_inode *inode, const struct timespec *mtime);
 
@@ -716,17 +701,23 @@ bool ffs_channel_kill_suidgid(void);
  * A write, a truncate or an O_TRUNC open by a caller without CAP_FSETID
  * clears setuid, and setgid by the rule of a local file system, as the
  * daemon (see killpriv.c for why the kernel's FUSE_HANDLE_KILLPRIV_V2
- * mark decides).  A failure is logged once and changes nothing else.
+ * mark decides), before the data or the size changes, and the kernel's
+ * cached mode is right when the request is answered.  A failure to clear
+ * is logged once and changes nothing else.
  * ffs_killpriv_data(): @req is a WRITE about to store data or an OPEN
- * that truncated; clears when the kernel marked it.
- * ffs_killpriv_setattr(): @req is a SETATTR that succeeded with @valid;
- * clears when it set the size and was marked.
- * Context: the handler of @req, on the worker thread that read it, with
- * the daemon's credentials and no lock held; one fstat (none while the
- * inode is known to have neither bit), and a chmod when a bit goes.
+ * about to truncate; clears when the kernel marked it, and then tells the
+ * kernel its cached attributes are stale (these replies carry none).
+ * ffs_killpriv_setattr(): @req is a SETATTR with @valid, before it is
+ * applied; clears when it sets the size and was marked, or, when it sets
+ * nothing, removes privileges as the kernel asked (killpriv.c).  0, or
+ * -errno to answer the SETATTR with.  Its reply carries the new mode.
+ * Context: the handler of @req, on the worker thread that read it, before
+ * its reply, with the daemon's credentials and no lock held; one fstat
+ * (none while the inode is known to have neither bit), and a chmod (and a
+ * notification) when a bit goes.
  */
 void ffs_killpriv_data(fuse_req_t req, struct ffs_inode *inode);
-void ffs_killpriv_setattr(fuse_req_t req, struct ffs_inode *inode, int valid);
+int ffs_killpriv_setattr(fuse_req_t req, struct ffs_inode *inode, int valid);
 /*
  * The mode of @inode's backing inode may have changed (a SETATTR, an
  * extended attribute, a name made or found for it): the next marked

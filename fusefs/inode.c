@@ -1614,14 +1614,18 @@ void ffs_data_put(struct ffs_data *fs, struct ffs_inode *inode)
 		idle_evict(fs, false);
 }
 
-void ffs_data_fix_stat(struct ffs_inode *inode, struct stat *st)
+bool ffs_data_attr_sample(struct ffs_inode *inode, struct wb_file_attr *attr)
 {
+	bool cached;
+
 	if (inode->type != S_IFREG)
-		return;
+		return false;
 	pthread_mutex_lock(&inode->lock);
-	if (inode->data)
-		wb_file_fix_stat(inode->data, st);
+	cached = inode->data;
+	if (cached)
+		wb_file_attr_sample(inode->data, attr);
 	pthread_mutex_unlock(&inode->lock);
+	return cached;
 }
 
 void ffs_data_mtime_set(struct ffs_inode *inode, const struct timespec *mtime)

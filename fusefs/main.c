@@ -214,6 +214,45 @@ static int create_output(const char *name, const char *path, int flags)
 	return 0;
 }
 
+/*
+ * The command line into @cfg, and what it asks for before anything is
+ * mounted: --help, --version, BACKING opened (*@root_fd, its type in
+ * @fs), O_DIRECT probed, the output files created.  -1 to go on with the
+ * mount, or the exit status (@cfg still to be freed).
+ */
+static int configure(int argc, char **argv, struct ffs_config *cfg, struct ffs_data *fs,
+		     int *root_fd)
+{
+	char err[FFS_ERRLEN];
+	int ret;
+
+	if (ffs_parse_args(argc, argv, cfg, err))
+		return err[0] ? usage_error("%s", err) : 2;
+	if (cfg->show_help || cfg->show_version) {
+		if (cfg->show_help)
+			ffs_print_help(argv[0]);
+		else
+			printf("foliofs %s (libfuse %s)\n", FOLIOFS_VERSION, fuse_pkgversion());
+		return 0;
+	}
+	ret = open_backing(cfg, root_fd, &fs->backing_type);
+	if (ret)
+		return ret;
+	cfg->wb.backing_direct = cfg->backing_direct == FFS_DIRECT_ON ||
+		(cfg->backing_direct == FFS_DIRECT_AUTO &&
+		 probe_backing_direct(cfg, *root_fd, fs->backing_type));
+	ret = create_output("stats_log", cfg->wb.stats_log, O_APPEND);
+	if (!ret)
+		ret = create_output("trace", cfg->trace, O_TRUNC);
+	if (!ret)
+		ret = create_output("write_log", cfg->write_log, O_TRUNC);
+	if (ret) {
+		close(*root_fd);
+		return ret;
+	}
+	return -1;
+}
+
 static int serve(struct fuse_session *se, const struct ffs_config *cfg)
 {
 	struct fuse_loop_config *lc;
@@ -264,7 +303,7 @@ int main(int argc, char *argv[])
 	struct fuse_session *se;
 	struct ffs_config cfg;
 	char err[FFS_ERRLEN];
-	int root_fd, ret, status = 1;
+	int root_fd = -1, ret, status = 1;
 	/* Set by the worker that answers INIT; read once the loop joined it. */
 	bool uring_refused = false;
 
@@ -272,36 +311,8 @@ int main(int argc, char *argv[])
 	(void)mallopt(M_MMAP_THRESHOLD, MALLOC_MMAP_THRESHOLD);
 	fuse_set_log_func(ffs_log);
 	wb_set_logger(wb_logger);
-	if (ffs_parse_args(argc, argv, &cfg, err)) {
-		ffs_config_free(&cfg);
-		return err[0] ? usage_error("%s", err) : 2;
-	}
-	if (cfg.show_help) {
-		ffs_print_help(argv[0]);
-		ffs_config_free(&cfg);
-		return 0;
-	}
-	if (cfg.show_version) {
-		printf("foliofs %s (libfuse %s)\n", FOLIOFS_VERSION,
-		       fuse_pkgversion());
-		ffs_config_free(&cfg);
-		return 0;
-	}
-	ret = open_backing(&cfg, &root_fd, &fs.backing_type);
-	if (ret) {
-		ffs_config_free(&cfg);
-		return ret;
-	}
-	cfg.wb.backing_direct = cfg.backing_direct == FFS_DIRECT_ON ||
-		(cfg.backing_direct == FFS_DIRECT_AUTO &&
-		 probe_backing_direct(&cfg, root_fd, fs.backing_type));
-	ret = create_output("stats_log", cfg.stats_log, O_APPEND);
-	if (!ret)
-		ret = create_output("trace", cfg.trace, O_TRUNC);
-	if (!ret)
-		ret = create_output("write_log", cfg.write_log, O_TRUNC);
-	if (ret) {
-		close(root_fd);
+	ret = configure(argc, argv, &cfg, &fs, &root_fd);
+	if (ret >= 0) {
 		ffs_config_free(&cfg);
 		return ret;
 	}
@@ -328,6 +339,7 @@ int main(int argc, char *argv[])
 		status = 2;	/* libfuse has named the bad option */
 		goto out_itable;
 	}
+	fs.se = se;
 	if (fuse_set_signal_handlers(se))
 		goto out_session;
 	if (fuse_session_mount(se, cfg.mountpoint))

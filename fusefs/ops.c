@@ -165,6 +165,7 @@ static void entry_init(struct ffs_data *fs, struct fuse_entry_param *e)
 static int do_lookup(struct ffs_data *fs, struct ffs_inode *dir,
 		     const char *name, struct fuse_entry_param *e)
 {
+	struct wb_file_attr cached;
 	struct ffs_inode *inode;
 	struct ffs_fh *fh;
 	int fd, ret;
@@ -204,7 +205,19 @@ static int do_lookup(struct ffs_data *fs, struct ffs_inode *dir,
 	e->ino = (uintptr_t)inode;
 	if (inode == &fs->root)
 		e->ino = FUSE_ROOT_ID;
-	ffs_data_fix_stat(inode, &e->attr);
+	/*
+	 * A cached file may be written meanwhile: its size sampled before the
+	 * backing mode is read again, as inode_attr() does (by name: the
+	 * inode holds no descriptor here).
+	 */
+	if (ffs_data_attr_sample(inode, &cached)) {
+		if (fstatat(dir->fd, name, &e->attr, AT_SYMLINK_NOFOLLOW) < 0) {
+			ret = -errno;
+			ffs_inode_forget(fs, inode, 1);
+			return ret;
+		}
+		wb_file_attr_apply(&cached, &e->attr);
+	}
 	return 0;
 }
 
@@ -226,15 +239,23 @@ static void ffs_lookup(fuse_req_t req, struct ffs_inode *dir, const char *name)
 
 /* ---- attributes ---- */
 
-/* What the kernel is told of @inode: its backing stat, as the cache sees it. */
+/*
+ * What the kernel is told of @inode: its backing stat, as the cache sees
+ * it.  The cache is read first: a write clears setuid/setgid on the
+ * backing inode before its data reaches the cache (killpriv.c), so a size
+ * that shows the data is never paired with the mode from before.
+ */
 static int inode_attr(struct ffs_data *fs, struct ffs_inode *inode, struct stat *st)
 {
+	struct wb_file_attr cached;
+	bool have = ffs_data_attr_sample(inode, &cached);
 	int ret = stat_fd(inode->fd, st);
 
 	if (ret)
 		return ret;
 	root_attr(fs, inode, st);
-	ffs_data_fix_stat(inode, st);
+	if (have)
+		wb_file_attr_apply(&cached, st);
 	return 0;
 }
 
@@ -311,9 +332,15 @@ static int set_times(struct ffs_inode *inode, const struct stat *attr,
 	return 0;
 }
 
-static int do_setattr(struct ffs_data *fs, struct ffs_inode *inode,
-		      const struct stat *attr, int valid, struct fuse_file_info *fi)
+/*
+ * Apply @valid of @attr; @c holds the caller's credentials (when entered),
+ * which every change but the size is made with.
+ */
+static int do_setattr(fuse_req_t req, struct ffs_inode *inode, const struct stat *attr,
+		      int valid, struct fuse_file_info *fi, struct ffs_creds *c)
 {
+	struct ffs_data *fs = ffs_data(req);
+	bool caller = c->switched;
 	struct ffs_procpath p;
 	int ret = 0;
 
@@ -333,7 +360,17 @@ static int do_setattr(struct ffs_data *fs, struct ffs_inode *inode,
 			return -errno;
 	}
 	if (valid & FUSE_SET_ATTR_SIZE) {
+		/*
+		 * As the daemon: the kernel has checked that the caller may
+		 * write the file, and setuid/setgid go by its mark
+		 * (killpriv.c).  A truncate by a thread with the caller's
+		 * fsuid, which has no capability, would make the backing
+		 * file system clear them even for a caller with CAP_FSETID.
+		 */
+		ffs_creds_leave(c);
 		ret = set_size(fs, inode, fi, attr->st_size);
+		if (!ret && caller)
+			ret = ffs_creds_enter(fs, req, c);
 		if (ret)
 			return ret;
 	}
@@ -354,20 +391,20 @@ static void ffs_setattr(fuse_req_t req, struct ffs_inode *inode, struct stat *at
 	if (valid & FUSE_SET_ATTR_SIZE)
 		trace_begin(req, &op, TRACE_OP_TRUNCATE);
 
+	/* Before the size changes: no stat may see the new size with the bits. */
+	ret = ffs_killpriv_setattr(req, inode, valid);
 	/*
 	 * With the writeback cache the kernel keeps mtime and ctime itself
 	 * and sends them (with FUSE_SET_ATTR_CTIME) on behalf of whoever
 	 * flushes; only the daemon may apply times it decided.
 	 */
-	if (!(valid & FUSE_SET_ATTR_CTIME))
+	if (!ret && !(valid & FUSE_SET_ATTR_CTIME))
 		ret = ffs_creds_enter(ffs_data(req), req, &c);
 	if (!ret) {
-		ret = do_setattr(ffs_data(req), inode, attr, valid, fi);
+		ret = do_setattr(req, inode, attr, valid, fi, &c);
 		ffs_creds_leave(&c);
 		/* Even on failure: a chmod may have been made before it. */
 		ffs_killpriv_mode_changed(inode);
-		if (!ret)
-			ffs_killpriv_setattr(req, inode, valid);
 		if (!ret && fi)
 			trace_open(&op, ffs_file(fi));
 		if (!ret)
@@ -619,16 +656,19 @@ static int open_finish(struct ffs_data *fs, fuse_req_t req, struct ffs_inode *in
 		ffs_data_put(fs, inode);
 		return -ENOMEM;
 	}
-	/* Linux truncates even for O_RDONLY; the kernel checked write access. */
-	if (fi->flags & O_TRUNC)
+	/*
+	 * Linux truncates even for O_RDONLY; the kernel checked write access.
+	 * The bits go first, as with a write.
+	 */
+	if (fi->flags & O_TRUNC) {
+		ffs_killpriv_data(req, inode);
 		ret = wb_truncate(data, 0);
+	}
 	if (ret) {
 		free(file);
 		ffs_data_put(fs, inode);
 		return ret;
 	}
-	if (fi->flags & O_TRUNC)
-		ffs_killpriv_data(req, inode);
 	file->inode = inode;
 	file->data = data;
 	file->flags = fi->flags;
@@ -937,6 +977,7 @@ static void ffs_write(fuse_req_t req, struct ffs_inode *inode, const char *buf,
 	int sync_flags, ret = check_range(off, size);
 	struct ffs_trace_op op;
 	uint64_t dirtied = 0;
+	size_t asked = size;
 	ssize_t n = 0;
 
 	trace_begin(req, &op, TRACE_OP_WRITE);
@@ -950,6 +991,16 @@ static void ffs_write(fuse_req_t req, struct ffs_inode *inode, const char *buf,
 		     wb_write_cut : wb_write)(file->data, buf, size, off, &dirtied);
 	if (n < 0)
 		ret = (int)n;
+	/*
+	 * The kernel's own writeback (cache=writeback, or a shared mapping)
+	 * takes a short count for the whole request: the part past the
+	 * backing file system's limit would be dropped without a word, and
+	 * fsync succeed.  What fits is stored; the request fails, which the
+	 * kernel keeps for fsync to report.  (Its cached size, which it
+	 * trusts over the daemon's in that mode, keeps the lost part.)
+	 */
+	if (!ret && fi->writepage && size < asked)
+		ret = -EFBIG;
 	/*
 	 * O_DSYNC/O_SYNC from the open, or from this write alone: for a
 	 * direct-I/O file the kernel puts pwritev2()'s RWF_DSYNC/RWF_SYNC

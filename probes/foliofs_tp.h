@@ -34,8 +34,8 @@ struct foliofs_balance_dirty_pages {
 	unsigned int dirtied;		/* pages dirtied since the last check */
 	unsigned int dirtied_pause;	/* pages between checks, before this round */
 	unsigned long paused;		/* ms: always 0 (see doc/tracing.md) */
-	long pause;			/* ms: taken (rounded up), or min(pause, 0) */
-	unsigned long period;		/* ms */
+	long pause;			/* ms (whole ticks): taken, or min(pause, 0) */
+	unsigned long period;		/* ms (whole ticks) */
 	long think;			/* ms since the last pause ended */
 	/* foliofs's own: */
 	int pid;			/* the writer (the FUSE request's pid); the

@@ -7,8 +7,8 @@
  * bs_write()/bs_read(); the writeback engine (writeback/engine.h: passes,
  * syncs, errors and backoff, the flushers' rounds and turns) with this
  * file as its second driver, its ops the device model and the virtual
- * clock; the throttler (throttle.c) through the same calls balance.c
- * makes; the run-time settings (tunables.c) and the stats
+ * clock; the throttler (throttle.c) through balance.c's calls with the
+ * virtual time (wb_balance_dirty_at); the run-time settings (tunables.c) and the stats
  * (wb_ctx_stats).  What is modelled instead: time, the backing device,
  * and the threads, which become state machines resumed by events:
  *
@@ -21,11 +21,11 @@
  *             fsync writes the file back and flushes the device; both wait
  *             for a file another pass holds, as the mount's wb_lock makes
  *             them.
- *   flusher   cfg.flushers of them, each the loop of flush.c's
- *             flusher_main/flush_pass/flush_file over the engine's
- *             rounds and turns (wb_round_*, wb_turn_*); woken by writes
- *             over the background threshold (kicks) or
- *             writeback_interval_ms.
+ *   flusher   cfg.flushers of them, each what flush.c's
+ *             flusher_main/flush_rounds/flush_file make of the engine's
+ *             rounds and turns (wb_round_next, wb_turn_*), over every
+ *             file; woken by writes over the background threshold (the
+ *             engine's kicks) or writeback_interval_ms.
  *   reader    a read is one bs_read() of the request, as ffs_read() does
  *             it, through the readahead state of the open it came
  *             through (struct sim_open: the record's open id, or for a
@@ -92,7 +92,6 @@
  */
 #include "sim.h"
 #include "engine.h"
-#include "throttle.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -109,7 +108,7 @@ struct sim_file {
 	/* Its writeback state, as the mount's wb_file keeps it (engine.h). */
 	struct wb_fstate ws;
 	struct wb_pass *busy;		/* the pass holding it (the mount's wb_lock) */
-	uint64_t err_seen;		/* ws.err_seq an fsync last reported */
+	uint64_t err_seen;		/* the fsyncs' errseq cursor (wb_errseq_check) */
 };
 
 /* The sim_file whose writeback state @fs is. */
@@ -180,9 +179,8 @@ struct sim_flusher {
 	enum fl_state state;
 	uint64_t wake_gen;		/* wake events carry their generation (> 0); one of
 					 * another is stale.  I/O completions carry 0. */
-	struct wb_round round;		/* the engine's round */
-	unsigned int half, i;		/* where this flusher is in it */
-	struct wb_turn turn;		/* the turn of the file at i */
+	struct wb_round round;		/* the engine's rounds, and where it is in them */
+	struct wb_turn turn;		/* the turn of the file in progress */
 	uint64_t sync_token;
 	int sync_err;
 	struct sim_file *sync_file;
@@ -236,7 +234,6 @@ struct sim {
 	size_t nr_writers, writers_left;
 	struct sim_flusher *flushers;
 	unsigned int nr_flushers;
-	unsigned int kicks;
 	int64_t reclaim_until;		/* a write that needed room waits until then */
 	int64_t submit_due;		/* when the batch the engine last submitted ends */
 	int64_t read_at;		/* the op's next backing read is issued then */
@@ -614,7 +611,7 @@ static void sim_need_clean(void *arg)
 	}
 }
 
-/* ---- the flushers (flush.c's flusher_main, flush_pass, flush_file) ---- */
+/* ---- the flushers (flush.c's flusher_main, flush_rounds, flush_file) ---- */
 
 static int flusher_go(struct sim *s, uint32_t k);
 
@@ -623,19 +620,12 @@ static int flushers_poke(struct sim *s)
 {
 	int ret = 0;
 
-	if (!s->nr_flushers || !wb_over_background(s->ctx) || s->kicks++)
+	if (!s->nr_flushers || !wb_round_poke(s->ctx))
 		return 0;
 	for (uint32_t k = 0; k < s->nr_flushers && !ret; k++)
 		if (s->flushers[k].state == FL_IDLE)
 			ret = ev_push(s, s->now, EV_FLUSHER, k, ++s->flushers[k].wake_gen);
 	return ret;
-}
-
-static void flusher_start_pass(struct sim *s, struct sim_flusher *fl)
-{
-	wb_round_begin(s->ctx, &fl->round, (unsigned int)s->nr_files);
-	fl->half = 0;
-	fl->i = 0;
 }
 
 /*
@@ -674,17 +664,44 @@ static int flusher_sync(struct sim *s, struct sim_flusher *fl, struct sim_file *
 		? -ENOMEM : 1;
 }
 
-/* Run flusher @k from where it stopped until it waits for something. */
+/*
+ * @f's turn, as flush.c's flush_file(): 1 when the flusher waits for the
+ * device (its pass, or its sync), 0 when the turn is over.
+ */
+static int flusher_turn(struct sim *s, struct sim_flusher *fl, struct sim_file *f, uint32_t k)
+{
+	int64_t due;
+	int ret = flusher_file_begin(s, fl, f);
+
+	if (ret == -EBUSY)
+		return 0;
+	if (ret == 1) {
+		due = pass_step(s, &fl->pass);
+		if (due) {
+			fl->state = FL_PASS;
+			return ev_push(s, due, EV_FLUSHER, k, 0) ? -ENOMEM : 1;
+		}
+		if (!flusher_file_end(s, fl))
+			return 0;
+	}
+	return flusher_sync(s, fl, f, k);
+}
+
+/*
+ * Flusher @k from where it stopped until it waits for something: what it
+ * waited for ends first (a batch, the rest of its turn; a sync), then the
+ * engine's rounds (wb_round_next) over every file, keyed by its index.
+ */
 static int flusher_go(struct sim *s, uint32_t k)
 {
 	struct sim_flusher *fl = &s->flushers[k];
 	int64_t due;
+	size_t i;
 	int ret;
 
 	switch (fl->state) {
 	case FL_IDLE:
-		s->kicks = 0;
-		flusher_start_pass(s, fl);
+		wb_round_begin(s->ctx, &fl->round);
 		break;
 	case FL_PASS:
 		wb_pass_complete(&fl->pass);
@@ -707,45 +724,18 @@ static int flusher_go(struct sim *s, uint32_t k)
 		break;
 	}
 	for (;;) {
-		while (fl->half < 2) {
-			struct sim_file *f;
-			unsigned int i = fl->i++;
-
-			if (i >= s->nr_files) {
-				fl->half++;
-				fl->i = 0;
-				continue;
-			}
-			if (!wb_round_turn(&fl->round, fl->half, i))
-				continue;
-			f = &s->files[i];
-			ret = flusher_file_begin(s, fl, f);
-			if (ret == -EBUSY)
-				continue;
-			if (ret == 1) {
-				due = pass_step(s, &fl->pass);
-				if (due) {
-					fl->state = FL_PASS;
-					return ev_push(s, due, EV_FLUSHER, k, 0);
-				}
-				if (!flusher_file_end(s, fl))
-					continue;
-			}
-			ret = flusher_sync(s, fl, f, k);
+		switch (wb_round_next(s->ctx, &fl->round, &i)) {
+		case WB_ROUND_PASS:
+		case WB_ROUND_LIST:
+			wb_round_list(s->ctx, &fl->round, s->nr_files, s->nr_files, NULL, NULL);
+			continue;
+		case WB_ROUND_TURN:
+			ret = flusher_turn(s, fl, &s->files[i], k);
 			if (ret)
 				return ret < 0 ? ret : 0;
-		}
-		if (s->nr_files && wb_round_again(s->ctx, &fl->round)) {
-			fl->half = 0;
-			fl->i = 0;
 			continue;
-		}
-		/* The pass is over: again at once if kicked meanwhile, else sleep. */
-		wb_pool_age(s->ctx, s->now);
-		if (s->kicks) {
-			s->kicks = 0;
-			flusher_start_pass(s, fl);
-			continue;
+		case WB_ROUND_DONE:
+			break;
 		}
 		break;
 	}
@@ -1020,22 +1010,16 @@ static int writer_write(struct sim *s, uint32_t w, struct sim_file *f, const str
 		left -= (size_t)got;
 	}
 	dirtied = bs_thread_dirtied_take();
-	if (!f->ws.dirtied_ns && bs_file_has_held(f->ws.bs))
-		f->ws.dirtied_ns = s->now;
+	wb_fstate_dirtied(s->ctx, &f->ws);
 	done = io_done(s);
 	/* wb_balance_dirty(): no flushers, nobody paused. */
-	if (s->nr_flushers &&
-	    wb_throttle_charge_write(s->ctx, (pid_t)wr->pid, dirtied, s->now)) {
-		struct wb_throttle_sample smp;
-
-		wb_throttle_sample_of(s->ctx, &smp);
-		pause = wb_throttle_balance(wb_ctx_throttle(s->ctx), (pid_t)wr->pid, &smp, s->now);
-	}
+	if (s->nr_flushers)
+		pause = wb_balance_dirty_at(s->ctx, (pid_t)wr->pid, dirtied, s->now);
 	note_peaks(s);
 	if (flushers_poke(s))
 		return -ENOMEM;
 	if (pause) {
-		wb_throttle_held_add(wb_ctx_throttle(s->ctx), 1);
+		wb_throttle_held(s->ctx);
 		wr->hold_start = s->now;
 		wr->state = WR_PAUSED;
 		return ev_push(s, s->now + pause, EV_WRITER, w, 0);
@@ -1076,15 +1060,11 @@ static int writer_read(struct sim *s, uint32_t w, struct sim_file *f, const stru
  * @f lost its last name: its cache goes unwritten, as the mount's goes
  * when the kernel forgets the file (see the top), failures and all.
  */
-static void file_drop(struct sim_file *f)
+static void file_drop(struct sim *s, struct sim_file *f)
 {
 	bs_truncate(f->ws.bs, 0);
-	f->ws.dirtied_ns = 0;
-	f->ws.bg_next = 0;
-	f->ws.retry_ns = 0;
-	f->ws.backoff_ms = 0;
-	f->ws.err = 0;
-	f->ws.err_seq = f->err_seen = 0;
+	wb_fstate_reset(s->ctx, &f->ws);
+	f->err_seen = wb_errseq_sample(&f->ws);
 }
 
 /* The fsync in progress is over with @err: errseq reports a writeback error once. */
@@ -1092,11 +1072,7 @@ static int writer_fsync_done(struct sim *s, uint32_t w, int err)
 {
 	struct sim_file *f = &s->files[s->writers[w].cur.file];
 
-	if (f->err_seen != f->ws.err_seq) {
-		f->err_seen = f->ws.err_seq;
-		if (!err)
-			err = f->ws.err;
-	}
+	err = wb_errseq_check(&f->ws, &f->err_seen, err);
 	if (err)
 		s->res->fsync_errors++;
 	note_peaks(s);
@@ -1282,30 +1258,26 @@ static int writer_issue(struct sim *s, uint32_t w)
 			bs_truncate(f->ws.bs, (off_t)r->length);
 		break;
 	default:	/* unlink, rename */
-		file_drop(f);
+		file_drop(s, f);
 		break;
 	}
-	if (!bs_file_has_held(f->ws.bs))
-		f->ws.dirtied_ns = 0;
+	wb_fstate_cleaned(s->ctx, &f->ws);
 	return writer_op_done(s, w, s->now);
 }
 
 static int writer_go(struct sim *s, uint32_t w)
 {
 	struct sim_writer *wr = &s->writers[w];
-	struct wb_throttle_sample smp;
 	int64_t pause, due;
 
 	switch (wr->state) {
 	case WR_READY:
 		return writer_issue(s, w);
 	case WR_PAUSED:
-		wb_throttle_sample_of(s->ctx, &smp);
-		pause = wb_throttle_again(wb_ctx_throttle(s->ctx), (pid_t)wr->pid, &smp, s->now);
+		pause = wb_balance_dirty_again_at(s->ctx, (pid_t)wr->pid, s->now);
 		if (pause)
 			return ev_push(s, s->now + pause, EV_WRITER, w, 0);
-		wb_throttle_unheld_at(wb_ctx_throttle(s->ctx), (pid_t)wr->pid, s->now - wr->hold_start,
-				      false);
+		wb_throttle_unheld(s->ctx, (pid_t)wr->pid, s->now - wr->hold_start, false);
 		if (vec_add(&s->pauses, s->now - wr->hold_start))
 			return -ENOMEM;
 		return writer_op_done(s, w, s->now);
@@ -1341,8 +1313,17 @@ static int no_fallocate(void *ctx, int mode, off_t off, off_t len)
 	return 0;
 }
 
+/* An alloc fault (readahead's folio above the smallest cannot be had). */
+static bool sim_folio_alloc_fails(void *arg, off_t off, size_t len)
+{
+	struct sim_file *f = arg;
+
+	return sim_fault(f->s, WB_FAULT_ALLOC, f, off, len, 0) < 0;
+}
+
 static const struct bs_backing_ops sim_backing_ops = {
 	.read = sim_backing_read, .truncate = no_truncate, .fallocate = no_fallocate,
+	.folio_alloc_fails = sim_folio_alloc_fails,
 };
 
 /*
@@ -1445,13 +1426,15 @@ static int setup_actors(struct sim *s)
 	/* Files are numbered in id order, made in the order the trace first names them. */
 	for (size_t i = 0; i < s->nr_files; i++) {
 		struct sim_file *f = &s->files[t->file_order[i]];
+		struct bs_file *bs;
 
 		f->s = s;
 		f->id = t->files[t->file_order[i]].id;
 		ret = bs_file_create(wb_ctx_cache(s->ctx), &sim_backing_ops, f,
-				     (off_t)t->files[t->file_order[i]].size, &f->ws.bs);
+				     (off_t)t->files[t->file_order[i]].size, &bs);
 		if (ret)
 			return ret;
+		wb_fstate_init(&f->ws, bs);
 	}
 	ret = sim_feed_open(&s->feed, t, s->feed_window, s->err, s->errlen);
 	if (ret)

@@ -28,15 +28,6 @@
 
 #define MS(ns) ((double)(ns) / 1e6)
 
-#ifndef FOLIOFS_VERSION
-#define FOLIOFS_VERSION "unknown"
-#endif
-
-void sim_print_version(void)
-{
-	printf("foliofs-sim %s\n", FOLIOFS_VERSION);
-}
-
 static void help(FILE *f)
 {
 	fprintf(f,
@@ -257,14 +248,18 @@ static double total_ops_s(const struct sim_result *r)
 	return sum;
 }
 
+/* --compare's table: one row per name, counts as integers, the rest with one decimal. */
 static void print_compare(char **names, const struct sim_result *res, int n)
 {
-	static const char *const rows[] = {
-		"writers_ops_s", "virtual_s", "pauses", "pause_total_ms", "pause_p50_ms",
-		"pause_p99_ms", "pause_max_ms", "fsync_p50_ms", "fsync_p99_ms", "read_p50_ms",
-		"read_p99_ms", "op_errors", "pages_charged",
-		"pages_written", "device_MiB", "peak_charged_MiB", "peak_dirty_exact_MiB",
-		"peak_pinned_MiB", "folios_2M", "folios_2M_made", "opens",
+	static const struct { const char *name; bool count; } rows[] = {
+		{ "writers_ops_s", false }, { "virtual_s", false }, { "pauses", true },
+		{ "pause_total_ms", false }, { "pause_p50_ms", false }, { "pause_p99_ms", false },
+		{ "pause_max_ms", false }, { "fsync_p50_ms", false }, { "fsync_p99_ms", false },
+		{ "read_p50_ms", false }, { "read_p99_ms", false }, { "op_errors", true },
+		{ "pages_charged", true }, { "pages_written", true }, { "device_MiB", false },
+		{ "peak_charged_MiB", false }, { "peak_dirty_exact_MiB", false },
+		{ "peak_pinned_MiB", false }, { "folios_2M", true }, { "folios_2M_made", true },
+		{ "opens", true },
 	};
 
 	printf("%-22s", "");
@@ -272,7 +267,7 @@ static void print_compare(char **names, const struct sim_result *res, int n)
 		printf(" %28s", names[c]);
 	printf("\n");
 	for (size_t row = 0; row < sizeof(rows) / sizeof(rows[0]); row++) {
-		printf("%-22s", rows[row]);
+		printf("%-22s", rows[row].name);
 		for (int c = 0; c < n; c++) {
 			const struct sim_result *r = &res[c];
 			double v[] = {
@@ -290,7 +285,8 @@ static void print_compare(char **names, const struct sim_result *res, int n)
 				(double)r->folios_made_order[SIM_NR_ORDERS - 1], (double)r->opens,
 			};
 
-			printf(" %28.1f", v[row]);
+			/* Counts are below 2^53, where a double holds them exactly. */
+			printf(rows[row].count ? " %28.0f" : " %28.1f", v[row]);
 		}
 		printf("\n");
 	}

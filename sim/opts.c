@@ -1,205 +1,161 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
- * opts.c - a replay's options: the device model's (dev_bw=, dev_lat_us=,
+ * opts.c - a replay's options: the mount's, through the option registry
+ * (writeback/options.h: the same names, defaults and checks, bound to
+ * struct sim_config's bs and wb; the FUSE front end's own options are
+ * checked and dropped, and those that mean nothing to a replay refused),
+ * and the simulator's own: the device model's (dev_bw=, dev_lat_us=,
  * dev_qd=, dev_flush_us=, dev_iops=, dev_raid=, dev_stripe=), sim_data=
  * (0: folios without memory, bs_config.no_data), sim_mem= (the modelled
- * machine's memory: the default cache_size), sim_feed_window= (records
- * read ahead before a lagging writer reads its own: struct sim_feed) and
- * the mount's, through the mount's own parser
- * (fusefs/opts.c: the same names, defaults and checks).  The only file of
- * the simulator that knows the FUSE layer.
+ * machine's memory: the default cache_size) and sim_feed_window= (records
+ * read ahead before a lagging writer reads its own: struct sim_feed).
  */
 #include "sim.h"
-#include "fusefs.h"
+#include "options.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
-/*
- * The simulator's own options out of @opts (the device's, sim_data=, sim_feed_window=, sim_mem=),
- * the rest into @rest for the mount's parser.
- */
-static int split_opts(struct sim_config *cfg, const char *opts, char *rest, size_t restlen,
-		      char *err, size_t errlen)
+/* The registry's rows bound to struct sim_config: the mount's front end has no field here. */
+#define SIM_FIELD(where, field, ...) WB_OPT_BIND_##where(struct sim_config, field, WB_OPT_NO_FIELD),
+static const struct wb_opt_layout sim_layout =
+	WB_OPT_LAYOUT(struct sim_config, WB_OPTIONS(SIM_FIELD));
+
+/* The simulator's own options: rows of the registry's kind, with their fields. */
+struct sim_opt {
+	struct wb_opt opt;
+	struct wb_opt_field field;
+};
+
+#define SIM_OPT(n, t, lo, hi, member) \
+	{ { .name = (n), .type = WB_OPT_##t, .min = (lo), .max = (hi) }, \
+	  WB_OPT_MEMBER(struct sim_config, member) }
+
+static const struct sim_opt sim_opts[] = {
+	SIM_OPT("dev_bw", SIZE, 1, 1ull << 40, dev.bw),
+	SIM_OPT("dev_lat_us", UINT, 0, 10000000, dev.lat_us),
+	SIM_OPT("dev_qd", UINT, 1, SIM_MAX_QD, dev.qd),
+	SIM_OPT("dev_flush_us", UINT, 0, 10000000, dev.flush_us),
+	SIM_OPT("dev_iops", UINT, 0, 1ull << 32, dev.iops),
+	SIM_OPT("dev_raid", UINT, 1, SIM_MAX_RAID, dev.raid),
+	SIM_OPT("dev_stripe", SIZE, 4096, 1ull << 30, dev.stripe),
+	SIM_OPT("sim_data", UINT, 0, 1, sim_data),
+	SIM_OPT("sim_feed_window", UINT, 0, 1ull << 31, feed_window),
+	SIM_OPT("sim_mem", SIZE, 1ull << 20, 1ull << 50, mem),
+};
+
+/* With sim_data=0, cache_size is the modelled machine's, as large as its memory. */
+static const struct sim_opt sim_cache_size =
+	SIM_OPT("cache_size", SIZE, 1, 1ull << 50, cache_size);
+
+/* The option named at the start of @item ("NAME=..."), or NULL. */
+static const struct sim_opt *sim_opt_find(const char *item)
 {
-	static const struct { const char *name; uint64_t min, max; } dev_opts[] = {
-		{ "dev_bw", 1, 1ull << 40 }, { "dev_lat_us", 0, 10000000 },
-		{ "dev_qd", 1, SIM_MAX_QD }, { "dev_flush_us", 0, 10000000 },
-		{ "dev_iops", 0, 1ull << 32 }, { "dev_raid", 1, SIM_MAX_RAID },
-		{ "dev_stripe", 4096, 1ull << 30 }, { "sim_data", 0, 1 },
-		{ "sim_feed_window", 0, 1ull << 31 }, { "sim_mem", 1ull << 20, 1ull << 50 },
-	};
-	struct sim_dev_cfg *dev = &cfg->dev;
-	char *cache_item = NULL;
-	char *copy = strdup(opts ? opts : ""), *save = NULL;
-	size_t used = 0;
-	int ret = 0;
+	const char *eq = strchr(item, '=');
 
-	if (!copy)
-		return -ENOMEM;
-	rest[0] = '\0';
-	for (char *it = strtok_r(copy, ",", &save); it && !ret; it = strtok_r(NULL, ",", &save)) {
-		char *eq = strchr(it, '=');
-		size_t d, nd = sizeof(dev_opts) / sizeof(dev_opts[0]);
-		uint64_t v;
-
-		for (d = 0; d < nd; d++)
-			if (eq && (size_t)(eq - it) == strlen(dev_opts[d].name) &&
-			    !strncmp(it, dev_opts[d].name, (size_t)(eq - it)))
-				break;
-		if (!strncmp(it, "cache_size=", 11)) {
-			cache_item = it;	/* below: whose it is depends on sim_data */
-			continue;
-		}
-		if (d == nd) {
-			int n = snprintf(rest + used, restlen - used, "%s%s", used ? "," : "", it);
-
-			if (n < 0 || (size_t)n >= restlen - used) {
-				snprintf(err, errlen, "options too long");
-				ret = -EINVAL;
-			}
-			used += n > 0 ? (size_t)n : 0;
-			continue;
-		}
-		*eq = '\0';
-		ret = (d == 0 || d == 6 || d == 9 ? wb_parse_size : wb_parse_uint)(it, eq + 1,
-			dev_opts[d].min, dev_opts[d].max, &v, err, errlen);
-		if (ret)
-			break;
-		if (d == 0)
-			dev->bw = v;
-		else if (d == 1)
-			dev->lat_us = v;
-		else if (d == 2)
-			dev->qd = (uint32_t)v;
-		else if (d == 3)
-			dev->flush_us = v;
-		else if (d == 4)
-			dev->iops = v;
-		else if (d == 5)
-			dev->raid = (uint32_t)v;
-		else if (d == 6)
-			dev->stripe = v;
-		else if (d == 7)
-			cfg->no_data = !v;
-		else if (d == 8)
-			cfg->feed_window = v;
-		else
-			cfg->mem = v;
+	for (size_t i = 0; eq && i < sizeof(sim_opts) / sizeof(sim_opts[0]); i++) {
+		if ((size_t)(eq - item) == strlen(sim_opts[i].opt.name) &&
+		    !strncmp(item, sim_opts[i].opt.name, (size_t)(eq - item)))
+			return &sim_opts[i];
 	}
-	cfg->cache_given = cache_item != NULL;
-	/*
-	 * cache_size: the mount's (at most this machine's memory), or with
-	 * sim_data=0 the simulator's, as large as the modelled machine's.
-	 */
-	if (!ret && cache_item && cfg->no_data) {
-		ret = wb_parse_size("cache_size", cache_item + 11, 1, 1ull << 50, &cfg->cache_size,
-				    err, errlen);
-	} else if (!ret && cache_item) {
-		int n = snprintf(rest + used, restlen - used, "%s%s", used ? "," : "", cache_item);
-
-		if (n < 0 || (size_t)n >= restlen - used) {
-			snprintf(err, errlen, "options too long");
-			ret = -EINVAL;
-		}
-	}
-	free(copy);
-	return ret;
+	return NULL;
 }
 
-/*
- * What the mount's parser left for libfuse: only the options it adds
- * itself may be there ("-o" and its argument come as one or two).
- */
-static int check_left(const char *arg, char *err, size_t errlen)
+static int sim_opt_set(struct sim_config *cfg, const struct sim_opt *s, const char *item,
+		       char *err, size_t errlen)
 {
-	char *copy, *save = NULL;
-	int ret = 0;
+	union wb_opt_value v;
 
-	if (!strcmp(arg, "-o"))
-		return 0;
-	copy = strdup(!strncmp(arg, "-o", 2) ? arg + 2 : arg);
-	if (!copy)
-		return -ENOMEM;
-	for (char *it = strtok_r(copy, ",", &save); it && !ret; it = strtok_r(NULL, ",", &save)) {
-		if (!strncmp(it, "subtype=", 8) || !strncmp(it, "fsname=", 7) ||
-		    !strcmp(it, "default_permissions"))
-			continue;
-		snprintf(err, errlen, "%s: not an option of the simulator", it);
-		ret = -EINVAL;
-	}
-	free(copy);
-	return ret;
+	if (wb_opt_parse(&s->opt, strchr(item, '=') + 1, &v, err, errlen))
+		return -EINVAL;
+	wb_opt_store(&s->opt, &s->field, cfg, v);
+	return 0;
 }
 
-/*
- * The mount's options through the mount's own parser (fusefs/opts.c):
- * the same names, defaults and checks.  What it leaves for libfuse is
- * refused: the simulator has no use for it, and a typo must not pass.
- */
-static int parse_opts(struct sim_config *cfg, const char *opts, struct ffs_config *fc,
-		      char *err, size_t errlen)
+/* One item of -o: the simulator's, else the registry's. */
+static int item_set(struct sim_config *cfg, struct wb_opts *o, const char *item,
+		    char *err, size_t errlen)
 {
-	char rest[4096], perr[FFS_ERRLEN] = "", prog[] = "foliofs-sim", o[] = "-o";
-	char backing[] = "sim", mnt[] = "/";
-	char *argv[] = { prog, backing, mnt, o, rest, NULL };
+	const struct sim_opt *s = sim_opt_find(item);
+	const struct wb_opt *opt;
+	char name[64];
 	int ret;
 
-	ret = split_opts(cfg, opts, rest, sizeof(rest), perr, sizeof(perr));
-	if (!ret)
-		ret = ffs_parse_args(rest[0] ? 5 : 3, argv, fc, perr);
-	if (!ret) {
-		for (int i = 1; i < fc->args.argc && !ret; i++)
-			ret = check_left(fc->args.argv[i], perr, sizeof(perr));
+	if (s)
+		return sim_opt_set(cfg, s, item, err, errlen);
+	snprintf(name, sizeof(name), "%.*s", (int)strcspn(item, "="), item);
+	opt = wb_opt_find(name);
+	/* Recording, other users: the mount's alone. */
+	if (opt && (opt->flags & WB_OPT_NOSIM)) {
+		snprintf(err, errlen, "%s%s: a mount option, not the simulator's", opt->name,
+			 opt->metavar ? "=" : "");
+		return -EINVAL;
 	}
-	/* Recording is the mount's: a replay has nothing to record. */
-	if (!ret && fc->trace) {
-		snprintf(perr, sizeof(perr), "trace=: a mount option, not the simulator's");
-		ret = -EINVAL;
+	ret = wb_opts_item(o, item, NULL, err, errlen);
+	if (ret == -ENOENT) {
+		snprintf(err, errlen, "%s: not an option of the simulator", item);
+		return -EINVAL;
 	}
+	return ret;
+}
+
+/* The items of @opts, comma-separated, then the checks of the whole. */
+static int parse_items(struct sim_config *cfg, const char *opts, char *err, size_t errlen)
+{
+	char *copy = strdup(opts ? opts : ""), *save = NULL, *cache_item = NULL;
+	struct wb_opts o;
+	int ret = 0;
+
+	if (!copy)
+		return -ENOMEM;
+	wb_opts_begin(&o, cfg, &sim_layout);
+	for (char *it = strtok_r(copy, ",", &save); it && !ret; it = strtok_r(NULL, ",", &save)) {
+		if (!strncmp(it, "cache_size=", 11))
+			cache_item = it;	/* below: whose it is depends on sim_data */
+		else
+			ret = item_set(cfg, &o, it, err, errlen);
+	}
+	cfg->cache_given = cache_item != NULL;
+	/* cache_size: the mount's (at most this machine's memory), or the modelled machine's. */
+	if (!ret && cache_item)
+		ret = cfg->sim_data ? wb_opts_item(&o, cache_item, NULL, err, errlen) :
+		      sim_opt_set(cfg, &sim_cache_size, cache_item, err, errlen);
 	if (ret)
-		snprintf(err, errlen, "-o: %s", perr[0] ? perr : "bad options");
+		wb_opts_cancel(&o);
+	else
+		ret = wb_opts_end(&o, err, errlen);
+	free(copy);
 	return ret;
 }
 
 int sim_config_parse(const char *opts, struct sim_config *cfg, char *err, size_t errlen)
 {
-	struct ffs_config *fc = calloc(1, sizeof(*fc));
+	char perr[512] = "";
 	int ret;
 
 	*cfg = (struct sim_config){
 		.dev = { .bw = SIM_DEV_BW, .lat_us = SIM_DEV_LAT_US, .qd = SIM_DEV_QD,
 			 .flush_us = SIM_DEV_FLUSH_US, .raid = 1, .stripe = SIM_DEV_STRIPE },
+		.sim_data = true,
 		.feed_window = SIM_FEED_WINDOW,
 		.mem = SIM_MEM_DEFAULT,
 	};
-	if (!fc) {
-		snprintf(err, errlen, "out of memory");
-		return -ENOMEM;
-	}
-	ret = parse_opts(cfg, opts, fc, err, errlen);
+	ret = parse_items(cfg, opts, perr, sizeof(perr));
 	if (ret) {
-		ffs_config_free(fc);
-		free(fc);
+		snprintf(err, errlen, "-o: %s", perr[0] ? perr : "out of memory");
+		sim_config_free(cfg);
 		return ret;
 	}
-	cfg->bs = fc->bs;
-	cfg->bs.no_data = cfg->no_data;
+	cfg->bs.no_data = !cfg->sim_data;
 	if (cfg->cache_size)
 		cfg->bs.cache_size = cfg->cache_size;
 	else if (!cfg->cache_given)
-		cfg->bs.cache_size = ffs_cache_size_of(cfg->mem);
-	cfg->wb = fc->wb;
-	cfg->priv = fc;
+		cfg->bs.cache_size = wb_cache_size_of(cfg->mem);
 	return 0;
 }
 
 void sim_config_free(struct sim_config *cfg)
 {
-	if (cfg->priv) {
-		ffs_config_free(cfg->priv);
-		free(cfg->priv);
-	}
-	cfg->priv = NULL;
+	wb_opts_free(cfg, &sim_layout);
 }

@@ -8,11 +8,21 @@
  * names (_ms, _bytes, _s); counts are integers, times and rates have
  * three decimals.  Every value depends only on the trace and the options
  * (host CPU time goes to stderr, never here), so the same replay always
- * gives the same row, byte for byte.
+ * gives the same row, byte for byte.  And the version line, which main.c
+ * and sweep.c print alike.
  */
 #include "sim.h"
 
 #include <string.h>
+
+#ifndef FOLIOFS_VERSION
+#define FOLIOFS_VERSION "unknown"
+#endif
+
+void sim_print_version(void)
+{
+	printf("foliofs-sim %s\n", FOLIOFS_VERSION);
+}
 
 #define MS(ns) ((double)(ns) / 1e6)
 

@@ -13,7 +13,7 @@
  *   engine.c  the replay: event loop, writers, flushers, device
  *   feed.c    the trace as a replay reads it: a first pass's tables, then
  *             each writer's records on demand (struct sim_trace, sim_feed)
- *   opts.c    its options, through the mount's parser
+ *   opts.c    its options: the mount's (the option registry's rows) and its own
  */
 #ifndef FOLIOFS_SIM_H
 #define FOLIOFS_SIM_H
@@ -64,19 +64,19 @@ struct sim_dev_cfg {
 
 /*
  * A replay's options (opts.c): the mount's cache and writeback settings,
- * parsed by the mount's own parser, and the device's.  sim_config_free()
- * frees what the strings in wb point to.
+ * parsed through the option registry (writeback/options.h) as the mount
+ * parses them, and the simulator's own.  sim_config_free() frees what the
+ * strings in wb point to.
  */
 struct sim_config {
 	struct bs_config bs;
 	struct wb_config wb;
 	struct sim_dev_cfg dev;
-	bool no_data;			/* -o sim_data=0: folios hold no memory */
+	bool sim_data;			/* -o sim_data=: 0, folios hold no memory */
 	uint64_t feed_window;		/* -o sim_feed_window= (struct sim_feed) */
 	uint64_t cache_size;		/* with sim_data=0: cache_size=, unbounded by RAM; 0: unset */
 	uint64_t mem;			/* -o sim_mem=: the modelled machine's memory */
 	bool cache_given;		/* cache_size= was given (else mem / 8) */
-	void *priv;			/* the parser's configuration */
 };
 /* 0, or -errno with one line in @err (an unknown or bad option, ...). */
 int sim_config_parse(const char *opts, struct sim_config *cfg, char *err, size_t errlen);
@@ -338,7 +338,7 @@ int sim_gen_pgbench(const char *spec, const char *out_path, char *err, size_t er
 
 /*
  * report.c: the CSV columns of a replay's results (names stable, only
- * ever added at the end) and RFC 4180 output.
+ * ever added at the end) and RFC 4180 output; the version line.
  */
 #define SIM_NR_COLS 25
 void sim_result_values(const struct sim_result *r, double v[SIM_NR_COLS]);
@@ -347,11 +347,10 @@ void sim_csv_field(FILE *f, const char *s);
 /* The result columns' names, and a row of values, comma-separated, no newline. */
 void sim_csv_result_names(FILE *f);
 void sim_csv_result_values(FILE *f, const double v[SIM_NR_COLS]);
+/* The version line of every foliofs-sim command, "foliofs-sim VERSION". */
+void sim_print_version(void);
 
 /* sweep.c: `foliofs-sim sweep ...` (argv[0] is "sweep"); the exit status. */
 int sim_sweep_main(int argc, char **argv);
-
-/* main.c: the version line of every foliofs tool, "foliofs-sim VERSION". */
-void sim_print_version(void);
 
 #endif /* FOLIOFS_SIM_H */

@@ -28,7 +28,7 @@ import time
 import pytest
 
 import util
-from test_postgres import (PgUser, _chown_to, _free_port, _pg_bindir_or_skip,
+from test_postgres import (PG_PACKAGES, PgUser, _chown_to, _free_port, _pg_bindir_or_skip,
                            _print_log)
 
 # Generous hang guards, not expectations: a step that takes this long is hung.
@@ -42,10 +42,12 @@ PG_EXTRA_PROGRAMS = ("psql", "pg_amcheck")
 
 
 def pg_bindir_or_skip():
+    """_pg_bindir_or_skip(), with psql and pg_amcheck too (skipped for
+    lack of them, failed under CI)."""
     bindir = _pg_bindir_or_skip()
     for p in PG_EXTRA_PROGRAMS:
         if not os.access(os.path.join(bindir, p), os.X_OK):
-            pytest.skip("%s not found in %s" % (p, bindir))
+            util.require_tool("%s (in %s)" % (p, bindir), PG_PACKAGES)
     return bindir
 
 

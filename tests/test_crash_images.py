@@ -49,7 +49,7 @@ import pytest
 
 import util
 from pgutil import Cluster, Inserter, pg_bindir_or_skip
-from util import Mount
+from util import Mount, fsync_path
 
 sys.path.insert(0, os.path.join(util.REPO, 'contrib', 'tools'))
 import crashimg  # noqa: E402
@@ -137,14 +137,6 @@ def _wait_for_writes(log_path, ino, offsets):
     assert util.poll(seen, 30), 'writes of inode %d not in the log' % ino
 
 
-def _fsync(path):
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def test_crash_images_after_flush_and_torn(dirs):
     """File a is written and fsynced twice; between the syncs, blocks 1, 3
     and 5 of file bee are written back by the flushers, whose syncs of it
@@ -172,12 +164,12 @@ def test_crash_images_after_flush_and_torn(dirs):
     mount.wait_for_mount()
     try:
         _write_blocks(os.path.join(m, 'a'), [0, 2], 0xa1)
-        _fsync(os.path.join(m, 'a'))
+        fsync_path(os.path.join(m, 'a'))
         a1 = _read(os.path.join(m, 'a'))
         _write_blocks(os.path.join(m, 'bee'), [1, 3, 5], 0xb1)
         _wait_for_writes(log_path, ino_b, [BLOCK, 3 * BLOCK, 5 * BLOCK])
         _write_blocks(os.path.join(m, 'a'), [1], 0xa2)
-        _fsync(os.path.join(m, 'a'))
+        fsync_path(os.path.join(m, 'a'))
         a2 = _read(os.path.join(m, 'a'))
         b_new = _read(os.path.join(m, 'bee'))
         os.kill(mount.pid, signal.SIGKILL)
@@ -238,7 +230,7 @@ def test_crash_image_namespace(dirs):
         util.write_file(os.path.join(m, 'f'), b'x' * 5000)
         os.mkdir(os.path.join(m, 'd'))
         os.rename(os.path.join(m, 'f'), os.path.join(m, 'd', 'g'))
-        _fsync(os.path.join(m, 'd'))
+        fsync_path(os.path.join(m, 'd'))
         os.unlink(os.path.join(m, 'old'))
         os.symlink('target', os.path.join(m, 'sub', 'ln'))
         os.link(os.path.join(m, 'd', 'g'), os.path.join(m, 'sub', 'h'))
@@ -281,8 +273,8 @@ def test_nsdrop_metadata_is_a_prefix(dirs):
     try:
         for name in ('a', 'b'):
             util.write_file(os.path.join(m, name), b'x' * 8192)
-            _fsync(os.path.join(m, name))
-        _fsync(m)
+            fsync_path(os.path.join(m, name))
+        fsync_path(m)
         os.rename(os.path.join(m, 'a'), os.path.join(m, 'c'))    # never committed
         os.truncate(os.path.join(m, 'b'), 100)                    # nor this
         mount.umount()

@@ -5,9 +5,10 @@ folios and evict.
 - folios lists one line per folio, "INO INDEX ORDER FLAGS", sorted, INO
   the st_ino stat(2) reports through the mount; flags u/d/w/r or -;
 - evict drops exactly the clean folios wholly inside the range, keeps
-  dirty ones, reads back what it did; bad input is EINVAL with the reason
-  readable through the same open file and logged, an unknown inode
-  ENOENT; both files are the mounting user's only.
+  dirty ones, reads back what it did; an inode with nothing cached drops
+  nothing (dropped 0), as DONTNEED on an uncached file; bad input is
+  EINVAL with the reason readable through the same open file and logged;
+  both files are the mounting user's only.
 """
 
 import errno
@@ -17,27 +18,19 @@ import subprocess
 import pytest
 
 import util
-from util import Mount, run_as
+from util import Mount, ctl_path, foliofsctl, run_as
 
 KiB = 1 << 10
 MiB = 1 << 20
-
-FOLIOFSCTL = os.environ.get(
-    'FOLIOFSCTL',
-    os.path.join(os.path.dirname(os.path.abspath(util.FOLIOFS)), 'tools', 'foliofsctl'))
 
 # Lines the daemon logs for the refused commands below: expected here.
 REFUSED = ('.foliofs/evict: ',)
 
 
-def ctl(mnt, name):
-    return os.path.join(mnt, '.foliofs', name)
-
-
 def folios(mnt):
     """[(ino, index, order, flags)] of .foliofs/folios."""
     out = []
-    with open(ctl(mnt, 'folios')) as f:
+    with open(ctl_path(mnt, 'folios')) as f:
         for line in f:
             ino, index, order, flags = line.split()
             out.append((int(ino), int(index), int(order), flags))
@@ -46,7 +39,7 @@ def folios(mnt):
 
 def evict(mnt, cmd):
     """Write CMD to .foliofs/evict: (errno or 0, what a read then gives)."""
-    fd = os.open(ctl(mnt, 'evict'), os.O_RDWR)
+    fd = os.open(ctl_path(mnt, 'evict'), os.O_RDWR)
     try:
         try:
             os.pwrite(fd, cmd.encode(), 0)
@@ -137,7 +130,7 @@ def test_evict_drops_clean_folios_in_range(mnt):
     ('', errno.EINVAL), ('x', errno.EINVAL), ('1 2', errno.EINVAL),
     ('1 2 3 4', errno.EINVAL), ('-1 0 0', errno.EINVAL), ('1 0 -5', errno.EINVAL),
     ('1 0x10 0', errno.EINVAL), ('1 99999999999999999999 0', errno.EINVAL),
-    ('1 %d %d' % (1 << 62, 1 << 62), errno.EINVAL), ('%d 0 0' % ((1 << 64) - 2), errno.ENOENT),
+    ('1 %d %d' % (1 << 62, 1 << 62), errno.EINVAL),
 ])
 def test_evict_bad_input(mnt, cmd, code):
     m, b, mount = mnt
@@ -152,24 +145,48 @@ def test_evict_bad_input(mnt, cmd, code):
     assert '.foliofs/evict: ' in mount.output()
 
 
+def test_evict_uncached_drops_nothing(mnt):
+    """Evicting a file nothing of which is cached drops nothing and says
+    so, as POSIX_FADV_DONTNEED on an uncached file succeeds: "dropped 0",
+    exit 0 from foliofsctl, nothing logged.  An inode number no file has
+    reads the same (the daemon knows only cached files by number)."""
+    m, b, mount = mnt
+    util.write_file(os.path.join(b, 'cold'), os.urandom(128 * KiB))
+    path = os.path.join(m, 'cold')
+    ino = os.stat(path).st_ino
+    assert folios(m) == []
+    for i in (ino, (1 << 64) - 2):
+        assert evict(m, '%d 0 0\n' % i) == (0, 'dropped 0 bytes 0 kept_held 0 kept_busy 0\n')
+    r = foliofsctl('evict', m, path)
+    assert (r.returncode, r.stderr) == (0, ''), r
+    assert r.stdout == ('%s: dropped 0 folios (MiB 0.00), kept 0 dirty or unsynced, 0 busy\n'
+                        % path), r.stdout
+    assert '.foliofs/evict' not in mount.output()
+
+
+def test_foliofsctl_file_on_another_mount(mnt, tmp_path):
+    """folios and evict name files by inode number, which means something
+    only on the mount: a file elsewhere is refused (exit 2), not taken for
+    whichever cached file has its number."""
+    m, _, _ = mnt
+    other = tmp_path / 'elsewhere'
+    other.write_bytes(b'x')
+    for cmd in ('folios', 'evict'):
+        r = foliofsctl(cmd, m, other)
+        assert (r.returncode, r.stdout) == (2, ''), r
+        assert r.stderr == 'foliofsctl: %s: not on the foliofs mount %s\n' % (other, m), r
+
+
 def test_ctl_files_mounting_user_only(mnt):
     m, _, _ = mnt
     for name, mode in (('folios', 0o400), ('evict', 0o600)):
-        assert os.stat(ctl(m, name)).st_mode & 0o777 == mode
+        assert os.stat(ctl_path(m, name)).st_mode & 0o777 == mode
     with pytest.raises(PermissionError):
-        run_as('nobody', util.read_file, ctl(m, 'folios'))
+        run_as('nobody', util.read_file, ctl_path(m, 'folios'))
     with pytest.raises(PermissionError):
-        run_as('nobody', os.open, ctl(m, 'evict'), os.O_WRONLY)
+        run_as('nobody', os.open, ctl_path(m, 'evict'), os.O_WRONLY)
     with pytest.raises(PermissionError):
-        os.open(ctl(m, 'folios'), os.O_WRONLY)
-
-
-def run_ctl(*args):
-    if not os.path.exists(FOLIOFSCTL):
-        pytest.fail('%s does not exist: build it or set $FOLIOFSCTL' % FOLIOFSCTL)
-    return subprocess.run([FOLIOFSCTL] + [str(a) for a in args], stdin=subprocess.DEVNULL,
-                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                          timeout=60)
+        os.open(ctl_path(m, 'folios'), os.O_WRONLY)
 
 
 def test_foliofsctl_folios_and_evict(mnt):
@@ -178,16 +195,16 @@ def test_foliofsctl_folios_and_evict(mnt):
     path = os.path.join(m, 'f')
     with open(path, 'rb') as f:
         f.read()
-    r = run_ctl('folios', m, path)
+    r = foliofsctl('folios', m, path)
     assert r.returncode == 0, r.stderr
     assert '64K: 16' in r.stdout and 'MiB 1.00' in r.stdout, r.stdout
-    r = run_ctl('evict', m, path, 0, '256K')
+    r = foliofsctl('evict', m, path, 0, '256K')
     assert r.returncode == 0, r.stderr
     assert 'dropped 4 folios' in r.stdout, r.stdout
     assert len(folios(m)) == 12
-    r = run_ctl('evict', m, path)
+    r = foliofsctl('evict', m, path)
     assert r.returncode == 0 and len(folios(m)) == 0, r.stdout + r.stderr
-    r = run_ctl('evict', m, path, 'x', 0)
+    r = foliofsctl('evict', m, path, 'x', 0)
     assert r.returncode == 2, r.stdout + r.stderr
-    r = run_ctl('folios', m)
+    r = foliofsctl('folios', m)
     assert r.returncode == 0 and r.stdout == '', r.stdout + r.stderr

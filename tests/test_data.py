@@ -22,9 +22,12 @@ import time
 import pytest
 
 import util
-from util import (FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, FALLOC_FL_ZERO_RANGE,
-                  Mount, assert_stat_same, fallocate, fd_count, outcome,
-                  read_file, run_as, same, write_file)
+from util import (FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, FALLOC_FL_ZERO_RANGE, Mount,
+                  assert_stat_same, fallocate, fd_count, fsync_path, outcome, read_file, run_as,
+                  same, write_file)
+
+# Every test here runs with umask 022 (an autouse fixture of util).
+umask_022 = util.umask_022
 
 P = os.path.join
 KiB = 1024
@@ -41,23 +44,8 @@ def ffs_options(request):
     return request.param
 
 
-@pytest.fixture(autouse=True)
-def _umask():
-    old = os.umask(0o022)
-    yield
-    os.umask(old)
-
-
 def pattern(n, seed):
     return random.Random(seed).randbytes(n)
-
-
-def fsync_path(path):
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 # ---------------------------------------------------------------------------
@@ -767,18 +755,8 @@ def test_o_direct(work, ref):
 
 def test_fio_direct_verify(work):
     fio = shutil.which('fio')
-    if fio is None and os.geteuid() == 0:
-        env = dict(os.environ, DEBIAN_FRONTEND='noninteractive')
-        r = subprocess.run(['apt-get', 'install', '-y', '-qq', 'fio'], env=env,
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=90)
-        if r.returncode != 0:
-            subprocess.run(['apt-get', 'update', '-qq'], env=env, timeout=90,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            subprocess.run(['apt-get', 'install', '-y', '-qq', 'fio'], env=env, timeout=90,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        fio = shutil.which('fio')
     if fio is None:
-        pytest.skip('fio not installed')
+        util.require_tool('fio', 'apt-get install fio (contrib/test.sh installs it)')
     r = subprocess.run([fio, '--name=verify', '--directory=' + work.mnt, '--direct=1',
                         '--rw=randrw', '--bs=4k', '--size=16M', '--ioengine=psync',
                         '--verify=crc32c', '--do_verify=1', '--verify_fatal=1',

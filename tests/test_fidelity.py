@@ -15,20 +15,16 @@ import random
 import pytest
 
 import util
-from util import Mount, poll, set_tunable, stats
+from util import Mount, ctl_path, poll, set_tunable, stats
 
 KiB = 1 << 10
 MiB = 1 << 20
 
 
-def ctl(mnt, *parts):
-    return os.path.join(mnt, '.foliofs', *parts)
-
-
 def queue(mnt):
     """{path: dirty_bytes} of .foliofs/files."""
     out = {}
-    with open(ctl(mnt, 'files')) as f:
+    with open(ctl_path(mnt, 'files')) as f:
         for line in f:
             dirty, _wb, _age, _err, path = line.rstrip('\n').split(' ', 4)
             out[os.path.basename(path)] = int(dirty)
@@ -179,6 +175,23 @@ def test_seed_scenario_folio_sizes(dirs, policy):
         # Every folio touched is charged whole: the charge is 512 pages per
         # dirty 2 MiB folio plus the pages of the smaller dirty ones.
         assert s_upd['nr_dirty'] * 4096 >= s_upd['dirty_bytes_exact']
+        mnt.umount()
+
+
+def test_default_mount_sizes_folios_as_the_kernel(dirs):
+    """A mount with no options sizes folios as this machine's kernel does
+    (folio_policy=kernel, issue 39): 50 files of 2 or 3 bytes take one
+    4 KiB folio each, 200 KiB of cache, where whole folio_size folios
+    (fixed, the default before) took 100 MiB."""
+    _, b, m = dirs
+    with Mount(b, m, options=['flushers=0']) as mnt:
+        with open(os.path.join(m, '.foliofs', 'tunables', 'ra_model')) as f:
+            assert f.read().strip() == '6.17'
+        for i in range(50):
+            util.write_file(os.path.join(m, 'small-%d' % i), b'x' * (2 + i % 2))
+        st = stats(m)
+        assert folio_histogram(st) == {4: 50}
+        assert st['cache_bytes'] == 50 * 4 * KiB
         mnt.umount()
 
 

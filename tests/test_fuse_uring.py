@@ -22,7 +22,7 @@ import pytest
 
 import conftest
 import util
-from util import Mount, poll, set_fault, stats
+from util import Mount, poll, run_foliofs, set_fault, stats
 
 ENABLE = '/sys/module/fuse/parameters/enable_uring'
 MiB = 1 << 20
@@ -378,11 +378,6 @@ def test_sigterm_unmounts_over_the_ring(dirs, mounted):
     mnt.wait_exit()
     assert not util.is_fuse_mounted(m)
     assert os.path.getsize(os.path.join(b, 'f')) == 300000
-
-
-def run_foliofs(*args):
-    return subprocess.run([util.FOLIOFS] + list(args), stdin=subprocess.DEVNULL,
-                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=30)
 
 
 def uring_lines(mnt):

@@ -337,6 +337,36 @@ def test_offsets_at_the_limits(dirs):
     assert util.read_file(os.path.join(b, 'f')) == base
 
 
+def test_writeback_across_the_limit_fails_fsync(dirs):
+    """cache=writeback: a write across the backing file system's limit
+    lands in the kernel's cache whole (the kernel knows no limit), and its
+    writeback reaches the daemon as one request across it.  What fits is
+    stored, and fsync reports EFBIG: the kernel took the daemon's short
+    count for the whole request, dropped the rest and let fsync succeed."""
+    root, b, m = dirs
+    ref = os.path.join(root, 'ref')
+    os.mkdir(ref)
+    fd = os.open(os.path.join(ref, 'f'), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        limit = max_file_size(fd)
+    finally:
+        os.close(fd)
+    if limit >= OFF_MAX:
+        pytest.skip('the backing file system has no limit below 2^63')
+    with Mount(b, m, options=['kernel_cache']) as mnt:
+        fd = os.open(os.path.join(m, 'f'), os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            assert os.pwrite(fd, b'w' * 8192, limit - 4096) == 8192
+            got = util.outcome(os.fsync, fd)
+        finally:
+            os.close(fd)
+        mnt.umount()
+    assert got == ('err', 'EFBIG')
+    with open(os.path.join(b, 'f'), 'rb') as f:
+        f.seek(limit - 4096)
+        assert f.read() == b'w' * 4096
+
+
 # --------------------------------------------------------------------------
 # BACKING changed behind the mount's back
 

@@ -120,6 +120,14 @@ def test_meson_install_puts_everything_in_the_prefix(tmp_path):
              os.path.join(bindir, 'foliofs'), '--print',
              os.path.join(share, 'foliofs', 'bpftrace', 'pauses.bt')])
     assert r.returncode == 0 and 'usdt:' in r.stdout, r
+    # Installed, a bare name is found in share/foliofs/bpftrace, from anywhere.
+    bare = run([os.path.join(bindir, 'foliofs-bpftrace'), '--foliofs',
+                os.path.join(bindir, 'foliofs'), '--print', 'pauses.bt'], cwd='/')
+    assert (bare.returncode, bare.stdout) == (0, r.stdout), bare
+    r = run([os.path.join(bindir, 'foliofs-bpftrace'), '--list'], cwd='/')
+    assert r.returncode == 0, r
+    assert r.stdout.splitlines()[0] == os.path.join(share, 'foliofs', 'bpftrace') + ':', r.stdout
+    assert 'pauses.bt' in r.stdout, r.stdout
     for name in ('foliofs', 'foliofsctl', 'foliofs-sim'):
         comp = os.path.join(share, 'bash-completion', 'completions', name)
         r = run(['bash', '-c', 'source "$0" && complete -p %s' % name, comp])
@@ -174,9 +182,53 @@ def test_policy_builds_against_the_installed_header(tmp_path):
     r = run(['sh', '-c', 'cc -shared -fPIC $(pkg-config --cflags foliofs-policy) -o "$1" "$2"',
              'sh', lib, src], env=env)
     assert r.returncode == 0, r.stderr
+    # The installed header is clean under ISO C's pedantic warnings (its
+    # 128-bit arithmetic is a GNU extension, marked as one), with every
+    # compiler there is.
+    for compiler in [c for c in ('gcc', 'clang') if shutil.which(c)]:
+        r = run(['sh', '-c', '"$0" -std=c17 -Wall -Wextra -Wpedantic -Werror -fsyntax-only'
+                 ' $(pkg-config --cflags foliofs-policy) "$1"', compiler, src], env=env)
+        assert r.returncode == 0 and not r.stderr, (compiler, r.stderr)
     r = run([os.path.join(root, opts['bindir'], 'foliofs'), '-o', 'load=' + lib, '--help'])
     assert r.returncode == 0
     assert 'built against the installed header (loaded from %s)' % lib in r.stdout
+
+
+PCNOTE = os.path.join(util.REPO, 'tools', 'pkgconfig-path.sh')
+
+
+def test_setup_says_pkg_config_path_for_another_prefix(tmp_path):
+    """meson setup with a prefix whose pkgconfig directory pkg-config does
+    not search prints the export that makes `pkg-config --cflags
+    foliofs-policy` find the installed .pc (tools/pkgconfig-path.sh),
+    which then does; for a directory it searches, or one PKG_CONFIG_PATH
+    names, the script says nothing."""
+    if not shutil.which('pkg-config') or not shutil.which('meson'):
+        pytest.skip('needs pkg-config and meson')
+    env = {k: v for k, v in os.environ.items() if k != 'PKG_CONFIG_PATH'}
+    prefix = str(tmp_path / 'prefix')
+    r = run(['meson', 'setup', str(tmp_path / 'build'), '--prefix=' + prefix], env=env,
+            cwd=util.REPO)
+    assert r.returncode == 0, r.stdout + r.stderr
+    m = re.search(r'^foliofs: pkg-config does not look in (\S+), where meson install puts'
+                  r' foliofs-policy.pc;\n.*\n    (export PKG_CONFIG_PATH=\S+)$', r.stdout, re.M)
+    assert m and m.group(1).startswith(prefix + '/lib'), r.stdout
+    pcdir, export = m.groups()
+    assert 'foliofs-policy.pc: %s (not on pkg-config\'s path)' % pcdir in r.stdout, r.stdout
+    # As meson install would put it there.
+    os.makedirs(pcdir)
+    with open(os.path.join(pcdir, 'foliofs-policy.pc'), 'w') as f:
+        f.write('prefix=%s\nincludedir=${prefix}/include\n\nName: foliofs-policy\n'
+                'Description: test\nVersion: 0\nCflags: -I${includedir}\n' % prefix)
+    assert run(['pkg-config', '--cflags', 'foliofs-policy'], env=env).returncode != 0
+    r = run(['sh', '-c', export + ' && pkg-config --cflags foliofs-policy'], env=env)
+    assert r.returncode == 0 and r.stdout.strip() == '-I%s/include' % prefix, r
+    # Where pkg-config looks already, or PKG_CONFIG_PATH points: silence.
+    default = run(['pkg-config', '--variable', 'pc_path', 'pkg-config']).stdout.strip()
+    r = run(['sh', PCNOTE, default.split(':')[0]], env=env)
+    assert (r.returncode, r.stdout) == (0, ''), r
+    r = run(['sh', PCNOTE, pcdir], env=dict(env, PKG_CONFIG_PATH=pcdir))
+    assert (r.returncode, r.stdout) == (0, ''), r
 
 
 MOUNT_SCRIPT = r'''

@@ -12,18 +12,12 @@ import time
 import pytest
 
 import util
-from util import FOLIOFS, FUSERMOUNT, Mount
+from util import FOLIOFS, FUSERMOUNT, Mount, run_foliofs
 
 REPO = util.REPO
 FSX = os.path.join(os.path.dirname(FOLIOFS), 'tests', 'ffs_fsx')
 
 
-
-
-def run_foliofs(*args, **kw):
-    return subprocess.run([FOLIOFS] + list(args), stdin=subprocess.DEVNULL,
-                          stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                          timeout=30, **kw)
 
 
 BAD = [

@@ -18,19 +18,15 @@ import time
 import pytest
 
 import util
-from util import (Dir, RENAME_EXCHANGE, RENAME_NOREPLACE, UTIME_NOW, UTIME_OMIT,
-                  assert_stat_same, mountinfo, outcome, read_backing, read_file, renameat2,
-                  run_as, same, stat_dict, utimensat, write_file)
+from util import (RENAME_EXCHANGE, RENAME_NOREPLACE, UTIME_NOW, UTIME_OMIT, Dir, assert_stat_same,
+                  mountinfo, outcome, read_backing, read_file, renameat2, run_as, same,
+                  stat_dict, utimensat, write_file)
+
+# Every test here runs with umask 022 (an autouse fixture of util).
+umask_022 = util.umask_022
 
 P = os.path.join
 NOBODY = 'nobody'
-
-
-@pytest.fixture(autouse=True)
-def _umask():
-    old = os.umask(0o022)
-    yield
-    os.umask(old)
 
 
 def lst(path):

@@ -30,9 +30,9 @@ import threading
 
 import pytest
 
-from test_postgres import (PgUser, _chown_to, _drop_to, _free_port, _pg_bindir_or_skip,
+from test_postgres import (PG_PACKAGES, PgUser, _chown_to, _drop_to, _free_port, _pg_bindir_or_skip,
                            _print_log)
-from util import Mount, skip_reason, test_user as get_test_user
+from util import Mount, parse_stats, require_tool, skip_reason, test_user as get_test_user
 
 SCALE = 5
 CLIENTS = 256
@@ -76,7 +76,7 @@ def _stats_as(user, mnt):
         cmd = ['runuser', '-u', user, '--'] + cmd
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
     assert r.returncode == 0, r.stderr
-    return dict((k, int(v)) for k, v in (l.split() for l in r.stdout.splitlines()))
+    return parse_stats(r.stdout)
 
 
 @pytest.mark.timeout(TEST_TIMEOUT)
@@ -87,7 +87,7 @@ def test_many_clients(case):
         pytest.skip(reason)
     bindir = _pg_bindir_or_skip()
     if not os.access(os.path.join(bindir, 'psql'), os.X_OK):
-        pytest.skip('psql not found in %s' % bindir)
+        require_tool('psql (in %s)' % bindir, PG_PACKAGES)
     user = get_test_user() if os.geteuid() == 0 else None
 
     top = tempfile.mkdtemp(prefix='foliofs-pgclients-', dir='/var/tmp')

@@ -19,6 +19,7 @@ contrib/test.sh, which deselects the PostgreSQL tests, skips these too.
 
 import csv
 import os
+import re
 import shutil
 import statistics
 import struct
@@ -299,6 +300,30 @@ def test_tps_table_any_number_of_iterations(iters, header, cv):
         assert "CV %s against %s" % (row[4], row[4]) in line
 
 
+@pytest.mark.parametrize("argv, want", [
+    # The issue's case: -o beside --preset seed kept only -o's options,
+    # and the 2 x 2 of readahead models ran under folio_policy=fixed.
+    (["--preset", "seed", "-s", "60", "-o",
+      "cache_size=384M,dirty_bytes=48M,dirty_background_bytes=24M"],
+     {"folio_size": "2M", "folio_policy": "kernel", "readahead_kb": "2048",
+      "cache_size": "384M", "dirty_bytes": "48M", "dirty_background_bytes": "24M",
+      "throttle": "bdp"}),
+    (["--preset", "seed", "--quick"],
+     {"folio_size": "2M", "folio_policy": "kernel", "readahead_kb": "2048",
+      "cache_size": "128M", "dirty_bytes": "64M", "dirty_background_bytes": "32M",
+      "throttle": "bdp"}),
+    (["-o", "cache_size=1G,folio_policy=ramp,flushers=4"],
+     {"folio_size": "2M", "folio_policy": "ramp", "cache_size": "1G",
+      "dirty_bytes": "32M", "throttle": "bdp", "flushers": "4"}),
+    ([], {"folio_size": "2M", "folio_policy": "fixed", "cache_size": "2G",
+          "dirty_bytes": "32M", "throttle": "bdp"}),
+])
+def test_common_options_merge_per_option(argv, want):
+    """-o changes the options it names, over the script's defaults and a
+    preset's, and keeps every other one (no PostgreSQL needed)."""
+    assert pgcompare.common_options(pgcompare.parse_args(argv)) == want
+
+
 def test_dirty_plot_legend_outside_the_axes(tmp_path):
     """dirty.png's legend stands beside the axes, so it covers neither the
     limit line nor the peaks of dirty memory."""
@@ -348,8 +373,9 @@ def uring_offered():
 def check_seed_preset(top, bindir):
     os.chmod(top, 0o755)        # the unprivileged user works in it
     out = os.path.join(top, "out")
+    # -o beside the preset changes its one option and keeps the preset's others.
     cmd = [sys.executable, SCRIPT, "--preset", "seed", "--quick", "-s", "2", "-r", "2",
-           "-T", "3", "-c", "2", "-O", out, "-d", top]
+           "-T", "3", "-c", "2", "-o", "dirty_background_bytes=16M", "-O", out, "-d", top]
     r = subprocess.run(cmd, env=dict(os.environ, FOLIOFS=util.FOLIOFS, PGBIN=bindir),
                        stdin=subprocess.DEVNULL, capture_output=True, text=True,
                        timeout=TIMEOUT_RUN)
@@ -378,6 +404,15 @@ def check_seed_preset(top, bindir):
         assert "configuration %s served over " % n in report, n
     assert "Per iteration, foliofs configurations" in report
     assert "ra_model=6.16" in report and "ra_model=6.17" in report
+    # The effective options: the preset's with -o's one over it.
+    common = dict(o.partition("=")[::2] for o in
+                  re.search(r"common options: (\S+);", report).group(1).split(","))
+    assert common["folio_policy"] == "kernel" and common["readahead_kb"] == "2048", common
+    assert common["cache_size"] == "128M" and common["dirty_bytes"] == "64M", common
+    assert common["dirty_background_bytes"] == "16M", common
+    for n in names:
+        m = re.search(r"configuration %s: foliofs -o (\S+)" % n, report)
+        assert m and "folio_policy=kernel" in m.group(1).split(","), n
     detail = [t for t in md_tables(report) if t[0][:2] == ["configuration", "iteration"]]
     assert detail and len(detail[0]) == 2 + len(rows), detail      # header, rule, rows
     check_png(os.path.join(out, "share2m.png"))

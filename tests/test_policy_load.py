@@ -24,10 +24,9 @@ import tempfile
 import pytest
 
 import util
-from util import Mount, poll, stats
+from util import Mount, foliofsctl, poll, stats
 
 BUILD = os.path.dirname(os.path.realpath(util.FOLIOFS))
-FOLIOFSCTL = os.path.join(BUILD, 'tools', 'foliofsctl')
 SIM = os.path.join(BUILD, 'sim', 'foliofs-sim')
 INCLUDE = os.path.join(util.REPO, 'include')
 CC = shutil.which('cc')
@@ -64,9 +63,10 @@ OTHER_ABI = ('const struct foliofs_policy_module foliofs_policy_module = {\n'
 MIB = 1 << 20
 FOLIO = 2 * MIB
 # Nothing written back behind the test's back: no flushers, a cache and
-# limits far above what the tests dirty.
-OPTS = ['flushers=0', 'folio_size=2M', 'cache_size=256M', 'dirty_bytes=128M',
-        'dirty_background_bytes=64M']
+# limits far above what the tests dirty.  Every folio 2 MiB, whatever the
+# write (folio_policy=fixed): the prices below are of whole 2 MiB folios.
+OPTS = ['flushers=0', 'folio_size=2M', 'folio_policy=fixed', 'cache_size=256M',
+        'dirty_bytes=128M', 'dirty_background_bytes=64M']
 
 
 def build(d, name, module=MODULE, lib=None):
@@ -90,14 +90,8 @@ def libdir():
     shutil.rmtree(d, ignore_errors=True)
 
 
-def ctl(*args, user=None):
-    return subprocess.run([FOLIOFSCTL] + list(args), capture_output=True, text=True,
-                          timeout=60, stdin=subprocess.DEVNULL,
-                          preexec_fn=util._preexec(user))
-
-
 def set_(mnt, *assignments):
-    r = ctl('set', mnt, *assignments)
+    r = foliofsctl('set', mnt, *assignments)
     assert r.returncode == 0, r.stderr
 
 
@@ -155,7 +149,7 @@ def test_load_at_mount_switch_and_reprice(dirs, libdir):
                          policies(m), re.M)
         write_pages(m)
         assert nr_dirty(m) == 512                  # 50% of 1024 pages
-        assert ctl('get', m, 'account.pct').stdout == 'account.pct 50\n'
+        assert foliofsctl('get', m, 'account.pct').stdout == 'account.pct 50\n'
         set_(m, 'account.pct=100')                 # repriced live
         assert nr_dirty(m) == 1024
         set_(m, 'dirty_account=folio')             # 2 folios of 2 MiB
@@ -163,7 +157,7 @@ def test_load_at_mount_switch_and_reprice(dirs, libdir):
         write_pages(m, 'g', 1)                     # one page: a whole folio
         assert nr_dirty(m) == 1024 + 512
         set_(m, 'dirty_account=quarter')           # back, at its default 25%
-        assert ctl('get', m, 'account.pct').stdout == 'account.pct 25\n'
+        assert foliofsctl('get', m, 'account.pct').stdout == 'account.pct 25\n'
         # 1025 pages at 25%: 1 MiB and 1 KiB charged, a page rounded up
         assert nr_dirty(m) == 256 + 1
         st = stats(m)
@@ -193,23 +187,23 @@ def test_load_live_by_owner(dirs, libdir, tuser):
         writer = write_pages_as(name, m)
         assert nr_dirty(m) == 1024
         before = policies(m)
-        r = ctl('load', m, mine, user=name)
+        r = foliofsctl('load', m, mine, user=name)
         assert r.returncode == 0, r.stderr
         after = policies(m).splitlines()
         assert sorted(after) == sorted(before.splitlines() + ['account mine %s pct=25[1,100]' % mine])
-        r = ctl('set', m, 'dirty_account=mine', user=name)
+        r = foliofsctl('set', m, 'dirty_account=mine', user=name)
         assert r.returncode == 0, r.stderr
         assert nr_dirty(m) == 256
-        r = ctl('load', m, theirs, user=name)
+        r = foliofsctl('load', m, theirs, user=name)
         assert r.returncode == 2
         assert r.stderr == ('foliofsctl: load=%s: owned by uid 65534, not by the mounting '
                             'user (%d) or root\n' % (theirs, uid))
         assert 'theirs' not in policies(m)
-        assert ctl('get', m, 'dirty_account', user=name).stdout == 'dirty_account mine\n'
+        assert foliofsctl('get', m, 'dirty_account', user=name).stdout == 'dirty_account mine\n'
         assert nr_dirty(m) == 256
         # Root-owned libraries are the mounting user's to load too.
         rooted = build(libdir, 'rooted')
-        r = ctl('load', m, rooted, user=name)
+        r = foliofsctl('load', m, rooted, user=name)
         assert r.returncode == 0, r.stderr
         assert policies(m).count('account rooted ') == 1
         writer.stdin.close()
@@ -257,12 +251,12 @@ def test_refused_live_changes_nothing(dirs, libdir, case):
         write_pages(m, nr=1)                       # one page of one 2 MiB folio
         assert nr_dirty(m) == 128                  # a quarter of 512 pages
         before = policies(m)
-        r = ctl('load', m, lib)
+        r = foliofsctl('load', m, lib)
         assert r.returncode == 2
         assert r.stderr.startswith('foliofsctl: load=%s: %s' % (lib, why)), r.stderr
         assert r.stderr.count('\n') == 1
         assert policies(m) == before
-        assert ctl('get', m, 'dirty_account', 'account.share').stdout == \
+        assert foliofsctl('get', m, 'dirty_account', 'account.share').stdout == \
             'dirty_account pinned\naccount.share 250\n'
         assert nr_dirty(m) == 128
         with open(os.path.join(m, '.foliofs', 'errors')) as f:
@@ -283,12 +277,13 @@ def test_pinned_parameter_reprices_live_and_is_logged(dirs):
         for share, pages in ((0, 2), (1000, 512), (500, 256), (125, 64)):
             set_(m, 'account.share=%d' % share)
             assert nr_dirty(m) == 16 * pages, share
-        r = ctl('set', m, 'account.share=1001')
+        r = foliofsctl('set', m, 'account.share=1001')
         assert r.returncode == 2
         assert r.stderr == 'foliofsctl: account.share=1001: an integer in [0, 1000], permille of the folio\n'
-        r = ctl('set', m, 'account.nope=1')
+        r = foliofsctl('set', m, 'account.nope=1')
         assert r.returncode == 2
-        assert r.stderr == 'foliofsctl: account.nope: no such tunable\n'
+        assert r.stderr == ('foliofsctl: account.nope: not a parameter of dirty_account=pinned'
+                            ' (it has: share)\n')
         assert nr_dirty(m) == 16 * 64
         set_(m, 'account.share=300')
         assert poll(lambda: '"account.share": 300' in open(log).read(), 10)
@@ -359,11 +354,11 @@ def test_throttle_parameter(dirs):
     strictlimit is in force, in the stats, gone with the policy."""
     _, b, m = dirs
     with Mount(b, m, options=['throttle.min_dirty=16', 'throttle=strictlimit']):
-        assert ctl('get', m, 'throttle', 'throttle.min_dirty').stdout == \
+        assert foliofsctl('get', m, 'throttle', 'throttle.min_dirty').stdout == \
             'throttle strictlimit\nthrottle.min_dirty 16\n'
         set_(m, 'throttle.min_dirty=64')
         assert stats(m)['throttle.min_dirty'] == 64
-        r = ctl('set', m, 'throttle.min_dirty=0')
+        r = foliofsctl('set', m, 'throttle.min_dirty=0')
         assert (r.returncode, r.stderr) == \
             (2, 'foliofsctl: throttle.min_dirty=0: an integer in [1, 1048576], pages\n')
         set_(m, 'throttle=bdp')
@@ -413,11 +408,11 @@ def test_loaded_throttle_policy(dirs, libdir):
     subprocess.run([CC, '-shared', '-fPIC', '-I', INCLUDE, '-o', lib, src], check=True,
                    timeout=120)
     with Mount(b, m):
-        r = ctl('load', m, lib)
+        r = foliofsctl('load', m, lib)
         assert r.returncode == 0, r.stderr
         assert 'throttle brake %s\n' % lib in policies(m)
         set_(m, 'throttle=brake')
-        assert ctl('get', m, 'throttle').stdout == 'throttle brake\n'
+        assert foliofsctl('get', m, 'throttle').stdout == 'throttle brake\n'
         set_(m, 'throttle=bdp')
     trace = os.path.join(root, 'w.trace')
     subprocess.run([SIM, 'gen', 'writers=2,file_size=64M,io=8K,ops=4000', '-o', trace],

@@ -38,8 +38,12 @@ import time
 
 import pytest
 
-from util import (Dir, RENAME_EXCHANGE, RENAME_NOREPLACE, UTIME_NOW, UTIME_OMIT,
+import util
+from util import (RENAME_EXCHANGE, RENAME_NOREPLACE, UTIME_NOW, UTIME_OMIT, Dir, fsync_path,
                   outcome, renameat2, run_as, utimensat, write_file)
+
+# Every test here runs with umask 022 (an autouse fixture of util).
+umask_022 = util.umask_022
 
 P = os.path.join
 DATA = b'data\n'
@@ -55,13 +59,6 @@ DT_DIR, DT_REG, DT_LNK = 4, 8, 10
 # mode.
 Case = collections.namedtuple('Case', 'setup op who want known',
                               defaults=('root', None, {}))
-
-
-@pytest.fixture(autouse=True)
-def _umask():
-    old = os.umask(0o022)
-    yield
-    os.umask(old)
 
 
 MODES = {'direct': [], 'writethrough': ['cache=writethrough'], 'kernel_cache': ['kernel_cache']}
@@ -244,14 +241,6 @@ def write_close(p, data=b'x', flags=os.O_WRONLY):
         os.close(fd)
 
 
-def fsync_close(p):
-    fd = os.open(p, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def read_close(p):
     fd = os.open(p, os.O_RDONLY)
     try:
@@ -267,7 +256,7 @@ TIME_OPS = {
     'readdir': (lambda d: listing(P(d, 'p')), ('a', '', '')),
     'write': (lambda d: write_close(P(d, 'p', 'f')), ('', '', 'mc')),
     'write_empty': (lambda d: write_close(P(d, 'p', 'f'), b''), ('', '', '')),
-    'fsync': (lambda d: fsync_close(P(d, 'p', 'f')), ('', '', '')),
+    'fsync': (lambda d: fsync_path(P(d, 'p', 'f')), ('', '', '')),
     'truncate': (lambda d: os.truncate(P(d, 'p', 'f'), 2), ('', '', 'mc')),
     'truncate_same_size': (lambda d: os.truncate(P(d, 'p', 'f'), len(DATA)), ('', '', 'mc')),
     'open_trunc': (lambda d: os.close(os.open(P(d, 'p', 'f'), os.O_WRONLY | os.O_TRUNC)),

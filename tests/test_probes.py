@@ -53,9 +53,9 @@ def require_probes():
                     'systemtap-sdt-dev, or -Dprobes=disabled)' % util.FOLIOFS)
 
 
-def translate(script, *extra):
+def translate(script, *extra, cwd=None):
     return subprocess.run([sys.executable, TRANSLATE, '--foliofs', util.FOLIOFS, '--print',
-                           script] + list(extra), capture_output=True, text=True)
+                           script] + list(extra), capture_output=True, text=True, cwd=cwd)
 
 
 def test_binary_has_every_probe():
@@ -72,6 +72,36 @@ def test_scripts_translate(script):
     assert 'tracepoint:' not in r.stdout and 'args->' not in r.stdout
     assert 'usdt:%s:foliofs:' % os.path.realpath(util.FOLIOFS) in r.stdout
     assert r.stdout.splitlines()[1] == '#include "foliofs_tp.h"'
+
+
+def test_scripts_found_by_name(tmp_path):
+    """A script of foliofs is found by its bare name (as doc/tracing.md
+    shows: foliofs-bpftrace pauses.bt) from any directory, with or without
+    .bt; a file of that name in the current directory comes first; an
+    unknown name is refused naming where it was looked for; --list shows
+    every script with its description."""
+    for name in SCRIPTS:
+        want = translate(os.path.join(BT_DIR, name))
+        assert want.returncode == 0, want.stderr
+        for given in (name, name[:-len('.bt')]):
+            r = translate(given, cwd=str(tmp_path))
+            assert (r.returncode, r.stdout) == (0, want.stdout), (given, r.stderr)
+    (tmp_path / 'pauses.bt').write_text('tracepoint:writeback:global_dirty_state'
+                                        ' { @ = count(); }\n')
+    r = translate('pauses.bt', cwd=str(tmp_path))
+    assert r.returncode == 0 and 'global_dirty_state' in r.stdout, r.stderr
+    assert 'balance_dirty_pages' not in r.stdout
+    r = translate('no-such.bt', cwd=str(tmp_path))
+    assert r.returncode == 2, r
+    assert r.stderr == ('foliofs-bpftrace: no-such.bt: no such file, nor a script of foliofs'
+                        ' in %s (--list shows them)\n' % BT_DIR), r.stderr
+    r = subprocess.run([sys.executable, TRANSLATE, '--list'], capture_output=True, text=True,
+                       cwd=str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0] == BT_DIR + ':'
+    assert [l.split()[0] for l in lines[1:]] == sorted(SCRIPTS)
+    assert all(len(l.split()) > 3 for l in lines[1:]), lines     # with a description
 
 
 @pytest.mark.parametrize('body, message', [

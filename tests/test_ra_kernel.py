@@ -2,17 +2,20 @@
 
 Each pattern of contrib/kernel/ra-patterns.py (one stream, two handles
 interleaved, reopen, random reads crossing a readahead mark in three
-variants, reads after a partial eviction) runs on the kernel (ext4 on a
-loop device, traced with tracefs) and through a foliofs mount with its
-default readahead model (folio_policy=kernel, cache=direct, readahead_kb
-= the loop device's read_ahead_kb, 2048), and the folios each leaves
-must be the same, folio for folio.  Every pattern is deterministic on the
-kernel (two runs, ext4 and XFS: equal; contrib/results/ra-kernel-2026-12-05),
-so equality is demanded of all of them.
+variants, reads after a partial eviction, and a stream crossing folios
+that random 8 KiB reads, writes or both cached first) runs on the kernel
+(ext4 and XFS, each on a loop device, traced with tracefs) and through a
+foliofs mount with its default readahead model (folio_policy=kernel,
+cache=direct, readahead_kb = the loop device's read_ahead_kb, 2048), and
+the folios each leaves must be the same, folio for folio.  Every pattern
+is deterministic on the kernel (two runs, ext4 and XFS: equal;
+contrib/results/ra-kernel-2026-12-05, ra-crossing-2026-12-07), so
+equality is demanded of all of them.
 
-The kernel side runs once per session (all patterns, about 2 s); skipped
-with the reason where it cannot run: not root, no tracefs, no loop device.
-The tests take the drop_caches lock exclusively (see pytestmark).
+The kernel side runs once per session and file system (all patterns,
+about 3 s each); skipped with the reason where it cannot run: not root,
+no tracefs, no loop device, no mkfs for that file system.  The tests take
+the drop_caches lock exclusively (see pytestmark).
 """
 
 import importlib.util
@@ -58,10 +61,11 @@ def _once(name, run):
 pytestmark = pytest.mark.drops_caches
 
 
-@pytest.fixture
-def kernel():
-    """{pattern: result} of the kernel (ext4)."""
-    return _once('kernel side', lambda: rap.run_kernel(('ext4',)))
+@pytest.fixture(params=['ext4', 'xfs'])
+def kernel(request):
+    """{pattern: result} of the kernel, on each file system."""
+    fs = request.param
+    return _once('kernel side (%s)' % fs, lambda: rap.run_kernel((fs,)))
 
 
 @pytest.fixture

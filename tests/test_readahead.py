@@ -11,9 +11,14 @@ starts them (psync), straight into the folios.
   in a block written meanwhile, or one not waited for, shows up as a
   block from nowhere or a stale one);
 - SIGTERM while readers stream: the daemon exits 0 with reads in flight
-  (the reader thread stops after the last of them).
+  (the reader thread stops after the last of them);
+- fault=alloc:ENOMEM (readahead's folios above 4 KiB cannot be had): every
+  window is read in 4 KiB folios, as page_cache_ra_order() falls back to
+  do_page_cache_ra() when its allocation fails, and cleared at run time
+  the open's next window is a 2 MiB folio again.
 """
 
+import errno
 import os
 import random
 import signal
@@ -242,3 +247,66 @@ def test_sigterm_while_reading_ahead(dirs):
             r.kill()
             r.wait()
         mnt.cleanup()
+
+
+def file_folios(mnt, ino):
+    """[(index, order, flags)] of the file with st_ino INO (.foliofs/folios)."""
+    out = []
+    with open(os.path.join(mnt, '.foliofs', 'folios')) as f:
+        for line in f:
+            i, index, order, flags = line.split()
+            if int(i) == ino:
+                out.append((int(index), int(order), flags))
+    return out
+
+
+def settled_folios(mnt, ino):
+    """file_folios() once no read into them is in flight (all uptodate)."""
+    return util.poll(lambda: (lambda fs: fs if all('u' in f for _, _, f in fs) else None)(
+        file_folios(mnt, ino)), 10) or file_folios(mnt, ino)
+
+
+@pytest.mark.parametrize('backing_io', ['uring', 'psync'])
+def test_alloc_fault_reads_windows_in_4k_folios(dirs, backing_io):
+    """A fresh open streams [0, 4M) of an 8 MiB file with 8 KiB reads
+    under fault=alloc:ENOMEM (folio_policy=kernel, 2 MiB windows, 6.17):
+    Linux's windows from page 0 are (start, size) (0, 8), (8, 32), (40,
+    56), (96, 96), (192, 64), (256, 128), (384, 128), (512, 256), (768,
+    256), (1024, 512), each marked on its first page; the first asks for
+    4 KiB folios, each of the 9 others for larger ones, whose allocation
+    fails, so page_cache_ra_order() reads it whole in 4 KiB folios.  So:
+    1536 folios of 4 KiB, the one at 1024 still marked, 9 faults.  With the
+    fault cleared, the same open reads on to 6M: the mark at 1024 starts
+    (1536, 512) of order 9: one 2 MiB folio, marked."""
+    _, b, m = dirs
+    lay_out(os.path.join(b, 'f'), 8 * MIB // BLK)
+    opts = ['cache=direct', 'folio_policy=kernel', 'readahead_kb=2048', 'ra_model=6.17',
+            'backing_io=' + backing_io, 'fault=alloc:ENOMEM']
+    with Mount(b, m, options=opts):
+        for bad in ('alloc:EIO', 'alloc:short'):
+            with pytest.raises(OSError) as e:
+                util.set_fault(m, bad)
+            assert e.value.errno == errno.EINVAL, bad
+        assert util.get_fault(m).startswith('alloc:ENOMEM:')
+        path = os.path.join(m, 'f')
+        ino = os.stat(path).st_ino
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            for off in range(0, 4 * MIB, 8192):
+                data = os.pread(fd, 8192, off)
+                assert [parse(data[k:k + BLK]) for k in (0, BLK)] == \
+                    [(off // BLK, 0), (off // BLK + 1, 0)], off
+            folios = settled_folios(m, ino)
+            assert [(i, o) for i, o, _ in folios] == [(i, 0) for i in range(1536)]
+            assert [i for i, _, f in folios if 'r' in f] == [1024]
+            assert stats(m)['faults_injected'] == 9
+            util.set_fault(m, 'off')
+            for off in range(4 * MIB, 6 * MIB, 8192):
+                data = os.pread(fd, 8192, off)
+                assert parse(data[:BLK]) == (off // BLK, 0), off
+            folios = settled_folios(m, ino)
+        finally:
+            os.close(fd)
+        assert [(i, o) for i, o, _ in folios] == [(i, 0) for i in range(1536)] + [(1536, 9)]
+        assert [i for i, _, f in folios if 'r' in f] == [1536]
+        assert stats(m)['faults_injected'] == 9

@@ -40,20 +40,16 @@ import time
 import pytest
 
 import util
-from util import (Mount, RENAME_EXCHANGE, get_fault, outcome, outcome_as, read_file,
-                  renameat2, run_as, same, set_fault, set_tunable, write_file)
+from util import (RENAME_EXCHANGE, Mount, get_fault, outcome, outcome_as, read_file, renameat2,
+                  run_as, same, set_fault, set_tunable, write_file)
+
+# Every test here runs with umask 022 (an autouse fixture of util).
+umask_022 = util.umask_022
 
 P = os.path.join
 
 from conftest import SEC_GROUP
 DATA = b'data\n'
-
-
-@pytest.fixture(autouse=True)
-def _umask():
-    old = os.umask(0o022)
-    yield
-    os.umask(old)
 
 
 @pytest.fixture(scope='module', params=['direct', 'writethrough', 'kernel_cache'])

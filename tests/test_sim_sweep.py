@@ -32,6 +32,7 @@ import subprocess
 
 import pytest
 
+import util
 from util import REPO
 
 FOLIOSIM = os.environ.get('FOLIOSIM', os.path.join(REPO, 'build', 'sim', 'foliofs-sim'))
@@ -124,9 +125,13 @@ def test_sweep_is_deterministic(tmp_path):
     assert sim(*args, '-j', '3').stdout.encode() == data
 
 
-@pytest.mark.skipif(not shutil.which('parallel'), reason='GNU parallel not installed '
-                    '(Debian package parallel)')
+def require_parallel():
+    if not shutil.which('parallel'):
+        util.require_tool('GNU parallel', 'apt-get install parallel (contrib/test.sh installs it)')
+
+
 def test_sweep_jobs_through_parallel_and_merge(tmp_path):
+    require_parallel()
     args = ['-o', BASE] + AXES + [PGBENCH]
     direct = sim('sweep', *args).stdout
     jobs = sim('sweep', '--jobs', *args, cwd=tmp_path).stdout
@@ -158,8 +163,47 @@ def test_sweep_jobs_through_parallel_and_merge(tmp_path):
     assert r.returncode == 1 and "is not this sweep's" in r.stderr, r.stderr
 
 
+def test_sweep_spread_as_doc_policies_shows(tmp_path):
+    """The two ways doc/policies.md spreads a sweep over machines, run on
+    this one: GNU parallel with --sshloginfile (a file naming the hosts;
+    ':' is this machine, so no ssh is needed here), and a Slurm job array
+    (each task runs line SLURM_ARRAY_TASK_ID of the --jobs file, its
+    stdout a piece file of its own, stderr apart: what sbatch --array
+    --output --error make of the doc's --wrap command).  --merge of the
+    pieces gives the direct sweep's CSV byte for byte."""
+    require_parallel()
+    args = ['-o', BASE] + AXES + [PGBENCH]
+    direct = sim('sweep', *args).stdout
+    jobs = tmp_path / 'jobs.txt'
+    jobs.write_text(sim('sweep', '--jobs', *args, cwd=tmp_path).stdout)
+    hosts = tmp_path / 'hosts'
+    hosts.write_text('2/:\n')
+    pieces = tmp_path / 'pieces.csv'
+    with open(jobs) as fin, open(pieces, 'w') as fout:
+        p = subprocess.run(['parallel', '--sshloginfile', str(hosts)], stdin=fin, stdout=fout,
+                           stderr=subprocess.PIPE, text=True, timeout=300, cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert sim('sweep', *args, '--merge', pieces).stdout == direct
+    # The job array: task i (1-based) runs line i, as the doc's --wrap says.
+    (tmp_path / 'pieces').mkdir()
+    (tmp_path / 'logs').mkdir()
+    n = len(jobs.read_text().splitlines())
+    for i in range(1, n + 1):
+        with open(tmp_path / 'pieces' / ('%d.csv' % i), 'w') as out, \
+                open(tmp_path / 'logs' / ('%d.err' % i), 'w') as err:
+            r = subprocess.run(['bash', '-c', 'sed -n "${SLURM_ARRAY_TASK_ID}p" jobs.txt | bash'],
+                               env=dict(os.environ, SLURM_ARRAY_TASK_ID=str(i)), stdout=out,
+                               stderr=err, cwd=tmp_path, timeout=300)
+        assert r.returncode == 0, (tmp_path / 'logs' / ('%d.err' % i)).read_text()
+    assert sim('sweep', *args, '--merge', tmp_path / 'pieces').stdout == direct
+
+
 def test_sweep_over_a_policy_parameter():
-    base = BASE + ',dirty_bytes=2M,dirty_account=pinned'
+    # In whole 2 MiB folios: under the default (kernel) sizing this
+    # trace's writes make folios so small that share=125 prices them as
+    # page does.
+    fixed = BASE + ',folio_policy=fixed'
+    base = fixed + ',dirty_bytes=2M,dirty_account=pinned'
     out = sim('sweep', '-o', base, '-a', 'account.share=0,125,1000', PGBENCH).stdout
     header, body = rows(out)
     assert header == ['run', 'trace', 'account.share', 'options'] + RESULTS
@@ -168,12 +212,12 @@ def test_sweep_over_a_policy_parameter():
     res = {r[2]: r[4:] for r in body}
     # Each row is the replay of its options alone; share=0 prices as page,
     # share=1000 as folio (blockstate/account_pinned.c), 125 (the default) as neither.
-    cmp = sim(PGBENCH, '-o', BASE + ',dirty_bytes=2M', '--compare', '--csv',
-              *[c[len(BASE) + 1:] for c in (r[3] for r in body)],
+    cmp = sim(PGBENCH, '-o', fixed + ',dirty_bytes=2M', '--compare', '--csv',
+              *[c[len(fixed) + 1:] for c in (r[3] for r in body)],
               'dirty_account=page', 'dirty_account=folio', 'dirty_account=pinned').stdout
     crow = {r[0]: r[1:] for r in rows(cmp)[1]}
     for r in body:
-        assert crow[r[3][len(BASE) + 1:]] == r[4:], r[3]
+        assert crow[r[3][len(fixed) + 1:]] == r[4:], r[3]
     assert res['0'] == crow['dirty_account=page']
     assert res['1000'] == crow['dirty_account=folio']
     assert res['125'] == crow['dirty_account=pinned']

@@ -20,11 +20,10 @@ import sys
 
 import pytest
 
-from util import FOLIOFS, Mount
+from util import FOLIOFS, FOLIOFSCTL, Mount, foliofsctl
 
 BIN = os.path.dirname(os.path.abspath(FOLIOFS))
 FOLIOSIM = os.environ.get('FOLIOSIM', os.path.join(BIN, 'sim', 'foliofs-sim'))
-FOLIOFSCTL = os.environ.get('FOLIOFSCTL', os.path.join(BIN, 'tools', 'foliofsctl'))
 
 pytestmark = pytest.mark.skipif(not os.path.exists(FOLIOSIM),
                                 reason='%s not built' % FOLIOSIM)
@@ -71,9 +70,9 @@ def dump(path):
     return recs
 
 
-def ctl(mnt, *args, check=True):
-    p = subprocess.run([FOLIOFSCTL, 'trace', mnt] + list(args), capture_output=True,
-                       text=True, timeout=60)
+def trace_ctl(mnt, *args, check=True):
+    """foliofsctl trace MNT ARGS; with CHECK, it must succeed."""
+    p = foliofsctl('trace', mnt, *args)
     if check:
         assert p.returncode == 0, p.stderr
     return p
@@ -170,21 +169,21 @@ os.close(fd)
 def test_start_stop_at_run_time(dirs):
     back, mnt, root = dirs
     with Mount(back, mnt):
-        assert ctl(mnt).stdout == 'off\n'
+        assert trace_ctl(mnt).stdout == 'off\n'
         with open(os.path.join(mnt, 'before'), 'wb') as f:
             f.write(b'x')
         # A relative FILE is taken from foliofsctl's directory.
         subprocess.run([FOLIOFSCTL, 'trace', mnt, 'start', 'one.trace'], cwd=root,
                        check=True, timeout=60)
         one = os.path.join(root, 'one.trace')
-        assert ctl(mnt).stdout == 'recording %s\n' % one
+        assert trace_ctl(mnt).stdout == 'recording %s\n' % one
         fd = os.open(os.path.join(mnt, 'during'), os.O_CREAT | os.O_WRONLY, 0o644)
         os.pwrite(fd, b'y' * 3000, 500)
-        ctl(mnt, 'stop')
-        assert ctl(mnt).stdout == 'off\n'
+        trace_ctl(mnt, 'stop')
+        assert trace_ctl(mnt).stdout == 'off\n'
         os.pwrite(fd, b'z', 0)     # not recorded
         two = os.path.join(root, 'two.trace')
-        ctl(mnt, 'start', two)
+        trace_ctl(mnt, 'start', two)
         os.pwrite(fd, b'w' * 10, 20)
         os.close(fd)
         # unmounted while recording
@@ -235,8 +234,8 @@ def test_trace_file_mode_not_the_last_callers_umask(dirs):
             os.umask(old)
         assert os.stat(os.path.join(back, 'f')).st_mode & 0o777 == 0o600
         assert os.stat(os.path.join(back, 'd')).st_mode & 0o777 == 0o700
-        ctl(mnt, 'start', trace)
-        ctl(mnt, 'stop')
+        trace_ctl(mnt, 'start', trace)
+        trace_ctl(mnt, 'stop')
     assert os.stat(trace).st_mode & 0o777 == 0o644
 
 
@@ -247,14 +246,14 @@ def test_bad_control_writes_change_nothing(dirs):
         for bad in ('bogus\n', 'start\n', 'start \n', 'start rel.trace\n', 'stop\n',
                     'start %s\x01\n' % a, 'Start %s\n' % a, 'stop now\n'):
             assert write_ctl(mnt, bad) == errno.EINVAL, bad
-            assert ctl(mnt).stdout == 'off\n'
+            assert trace_ctl(mnt).stdout == 'off\n'
         assert not os.path.exists(a) and not os.path.exists(os.path.join('/', 'rel.trace'))
         assert write_ctl(mnt, 'start %s\n' % a) == 0
         assert write_ctl(mnt, 'start %s\n' % b) == errno.EBUSY
         assert write_ctl(mnt, 'bogus\n') == errno.EINVAL
-        assert ctl(mnt).stdout == 'recording %s\n' % a
+        assert trace_ctl(mnt).stdout == 'recording %s\n' % a
         assert not os.path.exists(b)
-        p = ctl(mnt, 'start', b, check=False)
+        p = trace_ctl(mnt, 'start', b, check=False)
         assert p.returncode == 2 and 'already recording' in p.stderr
         m.umount()
     assert dump(a) == []

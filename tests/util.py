@@ -22,6 +22,7 @@ import contextlib
 import ctypes
 import errno
 import grp
+import hashlib
 import os
 import pickle
 import pwd
@@ -38,6 +39,10 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FOLIOFS = os.environ.get('FOLIOFS', os.path.join(REPO, 'build', 'foliofs'))
 FUSERMOUNT = shutil.which('fusermount3') or '/usr/bin/fusermount3'
 EXTRA_OPTIONS = [o for o in os.environ.get('FOLIOFS_EXTRA_OPTIONS', '').split(',') if o]
+# foliofsctl: $FOLIOFSCTL, by default tools/foliofsctl beside the daemon.
+FOLIOFSCTL = os.environ.get(
+    'FOLIOFSCTL',
+    os.path.join(os.path.dirname(os.path.abspath(FOLIOFS)), 'tools', 'foliofsctl'))
 
 TEST_USER = 'foliofs-test'
 
@@ -49,17 +54,24 @@ BAD_OUTPUT = ('error', 'ERROR', 'warning', 'AddressSanitizer',
 # --------------------------------------------------------------------------
 # users and credentials
 
-def _drop_to(user):
-    """Switch the calling process to USER's uid, gid and supplementary groups.
+def _drop_to(user, caps=()):
+    """Switch the calling process to USER's uid, gid and supplementary groups,
+    keeping the capabilities CAPS (bit numbers, e.g. CAP_FSETID) and no
+    others.
 
     Context: child process after fork (preexec_fn or run_as); must be root,
-    or already be USER (then this is a no-op)."""
+    or already be USER without CAPS (then this is a no-op)."""
     pw = pwd.getpwnam(user)
-    if os.getuid() == pw.pw_uid and os.getgid() == pw.pw_gid and os.geteuid() != 0:
+    if (os.getuid() == pw.pw_uid and os.getgid() == pw.pw_gid and os.geteuid() != 0
+            and not caps):
         return
     os.initgroups(pw.pw_name, pw.pw_gid)
     os.setgid(pw.pw_gid)
+    if caps:
+        _check(_libc.prctl(_PR_SET_KEEPCAPS, 1, 0, 0, 0))
     os.setuid(pw.pw_uid)
+    if caps:
+        _keep_caps(caps)
 
 
 def _preexec(user, nofile=None):
@@ -114,8 +126,9 @@ def ensure_group(name, member=None):
     return gr.gr_gid
 
 
-def run_as(user, fn, *args, **kwargs):
-    """Run fn(*args, **kwargs) in a forked child with USER's credentials.
+def run_as(user, fn, *args, caps=(), **kwargs):
+    """Run fn(*args, **kwargs) in a forked child with USER's credentials
+    (and the capabilities CAPS, see _drop_to()).
 
     Returns fn's (picklable) result.  An exception raised by fn is re-raised
     here; OSError keeps its class and errno (so ``pytest.raises(
@@ -128,7 +141,7 @@ def run_as(user, fn, *args, **kwargs):
             os.close(rfd)
             try:
                 if user is not None:
-                    _drop_to(user)
+                    _drop_to(user, caps)
                 res = ('ok', fn(*args, **kwargs))
             except BaseException as e:  # noqa: BLE001 - forwarded to parent
                 if isinstance(e, OSError):
@@ -611,6 +624,65 @@ def fallocate(fd, mode, offset, length):
     _check(_libc.fallocate(fd, mode, offset, length))
 
 
+# statx(2): a stat that asks the kernel for some fields only, as `stat -c
+# %a` and ls do; the FUSE client then answers from what it has cached
+# unless it knows those fields to be stale.
+STATX_MODE = 0x2
+STATX_SIZE = 0x200
+STATX_BASIC_STATS = 0x7ff
+AT_STATX_FORCE_SYNC = 0x2000
+
+
+class _Statx(ctypes.Structure):
+    _fields_ = [('stx_mask', ctypes.c_uint32), ('stx_blksize', ctypes.c_uint32),
+                ('stx_attributes', ctypes.c_uint64), ('stx_nlink', ctypes.c_uint32),
+                ('stx_uid', ctypes.c_uint32), ('stx_gid', ctypes.c_uint32),
+                ('stx_mode', ctypes.c_uint16), ('_pad0', ctypes.c_uint16),
+                ('stx_ino', ctypes.c_uint64), ('stx_size', ctypes.c_uint64),
+                ('_rest', ctypes.c_uint8 * 200)]
+
+
+_libc.statx.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int,
+                        ctypes.c_uint, ctypes.POINTER(_Statx)]
+
+
+def statx(path, mask, flags=0):
+    """(mode, size) of PATH by statx(2) asking for MASK with FLAGS; a
+    field not in the returned mask is None."""
+    buf = _Statx()
+    _check(_libc.statx(AT_FDCWD, os.fsencode(path), flags, mask, ctypes.byref(buf)),
+           path)
+    return (buf.stx_mode if buf.stx_mask & STATX_MODE else None,
+            buf.stx_size if buf.stx_mask & STATX_SIZE else None)
+
+
+# Capabilities kept by run_as(..., caps=): bit numbers of linux/capability.h.
+CAP_FSETID = 4
+_PR_SET_KEEPCAPS = 8
+_LINUX_CAPABILITY_VERSION_3 = 0x20080522
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [('version', ctypes.c_uint32), ('pid', ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [('effective', ctypes.c_uint32), ('permitted', ctypes.c_uint32),
+                ('inheritable', ctypes.c_uint32)]
+
+
+def _keep_caps(caps):
+    """After setuid() from root with PR_SET_KEEPCAPS: CAPS (bit numbers
+    below 32) permitted and effective, nothing else."""
+    bits = 0
+    for c in caps:
+        bits |= 1 << c
+    hdr = _CapHeader(_LINUX_CAPABILITY_VERSION_3, 0)
+    data = (_CapData * 2)()
+    data[0].effective = data[0].permitted = bits
+    _check(_libc.capset(ctypes.byref(hdr), data))
+
+
 class _Dirent(ctypes.Structure):
     _fields_ = [('d_ino', ctypes.c_uint64), ('d_off', ctypes.c_int64),
                 ('d_reclen', ctypes.c_ushort), ('d_type', ctypes.c_ubyte),
@@ -689,29 +761,54 @@ __all__ = ['REPO', 'FOLIOFS', 'FUSERMOUNT', 'TEST_USER', 'BAD_OUTPUT', 'Mount',
 # --------------------------------------------------------------------------
 # statistics and polling
 
+# The stats whose value is a name, not a number: the policies in force.
+NAMED_STATS = ('dirty_account', 'throttle', 'folio_policy', 'ra_model')
+
+
 def parse_stats(text):
-    """{name: int} of "name value" lines (.foliofs/stats); every line must
-    be one, and no name may repeat."""
+    """{name: int} of "name value" lines (.foliofs/stats), the policies'
+    names (NAMED_STATS) as str; every line must be one, and no name may
+    repeat."""
     out = {}
     for line in text.splitlines():
         fields = line.split(' ')
-        assert len(fields) == 2 and fields[0] and fields[1].isdigit(), \
-            'stats line is not "name int": %r' % line
+        assert len(fields) == 2 and fields[0] and fields[1], \
+            'stats line is not "name value": %r' % line
         assert fields[0] not in out, 'stats name %r twice' % fields[0]
-        out[fields[0]] = int(fields[1])
+        if fields[0] in NAMED_STATS:
+            assert re.fullmatch(r'[a-z0-9_.]+', fields[1]), 'not a name: %r' % line
+            out[fields[0]] = fields[1]
+        else:
+            assert fields[1].isdigit(), 'stats line is not "name int": %r' % line
+            out[fields[0]] = int(fields[1])
     return out
+
+
+def require_tool(what, why_missing):
+    """Skip the test for lack of WHAT (a program or package, WHY_MISSING
+    says which and how to get it), or fail it under CI (CI=true), where
+    contrib/test.sh's install stage must have installed it."""
+    msg = '%s is missing: %s' % (what, why_missing)
+    if os.environ.get('CI', '').lower() in ('1', 'true', 'yes'):
+        pytest.fail(msg + ' (CI=true: contrib/test.sh installs it)')
+    pytest.skip(msg)
+
+
+def ctl_path(mnt, *parts):
+    """MNT/.foliofs/PARTS: a path in the control directory."""
+    return os.path.join(mnt, '.foliofs', *parts)
 
 
 def stats(mnt):
     """The mount's statistics, one snapshot."""
-    with open(os.path.join(mnt, '.foliofs', 'stats')) as f:
+    with open(ctl_path(mnt, 'stats')) as f:
         return parse_stats(f.read())
 
 
 def ctl_write(mnt, *parts, value):
     """Write VALUE and a newline to the control file MNT/.foliofs/PARTS in
     one write through a fresh handle (raises OSError as the write does)."""
-    fd = os.open(os.path.join(mnt, '.foliofs', *parts), os.O_WRONLY)
+    fd = os.open(ctl_path(mnt, *parts), os.O_WRONLY)
     try:
         data = value.encode() + b'\n'
         assert os.write(fd, data) == len(data)
@@ -725,13 +822,64 @@ def set_fault(mnt, spec):
 
 
 def get_fault(mnt):
-    with open(os.path.join(mnt, '.foliofs', 'fault')) as f:
+    with open(ctl_path(mnt, 'fault')) as f:
         return f.read().strip()
 
 
 def set_tunable(mnt, name, value):
     """Write VALUE to MNT/.foliofs/tunables/NAME."""
     ctl_write(mnt, 'tunables', name, value=value)
+
+
+def foliofsctl(*args, user=None, timeout=60):
+    """Run foliofsctl ARGS (as USER if given; str() of each), no stdin;
+    the CompletedProcess, its output as text.  Fails the test when
+    foliofsctl is not built."""
+    if not os.path.exists(FOLIOFSCTL):
+        pytest.fail('%s does not exist: build it or set $FOLIOFSCTL' % FOLIOFSCTL)
+    return subprocess.run([FOLIOFSCTL] + [str(a) for a in args], stdin=subprocess.DEVNULL,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          timeout=timeout, preexec_fn=_preexec(user))
+
+
+def run_foliofs(*args, **kwargs):
+    """Run the daemon with ARGS (for the ones that must not mount: --help,
+    bad options), no stdin, 30 s at most; the CompletedProcess, its output
+    as bytes.  KWARGS go to subprocess.run."""
+    return subprocess.run([FOLIOFS] + list(args), stdin=subprocess.DEVNULL,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          timeout=30, **kwargs)
+
+
+@pytest.fixture(autouse=True)
+def umask_022():
+    """umask 022 for each test, the old one back after it.  Autouse in
+    every module that imports it: `from util import umask_022`, for tests
+    whose modes are compared with ext4's or with fixed numbers."""
+    old = os.umask(0o022)
+    yield
+    os.umask(old)
+
+
+def fsync_path(path):
+    """fsync PATH through a read-only handle of its own."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def hash_path(path, chunk=4 << 20):
+    """blake2b (32 bytes, hex) of the file at PATH, read CHUNK at a time
+    without buffering."""
+    h = hashlib.blake2b(digest_size=32)
+    with open(path, 'rb', buffering=0) as f:
+        while True:
+            b = f.read(chunk)
+            if not b:
+                return h.hexdigest()
+            h.update(b)
 
 
 def poll(cond, timeout, step=0.02):

@@ -18,7 +18,8 @@
  * Options go anywhere on the line (getopt_long); MOUNTPOINT may be left
  * out when exactly one foliofs mount is visible in /proc/self/mountinfo.
  * stat, get, files and folios print JSON with --json; stat prints the
- * stats in the Prometheus/OpenMetrics text format with --openmetrics.
+ * stats in the OpenMetrics text format with --openmetrics, in Prometheus'
+ * text format with --prometheus.
  *
  * Exit status: 0 done; 2 usage, not a foliofs mount (or none, or several
  * to choose from), an unknown tunable or a value the daemon refused (one
@@ -29,6 +30,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -62,6 +64,7 @@ static struct {
 	bool have_count;
 	bool json;		/* --json */
 	bool openmetrics;	/* --openmetrics */
+	bool prometheus;	/* --prometheus */
 } opt = { .interval = 1 };
 
 static void usage(FILE *out)
@@ -73,7 +76,7 @@ static void usage(FILE *out)
 "Options may stand anywhere.  Without MOUNTPOINT, the one foliofs mount\n"
 "in /proc/self/mountinfo is used (several: they are listed, exit 2).\n"
 "\n"
-"  stat [MNT] [-i SECONDS] [-c COUNT] [--json | --openmetrics]\n"
+"  stat [MNT] [-i SECONDS] [-c COUNT] [--json | --openmetrics | --prometheus]\n"
 "      a table like vmstat, one line every SECONDS (default 1), COUNT lines\n"
 "      (default: until interrupted), a header every %d lines.  Columns:\n"
 "        dirty    charged dirty (nr_dirty), MiB\n"
@@ -89,8 +92,11 @@ static void usage(FILE *out)
 "      A stat the daemon does not have shows as \"-\".\n"
 "      --json: every stat as one JSON object, now (with -c or -i: COUNT\n"
 "      objects SECONDS apart, one per line).  --openmetrics: every stat\n"
-"      now in the text format of Prometheus' node_exporter textfile\n"
-"      collector (gauges, counters as NAME_total), ending with # EOF.\n"
+"      now in the OpenMetrics text format (HELP, TYPE, UNIT; counters\n"
+"      foliofs_NAME with the sample foliofs_NAME_total; ms in seconds; the\n"
+"      policies in force as foliofs_policy_info), ending with # EOF.\n"
+"      --prometheus: the same in Prometheus' text format, which\n"
+"      node_exporter's textfile collector reads.\n"
 "  get [MNT] [NAME...] [--json]\n"
 "      print \"NAME VALUE\" for each tunable named (default: all of them)\n"
 "  set [MNT] NAME=VALUE...\n"
@@ -132,7 +138,8 @@ static void usage(FILE *out)
 "  -i, --interval SECONDS   stat: seconds between lines\n"
 "  -c, --count COUNT        stat: lines to print\n"
 "  -j, --json               stat, get, files, folios: JSON\n"
-"      --openmetrics        stat: Prometheus/OpenMetrics text\n"
+"      --openmetrics        stat: OpenMetrics text\n"
+"      --prometheus         stat: Prometheus text (node_exporter textfile)\n"
 "  -V, --version            print the version\n"
 "  -h, --help               this text\n"
 "\n"
@@ -163,6 +170,40 @@ static char *ctl_path(const char *mnt, const char *name)
 		exit(1);
 	}
 	return p;
+}
+
+/*
+ * @path made absolute, symlinks resolved (malloc'ed; NULL on failure).  A
+ * FUSE mount point we may not enter cannot be resolved itself (its lstat
+ * fails with EACCES): then its directory is, and its name appended.
+ */
+static char *abs_path(const char *path)
+{
+	char *real = realpath(path, NULL), *copy, *slash, *dir, *out = NULL;
+	const char *base;
+
+	if (real || (errno != EACCES && errno != EPERM))
+		return real;
+	copy = strdup(path);
+	if (!copy)
+		return NULL;
+	while (strlen(copy) > 1 && copy[strlen(copy) - 1] == '/')
+		copy[strlen(copy) - 1] = '\0';
+	slash = strrchr(copy, '/');
+	if (slash) {
+		*slash = '\0';
+		base = slash + 1;
+		dir = realpath(slash == copy ? "/" : copy, NULL);
+	} else {
+		base = copy;
+		dir = realpath(".", NULL);
+	}
+	if (dir && *base && strcmp(base, ".") != 0 && strcmp(base, "..") != 0 &&
+	    asprintf(&out, "%s%s%s", dir, strcmp(dir, "/") != 0 ? "/" : "", base) < 0)
+		out = NULL;
+	free(dir);
+	free(copy);
+	return out;
 }
 
 /* The whole file at @path, NUL-terminated, into *@out: 0 or -errno. */
@@ -215,6 +256,20 @@ out:
 
 /* ---- stats ---- */
 
+/* The stats whose value is a name, not a number: the policies in force. */
+static const char *const named_stats[] = { "dirty_account", "throttle", "folio_policy",
+					   "ra_model" };
+
+static bool is_named_stat(const char *name)
+{
+	for (size_t i = 0; i < sizeof(named_stats) / sizeof(named_stats[0]); i++) {
+		if (!strcmp(name, named_stats[i]))
+			return true;
+	}
+	return false;
+}
+
+
 struct stats {
 	size_t n;
 	char *names[MAX_STATS];
@@ -247,20 +302,23 @@ static int stats_read(const char *mnt, struct stats *s)
 		if (!sp)
 			continue;
 		*sp = '\0';
-		s->vals[s->n] = strtod(sp + 1, &end);
-		if (end == sp + 1)
+		if (!sp[1])
 			continue;
+		/* A name (a policy's) or anything else not wholly a number: NAN. */
+		s->vals[s->n] = strtod(sp + 1, &end);
+		if (*end || end == sp + 1 || is_named_stat(line))
+			s->vals[s->n] = NAN;
 		s->raw[s->n] = sp + 1;
 		s->names[s->n++] = line;
 	}
 	return 0;
 }
 
-/* The stat @name, or false when the daemon does not have it. */
+/* The stat @name, or false when the daemon does not have it as a number. */
 static bool stat_get(const struct stats *s, const char *name, double *val)
 {
 	for (size_t i = 0; i < s->n; i++) {
-		if (!strcmp(s->names[i], name)) {
+		if (!strcmp(s->names[i], name) && !isnan(s->vals[i])) {
 			*val = s->vals[i];
 			return true;
 		}
@@ -322,7 +380,7 @@ static void json_value(const char *raw)
 		json_string(raw);
 }
 
-/* Every stat of @s as one JSON object on one line. */
+/* Every stat of @s as one JSON object on one line; the policies' names as strings. */
 static void stats_json(const struct stats *s)
 {
 	putchar('{');
@@ -331,34 +389,121 @@ static void stats_json(const struct stats *s)
 			putchar(',');
 		json_string(s->names[i]);
 		putchar(':');
-		json_value(s->raw[i]);
+		if (isnan(s->vals[i]))
+			json_string(s->raw[i]);
+		else
+			json_value(s->raw[i]);
 	}
 	puts("}");
 	fflush(stdout);
 }
 
+/* ---- Prometheus: OpenMetrics and the text format ---- */
+
+/* A stat's unit in the exposition: none, bytes, or ms (exported in seconds). */
+enum om_unit { OM_NONE, OM_BYTES, OM_MS };
+
 /*
- * Stats that only grow (counters; OpenMetrics' counter type); every other
- * stat is a gauge.
+ * Every stat the daemon has: whether it only grows (a counter; every other
+ * stat is a gauge), its unit and what it is.  The policies' names are not
+ * here: they are the labels of foliofs_policy_info.  A stat this table
+ * does not know is exported as a gauge all the same.
  */
-static const char *const counters[] = {
-	"nr_dirtied", "nr_written", "nr_discharged", "wb_budget_pages",
-	"wb_dirty_pages_written", "app_write_bytes", "app_read_bytes",
-	"backing_read_bytes", "backing_read_ios", "ra_pages", "ra_ios", "ra_async_ios",
-	"backing_write_bytes", "backing_write_ios", "backing_write_submits", "wb_errors",
-	"wb_retries", "faults_injected", "flusher_passes", "pool_hits", "pool_misses",
-	"reclaimed_folios", "reclaim_stalls", "full_events", "kept_inodes",
-	"fds_idle_closed", "fds_reopened", "fds_refused", "fuse_uring_requests",
-	"throttle_events", "throttle_ms",
+static const struct om_stat {
+	const char *name;
+	bool counter;
+	enum om_unit unit;
+	const char *help;
+} om_stats[] = {
+	{ "nr_dirty", false, OM_NONE, "4 KiB pages charged to the dirty budget now, by the accounting policy" },
+	{ "nr_dirtied", true, OM_NONE, "4 KiB pages charged to the dirty budget" },
+	{ "nr_written", true, OM_NONE, "4 KiB pages of folios whose writeback ended, whole folios (WB_WRITTEN)" },
+	{ "nr_writeback", false, OM_NONE, "4 KiB pages of folios with a write in flight now, whole folios (NR_WRITEBACK)" },
+	{ "nr_discharged", true, OM_NONE, "4 KiB pages of charge discharged by completed writeback" },
+	{ "nr_reclaimable", false, OM_NONE, "4 KiB pages charged for dirty blocks not under writeback" },
+	{ "wb_budget_pages", true, OM_NONE, "writeback budget used by background writeback, 4 KiB pages, whole folios" },
+	{ "wb_dirty_pages_written", true, OM_NONE, "4 KiB pages holding the blocks background writeback wrote" },
+	{ "dirty_bytes_exact", false, OM_NONE, "bytes in blocks dirty or under writeback now" },
+	{ "writeback_bytes", false, OM_BYTES, "bytes in blocks under writeback now" },
+	{ "pinned_bytes", false, OM_BYTES, "memory of folios holding a dirty, writeback or unsynced block" },
+	{ "unsynced_bytes", false, OM_BYTES, "memory of folios holding blocks written back since the file's last sync" },
+	{ "app_write_bytes", true, OM_BYTES, "bytes written by applications" },
+	{ "app_read_bytes", true, OM_BYTES, "bytes read by applications" },
+	{ "backing_read_bytes", true, OM_BYTES, "bytes read from the backing files" },
+	{ "backing_read_ios", true, OM_NONE, "reads of the backing files" },
+	{ "ra_pages", true, OM_NONE, "4 KiB pages readahead read" },
+	{ "ra_ios", true, OM_NONE, "backing reads of readahead" },
+	{ "ra_async_ios", true, OM_NONE, "readahead reads started asynchronously through io_uring" },
+	{ "backing_write_bytes", true, OM_BYTES, "bytes written back to the backing files" },
+	{ "backing_write_ios", true, OM_NONE, "writes to the backing files, one per merged run" },
+	{ "backing_write_submits", true, OM_NONE, "system calls that submitted backing writes" },
+	{ "wb_errors", true, OM_NONE, "failed backing writes and syncs (the data stays dirty)" },
+	{ "wb_retries", true, OM_NONE, "background writeback passes over a file that failed again" },
+	{ "faults_injected", true, OM_NONE, "faults injected by fault=" },
+	{ "flusher_passes", true, OM_NONE, "times the flushers looked at the files" },
+	{ "dirty_thresh", false, OM_NONE, "the dirty threshold, 4 KiB pages" },
+	{ "bg_thresh", false, OM_NONE, "the background writeback threshold, 4 KiB pages" },
+	{ "dirty_limit", false, OM_NONE, "the throttler's hard limit, 4 KiB pages" },
+	{ "setpoint", false, OM_NONE, "the throttler's setpoint, 4 KiB pages" },
+	{ "pinned_thresh", false, OM_NONE, "the pinned-memory threshold, 4 KiB pages (0: no limit)" },
+	{ "pinned_limit", false, OM_NONE, "the pinned-memory hard limit, 4 KiB pages (0: no limit)" },
+	{ "write_bw", false, OM_NONE, "estimated write bandwidth, KiB/s" },
+	{ "avg_write_bw", false, OM_NONE, "the write bandwidth estimate smoothed again, KiB/s" },
+	{ "dirty_rate", false, OM_NONE, "charge rate over the last interval, KiB/s" },
+	{ "dirty_ratelimit", false, OM_NONE, "the per-writer rate limit, KiB/s" },
+	{ "balanced_dirty_ratelimit", false, OM_NONE, "the rate the rate limit steps toward, KiB/s" },
+	{ "task_ratelimit", false, OM_NONE, "the rate of the last throttled writer, KiB/s" },
+	{ "pos_ratio", false, OM_NONE, "the position ratio of the last throttled check, 1024 at the setpoint" },
+	{ "throttle_events", true, OM_NONE, "writer pauses" },
+	{ "throttle_ms", true, OM_MS, "time writers were paused" },
+	{ "throttled_writers", false, OM_NONE, "writes whose reply is held by the throttle now" },
+	{ "pause", false, OM_MS, "the last pause" },
+	{ "period", false, OM_MS, "the period of the last pause" },
+	{ "think", false, OM_MS, "the think time credited to the last pause" },
+	{ "cache_bytes", false, OM_BYTES, "folio memory now" },
+	{ "cache_size", false, OM_NONE, "the cache's budget, bytes (cache_size=)" },
+	{ "pool_bytes", false, OM_BYTES, "free folio memory kept for new folios" },
+	{ "pool_hits", true, OM_NONE, "folios made with pooled memory" },
+	{ "pool_misses", true, OM_NONE, "folios made with fresh memory" },
+	{ "folios", false, OM_NONE, "folios in the cache now" },
+	{ "folios_4k", false, OM_NONE, "4 KiB folios in the cache now" },
+	{ "folios_8k", false, OM_NONE, "8 KiB folios in the cache now" },
+	{ "folios_16k", false, OM_NONE, "16 KiB folios in the cache now" },
+	{ "folios_32k", false, OM_NONE, "32 KiB folios in the cache now" },
+	{ "folios_64k", false, OM_NONE, "64 KiB folios in the cache now" },
+	{ "folios_128k", false, OM_NONE, "128 KiB folios in the cache now" },
+	{ "folios_256k", false, OM_NONE, "256 KiB folios in the cache now" },
+	{ "folios_512k", false, OM_NONE, "512 KiB folios in the cache now" },
+	{ "folios_1024k", false, OM_NONE, "1 MiB folios in the cache now" },
+	{ "folios_2048k", false, OM_NONE, "2 MiB folios in the cache now" },
+	{ "reclaimed_folios", true, OM_NONE, "clean folios dropped by reclaim" },
+	{ "active_bytes", false, OM_BYTES, "memory of the folios on the active list" },
+	{ "inactive_bytes", false, OM_BYTES, "memory of the folios on the inactive list" },
+	{ "activated_folios", true, OM_NONE, "moves to the active list" },
+	{ "reclaim_stalls", true, OM_NONE, "times reclaim found nothing clean and waited for writeback" },
+	{ "full_events", true, OM_NONE, "times the cache was full of data that could not be written" },
+	{ "block_size", false, OM_NONE, "the block size, bytes" },
+	{ "folio_size", false, OM_NONE, "the largest folio, bytes" },
+	{ "backing_direct", false, OM_NONE, "1 if backing files are opened with O_DIRECT" },
+	{ "policy_switches", true, OM_NONE, "run-time changes of the accounting, throttle or readahead policy or of a policy parameter" },
+	{ "inodes", false, OM_NONE, "backing inodes the daemon holds for the kernel" },
+	{ "kept_inodes", true, OM_NONE, "forgotten inodes kept because their data could not be written" },
+	{ "fds", false, OM_NONE, "descriptors the daemon holds for files and directories" },
+	{ "fd_budget", false, OM_NONE, "descriptors the daemon may hold" },
+	{ "fds_idle_closed", true, OM_NONE, "data descriptors of unused files closed to stay within the budget" },
+	{ "fds_reopened", true, OM_NONE, "data descriptors opened again" },
+	{ "fds_refused", true, OM_NONE, "opens and look-ups answered EMFILE or ENFILE" },
+	{ "fuse_uring_requests", true, OM_NONE, "requests served over FUSE over io_uring" },
+	{ "fuse_uring_threads", false, OM_NONE, "threads serving the FUSE io_uring queues" },
 };
 
-static bool is_counter(const char *name)
+static const struct om_stat *om_stat_find(const char *name)
 {
-	for (size_t i = 0; i < sizeof(counters) / sizeof(counters[0]); i++) {
-		if (!strcmp(name, counters[i]))
-			return true;
+	for (size_t i = 0; i < sizeof(om_stats) / sizeof(om_stats[0]); i++) {
+		if (!strcmp(name, om_stats[i].name))
+			return &om_stats[i];
 	}
-	return false;
+	return NULL;
 }
 
 /* @s as a label value: backslash, quote and newline escaped. */
@@ -375,23 +520,128 @@ static void om_label(const char *s)
 }
 
 /*
- * Every stat of @s in the text format node_exporter's textfile collector
- * reads: foliofs_NAME, or foliofs_NAME_total for a counter, labelled with
- * the mount point; "# EOF" last, as OpenMetrics ends.
+ * The metric family name of stat @name into @buf: "foliofs_" and the name
+ * with what a metric name cannot hold ('.' of account.share) as '_'; a
+ * stat in ms is exported in seconds, its "_ms" (if any) replaced by
+ * "_seconds".
  */
-static void stats_openmetrics(const struct stats *s, const char *mnt)
+static void om_family(const char *name, enum om_unit unit, char *buf, size_t len)
 {
-	for (size_t i = 0; i < s->n; i++) {
-		bool counter = is_counter(s->names[i]);
-		const char *suffix = counter ? "_total" : "";
+	size_t n = strlen(name), used;
 
-		printf("# TYPE foliofs_%s%s %s\n", s->names[i], suffix,
-		       counter ? "counter" : "gauge");
-		printf("foliofs_%s%s{mountpoint=\"", s->names[i], suffix);
-		om_label(mnt);
-		printf("\"} %s\n", s->raw[i]);
+	if (unit == OM_MS && n > 3 && !strcmp(name + n - 3, "_ms"))
+		n -= 3;
+	used = (size_t)snprintf(buf, len, "foliofs_%.*s", (int)n, name);
+	for (size_t i = sizeof("foliofs_") - 1; i < used && i < len; i++) {
+		char c = buf[i];
+
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+		      c == '_'))
+			buf[i] = '_';
 	}
-	puts("# EOF");
+	if (unit == OM_MS && used < len)
+		snprintf(buf + used, len - used, "_seconds");
+}
+
+/* The "# HELP" text of stat @name, given its table entry (or none). */
+static void om_help(const char *name, const struct om_stat *st, char *buf, size_t len)
+{
+	const char *dot = strchr(name, '.');
+
+	if (st)
+		snprintf(buf, len, "%s%s", st->help,
+			 st->unit == OM_MS ? " (the stat's ms, in seconds)" : "");
+	else if (dot)
+		snprintf(buf, len, "parameter %s of the %s policy in force (foliofsctl policies)",
+			 dot + 1, !strncmp(name, "account.", 8) ? "accounting (dirty_account)" :
+			 !strncmp(name, "size.", 5) ? "sizing (folio_policy)" : "throttle");
+	else
+		snprintf(buf, len, "foliofs stat %s (one this foliofsctl does not describe)", name);
+}
+
+/* A value in ms printed in seconds, exactly: "1234" -> "1.234". */
+static void om_ms_as_seconds(const char *raw)
+{
+	char *end;
+	long long ms;
+
+	errno = 0;
+	ms = strtoll(raw, &end, 10);
+	if (errno || *end || end == raw || ms < 0)
+		printf("%.17g", strtod(raw, NULL) / 1000);
+	else
+		printf("%lld.%03lld", ms / 1000, ms % 1000);
+}
+
+/*
+ * The policies in force as one info metric: foliofs_policy_info with a
+ * label per policy and the value 1.
+ */
+static void om_policy_info(const struct stats *s, const char *mnt, bool openmetrics)
+{
+	printf("# HELP foliofs_policy%s the policies in force: accounting (dirty_account),"
+	       " throttle, folio sizing (folio_policy), readahead model (ra_model)\n",
+	       openmetrics ? "" : "_info");
+	printf("# TYPE foliofs_policy%s\n", openmetrics ? " info" : "_info gauge");
+	fputs("foliofs_policy_info{mountpoint=\"", stdout);
+	om_label(mnt);
+	putchar('"');
+	for (size_t i = 0; i < s->n; i++) {
+		if (!is_named_stat(s->names[i]))
+			continue;
+		printf(",%s=\"", s->names[i]);
+		om_label(s->raw[i]);
+		putchar('"');
+	}
+	puts("} 1");
+}
+
+/*
+ * Every stat of @s for Prometheus, labelled with the absolute mount point
+ * @mnt.  @openmetrics: the OpenMetrics 1.0 text format (a counter family
+ * FOO with the sample FOO_total, UNIT lines, an info metric, "# EOF"
+ * last); else the Prometheus text format 0.0.4 that node_exporter's
+ * textfile collector reads (the counter family named FOO_total, no UNIT,
+ * the info metric as a gauge).
+ */
+static void stats_prometheus(const struct stats *s, const char *mnt, bool openmetrics)
+{
+	bool info_done = false;
+
+	for (size_t i = 0; i < s->n; i++) {
+		const struct om_stat *st = om_stat_find(s->names[i]);
+		enum om_unit unit = st ? st->unit : OM_NONE;
+		bool counter = st && st->counter;
+		char family[128], help[256];
+		const char *total = counter ? "_total" : "";
+
+		if (is_named_stat(s->names[i])) {
+			if (!info_done)
+				om_policy_info(s, mnt, openmetrics);
+			info_done = true;
+			continue;
+		}
+		if (isnan(s->vals[i]))
+			continue;	/* not a number, nor a name we know */
+		om_family(s->names[i], unit, family, sizeof(family));
+		om_help(s->names[i], st, help, sizeof(help));
+		printf("# HELP %s%s %s\n", family, openmetrics ? "" : total, help);
+		printf("# TYPE %s%s %s\n", family, openmetrics ? "" : total,
+		       counter ? "counter" : "gauge");
+		/* The unit is the family name's suffix (OpenMetrics requires it). */
+		if (openmetrics && unit != OM_NONE)
+			printf("# UNIT %s %s\n", family, unit == OM_BYTES ? "bytes" : "seconds");
+		printf("%s%s{mountpoint=\"", family, total);
+		om_label(mnt);
+		fputs("\"} ", stdout);
+		if (unit == OM_MS)
+			om_ms_as_seconds(s->raw[i]);
+		else
+			fputs(s->raw[i], stdout);
+		putchar('\n');
+	}
+	if (openmetrics)
+		puts("# EOF");
 }
 
 static double now_s(void)
@@ -501,21 +751,28 @@ static double parse_positive(const char *opt, const char *val, bool integer)
 static int stat_snapshots(const char *mnt)
 {
 	unsigned long long count = opt.have_count ? opt.count : opt.have_interval ? 0 : 1;
+	/* The mount point label is absolute, whatever path the caller gave. */
+	char *label = abs_path(mnt);
 	struct stats s = { 0 };
 	int ret = 0;
 
+	if (!label) {
+		say("%s: %s", mnt, strerror(errno));
+		return 1;
+	}
 	for (unsigned long long i = 0; !count || i < count; i++) {
 		if (i)
 			sleep_s(opt.interval);
 		ret = stats_read(mnt, &s);
 		if (ret)
 			break;
-		if (opt.openmetrics)
-			stats_openmetrics(&s, mnt);
+		if (opt.openmetrics || opt.prometheus)
+			stats_prometheus(&s, label, opt.openmetrics);
 		else
 			stats_json(&s);
 		stats_free(&s);
 	}
+	free(label);
 	if (ret) {
 		say("%s/" CTL_DIR "/stats: %s", mnt, strerror(-ret));
 		return 1;
@@ -534,11 +791,12 @@ static int cmd_stat(const char *mnt, int argc, char **argv)
 		say("stat: unexpected argument '%s' (see %s -h)", argv[0], progname);
 		return EXIT_USAGE;
 	}
-	if (opt.openmetrics && (opt.have_count || opt.have_interval)) {
-		say("--openmetrics prints one snapshot: -c and -i do not apply");
+	if ((opt.openmetrics || opt.prometheus) && (opt.have_count || opt.have_interval)) {
+		say("%s prints one snapshot: -c and -i do not apply",
+		    opt.openmetrics ? "--openmetrics" : "--prometheus");
 		return EXIT_USAGE;
 	}
-	if (opt.json || opt.openmetrics)
+	if (opt.json || opt.openmetrics || opt.prometheus)
 		return stat_snapshots(mnt);
 	ret = stats_read(mnt, &prev);
 	t_prev = now_s();
@@ -573,11 +831,92 @@ static bool tunable_name_ok(const char *name)
 	return *name && *name != '.' && !strchr(name, '/');
 }
 
+/*
+ * The policy in force of parameter kind @kind ("account", "size",
+ * "throttle") into @buf, and the option that chooses it: NULL when it
+ * cannot be read.
+ */
+static const char *param_policy(const char *mnt, const char *kind, char *buf, size_t len)
+{
+	const char *option = !strcmp(kind, "account") ? "dirty_account" :
+			     !strcmp(kind, "size") ? "folio_policy" : "throttle";
+	char *path, *val = NULL;
+	struct stats s = { 0 };
+	bool ok = false;
+
+	if (!strcmp(kind, "size")) {
+		/* folio_policy is no tunable (it is fixed for the mount's life): the stats name it. */
+		if (!stats_read(mnt, &s)) {
+			for (size_t i = 0; i < s.n && !ok; i++) {
+				if (!strcmp(s.names[i], option)) {
+					snprintf(buf, len, "%s", s.raw[i]);
+					ok = true;
+				}
+			}
+		}
+		stats_free(&s);
+		return ok ? option : NULL;
+	}
+	path = ctl_path(mnt, !strcmp(kind, "account") ? "tunables/dirty_account" :
+				"tunables/throttle");
+	if (!read_all(path, &val, NULL)) {
+		val[strcspn(val, "\n")] = '\0';
+		snprintf(buf, len, "%s", val);
+		ok = true;
+	}
+	free(val);
+	free(path);
+	return ok ? option : NULL;
+}
+
+/*
+ * "no such tunable", or for KIND.PARAM of a parameter the policy in force
+ * lacks, what the mount option says: which policy, and the parameters it
+ * has (from .foliofs/policies: "KIND NAME ORIGIN PARAM=DEFAULT[MIN,MAX]...").
+ */
+static void say_no_tunable(const char *mnt, const char *name)
+{
+	static const char *const kinds[] = { "account", "size", "throttle" };
+	char policy[64], names[512] = "", *path, *text = NULL, *line, *save = NULL;
+	const char *dot = strchr(name, '.'), *option = NULL;
+	char kind[16];
+	size_t used = 0;
+
+	for (size_t k = 0; dot && k < sizeof(kinds) / sizeof(kinds[0]) && !option; k++) {
+		if ((size_t)(dot - name) == strlen(kinds[k]) && !strncmp(name, kinds[k], strlen(kinds[k])) &&
+		    dot[1]) {
+			snprintf(kind, sizeof(kind), "%s", kinds[k]);
+			option = param_policy(mnt, kind, policy, sizeof(policy));
+		}
+	}
+	path = ctl_path(mnt, "policies");
+	if (!option || read_all(path, &text, NULL)) {
+		free(path);
+		say("%s: no such tunable", name);
+		return;
+	}
+	free(path);
+	for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		char *w, *wsave = NULL, *lkind = strtok_r(line, " ", &wsave);
+		char *lname = strtok_r(NULL, " ", &wsave);
+
+		if (!lkind || !lname || strcmp(lkind, kind) != 0 || strcmp(lname, policy) != 0 ||
+		    !strtok_r(NULL, " ", &wsave))	/* the origin */
+			continue;
+		while ((w = strtok_r(NULL, " ", &wsave)) && used < sizeof(names))
+			used += (size_t)snprintf(names + used, sizeof(names) - used, "%s%.*s",
+						 used ? ", " : "", (int)strcspn(w, "="), w);
+	}
+	free(text);
+	say("%s: not a parameter of %s=%s (%s%s)", name, option, policy,
+	    names[0] ? "it has: " : "it has none", names);
+}
+
 /* Exit status for a failed open of tunable @name (errno @err), with the line said. */
-static int tunable_open_error(const char *name, int err)
+static int tunable_open_error(const char *mnt, const char *name, int err)
 {
 	if (err == ENOENT) {
-		say("%s: no such tunable", name);
+		say_no_tunable(mnt, name);
 		return EXIT_USAGE;
 	}
 	if (err == EACCES || err == EPERM) {
@@ -622,7 +961,7 @@ static int print_tunable(const char *mnt, const char *name, bool first)
 	ret = read_all(path, &val, &len);
 	free(path);
 	if (ret)
-		return tunable_open_error(name, -ret);
+		return tunable_open_error(mnt, name, -ret);
 	while (len && val[len - 1] == '\n')
 		val[--len] = '\0';
 	if (opt.json) {
@@ -688,7 +1027,7 @@ static int set_tunable(const char *mnt, const char *name, const char *val)
 	fd = open(path, O_RDWR | O_CLOEXEC);
 	free(path);
 	if (fd < 0)
-		return tunable_open_error(name, errno);
+		return tunable_open_error(mnt, name, errno);
 	if (asprintf(&data, "%s\n", val) < 0) {
 		close(fd);
 		return 1;
@@ -990,6 +1329,30 @@ static int cmd_trace(const char *mnt, int argc, char **argv)
 
 /* ---- folios and evict ---- */
 
+/*
+ * stat(2) of @file into *@st: 0, or the exit status with the line said
+ * (1 if it cannot be stat'ed, 2 if it is not on the mount @mnt, whose
+ * inode numbers alone the control files take).
+ */
+static int stat_on_mount(const char *mnt, const char *file, struct stat *st)
+{
+	struct stat m;
+
+	if (stat(file, st) < 0) {
+		say("%s: %s", file, strerror(errno));
+		return 1;
+	}
+	if (stat(mnt, &m) < 0) {
+		say("%s: %s", mnt, strerror(errno));
+		return 1;
+	}
+	if (st->st_dev != m.st_dev) {
+		say("%s: not on the foliofs mount %s", file, mnt);
+		return EXIT_USAGE;
+	}
+	return 0;
+}
+
 /* Per file of .foliofs/folios. */
 struct folio_sum {
 	unsigned long long ino;
@@ -1097,10 +1460,10 @@ static int cmd_folios(const char *mnt, int argc, char **argv)
 		struct folio_sum none = { 0 };
 		struct stat st;
 		size_t j;
+		int err = stat_on_mount(mnt, argv[i], &st);
 
-		if (stat(argv[i], &st) < 0) {
-			say("%s: %s", argv[i], strerror(errno));
-			ret = 1;
+		if (err) {
+			ret = ret ? ret : err;
 			continue;
 		}
 		for (j = 0; j < n && sums[j].ino != (unsigned long long)st.st_ino; j++)
@@ -1164,10 +1527,9 @@ static int cmd_evict(const char *mnt, int argc, char **argv)
 		say("evict: takes FILE [START LEN], byte counts (see %s -h)", progname);
 		return EXIT_USAGE;
 	}
-	if (stat(argv[0], &st) < 0) {
-		say("%s: %s", argv[0], strerror(errno));
-		return 1;
-	}
+	err = stat_on_mount(mnt, argv[0], &st);
+	if (err)
+		return err;
 	snprintf(cmd, sizeof(cmd), "%llu %llu %llu\n", (unsigned long long)st.st_ino, start, len);
 	path = ctl_path(mnt, "evict");
 	fd = open(path, O_RDWR | O_CLOEXEC);
@@ -1284,14 +1646,20 @@ static const struct {
 
 #define NR_COMMANDS (sizeof(commands) / sizeof(commands[0]))
 
-static bool is_foliofs_mount(const char *path)
+/* 0 if @path is a foliofs mount whose control directory we can see, else an errno. */
+static int foliofs_mount_check(const char *path)
 {
 	char *p = ctl_path(path, "stats");
 	struct stat st;
-	bool yes = !stat(p, &st) && S_ISREG(st.st_mode);
+	int err = stat(p, &st) ? errno : S_ISREG(st.st_mode) ? 0 : ENOENT;
 
 	free(p);
-	return yes;
+	return err;
+}
+
+static bool is_foliofs_mount(const char *path)
+{
+	return !foliofs_mount_check(path);
 }
 
 /* Undo mountinfo's octal escapes (\040 for a space) in place. */
@@ -1373,6 +1741,67 @@ static char *discover_mount(const char *cmd)
 }
 
 /*
+ * The mount of type fuse.foliofs at @path in /proc/self/mountinfo (the last
+ * one there), its owner (the super options' user_id=) into *@uid and
+ * whether it has allow_other: true if there is one.
+ */
+static bool foliofs_mount_owner(const char *path, unsigned long *uid, bool *allow_other)
+{
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+	char *line = NULL, *real = abs_path(path);
+	size_t cap = 0;
+	bool found = false;
+
+	while (f && real && getline(&line, &cap, f) > 0) {
+		char *sep = strstr(line, " - "), *fields[5], *save = NULL, *opts, *u;
+		char type[64], source[4096], super[4096];
+		int i = 0;
+
+		if (!sep || sscanf(sep + 3, "%63s %4095s %4095s", type, source, super) != 3 ||
+		    strcmp(type, "fuse.foliofs") != 0)
+			continue;
+		*sep = '\0';
+		for (char *t = strtok_r(line, " ", &save); t && i < 5; t = strtok_r(NULL, " ", &save))
+			fields[i++] = t;
+		if (i < 5)
+			continue;
+		unescape_octal(fields[4]);
+		if (strcmp(fields[4], real) != 0)
+			continue;
+		opts = super;
+		u = strstr(opts, "user_id=");
+		*uid = u ? strtoul(u + 8, NULL, 10) : 0;
+		*allow_other = false;
+		for (char *o = strtok_r(opts, ",", &save); o; o = strtok_r(NULL, ",", &save))
+			*allow_other |= !strcmp(o, "allow_other");
+		found = true;
+	}
+	free(line);
+	free(real);
+	if (f)
+		fclose(f);
+	return found;
+}
+
+/*
+ * The line for a mount point whose control directory @path refused us
+ * (@err, EACCES or EPERM): named with its owner when it is a foliofs mount
+ * without allow_other, which FUSE keeps to its owner, root included.
+ */
+static void say_refused_mount(const char *path, int err)
+{
+	unsigned long uid;
+	bool allow_other;
+
+	if (foliofs_mount_owner(path, &uid, &allow_other) && !allow_other)
+		say("%s: %s: a foliofs mount of uid %lu without allow_other, which only uid %lu"
+		    " may use (root included; its daemon's -o allow_other lets others in)",
+		    path, strerror(err), uid, uid);
+	else
+		say("%s: %s", path, strerror(err));
+}
+
+/*
  * The mount point: the first argument when it is a directory (which must
  * then be a foliofs mount), or one that cannot be an argument of @c; else
  * the one foliofs mount there is.  *@argc and *@argv move past it.
@@ -1382,6 +1811,7 @@ static char *resolve_mount(size_t c, int *argc, char ***argv)
 	const char *first = *argc ? (*argv)[0] : NULL;
 	struct stat st;
 	bool is_mnt;
+	int err;
 
 	if (!first)
 		return discover_mount(commands[c].name);
@@ -1390,7 +1820,12 @@ static char *resolve_mount(size_t c, int *argc, char ***argv)
 		 (!stat(first, &st) && S_ISDIR(st.st_mode));
 	if (!is_mnt)
 		return discover_mount(commands[c].name);
-	if (!is_foliofs_mount(first)) {
+	err = foliofs_mount_check(first);
+	if (err == EACCES || err == EPERM) {
+		say_refused_mount(first, err);
+		exit(1);
+	}
+	if (err) {
 		char *p = ctl_path(first, "stats");
 
 		say("%s: not a foliofs mount (no %s)", first, p);
@@ -1410,6 +1845,7 @@ static int parse_options(int argc, char **argv)
 		{ "count", required_argument, NULL, 'c' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "openmetrics", no_argument, NULL, 'O' },
+		{ "prometheus", no_argument, NULL, 'P' },
 		{ "version", no_argument, NULL, 'V' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -1432,6 +1868,9 @@ static int parse_options(int argc, char **argv)
 			break;
 		case 'O':
 			opt.openmetrics = true;
+			break;
+		case 'P':
+			opt.prometheus = true;
 			break;
 		case 'V':
 			printf("%s %s\n", progname, FOLIOFS_VERSION);
@@ -1472,10 +1911,15 @@ int main(int argc, char **argv)
 		say("%s: -i and -c are options of stat", commands[c].name);
 		return EXIT_USAGE;
 	}
-	if ((opt.json && !commands[c].json) || (opt.openmetrics && commands[c].fn != cmd_stat) ||
-	    (opt.json && opt.openmetrics)) {
-		say("%s: %s does not apply (--json: stat, get, files, folios; --openmetrics: stat)",
-		    commands[c].name, opt.json ? "--json" : "--openmetrics");
+	if (opt.json + opt.openmetrics + opt.prometheus > 1) {
+		say("%s: one of --json, --openmetrics and --prometheus", commands[c].name);
+		return EXIT_USAGE;
+	}
+	if ((opt.json && !commands[c].json) ||
+	    ((opt.openmetrics || opt.prometheus) && commands[c].fn != cmd_stat)) {
+		say("%s: %s does not apply (--json: stat, get, files, folios; --openmetrics,"
+		    " --prometheus: stat)", commands[c].name,
+		    opt.json ? "--json" : opt.openmetrics ? "--openmetrics" : "--prometheus");
 		return EXIT_USAGE;
 	}
 	argc -= first + 1;

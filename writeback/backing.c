@@ -64,6 +64,15 @@ static ssize_t fault_apply(struct wb_file *wbf, enum wb_fault_op op, off_t off,
 			      ctx->cfg.backing_direct ? bs_cache_config(ctx->cache)->block_size : 1);
 }
 
+/*
+ * Whether readahead's new folio of @len bytes at @off cannot be had (the
+ * bs_backing_ops folio_alloc_fails): an alloc fault fires for it.
+ */
+bool wb_backing_alloc_fails(struct wb_file *wbf, off_t off, size_t len)
+{
+	return fault_apply(wbf, WB_FAULT_ALLOC, off, len, 0) < 0;
+}
+
 /* ---- reads and syncs ---- */
 
 ssize_t wb_backing_read(struct wb_file *wbf, void *buf, size_t len, off_t off)
@@ -437,7 +446,7 @@ void wb_sync_size(struct wb_file *wbf)
 			wb_report(wbf, "setting the size of", err);
 			goto out;
 		}
-		atomic_store(&wbf->ws.unsynced, true);
+		wb_fstate_unsynced(wbf->ctx, &wbf->ws);
 	}
 	wbf->backing_size = size;
 out:

@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
- * balance.c - the throttler on a live mount: real time, the cache's
- * counters, and the entry points the FUSE layer calls after each write
- * (writeback.h), on the monotonic clock (wb_now_ns).  The throttler itself
- * (throttle.c) never reads a clock or the cache.
+ * balance.c - the throttler fed from the cache: the calls after each
+ * write, at a time the driver gives (engine.h: wb_balance_dirty_at, the
+ * simulator's on its virtual clock), and the mount's entry points the
+ * FUSE layer calls (writeback.h), on the monotonic clock (wb_now_ns).
+ * The throttler itself (throttle.c) never reads a clock or the cache.
  */
 #include "wb_i.h"
 #include "throttle.h"
@@ -12,14 +13,27 @@ bool wb_throttle_charge_write(struct wb_ctx *ctx, pid_t pid, uint64_t dirtied, i
 {
 	uint64_t pinned = bs_thread_pinned_take();
 
-	return (dirtied || pinned) &&
-	       wb_throttle_charge_pinned(ctx->throttle, pid, dirtied, pinned, now_ns);
+	/*
+	 * Every write is a check, also one that charged nothing (an
+	 * overwrite of dirty blocks): the check is of what the writer's
+	 * earlier writes charged, as the kernel's is.
+	 */
+	return wb_throttle_charge_pinned(ctx->throttle, pid, dirtied, pinned, now_ns);
+}
+
+int64_t wb_balance_dirty_at(struct wb_ctx *ctx, pid_t pid, uint64_t dirtied, int64_t now_ns)
+{
+	struct wb_throttle_sample s;
+
+	if (!wb_throttle_charge_write(ctx, pid, dirtied, now_ns))
+		return 0;
+	wb_throttle_sample_of(ctx, &s);
+	return wb_throttle_balance(ctx->throttle, pid, &s, now_ns);
 }
 
 int64_t wb_balance_dirty(struct wb_ctx *ctx, pid_t pid, uint64_t dirtied)
 {
-	struct wb_throttle_sample s;
-	int64_t now = wb_now_ns(), pause;
+	int64_t pause;
 
 	/*
 	 * Throttling waits for background writeback; with no flushers
@@ -28,22 +42,24 @@ int64_t wb_balance_dirty(struct wb_ctx *ctx, pid_t pid, uint64_t dirtied)
 	 */
 	if (!ctx->nr_flushers)
 		return 0;
-	if (!wb_throttle_charge_write(ctx, pid, dirtied, now))
-		return 0;
-	wb_throttle_sample_of(ctx, &s);
-	pause = wb_throttle_balance(ctx->throttle, pid, &s, now);
+	pause = wb_balance_dirty_at(ctx, pid, dirtied, wb_now_ns());
 	/* Past the freerun point writeback must be running (as the kernel starts it). */
 	if (pause)
 		wb_flushers_poke(ctx);
 	return pause;
 }
 
-int64_t wb_balance_dirty_again(struct wb_ctx *ctx, pid_t pid)
+int64_t wb_balance_dirty_again_at(struct wb_ctx *ctx, pid_t pid, int64_t now_ns)
 {
 	struct wb_throttle_sample s;
 
 	wb_throttle_sample_of(ctx, &s);
-	return wb_throttle_again(ctx->throttle, pid, &s, wb_now_ns());
+	return wb_throttle_again(ctx->throttle, pid, &s, now_ns);
+}
+
+int64_t wb_balance_dirty_again(struct wb_ctx *ctx, pid_t pid)
+{
+	return wb_balance_dirty_again_at(ctx, pid, wb_now_ns());
 }
 
 bool wb_balance_dirty_recheck(struct wb_ctx *ctx, pid_t pid)

@@ -11,94 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-void wb_config_default(struct wb_config *cfg)
-{
-	*cfg = (struct wb_config){
-		.flushers = 2,
-		.dirty_background_ratio = 10,
-		.dirty_expire_ms = 30000,
-		.writeback_interval_ms = 5000,
-		.backing_io = WB_IO_URING,
-		.max_io = 1u << 20,
-		.dirty_ratio = 20,
-		.stats_interval_ms = 1000,
-	};
-}
-
-/* The throttle parameters set are the policy's, in range (once the name is known good). */
-static int throttle_params_check(const struct wb_config *cfg, char *err, size_t errlen)
-{
-	const struct wb_throttle_policy *p =
-		wb_throttle_policy_find(cfg->throttle ? cfg->throttle : "bdp");
-
-	for (unsigned int i = 0; p && i < BS_PARAMS_MAX; i++) {
-		if (!(cfg->throttle_set & (1u << i)))
-			continue;
-		if (i >= p->nr_params) {
-			snprintf(err, errlen, "throttle: parameter %u of %s, which has %u", i, p->name,
-				 p->nr_params);
-			return -EINVAL;
-		}
-		if (cfg->throttle_params[i] < p->params[i].min ||
-		    cfg->throttle_params[i] > p->params[i].max) {
-			snprintf(err, errlen, "throttle.%s=%lld: an integer in [%lld, %lld]",
-				 p->params[i].name, (long long)cfg->throttle_params[i],
-				 (long long)p->params[i].min, (long long)p->params[i].max);
-			return -EINVAL;
-		}
-	}
-	return 0;
-}
-
-int wb_config_check(const struct wb_config *cfg, char *err, size_t errlen)
-{
-	struct wb_fault f;
-
-	if (cfg->flushers > 64) {
-		snprintf(err, errlen, "flushers=%u: out of range [0, 64]", cfg->flushers);
-		return -EINVAL;
-	}
-	if (cfg->dirty_background_ratio > 100) {
-		snprintf(err, errlen, "dirty_background_ratio=%u: out of range [0, 100]",
-			 cfg->dirty_background_ratio);
-		return -EINVAL;
-	}
-	if (cfg->dirty_ratio < 1 || cfg->dirty_ratio > 100) {
-		snprintf(err, errlen, "dirty_ratio=%u: out of range [1, 100]", cfg->dirty_ratio);
-		return -EINVAL;
-	}
-	if (cfg->dirty_bytes && cfg->dirty_bytes < 2ull * BS_PAGE_SIZE) {
-		snprintf(err, errlen, "dirty_bytes=%llu: 0 or at least %u",
-			 (unsigned long long)cfg->dirty_bytes, 2 * BS_PAGE_SIZE);
-		return -EINVAL;
-	}
-	if (cfg->dirty_pinned_ratio > 100) {
-		snprintf(err, errlen, "dirty_pinned_ratio=%u: out of range [0, 100]",
-			 cfg->dirty_pinned_ratio);
-		return -EINVAL;
-	}
-	if (throttle_params_check(cfg, err, errlen))
-		return -EINVAL;
-	if (cfg->throttle && !wb_throttle_policy_find(cfg->throttle)) {
-		snprintf(err, errlen, "throttle=%s: unknown policy (bdp, strictlimit or none)",
-			 cfg->throttle);
-		return -EINVAL;
-	}
-	if (cfg->stats_interval_ms < 10 || cfg->stats_interval_ms > 3600000) {
-		snprintf(err, errlen, "stats_interval_ms=%u: out of range [10, 3600000]",
-			 cfg->stats_interval_ms);
-		return -EINVAL;
-	}
-	if (cfg->max_io < 4096 || (cfg->max_io & (cfg->max_io - 1))) {
-		snprintf(err, errlen, "max_io=%u: a power of two, at least 4096", cfg->max_io);
-		return -EINVAL;
-	}
-	if (cfg->fault && *cfg->fault && strcmp(cfg->fault, "off") != 0 &&
-	    wb_fault_parse(cfg->fault, &f, err, errlen))
-		return -EINVAL;
-	return 0;
-}
-
 /* The settings, the throttler, and the flushers' threshold they imply. */
 int wb_ctx_create_core(const struct bs_config *bs_cfg, const struct wb_config *cfg,
 		       const struct bs_cache_ops *cache_ops, void *cache_arg,
@@ -121,6 +33,8 @@ int wb_ctx_create_core(const struct bs_config *bs_cfg, const struct wb_config *c
 	ctx->cfg.throttle = NULL;
 	pthread_mutex_init(&ctx->files_lock, NULL);
 	pthread_cond_init(&ctx->files_cond, NULL);
+	list_init(&ctx->files);
+	list_init(&ctx->dirty);
 	pthread_mutex_init(&ctx->flush_lock, NULL);
 	pthread_cond_init(&ctx->flush_cond, NULL);
 	pthread_mutex_init(&ctx->fault_lock, NULL);
@@ -179,11 +93,6 @@ struct bs_cache *wb_ctx_cache(struct wb_ctx *ctx)
 	return ctx->cache;
 }
 
-struct wb_throttle *wb_ctx_throttle(struct wb_ctx *ctx)
-{
-	return ctx->throttle;
-}
-
 uint32_t wb_ctx_interval_ms(struct wb_ctx *ctx)
 {
 	return atomic_load(&ctx->interval_ms);
@@ -238,8 +147,7 @@ unsigned int wb_ctx_destroy(struct wb_ctx *ctx)
 	 * Files kept because their data could not be written (wb_file_free
 	 * failed): a last try, then they go anyway, counted as lost.
 	 */
-	while (ctx->files) {
-		struct wb_file *wbf = ctx->files;
+	for (struct wb_file *wbf; (wbf = wb_files_first(ctx));) {
 		int ret = wb_file_flush(wbf);
 
 		if (ret) {
@@ -390,6 +298,6 @@ size_t wb_ctx_stats(struct wb_ctx *ctx, char *buf, size_t size)
 	put_stat(buf, size, &used, "folio_size", cfg->folio_size);
 	put_stat(buf, size, &used, "backing_direct", ctx->cfg.backing_direct);
 	if (used < size)
-		used += wb_ctx_param_stats(ctx, buf + used, size - used);
+		used += wb_ctx_policy_stats(ctx, buf + used, size - used);
 	return used < size ? used : size - 1;
 }

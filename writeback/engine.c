@@ -13,6 +13,8 @@
  * Nothing here reads a clock (ops->now), does I/O (ops->submit; the sync
  * is the driver's between wb_sync_begin and wb_sync_end), takes a lock of
  * the driver's or sleeps: the mount and the simulator run the same code.
+ * The one lock taken here is the context's pool_look_lock, a leaf, when a
+ * flusher's pass ends (pool_age).
  */
 #include "wb_i.h"
 #include "throttle.h"
@@ -97,6 +99,57 @@ static void update_dirtied(struct wb_ctx *ctx, struct wb_fstate *f)
 		tell_dirtied(ctx, f);
 }
 
+/* ---- a file's state ---- */
+
+void wb_fstate_init(struct wb_fstate *f, struct bs_file *bs)
+{
+	f->bs = bs;
+}
+
+void wb_fstate_dirtied(struct wb_ctx *ctx, struct wb_fstate *f)
+{
+	note_dirtied(ctx, f);
+}
+
+void wb_fstate_cleaned(struct wb_ctx *ctx, struct wb_fstate *f)
+{
+	update_dirtied(ctx, f);
+}
+
+void wb_fstate_unsynced(struct wb_ctx *ctx, struct wb_fstate *f)
+{
+	(void)ctx;
+	atomic_store(&f->unsynced, true);
+}
+
+void wb_fstate_reset(struct wb_ctx *ctx, struct wb_fstate *f)
+{
+	(void)ctx;
+	atomic_store(&f->dirtied_ns, 0);
+	atomic_store(&f->bg_next, 0);
+	atomic_store(&f->retry_ns, 0);
+	atomic_store(&f->backoff_ms, 0);
+	atomic_store(&f->err, 0);
+	atomic_store(&f->err_seq, 0);
+}
+
+uint64_t wb_errseq_sample(const struct wb_fstate *f)
+{
+	return atomic_load(&f->err_seq);
+}
+
+int wb_errseq_check(const struct wb_fstate *f, uint64_t *seen, int err)
+{
+	uint64_t seq = atomic_load(&f->err_seq);
+
+	if (seen && *seen != seq) {
+		*seen = seq;
+		if (!err)
+			err = atomic_load(&f->err);
+	}
+	return err;
+}
+
 /* ---- the throttler's view ---- */
 
 void wb_throttle_sample_of(struct wb_ctx *ctx, struct wb_throttle_sample *s)
@@ -125,7 +178,13 @@ void wb_throttle_sample_of(struct wb_ctx *ctx, struct wb_throttle_sample *s)
 	s->writeback = st.nr_writeback;
 }
 
-/* The throttler's bandwidth estimate follows writeback (kernel: do_writepages). */
+/*
+ * The throttler's bandwidth estimate follows writeback as the kernel's
+ * do_writepages() updates it: at the start of a pass over a file, and at
+ * its end (not after each batch: the kernel updates once per writepages
+ * call, and the window writeback keeps restarting is the one a throttled
+ * writer must find stale to move the rate limit).
+ */
 static void throttle_note(struct wb_ctx *ctx, bool starting)
 {
 	struct wb_throttle_sample s;
@@ -217,7 +276,6 @@ void wb_pass_complete(struct wb_pass *p)
 	for (int i = 0; i < p->nr_runs; i++)
 		bs_wb_complete(p->file->bs, &p->runs[i], p->io[p->group_of[i]].res);
 	p->nr_runs = 0;
-	throttle_note(p->ctx, false);
 }
 
 off_t wb_pass_stop(const struct wb_pass *p)
@@ -244,6 +302,7 @@ int wb_pass_end(struct wb_pass *p)
 	else
 		works_again(ctx, f);
 	update_dirtied(ctx, f);
+	throttle_note(ctx, false);
 	return p->first_err;
 }
 
@@ -306,29 +365,18 @@ static void fp_file_of(struct wb_fstate *f, struct wb_fp_file *out)
 	};
 }
 
-/* A new round: nothing moved in it yet. */
+/* A new round: nothing moved in it yet; the threshold judged now. */
 static void round_start(struct wb_ctx *ctx, struct wb_round *r)
 {
 	r->last_progress = r->progress;
 	r->progress = false;
 	r->now = engine_now(ctx);
+	r->background = wb_over_background(ctx);
+	r->bg_judged = r->now;
 }
 
-void wb_round_begin(struct wb_ctx *ctx, struct wb_round *r, uint64_t nr_keys)
-{
-	uint64_t pass_no = atomic_fetch_add(&ctx->flusher_passes, 1);
-
-	r->first = wb_fp_round_first(pass_no, nr_keys);
-	r->progress = true;
-	round_start(ctx, r);
-}
-
-bool wb_round_turn(const struct wb_round *r, unsigned int half, uint64_t key)
-{
-	return wb_fp_round_turn(half, key, r->first);
-}
-
-bool wb_round_again(struct wb_ctx *ctx, struct wb_round *r)
+/* The round is over: true (and the next one begun) if another is due. */
+static bool round_again(struct wb_ctx *ctx, struct wb_round *r)
 {
 	struct wb_fp_state s;
 
@@ -337,6 +385,97 @@ bool wb_round_again(struct wb_ctx *ctx, struct wb_round *r)
 		return false;
 	round_start(ctx, r);
 	return true;
+}
+
+/*
+ * A flusher's pass is over at @now_ns: if the pool is due a look
+ * (wb_fp_pool_look_due), give back what wb_fp_pool_keep() does not keep.
+ * pool_look_lock: flushers end passes on several threads.
+ */
+static void pool_age(struct wb_ctx *ctx, int64_t now_ns)
+{
+	struct bs_stats st;
+	uint64_t made, keep;
+
+	pthread_mutex_lock(&ctx->pool_look_lock);
+	if (!wb_fp_pool_look_due(ctx->pool_look_ns, now_ns, atomic_load(&ctx->interval_ms))) {
+		pthread_mutex_unlock(&ctx->pool_look_lock);
+		return;
+	}
+	bs_cache_stats(ctx->cache, &st);
+	made = st.pool_hits + st.pool_misses;
+	keep = wb_fp_pool_keep(st.pool_bytes, !ctx->pool_look_ns || made != ctx->pool_made_seen);
+	ctx->pool_look_ns = now_ns;
+	ctx->pool_made_seen = made;
+	pthread_mutex_unlock(&ctx->pool_look_lock);
+	if (keep < st.pool_bytes)
+		bs_cache_pool_shrink(ctx->cache, keep);
+}
+
+void wb_round_begin(struct wb_ctx *ctx, struct wb_round *r)
+{
+	atomic_store(&ctx->kicks, 0);
+	*r = (struct wb_round){ .new_pass = true };
+}
+
+void wb_round_list(struct wb_ctx *ctx, struct wb_round *r, uint64_t nr_keys, size_t nr,
+		   uint64_t (*key)(void *arg, size_t i), void *arg)
+{
+	if (r->new_pass) {
+		uint64_t pass_no = atomic_fetch_add(&ctx->flusher_passes, 1);
+
+		r->new_pass = false;
+		r->first = wb_fp_round_first(pass_no, nr_keys);
+		r->progress = true;
+		round_start(ctx, r);
+	}
+	r->nr = nr;
+	r->key = key;
+	r->key_arg = arg;
+	r->half = 0;
+	r->i = 0;
+	r->listed = true;
+}
+
+enum wb_round_step wb_round_next(struct wb_ctx *ctx, struct wb_round *r, size_t *i)
+{
+	if (!r->listed)
+		return r->new_pass ? WB_ROUND_PASS : WB_ROUND_LIST;
+	for (; r->half < 2; r->half++, r->i = 0) {
+		while (r->i < r->nr) {
+			size_t at = r->i++;
+			uint64_t key = r->key ? r->key(r->key_arg, at) : at;
+
+			if (wb_fp_round_turn(r->half, key, r->first)) {
+				*i = at;
+				return WB_ROUND_TURN;
+			}
+		}
+	}
+	r->listed = false;
+	if (round_again(ctx, r))
+		return WB_ROUND_LIST;
+	pool_age(ctx, engine_now(ctx));
+	/* Kicked during the pass: another one at once, as after a wake. */
+	if (!atomic_exchange(&ctx->kicks, 0))
+		return WB_ROUND_DONE;
+	r->new_pass = true;
+	return WB_ROUND_PASS;
+}
+
+bool wb_round_kick(struct wb_ctx *ctx)
+{
+	return atomic_fetch_add(&ctx->kicks, 1) == 0;
+}
+
+bool wb_round_poke(struct wb_ctx *ctx)
+{
+	return wb_over_background(ctx) && wb_round_kick(ctx);
+}
+
+bool wb_round_kicked(struct wb_ctx *ctx)
+{
+	return atomic_load(&ctx->kicks) != 0;
 }
 
 /* Pages of writeback budget for one background chunk (wb_fp_chunk_pages). */
@@ -360,15 +499,26 @@ static int64_t writeback_chunk_size(struct wb_ctx *ctx)
  * one has more, as the kernel requeues an inode that used up its chunk on
  * b_more_io.
  */
-bool wb_turn_plan(struct wb_ctx *ctx, const struct wb_round *r, struct wb_fstate *f,
+bool wb_turn_plan(struct wb_ctx *ctx, struct wb_round *r, struct wb_fstate *f,
 		  struct wb_turn *t)
 {
+	int64_t now = engine_now(ctx);
 	struct wb_fp_state s;
 	struct wb_fp_file ff;
 
 	wb_fp_state_of(ctx, &s);
 	fp_file_of(f, &ff);
-	*t = (struct wb_turn){ .act = wb_fp_file_action(&s, &ff, r->now) };
+	/*
+	 * The background threshold is judged at the round's start and again
+	 * only after WB_FP_BG_RECHECK_NS of turns, not at every file: once
+	 * over it, the flushers write a chunk of each file for that long,
+	 * as the kernel's do (writeback_sb_inodes()), well below it.
+	 */
+	if (wb_fp_bg_recheck_due(r->bg_judged, now)) {
+		r->background = wb_fp_over_background(&s);
+		r->bg_judged = now;
+	}
+	*t = (struct wb_turn){ .act = wb_fp_file_action(&s, &ff, r->now, r->background) };
 	if (t->act == WB_FP_WAIT || t->act == WB_FP_SKIP)
 		return false;
 	t->end = bs_file_size(f->bs);

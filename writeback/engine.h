@@ -23,12 +23,27 @@
  *
  * where the mount runs the loop as written and the simulator returns to
  * its event loop between next and complete.  A sync is wb_sync_begin(),
- * the driver's sync, wb_sync_end().  A flusher round (wb_round_*) walks the
- * files in round robin from a file that moves on each round; each file's
- * turn (wb_turn_*) is decided by flushpolicy.h and ends in a pass, a sync,
- * both or nothing.  What a driver does itself: hold the file for a pass
- * (the mount's wb_lock, the simulator's busy file), wait, and the sync's
- * I/O.
+ * the driver's sync, wb_sync_end().  A flusher's work, from its wake to
+ * its sleep, is an iterator too:
+ *
+ *	wb_round_begin(ctx, &r);		   it woke: the kicks are taken
+ *	while ((step = wb_round_next(ctx, &r, &i)) != WB_ROUND_DONE)
+ *		if (step == WB_ROUND_TURN)	   the turn of the driver's file i
+ *			wb_turn_plan(), a pass, wb_turn_end(), the sync check
+ *		else				   a round (or a pass) begins:
+ *			wb_round_list(ctx, &r, ...) the driver's files for it
+ *
+ * which walks the files in round robin from a key that moves on each
+ * pass, twice per round, rounds while over the background threshold and
+ * something moved, ages the idle pool and passes again if kicked
+ * meanwhile.  Each file's turn (wb_turn_*) is decided by flushpolicy.h
+ * and ends in a pass, a sync, both or nothing.  The state a file's
+ * writeback keeps (struct wb_fstate) changes only in the engine's calls:
+ * a driver reads it, and tells the engine what happened to the file
+ * (wb_fstate_*: dirtied, maybe clean again, dropped) and asks it for the
+ * errors an fsync reports (wb_errseq_*).  What a driver does itself: hold
+ * the file for a pass (the mount's wb_lock, the simulator's busy file),
+ * wait, wake its flushers, and the sync's I/O.
  *
  * Ranges are half-open, [start, end).
  */
@@ -55,7 +70,9 @@ struct wb_throttle;
  * One file's writeback state, shared by both drivers.  The fields are
  * atomics read without a lock by the flushers' decisions; a pass changes
  * them while its driver holds the file (the mount's wb_lock), a sync or a
- * write may at any time.
+ * write may at any time.  Only engine.c writes them (drivers call the
+ * wb_fstate_*, wb_pass_*, wb_sync_* and wb_turn_* functions); drivers may
+ * read them.
  */
 struct wb_fstate {
 	struct bs_file *bs;			/* immutable */
@@ -152,6 +169,44 @@ struct wb_engine_ops {
 /* The driver of @ctx's writeback: @ops with @arg (before any pass). */
 void wb_ctx_set_engine(struct wb_ctx *ctx, const struct wb_engine_ops *ops, void *arg);
 
+/* ---- a file's state (struct wb_fstate) ---- */
+
+/* @f, zeroed, is the state of the cache file @bs: clean, no error. */
+void wb_fstate_init(struct wb_fstate *f, struct bs_file *bs);
+/*
+ * A write dirtied @f: it gets an age (now) if it holds dirty data and has
+ * none, and the driver's dirtied op.  Context: any thread, after the
+ * write's bs_write().
+ */
+void wb_fstate_dirtied(struct wb_ctx *ctx, struct wb_fstate *f);
+/*
+ * @f may hold no dirty data any more (a truncate, a punched hole, its
+ * cache dropped): its age is forgotten unless it still holds some.
+ * Context: as wb_fstate_dirtied().
+ */
+void wb_fstate_cleaned(struct wb_ctx *ctx, struct wb_fstate *f);
+/*
+ * The driver changed @f's backing file beside its data (the mount set its
+ * size after a pass wrote it whole): the next sync must make that
+ * durable too.  Context: the written_whole op.
+ */
+void wb_fstate_unsynced(struct wb_ctx *ctx, struct wb_fstate *f);
+/*
+ * @f's cache was dropped unwritten (the file lost its last name): its
+ * age, background position, backoff and errors go, as for a new file.
+ * Context: the caller holds the file (no pass runs).
+ */
+void wb_fstate_reset(struct wb_ctx *ctx, struct wb_fstate *f);
+
+/*
+ * errseq: an fsync's cursor (@seen, from wb_errseq_sample() when its open
+ * began) hears of each writeback error once.  wb_errseq_check() returns
+ * @err, or when that is 0 and an error was recorded since *@seen, the
+ * last one; *@seen moves to now.  @seen NULL: @err.
+ */
+uint64_t wb_errseq_sample(const struct wb_fstate *f);
+int wb_errseq_check(const struct wb_fstate *f, uint64_t *seen, int err);
+
 /* ---- a pass ---- */
 
 /*
@@ -201,26 +256,75 @@ void wb_fp_state_of(struct wb_ctx *ctx, struct wb_fp_state *s);
 bool wb_over_background(struct wb_ctx *ctx);
 
 /*
- * A flusher's pass over the files: rounds in round robin, each starting
- * one file further down than the last pass's (so that the threshold,
- * which ends the writing, does not always stop it on the same files),
- * repeated while over the background threshold and something moved
- * (wb_fp_round_again).  Files are placed by a key in [0, nr_keys): the
- * simulator's file index, the mount's creation number (its flushers walk
- * only the files on its dirty list, in key order: the others' turns
- * would do nothing; see wb_fp_round_turn).
+ * A flusher's work from its wake to its sleep, as an iterator
+ * (wb_round_next).  A pass over the files is rounds in round robin, each
+ * pass starting one key further down than the last (so that the
+ * threshold, which ends the writing, does not always stop it on the same
+ * files), each round walking the files twice (keys from the first, then
+ * those before it), repeated while over the background threshold and
+ * something moved (wb_fp_round_again).  After a pass the idle pool is
+ * aged (wb_fp_pool_keep), and the flusher passes again at once if it was
+ * kicked meanwhile, else it sleeps until writeback_interval_ms (the
+ * driver's wait, wb_fp_next_wake) or a kick (wb_round_poke).
+ *
+ * Files are placed by a key in [0, nr_keys): the simulator's file index,
+ * the mount's creation number (its flushers walk only the files on its
+ * dirty list, in key order: the others' turns would do nothing; see
+ * wb_fp_round_turn).  The driver lists its files for each round, in
+ * ascending key order, and gets back indices into its list.
  */
 struct wb_round {
 	uint64_t first;			/* the key the rounds start at */
 	bool progress, last_progress;	/* this round, the one before */
 	int64_t now;			/* the round's time: its turns are judged at it */
+	bool background;		/* over the background threshold, as judged */
+	int64_t bg_judged;		/* at this time (wb_fp_bg_recheck_due()) */
+	/* the walk */
+	bool new_pass;			/* the next list begins a pass */
+	bool listed;			/* the driver listed its files for this round */
+	unsigned int half;		/* the walk of the round (0, 1) */
+	size_t i, nr;			/* the driver's next file, and how many it listed */
+	uint64_t (*key)(void *arg, size_t i);	/* file i's key; NULL: i */
+	void *key_arg;
 };
-/* Begin a flusher pass over keys [0, @nr_keys) (counted: stat flusher_passes). */
-void wb_round_begin(struct wb_ctx *ctx, struct wb_round *r, uint64_t nr_keys);
-/* Whether the file of key @key has its turn on walk @half (0, 1) of the round. */
-bool wb_round_turn(const struct wb_round *r, unsigned int half, uint64_t key);
-/* The round is over: true (and the next one begun) if another is due. */
-bool wb_round_again(struct wb_ctx *ctx, struct wb_round *r);
+/* What wb_round_next() asks of the driver. */
+enum wb_round_step {
+	WB_ROUND_PASS,			/* a pass begins: list the files (wb_round_list) */
+	WB_ROUND_LIST,			/* another round of the pass: list them again */
+	WB_ROUND_TURN,			/* the turn of the listed file *i */
+	WB_ROUND_DONE,			/* the flusher sleeps until its next wake */
+};
+/*
+ * A flusher woke (its interval, or a kick): the kicks are taken, and the
+ * first wb_round_next() begins a pass.
+ */
+void wb_round_begin(struct wb_ctx *ctx, struct wb_round *r);
+/*
+ * The next step of the flusher @r (see enum wb_round_step).  After a
+ * TURN the driver may return to its event loop and call again when the
+ * turn is over.
+ */
+enum wb_round_step wb_round_next(struct wb_ctx *ctx, struct wb_round *r, size_t *i);
+/*
+ * The driver's files for this round (after PASS or LIST): @nr of them,
+ * file i of key @key(@arg, i) (NULL @key: i), keys ascending, among
+ * @nr_keys keys (read at a pass's first list: counted, stat
+ * flusher_passes).
+ */
+void wb_round_list(struct wb_ctx *ctx, struct wb_round *r, uint64_t nr_keys, size_t nr,
+		   uint64_t (*key)(void *arg, size_t i), void *arg);
+/*
+ * Writes may have taken the cache over the background threshold: if so,
+ * a kick, and true when it is the first since the flushers last took
+ * them: the driver then wakes its sleeping flushers, which begin with
+ * wb_round_begin(); later kicks find them awake.
+ * wb_round_kick() kicks whatever the threshold (a tunable changed the
+ * interval).  Context: any thread.
+ */
+bool wb_round_poke(struct wb_ctx *ctx);
+bool wb_round_kick(struct wb_ctx *ctx);
+/* Whether a kick waits for the flushers (the driver's wait checks it). */
+bool wb_round_kicked(struct wb_ctx *ctx);
 
 /*
  * A file's turn: plan it (the action, and the pass it makes), run the
@@ -235,7 +339,7 @@ struct wb_turn {
 	int64_t budget_pages;		/* CHUNK: writeback_chunk_size() */
 };
 /* Plan @f's turn in @r: true when it makes a pass (act EXPIRED or CHUNK). */
-bool wb_turn_plan(struct wb_ctx *ctx, const struct wb_round *r, struct wb_fstate *f,
+bool wb_turn_plan(struct wb_ctx *ctx, struct wb_round *r, struct wb_fstate *f,
 		  struct wb_turn *t);
 /*
  * The turn's pass @p ended with @err (wb_pass_end): a chunk moves the
@@ -272,9 +376,17 @@ int wb_ctx_create_core(const struct bs_config *bs_cfg, const struct wb_config *c
 		       int64_t now_ns, struct wb_ctx **out);
 void wb_ctx_destroy_core(struct wb_ctx *ctx);
 struct bs_cache *wb_ctx_cache(struct wb_ctx *ctx);
-struct wb_throttle *wb_ctx_throttle(struct wb_ctx *ctx);
 /* writeback_interval_ms now (a tunable). */
 uint32_t wb_ctx_interval_ms(struct wb_ctx *ctx);
+/*
+ * wb_balance_dirty() and wb_balance_dirty_again() (writeback.h) at
+ * @now_ns on the driver's clock, without the mount's part: only a driver
+ * whose flushers run calls them (with none, nothing would write back
+ * while a writer waits), and waking the flushers after a pause is the
+ * driver's (wb_round_poke).  Context: as wb_balance_dirty().
+ */
+int64_t wb_balance_dirty_at(struct wb_ctx *ctx, pid_t pid, uint64_t dirtied, int64_t now_ns);
+int64_t wb_balance_dirty_again_at(struct wb_ctx *ctx, pid_t pid, int64_t now_ns);
 /*
  * Backing writes a driver made: @ios writes, @bytes written, @submits
  * system calls (stats backing_write_ios, _bytes, _submits).
@@ -282,7 +394,7 @@ uint32_t wb_ctx_interval_ms(struct wb_ctx *ctx);
 void wb_ctx_count_writes(struct wb_ctx *ctx, uint64_t ios, uint64_t bytes, uint64_t submits);
 
 /* The calls a fault may hit (grammar: wb_i.h, struct wb_fault). */
-enum wb_fault_op { WB_FAULT_WRITE, WB_FAULT_READ, WB_FAULT_FSYNC };
+enum wb_fault_op { WB_FAULT_WRITE, WB_FAULT_READ, WB_FAULT_FSYNC, WB_FAULT_ALLOC };
 /*
  * Apply @ctx's fault (-o fault=), if any, to a call @op of [@off, @off +
  * @len) that returned @res: an errno, half of what was done (a multiple
@@ -295,12 +407,6 @@ ssize_t wb_fault_apply(struct wb_ctx *ctx, void (*name)(void *arg, char *buf, si
 		       void *arg, enum wb_fault_op op, off_t off, size_t len, ssize_t res,
 		       size_t align);
 
-/*
- * At the end of a flusher pass at @now_ns (the driver's clock): if the
- * pool is due a look (wb_fp_pool_look_due), give back what
- * wb_fp_pool_keep() does not keep.  Context: a flusher, no lock held.
- */
-void wb_pool_age(struct wb_ctx *ctx, int64_t now_ns);
 /*
  * One line of the stats log into @line (@line_size, at least
  * WB_STATSLOG_LINE_MAX): {"time_ms": @time_ms, "unix_ms": @unix_ms (left

@@ -25,7 +25,7 @@ static const struct {
 	{ "EPERM", EPERM }, { "EACCES", EACCES },
 };
 
-static const char *const ops[] = { "write", "read", "fsync" };
+static const char *const ops[] = { "write", "read", "fsync", "alloc" };
 
 static int fail(char *err, size_t errlen, const char *spec, const char *why)
 {
@@ -105,7 +105,7 @@ int wb_fault_parse(const char *spec, struct wb_fault *out, char *err, size_t err
 			break;
 	}
 	if (!tok || i == sizeof(ops) / sizeof(ops[0]))
-		return fail(err, errlen, spec, "starts with write, read or fsync");
+		return fail(err, errlen, spec, "starts with write, read, fsync or alloc");
 	f.op = (enum wb_fault_op)i;
 	tok = strtok_r(NULL, ":", &save);
 	if (!tok)
@@ -118,6 +118,8 @@ int wb_fault_parse(const char *spec, struct wb_fault *out, char *err, size_t err
 		if (!f.err)
 			return fail(err, errlen, spec, "unknown errno name");
 	}
+	if (f.op == WB_FAULT_ALLOC && f.err != ENOMEM)
+		return fail(err, errlen, spec, "an alloc fault is ENOMEM");
 	while ((tok = strtok_r(NULL, ":", &save))) {
 		int ret = parse_selector(&f, tok, spec, err, errlen);
 

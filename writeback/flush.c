@@ -10,11 +10,12 @@
  * of cache_size), like the kernel's wb_workfn: over the threshold they
  * write back files round-robin, one chunk of writeback budget per file
  * per turn, until under it; otherwise they write files whose data has
- * been dirty longer than dirty_expire_ms.  The rounds and the turns are
- * the engine's (wb_round_*, wb_turn_*); what is the mount's here is the
- * walk of the dirty list (wb_ctx.dirty: the files with dirty or unsynced
- * data, as the kernel walks b_dirty and never a clean inode), holding a
- * file (wb_lock) and sleeping.
+ * been dirty longer than dirty_expire_ms.  The rounds, their walk, the
+ * kicks and the turns are the engine's (wb_round_*, wb_turn_*); what is
+ * the mount's here is what each round walks, a snapshot of the dirty list
+ * (files.c: the files with dirty or unsynced data, as the kernel walks
+ * b_dirty and never a clean inode), holding a file (wb_lock), sleeping
+ * and waking.
  *
  * The mount's writes complete in the engine's submit (backing.c), so a
  * pass is the engine's loop as written: next, complete, ..., end.
@@ -82,179 +83,7 @@ int wb_sync_file(struct wb_file *wbf, bool datasync)
 	return ret;
 }
 
-/* ---- walking the files ---- */
-
-struct wb_file *wb_next_file(struct wb_ctx *ctx, struct wb_file *prev)
-{
-	struct wb_file *f;
-
-	pthread_mutex_lock(&ctx->files_lock);
-	f = prev ? prev->next : ctx->files;
-	while (f && f->dying)
-		f = f->next;
-	if (f)
-		f->refs++;
-	if (prev && --prev->refs == 0 && prev->dying)
-		pthread_cond_broadcast(&ctx->files_cond);
-	pthread_mutex_unlock(&ctx->files_lock);
-	return f;
-}
-
-/* ---- the dirty list (wb_ctx.dirty) ---- */
-
-/* Context: files_lock held, @wbf not on the list (on_dirty: the caller's). */
-static void dirty_link(struct wb_ctx *ctx, struct wb_file *wbf)
-{
-	wbf->dirty_prev = NULL;
-	wbf->dirty_next = ctx->dirty;
-	if (ctx->dirty)
-		ctx->dirty->dirty_prev = wbf;
-	ctx->dirty = wbf;
-	ctx->nr_dirty++;
-}
-
-/* Context: files_lock held, @wbf on the list (on_dirty: the caller's). */
-static void dirty_unlink(struct wb_ctx *ctx, struct wb_file *wbf)
-{
-	if (wbf->dirty_prev)
-		wbf->dirty_prev->dirty_next = wbf->dirty_next;
-	else
-		ctx->dirty = wbf->dirty_next;
-	if (wbf->dirty_next)
-		wbf->dirty_next->dirty_prev = wbf->dirty_prev;
-	wbf->dirty_next = wbf->dirty_prev = NULL;
-	ctx->nr_dirty--;
-}
-
-void __wb_file_undirty(struct wb_file *wbf)
-{
-	if (atomic_exchange(&wbf->on_dirty, false))
-		dirty_unlink(wbf->ctx, wbf);
-}
-
-void wb_file_dirtied(struct wb_file *wbf)
-{
-	struct wb_ctx *ctx = wbf->ctx;
-
-	if (atomic_load(&wbf->on_dirty))
-		return;
-	pthread_mutex_lock(&ctx->files_lock);
-	if (!atomic_load(&wbf->on_dirty)) {
-		dirty_link(ctx, wbf);
-		atomic_store(&wbf->on_dirty, true);
-	}
-	pthread_mutex_unlock(&ctx->files_lock);
-}
-
-/*
- * Whether @wbf, on the dirty list, stays on it: its age is set, it
- * holds unsynced blocks or a write is dirtying it; if not, it is taken off (the order of the
- * loads and the store: see wb_file.on_dirty).  Context: files_lock held.
- */
-static bool dirty_keep(struct wb_file *wbf)
-{
-	atomic_store(&wbf->on_dirty, false);
-	if (atomic_load(&wbf->writing) || atomic_load(&wbf->ws.dirtied_ns) ||
-	    bs_file_has_unsynced(wbf->ws.bs)) {
-		atomic_store(&wbf->on_dirty, true);
-		return true;
-	}
-	dirty_unlink(wbf->ctx, wbf);
-	return false;
-}
-
-int wb_dirty_check(struct wb_ctx *ctx)
-{
-	unsigned int nr = 0, bad = 0;
-	struct wb_file *f;
-
-	pthread_mutex_lock(&ctx->files_lock);
-	for (f = ctx->dirty; f; f = f->dirty_next) {
-		nr++;
-		bad += !atomic_load(&f->on_dirty);
-		bad += f->dirty_next && f->dirty_next->dirty_prev != f;
-	}
-	bad += nr != ctx->nr_dirty;
-	for (f = ctx->files; f; f = f->next) {
-		char path[PATH_MAX];
-
-		if (atomic_load(&f->on_dirty) ||
-		    (!atomic_load(&f->writing) && !atomic_load(&f->ws.dirtied_ns) &&
-		     !bs_file_has_held(f->ws.bs) && !bs_file_has_unsynced(f->ws.bs)))
-			continue;
-		wb_file_path(f, path, sizeof(path));
-		fprintf(stderr, "writeback: %s holds dirty or unsynced data but is not on the dirty list\n",
-			path);
-		bad++;
-	}
-	pthread_mutex_unlock(&ctx->files_lock);
-	if (bad)
-		fprintf(stderr, "writeback: the dirty list does not add up (%u files on it, nr_dirty %u)\n",
-			nr, ctx->nr_dirty);
-	return bad ? -EUCLEAN : 0;
-}
-
-static int by_seq(const void *a, const void *b)
-{
-	const struct wb_file *fa = *(struct wb_file *const *)a, *fb = *(struct wb_file *const *)b;
-
-	return (fa->seq > fb->seq) - (fa->seq < fb->seq);
-}
-
-int wb_dirty_snapshot(struct wb_ctx *ctx, struct wb_dirty_snapshot *snap, bool sorted)
-{
-	struct wb_file *f, *next;
-
-	pthread_mutex_lock(&ctx->files_lock);
-	while (ctx->nr_dirty > snap->cap) {
-		unsigned int cap = ctx->nr_dirty * 2;
-		struct wb_file **files;
-
-		pthread_mutex_unlock(&ctx->files_lock);
-		files = realloc(snap->files, cap * sizeof(struct wb_file *));
-		if (!files)
-			return -ENOMEM;
-		snap->files = files;
-		snap->cap = cap;
-		pthread_mutex_lock(&ctx->files_lock);
-	}
-	snap->nr = 0;
-	for (f = ctx->dirty; f; f = next) {
-		next = f->dirty_next;
-		if (f->dying || !dirty_keep(f))
-			continue;
-		f->refs++;
-		snap->files[snap->nr++] = f;
-	}
-	pthread_mutex_unlock(&ctx->files_lock);
-	/* qsort's base must not be NULL, even for no elements. */
-	if (sorted && snap->nr > 1)
-		qsort(snap->files, snap->nr, sizeof(struct wb_file *), by_seq);
-	return 0;
-}
-
-void wb_dirty_snapshot_put(struct wb_ctx *ctx, struct wb_dirty_snapshot *snap)
-{
-	bool wake = false;
-
-	pthread_mutex_lock(&ctx->files_lock);
-	for (unsigned int i = 0; i < snap->nr; i++) {
-		struct wb_file *f = snap->files[i];
-
-		if (--f->refs == 0 && f->dying)
-			wake = true;
-	}
-	if (wake)
-		pthread_cond_broadcast(&ctx->files_cond);
-	pthread_mutex_unlock(&ctx->files_lock);
-	snap->nr = 0;
-}
-
-void wb_dirty_snapshot_free(struct wb_dirty_snapshot *snap)
-{
-	free(snap->files);
-	*snap = (struct wb_dirty_snapshot){ 0 };
-}
+/* ---- reclaim ---- */
 
 /*
  * Reclaim: write back and sync every file of the dirty list.  The
@@ -293,18 +122,34 @@ void wb_need_clean(void *arg)
 
 /* ---- flusher threads ---- */
 
-void wb_flushers_kick(struct wb_ctx *ctx)
+/* Wake the flushers that sleep: they take the kicks (wb_round_begin). */
+static void flushers_wake(struct wb_ctx *ctx)
 {
 	pthread_mutex_lock(&ctx->flush_lock);
-	if (!ctx->kicks++)
-		pthread_cond_broadcast(&ctx->flush_cond);
+	pthread_cond_broadcast(&ctx->flush_cond);
 	pthread_mutex_unlock(&ctx->flush_lock);
+}
+
+void wb_flushers_kick(struct wb_ctx *ctx)
+{
+	if (wb_round_kick(ctx))
+		flushers_wake(ctx);
 }
 
 void wb_flushers_poke(struct wb_ctx *ctx)
 {
-	if (ctx->nr_flushers && wb_over_background(ctx))
-		wb_flushers_kick(ctx);
+	if (ctx->nr_flushers && wb_round_poke(ctx))
+		flushers_wake(ctx);
+}
+
+static bool flushers_stopping(struct wb_ctx *ctx)
+{
+	bool stopping;
+
+	pthread_mutex_lock(&ctx->flush_lock);
+	stopping = ctx->stopping;
+	pthread_mutex_unlock(&ctx->flush_lock);
+	return stopping;
 }
 
 /*
@@ -329,56 +174,50 @@ static void flush_file(struct wb_ctx *ctx, struct wb_round *r, struct wb_file *f
 		wb_turn_sync_failed(ctx);
 }
 
-/*
- * One flusher pass: the engine's rounds over the files of the dirty list
- * (the others' turns would do nothing), each round over a snapshot of it
- * taken at its start, in key order (wb_file.seq) from the round's first
- * key.  The keys are [0, next_seq): a key whose file is clean, or gone,
- * is a turn that does nothing, as in the simulator, which walks all its
- * files.  @snap: the flusher's, kept from pass to pass.
- */
-static void flush_pass(struct wb_ctx *ctx, struct wb_dirty_snapshot *snap)
+/* The round-robin key of the snapshot's file @i (wb_round_list). */
+static uint64_t snapshot_key(void *arg, size_t i)
 {
-	struct wb_round r;
-	uint64_t nr_keys;
-
-	pthread_mutex_lock(&ctx->files_lock);
-	nr_keys = ctx->next_seq;
-	pthread_mutex_unlock(&ctx->files_lock);
-	wb_round_begin(ctx, &r, nr_keys);
-	do {
-		if (wb_dirty_snapshot(ctx, snap, true)) {
-			wb_log("flusher: no memory to list the dirty files; trying again at the next wake");
-			return;
-		}
-		for (unsigned int half = 0; half < 2; half++) {
-			for (unsigned int i = 0; i < snap->nr; i++) {
-				if (wb_round_turn(&r, half, snap->files[i]->seq))
-					flush_file(ctx, &r, snap->files[i]);
-			}
-		}
-		wb_dirty_snapshot_put(ctx, snap);
-	} while (wb_round_again(ctx, &r));
+	return ((struct wb_dirty_snapshot *)arg)->files[i]->seq;
 }
 
-void wb_pool_age(struct wb_ctx *ctx, int64_t now_ns)
+/*
+ * The engine's rounds from a wake to the next sleep (wb_round_next) over
+ * the files of the dirty list (the others' turns would do nothing), each
+ * round over a snapshot of it taken at its start, sorted by key
+ * (wb_file.seq).  The keys are [0, next_seq): a key whose file is clean,
+ * or gone, is a turn that does nothing, as in the simulator, which walks
+ * all its files.  A stop is seen at the start of a pass.  @snap: the
+ * flusher's, kept from wake to wake.
+ */
+static void flush_rounds(struct wb_ctx *ctx, struct wb_dirty_snapshot *snap)
 {
-	struct bs_stats st;
-	uint64_t made, keep;
+	struct wb_round r;
+	size_t i;
 
-	pthread_mutex_lock(&ctx->pool_look_lock);
-	if (!wb_fp_pool_look_due(ctx->pool_look_ns, now_ns, atomic_load(&ctx->interval_ms))) {
-		pthread_mutex_unlock(&ctx->pool_look_lock);
-		return;
+	wb_round_begin(ctx, &r);
+	for (;;) {
+		switch (wb_round_next(ctx, &r, &i)) {
+		case WB_ROUND_TURN:
+			flush_file(ctx, &r, snap->files[i]);
+			continue;
+		case WB_ROUND_PASS:
+			if (flushers_stopping(ctx))
+				break;
+			/* fall through */
+		case WB_ROUND_LIST:
+			wb_dirty_snapshot_put(ctx, snap);
+			if (wb_dirty_snapshot(ctx, snap, true)) {
+				wb_log("flusher: no memory to list the dirty files; trying again at the next wake");
+				return;
+			}
+			wb_round_list(ctx, &r, wb_files_nr_keys(ctx), snap->nr, snapshot_key, snap);
+			continue;
+		case WB_ROUND_DONE:
+			break;
+		}
+		break;
 	}
-	bs_cache_stats(ctx->cache, &st);
-	made = st.pool_hits + st.pool_misses;
-	keep = wb_fp_pool_keep(st.pool_bytes, !ctx->pool_look_ns || made != ctx->pool_made_seen);
-	ctx->pool_look_ns = now_ns;
-	ctx->pool_made_seen = made;
-	pthread_mutex_unlock(&ctx->pool_look_lock);
-	if (keep < st.pool_bytes)
-		bs_cache_pool_shrink(ctx->cache, keep);
+	wb_dirty_snapshot_put(ctx, snap);
 }
 
 static void *flusher_main(void *arg)
@@ -391,7 +230,7 @@ static void *flusher_main(void *arg)
 
 	pthread_mutex_lock(&ctx->flush_lock);
 	while (!ctx->stopping) {
-		if (!ctx->kicks) {
+		if (!wb_round_kicked(ctx)) {
 			/* On the monotonic clock, whatever clock flush_cond was made with. */
 			int64_t due = wb_fp_next_wake(wb_now_ns(), atomic_load(&ctx->interval_ms));
 			struct timespec ts = {
@@ -402,12 +241,10 @@ static void *flusher_main(void *arg)
 			pthread_cond_clockwait(&ctx->flush_cond, &ctx->flush_lock,
 					       CLOCK_MONOTONIC, &ts);
 		}
-		ctx->kicks = 0;
 		if (ctx->stopping)
 			break;
 		pthread_mutex_unlock(&ctx->flush_lock);
-		flush_pass(ctx, &snap);
-		wb_pool_age(ctx, wb_now_ns());
+		flush_rounds(ctx, &snap);
 		pthread_mutex_lock(&ctx->flush_lock);
 	}
 	pthread_mutex_unlock(&ctx->flush_lock);

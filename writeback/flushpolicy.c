@@ -38,7 +38,7 @@ bool wb_fp_expired(int64_t dirtied_ns, int64_t now_ns, uint32_t expire_ms)
 }
 
 enum wb_fp_action wb_fp_file_action(const struct wb_fp_state *s, const struct wb_fp_file *f,
-				    int64_t now_ns)
+				    int64_t now_ns, bool background)
 {
 	if (f->retry_ns > now_ns)
 		return WB_FP_WAIT;
@@ -46,7 +46,12 @@ enum wb_fp_action wb_fp_file_action(const struct wb_fp_state *s, const struct wb
 		return WB_FP_SKIP;
 	if (wb_fp_expired(f->dirtied_ns, now_ns, s->expire_ms))
 		return WB_FP_EXPIRED;
-	return wb_fp_over_background(s) ? WB_FP_CHUNK : WB_FP_SKIP;
+	return background ? WB_FP_CHUNK : WB_FP_SKIP;
+}
+
+bool wb_fp_bg_recheck_due(int64_t since_ns, int64_t now_ns)
+{
+	return now_ns - since_ns > WB_FP_BG_RECHECK_NS;
 }
 
 bool wb_fp_should_sync(const struct wb_fp_state *s, const struct wb_fp_file *f,

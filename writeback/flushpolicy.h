@@ -87,11 +87,26 @@ enum wb_fp_action {
 
 /*
  * The file's turn at @now_ns.  The caller passes @f's dirtied and retry
- * times; over_background is evaluated at the turn, as it changes with
- * every chunk written.
+ * times, and whether the round writes in the background (@background:
+ * wb_fp_over_background() as last judged, see wb_fp_bg_recheck_due()).
  */
 enum wb_fp_action wb_fp_file_action(const struct wb_fp_state *s, const struct wb_fp_file *f,
-				    int64_t now_ns);
+				    int64_t now_ns, bool background);
+
+/*
+ * How often background writeback looks at its threshold: the kernel's
+ * flusher writes inode after inode, a chunk each, and goes back to check
+ * wb_over_bg_thresh() only when it has written for more than HZ/10
+ * (writeback_sb_inodes()) or has been through every inode queued.  So
+ * once started it writes well below the threshold: on this machine's
+ * kernel the seed's scenario at 64 MiB swung the server's dirty data
+ * between about 30 and 5 MiB, mean 16 MiB, against a background
+ * threshold of 32 MiB (contrib/results/calibrate-2026-12-07).
+ */
+#define WB_FP_BG_RECHECK_NS (100 * 1000000ll)
+
+/* A round judged the threshold at @since_ns: judge it again at @now_ns. */
+bool wb_fp_bg_recheck_due(int64_t since_ns, int64_t now_ns);
 
 /*
  * After the file's turn: sync it if it holds unsynced data and was just

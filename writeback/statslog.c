@@ -12,7 +12,9 @@
  * clock, so a step of the wall clock does not bend a plot; unix_ms is the
  * wall clock, to line the log up with other tools' output.  Every other
  * member is one "name value" line of wb_ctx_stats(), in its order, so the
- * keys are exactly the stats of .foliofs/stats that writeback keeps.
+ * keys are exactly the stats of .foliofs/stats that writeback keeps: a
+ * number as it is, the policies' names (wb_stat_is_name) as strings, so
+ * that ra_model's "6.17" stays a name.
  * Each line reaches the file with one write(2) on an O_APPEND descriptor:
  * nothing is buffered in the daemon, and a reader never sees half a line
  * unless the disk is full.  A last line is written at stop.
@@ -134,7 +136,7 @@ size_t wb_statslog_format(struct wb_ctx *ctx, int64_t time_ms, int64_t unix_ms,
 			put_string(line, line_size, &pos, p, (size_t)(sp - p));
 			line[pos++] = ':';
 			line[pos++] = ' ';
-			if (json_number(val, vlen)) {
+			if (json_number(val, vlen) && !wb_stat_is_name(p, (size_t)(sp - p))) {
 				memcpy(line + pos, val, vlen);
 				pos += vlen;
 			} else {

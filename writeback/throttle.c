@@ -17,8 +17,10 @@
  *
  * dirty_ratelimit (pages/s) is the rate each writer would get if dirty
  * memory sat exactly at the setpoint: about write_bw / N for N writers.
- * It moves slowly, once per WB_BW_INTERVAL_NS, toward a "balanced" rate
- * estimated from what the last interval showed:
+ * It moves slowly toward a "balanced" rate estimated from what the last
+ * interval showed, at most once per WB_BW_INTERVAL_NS: when a throttled
+ * writer finds that nobody (writeback included) updated the estimates for
+ * that long, as in the kernel:
  *
  *   balanced = task_ratelimit * write_bw / dirty_rate
  *
@@ -85,6 +87,13 @@
  * At or above the hard limit the task rate is 0: the writer waits
  * max_pause at a time until the count is under the limit.
  *
+ * All of the pause's arithmetic is in ticks of 1/HZ s (WB_HZ), as the
+ * kernel's is in jiffies, and the integer truncations are the kernel's:
+ * at HZ 250 one writer at a rate limit of 25600 pages/s that dirtied one
+ * 2 MiB folio (512 pages) owes 250 * 512 / 25600 = 5 ticks (20 ms), less
+ * the whole ticks since its last pause; one that dirtied 16 pages owes
+ * 0 ticks, which is "nothing owed", not a short pause.
+ *
  * Locking: struct wb_throttle's mutex protects all of its state; every
  * entry point takes it once.  The policies are called under it and are
  * pure.
@@ -101,6 +110,20 @@
 #define PAGE_BYTES 4096u
 /* Below this many pages per pause, pauses are stretched toward max_pause. */
 #define DIRTY_POLL_THRESH 32
+/*
+ * The pause is sized in jiffies, ticks of 1/WB_HZ s, as the kernel sizes
+ * it: the period, the think time credited, min_pause and max_pause are
+ * whole ticks, and a pause ends on a tick (io_schedule_timeout()).  At
+ * HZ 250 a tick is 4 ms: the shortest pause taken is 2 ticks (8 ms), and
+ * a period under one tick rounds to 0, which the kernel treats as "nothing
+ * owed" (nr_dirtied_pause grows instead; see balance_once()).  Times
+ * before that (the bandwidth estimate) keep ns.
+ */
+#define WB_HZ FOLIOFS_KERNEL_HZ
+/* The time a writer's pause bookkeeping starts from: never 0 (0 is "never"). */
+#define JIFFIES_ORIGIN (1ll << 32)
+/* The longest single pause, HZ/5 ticks (200 ms). */
+#define MAX_PAUSE_J (WB_HZ / 5 > 1 ? WB_HZ / 5 : 1)
 /* A writer idle this long is forgotten (its next write starts afresh). */
 #define WRITER_IDLE_NS (10 * WB_NSEC_PER_SEC)
 /* The bandwidth estimate's averaging window: 2^32 ns, about 4.3 s. */
@@ -115,8 +138,10 @@ struct wb_writer {
 	uint64_t nr_dirtied;		/* bytes charged since the last check */
 	uint64_t nr_dirtied_pause;	/* pages: check again after this many */
 	uint64_t nr_pinned;		/* bytes newly pinned since the last check */
+	uint64_t next_dirtied;		/* bytes the write being checked charged, */
+	uint64_t next_pinned;		/* and pinned: counted after the check */
 	uint64_t nr_pinned_pause;	/* pages: or after pinning this many */
-	int64_t dirty_paused_when;	/* when its last pause ended (ns), 0: never */
+	int64_t dirty_paused_when;	/* jiffies: when its last pause ended, 0: never */
 	uint64_t pages_dirtied;		/* what the last pause was for */
 	int64_t last_seen;		/* ns */
 	bool again;			/* paused at the hard limit: re-check at its end */
@@ -136,12 +161,15 @@ struct wb_throttle {
 	struct wb_throttle_limits limits;
 	struct wb_domain_limit dom[2];	/* [0] dirty, [1] pinned */
 
-	/* Estimates, updated every WB_BW_INTERVAL_NS. */
-	int64_t bw_time_stamp;		/* write bandwidth window start */
-	uint64_t written_stamp;
-	int64_t last_note_ns;		/* writeback's last wb_throttle_update() */
-	int64_t rl_time_stamp;		/* rate limit window start */
-	uint64_t dirtied_stamp;
+	/*
+	 * Estimates, one window for all of them (the kernel's bw_time_stamp):
+	 * whoever updates restarts it, writeback or a throttled writer.
+	 */
+	int64_t bw_time_stamp;		/* window start */
+	uint64_t written_stamp;		/* written at its start */
+	uint64_t dirtied_stamp;		/* dirtied at its start */
+	int64_t dwork_due_ns;		/* the update after a file's writeback
+					 * ended (the kernel's bw_dwork), 0: none */
 	uint64_t write_bw;
 	uint64_t avg_write_bw;
 	uint64_t dirty_rate;
@@ -192,6 +220,34 @@ static uint64_t pages_of(uint64_t bytes)
 	return (bytes + PAGE_BYTES - 1) / PAGE_BYTES;
 }
 
+static uint64_t roundup_pow2(uint64_t v)
+{
+	return v <= 1 ? 1 : 1ull << (64 - __builtin_clzll(v - 1));
+}
+
+/* The tick @ns falls in (the kernel's jiffies), never 0. */
+static int64_t jiffies_of(int64_t ns)
+{
+	return (int64_t)((__int128)ns * WB_HZ / WB_NSEC_PER_SEC) + JIFFIES_ORIGIN;
+}
+
+/* When tick @j begins, in ns. */
+static int64_t ns_of_jiffies(int64_t j)
+{
+	return (int64_t)((__int128)(j - JIFFIES_ORIGIN) * WB_NSEC_PER_SEC / WB_HZ);
+}
+
+/* A length of @j ticks in ns, and in the tracepoints' ms. */
+static int64_t jiffies_ns(int64_t j)
+{
+	return (int64_t)((__int128)j * WB_NSEC_PER_SEC / WB_HZ);
+}
+
+static long jiffies_ms(int64_t j)
+{
+	return (long)(j * 1000 / WB_HZ);
+}
+
 /* wb_pos_ratio_polynom() itself is in foliofs/policy.h, for loadable policies too. */
 
 void wb_throttle_limits_of(uint64_t mem_bytes, unsigned int ratio, uint64_t bytes,
@@ -227,7 +283,7 @@ int wb_throttle_create(const struct wb_throttle_policy *policy,
 	t->dom[0].dirty_limit = limits->thresh;
 	t->dom[1].dirty_limit = limits->pinned_thresh;
 	t->dom[0].stamp = t->dom[1].stamp = now_ns;
-	t->bw_time_stamp = t->rl_time_stamp = now_ns;
+	t->bw_time_stamp = now_ns;
 	t->write_bw = t->avg_write_bw = WB_INIT_BW;
 	t->dirty_ratelimit = t->balanced_dirty_ratelimit = WB_INIT_BW;
 	t->pos_ratio = WB_RATIO_ONE;
@@ -445,62 +501,90 @@ static void update_dirty_ratelimit(struct wb_throttle *t, const struct wb_thrott
 }
 
 /*
- * Once per interval: the write bandwidth (whoever comes first: writeback
- * after a batch, or a throttled writer) and, for throttled writers only,
- * the hard limits and the rate limit.  The kernel shares one 200 ms slot
- * between the two, so when writeback updates often the rate limit seldom
- * moves; each has its own slot here, and dirty_rate is measured over the
- * rate limit's own interval.  Context: lock held.
+ * The kernel's __wb_update_bandwidth(): the write bandwidth over the
+ * window since the last update of anyone, and, for a throttled writer
+ * (@ratelimit), the hard limits and the rate limit, with dirty_rate over
+ * the same window; then a new window.  Context: lock held.
  */
-static void update_estimates(struct wb_throttle *t, const struct wb_throttle_sample *s,
-		     int64_t now_ns, bool update_ratelimit)
+static void update_bandwidth(struct wb_throttle *t, const struct wb_throttle_sample *s,
+			     int64_t now_ns, bool ratelimit)
 {
-	int64_t elapsed = now_ns - t->rl_time_stamp;
+	int64_t elapsed = now_ns - t->bw_time_stamp > 0 ? now_ns - t->bw_time_stamp : 1;
 	struct wb_dtc dtc;
 
-	if (update_ratelimit && elapsed >= WB_BW_INTERVAL_NS) {
+	if (ratelimit) {
 		t->dirty_rate = mul_div(s->dirtied - min_u64(s->dirtied, t->dirtied_stamp),
 					WB_NSEC_PER_SEC, (uint64_t)elapsed);
 		for (int d = 0; d < 2; d++)
 			if (dtc_fill(t, d, s, &dtc))
 				update_dirty_limit(&t->dom[d], &dtc, now_ns);
 		update_dirty_ratelimit(t, s);
-		t->dirtied_stamp = s->dirtied;
-		t->rl_time_stamp = now_ns;
 	}
-	elapsed = now_ns - t->bw_time_stamp;
-	if (elapsed >= WB_BW_INTERVAL_NS) {
-		update_write_bw(t, elapsed, s->written);
-		t->written_stamp = s->written;
-		t->bw_time_stamp = now_ns;
+	update_write_bw(t, elapsed, s->written);
+	t->dirtied_stamp = s->dirtied;
+	t->written_stamp = s->written;
+	t->bw_time_stamp = now_ns;
+}
+
+/* More than WB_BW_INTERVAL_NS since the window started. */
+static bool bandwidth_stale(const struct wb_throttle *t, int64_t now_ns)
+{
+	return now_ns - t->bw_time_stamp > WB_BW_INTERVAL_NS;
+}
+
+/*
+ * The kernel queues an update of the bandwidth WB_BW_INTERVAL_NS after a
+ * file's writeback ends (wb_inode_writeback_end(): bw_dwork), so that what
+ * a burst wrote is counted soon; it runs whatever the window's age.  Here
+ * it runs at the first call that reads the estimates after it is due, as
+ * if at its time.  Context: lock held.
+ */
+static void run_due_update(struct wb_throttle *t, const struct wb_throttle_sample *s,
+			   int64_t now_ns)
+{
+	if (t->dwork_due_ns && now_ns >= t->dwork_due_ns) {
+		update_bandwidth(t, s, t->dwork_due_ns, false);
+		t->dwork_due_ns = 0;
 	}
 }
 
+/*
+ * Writeback is starting (the kernel's wb_bandwidth_estimate_start()):
+ * after more than a second with no update and nothing in flight, the
+ * window restarts now, so that idle time does not count as slow writing.
+ */
 void wb_throttle_writeback_start(struct wb_throttle *t, const struct wb_throttle_sample *s,
 				 int64_t now_ns)
 {
 	pthread_mutex_lock(&t->lock);
-	/*
-	 * After an idle spell the window starts now: measuring across the
-	 * idle time would drag the bandwidth toward 0.  What the last burst
-	 * wrote is first counted over the time it was active (up to its last
-	 * batch), so short bursts still move the estimate.
-	 */
-	if (now_ns - t->bw_time_stamp > WB_BW_INTERVAL_NS / 2 && !s->writeback) {
-		if (s->written > t->written_stamp && t->last_note_ns > t->bw_time_stamp)
-			update_write_bw(t, t->last_note_ns - t->bw_time_stamp, s->written);
+	run_due_update(t, s, now_ns);
+	if (now_ns - t->bw_time_stamp > WB_NSEC_PER_SEC && !s->writeback) {
+		t->dirtied_stamp = s->dirtied;
 		t->written_stamp = s->written;
 		t->bw_time_stamp = now_ns;
 	}
 	pthread_mutex_unlock(&t->lock);
 }
 
+/*
+ * A pass over a file ended, nothing of it in flight: the end of the
+ * kernel's do_writepages() (an update if the window is older than
+ * WB_BW_INTERVAL_NS) and of the file's writeback (the delayed update).
+ * So while the flushers go from file to file, writeback restarts the
+ * window every WB_BW_INTERVAL_NS and a throttled writer seldom finds it
+ * stale: on this machine's kernel the seed's scenario traced no
+ * bdi_dirty_ratelimit event at all, and dirty_ratelimit stayed at its
+ * initial 100 MB/s (contrib/results/calibrate-2026-12-07).
+ */
 void wb_throttle_update(struct wb_throttle *t, const struct wb_throttle_sample *s,
 			int64_t now_ns)
 {
 	pthread_mutex_lock(&t->lock);
-	t->last_note_ns = now_ns;
-	update_estimates(t, s, now_ns, false);
+	run_due_update(t, s, now_ns);
+	if (bandwidth_stale(t, now_ns))
+		update_bandwidth(t, s, now_ns, false);
+	if (!t->dwork_due_ns)
+		t->dwork_due_ns = now_ns + WB_BW_INTERVAL_NS;
 	pthread_mutex_unlock(&t->lock);
 }
 
@@ -535,6 +619,8 @@ static struct wb_writer *writer_get(struct wb_throttle *t, pid_t pid, int64_t no
 		if (!w)
 			return NULL;	/* not tracked: runs free this time */
 		w->pid = pid;
+		/* A new task's first check point (the kernel's, at fork): 32 pages. */
+		w->nr_dirtied_pause = w->nr_pinned_pause = DIRTY_POLL_THRESH;
 		w->next = *head;
 		*head = w;
 		t->nr_writers++;
@@ -551,61 +637,73 @@ static uint64_t dirty_poll_interval(uint64_t dirty, uint64_t thresh)
 	return 1;
 }
 
-/* The longest pause: at most 200 ms, and the time to write 1/8 of what is dirty. */
+/*
+ * The longest pause, in ticks: the time the device takes to write about
+ * an eighth of what is dirty (sleeping longer could let it go idle), and
+ * at most MAX_PAUSE_J.  The kernel's divisor is the bandwidth per
+ * roundup_pow_of_two(1 + HZ/8) ticks: 32 ticks (128 ms) at HZ 250, so at
+ * 50 MB/s (12800 pages/s) and 14000 pages dirty, 14000 / (1 + 400) + 1 =
+ * 35 ticks (140 ms).
+ */
 static int64_t max_pause_of(uint64_t write_bw, uint64_t dirty)
 {
-	int64_t t = (int64_t)mul_div(dirty, WB_NSEC_PER_SEC / 8, write_bw + 1) + WB_NSEC_PER_MSEC;
+	uint64_t t = dirty / (1 + write_bw / roundup_pow2(1 + WB_HZ / 8)) + 1;
 
-	return t < WB_MAX_PAUSE_NS ? t : WB_MAX_PAUSE_NS;
+	return t < MAX_PAUSE_J ? (int64_t)t : MAX_PAUSE_J;
 }
 
 /*
- * The shortest pause worth taking, and (in *@pages) how many pages the
- * writer may dirty before its next check, aiming at ~10 ms pauses.
+ * The shortest pause worth taking, in ticks, and (in *@pages) how many
+ * pages the writer may dirty before its next check, aiming at pauses of
+ * max(1, HZ/100) ticks (10 ms at HZ 100, 8 ms at HZ 250), N * 10 ms more
+ * when 2^N writers share the bandwidth (fewer wake-ups).  The kernel's
+ * pages per tick divide by roundup_pow_of_two(HZ), 256 at HZ 250: at a
+ * rate limit of 25600 pages/s the target of 2 ticks is 200 pages, and the
+ * shortest pause taken 1 + 2/2 = 2 ticks (8 ms).
  */
 static int64_t min_pause_of(struct wb_throttle *t, int64_t max_pause, uint64_t task_rate,
 			    uint64_t *pages)
 {
 	unsigned int hi = ilog2_u64(t->avg_write_bw), lo = ilog2_u64(t->dirty_ratelimit);
-	int64_t target = 10 * WB_NSEC_PER_MSEC, pause;
+	const uint64_t hz_pow2 = roundup_pow2(WB_HZ);
+	int64_t target = WB_HZ / 100 > 1 ? WB_HZ / 100 : 1, pause;
 	uint64_t n;
 
-	/* N times 10 ms for 2^N writers sharing the bandwidth: fewer wake-ups. */
 	if (hi > lo)
-		target += (int64_t)(hi - lo) * 10 * WB_NSEC_PER_MSEC;
+		target += (int64_t)(hi - lo) * (10ll * WB_HZ) / 1024;
 	/* Keep the target well under max_pause so n stays stable. */
-	if (target > WB_NSEC_PER_MSEC + max_pause / 2)
-		target = WB_NSEC_PER_MSEC + max_pause / 2;
-	n = mul_div(t->dirty_ratelimit, (uint64_t)target, WB_NSEC_PER_SEC);
+	if (target > 1 + max_pause / 2)
+		target = 1 + max_pause / 2;
+	n = t->dirty_ratelimit * (uint64_t)target / hz_pow2;
 	/* Very short pauses hurt throughput: stretch toward 32 pages. */
 	if (n < DIRTY_POLL_THRESH) {
 		target = max_pause;
-		n = mul_div(t->dirty_ratelimit, (uint64_t)target, WB_NSEC_PER_SEC);
+		n = t->dirty_ratelimit * (uint64_t)target / hz_pow2;
 		if (n > DIRTY_POLL_THRESH) {
 			n = DIRTY_POLL_THRESH;
-			target = (int64_t)mul_div(WB_NSEC_PER_SEC, DIRTY_POLL_THRESH,
-						  t->dirty_ratelimit);
+			target = (int64_t)((uint64_t)WB_HZ * DIRTY_POLL_THRESH / t->dirty_ratelimit);
 		}
 	}
 	/* The pause n pages will cost at the task's rate must fit max_pause. */
-	pause = (int64_t)mul_div(WB_NSEC_PER_SEC, n, task_rate + 1);
+	pause = (int64_t)(WB_HZ * n / (task_rate + 1));
 	if (pause > max_pause) {
 		target = max_pause;
-		n = mul_div(task_rate, (uint64_t)target, WB_NSEC_PER_SEC);
+		n = task_rate * (uint64_t)target / hz_pow2;
 	}
 	*pages = n;
-	return n >= DIRTY_POLL_THRESH ? WB_NSEC_PER_MSEC + target / 2 : target;
+	return n >= DIRTY_POLL_THRESH ? 1 + target / 2 : target;
 }
 
 /*
  * The kernel's trace_balance_dirty_pages() (foliofs_probes.h): where it
  * fires, once per round that is not freerun, the pause taken or, for a
- * pause too short to take, min(pause, 0).  Times in ms; a pause taken is
- * rounded up, so that "pause > 0" counts exactly the throttle_events.
- * One device: wb_setpoint is the kernel's setpoint * wb_thresh / (thresh
- * + 1), and wb_dirty is dirty.  The kernel's `paused` (time already
- * waited in this call) is 0: a writer kept at the hard limit comes back
- * as a round of its own (wb_throttle_again()).
+ * pause too short to take, min(pause, 0).  Times in ms from ticks, as
+ * the kernel's (so at HZ 250 every pause is a multiple of 4 ms, and a
+ * pause taken is at least one tick: "pause > 0" counts exactly the
+ * throttle_events).  One device: wb_setpoint is the kernel's setpoint *
+ * wb_thresh / (thresh + 1), and wb_dirty is dirty.  The kernel's `paused`
+ * (time already waited in this call) is 0: a writer kept at the hard limit
+ * comes back as a round of its own (wb_throttle_again()).
  */
 static void probe_balance(const struct wb_throttle *t, const struct wb_writer *w,
 			  const struct wb_dtc *dtc, uint64_t task_rate, uint64_t pages_dirtied,
@@ -619,19 +717,22 @@ static void probe_balance(const struct wb_throttle *t, const struct wb_writer *w
 		   .task_ratelimit = FOLIOFS_TP_KBPS(task_rate),
 		   .dirtied = (unsigned int)pages_dirtied,
 		   .dirtied_pause = (unsigned int)w->nr_dirtied_pause,
-		   .pause = pause > 0 ? FOLIOFS_TP_MS(pause + WB_NSEC_PER_MSEC - 1)
-				      : FOLIOFS_TP_MS(pause),
-		   .period = (unsigned long)FOLIOFS_TP_MS(period), .think = FOLIOFS_TP_MS(think),
-		   .pid = w->pid);
+		   .pause = jiffies_ms(pause), .period = (unsigned long)jiffies_ms(period),
+		   .think = jiffies_ms(think), .pid = w->pid);
 	(void)t, (void)w, (void)dtc, (void)task_rate, (void)pages_dirtied;
 	(void)period, (void)pause, (void)think;
 }
 
-/* One round of the kernel's loop for @w: the pause, or 0. Context: lock held. */
+/*
+ * One round of the kernel's loop for @w: the pause in ns (to the end of
+ * its last tick), or 0.  Everything below is in ticks (jiffies), as the
+ * kernel computes it.  Context: lock held.
+ */
 static int64_t balance_once(struct wb_throttle *t, struct wb_writer *w,
 			    const struct wb_throttle_sample *s, int64_t now_ns)
 {
 	uint64_t pages_dirtied = w->pages_dirtied, task_rate, pos, next_pause_pages;
+	int64_t now = jiffies_of(now_ns), start = now;
 	int64_t max_pause, min_pause, period, pause, think;
 	struct wb_dtc dtc, pinned;
 	bool freerun, has_pinned;
@@ -649,15 +750,20 @@ static int64_t balance_once(struct wb_throttle *t, struct wb_writer *w,
 		 * its own count: under the page or block charge a write of a
 		 * few pages may pin a whole large folio.
 		 */
-		w->dirty_paused_when = now_ns;
+		w->dirty_paused_when = now;
 		w->nr_dirtied_pause = dirty_poll_interval(dtc.dirty, dtc.thresh);
 		if (has_pinned)
 			w->nr_pinned_pause = dirty_poll_interval(pinned.dirty, pinned.thresh);
 		t->dirty_exceeded = false;
 		return 0;
 	}
-	/* Only throttled writers steer the rate (writeback moves the bandwidth). */
-	update_estimates(t, s, now_ns, true);
+	/*
+	 * Only throttled writers steer the rate, and only when nobody
+	 * updated the estimates for WB_BW_INTERVAL_NS.
+	 */
+	run_due_update(t, s, now_ns);
+	if (bandwidth_stale(t, now_ns))
+		update_bandwidth(t, s, now_ns, true);
 	t->dirty_exceeded = dtc.dirty > dtc.thresh || (has_pinned && pinned.dirty > pinned.thresh);
 	pos = pick_domain(t, s, &dtc);
 	t->pos_ratio = pos;
@@ -665,7 +771,7 @@ static int64_t balance_once(struct wb_throttle *t, struct wb_writer *w,
 	max_pause = max_pause_of(t->avg_write_bw, dtc.dirty);
 	min_pause = min_pause_of(t, max_pause, task_rate, &next_pause_pages);
 	t->task_ratelimit = task_rate;
-	think = w->dirty_paused_when ? now_ns - w->dirty_paused_when : 0;
+	think = w->dirty_paused_when ? now - w->dirty_paused_when : 0;
 
 	if (task_rate == 0) {
 		/*
@@ -675,16 +781,21 @@ static int64_t balance_once(struct wb_throttle *t, struct wb_writer *w,
 		period = pause = max_pause;
 		w->again = dtc.dirty > WB_STAT_ERROR;
 	} else {
-		period = (int64_t)mul_div(WB_NSEC_PER_SEC, pages_dirtied, task_rate);
+		period = (int64_t)(WB_HZ * pages_dirtied / task_rate);
 		pause = period;
 		if (w->dirty_paused_when)
-			pause -= now_ns - w->dirty_paused_when;	/* think time is credited */
+			pause -= now - w->dirty_paused_when;	/* think time is credited */
 		if (pause < min_pause) {
 			probe_balance(t, w, &dtc, task_rate, pages_dirtied, period,
 				      pause < 0 ? pause : 0, think);
-			/* Too short to sleep: carry the debt, or forget it after 1 s. */
-			if (pause < -WB_NSEC_PER_SEC)
-				w->dirty_paused_when = now_ns;
+			/*
+			 * Too short to sleep: carry the debt, or forget it
+			 * after a second.  A period under one tick owes
+			 * nothing: the writer keeps counting, and its check
+			 * point moves on by what it dirtied.
+			 */
+			if (pause < -WB_HZ)
+				w->dirty_paused_when = now;
 			else if (period)
 				w->dirty_paused_when += period;
 			else if (w->nr_dirtied_pause <= pages_dirtied)
@@ -695,20 +806,21 @@ static int64_t balance_once(struct wb_throttle *t, struct wb_writer *w,
 		}
 		if (pause > max_pause) {
 			/* An occasional dip of the task rate: keep part of the debt. */
-			now_ns += pause - max_pause < max_pause ? pause - max_pause : max_pause;
+			now += pause - max_pause < max_pause ? pause - max_pause : max_pause;
 			pause = max_pause;
 		}
 	}
 	probe_balance(t, w, &dtc, task_rate, pages_dirtied, period, pause, think);
-	t->think_ns = think;
-	t->pause_ns = pause;
-	t->period_ns = period;
+	t->think_ns = jiffies_ns(think);
+	t->pause_ns = jiffies_ns(pause);
+	t->period_ns = jiffies_ns(period);
 	t->throttle_events++;
-	w->dirty_paused_when = now_ns + pause;
+	w->dirty_paused_when = now + pause;
 	w->nr_dirtied_pause = next_pause_pages;
 	/* As the kernel counts a page dirtied in a memcg in both domains. */
 	w->nr_pinned_pause = next_pause_pages;
-	return pause;
+	/* The sleep ends when the tick count reaches start + pause. */
+	return ns_of_jiffies(start + pause) - now_ns;
 }
 
 /*
@@ -727,6 +839,29 @@ static bool check_due(const struct wb_throttle *t, uint64_t count, uint64_t paus
 	return count >= pause * PAGE_BYTES || total >= max_u64(thresh / 32, 16) * PAGE_BYTES;
 }
 
+/* Count what @w's last write charged and pinned. Context: lock held. */
+static void count_write(struct wb_throttle *t, struct wb_writer *w, uint64_t dirtied_bytes,
+			uint64_t pinned_bytes)
+{
+	w->nr_dirtied += dirtied_bytes;
+	t->ratelimit_bytes += dirtied_bytes;
+	if (t->limits.pinned_thresh) {
+		w->nr_pinned += pinned_bytes;
+		t->pinned_ratelimit_bytes += pinned_bytes;
+	}
+}
+
+/*
+ * The kernel checks a writer before each folio it writes
+ * (balance_dirty_pages_ratelimited_flags() at the top of the write loop),
+ * on what it dirtied before: the pause for the pages a write dirtied is
+ * taken at the writer's next write, and the time between the two is think
+ * time.  So the check point is judged on the counts before this write's;
+ * when it is due, this write's charge is counted after the check
+ * (wb_throttle_balance()), as the kernel counts the folio it then writes.
+ * (The daemon has already made the write: what the writer feels, a write
+ * that returns after the pause, is the kernel's.)
+ */
 bool wb_throttle_charge_pinned(struct wb_throttle *t, pid_t pid, uint64_t dirtied_bytes,
 			       uint64_t pinned_bytes, int64_t now_ns)
 {
@@ -737,15 +872,16 @@ bool wb_throttle_charge_pinned(struct wb_throttle *t, pid_t pid, uint64_t dirtie
 	w = writer_get(t, pid, now_ns);
 	if (!w)
 		goto out;
-	w->nr_dirtied += dirtied_bytes;
-	t->ratelimit_bytes += dirtied_bytes;
 	due = check_due(t, w->nr_dirtied, w->nr_dirtied_pause, t->ratelimit_bytes,
 			t->limits.thresh);
-	if (t->limits.pinned_thresh) {
-		w->nr_pinned += pinned_bytes;
-		t->pinned_ratelimit_bytes += pinned_bytes;
+	if (t->limits.pinned_thresh)
 		due = due || check_due(t, w->nr_pinned, w->nr_pinned_pause,
 				       t->pinned_ratelimit_bytes, t->limits.pinned_thresh);
+	if (due) {
+		w->next_dirtied = dirtied_bytes;
+		w->next_pinned = pinned_bytes;
+	} else {
+		count_write(t, w, dirtied_bytes, pinned_bytes);
 	}
 out:
 	pthread_mutex_unlock(&t->lock);
@@ -767,6 +903,8 @@ int64_t wb_throttle_balance(struct wb_throttle *t, pid_t pid,
 		w->nr_dirtied = 0;
 		w->nr_pinned = 0;
 		pause = balance_once(t, w, s, now_ns);
+		count_write(t, w, w->next_dirtied, w->next_pinned);
+		w->next_dirtied = w->next_pinned = 0;
 	}
 	pthread_mutex_unlock(&t->lock);
 	return pause;
@@ -801,7 +939,7 @@ bool wb_throttle_recheck(struct wb_throttle *t, pid_t pid,
 		paused = false;
 		if (w) {
 			w->again = false;
-			w->dirty_paused_when = now_ns;
+			w->dirty_paused_when = jiffies_of(now_ns);
 		}
 	}
 	pthread_mutex_unlock(&t->lock);

@@ -118,14 +118,16 @@ const struct wb_throttle_policy *wb_throttle_get_policy(struct wb_throttle *t);
 void wb_throttle_set_limits(struct wb_throttle *t, const struct wb_throttle_limits *limits);
 
 /*
- * wb_throttle_charge_pinned - writer @pid has charged @dirtied_bytes more
- * at @now_ns, and its writes turned @pinned_bytes of clean folios into
- * pinned memory.  Returns true when it has reached its next check point in
- * either domain (nr_dirtied_pause pages charged or, with a pinned limit,
- * as many newly pinned; or thresh/32 pages charged, pinned_thresh/32
- * pinned, by anyone since the last check): then call wb_throttle_balance()
- * with fresh counters.  Cheap: one lock, one hash lookup.  Context: any
- * thread.
+ * wb_throttle_charge_pinned - writer @pid wrote at @now_ns, charging
+ * @dirtied_bytes more and turning @pinned_bytes of clean folios into
+ * pinned memory.  Returns true when its writes before this one reached its
+ * next check point in either domain (nr_dirtied_pause pages charged or,
+ * with a pinned limit, as many newly pinned; or thresh/32 pages charged,
+ * pinned_thresh/32 pinned, by anyone since the last check): then call
+ * wb_throttle_balance() with fresh counters, which counts this write's
+ * charge after the check, as the kernel checks a writer before each write
+ * on what it dirtied before.  Cheap: one lock, one hash lookup.  Context:
+ * any thread.
  */
 bool wb_throttle_charge_pinned(struct wb_throttle *t, pid_t pid, uint64_t dirtied_bytes,
 			       uint64_t pinned_bytes, int64_t now_ns);
@@ -153,10 +155,12 @@ int64_t wb_throttle_again(struct wb_throttle *t, pid_t pid,
 			  const struct wb_throttle_sample *s, int64_t now_ns);
 
 /*
- * wb_throttle_update - update the bandwidth estimate, the rate limit and
- * the hard limit if WB_BW_INTERVAL_NS has passed since the last update
- * (writers do this too; call it from writeback so the estimate follows
- * completions when no writer is throttled).
+ * wb_throttle_update - a pass over a file ended with nothing of it in
+ * flight: update the bandwidth estimate if WB_BW_INTERVAL_NS has passed
+ * since anyone last updated the estimates, and once more
+ * WB_BW_INTERVAL_NS later (as the kernel's do_writepages() and bw_dwork
+ * do).  A throttled writer updates the rate limit and the hard limit only
+ * when it finds the estimates that old.
  */
 void wb_throttle_update(struct wb_throttle *t, const struct wb_throttle_sample *s,
 			int64_t now_ns);
@@ -177,8 +181,9 @@ bool wb_throttle_recheck(struct wb_throttle *t, pid_t pid,
 void wb_throttle_unheld_at(struct wb_throttle *t, pid_t pid, int64_t held_ns, bool early);
 
 /*
- * Writeback is starting: after an idle spell the bandwidth window
- * restarts now, so idle time does not count as slow writing.
+ * Writeback is starting: after more than a second without an update and
+ * with nothing in flight, the estimates' window restarts now, so idle
+ * time does not count as slow writing.
  */
 void wb_throttle_writeback_start(struct wb_throttle *t, const struct wb_throttle_sample *s,
 				 int64_t now_ns);

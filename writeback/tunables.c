@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
  * tunables.c - the mount's run-time settings by name, like /proc/sys/vm:
- * thresholds, expiry and interval of writeback, the accounting policy and
- * the throttle policy.  A value is parsed and checked completely before
- * anything changes; a change of thresholds or policy is pushed to the
+ * thresholds, expiry and interval of writeback, the accounting policy,
+ * the throttle policy and the readahead model: the rows of the option
+ * registry flagged WB_OPT_TUNABLE (options.h), in its order, with the
+ * options' grammar and ranges.  A value is parsed and checked completely
+ * before anything changes; a change of thresholds or policy is pushed to the
  * throttler and the flushers, and the layer holding paused writers is
  * told (wb_set_throttle_notify) so it can re-evaluate them.
  *
@@ -14,8 +16,13 @@
  * parameters to their defaults.  They come after the fixed tunables in slots of
  * BS_PARAMS_MAX per kind (wb_tunable_slot_name), so that a slot's number
  * stays put while the names in it follow the policy.
+ *
+ * The policies in force, by name, and a count of their changes at run
+ * time are lines of the stats (wb_ctx_policy_stats), so that every sample
+ * of the stats log says which policy it was taken under.
  */
 #include "wb_i.h"
+#include "options.h"
 #include "throttle.h"
 
 #include <ctype.h>
@@ -25,52 +32,51 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The settings thresholds are computed from. */
+/*
+ * The live settings: writeback's options (options.h) bound as in
+ * struct wb_opt_root, of which the tunables' rows use the thresholds and
+ * the writeback times; the policies and the readahead model live in the
+ * cache and the throttler.
+ */
 struct wb_tunables {
 	pthread_mutex_t lock;		/* protects everything below; serializes sets */
-	unsigned int dirty_ratio;	/* % of cache_size */
-	uint64_t dirty_bytes;		/* overrides the ratio when not 0 */
-	unsigned int bg_ratio;
-	uint64_t bg_bytes;
-	unsigned int pinned_ratio;	/* 0 and pinned_bytes 0: no pinned limit */
-	uint64_t pinned_bytes;
+	/*
+	 * Changes of dirty_account, throttle, ra_model or a policy parameter
+	 * (a write of the value in force is none).  Written under lock, read
+	 * without it by the stats.
+	 */
+	_Atomic uint64_t policy_switches;
+	struct wb_opt_root live;
 	void (*notify)(void *arg);	/* the layer that holds paused writers */
 	void *notify_arg;
 };
 
-/* Smallest writers' threshold in bytes, as /proc/sys/vm/dirty_bytes. */
-#define MIN_DIRTY_BYTES (2ull * BS_PAGE_SIZE)
+/* The @i-th row of the registry that is a tunable, in the registry's order, or NULL. */
+static const struct wb_opt *tunable_at(size_t i)
+{
+	const struct wb_opt *opt;
 
-enum tunable_kind { T_RATIO, T_BYTES, T_MS, T_ACCOUNT, T_THROTTLE, T_RA_MODEL };
+	for (size_t r = 0; (opt = wb_opt_at(r)); r++) {
+		if ((opt->flags & WB_OPT_TUNABLE) && !i--)
+			return opt;
+	}
+	return NULL;
+}
 
-struct tunable {
-	const char *name;
-	enum tunable_kind kind;
-	size_t field;		/* offset in struct wb_tunables (ratios, bytes) */
-	size_t pair;		/* its pair's offset: set one, zero the other */
-};
+static size_t nr_tunables(void)
+{
+	size_t n = 0;
 
-#define TF(f) offsetof(struct wb_tunables, f)
-
-static const struct tunable tunables[] = {
-	{ "dirty_ratio", T_RATIO, TF(dirty_ratio), TF(dirty_bytes) },
-	{ "dirty_bytes", T_BYTES, TF(dirty_bytes), TF(dirty_ratio) },
-	{ "dirty_background_ratio", T_RATIO, TF(bg_ratio), TF(bg_bytes) },
-	{ "dirty_background_bytes", T_BYTES, TF(bg_bytes), TF(bg_ratio) },
-	{ "dirty_pinned_ratio", T_RATIO, TF(pinned_ratio), TF(pinned_bytes) },
-	{ "dirty_pinned_bytes", T_BYTES, TF(pinned_bytes), TF(pinned_ratio) },
-	{ "dirty_expire_ms", T_MS, 0, 0 },
-	{ "writeback_interval_ms", T_MS, 0, 0 },
-	{ "dirty_account", T_ACCOUNT, 0, 0 },
-	{ "throttle", T_THROTTLE, 0, 0 },
-	{ "ra_model", T_RA_MODEL, 0, 0 },
-};
-
-#define NR_TUNABLES (sizeof(tunables) / sizeof(tunables[0]))
+	while (tunable_at(n))
+		n++;
+	return n;
+}
 
 const char *wb_tunable_name(size_t i)
 {
-	return i < NR_TUNABLES ? tunables[i].name : NULL;
+	const struct wb_opt *opt = tunable_at(i);
+
+	return opt ? opt->name : NULL;
 }
 
 /* ---- policy parameters (account.NAME, size.NAME) ---- */
@@ -107,7 +113,7 @@ static void param_policy(struct wb_ctx *ctx, enum param_kind kind, const struct 
 
 size_t wb_tunable_slots(void)
 {
-	return NR_TUNABLES + NR_PARAM_KINDS * BS_PARAMS_MAX;
+	return nr_tunables() + NR_PARAM_KINDS * BS_PARAMS_MAX;
 }
 
 int wb_tunable_slot_name(struct wb_ctx *ctx, size_t i, char *buf, size_t len)
@@ -116,13 +122,13 @@ int wb_tunable_slot_name(struct wb_ctx *ctx, size_t i, char *buf, size_t len)
 	int64_t values[BS_PARAMS_MAX];
 	const char *policy;
 	unsigned int nr;
-	size_t k;
+	size_t k, fixed = nr_tunables();
 
-	if (i < NR_TUNABLES) {
-		snprintf(buf, len, "%s", tunables[i].name);
+	if (i < fixed) {
+		snprintf(buf, len, "%s", tunable_at(i)->name);
 		return 0;
 	}
-	i -= NR_TUNABLES;
+	i -= fixed;
 	if (i >= NR_PARAM_KINDS * BS_PARAMS_MAX)
 		return -ENOENT;
 	k = i % BS_PARAMS_MAX;
@@ -191,14 +197,17 @@ static int param_get(struct wb_ctx *ctx, enum param_kind kind, const char *pname
 static int param_set(struct wb_ctx *ctx, enum param_kind kind, const char *pname,
 		     const char *val, char *err, size_t errlen)
 {
-	int64_t values[BS_PARAMS_MAX];
+	int64_t values[BS_PARAMS_MAX], old;
 	const struct bs_param *p;
 	int i = param_find(ctx, kind, pname, &p, values, err, errlen);
 
 	if (i < 0)
 		return i;
+	old = values[i];
 	if (bs_param_parse(param_kinds[kind], p, val, &values[i], err, errlen))
 		return -EINVAL;
+	if (values[i] != old)
+		atomic_fetch_add(&ctx->tunables->policy_switches, 1);
 	if (kind == P_ACCOUNT)
 		return bs_cache_set_account_params(ctx->cache, bs_cache_account(ctx->cache), values);
 	if (kind == P_THROTTLE) {
@@ -209,9 +218,39 @@ static int param_set(struct wb_ctx *ctx, enum param_kind kind, const char *pname
 	return bs_cache_set_size_params(ctx->cache, values);
 }
 
-size_t wb_ctx_param_stats(struct wb_ctx *ctx, char *buf, size_t size)
+/* The stats whose value is a name: the policies in force. */
+static const char *const named_stats[] = { "dirty_account", "throttle", "folio_policy",
+					   "ra_model" };
+
+bool wb_stat_is_name(const char *name, size_t len)
 {
-	size_t used = 0;
+	for (size_t i = 0; i < sizeof(named_stats) / sizeof(named_stats[0]); i++) {
+		if (strlen(named_stats[i]) == len && !memcmp(named_stats[i], name, len))
+			return true;
+	}
+	return false;
+}
+
+/* The "NAME VALUE" lines of the policies in force and of their changes. */
+static size_t policy_name_stats(struct wb_ctx *ctx, char *buf, size_t size)
+{
+	int64_t values[BS_PARAMS_MAX];
+	int n = snprintf(buf, size, "dirty_account %s\nthrottle %s\nfolio_policy %s\n"
+			 "ra_model %s\npolicy_switches %" PRIu64 "\n",
+			 bs_cache_account(ctx->cache)->name,
+			 wb_throttle_get_policy(ctx->throttle)->name,
+			 bs_cache_size_params(ctx->cache, values)->name,
+			 bs_ra_model_name(bs_cache_ra_model(ctx->cache)),
+			 atomic_load(&ctx->tunables->policy_switches));
+
+	if (n < 0)
+		return 0;
+	return (size_t)n < size ? (size_t)n : size;
+}
+
+size_t wb_ctx_policy_stats(struct wb_ctx *ctx, char *buf, size_t size)
+{
+	size_t used = policy_name_stats(ctx, buf, size);
 
 	for (size_t k = 0; k < NR_PARAM_KINDS; k++) {
 		const struct bs_param *params;
@@ -231,22 +270,18 @@ size_t wb_ctx_param_stats(struct wb_ctx *ctx, char *buf, size_t size)
 	return used < size ? used : size;
 }
 
-static const struct tunable *find(const char *name)
+/* The tunable @name, or NULL. */
+static const struct wb_opt *find(const char *name)
 {
-	for (size_t i = 0; i < NR_TUNABLES; i++)
-		if (!strcmp(tunables[i].name, name))
-			return &tunables[i];
-	return NULL;
+	const struct wb_opt *opt = wb_opt_find(name);
+
+	return opt && (opt->flags & WB_OPT_TUNABLE) ? opt : NULL;
 }
 
-static unsigned int *ratio_at(struct wb_tunables *tn, size_t off)
+/* Where @opt's live value is. */
+static const struct wb_opt_field *live_field(const struct wb_opt *opt)
 {
-	return (unsigned int *)((char *)tn + off);
-}
-
-static uint64_t *bytes_at(struct wb_tunables *tn, size_t off)
-{
-	return (uint64_t *)((char *)tn + off);
+	return &wb_opt_root_layout.field[wb_opt_index(opt)];
 }
 
 int wb_tunables_create(struct wb_ctx *ctx)
@@ -256,19 +291,9 @@ int wb_tunables_create(struct wb_ctx *ctx)
 	if (!tn)
 		return -ENOMEM;
 	pthread_mutex_init(&tn->lock, NULL);
-	tn->dirty_ratio = ctx->cfg.dirty_ratio;
-	tn->dirty_bytes = ctx->cfg.dirty_bytes;
-	tn->bg_ratio = ctx->cfg.dirty_background_ratio;
-	tn->bg_bytes = ctx->cfg.dirty_background_bytes;
-	tn->pinned_ratio = ctx->cfg.dirty_pinned_ratio;
-	tn->pinned_bytes = ctx->cfg.dirty_pinned_bytes;
+	tn->live.wb = ctx->cfg;
 	/* As in /proc/sys/vm, a byte count in force reads its ratio as 0. */
-	if (tn->dirty_bytes)
-		tn->dirty_ratio = 0;
-	if (tn->bg_bytes)
-		tn->bg_ratio = 0;
-	if (tn->pinned_bytes)
-		tn->pinned_ratio = 0;
+	wb_opt_bytes_win(&tn->live);
 	ctx->tunables = tn;
 	return 0;
 }
@@ -291,9 +316,12 @@ void wb_tunables_publish(struct wb_ctx *ctx, struct wb_throttle_limits *l)
 {
 	struct wb_tunables *tn = ctx->tunables;
 
+	const struct wb_config *w = &tn->live.wb;
+
 	wb_throttle_limits_of(bs_cache_config(ctx->cache)->cache_size,
-			      tn->dirty_ratio, tn->dirty_bytes, tn->bg_ratio, tn->bg_bytes,
-			      tn->pinned_ratio, tn->pinned_bytes, l);
+			      w->dirty_ratio, w->dirty_bytes, w->dirty_background_ratio,
+			      w->dirty_background_bytes, w->dirty_pinned_ratio,
+			      w->dirty_pinned_bytes, l);
 	/* The flushers' copies, read without a lock after every write. */
 	atomic_store(&ctx->bg_thresh, l->bg_thresh * BS_PAGE_SIZE);
 	atomic_store(&ctx->pinned_bg_thresh,
@@ -341,202 +369,176 @@ static int trim(const char *val, char *buf, size_t len)
 
 int wb_tunable_get(struct wb_ctx *ctx, const char *name, char *buf, size_t len)
 {
-	const struct tunable *t = find(name);
+	const struct wb_opt *opt = find(name);
 	struct wb_tunables *tn = ctx->tunables;
 	enum param_kind kind;
 	const char *pname;
 	int n;
 
-	if (!t && param_name(name, &kind, &pname))
+	if (!opt && param_name(name, &kind, &pname))
 		return param_get(ctx, kind, pname, buf, len);
-	if (!t)
+	if (!opt)
 		return -ENOENT;
 	pthread_mutex_lock(&tn->lock);
-	switch (t->kind) {
-	case T_RATIO:
-		n = snprintf(buf, len, "%u", *ratio_at(tn, t->field));
-		break;
-	case T_BYTES:
-		n = snprintf(buf, len, "%" PRIu64, *bytes_at(tn, t->field));
-		break;
-	case T_MS:
-		n = snprintf(buf, len, "%u", atomic_load(!strcmp(name, "dirty_expire_ms") ?
-							 &ctx->expire_ms : &ctx->interval_ms));
-		break;
-	case T_ACCOUNT:
+	if (opt->type == WB_OPT_ACCOUNT)
 		n = snprintf(buf, len, "%s", bs_cache_account(ctx->cache)->name);
-		break;
-	case T_RA_MODEL:
-		n = snprintf(buf, len, "%s", bs_ra_model_name(bs_cache_ra_model(ctx->cache)));
-		break;
-	default:
+	else if (opt->type == WB_OPT_THROTTLE)
 		n = snprintf(buf, len, "%s", wb_throttle_get_policy(ctx->throttle)->name);
-		break;
-	}
+	else if (opt->type == WB_OPT_RA_MODEL)
+		n = snprintf(buf, len, "%s", bs_ra_model_name(bs_cache_ra_model(ctx->cache)));
+	else
+		n = snprintf(buf, len, "%" PRIu64, wb_opt_load(live_field(opt), &tn->live));
 	pthread_mutex_unlock(&tn->lock);
 	return n < 0 ? 0 : n;
 }
 
-/* A list of the names of @kind's policies, for error messages. */
-static void policy_names(enum tunable_kind kind, char *buf, size_t len)
+/* @val refused for the number tunable @opt: its line in the tunable's terms. */
+static int number_refused(const struct wb_opt *opt, const char *val, char *err, size_t errlen)
 {
-	size_t used = 0;
-
-	buf[0] = '\0';
-	for (size_t i = 0;; i++) {
-		const char *name;
-
-		if (kind == T_ACCOUNT)
-			name = bs_account_policy_at(i) ? bs_account_policy_at(i)->name : NULL;
-		else
-			name = wb_throttle_policy_at(i) ? wb_throttle_policy_at(i)->name : NULL;
-		if (!name || used >= len)
-			break;
-		used += (size_t)snprintf(buf + used, len - used, "%s%s", i ? ", " : "", name);
-	}
+	if (opt->type == WB_OPT_RATIO)
+		snprintf(err, errlen, "%s=%s: a whole percentage in [%" PRIu64 ", %" PRIu64 "]",
+			 opt->name, val, opt->min, opt->max);
+	else if (opt->type == WB_OPT_SIZE && opt->min)
+		snprintf(err, errlen, "%s=%s: a byte count (suffix K, M, G or T), at least %" PRIu64
+			 " (write %s to go back to a ratio)", opt->name, val, opt->min, opt->pair);
+	else if (opt->type == WB_OPT_SIZE)
+		snprintf(err, errlen, "%s=%s: a byte count (suffix K, M, G or T)", opt->name, val);
+	else
+		snprintf(err, errlen, "%s=%s: milliseconds in [%" PRIu64 ", %" PRIu64 "]",
+			 opt->name, val, opt->min, opt->max);
+	return -EINVAL;
 }
 
-static int set_number(struct wb_ctx *ctx, const struct tunable *t, const char *val,
+/*
+ * A threshold or a writeback time: the option's grammar and range (0 is
+ * no byte count of its own here: write the ratio to go back to it), then
+ * the pair rule, then the throttler and the flushers are told.
+ * Context: tunables lock held.
+ */
+static int set_number(struct wb_ctx *ctx, const struct wb_opt *opt, const char *val,
 		      char *err, size_t errlen)
 {
 	struct wb_tunables *tn = ctx->tunables;
-	uint64_t v;
+	union wb_opt_value v;
 
-	/* The parser's message is replaced below by one in the tunable's terms. */
-	if ((t->kind == T_BYTES ? wb_parse_size : wb_parse_uint)(t->name, val, 0, UINT64_MAX, &v,
-								   err, errlen))
-		goto bad;
-	switch (t->kind) {
-	case T_RATIO:
-		if (v > 100 || (v == 0 && t->field == TF(dirty_ratio)))
-			goto bad;
-		*ratio_at(tn, t->field) = (unsigned int)v;
-		if (v || t->field != TF(pinned_ratio))
-			*bytes_at(tn, t->pair) = 0;
-		break;
-	case T_BYTES:
-		/* As /proc/sys/vm/dirty_bytes: 0 would leave no threshold at all. */
-		if (t->field == TF(dirty_bytes) && v < MIN_DIRTY_BYTES)
-			goto bad;
-		if (v > UINT64_MAX / 2)
-			goto bad;
-		*bytes_at(tn, t->field) = v;
-		if (v)
-			*ratio_at(tn, t->pair) = 0;
-		break;
-	default:
-		if (v > 24ull * 3600 * 1000)
-			goto bad;
-		atomic_store(!strcmp(t->name, "dirty_expire_ms") ? &ctx->expire_ms : &ctx->interval_ms,
-			     (uint32_t)v);
+	if (wb_opt_parse(opt, val, &v, err, errlen) || v.u < opt->min)
+		return number_refused(opt, val, err, errlen);
+	wb_opt_store(opt, live_field(opt), &tn->live, v);
+	if (opt->pair && (v.u || !(opt->flags & WB_OPT_PAIR_NONZERO))) {
+		const struct wb_opt *pair = wb_opt_find(opt->pair);
+
+		wb_opt_store(pair, live_field(pair), &tn->live, (union wb_opt_value){ 0 });
+	}
+	if (opt->type == WB_OPT_MS) {
+		atomic_store(&ctx->expire_ms, tn->live.wb.dirty_expire_ms);
+		atomic_store(&ctx->interval_ms, tn->live.wb.writeback_interval_ms);
 		/* A flusher asleep for the old interval would not see a shorter one. */
 		wb_flushers_kick(ctx);
 		return 0;
 	}
 	apply_limits(ctx);
 	return 0;
-bad:
-	switch (t->kind) {
-	case T_RATIO:
-		snprintf(err, errlen, "%s=%s: a whole percentage in [%d, 100]", t->name, val,
-			 t->field == TF(dirty_ratio) ? 1 : 0);
-		break;
-	case T_BYTES:
-		snprintf(err, errlen, "%s=%s: a byte count (suffix K, M, G or T)%s", t->name, val,
-			 t->field == TF(dirty_bytes) ?
-			 ", at least 8192 (write dirty_ratio to go back to a ratio)" : "");
-		break;
-	default:
-		snprintf(err, errlen, "%s=%s: milliseconds in [0, 86400000]", t->name, val);
-		break;
-	}
-	return -EINVAL;
 }
 
-int wb_tunable_set(struct wb_ctx *ctx, const char *name, const char *val,
-		   char *err, size_t errlen)
+/* A policy or the readahead model.  Context: tunables lock held. */
+static int set_named(struct wb_ctx *ctx, const struct wb_opt *opt, const char *val,
+		     char *err, size_t errlen)
 {
-	const struct tunable *t = find(name);
+	const struct bs_account_policy *account;
+	const struct wb_throttle_policy *throttle;
+	union wb_opt_value v;
+
+	bool changed;
+
+	if (opt->type == WB_OPT_RA_MODEL) {
+		if (wb_opt_parse(opt, val, &v, err, errlen))
+			return -EINVAL;
+		changed = (unsigned int)v.u != bs_cache_ra_model(ctx->cache);
+		bs_cache_set_ra_model(ctx->cache, (unsigned int)v.u);
+	} else if (opt->type == WB_OPT_ACCOUNT && (account = bs_account_policy_find(val))) {
+		changed = account != bs_cache_account(ctx->cache);
+		bs_cache_set_account(ctx->cache, account);
+	} else if (opt->type == WB_OPT_THROTTLE && (throttle = wb_throttle_policy_find(val))) {
+		changed = throttle != wb_throttle_get_policy(ctx->throttle);
+		wb_throttle_set_policy(ctx->throttle, throttle);
+	} else {
+		return wb_opt_policy_unknown(opt, val, err, errlen);
+	}
+	if (changed)
+		atomic_fetch_add(&ctx->tunables->policy_switches, 1);
+	return 0;
+}
+
+/* Set a parameter of a policy in force; as wb_tunable_set() otherwise. */
+static int set_param(struct wb_ctx *ctx, const char *name, enum param_kind kind,
+		     const char *pname, const char *val, char *err, size_t errlen)
+{
 	struct wb_tunables *tn = ctx->tunables;
+	int64_t values[BS_PARAMS_MAX];
+	const struct bs_param *p;
 	void (*notify)(void *arg);
 	void *notify_arg;
-	char v[128], names[256];
-	enum param_kind kind;
-	const char *pname;
-	int ret = 0;
+	char v[128];
+	int ret;
 
-	if (!t && param_name(name, &kind, &pname)) {
-		int64_t values[BS_PARAMS_MAX];
-		const struct bs_param *p;
-
-		pthread_mutex_lock(&tn->lock);
-		/* No such parameter is no such tunable, whatever the value. */
-		ret = param_find(ctx, kind, pname, &p, values, err, errlen);
-		if (ret >= 0 && trim(val, v, sizeof(v))) {
-			snprintf(err, errlen, "%s: a value of %zu characters or more is not one we take",
-				 name, sizeof(v));
-			ret = -EINVAL;
-		} else if (ret >= 0) {
-			ret = param_set(ctx, kind, pname, v, err, errlen);
-		}
-		notify = tn->notify;
-		notify_arg = tn->notify_arg;
-		pthread_mutex_unlock(&tn->lock);
-		if (ret)
-			return ret;
-		/* A repricing moves the charge, a throttle parameter the line: writers held may go. */
-		if (notify && kind != P_SIZE)
-			notify(notify_arg);
-		wb_flushers_poke(ctx);
-		return 0;
-	}
-	if (!t) {
-		snprintf(err, errlen, "%s: no such tunable", name);
-		return -ENOENT;
-	}
-	if (trim(val, v, sizeof(v))) {
-		snprintf(err, errlen, "%s: a value of %zu characters or more is not one we take",
-			 t->name, sizeof(v));
-		return -EINVAL;
-	}
 	pthread_mutex_lock(&tn->lock);
-	if (t->kind == T_ACCOUNT) {
-		const struct bs_account_policy *p = bs_account_policy_find(v);
-
-		if (p)
-			bs_cache_set_account(ctx->cache, p);
-		else
-			ret = -EINVAL;
-	} else if (t->kind == T_THROTTLE) {
-		const struct wb_throttle_policy *p = wb_throttle_policy_find(v);
-
-		if (p)
-			wb_throttle_set_policy(ctx->throttle, p);
-		else
-			ret = -EINVAL;
-	} else if (t->kind == T_RA_MODEL) {
-		unsigned int model;
-
-		ret = bs_ra_model_parse(v, &model);
-		if (ret)
-			snprintf(err, errlen, "%s=%s: not a readahead model (6.16, or 6.17 for 6.17 and later)",
-				 t->name, v);
-		else
-			bs_cache_set_ra_model(ctx->cache, model);
-	} else {
-		ret = set_number(ctx, t, v, err, errlen);
-	}
-	if (ret && (t->kind == T_ACCOUNT || t->kind == T_THROTTLE)) {
-		policy_names(t->kind, names, sizeof(names));
-		snprintf(err, errlen, "%s=%s: unknown policy (one of %s)", t->name, v, names);
+	/* No such parameter is no such tunable, whatever the value. */
+	ret = param_find(ctx, kind, pname, &p, values, err, errlen);
+	if (ret >= 0 && trim(val, v, sizeof(v))) {
+		snprintf(err, errlen, "%s: a value of %zu characters or more is not one we take",
+			 name, sizeof(v));
+		ret = -EINVAL;
+	} else if (ret >= 0) {
+		ret = param_set(ctx, kind, pname, v, err, errlen);
 	}
 	notify = tn->notify;
 	notify_arg = tn->notify_arg;
 	pthread_mutex_unlock(&tn->lock);
 	if (ret)
 		return ret;
+	/* A repricing moves the charge, a throttle parameter the line: writers held may go. */
+	if (notify && kind != P_SIZE)
+		notify(notify_arg);
+	wb_flushers_poke(ctx);
+	return 0;
+}
+
+int wb_tunable_set(struct wb_ctx *ctx, const char *name, const char *val,
+		   char *err, size_t errlen)
+{
+	const struct wb_opt *opt = find(name);
+	struct wb_tunables *tn = ctx->tunables;
+	void (*notify)(void *arg);
+	void *notify_arg;
+	enum param_kind kind;
+	const char *pname;
+	char v[128];
+	int ret;
+
+	if (!opt && param_name(name, &kind, &pname))
+		return set_param(ctx, name, kind, pname, val, err, errlen);
+	if (!opt) {
+		snprintf(err, errlen, "%s: no such tunable", name);
+		return -ENOENT;
+	}
+	if (trim(val, v, sizeof(v))) {
+		snprintf(err, errlen, "%s: a value of %zu characters or more is not one we take",
+			 opt->name, sizeof(v));
+		return -EINVAL;
+	}
+	pthread_mutex_lock(&tn->lock);
+	if (opt->type == WB_OPT_ACCOUNT || opt->type == WB_OPT_THROTTLE ||
+	    opt->type == WB_OPT_RA_MODEL)
+		ret = set_named(ctx, opt, v, err, errlen);
+	else
+		ret = set_number(ctx, opt, v, err, errlen);
+	notify = tn->notify;
+	notify_arg = tn->notify_arg;
+	pthread_mutex_unlock(&tn->lock);
+	if (ret)
+		return ret;
 	/* Writers held under the old settings may go now. */
-	if (notify && t->kind != T_MS && t->kind != T_RA_MODEL)
+	if (notify && opt->type != WB_OPT_MS && opt->type != WB_OPT_RA_MODEL)
 		notify(notify_arg);
 	wb_flushers_poke(ctx);
 	return 0;

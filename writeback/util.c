@@ -11,6 +11,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <limits.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -155,4 +156,31 @@ int wb_parse_size(const char *name, const char *val, uint64_t min, uint64_t max,
 	if (shift && v > (UINT64_MAX >> shift))
 		return parse_fail(err, errlen, name, val, "too large");
 	return parse_range(name, val, v << shift, min, max, out, err, errlen);
+}
+
+int wb_parse_double(const char *name, const char *val, double min, double max,
+		    double *out, char *err, size_t errlen)
+{
+	size_t sign = val[0] == '-';
+	char *end;
+	double d;
+
+	/*
+	 * Plain decimals only: strtod would also take leading blanks, a '+',
+	 * hexadecimal and exponents, which the other numeric options refuse.
+	 * A '-' is let through to be reported as out of range.
+	 */
+	if (strspn(val + sign, "0123456789.") != strlen(val + sign))
+		return parse_fail(err, errlen, name, val, "not a number");
+	errno = 0;
+	d = strtod(val, &end);
+	if (end == val || *end || errno || !isfinite(d))
+		return parse_fail(err, errlen, name, val, "not a number");
+	/* A '-' is out of a range that starts at 0, even on -0. */
+	if (d < min || d > max || (sign && min >= 0)) {
+		snprintf(err, errlen, "%s=%s: out of range [%g, %g]", name, val, min, max);
+		return -EINVAL;
+	}
+	*out = d;
+	return 0;
 }

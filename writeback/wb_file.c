@@ -73,6 +73,11 @@ static int backing_read_start(void *ctx, struct bs_aio *aio)
 	return wb_backing_read_start(ctx, aio);
 }
 
+static bool backing_folio_alloc_fails(void *ctx, off_t off, size_t len)
+{
+	return wb_backing_alloc_fails(ctx, off, len);
+}
+
 static int backing_truncate(void *ctx, off_t size)
 {
 	struct wb_file *wbf = ctx;
@@ -111,6 +116,7 @@ static const struct bs_backing_ops wb_backing_ops = {
 	.read_start = backing_read_start,
 	.truncate = backing_truncate,
 	.fallocate = backing_fallocate,
+	.folio_alloc_fails = backing_folio_alloc_fails,
 };
 
 /* ---- lifetime ---- */
@@ -119,6 +125,7 @@ int wb_file_alloc(struct wb_ctx *ctx, int fd, enum wb_access access,
 		  struct wb_file **out)
 {
 	struct wb_file *wbf = calloc(1, sizeof(*wbf));
+	struct bs_file *bs;
 	struct stat st;
 	int ret = -ENOMEM;
 
@@ -145,19 +152,14 @@ int wb_file_alloc(struct wb_ctx *ctx, int fd, enum wb_access access,
 		st.st_size = (off_t)bytes;
 	}
 	wbf->backing_size = st.st_size;
-	ret = bs_file_create(ctx->cache, &wb_backing_ops, wbf, st.st_size, &wbf->ws.bs);
+	ret = bs_file_create(ctx->cache, &wb_backing_ops, wbf, st.st_size, &bs);
 	if (ret)
 		goto out_destroy;
+	wb_fstate_init(&wbf->ws, bs);
 	bs_file_set_ino(wbf->ws.bs, (uint64_t)st.st_ino);
 	if (S_ISBLK(st.st_mode))
 		bs_file_fix_size(wbf->ws.bs);
-	pthread_mutex_lock(&ctx->files_lock);
-	wbf->seq = ctx->next_seq++;
-	wbf->next = ctx->files;
-	if (wbf->next)
-		wbf->next->prev = wbf;
-	ctx->files = wbf;
-	pthread_mutex_unlock(&ctx->files_lock);
+	wb_files_add(ctx, wbf);
 	*out = wbf;
 	return 0;
 
@@ -281,20 +283,7 @@ int wb_file_flush(struct wb_file *wbf)
 /* Unlink @wbf from the context once no walker uses it, then free it. */
 void wb_file_discard(struct wb_file *wbf)
 {
-	struct wb_ctx *ctx = wbf->ctx;
-
-	pthread_mutex_lock(&ctx->files_lock);
-	wbf->dying = true;
-	while (wbf->refs)
-		pthread_cond_wait(&ctx->files_cond, &ctx->files_lock);
-	if (wbf->prev)
-		wbf->prev->next = wbf->next;
-	else
-		ctx->files = wbf->next;
-	if (wbf->next)
-		wbf->next->prev = wbf->prev;
-	__wb_file_undirty(wbf);
-	pthread_mutex_unlock(&ctx->files_lock);
+	wb_files_del(wbf->ctx, wbf);
 	bs_file_destroy(wbf->ws.bs);
 	if (wbf->fd >= 0)
 		close(wbf->fd);
@@ -362,10 +351,8 @@ static ssize_t cache_write(struct wb_file *wbf, const void *buf, size_t len, off
 	if (n == -ENOSPC)
 		report_full(wbf->ctx);
 	if (n > 0) {
-		int64_t zero = 0;
-
 		atomic_store(&wbf->mtime_ns, wall_ns());
-		atomic_compare_exchange_strong(&wbf->ws.dirtied_ns, &zero, wb_now_ns());
+		wb_fstate_dirtied(wbf->ctx, &wbf->ws);
 	}
 	atomic_fetch_sub(&wbf->writing, 1);
 	if (n > 0)
@@ -512,11 +499,25 @@ ssize_t wb_write_cut(struct wb_file *wbf, const void *buf, size_t len, off_t off
 	return write_common(wbf, buf, len, off, dirtied, true);
 }
 
+void wb_file_attr_sample(struct wb_file *wbf, struct wb_file_attr *attr)
+{
+	attr->size = bs_file_size(wbf->ws.bs);
+	attr->mtime_ns = atomic_load(&wbf->mtime_ns);
+}
+
 void wb_file_fix_stat(struct wb_file *wbf, struct stat *st)
 {
-	int64_t ns = atomic_load(&wbf->mtime_ns);
+	struct wb_file_attr attr;
 
-	st->st_size = bs_file_size(wbf->ws.bs);
+	wb_file_attr_sample(wbf, &attr);
+	wb_file_attr_apply(&attr, st);
+}
+
+void wb_file_attr_apply(const struct wb_file_attr *attr, struct stat *st)
+{
+	int64_t ns = attr->mtime_ns;
+
+	st->st_size = attr->size;
 	if (ns) {
 		struct timespec ts = { ns / 1000000000, ns % 1000000000 };
 
@@ -535,14 +536,13 @@ void wb_file_mtime_set(struct wb_file *wbf, const struct timespec *mtime)
 
 uint64_t wb_file_err_sample(struct wb_file *wbf)
 {
-	return atomic_load(&wbf->ws.err_seq);
+	return wb_errseq_sample(&wbf->ws);
 }
 
 int wb_fsync(struct wb_file *wbf, bool datasync, uint64_t *seen)
 {
 	/* What was written before the call; later writes are not waited for. */
 	int ret = tail_settle(wbf);
-	uint64_t seq;
 
 	if (!ret)
 		ret = wb_writeback_range(wbf, 0, bs_file_size(wbf->ws.bs));
@@ -559,13 +559,7 @@ int wb_fsync(struct wb_file *wbf, bool datasync, uint64_t *seen)
 		ret = wb_sync_file(wbf, datasync);
 	}
 	/* errseq: each cursor hears of each error once. */
-	seq = atomic_load(&wbf->ws.err_seq);
-	if (seen && *seen != seq) {
-		*seen = seq;
-		if (!ret)
-			ret = atomic_load(&wbf->ws.err);
-	}
-	return ret;
+	return wb_errseq_check(&wbf->ws, seen, ret);
 }
 
 /*

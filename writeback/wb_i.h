@@ -15,6 +15,7 @@
 #include "writeback.h"
 #include "blockstate.h"
 #include "engine.h"
+#include "foliofs/list.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -27,9 +28,11 @@
  * A fault injected at the completion of backing I/O (for fsync: instead of
  * the sync, as a device flush that failed).  Grammar (one spec):
  *   OP:RESULT[:SELECTOR]...
- *   OP        write | read | fsync
+ *   OP        write | read | fsync | alloc (readahead's new folio larger
+ *             than the smallest cannot be had: no backing I/O, the
+ *             offset and length are the folio's)
  *   RESULT    an errno name (EIO, ENOSPC, ...) or "short" (the I/O does
- *             half of what was asked, at least one byte)
+ *             half of what was asked, at least one byte); alloc: ENOMEM
  *   SELECTOR  every=N      every Nth matching call (default 1: all)
  *             after=N      not the first N matching calls
  *             count=N      at most N faults, then none
@@ -78,6 +81,8 @@ struct wb_file;
 
 /* Read into @buf; short only at EOF. */
 ssize_t wb_backing_read(struct wb_file *wbf, void *buf, size_t len, off_t off);
+/* Whether an alloc fault fails readahead's folio of [@off, @off + @len). */
+bool wb_backing_alloc_fails(struct wb_file *wbf, off_t off, size_t len);
 /*
  * Write each of @n groups (struct wb_io, engine.h: iovecs at off, len
  * bytes) completely; res gets 0 or -errno.  Submits them together
@@ -125,9 +130,10 @@ struct wb_ctx {
 	struct bs_cache *cache;
 	enum wb_backing_io io;			/* backend in use */
 
+	/* The lists of files (files.c). */
 	pthread_mutex_t files_lock;		/* protects the lists, refs, dying */
 	pthread_cond_t files_cond;		/* a file reference was dropped */
-	struct wb_file *files;
+	struct list_node files;			/* wb_file.files_link, newest first */
 	/*
 	 * The dirty list (the kernel's b_dirty, b_io and b_more_io in one):
 	 * the files the flushers and reclaim walk, so that a pass costs the
@@ -137,16 +143,17 @@ struct wb_ctx {
 	 * that a write is dirtying (wb_file.writing) is on it; one that is
 	 * none of these may still be, until the next walk takes it off
 	 * (wb_dirty_snapshot).  Unordered: a walk sorts its snapshot by
-	 * wb_file.seq.  files_lock protects the list and nr_dirty.
+	 * wb_file.seq.  files_lock protects the list (wb_file.dirty_link)
+	 * and nr_dirty.
 	 */
-	struct wb_file *dirty;
+	struct list_node dirty;
 	unsigned int nr_dirty;
 	uint64_t next_seq;			/* files_lock: the next file's seq */
 
+	/* The mount's flusher threads (flush.c). */
 	pthread_mutex_t flush_lock;		/* protects the flusher state below */
-	pthread_cond_t flush_cond;		/* kick the flushers */
+	pthread_cond_t flush_cond;		/* wake the flushers (a first kick, a stop) */
 	bool stopping;
-	unsigned int kicks;
 	pthread_t *flushers;
 	unsigned int nr_flushers;
 
@@ -179,8 +186,16 @@ struct wb_ctx {
 	/* The engine's driver (wb_ctx_set_engine): immutable once files exist. */
 	const struct wb_engine_ops *engine;
 	void *engine_arg;
+	/*
+	 * Kicks since a flusher last woke (wb_round_poke/kick, taken by
+	 * wb_round_begin and at a pass's end): the engine's, for both
+	 * drivers.  The mount's flushers check it under flush_lock before
+	 * they sleep, and a first kick broadcasts flush_cond under it, so no
+	 * wake is lost.
+	 */
+	_Atomic unsigned int kicks;
 
-	/* The idle pool's aging (wb_pool_age): pool_look_lock protects both. */
+	/* The idle pool's aging (engine.c's pool_age): pool_look_lock protects both. */
 	pthread_mutex_t pool_look_lock;
 	int64_t pool_look_ns;			/* last look, 0: none yet */
 	uint64_t pool_made_seen;		/* folios made (pool hits + misses) then */
@@ -247,8 +262,7 @@ struct wb_file {
 
 	unsigned int refs;			/* files_lock: walkers using it */
 	bool dying;				/* files_lock: being freed */
-	struct wb_file *next;			/* files_lock */
-	struct wb_file *prev;
+	struct list_node files_link;		/* files_lock: on ctx->files */
 	uint64_t seq;				/* immutable: its place in creation order,
 						 * the flushers' round-robin key */
 	/*
@@ -269,13 +283,25 @@ struct wb_file {
 	 * within it must find the file.
 	 */
 	_Atomic unsigned int writing;
-	struct wb_file *dirty_next;		/* files_lock */
-	struct wb_file *dirty_prev;		/* files_lock */
+	struct list_node dirty_link;		/* files_lock: on ctx->dirty */
 };
 
 /* The wb_file whose writeback state @fs is. */
 #define wb_file_of(fs) ((struct wb_file *)((char *)(fs) - offsetof(struct wb_file, ws)))
 
+/* ---- the lists of files (files.c) ---- */
+
+/* @wbf, new, gets its key (seq) and goes on ctx->files.  Context: no lock held. */
+void wb_files_add(struct wb_ctx *ctx, struct wb_file *wbf);
+/*
+ * @wbf leaves both lists, once no walker holds a reference (it is marked
+ * dying meanwhile, so no new walker takes one).  Context: no lock held.
+ */
+void wb_files_del(struct wb_ctx *ctx, struct wb_file *wbf);
+/* The newest file of ctx->files, not referenced; NULL: none.  Context: teardown, no walker. */
+struct wb_file *wb_files_first(struct wb_ctx *ctx);
+/* The keys files have had so far, [0, result): the flushers' round-robin keys. */
+uint64_t wb_files_nr_keys(struct wb_ctx *ctx);
 /* The next live file after @prev (NULL: the first), referenced; drops @prev's reference. */
 struct wb_file *wb_next_file(struct wb_ctx *ctx, struct wb_file *prev);
 
@@ -286,8 +312,6 @@ struct wb_file *wb_next_file(struct wb_ctx *ctx, struct wb_file *prev);
  * otherwise, so not with files_lock held.
  */
 void wb_file_dirtied(struct wb_file *wbf);
-/* Take @wbf off ctx->dirty if it is on it.  Context: files_lock held. */
-void __wb_file_undirty(struct wb_file *wbf);
 
 /*
  * The live files of the dirty list, referenced, in @snap->files[0,

@@ -94,10 +94,20 @@ int wb_parse_uint(const char *name, const char *val, uint64_t min, uint64_t max,
 		  uint64_t *out, char *err, size_t errlen);
 int wb_parse_size(const char *name, const char *val, uint64_t min, uint64_t max,
 		  uint64_t *out, char *err, size_t errlen);
+/* A plain decimal fraction (no sign, exponent or blank), for seconds. */
+int wb_parse_double(const char *name, const char *val, double min, double max,
+		    double *out, char *err, size_t errlen);
 
-/* Defaults: 2 flushers, 10%, 30 s, 5 s, io_uring, per-block, 1 MiB, no fault. */
+/*
+ * The defaults of the option registry's rows (options.h): 2 flushers,
+ * 10%, 30 s, 5 s, io_uring, per-block, 1 MiB, no fault.
+ */
 void wb_config_default(struct wb_config *cfg);
-/* Check @cfg; on error fill @err with a line naming the option. */
+/*
+ * Check @cfg: its numbers in their rows' ranges, the throttle policy and
+ * its parameters, the fault spec; on error fill @err with a line naming
+ * the option.
+ */
 int wb_config_check(const struct wb_config *cfg, char *err, size_t errlen);
 
 /*
@@ -224,8 +234,20 @@ int wb_file_flush(struct wb_file *wbf);
  * writeback touches the backing file; writeback then stamps the backing
  * file with that mtime.  wb_file_fix_stat() puts the cache's size and
  * times into @st (a stat of the backing file).
+ *
+ * wb_file_attr_sample() and wb_file_attr_apply() are its two halves, for
+ * a caller that must read the cache before the backing inode: the FUSE
+ * layer clears setuid/setgid before a write's data reaches the cache, so
+ * a size sampled first never shows that data beside the mode from before
+ * (fusefs/killpriv.c).
  */
+struct wb_file_attr {
+	off_t size;		/* the cache's size of the file */
+	int64_t mtime_ns;	/* pending mtime, 0: none (the backing file's holds) */
+};
 void wb_file_fix_stat(struct wb_file *wbf, struct stat *st);
+void wb_file_attr_sample(struct wb_file *wbf, struct wb_file_attr *attr);
+void wb_file_attr_apply(const struct wb_file_attr *attr, struct stat *st);
 /* An explicit mtime was set (utimensat): it replaces the pending one. */
 void wb_file_mtime_set(struct wb_file *wbf, const struct timespec *mtime);
 
@@ -364,8 +386,16 @@ const char *wb_tunable_name(size_t i);	/* the i-th name, NULL past the last */
  */
 size_t wb_tunable_slots(void);
 int wb_tunable_slot_name(struct wb_ctx *ctx, size_t i, char *buf, size_t len);
-/* "account.NAME VALUE" lines for the parameters in force (part of wb_ctx_stats). */
-size_t wb_ctx_param_stats(struct wb_ctx *ctx, char *buf, size_t size);
+/*
+ * The policies in force, part of wb_ctx_stats: "dirty_account NAME",
+ * "throttle NAME", "folio_policy NAME", "ra_model VERSION" (values that
+ * are names, not numbers: wb_stat_is_name), "policy_switches N" (run-time
+ * changes of any of them or of a parameter of one), then "account.NAME
+ * VALUE" lines for the parameters in force.
+ */
+size_t wb_ctx_policy_stats(struct wb_ctx *ctx, char *buf, size_t size);
+/* Whether the stat @name (@len bytes) has a name for its value (above). */
+bool wb_stat_is_name(const char *name, size_t len);
 /* Current value into @buf: its length, or -ENOENT for an unknown name. */
 int wb_tunable_get(struct wb_ctx *ctx, const char *name, char *buf, size_t len);
 /*

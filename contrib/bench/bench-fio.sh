@@ -483,7 +483,8 @@ def stats(path):
     out = {}
     for line in open(path):
         k, v = line.split()
-        out[k] = int(v)
+        # Numbers; the policies in force are names (dirty_account page).
+        out[k] = int(v) if v.isdigit() else v
     return out
 
 

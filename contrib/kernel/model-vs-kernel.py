@@ -50,13 +50,14 @@ Usage:
 """
 
 import argparse
-import csv
-import gzip
 import json
 import math
 import os
 import statistics
 import sys
+
+import refcmp
+from refcmp import byte_shares, read_model_samples
 
 PAGE = 4096
 SIZES = ['4K', '8K', '16K', '32K', '64K', '128K', '256K', '512K', '1M', '2M']
@@ -87,11 +88,6 @@ def summarize(rows):
     }
 
 
-def byte_shares(counts):
-    total = sum(n << o for o, n in enumerate(counts))
-    return [(n << o) / total if total else 0.0 for o, n in enumerate(counts)]
-
-
 def tv_distance(a, b):
     return 0.5 * sum(abs(x - y) for x, y in zip(byte_shares(a), byte_shares(b)))
 
@@ -116,16 +112,11 @@ def read_kernel(path):
 
 
 def read_model(path, config):
-    csv_path = os.path.join(path, 'iterations.csv') if os.path.isdir(path) else path
-    with open(csv_path, newline='') as f:
-        rows = [r for r in csv.DictReader(f) if r['config'] == config]
-    if not rows:
-        raise ValueError('%s: no iterations of configuration %r' % (csv_path, config))
     out = []
-    for r in sorted(rows, key=lambda r: int(r['iteration'])):
+    for r in refcmp.read_model_iterations(path, config):
         if not r.get('cached_folios'):
             raise ValueError('%s: no cached_folios column (pgcompare older than this '
-                             'script?)' % csv_path)
+                             'script?)' % path)
         cached = [int(x) for x in r['cached_folios'].split()]
         out.append({'tps': float(r['tps']),
                     'charged': int(r['run_nr_dirtied']),
@@ -134,26 +125,6 @@ def read_model(path, config):
                     'paused_ms': float(r['run_throttle_ms']),
                     'share_2m': float(r['share_2m']) if r['share_2m'] else 0.0,
                     'cached': cached})
-    return out
-
-
-def read_model_samples(path, config):
-    """{iteration: [stats samples of its pgbench run]} from samples.csv."""
-    if not os.path.isdir(path):
-        return {}
-    csv_path = os.path.join(path, 'samples.csv')
-    if os.path.exists(csv_path):
-        opener = open
-    elif os.path.exists(csv_path + '.gz'):
-        # Committed results keep it compressed.
-        opener, csv_path = gzip.open, csv_path + '.gz'
-    else:
-        return {}
-    out = {}
-    with opener(csv_path, 'rt', newline='') as f:
-        for r in csv.DictReader(f):
-            if r['config'] == config and r['phase'] == 'run':
-                out.setdefault(int(r['iteration']), []).append(r)
     return out
 
 

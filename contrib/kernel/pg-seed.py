@@ -29,18 +29,24 @@ Per iteration, from the kernel itself:
   dirty          nr_dirty + nr_writeback from /proc/vmstat once a second
                  (machine-wide, as balance_dirty_pages() sees it): peak,
                  mean, and the share of samples at or above the freerun
-                 point (dirty_bytes + dirty_background_bytes) / 2
+                 point (dirty_bytes + dirty_background_bytes) / 2; the
+                 JSON also keeps the samples, and the server's own (its
+                 memory cgroup's dirty + writeback) beside them
   added, cached  folios added to the file system's page cache by order
                  (mm_filemap_add_to_page_cache), and the share of its cached
                  bytes in 2 MiB folios after the iteration (adds minus
                  mm_filemap_delete_from_page_cache)
+  latency        pgbench's average
 and the summary the seed reports: mean tps, CV, worst, the second half
-of the iterations against the first, charged/written, pauses.
+of the iterations against the first, charged/written, pauses.  The JSON
+also keeps each run's dirty samples and its window on CLOCK_MONOTONIC;
+--events FILE keeps every throttle event whole (contrib/kernel/refcmp.py
+reads it), for the event-by-event comparison with the model.
 
 Usage, as root:
   contrib/kernel/pg-seed.py [--scale 100] [--iters 8] [--duration 30]
       [--clients 16] [--mem 1G] [--dirty-bytes 200M] [--source seqscan-each]
-      [--json out.json] [--md report.md]
+      [--fillfactor 100] [--json out.json] [--md report.md] [--events ev.jsonl.gz]
   contrib/kernel/pg-seed.py --tiny       a 1-minute smoke run (scale 5, 2 x 5 s)
 Exit status 0, 1 on failure, 77 when it cannot run here (the reason on
 stderr).  Everything set up is undone on exit, also on SIGINT/SIGTERM.
@@ -73,6 +79,7 @@ def _load(name, file):
 
 
 pgf = _load('pg_folios', 'pg-folios.py')
+import refcmp  # noqa: E402  (this directory is on sys.path: a plain module)
 rap = pgf.rap
 Skip, Undo, Signals, run, wr, rd = rap.Skip, rap.Undo, rap.Signals, rap.run, rap.wr, rap.rd
 
@@ -147,10 +154,15 @@ class EventCounter:
       writeback:writeback_dirty_folio (fired where folio_account_dirtied()
         charges a folio): pages charged, each folio's whole size;
       writeback:balance_dirty_pages: pauses and their sum (ms).
+    Every writeback:balance_dirty_pages and bdi_dirty_ratelimit event of
+    the device and every global_dirty_state event (machine-wide: it has no
+    device) is also kept whole, with its time on CLOCK_MONOTONIC (the
+    instance's trace_clock is mono), in self.log (refcmp.EventLog).
     Start it before anything of the file system is cached."""
 
     LINE = re.compile(r'(mm_filemap_add_to_page_cache|mm_filemap_delete_from_page_cache|'
-                      r'writeback_dirty_folio|balance_dirty_pages|bdi_dirty_ratelimit): (.*)')
+                      r'writeback_dirty_folio|balance_dirty_pages|bdi_dirty_ratelimit|'
+                      r'global_dirty_state): (.*)')
     FOLIO = re.compile(r'ino ([0-9a-f]+) pfn=0x[0-9a-f]+ ofs=(\d+) order=(\d+)')
     DIRTY = re.compile(r'ino=(\d+) index=(\d+)')
     PAUSE = re.compile(r' pause=(-?\d+)')
@@ -170,10 +182,14 @@ class EventCounter:
                        ('filemap', 'mm_filemap_delete_from_page_cache', dev),
                        ('writeback', 'writeback_dirty_folio', 'name == "%s"' % bdi),
                        ('writeback', 'balance_dirty_pages', 'bdi == "%s"' % bdi),
-                       ('writeback', 'bdi_dirty_ratelimit', 'bdi == "%s"' % bdi))
+                       ('writeback', 'bdi_dirty_ratelimit', 'bdi == "%s"' % bdi),
+                       ('writeback', 'global_dirty_state', None))
+        wr(os.path.join(self.dir, 'trace_clock'), 'mono')
         for sub, ev, flt in self.events:
-            wr(os.path.join(self.dir, 'events', sub, ev, 'filter'), flt)
+            if flt:
+                wr(os.path.join(self.dir, 'events', sub, ev, 'filter'), flt)
             wr(os.path.join(self.dir, 'events', sub, ev, 'enable'), '1')
+        self.log = refcmp.EventLog('kernel %s, bdi %s' % (os.uname().release, bdi))
         self.present = {}
         self.added = collections.Counter()
         self.charged = 0
@@ -194,6 +210,12 @@ class EventCounter:
         if not m:
             return
         ev, rest = m.groups()
+        if ev in refcmp.EVENTS:
+            rec = refcmp.parse_tracefs(text)
+            if rec:
+                self.log.add(rec)
+            if ev == 'global_dirty_state':
+                return
         if ev == 'balance_dirty_pages':
             # A pause below min_pause is traced as min(pause, 0) and not
             # slept: count the events, and the sleeps and their length.
@@ -295,11 +317,16 @@ class EventCounter:
 class VmstatSampler:
     """/proc/vmstat's dirty state once a second, in a thread: the kernel's
     `dirty` of balance_dirty_pages() (nr_dirty + nr_writeback, machine-wide:
-    other writers on the machine count too) against its thresholds."""
+    other writers on the machine count too) against its thresholds; and
+    the server's own (its memory cgroup's dirty + writeback, CGROUP's
+    memory.stat), what a mount's charge is set beside."""
 
     KEYS = ('nr_dirty', 'nr_writeback', 'nr_dirty_threshold', 'nr_dirty_background_threshold')
+    # memory.stat's names: v1 (bytes), v2 (bytes).
+    CG_KEYS = {1: ('dirty', 'writeback'), 2: ('file_dirty', 'file_writeback')}
 
-    def __init__(self, undo):
+    def __init__(self, undo, cgroup=None):
+        self.cgroup = cgroup
         self.samples = []
         self.lock = threading.Lock()
         self.stop_flag = threading.Event()
@@ -317,6 +344,11 @@ class VmstatSampler:
             for line in rd('/proc/meminfo').splitlines():
                 if line.startswith('MemAvailable:'):
                     v['mem_available_kb'] = int(line.split()[1])
+            if self.cgroup:
+                keys = self.CG_KEYS[self.cgroup.version]
+                st = dict(line.split() for line in
+                          rd(os.path.join(self.cgroup.dir, 'memory.stat')).splitlines())
+                v['cg_dirty_pages'] = sum(int(st.get(k, 0)) for k in keys) // PAGE
             with self.lock:
                 self.samples.append(v)
 
@@ -339,6 +371,15 @@ class VmstatSampler:
                 # The machine's memory outside the cgroup: a run that met
                 # global memory pressure is not the cgroup's own behaviour.
                 'min_mem_available_kb': min(s.get('mem_available_kb', 0) for s in got)}
+
+    def dirty_samples(self, first, machine=False):
+        """[(dirty + writeback, the dirty threshold)] in pages, once a
+        second since sample FIRST: the server's own (its cgroup's), or the
+        MACHINE's (/proc/vmstat)."""
+        with self.lock:
+            return [(s['nr_dirty'] + s['nr_writeback'] if machine or 'cg_dirty_pages' not in s
+                     else s['cg_dirty_pages'], s['nr_dirty_threshold'])
+                    for s in self.samples[first:]]
 
     def _stop(self):
         self.stop_flag.set()
@@ -382,6 +423,11 @@ def parse_tps(out):
     return float(m.group(1))
 
 
+def parse_latency(out):
+    m = re.search(r'^latency average = ([\d.]+) ms', out, re.M)
+    return float(m.group(1)) if m else None
+
+
 def run_reference(args, undo, work):
     why = rap.kernel_skip_reason()
     if why:
@@ -403,7 +449,7 @@ def run_reference(args, undo, work):
         settings += AUTOVACUUM
     cl.start(settings)
     t0 = time.monotonic()
-    cl.pgbench(['-i', '-q', '-s', str(args.scale)])
+    cl.pgbench(['-i', '-q', '-s', str(args.scale), '-F', str(args.fillfactor)])
     cl.psql('CHECKPOINT')
     load_s = time.monotonic() - t0
     log('loaded scale %d in %.0f s' % (args.scale, load_s))
@@ -413,24 +459,34 @@ def run_reference(args, undo, work):
         old_bytes, old_ratio = rd(path).strip(), rd(path.replace('_bytes', '_ratio')).strip()
         undo.push('vm.' + knob, restore_vm, knob, old_bytes, old_ratio)
         wr(path, str(val))
-    vm = VmstatSampler(undo)
+    vm = VmstatSampler(undo, cg)
     rows = []
     for i in range(args.iters):
         s0 = events.snapshot()
+        t0 = time.monotonic()
         source_step(cl, args.source, i)
+        t1 = time.monotonic()
         s1 = events.snapshot()
         w0 = sectors_written(dev)
         v0 = vm.mark()
+        t2 = time.monotonic()
         out = cl.pgbench(['-N', '-M', 'prepared', '-c', str(args.clients), '-j', '2',
                           '-T', str(args.duration), '-n'])
+        t3 = time.monotonic()
         w1 = sectors_written(dev)
         s2 = events.snapshot()
+        events.log.window('source', i + 1, t0, t1)
+        events.log.window('run', i + 1, t2, t3)
         src, run_ = delta(s0, s1), delta(s1, s2)
         row = {'iter': i + 1, 'tps': parse_tps(out), 'charged_pages': run_['charged_pages'],
                'written_pages': (w1 - w0) * 512 // PAGE, 'bdp_events': run_['bdp_events'],
                'pauses': run_['pauses'], 'paused_ms': run_['paused_ms'], 'added': run_['added'],
                'source_added': src['added'], 'cached': run_['cached']}
+        row['latency_ms'] = parse_latency(out)
+        row['run_t0'], row['run_t1'] = t2, t3
         row.update(vm.summary(v0))
+        row['dirty_samples'] = vm.dirty_samples(v0)
+        row['machine_dirty_samples'] = vm.dirty_samples(v0, machine=True)
         row['traced'] = events.medians(s1, s2)
         rows.append(row)
         log('iteration %d: %.0f tps, %d pauses (%d ms), charged/written x%.1f, '
@@ -445,6 +501,8 @@ def run_reference(args, undo, work):
     cl.stop()
     if events.lost():
         raise RuntimeError('the trace lost %d events' % events.lost())
+    if args.events:
+        events.log.save(args.events)
     return {'load_seconds': load_s, 'iterations': rows}
 
 
@@ -557,6 +615,12 @@ def main(argv):
     ap.add_argument('--ra-kb', type=int, default=2048)
     ap.add_argument('--source', choices=SOURCES, default='seqscan-each')
     ap.add_argument('--tiny', action='store_true', help='a smoke run: scale 5, 2 x 5 s')
+    ap.add_argument('--fillfactor', type=int, default=100,
+                    help='pgbench -i fill factor (default 100, pgbench\'s)')
+    ap.add_argument('--events', metavar='FILE',
+                    help='write every balance_dirty_pages, bdi_dirty_ratelimit and '
+                    'global_dirty_state event, with the runs\' windows, here '
+                    '(gzipped JSON lines, contrib/kernel/refcmp.py)')
     ap.add_argument('--json', help='write the raw results here')
     ap.add_argument('--md', help='write the report (markdown) here')
     args = ap.parse_args(argv)

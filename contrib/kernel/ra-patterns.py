@@ -27,6 +27,14 @@ its own struct file and file_ra_state):
   evict-reread         one handle reads the whole file; [16M, 24M) is
                        evicted (kernel: POSIX_FADV_DONTNEED; foliofs:
                        .foliofs/evict); a new handle reads the whole file
+  stream-cross-reads   a handle does 32 reads at seeded random offsets in
+                       [0, 64M) (4K folios); a new handle then reads the
+                       whole file, its windows crossing them
+  stream-cross-writes  the same with 32 random 8 KiB writes (8K folios,
+                       the write path's), fsynced, before the stream
+  stream-cross-mixed   16 random reads and 16 random writes, interleaved,
+                       then one stream from 16M to the end: a stream that
+                       does not start the file
 
 Backends:
   kernel   (root) a file system image in /tmp on a loop device attached
@@ -189,6 +197,46 @@ def p_evict_reread(t):
     os.close(fd)
 
 
+def random_io(t, reads, writes, lo=0, hi=FILE_SIZE, seed=SEED + 1):
+    """READS random 8 KiB reads and WRITES random 8 KiB writes through one
+    handle, at distinct READ-aligned offsets in [LO, HI), interleaved as
+    they come from SEED; the writes fsynced, so nothing stays dirty."""
+    offs = random_offsets(lo, hi, reads + writes, seed)
+    fd = os.open(t.path, os.O_RDWR)
+    data = bytes(range(256)) * (READ // 256)
+    for i, off in enumerate(offs):
+        if i % 2 and writes or not reads:
+            writes -= 1
+            if os.pwrite(fd, data, off) != READ:
+                raise RuntimeError('short write at %d' % off)
+        else:
+            reads -= 1
+            os.pread(fd, READ, off)
+    os.fsync(fd)
+    os.close(fd)
+
+
+def p_stream_cross_reads(t):
+    random_io(t, NR_RANDOM, 0)
+    fd = t.open()
+    read_range(fd, 0, FILE_SIZE)
+    os.close(fd)
+
+
+def p_stream_cross_writes(t):
+    random_io(t, 0, NR_RANDOM)
+    fd = t.open()
+    read_range(fd, 0, FILE_SIZE)
+    os.close(fd)
+
+
+def p_stream_cross_mixed(t):
+    random_io(t, NR_RANDOM // 2, NR_RANDOM // 2)
+    fd = t.open()
+    read_range(fd, 16 * MiB, FILE_SIZE)
+    os.close(fd)
+
+
 PATTERNS = collections.OrderedDict([
     ('one-stream', p_one_stream),
     ('interleaved', p_interleaved),
@@ -197,6 +245,9 @@ PATTERNS = collections.OrderedDict([
     ('random-cross-mark-streamed', p_random_cross_mark_streamed),
     ('random-cross-mark-short', p_random_cross_mark_short),
     ('evict-reread', p_evict_reread),
+    ('stream-cross-reads', p_stream_cross_reads),
+    ('stream-cross-writes', p_stream_cross_writes),
+    ('stream-cross-mixed', p_stream_cross_mixed),
 ])
 
 

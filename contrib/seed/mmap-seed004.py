@@ -20,8 +20,9 @@ Targets, each over a fresh scratch directory on WORKDIR's disk:
                   kernel's page
   wb folio        foliofs -o wb_granularity=folio: writeback of whole
                   folios as before Linux 6.6, for contrast
-Every foliofs mount has folio_size=2M; each of dirty_account=folio, page
-and block is set in turn through .foliofs/tunables on the same mount.
+Every foliofs mount has folio_size=2M,folio_policy=fixed (the file in whole
+2 MiB folios, as the seed's); each of dirty_account=folio, page and block
+is set in turn through .foliofs/tunables on the same mount.
 
 Reported per run:
   kernel dirtied   write_bytes of /proc/self/io over the stores: the page
@@ -158,7 +159,7 @@ class Mount:
 
     def __init__(self, back, mnt, log, options):
         self.mnt, self.log = mnt, log
-        opts = ','.join(('folio_size=2M',) + tuple(options))
+        opts = ','.join(('folio_size=2M', 'folio_policy=fixed') + tuple(options))
         with open(log, 'wb') as out:
             self.proc = subprocess.Popen([FOLIOFS, '-d', '-o', opts, back, mnt],
                                          stdin=subprocess.DEVNULL,
@@ -182,7 +183,8 @@ class Mount:
 
     def stats(self):
         with open(os.path.join(self.mnt, '.foliofs', 'stats')) as f:
-            return {k: int(v) for k, v in (line.split() for line in f)}
+            # The numbers (the policies in force are named, not counted).
+            return {k: int(v) for k, v in (line.split() for line in f) if v.isdigit()}
 
     def set(self, name, value):
         with open(os.path.join(self.mnt, '.foliofs', 'tunables', name), 'w') as f:

@@ -19,8 +19,8 @@ on the machine.
   pgbench  contrib/tools/pgcompare.py's run, one iteration: initdb, pgbench -i
            -s 20 -F 90, pgbench -N -M prepared -c 8 -j 2 for -T seconds
 
-The options are pgcompare.py's common ones (folio_size=2M,cache_size=2G,
-dirty_bytes=32M,throttle=bdp).  Output (-O DIR): fidelity.md (the tables
+The options are pgcompare.py's common ones (folio_size=2M,folio_policy=fixed,
+cache_size=2G,dirty_bytes=32M,throttle=bdp).  Output (-O DIR): fidelity.md (the tables
 and the commands), the simulator's output per run (sim-*.txt, stats logs
 sim-*.jsonl), the mount's stats (mount-*.stats, stats logs under logs/),
 fio's JSON; traces go to -t (default /var/tmp/sim-fidelity-traces), kept
@@ -127,7 +127,8 @@ def replay(sim, trace, opts, out, tag):
         if w[0] == "writer":
             res["writers"].append((int(w[2]), float(w[3]), float(w[4])))
         elif len(w) == 2:
-            res[w[0]] = int(w[1])
+            # A stat: a number, or a policy's name (dirty_account page).
+            res[w[0]] = int(w[1]) if w[1].isdigit() else w[1]
         else:
             # "pauses N total_ms X ...": N under the line's name, the other
             # pairs prefixed with it; "errors write N read N ...": pairs only.
@@ -172,7 +173,7 @@ class Fidelity:
     def run_workload(self, workload):
         a, configs = self.configs(workload)
         os.makedirs(a.output)
-        common = pgcompare.parse_opts(pgcompare.COMMON_OPTS)
+        common = pgcompare.common_options(a)
         cmp = pgcompare.Comparison(a, configs, common, self.foliofs, self.pgbin)
         os.makedirs(self.a.traces, exist_ok=True)
         cmp.r.chown(self.a.traces)

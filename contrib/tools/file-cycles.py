@@ -10,6 +10,13 @@ as a pointer; `struct NAME` is not a use of a function NAME.  Prints each
 strongly connected set of two or more files, with the calls that make it,
 and exits 1 if there is one.  Textual, so a name in a comment counts: good
 enough for a layer whose functions all carry its prefix.
+
+One kind of cycle is allowed: two files that say, in a comment of one of
+them, that they are an owner and its worker ("ctx.c and this file call
+each other, an owner/worker pair", or "This file and uring.c call ...":
+an owner starts a thread or transport, which reports back).  Such a pair
+is printed as a pair and does not fail the check; a set of three or more
+files always does, named pairs or not.
 """
 import os
 import re
@@ -17,6 +24,17 @@ import sys
 
 DEF = re.compile(r'^(?!static\b)[A-Za-z_][\w \t\*]*?\b([a-z_][a-z0-9_]*)\((?![^)]*\);)', re.M)
 COMMENT = re.compile(r'/\*.*?\*/|//[^\n]*', re.S)
+# "X.c and this file call each other, an owner/worker pair", or the other way round
+PAIR = re.compile(r'\b(?:([\w-]+\.c) and this file|this file and ([\w-]+\.c)) call each other,'
+                  r' an owner/worker pair', re.I)
+
+
+def named_pairs(path):
+    """The files @path says it is an owner/worker pair with (basenames)."""
+    with open(path) as f:
+        # comment lines joined: "...\n * ..." reads as one sentence
+        text = re.sub(r'\s*\n\s*(?:\*(?!/)|//)?\s*', ' ', f.read())
+    return {a or b for a, b in PAIR.findall(text)}
 
 
 def defs_and_text(path):
@@ -80,13 +98,26 @@ def sccs(edges):
     return [c for c in out if len(c) > 1]
 
 
+def is_named_pair(comp):
+    """Whether @comp is two files one of which names the other its owner/worker pair."""
+    if len(comp) != 2:
+        return False
+    a, b = comp
+    return (os.path.basename(b) in named_pairs(a) or
+            os.path.basename(a) in named_pairs(b))
+
+
 def main():
     sys.setrecursionlimit(10000)
     dirs = sys.argv[1:] or ['writeback']
     edges = graph(dirs)
-    cycles = sccs(edges)
-    for comp in cycles:
-        print('cycle: %s' % ' '.join(os.path.basename(f) for f in comp))
+    cycles = []
+    for comp in sccs(edges):
+        pair = is_named_pair(comp)
+        if not pair:
+            cycles.append(comp)
+        print('%s: %s' % ('pair (owner/worker, named)' if pair else 'cycle',
+                          ' '.join(os.path.basename(f) for f in comp)))
         for a in comp:
             for b in comp:
                 if b in edges[a]:

@@ -21,7 +21,15 @@ iteration and phase), tps.png, share2m.png (the share of the cache in
 2 MiB folios after each run), dirty.png, pauses.png, and logs/.
 
 --back-to-back runs each configuration's iterations one after the other on
-one running server instead; --source runs a sequential scan or a VACUUM of
+one running server instead; -c with several counts (-c 8,256,1024) runs
+every configuration at each, as configurations of their own (NAME-cN)
+taking turns; --default-mount mounts with foliofs's defaults instead of
+the common options below; --nofile raises the open-file limit of the
+daemons, servers and pgbench (1,024 clients need more than 1,024
+descriptors); --latency adds pgbench's latency percentiles (from its
+per-transaction log); --count-failed counts failed transactions instead of
+stopping the run at the first; the daemons' threads, descriptors and
+resident memory are sampled every second of each run; --source runs a sequential scan or a VACUUM of
 pgbench_accounts before each iteration (what builds 2 MiB folios in
 PostgreSQL's life); --preset seed is the seed's scenario (issue 27): data
 several times the cache, the scan before each iteration, back to back, the
@@ -48,18 +56,21 @@ PATH where that is missing, as when installed as foliofs-pgcompare), PGBIN
 
 import argparse
 import csv
+import glob
 import datetime
 import importlib.util
 import json
 import os
 import pwd
 import re
+import resource
 import shutil
 import signal
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(
@@ -71,14 +82,15 @@ MIB = 1 << 20
 
 # Sized for a 2-core, 24 GiB machine: a scale-20 database (~300 MiB) is ten
 # times the 32 MiB dirty limit, and 8 KiB page writes scattered over it
-# dirty one block of a different 2 MiB folio each, so per-folio charging
-# reaches the limit with a few MiB really dirty while per-page charging
-# stays under it.  The cache holds the whole database, so reads do not
-# compete with writeback.
+# dirty one block of a different 2 MiB folio each (folio_policy=fixed: the
+# mount's default, kernel, would leave the tables pgbench -i wrote in
+# 8 KiB folios), so per-folio charging reaches the limit with a few MiB
+# really dirty while per-page charging stays under it.  The cache holds
+# the whole database, so reads do not compete with writeback.
 DEFAULTS = {"scale": 20, "iters": 10, "duration": 40, "clients": 8,
             "fillfactor": 90}
 QUICK = {"iters": 3, "duration": 20}
-COMMON_OPTS = "folio_size=2M,cache_size=2G,dirty_bytes=32M,throttle=bdp"
+COMMON_OPTS = "folio_size=2M,folio_policy=fixed,cache_size=2G,dirty_bytes=32M,throttle=bdp"
 DEFAULT_CONFIGS = ("folio=dirty_account=folio", "page=dirty_account=page")
 PG_CONF = ("shared_buffers=128MB", "max_wal_size=1GB")
 # --preset seed: the seed's scenario (issue 27), on this machine's size.
@@ -149,6 +161,14 @@ def now_ms():
 
 # ---------------------------------------------------------------- options
 
+def client_counts(text):
+    """-c: one pgbench client count, or several separated by commas."""
+    counts = [positive_int(t) for t in text.split(",")]
+    if len(set(counts)) != len(counts):
+        raise argparse.ArgumentTypeError("'%s' names a count twice" % text)
+    return counts
+
+
 def positive_int(text):
     try:
         v = int(text)
@@ -218,6 +238,7 @@ class Config:
         self.name = name
         self.opts = opts            # extra -o options, or None for native/peer
         self.peer = peer            # passthrough_hp's arguments, or None
+        self.clients = None         # pgbench clients (set from -c)
         self.top = self.backing = self.mnt = self.sock = self.pgdata = None
         self.stats_log = None
         self.daemon = None          # Popen of foliofs -f while mounted
@@ -320,8 +341,9 @@ def parse_args(argv):
     p.add_argument("--config", action="append", metavar="CONFIG",
                    help="a configuration (repeat for more)")
     p.add_argument("-o", "--common", metavar="OPTIONS", default="",
-                   help="foliofs -o options for every configuration, over"
-                   " the default %s" % COMMON_OPTS)
+                   help="foliofs -o options for every configuration, each"
+                   " over the same option of the default %s (and of a"
+                   " --preset's)" % COMMON_OPTS)
     p.add_argument("-s", "--scale", type=positive_int, metavar="SCALE",
                    help="pgbench scale factor (default %d)" % DEFAULTS["scale"])
     p.add_argument("-r", "--iters", type=positive_int, metavar="ITERS",
@@ -330,10 +352,25 @@ def parse_args(argv):
     p.add_argument("-T", "--duration", type=positive_int, metavar="SECONDS",
                    help="seconds of each pgbench run (default %d, --quick %d)"
                    % (DEFAULTS["duration"], QUICK["duration"]))
-    p.add_argument("-c", "--clients", type=positive_int, metavar="CLIENTS",
-                   help="pgbench clients (default %d)" % DEFAULTS["clients"])
+    p.add_argument("-c", "--clients", type=client_counts, metavar="CLIENTS",
+                   help="pgbench clients (default %d); several counts"
+                   " separated by commas run every configuration at each,"
+                   " as configurations NAME-cN" % DEFAULTS["clients"])
     p.add_argument("-j", "--threads", type=positive_int, metavar="THREADS",
                    help="pgbench threads (default min(CLIENTS, nproc))")
+    p.add_argument("--default-mount", action="store_true",
+                   help="mount with foliofs's defaults: not the common"
+                   " options %s (-o still applies)" % COMMON_OPTS)
+    p.add_argument("--nofile", type=positive_int, metavar="N",
+                   help="open-file limit (RLIMIT_NOFILE) of the daemons, the"
+                   " servers and pgbench (pgbench needs CLIENTS + 3; raising"
+                   " the hard limit needs root)")
+    p.add_argument("--latency", action="store_true",
+                   help="latency percentiles of every run, from pgbench's"
+                   " per-transaction log (-l; the log is deleted after)")
+    p.add_argument("--count-failed", action="store_true",
+                   help="count and report failed transactions (default: a"
+                   " run with one stops the comparison)")
     p.add_argument("-F", "--fillfactor", type=positive_int, metavar="PCT",
                    help="pgbench -i fill factor (default %d, as the seed)"
                    % DEFAULTS["fillfactor"])
@@ -345,8 +382,10 @@ def parse_args(argv):
                    " cache_size 512M, a sequential scan before each of 8"
                    " iterations of 30 s back to back, 16 clients, the 2 x 2 of"
                    " ra_model 6.16/6.17 and dirty_account folio/page); options"
-                   " given beside it win; with --quick: scale 20, cache_size"
-                   " 128M, 3 iterations of 10 s")
+                   " given beside it win, each over the same one of the"
+                   " preset's (-o cache_size=1G changes cache_size and keeps"
+                   " the preset's other foliofs options); with --quick: scale"
+                   " 20, cache_size 128M, 3 iterations of 10 s")
     p.add_argument("--back-to-back", action="store_true",
                    help="each configuration's iterations one after the other"
                    " on one running server (started before the first, stopped"
@@ -369,26 +408,32 @@ def parse_args(argv):
     p.add_argument("-k", "--keep", action="store_true",
                    help="keep the scratch directory (clusters, backing files)")
     a = p.parse_args(argv)
+    a.preset_common = ""
     if a.preset:
         preset = dict(PRESETS[a.preset], **(SEED_QUICK if a.quick else {}))
         for key in ("scale", "iters", "duration", "clients", "source"):
             if getattr(a, key) is None:
                 setattr(a, key, preset[key])
-        if not a.common:
-            a.common = preset["common"]
+        a.preset_common = preset["common"]
         if not a.config:
             a.config = list(preset["configs"])
         a.back_to_back = True
     if a.source is None:
         a.source = "none"
+    if isinstance(a.clients, int):
+        a.clients = [a.clients]         # a preset's
     for key, val in DEFAULTS.items():
         if getattr(a, key) is None:
             setattr(a, key, QUICK[key] if a.quick and key in QUICK else val)
+    if isinstance(a.clients, int):
+        a.clients = [a.clients]         # the default
+    a.threads_given = a.threads is not None
+    for n in a.clients:
+        if a.threads_given and a.threads > n:
+            p.error("argument -j/--threads: %d threads for %d clients (pgbench"
+                    " needs THREADS <= CLIENTS)" % (a.threads, n))
     if a.threads is None:
-        a.threads = min(a.clients, os.cpu_count() or 1)
-    if a.threads > a.clients:
-        p.error("argument -j/--threads: %d threads for %d clients (pgbench"
-                " needs THREADS <= CLIENTS)" % (a.threads, a.clients))
+        a.threads = min(a.clients[0], os.cpu_count() or 1)
     for conf in a.pg_conf:
         if not re.match(r"^\w+=\S.*$", conf):
             p.error("argument --pg-conf: '%s' is not NAME=VALUE" % conf)
@@ -404,9 +449,10 @@ class Runner:
     root), each in its own session so that a ^C reaches only this script,
     which then stops them in order."""
 
-    def __init__(self, pgbin, cwd):
+    def __init__(self, pgbin, cwd, nofile=None):
         self.pgbin = pgbin
         self.cwd = cwd
+        self.nofile = nofile        # RLIMIT_NOFILE of what it starts, or None
         self.user = None
         self.env = dict(os.environ, LC_ALL="C", LANG="C", TZ="UTC")
         for k in ("PGHOST", "PGPORT", "PGUSER", "PGDATA", "PGDATABASE",
@@ -422,15 +468,20 @@ class Runner:
             self.user = pwd.getpwnam(RUN_USER)
             self.env.update(HOME=cwd, USER=RUN_USER, LOGNAME=RUN_USER)
 
-    def _preexec(self):
-        pw = self.user
-        if pw is None:
+    def _preexec(self, as_user=True):
+        pw = self.user if as_user else None
+        nofile = self.nofile
+        if pw is None and nofile is None:
             return None
 
         def drop():
-            os.initgroups(pw.pw_name, pw.pw_gid)
-            os.setgid(pw.pw_gid)
-            os.setuid(pw.pw_uid)
+            # Before dropping root, who may raise the hard limit.
+            if nofile is not None:
+                resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
+            if pw is not None:
+                os.initgroups(pw.pw_name, pw.pw_gid)
+                os.setgid(pw.pw_gid)
+                os.setuid(pw.pw_uid)
         return drop
 
     def chown(self, path):
@@ -445,7 +496,7 @@ class Runner:
                                 stdin=subprocess.DEVNULL, stdout=out,
                                 stderr=subprocess.STDOUT,
                                 start_new_session=True,
-                                preexec_fn=self._preexec() if as_user else None)
+                                preexec_fn=self._preexec(as_user))
 
     def run(self, cmd, timeout=TIMEOUT_STEP, stdin=None, as_user=True):
         """Run CMD to its end; (returncode, output)."""
@@ -454,7 +505,7 @@ class Runner:
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                stdin=None if stdin is not None else subprocess.DEVNULL,
                                start_new_session=True, timeout=timeout,
-                               preexec_fn=self._preexec() if as_user else None)
+                               preexec_fn=self._preexec(as_user))
         except subprocess.TimeoutExpired as e:
             out = e.output.decode(errors="replace") if e.output else ""
             return -1, out + "\n(timed out after %d s)" % timeout
@@ -510,7 +561,7 @@ class Comparison:
                                         dir=os.path.realpath(args.workdir))
         try:
             os.chmod(self.scratch, 0o755)
-            self.r = Runner(pgbin, self.scratch)
+            self.r = Runner(pgbin, self.scratch, args.nofile)
             self.r.chown(self.scratch)
             self.logs = os.path.join(self.scratch, "logs")
             self.mkdir(self.logs)
@@ -535,9 +586,11 @@ class Comparison:
                               "--dirty"], capture_output=True, text=True)
         lines = [
             "pgbench -i -s %d -F %d once per configuration; then %s of"
-            " pgbench -N -M prepared -c %d -j %d -T %d, %s%s"
+            " pgbench -N -M prepared -c %s -j %s -T %d%s, %s%s"
             % (self.a.scale, self.a.fillfactor, plural(self.a.iters, "iteration"),
-               self.a.clients, self.a.threads, self.a.duration,
+               ",".join(map(str, self.a.clients)),
+               ",".join(str(self.threads(n)) for n in self.a.clients),
+               self.a.duration, " -l (latency percentiles)" if self.a.latency else "",
                "each configuration's back to back on one running server,"
                " configurations in turn" if self.a.back_to_back else
                "configurations taking turns (the first rotating), each server"
@@ -555,8 +608,10 @@ class Comparison:
                 os.cpu_count() or 0,
                 os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / (1 << 30),
                 os.uname().release),
-            "run as: %s" % (self.r.user.pw_name if self.r.user else
-                            pwd.getpwuid(os.getuid()).pw_name),
+            "run as: %s%s" % (self.r.user.pw_name if self.r.user else
+                              pwd.getpwuid(os.getuid()).pw_name,
+                              "; open-file limit %d" % self.a.nofile
+                              if self.a.nofile else ""),
         ]
         for c in self.configs:
             lines.append("configuration %s: %s" % (
@@ -564,6 +619,12 @@ class Comparison:
                 "%s %s" % (os.environ["PTHP"], " ".join(c.peer)) if c.peer is not None
                 else "foliofs -o " + join_opts(self.mount_opts(c))))
         return lines
+
+    def threads(self, clients):
+        """pgbench -j for CLIENTS: -j as given, else min(CLIENTS, nproc)."""
+        if self.a.threads_given:
+            return self.a.threads
+        return min(clients, os.cpu_count() or 1)
 
     def mount_opts(self, c):
         opts = dict(self.common)
@@ -719,10 +780,17 @@ class Comparison:
                           "-v", "ON_ERROR_STOP=1", "-c", SOURCES[self.a.source]],
                          "%s: %s" % (c.name, self.a.source), timeout=TIMEOUT_STEP)
         before = self.snapshot(c)
+        args = ["-N", "-M", "prepared", "-c", str(c.clients),
+                "-j", str(self.threads(c.clients)), "-T", str(self.a.duration)]
+        prefix = os.path.join(self.scratch, "txlog-%s-%d" % (c.name, it))
+        if self.a.latency:
+            args += ["-l", "--log-prefix", prefix]
+        sampler = DaemonSampler(c.daemon.pid if c.foliofs else None)
         start = now_ms()
-        out = self.pgbench(c, ["-N", "-M", "prepared", "-c", str(self.a.clients),
-                               "-j", str(self.a.threads), "-T", str(self.a.duration)],
-                           "pgbench -N", "pgbench-%s-%d.log" % (c.name, it))
+        try:
+            out = self.pgbench(c, args, "pgbench -N", "pgbench-%s-%d.log" % (c.name, it))
+        finally:
+            sampler.stop()
         end = now_ms()
         after_run = self.snapshot(c)
         if stop:
@@ -733,7 +801,11 @@ class Comparison:
         row = {"config": c.name, "iteration": it, "position": position,
                "start_unix_ms": start, "end_unix_ms": end,
                "stop_end_unix_ms": stop_end}
-        row.update(parse_pgbench(out, c.name))
+        row.update(parse_pgbench(out, c.name, self.a.count_failed))
+        row["clients"] = c.clients
+        if self.a.latency:
+            row.update(latency_percentiles(prefix, c.name))
+        row.update(sampler.peaks())
         row["transport"] = self.transport(c, before, after_run)
         # The share of the cache in 2 MiB folios after the run.
         row["share_2m"] = (after_run.get("folios_2048k", 0) * 2 * MIB
@@ -749,10 +821,14 @@ class Comparison:
             row["run_" + k] = run
             row["total_" + k] = tot
         self.iterations.append(row)
-        log("%s: iteration %d: %.1f tps%s" % (
-            c.name, it, row["tps"], "" if not c.foliofs else
-            ", %d pauses (%.1f s)" % (row["run_throttle_events"],
-                                      row["run_throttle_ms"] / 1000)))
+        log("%s: iteration %d: %.1f tps, %d failed%s%s" % (
+            c.name, it, row["tps"], row["failed"],
+            ", p99 %.1f ms" % row["lat_p99_ms"] if self.a.latency else "",
+            "" if not c.foliofs else
+            ", %d pauses (%.1f s); daemon: %d threads, %d fds, %.0f MiB" % (
+                row["run_throttle_events"], row["run_throttle_ms"] / 1000,
+                row["daemon_threads"], row["daemon_fds"],
+                row["daemon_rss_kib"] / 1024)))
 
     @staticmethod
     def transport(c, before, after):
@@ -857,7 +933,78 @@ class Comparison:
             shutil.rmtree(self.scratch, ignore_errors=True)
 
 
-def parse_pgbench(out, name):
+class DaemonSampler:
+    """The largest thread count, descriptor count and resident memory of
+    process PID (None: nothing), read from /proc once a second until
+    stop(), on a thread of its own."""
+
+    FIELDS = ("daemon_threads", "daemon_fds", "daemon_rss_kib")
+
+    def __init__(self, pid):
+        self.pid = pid
+        self.max = dict.fromkeys(self.FIELDS, 0)
+        self.done = threading.Event()
+        self.thread = None
+        if pid is not None:
+            self.sample()
+            self.thread = threading.Thread(target=self.loop, daemon=True)
+            self.thread.start()
+
+    def sample(self):
+        try:
+            with open("/proc/%d/status" % self.pid) as f:
+                status = dict(line.split(":", 1) for line in f if ":" in line)
+            fds = len(os.listdir("/proc/%d/fd" % self.pid))
+        except OSError:
+            return      # exited: check_daemon() says so
+        now = {"daemon_threads": int(status["Threads"]),
+               "daemon_fds": fds,
+               "daemon_rss_kib": int(status["VmRSS"].split()[0])}
+        for k, v in now.items():
+            self.max[k] = max(self.max[k], v)
+
+    def loop(self):
+        while not self.done.wait(1.0):
+            self.sample()
+
+    def stop(self):
+        self.done.set()
+        if self.thread is not None:
+            self.thread.join()
+            self.sample()
+
+    def peaks(self):
+        return dict(self.max) if self.pid is not None else dict.fromkeys(self.FIELDS, "")
+
+
+LATENCY_PERCENTILES = (("lat_p50_ms", 50), ("lat_p90_ms", 90), ("lat_p99_ms", 99),
+                       ("lat_p999_ms", 99.9))
+
+
+def latency_percentiles(prefix, name):
+    """Percentiles and maximum of the latencies in pgbench's per-transaction
+    logs PREFIX.* (the third field, in microseconds; a failed transaction
+    has a word there and is left out), which are deleted."""
+    lat = []
+    files = glob.glob(glob.escape(prefix) + ".*")
+    for path in files:
+        with open(path) as f:
+            for line in f:
+                fields = line.split()
+                if len(fields) > 2 and fields[2].isdigit():
+                    lat.append(int(fields[2]))
+        os.unlink(path)
+    if not lat:
+        raise Failure("%s: pgbench's transaction log (%s.*) holds no transaction"
+                      % (name, prefix))
+    lat.sort()
+    row = {k: lat[min(len(lat) - 1, int(len(lat) * q / 100))] / 1000
+           for k, q in LATENCY_PERCENTILES}
+    row["lat_max_ms"] = lat[-1] / 1000
+    return row
+
+
+def parse_pgbench(out, name, count_failed=False):
     def grab(pattern, conv=float):
         m = re.search(pattern, out, re.M)
         if not m:
@@ -869,7 +1016,7 @@ def parse_pgbench(out, name):
                                 r" (\d+)", int),
            "failed": grab(r"^number of failed transactions: (\d+)", int),
            "latency_avg_ms": grab(r"^latency average = ([0-9.]+) ms")}
-    if row["failed"]:
+    if row["failed"] and not count_failed:
         raise Failure("%s: pgbench: %d failed transactions" % (name, row["failed"]))
     return row
 
@@ -1058,6 +1205,39 @@ def tps_table(cmp, summ):
                     + (["x native"] if base else []), rows)
 
 
+def clients_table(cmp):
+    """Per configuration: its clients, tps against the first
+    configuration's, failed transactions, latency (the median over the
+    iterations of each percentile, the largest maximum) and the daemon's
+    peak threads, descriptors and resident memory over the runs."""
+    base = None
+    rows = []
+    for c in cmp.configs:
+        its = [r for r in cmp.iterations if r["config"] == c.name]
+        tps = statistics.mean(r["tps"] for r in its)
+        base = tps if base is None else base
+        row = [c.name, str(c.clients), fmt_tps(tps),
+               fmt_num("%.2f", tps / base if base else None),
+               str(sum(r["failed"] for r in its)),
+               "%.1f" % statistics.mean(r["latency_avg_ms"] for r in its)]
+        if cmp.a.latency:
+            row += ["%.1f" % statistics.median(r[k] for r in its)
+                    for k, _ in LATENCY_PERCENTILES]
+            row.append("%.0f" % max(r["lat_max_ms"] for r in its))
+        if c.foliofs:
+            row += ["%d" % max(r["daemon_threads"] for r in its),
+                    "%d" % max(r["daemon_fds"] for r in its),
+                    "%.0f MiB" % (max(r["daemon_rss_kib"] for r in its) / 1024)]
+        else:
+            row += ["", "", ""]
+        rows.append(row)
+    return md_table(["configuration", "clients", "avg tps", "x " + cmp.configs[0].name,
+                     "failed", "latency avg ms"]
+                    + (["p50 ms", "p90 ms", "p99 ms", "p99.9 ms", "max ms"]
+                       if cmp.a.latency else [])
+                    + ["daemon threads", "daemon fds", "daemon RSS"], rows)
+
+
 def dirty_table(summ):
     rows = []
     for s in summ:
@@ -1148,6 +1328,17 @@ def write_report(cmp, settings, summ, path):
         "## Throughput (pgbench tps)", "",
         tps_table(cmp, summ), "",
         *comparisons(summ), "",
+        "## Clients, latency and the daemon", "",
+        clients_table(cmp), "",
+        "- failed: pgbench's failed transactions, summed over the iterations;"
+        " latency avg: the mean of pgbench's per-run averages%s; daemon"
+        " threads, fds, RSS: the largest thread count, open descriptors and"
+        " resident memory of the foliofs process in samples taken every"
+        " second of every run." % (
+            "; p50 .. p99.9: each run's percentile from its per-transaction log"
+            " (failed transactions left out), the median over the iterations;"
+            " max: the longest transaction of all runs" if cmp.a.latency else ""),
+        "",
         "CV: sample standard deviation over the mean of the iterations.",
         "`pgbench -i -s %d` and the stop after it (once, not in the table):"
         " %s." % (cmp.a.scale, load_times(cmp)),
@@ -1216,8 +1407,8 @@ def plot(cmp, samples, summ, outdir):
     import matplotlib.pyplot as plt
 
     fcs = [c for c in cmp.configs if c.foliofs]
-    title = "pgbench -N -M prepared -c %d -j %d -T %d, scale %d" % (
-        cmp.a.clients, cmp.a.threads, cmp.a.duration, cmp.a.scale)
+    title = "pgbench -N -M prepared -c %s -T %d, scale %d" % (
+        ",".join(map(str, cmp.a.clients)), cmp.a.duration, cmp.a.scale)
 
     fig, ax = plt.subplots(figsize=(9, 4.5))
     for s in summ:
@@ -1315,9 +1506,12 @@ def report(cmp, settings):
     samples, keys = read_samples(cmp)
     write_csv(os.path.join(cmp.out, "samples.csv"),
               ["config", "iteration", "phase"] + keys, samples)
-    header = ["config", "iteration", "position", "start_unix_ms", "end_unix_ms",
-              "stop_end_unix_ms", "tps", "transactions", "failed",
+    header = ["config", "clients", "iteration", "position", "start_unix_ms",
+              "end_unix_ms", "stop_end_unix_ms", "tps", "transactions", "failed",
               "latency_avg_ms"]
+    if cmp.a.latency:
+        header += [k for k, _ in LATENCY_PERCENTILES] + ["lat_max_ms"]
+    header += list(DaemonSampler.FIELDS)
     header += ["run_" + k for k in COUNTERS] + ["total_" + k for k in COUNTERS]
     header += ["share_2m", "cached_folios", "transport"]
     write_csv(os.path.join(cmp.out, "iterations.csv"), header, cmp.iterations)
@@ -1328,6 +1522,8 @@ def report(cmp, settings):
     print(tps_table(cmp, summ))
     print()
     print("\n".join(comparisons(summ)))
+    print()
+    print(clients_table(cmp))
     print()
     print(dirty_table(summ))
     print()
@@ -1345,6 +1541,20 @@ def prepare_output(path):
         raise Failure("-O %s: %s" % (path, e))
 
 
+def common_options(a):
+    """The foliofs options of every configuration: the script's defaults
+    (COMMON_OPTS; none with --default-mount), each replaced by a --preset's
+    value of the same option, then by -o's; order kept, new options added
+    at the end."""
+    common = {} if a.default_mount else parse_opts(COMMON_OPTS)
+    common.update(parse_opts(a.preset_common))
+    for k, v in parse_opts(a.common).items():
+        if k in RESERVED_OPTS:
+            raise Failure("-o %s: %s is set by the script" % (a.common, k))
+        common[k] = v
+    return common
+
+
 def main(argv):
     a = parse_args(argv)
     # Checked now, used at the end: a missing package must not cost a run.
@@ -1360,16 +1570,18 @@ def main(argv):
         raise Failure("foliofs binary %s not found (set FOLIOFS or build it)"
                       % foliofs)
     fhelp = FoliofsHelp(foliofs)
-    configs = [parse_config(s, fhelp) for s in (a.config or DEFAULT_CONFIGS)]
+    configs = []
+    for base in (parse_config(s, fhelp) for s in (a.config or DEFAULT_CONFIGS)):
+        for n in a.clients:
+            c = base if len(a.clients) == 1 else \
+                Config("%s-c%d" % (base.name, n), base.opts, base.peer)
+            c.clients = n
+            configs.append(c)
     names = [c.name for c in configs]
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:
         raise Failure("--config: the name %s is used twice (give NAME=)" % dup[0])
-    common = parse_opts(COMMON_OPTS)
-    for k, v in parse_opts(a.common).items():
-        if k in RESERVED_OPTS:
-            raise Failure("-o %s: %s is set by the script" % (a.common, k))
-        common[k] = v
+    common = common_options(a)
     pgbin = find_pgbin()
     if not os.access(FUSERMOUNT, os.X_OK):
         raise Failure("fusermount3 not found (apt-get install fuse3)")

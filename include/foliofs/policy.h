@@ -178,6 +178,14 @@ struct wb_throttle_policy {
 };
 
 /* Helpers the policies share. */
+
+/*
+ * A 128-bit integer for the control line's intermediate products.  GCC
+ * and clang have it but ISO C does not: __extension__ keeps a library
+ * built with -Wpedantic free of warnings from this header.
+ */
+__extension__ typedef __int128 wb_int128;
+
 /* (thresh + bg_thresh) / 2 */
 static inline uint64_t wb_freerun_ceiling(uint64_t thresh, uint64_t bg_thresh)
 {
@@ -195,20 +203,20 @@ static inline uint64_t wb_pos_ratio_polynom(uint64_t setpoint, uint64_t dirty, u
 {
 	int64_t span = (int64_t)(limit > setpoint ? limit - setpoint : 0) | 1;
 	/* x = (setpoint - dirty) / (limit - setpoint), fixed point */
-	__int128 x = ((__int128)setpoint - (__int128)dirty) * (__int128)WB_RATIO_ONE / span;
-	__int128 r;
+	wb_int128 x = ((wb_int128)setpoint - (wb_int128)dirty) * (wb_int128)WB_RATIO_ONE / span;
+	wb_int128 r;
 
 	/* Far below the setpoint x^3 would overflow; the result is clamped to 2 anyway. */
-	if (x > (__int128)(4 * WB_RATIO_ONE))
+	if (x > (wb_int128)(4 * WB_RATIO_ONE))
 		return 2 * WB_RATIO_ONE;
-	if (x < -(__int128)(4 * WB_RATIO_ONE))
+	if (x < -(wb_int128)(4 * WB_RATIO_ONE))
 		return 0;
 	r = x * x >> WB_RATIO_SHIFT;
 	r = r * x >> WB_RATIO_SHIFT;
 	r += WB_RATIO_ONE;
 	if (r < 0)
 		return 0;
-	if (r > (__int128)(2 * WB_RATIO_ONE))
+	if (r > (wb_int128)(2 * WB_RATIO_ONE))
 		return 2 * WB_RATIO_ONE;
 	return (uint64_t)r;
 }

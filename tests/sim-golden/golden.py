@@ -10,9 +10,10 @@ from a mount, see record-pgbench.py).  The expected output of case NAME is
 expected/NAME.out: the replay's stdout (the stats and the summary) and,
 for the cases with a stats log, the log after a `--- stats log` line.
 
-Every case runs with readahead_kb=0: readahead (blockstate/readahead.c,
-ra_decide.c) changes on its own schedule, and what these outputs guard is
-the writeback engine, not readahead's decisions.
+Every case runs with readahead_kb=0 and folio_policy=fixed: readahead
+(blockstate/readahead.c, ra_decide.c) and the kernel's folio sizing (the
+default) change on their own schedule, and what these outputs guard is the
+writeback engine, not readahead's or the sizing's decisions.
 
 Regenerate the expected outputs after a change that is meant to move them
 (a new stat, a new trace format) with
@@ -46,7 +47,7 @@ RECOPTS = 'cache_size=16M,folio_size=64K,flushers=1'
 READS = 'op=read,writers=2,file_size=64M,io=64K,ops=1000,seed=5'
 READSEQ = 'op=read,pattern=seq,file_size=16M,io=128K,ops=256,seed=6'
 
-RA = 'readahead_kb=0'
+RA = 'readahead_kb=0,folio_policy=fixed'
 
 # (name, trace, options, with a stats log)
 CASES = [

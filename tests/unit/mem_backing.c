@@ -165,10 +165,28 @@ out_unlock:
 	return err;
 }
 
+bool mem_backing_folio_alloc_fails(void *ctx, off_t off, size_t len)
+{
+	struct mem_backing *mb = ctx;
+	bool fails;
+
+	(void)off;
+	(void)len;
+	pthread_mutex_lock(&mb->lock);
+	fails = mb->fail_folio_allocs != 0;
+	if (mb->fail_folio_allocs > 0)
+		mb->fail_folio_allocs--;
+	if (fails)
+		mb->folio_allocs_failed++;
+	pthread_mutex_unlock(&mb->lock);
+	return fails;
+}
+
 const struct bs_backing_ops mem_backing_ops = {
 	.read = mem_backing_read,
 	.truncate = mem_backing_truncate,
 	.fallocate = mem_backing_fallocate,
+	.folio_alloc_fails = mem_backing_folio_alloc_fails,
 };
 
 struct bs_ra *mem_thread_ra(void)

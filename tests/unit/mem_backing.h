@@ -41,6 +41,12 @@ struct mem_backing {
 	int fail_reads;			/* fail the next N reads with -EIO */
 	int fail_truncate;		/* fail the next truncate with this -errno */
 	int fail_fallocate;		/* fail the next fallocate with this -errno */
+	/*
+	 * Readahead's folios above the smallest that cannot be had (the
+	 * folio_alloc_fails op): the next N asked for; -1: every one.
+	 */
+	int fail_folio_allocs;
+	uint64_t folio_allocs_failed;	/* how many it failed */
 };
 
 /* The ops; the bs_file's ops argument is the struct mem_backing. */
@@ -59,6 +65,7 @@ void mem_backing_write(struct mem_backing *mb, const void *buf, size_t len, off_
 ssize_t mem_backing_read(void *ctx, void *buf, size_t len, off_t off);
 int mem_backing_truncate(void *ctx, off_t size);
 int mem_backing_fallocate(void *ctx, int mode, off_t off, off_t len);
+bool mem_backing_folio_alloc_fails(void *ctx, off_t off, size_t len);
 
 /*
  * The readahead state (struct bs_ra) this thread reads through, made on

@@ -219,9 +219,9 @@ void wb_file_discard(struct wb_file *wbf)
 	close(wbf->fd);
 }
 
-void wb_file_fix_stat(struct wb_file *wbf, struct stat *st)
+void wb_file_attr_sample(struct wb_file *wbf, struct wb_file_attr *attr)
 {
-	(void)st;
+	memset(attr, 0, sizeof(*attr));
 	check_live(wbf);
 }
 

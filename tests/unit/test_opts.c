@@ -60,12 +60,12 @@ static void test_uint_double(void)
 	T_CHECK(wb_parse_uint("n", "11", 0, 10, &u, err, sizeof(err)) == -EINVAL && u == 10);
 	T_CHECK(wb_parse_uint("n", " 1", 0, 10, &u, err, sizeof(err)) == -EINVAL);
 	T_CHECK(wb_parse_uint("n", "1k", 0, 10000, &u, err, sizeof(err)) == -EINVAL);
-	T_CHECK(ffs_parse_double("t", "0.5", 0, 10, &d, err) == 0 && d == 0.5);
-	T_CHECK(ffs_parse_double("t", "-1", 0, 10, &d, err) == -EINVAL && d == 0.5);
-	T_CHECK(ffs_parse_double("t", "nan", 0, 10, &d, err) == -EINVAL);
-	T_CHECK(ffs_parse_double("t", "1e999", 0, 10, &d, err) == -EINVAL);
-	T_CHECK(ffs_parse_double("t", "", 0, 10, &d, err) == -EINVAL);
-	T_CHECK(ffs_parse_double("t", "2s", 0, 10, &d, err) == -EINVAL);
+	T_CHECK(wb_parse_double("t", "0.5", 0, 10, &d, err, sizeof(err)) == 0 && d == 0.5);
+	T_CHECK(wb_parse_double("t", "-1", 0, 10, &d, err, sizeof(err)) == -EINVAL && d == 0.5);
+	T_CHECK(wb_parse_double("t", "nan", 0, 10, &d, err, sizeof(err)) == -EINVAL);
+	T_CHECK(wb_parse_double("t", "1e999", 0, 10, &d, err, sizeof(err)) == -EINVAL);
+	T_CHECK(wb_parse_double("t", "", 0, 10, &d, err, sizeof(err)) == -EINVAL);
+	T_CHECK(wb_parse_double("t", "2s", 0, 10, &d, err, sizeof(err)) == -EINVAL);
 }
 
 static int parse(struct ffs_config *cfg, char *err, int argc, const char **argv)
@@ -160,6 +160,9 @@ static void test_throttle_opts(void)
 	T_CHECK(cfg.wb.throttle == NULL);
 	T_CHECK(cfg.wb.stats_log == NULL);
 	T_CHECK(cfg.wb.stats_interval_ms == 1000);
+	/* The default mount sizes folios and reads ahead as this machine's kernel does. */
+	T_CHECK(!strcmp(cfg.bs.size->name, "kernel"));
+	T_CHECK(cfg.bs.ra_model == BS_RA_6_17 && cfg.bs.readahead_kb == 2048);
 	ffs_config_free(&cfg);
 
 	const char *ok_opts = "dirty_ratio=35,dirty_pinned_ratio=5,throttle=strictlimit,"
@@ -263,7 +266,8 @@ static void test_policy_params(void)
 	check_bad("dirty_account=pinned,account.share=1e3", "account.share=1e3");
 	check_bad("dirty_account=pinned,account.sharp=1", "account.sharp: not a parameter of dirty_account=pinned (it has: share)");
 	check_bad("account.share=1", "account.share: not a parameter of dirty_account=page (it has none)");
-	check_bad("size.order=3", "size.order: not a parameter of folio_policy=fixed (it has none)");
+	check_bad("size.order=3", "size.order: not a parameter of folio_policy=kernel (it has none)");
+	check_bad("folio_policy=fixed,size.order=3", "size.order: not a parameter of folio_policy=fixed (it has none)");
 	check_bad("account.share", "account.share: not account.NAME=VALUE");
 	check_bad("dirty_account=pinnedx,account.share=1", "dirty_account=pinnedx: unknown policy");
 	check_bad("load=/nonexistent/p.so", "load=/nonexistent/p.so: No such file or directory");

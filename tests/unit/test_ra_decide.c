@@ -54,7 +54,7 @@ static uint64_t prev_miss(void *ctx, uint64_t index, uint64_t max)
 	}
 }
 
-static const struct bs_ra_view view = { next_miss, prev_miss, NULL };
+static const struct bs_ra_view view = { next_miss, prev_miss, NULL, PAGES };
 
 /* 2 MiB window and largest folio, 4 KiB smallest: the mount's defaults. */
 static const struct bs_ra_limits lim = { .max_pages = 512, .min_order = 0, .max_order = 9 };
@@ -348,8 +348,9 @@ static void test_async_other(void)
  * A fresh open whose first read meets a marked folio at page 0 (a folio
  * holding another open's mark there): expected is 0, so the window is
  * pushed by its size, 0, and stays empty; nothing is read.  6.17 still
- * adds 2 to the order (ilog2(0) caps nothing in the kernel), 6.16 goes
- * page by page over no pages.
+ * adds 2 to the order (ilog2(0) caps nothing in the kernel); 6.16 falls
+ * back (size < 4), and page_cache_ra_order()'s fallback calls
+ * do_page_cache_ra() only while ra->size > index - start: not at all.
  */
 static void test_async_empty(void)
 {
@@ -363,7 +364,7 @@ static void test_async_empty(void)
 	CHECK_STATE(&ra, 0, 0, 0, 2);
 	ra = fresh();
 	rd = bs_ra_async(BS_RA_6_16, &ra, 0, 9, 2, &lim, &view);
-	CHECK_READ(rd, BS_RA_UNBOUNDED, 0, 0, 0, 0);
+	T_CHECK(rd.kind == BS_RA_NONE);
 }
 
 /* Small windows and caches without large folios. */
@@ -389,6 +390,198 @@ static void test_fallbacks(void)
 	rd = bs_ra_sync(BS_RA_6_17, &ra, 1, 2, &flat, &view);
 	CHECK_READ(rd, BS_RA_UNBOUNDED, 1, 8, 3, 0);
 	T_CHECK(ra.order == 0);
+}
+
+/* The view of a file of @end_page pages, the cache as held[] says. */
+static struct bs_ra_view view_eof(uint64_t end_page)
+{
+	return (struct bs_ra_view){ next_miss, prev_miss, NULL, end_page };
+}
+
+/*
+ * do_page_cache_ra() cuts its count at the page holding the last byte
+ * before page_cache_ra_unbounded() places the mark lookahead pages before
+ * the count's end: near EOF the mark moves down, or goes (lookahead more
+ * than the count).  page_cache_ra_order() cuts only its folios at EOF
+ * (limit), its mark stays at start + size - async_size.
+ */
+static void test_eof_mark(void)
+{
+	static const struct bs_ra_limits small = { .max_pages = 2, .min_order = 0, .max_order = 9 };
+	static const struct bs_ra_limits flat = { .max_pages = 512, .min_order = 0, .max_order = 0 };
+	struct bs_ra_view v;
+	struct bs_ra_state ra;
+	struct bs_ra_read rd;
+
+	cache_clear();
+	/* 6.16, a window of 2 < 4 pages: do_page_cache_ra(2, 1).  File of one page: 1 page, mark 0 + 1 - 1. */
+	v = view_eof(1);
+	ra = fresh();
+	rd = bs_ra_sync(BS_RA_6_16, &ra, 0, 1, &small, &v);
+	CHECK_READ(rd, BS_RA_UNBOUNDED, 0, 1, 0, 0);
+	CHECK_STATE(&ra, 0, 2, 1, 0);		/* the state keeps the window */
+
+	/* No large folios (6.17): window [1, 9), 6 ahead, mark 3 in a long file. */
+	for (uint64_t end_page = 5; end_page <= 9; end_page += 2) {
+		v = view_eof(end_page);
+		ra = fresh();
+		ra.prev_pos = 0;
+		rd = bs_ra_sync(BS_RA_6_17, &ra, 1, 2, &flat, &v);
+		if (end_page == 5)	/* pages 1-4: 4 pages, 6 ahead > 4: no mark */
+			CHECK_READ(rd, BS_RA_UNBOUNDED, 1, 4, UINT64_MAX, 0);
+		else if (end_page == 7)	/* 6 pages, mark 1 + 6 - 6 */
+			CHECK_READ(rd, BS_RA_UNBOUNDED, 1, 6, 1, 0);
+		else			/* the whole window: mark 1 + 8 - 6 */
+			CHECK_READ(rd, BS_RA_UNBOUNDED, 1, 8, 3, 0);
+	}
+	/* A window starting at or past EOF reads nothing (do_page_cache_ra()'s index > end_index). */
+	v = view_eof(1);
+	ra = fresh();
+	ra.prev_pos = 0;
+	rd = bs_ra_sync(BS_RA_6_17, &ra, 1, 2, &flat, &v);
+	T_CHECK(rd.kind == BS_RA_NONE);
+
+	/* Large folios: page_cache_ra_order() keeps start + size - async_size, EOF or not. */
+	v = view_eof(3);
+	ra = fresh();
+	rd = bs_ra_sync(BS_RA_6_17, &ra, 0, 2, &lim, &v);
+	CHECK_READ(rd, BS_RA_ORDER, 0, 8, 2, 0);
+	T_CHECK(rd.lookahead == 6);
+}
+
+/*
+ * page_cache_ra_order()'s loop stopped at page @stop (filemap_add_folio()
+ * found a folio in the new one's range, or the allocation failed): it
+ * then calls do_page_cache_ra(ractl, ra->size - (index - start),
+ * ra->async_size) from there, if ra->size > index - start, in folios of
+ * the smallest order.  The mark: lookahead pages before the end of that
+ * count (cut at EOF), rounded up to the smallest folio; none when the
+ * lookahead is more than the count (the mark page was passed already).
+ */
+static void test_rest(void)
+{
+	static const struct bs_ra_limits big_min = { .max_pages = 512, .min_order = 2, .max_order = 9 };
+	/* The async window of 2 MiB a stream from page 0 reaches at page 1024. */
+	const struct bs_ra_read win = { .kind = BS_RA_ORDER, .start = 1024, .nr = 512,
+					.mark = 1024, .lookahead = 512, .order = 9 };
+	/* A sync window of 64 pages from 100, 62 ahead: mark 102. */
+	const struct bs_ra_read sync = { .kind = BS_RA_ORDER, .start = 100, .nr = 64,
+					 .mark = 102, .lookahead = 62, .order = 0 };
+	struct bs_ra_read rd;
+
+	/*
+	 * The issue's case: a 4 KiB folio at page 1324 is in the range of
+	 * the window's first folio (2 MiB at 1024), so the loop stops at
+	 * once and all 512 pages go page by page; the mark on page 1024.
+	 */
+	rd = bs_ra_rest(&win, 1024, &lim, 16384);
+	CHECK_READ(rd, BS_RA_UNBOUNDED, 1024, 512, 1024, 0);
+	/* Stopped after a 1 MiB folio: 256 pages left, 512 ahead: no mark. */
+	rd = bs_ra_rest(&win, 1280, &lim, 16384);
+	CHECK_READ(rd, BS_RA_UNBOUNDED, 1280, 256, UINT64_MAX, 0);
+	/* ... and EOF at 1400: 120 pages. */
+	rd = bs_ra_rest(&win, 1280, &lim, 1400);
+	CHECK_READ(rd, BS_RA_UNBOUNDED, 1280, 120, UINT64_MAX, 0);
+	/* Stopped at the window's end or past it: nothing left. */
+	T_CHECK(bs_ra_rest(&win, 1536, &lim, 16384).kind == BS_RA_NONE);
+	T_CHECK(bs_ra_rest(&win, 2000, &lim, 16384).kind == BS_RA_NONE);
+
+	/* The sync window stopped at its start: the same mark, 102. */
+	rd = bs_ra_rest(&sync, 100, &lim, 16384);
+	CHECK_READ(rd, BS_RA_UNBOUNDED, 100, 64, 102, 0);
+	/* Stopped at 102, the mark page: 62 left, 62 ahead: mark 102. */
+	rd = bs_ra_rest(&sync, 102, &lim, 16384);
+	CHECK_READ(rd, BS_RA_UNBOUNDED, 102, 62, 102, 0);
+	/* Stopped at 104: 60 left, 62 ahead: the mark page is behind, none. */
+	rd = bs_ra_rest(&sync, 104, &lim, 16384);
+	CHECK_READ(rd, BS_RA_UNBOUNDED, 104, 60, UINT64_MAX, 0);
+	/* EOF at page 140: from 100, 40 pages; 62 > 40: the mark goes. */
+	rd = bs_ra_rest(&sync, 100, &lim, 140);
+	CHECK_READ(rd, BS_RA_UNBOUNDED, 100, 40, UINT64_MAX, 0);
+	/* EOF at 164 (the window's end): kept. */
+	rd = bs_ra_rest(&sync, 100, &lim, 164);
+	CHECK_READ(rd, BS_RA_UNBOUNDED, 100, 64, 102, 0);
+
+	/*
+	 * Smallest folio of 4 pages: window [0, 64), 30 ahead, stopped at
+	 * 16: 48 left, mark 16 + 48 - 30 = 34 rounded up to 36.
+	 */
+	{
+		const struct bs_ra_read w = { .kind = BS_RA_ORDER, .start = 0, .nr = 64,
+					      .mark = 34, .lookahead = 30, .order = 4 };
+
+		rd = bs_ra_rest(&w, 16, &big_min, 16384);
+		CHECK_READ(rd, BS_RA_UNBOUNDED, 16, 48, 36, 2);
+		/* EOF at 50: 34 pages from 16, mark 16 + 34 - 30 = 20. */
+		rd = bs_ra_rest(&w, 16, &big_min, 50);
+		CHECK_READ(rd, BS_RA_UNBOUNDED, 16, 34, 20, 2);
+	}
+}
+
+/*
+ * Large folios are the mapping's when mapping_max_folio_order() > 0
+ * (mapping_large_folio_support()), even when its smallest folio is as
+ * large as its largest (a 16 KiB block size and folio_size): then
+ * page_cache_ra_order() still runs, folios of the smallest order, its
+ * mark rounded down to the folio, and 6.17 stores that order.
+ */
+static void test_large_test(void)
+{
+	static const struct bs_ra_limits same = { .max_pages = 512, .min_order = 2, .max_order = 2 };
+
+	for (unsigned int model = 0; model < BS_NR_RA_MODELS; model++) {
+		struct bs_ra_state ra = fresh();
+		struct bs_ra_read rd;
+
+		cache_clear();
+		/* Window 8, 6 ahead; order 0 (6.16: + 2), capped to 2, at least the smallest, 2. */
+		rd = bs_ra_sync(model, &ra, 0, 2, &same, &view);
+		CHECK_READ(rd, BS_RA_ORDER, 0, 8, 2, 2);
+		CHECK_STATE(&ra, 0, 8, 6, model == BS_RA_6_16 ? 0 : 2);
+	}
+}
+
+/*
+ * 6.17's trim of an async window's end: align = 1 << min(ra->order,
+ * ffs(max_pages) - 1), with max_pages the largest window, not the
+ * largest folio: a readahead_kb that is not a power of two aligns less,
+ * one above folio_size more, than the folio order would.
+ */
+static void test_async_trim(void)
+{
+	/* 192 KiB: 48 pages, ffs(48) - 1 = 4; folios to 2 MiB. */
+	static const struct bs_ra_limits odd = { .max_pages = 48, .min_order = 0, .max_order = 9 };
+	/* 2 MiB windows, folios to 64 KiB (order 4); ffs(512) - 1 = 9. */
+	static const struct bs_ra_limits small_folio = { .max_pages = 512, .min_order = 0,
+							  .max_order = 4 };
+	struct bs_ra_state ra;
+	struct bs_ra_read rd;
+
+	cache_clear();
+	T_CHECK(bs_ra_init_size(3, 48) == 8);	/* 4 <= 48 / 4: x2 */
+	T_CHECK(bs_ra_next_size(30, 48) == 48);	/* 30 > 48 / 2 */
+
+	/*
+	 * Own mark at 100 (a 4-page folio); window [100, 124), order 4.
+	 * Next: start 124, size next(24) = 48, order 6, align 1 << min(6, 4)
+	 * = 16: end 172 -> 160, size 36; order min(6, ilog2(36) = 5) = 5.
+	 */
+	ra = (struct bs_ra_state){ .start = 100, .size = 24, .async_size = 24, .order = 4,
+				   .prev_pos = -1 };
+	rd = bs_ra_async(BS_RA_6_17, &ra, 100, 2, 2, &odd, &view);
+	CHECK_READ(rd, BS_RA_ORDER, 124, 36, 124, 5);
+	CHECK_STATE(&ra, 124, 36, 36, 5);
+
+	/*
+	 * Own mark at 1000 (an 8-page folio); window [1000, 1064), order 4.
+	 * Next: start 1064, size 128, order 6, align 1 << min(6, 9) = 64: end
+	 * 1192 -> 1152, size 88; order capped to the largest folio, 4.
+	 */
+	ra = (struct bs_ra_state){ .start = 1000, .size = 64, .async_size = 64, .order = 4,
+				   .prev_pos = -1 };
+	rd = bs_ra_async(BS_RA_6_17, &ra, 1000, 3, 2, &small_folio, &view);
+	CHECK_READ(rd, BS_RA_ORDER, 1064, 88, 1064, 4);
+	CHECK_STATE(&ra, 1064, 88, 88, 4);
 }
 
 /* Model names: 6.18 and later are 6.17+; nothing else is taken. */
@@ -422,6 +615,10 @@ int main(void)
 	test_async_other();
 	test_async_empty();
 	test_fallbacks();
+	test_eof_mark();
+	test_rest();
+	test_large_test();
+	test_async_trim();
 	printf("readahead decisions: 6.16 and 6.17+ as mm/readahead.c computes them\n");
 	return T_EXIT_PASS;
 }

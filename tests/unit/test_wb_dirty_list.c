@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
- * The dirty list (wb_ctx.dirty, flush.c): the files the flushers and
+ * The dirty list (wb_ctx.dirty, files.c): the files the flushers and
  * reclaim walk.  Its invariants, after every step:
  *   - a file with dirty data (its age set, or held blocks) or with
  *     written-but-unsynced blocks is on it;
@@ -32,9 +32,10 @@ static struct wb_file *files[NR_FILES];
 static bool on_list(struct wb_file *f)
 {
 	bool found = false;
+	struct wb_file *g;
 
 	pthread_mutex_lock(&ctx->files_lock);
-	for (struct wb_file *g = ctx->dirty; g; g = g->dirty_next)
+	list_for_each_entry(g, &ctx->dirty, dirty_link)
 		found |= g == f;
 	pthread_mutex_unlock(&ctx->files_lock);
 	return found;
@@ -50,15 +51,17 @@ static bool must_be_on(struct wb_file *f)
 static void check(void)
 {
 	unsigned int n = 0;
+	struct wb_file *g;
 
 	pthread_mutex_lock(&ctx->files_lock);
-	for (struct wb_file *g = ctx->dirty; g; g = g->dirty_next) {
+	list_for_each_entry(g, &ctx->dirty, dirty_link) {
 		T_CHECK(atomic_load(&g->on_dirty));
-		T_CHECK(!g->dirty_next || g->dirty_next->dirty_prev == g);
+		T_CHECK(g->dirty_link.next->prev == &g->dirty_link);
+		T_CHECK(g->dirty_link.prev->next == &g->dirty_link);
 		n++;
 	}
 	T_CHECK(n == ctx->nr_dirty);
-	T_CHECK(!ctx->dirty || !ctx->dirty->dirty_prev);
+	T_CHECK(ctx->dirty.next->prev == &ctx->dirty);
 	pthread_mutex_unlock(&ctx->files_lock);
 	T_CHECK(wb_dirty_check(ctx) == 0);
 	for (int i = 0; i < NR_FILES; i++) {
@@ -195,7 +198,7 @@ static void test_free_discard(void)
 	files[1] = NULL;
 	T_CHECK(wb_file_free(b) == 0);
 	check();
-	T_CHECK(ctx->nr_dirty == 0 && !ctx->dirty);
+	T_CHECK(ctx->nr_dirty == 0 && list_is_empty(&ctx->dirty));
 	files[0] = make_file(0);
 	files[1] = make_file(1);
 	T_CHECK(files[0]->seq > files[3]->seq);	/* new files come last */

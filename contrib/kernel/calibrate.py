@@ -1,0 +1,362 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: GPL-2.0-or-later
+"""calibrate.py: this machine's kernel and foliofs's model on one
+PostgreSQL sizing, and the model's error per column.
+
+One command runs both sides of issue 37's comparison at the same sizing
+(scale, page cache, dirty limits, clients, iterations and their length,
+the large-folio source), each with its throttle traced event by event:
+
+  kernel  contrib/kernel/pg-seed.py: XFS on a direct-I/O loop device, the
+          server in a memory cgroup of the page cache + shared_buffers +
+          64 MiB, vm.dirty_bytes / dirty_background_bytes set for the run;
+          writeback:balance_dirty_pages, bdi_dirty_ratelimit and
+          global_dirty_state from a tracefs instance
+  model   contrib/tools/pgcompare.py --preset seed with one configuration,
+          `model` (ra_model=6.17, dirty_account=folio: what this kernel
+          does; --model-opts adds to it), cache_size the page cache, the
+          same dirty limits; the mount's USDT probes of the same names
+          through bpftrace
+
+and prints, as Markdown (and --json), the error table:
+
+  charged/written, pauses, paused time, median and p90 pause, mean and
+  peak dirty: the model's value over the kernel's (target: within 10%);
+  the 2 MiB share and the share of 5 s samples with dirty above the dirty
+  threshold (vm.dirty_bytes): the difference in points (target: within
+  5); tps and latency are reported, not judged (they measure the FUSE
+  transport, not the model)
+
+then the distribution of every balance_dirty_pages and bdi_dirty_ratelimit
+field (n, median, p90, kernel and model) and their CDFs (cdf.png), both
+over the pgbench runs only.  refcmp.py says how each column is computed.
+
+Usage, as root (the server and the mount run as unprivileged users):
+  contrib/kernel/calibrate.py [--scale 100] [--cache 512M] [--dirty-bytes 64M]
+      [--dirty-background-bytes 32M] [--clients 16] [--iters 8] [--duration 30]
+      [--source seqscan-each] [-O DIR] [--json FILE]
+  contrib/kernel/calibrate.py --tiny           a 1-2 minute run for CI
+  contrib/kernel/calibrate.py --kernel-from DIR ...   reuse DIR's kernel side
+Environment: FOLIOFS (the daemon, default <repo>/build/foliofs; a build
+with probes), PGBIN as pgcompare.py's.  Exit status 0, 1 on failure, 77
+when it cannot run here (the reason on stderr).
+"""
+
+import argparse
+import datetime
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import refcmp
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+PG_SEED = os.path.join(HERE, 'pg-seed.py')
+PGCOMPARE = os.path.join(REPO, 'contrib', 'tools', 'pgcompare.py')
+HEADER = os.path.join(REPO, 'probes', 'foliofs_tp.h')
+# pg-seed.py's --source and pgcompare.py's for the same step.
+SOURCES = {'seqscan-each': 'seqscan', 'vacuum-each': 'vacuum', 'none': 'none'}
+# The server's own memory in the kernel's cgroup, beside the page cache and
+# shared_buffers (issue 27's 704 MiB: 512 + 128 + 64).
+SERVER_MEM = 64 << 20
+TINY = {'scale': 5, 'iters': 2, 'duration': 5, 'clients': 4, 'cache': '64M',
+        'dirty_bytes': '4M', 'dirty_background_bytes': '2M', 'shared_buffers': '16MB'}
+
+
+def log(msg):
+    print('calibrate: %s' % msg, file=sys.stderr, flush=True)
+
+
+class Skip(Exception):
+    pass
+
+
+def parse_size(text):
+    m = re.fullmatch(r'(\d+)([KMGT]?)', text.strip().upper())
+    if not m:
+        raise argparse.ArgumentTypeError('%r: a size (bytes, or with K, M, G, T)' % text)
+    return int(m.group(1)) << {'': 0, 'K': 10, 'M': 20, 'G': 30, 'T': 40}[m.group(2)]
+
+
+def pg_size(text):
+    """PostgreSQL's size syntax (128MB) in bytes."""
+    m = re.fullmatch(r'(\d+)([kMG]?B)', text)
+    if not m:
+        raise argparse.ArgumentTypeError('%r: a PostgreSQL size (16MB, 1GB)' % text)
+    return int(m.group(1)) << {'B': 0, 'kB': 10, 'MB': 20, 'GB': 30}[m.group(2)]
+
+
+def skip_reason(foliofs):
+    if os.geteuid() != 0:
+        return 'needs root (the kernel reference, bpftrace)'
+    if not shutil.which('bpftrace'):
+        return 'bpftrace is missing'
+    if not os.access(foliofs, os.X_OK):
+        return '%s: no foliofs daemon (build it, or set FOLIOFS)' % foliofs
+    notes = subprocess.run(['readelf', '-n', foliofs], stdout=subprocess.PIPE,
+                           stderr=subprocess.DEVNULL, text=True).stdout
+    if 'balance_dirty_pages' not in notes:
+        return '%s was built without USDT probes (-Dprobes)' % foliofs
+    return None
+
+
+LOADS = {}
+
+
+def run_step(cmd, what, log_path):
+    """Run CMD, its output into LOG_PATH; Skip on 77, RuntimeError on failure.
+    The machine's load average is sampled every 10 s meanwhile (LOADS[what]):
+    on a shared machine it moves tps, and the dirtying rate with it."""
+    log('%s: %s' % (what, ' '.join(cmd)))
+    loads = LOADS.setdefault(what, [])
+    with open(log_path, 'w') as out:
+        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out,
+                                stderr=subprocess.STDOUT)
+        while True:
+            with open('/proc/loadavg') as f:
+                loads.append(float(f.read().split()[0]))
+            try:
+                rc = proc.wait(10)
+                break
+            except subprocess.TimeoutExpired:
+                pass
+    with open(log_path, errors='replace') as f:
+        tail = f.read()[-3000:]
+    if rc == 77:
+        raise Skip('%s: %s' % (what, tail.strip().splitlines()[-1] if tail.strip() else '77'))
+    if rc != 0:
+        raise RuntimeError('%s failed (exit %d); its output ends:\n%s' % (what, rc, tail))
+
+
+def kernel_side(a, out):
+    res_path = os.path.join(out, 'kernel.json')
+    ev_path = os.path.join(out, 'kernel-events.jsonl.gz')
+    mem = a.cache + pg_size(a.shared_buffers) + SERVER_MEM
+    run_step(['/usr/bin/python3', PG_SEED, '--scale', str(a.scale), '--iters', str(a.iters),
+              '--duration', str(a.duration), '--clients', str(a.clients), '--mem', str(mem),
+              '--shared-buffers', a.shared_buffers, '--dirty-bytes', str(a.dirty_bytes),
+              '--dirty-background-bytes', str(a.dirty_background_bytes),
+              '--source', a.source, '--fillfactor', str(a.fillfactor), '--fs', a.fs,
+              '--json', res_path, '--md', os.path.join(out, 'kernel.md'),
+              '--events', ev_path], 'the kernel reference', os.path.join(out, 'kernel.log'))
+    return res_path, ev_path
+
+
+def model_side(a, out, foliofs):
+    mdir = os.path.join(out, 'model')
+    common = ('folio_policy=kernel,readahead_kb=2048,cache_size=%d,dirty_bytes=%d,'
+              'dirty_background_bytes=%d' % (a.cache, a.dirty_bytes, a.dirty_background_bytes))
+    config = 'model=ra_model=6.17,dirty_account=folio' + (',' + a.model_opts
+                                                          if a.model_opts else '')
+    work = tempfile.mkdtemp(prefix='calibrate-', dir='/var/tmp')
+    os.chmod(work, 0o755)
+    rec = refcmp.ProbeRecorder(foliofs, HEADER, 'foliofs %s' % foliofs)
+    # pgcompare's iterations are stamped in unix ms; the probes in
+    # CLOCK_MONOTONIC.
+    offset = time.time() - time.monotonic()
+    rec.start()
+    try:
+        run_step(['/usr/bin/python3', PGCOMPARE, '--preset', 'seed', '-s', str(a.scale),
+                  '-r', str(a.iters), '-T', str(a.duration), '-c', str(a.clients),
+                  '-F', str(a.fillfactor), '--source', SOURCES[a.source],
+                  '--pg-conf', 'shared_buffers=' + a.shared_buffers,
+                  '-o', common, '--config', config, '-O', mdir, '-d', work],
+                 'the model', os.path.join(out, 'model.log'))
+    finally:
+        rec.stop()
+        shutil.rmtree(work, ignore_errors=True)
+    if rec.lost:
+        raise RuntimeError('bpftrace lost %d events' % rec.lost)
+    for r in refcmp.read_model_iterations(mdir, 'model'):
+        rec.log.window('run', int(r['iteration']), int(r['start_unix_ms']) / 1000 - offset,
+                       int(r['end_unix_ms']) / 1000 - offset)
+    ev_path = os.path.join(out, 'model-events.jsonl.gz')
+    rec.log.save(ev_path)
+    return mdir, ev_path
+
+
+def report(a, out, kres, klog, mdir, mlog, commit, foliofs):
+    kcols = refcmp.columns_of(refcmp.kernel_rows(kres), refcmp.pauses_of(klog))
+    mcols = refcmp.columns_of(refcmp.model_rows(mdir, 'model'), refcmp.pauses_of(mlog))
+    table, js = refcmp.error_table([('kernel', kcols), ('model', mcols)])
+    logs = [('kernel', klog), ('model', mlog)]
+    plotted = refcmp.cdf_plot(logs, os.path.join(out, 'cdf.png'),
+                              'balance_dirty_pages and bdi_dirty_ratelimit over the runs: %s'
+                              % sizing(a))
+    md = ['# The model against this machine\'s kernel: %s' % sizing(a), '',
+          'Kernel %s (pg-seed.py at %s: XFS on a direct-I/O loop device, memory cgroup '
+          'of the cache + shared_buffers + 64 MiB); model: %s (%s; pgcompare.py, '
+          'configuration `ra_model=6.17,dirty_account=folio%s`; scripts at %s), %s.  The '
+          'machine is shared: tps and latency move with its load.'
+          % (kres['meta']['kernel'], kres['meta'].get('commit', '?'), foliofs,
+             a.label or 'the build named', ',' + a.model_opts if a.model_opts else '', commit,
+             datetime.date.today().isoformat()), '',
+          'Error: model/kernel (within 10%: ok), or model - kernel in points for shares '
+          '(within 5: ok); tps and latency are reported, not judged.', ''] + table
+    for side, what in (('kernel', 'the kernel reference'), ('model', 'the model')):
+        if LOADS.get(what):
+            md += ['', 'Load average of the machine while the %s side ran: median %.1f, '
+                   'range %.1f-%.1f (2 CPUs).' % (side, statistics.median(LOADS[what]),
+                                                 min(LOADS[what]), max(LOADS[what]))]
+    md += ['', 'The throttle event by event, over the pgbench runs (medians and p90; '
+           'pauses taken are those with pause > 0):', ''] + refcmp.dist_table(logs)
+    md += ['', 'Who was checked past the freerun point, and paused, by PostgreSQL role '
+           '(from each writer\'s command line):', ''] + refcmp.roles_table(logs)
+    if plotted:
+        md += ['', '![CDFs](cdf.png)']
+    text = '\n'.join(md) + '\n'
+    result = {'sizing': sizing_json(a), 'commit': commit, 'label': a.label, 'loadavg': LOADS,
+              'foliofs': foliofs, 'kernel': kres['meta']['kernel'],
+              'columns': js, 'distributions': refcmp.dist_json(logs)}
+    return text, result
+
+
+def sizing(a):
+    return ('scale %d, page cache %d MiB, dirty_bytes %d MiB / background %d MiB, %d clients, '
+            '%d x %d s, source %s, fillfactor %d, shared_buffers %s'
+            % (a.scale, a.cache >> 20, a.dirty_bytes >> 20, a.dirty_background_bytes >> 20,
+               a.clients, a.iters, a.duration, a.source, a.fillfactor, a.shared_buffers))
+
+
+def sizing_json(a):
+    return {k: getattr(a, k) for k in ('scale', 'cache', 'dirty_bytes', 'dirty_background_bytes',
+                                       'clients', 'iters', 'duration', 'source', 'fillfactor',
+                                       'shared_buffers', 'fs', 'model_opts')}
+
+
+def parse_args(argv):
+    ap = argparse.ArgumentParser(description=__doc__.split('\n\n')[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument('--scale', type=int, default=100)
+    ap.add_argument('--cache', type=parse_size, default=parse_size('512M'),
+                    help='the page cache: the model\'s cache_size, the kernel\'s cgroup '
+                    'less shared_buffers and 64 MiB')
+    ap.add_argument('--dirty-bytes', type=parse_size, default=parse_size('64M'))
+    ap.add_argument('--dirty-background-bytes', type=parse_size, default=parse_size('32M'))
+    ap.add_argument('--clients', type=int, default=16)
+    ap.add_argument('--iters', type=int, default=8)
+    ap.add_argument('--duration', type=int, default=30, help='seconds of each pgbench run')
+    ap.add_argument('--source', choices=sorted(SOURCES), default='seqscan-each')
+    ap.add_argument('--fillfactor', type=int, default=100)
+    ap.add_argument('--shared-buffers', default='128MB')
+    ap.add_argument('--fs', choices=('xfs', 'ext4'), default='xfs')
+    ap.add_argument('--model-opts', default='',
+                    help='foliofs -o options added to the model\'s configuration')
+    ap.add_argument('--label', default='',
+                    help='what the model\'s build is (a commit, a change), for the report')
+    ap.add_argument('--tiny', action='store_true',
+                    help='a run for CI: scale 5, cache 64M, dirty 4M/2M, 2 x 5 s, 4 clients, '
+                    'shared_buffers 16MB')
+    ap.add_argument('--kernel-from', metavar='DIR',
+                    help='take the kernel side from an earlier run\'s DIR (its kernel.json '
+                    'and kernel-events.jsonl.gz) instead of running it')
+    ap.add_argument('--report-only', action='store_true',
+                    help='run nothing: write the report again from -O DIR\'s files (after a '
+                    'change of how the columns are computed)')
+    ap.add_argument('-O', '--output', metavar='DIR', help='where everything goes (new or '
+                    'empty; default /var/tmp/calibrate-YYYYmmdd-HHMMSS)')
+    ap.add_argument('--json', metavar='FILE', help='the error table and distributions as JSON')
+    a = ap.parse_args(argv)
+    if a.tiny:
+        for k, v in TINY.items():
+            if k in ('cache', 'dirty_bytes', 'dirty_background_bytes'):
+                v = parse_size(v)
+            setattr(a, k, v)
+    if a.report_only:
+        if not a.output:
+            ap.error('--report-only needs -O DIR')
+        a.kernel_from = a.output
+    if a.kernel_from:
+        with open(os.path.join(a.kernel_from, 'kernel.json')) as f:
+            ka = json.load(f)['meta']['args']
+        # The model at the kernel side's sizing, whatever the options say.
+        for k in ('scale', 'iters', 'duration', 'clients', 'dirty_bytes',
+                  'dirty_background_bytes', 'source', 'fillfactor', 'shared_buffers', 'fs'):
+            setattr(a, k, ka[k])
+        a.cache = ka['mem'] - pg_size(ka['shared_buffers']) - SERVER_MEM
+    pg_size(a.shared_buffers)
+    if min(a.scale, a.iters, a.duration, a.clients) < 1:
+        ap.error('--scale, --iters, --duration and --clients are at least 1')
+    if a.dirty_background_bytes >= a.dirty_bytes:
+        ap.error('--dirty-background-bytes must be below --dirty-bytes')
+    if a.output is None:
+        a.output = '/var/tmp/calibrate-' + time.strftime('%Y%m%d-%H%M%S')
+    return a
+
+
+def report_again(a, foliofs, commit):
+    """--report-only: the report of a finished run, its label, binary,
+    commit and loads as that run recorded them."""
+    out = a.output
+    with open(os.path.join(out, 'calibrate.json')) as f:
+        old = json.load(f)
+    a.label = old.get('label', a.label)
+    a.model_opts = old.get('sizing', {}).get('model_opts', a.model_opts)
+    LOADS.update(old.get('loadavg', {}))
+    with open(os.path.join(out, 'kernel.json')) as f:
+        kres = json.load(f)
+    text, result = report(a, out, kres,
+                          refcmp.EventLog.load(os.path.join(out, 'kernel-events.jsonl.gz')),
+                          os.path.join(out, 'model'),
+                          refcmp.EventLog.load(os.path.join(out, 'model-events.jsonl.gz')),
+                          old.get('commit', commit), old.get('foliofs', foliofs))
+    with open(os.path.join(out, 'report.md'), 'w') as f:
+        f.write(text)
+    with open(os.path.join(out, 'calibrate.json'), 'w') as f:
+        json.dump(result, f, indent=1)
+    print(text, end='')
+    return 0
+
+
+def main(argv):
+    a = parse_args(argv)
+    foliofs = os.environ.get('FOLIOFS', os.path.join(REPO, 'build', 'foliofs'))
+    why = skip_reason(foliofs)
+    if why:
+        print('calibrate: skipped: %s' % why, file=sys.stderr)
+        return 77
+    commit = subprocess.run(['git', '-C', REPO, 'rev-parse', '--short', 'HEAD'],
+                            stdout=subprocess.PIPE, text=True).stdout.strip()
+    if a.report_only:
+        return report_again(a, foliofs, commit)
+    os.makedirs(a.output, exist_ok=True)
+    if os.listdir(a.output):
+        print('calibrate: %s is not empty' % a.output, file=sys.stderr)
+        return 1
+    os.chmod(a.output, 0o755)
+    try:
+        if a.kernel_from:
+            for name in ('kernel.json', 'kernel.md', 'kernel-events.jsonl.gz'):
+                shutil.copy(os.path.join(a.kernel_from, name), a.output)
+            kpath = os.path.join(a.output, 'kernel.json')
+            kev = os.path.join(a.output, 'kernel-events.jsonl.gz')
+        else:
+            kpath, kev = kernel_side(a, a.output)
+        mdir, mev = model_side(a, a.output, foliofs)
+    except Skip as e:
+        print('calibrate: skipped: %s' % e, file=sys.stderr)
+        return 77
+    except (RuntimeError, OSError, ValueError) as e:
+        print('calibrate: %s' % e, file=sys.stderr)
+        return 1
+    with open(kpath) as f:
+        kres = json.load(f)
+    text, result = report(a, a.output, kres, refcmp.EventLog.load(kev), mdir,
+                          refcmp.EventLog.load(mev), commit, foliofs)
+    with open(os.path.join(a.output, 'report.md'), 'w') as f:
+        f.write(text)
+    with open(a.json or os.path.join(a.output, 'calibrate.json'), 'w') as f:
+        json.dump(result, f, indent=1)
+    print(text, end='')
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,588 @@
+# SPDX-License-Identifier: GPL-2.0-or-later
+"""refcmp.py: what the scripts that set this machine's kernel beside
+foliofs's model share (pg-seed.py, model-vs-kernel.py, calibrate.py),
+imported as a plain module (the scripts' own directory is on sys.path):
+
+- the throttle's events, under the kernel's names: the fields of
+  writeback:balance_dirty_pages, bdi_dirty_ratelimit and global_dirty_state
+  as Linux 6.18 defines them (/sys/kernel/tracing/events/writeback/*/format),
+  read from a tracefs instance's trace_pipe (the kernel) or from the
+  mount's and the simulator's USDT probes of the same names through
+  bpftrace (probes/foliofs_tp.h); one record format for both (EventLog),
+  saved as gzipped JSON lines;
+- their distributions side by side: median and p90 of each field, and the
+  CDFs in one figure;
+- the calibration columns (charged/written, pauses, paused time, median
+  and p90 pause, mean and peak dirty, the 2 MiB share, the share of 5 s
+  samples above the dirty threshold), computed the same way from a kernel
+  reference (pg-seed.py --json, --events) and from a mount's run
+  (pgcompare.py's report directory and the probes' events), and the model's
+  error per column.
+
+Units: pages of 4 KiB, rates in KiB/s, times in ms (the tracepoints'),
+except where a name says otherwise (_mib, _s).
+"""
+
+import csv
+import gzip
+import json
+import math
+import os
+import re
+import statistics
+
+PAGE = 4096
+MiB = 1 << 20
+
+# Each event's fields in the tracepoint's order (Linux 6.18's format files;
+# foliofs's probes carry the same names, probes/foliofs_tp.h).
+EVENTS = {
+    'balance_dirty_pages': ('limit', 'setpoint', 'dirty', 'wb_setpoint', 'wb_dirty',
+                            'dirty_ratelimit', 'task_ratelimit', 'dirtied', 'dirtied_pause',
+                            'paused', 'pause', 'period', 'think'),
+    'bdi_dirty_ratelimit': ('write_bw', 'avg_write_bw', 'dirty_rate', 'dirty_ratelimit',
+                            'task_ratelimit', 'balanced_dirty_ratelimit'),
+    'global_dirty_state': ('nr_dirty', 'nr_writeback', 'background_thresh', 'dirty_thresh',
+                           'dirty_limit', 'nr_dirtied', 'nr_written'),
+}
+SHORT = {'balance_dirty_pages': 'B', 'bdi_dirty_ratelimit': 'R', 'global_dirty_state': 'G'}
+LONG = {v: k for k, v in SHORT.items()}
+# Where the kernel's print format labels a field otherwise than its name.
+LABELS = {
+    'bdi_dirty_ratelimit': {'awrite_bw': 'avg_write_bw'},
+    'global_dirty_state': {'dirty': 'nr_dirty', 'writeback': 'nr_writeback',
+                           'bg_thresh': 'background_thresh', 'thresh': 'dirty_thresh',
+                           'limit': 'dirty_limit', 'dirtied': 'nr_dirtied',
+                           'written': 'nr_written'},
+}
+
+# "comm-pid [cpu] flags timestamp: event: fields"; the flags column is
+# there unless the irq-info option is off.
+TRACEFS_LINE = re.compile(r'^\s*.*?-(\d+)\s+\[\d+\]\s+(?:\S+\s+)?(\d+\.\d+): (\w+): (.*)$')
+FIELD = re.compile(r'(\w+)=(-?\d+)')
+
+
+def parse_tracefs(line):
+    """(t in s, event, pid, values) of a trace_pipe line of one of EVENTS,
+    else None.  Timestamps are those of the instance's trace_clock (mono:
+    CLOCK_MONOTONIC, as time.monotonic() and bpftrace's nsecs)."""
+    m = TRACEFS_LINE.match(line)
+    if not m or m.group(3) not in EVENTS:
+        return None
+    ev = m.group(3)
+    labels = LABELS.get(ev, {})
+    vals = {labels.get(k, k): int(v) for k, v in FIELD.findall(m.group(4))}
+    return float(m.group(2)), ev, int(m.group(1)), tuple(vals.get(k, 0) for k in EVENTS[ev])
+
+
+def bpftrace_program(binary, header):
+    """A bpftrace program printing every throttle probe of BINARY (a
+    foliofs or foliofs-sim built with probes) as one line: the event's
+    letter, nsecs (CLOCK_MONOTONIC), the writer's pid (balance_dirty_pages;
+    the daemon's otherwise), then the fields in EVENTS order."""
+    out = ['#include "%s"' % header]
+    for ev, fields in EVENTS.items():
+        args = ', '.join('(int64)$a->%s' % f for f in fields)
+        pid = '$a->pid' if ev == 'balance_dirty_pages' else 'pid'
+        out += ['usdt:%s:foliofs:%s' % (binary, ev), '{',
+                '  $a = (struct foliofs_%s *)arg0;' % ev,
+                '  printf("%s %%llu %%d%s\\n", nsecs, %s, %s);'
+                % (SHORT[ev], ' %ld' * len(fields), pid, args), '}']
+    return '\n'.join(out) + '\n'
+
+
+def parse_bpftrace(line):
+    """The record of a line printed by bpftrace_program(), else None."""
+    parts = line.split()
+    if len(parts) < 3 or parts[0] not in LONG:
+        return None
+    ev = LONG[parts[0]]
+    if len(parts) != 3 + len(EVENTS[ev]):
+        return None
+    try:
+        nums = [int(x) for x in parts[1:]]
+    except ValueError:
+        return None
+    return nums[0] / 1e9, ev, nums[1], tuple(nums[2:])
+
+
+class ProbeRecorder:
+    """bpftrace on BINARY's throttle probes (every process running it)
+    from start() to stop(), into self.log.  Context: root."""
+
+    def __init__(self, binary, header, source=''):
+        self.log = EventLog(source)
+        self.prog = bpftrace_program(os.path.abspath(binary), os.path.abspath(header))
+        self.proc = None
+        self.errors = []
+        self.lost = 0
+
+    def start(self, timeout=30):
+        """Start bpftrace and wait until its probes are attached."""
+        import subprocess
+        import threading
+        import time
+        self.proc = subprocess.Popen(['bpftrace', '-e', self.prog], stdout=subprocess.PIPE,
+                                     stderr=subprocess.STDOUT, text=True, bufsize=1)
+        self.attached = threading.Event()
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+        deadline = time.monotonic() + timeout
+        while not self.attached.wait(0.1):
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError('bpftrace did not attach: %s' % ' / '.join(self.errors[-5:]))
+
+    def _read(self):
+        for line in self.proc.stdout:
+            rec = parse_bpftrace(line)
+            if rec:
+                self.log.add(rec)
+            elif line.startswith('Attaching'):
+                self.attached.set()
+            elif line.startswith('Lost '):
+                self.lost += int(line.split()[1])
+            elif line.strip():
+                self.errors.append(line.strip())
+
+    def stop(self):
+        import signal
+        import subprocess
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.proc.send_signal(signal.SIGINT)
+        try:
+            self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.thread.join(10)
+
+
+def role_of(pid):
+    """What process PID is, from its command line while it runs: a
+    PostgreSQL process's role (checkpointer, background writer, walwriter,
+    autovacuum, backend), else its program's name, else '?'."""
+    try:
+        with open('/proc/%d/cmdline' % pid, 'rb') as f:
+            cmd = f.read().replace(b'\0', b' ').decode(errors='replace').strip()
+    except OSError:
+        return '?'
+    if cmd.startswith('postgres: '):
+        for role in ('checkpointer', 'background writer', 'walwriter', 'autovacuum'):
+            if role in cmd:
+                return role
+        return 'backend'
+    return os.path.basename(cmd.split(' ')[0]) if cmd else '?'
+
+
+class EventLog:
+    """Throttle events (t in s on CLOCK_MONOTONIC, event, pid, values),
+    the windows to read them in (name, iteration, t0, t1), and who the
+    writers were ({pid: role_of(pid)}, looked up at their first event)."""
+
+    def __init__(self, source=''):
+        self.source = source
+        self.events = []
+        self.windows = []
+        self.roles = {}
+
+    def add(self, rec):
+        self.events.append(rec)
+        if rec[1] == 'balance_dirty_pages' and rec[2] not in self.roles:
+            self.roles[rec[2]] = role_of(rec[2])
+
+    def window(self, name, iteration, t0, t1):
+        self.windows.append((name, iteration, t0, t1))
+
+    def save(self, path, only=None):
+        """Write the events inside the windows (all of them if there is
+        none; of the events named in ONLY, if given), and the windows."""
+        wins = [(t0, t1) for _, _, t0, t1 in self.windows]
+        with gzip.open(path, 'wt') as f:
+            f.write(json.dumps({'source': self.source, 'events': EVENTS,
+                                'windows': self.windows, 'roles': self.roles}) + '\n')
+            for t, ev, pid, vals in self.events:
+                if wins and not any(t0 <= t < t1 for t0, t1 in wins):
+                    continue
+                if only and ev not in only:
+                    continue
+                f.write(json.dumps([round(t, 6), SHORT[ev], pid] + list(vals)) + '\n')
+
+    @classmethod
+    def load(cls, path):
+        with gzip.open(path, 'rt') as f:
+            head = json.loads(f.readline())
+            log = cls(head.get('source', ''))
+            log.windows = [tuple(w) for w in head.get('windows', [])]
+            log.roles = {int(p): r for p, r in head.get('roles', {}).items()}
+            for line in f:
+                r = json.loads(line)
+                log.events.append((r[0], LONG[r[1]], r[2], tuple(r[3:])))
+        return log
+
+    def rows(self, ev, name='run'):
+        """The events EV inside the windows called NAME, as dicts."""
+        wins = [(t0, t1) for n, _, t0, t1 in self.windows if n == name]
+        fields = EVENTS[ev]
+        return [dict(zip(fields, vals), t=t, pid=pid) for t, e, pid, vals in self.events
+                if e == ev and any(t0 <= t < t1 for t0, t1 in wins)]
+
+
+# --------------------------------------------------------------------------
+# distributions
+
+def quantile(vals, q):
+    """The Q quantile of VALS (linear between order statistics), or None."""
+    v = sorted(vals)
+    if not v:
+        return None
+    pos = q * (len(v) - 1)
+    lo = int(math.floor(pos))
+    hi = min(lo + 1, len(v) - 1)
+    return v[lo] + (v[hi] - v[lo]) * (pos - lo)
+
+
+# What is compared, per event: (label, event, field, which events).  A pause
+# is one that was taken (pause > 0, as the kernel sleeps only then); period
+# and think are read where one was; the rest over every event.
+def _taken(r):
+    return r['pause'] > 0
+
+
+def _all(r):
+    return True
+
+
+DIST_FIELDS = [
+    ('pause taken, ms', 'balance_dirty_pages', 'pause', _taken),
+    ('period, ms (pauses taken)', 'balance_dirty_pages', 'period', _taken),
+    ('think, ms (pauses taken)', 'balance_dirty_pages', 'think', _taken),
+    ('dirtied, pages', 'balance_dirty_pages', 'dirtied', _all),
+    ('dirtied_pause, pages', 'balance_dirty_pages', 'dirtied_pause', _all),
+    ('dirty, pages', 'balance_dirty_pages', 'dirty', _all),
+    ('wb_dirty, pages', 'balance_dirty_pages', 'wb_dirty', _all),
+    ('setpoint, pages', 'balance_dirty_pages', 'setpoint', _all),
+    ('wb_setpoint, pages', 'balance_dirty_pages', 'wb_setpoint', _all),
+    ('limit, pages', 'balance_dirty_pages', 'limit', _all),
+    ('dirty_ratelimit, KiB/s', 'balance_dirty_pages', 'dirty_ratelimit', _all),
+    ('task_ratelimit, KiB/s', 'balance_dirty_pages', 'task_ratelimit', _all),
+    ('write_bw, KiB/s', 'bdi_dirty_ratelimit', 'write_bw', _all),
+    ('avg_write_bw, KiB/s', 'bdi_dirty_ratelimit', 'avg_write_bw', _all),
+    ('dirty_rate, KiB/s', 'bdi_dirty_ratelimit', 'dirty_rate', _all),
+    ('rl dirty_ratelimit, KiB/s', 'bdi_dirty_ratelimit', 'dirty_ratelimit', _all),
+    ('balanced_dirty_ratelimit, KiB/s', 'bdi_dirty_ratelimit', 'balanced_dirty_ratelimit', _all),
+    ('nr_dirty + nr_writeback, pages', 'global_dirty_state', None, _all),
+]
+
+
+def field_values(log, ev, field, pred):
+    rows = [r for r in log.rows(ev) if pred(r)]
+    if field is None:       # global_dirty_state: what balance_dirty_pages() reads
+        return [r['nr_dirty'] + r['nr_writeback'] for r in rows]
+    return [r[field] for r in rows]
+
+
+def event_counts(log):
+    bdp = log.rows('balance_dirty_pages')
+    return {'balance_dirty_pages': len(bdp), 'pauses taken': sum(1 for r in bdp if _taken(r)),
+            'bdi_dirty_ratelimit': len(log.rows('bdi_dirty_ratelimit')),
+            'global_dirty_state': len(log.rows('global_dirty_state'))}
+
+
+def dist_table(logs):
+    """Markdown rows: per DIST_FIELDS entry, n / median / p90 of each log
+    in LOGS ([(name, EventLog)]), and the median's ratio to the first's."""
+    names = [n for n, _ in logs]
+    out = ['| | ' + ' | '.join('%s n | median | p90' % n for n in names) +
+           ''.join(' | %s / %s median' % (n, names[0]) for n in names[1:]) + ' |',
+           '|---|' + '---:|---:|---:|' * len(names) + '---:|' * (len(names) - 1)]
+    counts = [event_counts(lg) for _, lg in logs]
+    for k in counts[0]:
+        out.append('| %s events | ' % k + ' | '.join('%d | | ' % c[k] for c in counts) +
+                   ''.join(' | %s' % _ratio_s(c[k], counts[0][k]) for c in counts[1:]) + ' |')
+    for label, ev, field, pred in DIST_FIELDS:
+        cells, meds = [], []
+        for _, lg in logs:
+            v = field_values(lg, ev, field, pred)
+            med, p90 = quantile(v, 0.5), quantile(v, 0.9)
+            meds.append(med)
+            cells.append('%d | %s | %s' % (len(v), _num(med), _num(p90)))
+        out.append('| %s | ' % label + ' | '.join(cells) +
+                   ''.join(' | %s' % _ratio_s(m, meds[0]) for m in meds[1:]) + ' |')
+    return out
+
+
+def roles_table(logs):
+    """Markdown rows: balance_dirty_pages events and pauses taken in the
+    runs by the writer's role, per log."""
+    per = []
+    for _, lg in logs:
+        c = {}
+        for r in lg.rows('balance_dirty_pages'):
+            role = lg.roles.get(r['pid'], '?')
+            ev, taken, pids = c.get(role, (0, 0, set()))
+            pids.add(r['pid'])
+            c[role] = (ev + 1, taken + _taken(r), pids)
+        per.append(c)
+    roles = sorted(set(k for c in per for k in c), key=lambda k: -sum(
+        c.get(k, (0,))[0] for c in per))
+    out = ['| writer | ' + ' | '.join('%s events | pauses | writers' % n for n, _ in logs) + ' |',
+           '|---|' + '---:|---:|---:|' * len(logs)]
+    for role in roles:
+        out.append('| %s | ' % role + ' | '.join(
+            '%d | %d | %d' % (c[role][0], c[role][1], len(c[role][2])) if role in c
+            else '0 | 0 | 0' for c in per) + ' |')
+    return out
+
+
+def dist_json(logs):
+    res = {}
+    for name, lg in logs:
+        d = {'events': event_counts(lg), 'roles': {}}
+        for r in lg.rows('balance_dirty_pages'):
+            role = lg.roles.get(r['pid'], '?')
+            ev, taken = d['roles'].get(role, (0, 0))
+            d['roles'][role] = (ev + 1, taken + _taken(r))
+        for label, ev, field, pred in DIST_FIELDS:
+            v = field_values(lg, ev, field, pred)
+            d[label] = {'n': len(v), 'median': quantile(v, 0.5), 'p90': quantile(v, 0.9)}
+        res[name] = d
+    return res
+
+
+def cdf_plot(logs, path, title):
+    """The CDFs of the compared fields, one panel each, one line per log;
+    False when matplotlib is missing."""
+    try:
+        import matplotlib
+        matplotlib.use('Agg')
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    n = len(DIST_FIELDS)
+    cols = 4
+    fig, axes = plt.subplots((n + cols - 1) // cols, cols, figsize=(16, 3.2 * ((n + 3) // 4)))
+    for ax, (label, ev, field, pred) in zip(axes.flat, DIST_FIELDS):
+        for name, lg in logs:
+            v = sorted(field_values(lg, ev, field, pred))
+            if v:
+                ax.step(v, [(i + 1) / len(v) for i in range(len(v))], where='post',
+                        label='%s (%d)' % (name, len(v)))
+        ax.set_title(label, fontsize=9)
+        ax.set_ylim(0, 1)
+        ax.tick_params(labelsize=7)
+        if ax.get_lines():
+            ax.legend(fontsize=7)
+    for ax in list(axes.flat)[n:]:
+        ax.axis('off')
+    fig.suptitle(title, fontsize=11)
+    fig.tight_layout()
+    fig.savefig(path, dpi=60)
+    plt.close(fig)
+    return True
+
+
+def _num(v):
+    if v is None:
+        return 'n/a'
+    return '%.0f' % v if abs(v) >= 10 else '%.1f' % v
+
+
+def _ratio_s(a, b):
+    if a is None or not b:
+        return 'n/a'
+    return 'x%.2f' % (a / b)
+
+
+# --------------------------------------------------------------------------
+# the calibration columns
+
+# (key, label, kind): kind 'ratio' is judged as model/kernel within 10%,
+# 'points' as a difference within 5 points, 'report' is shown and not
+# judged (tps and latency measure the FUSE transport, not the model).
+COLUMNS = [
+    ('charged_per_written', 'charged/written', 'ratio'),
+    ('pauses', 'pauses', 'ratio'),
+    ('paused_s', 'paused, s', 'ratio'),
+    ('pause_p50_ms', 'median pause, ms', 'ratio'),
+    ('pause_p90_ms', 'p90 pause, ms', 'ratio'),
+    ('mean_dirty_mib', 'mean dirty, MiB', 'ratio'),
+    ('peak_dirty_mib', 'peak dirty, MiB', 'ratio'),
+    ('share_2m', '2 MiB share', 'points'),
+    ('above_thresh_5s', '5 s samples above the threshold', 'points'),
+    ('mean_tps', 'tps', 'report'),
+    ('latency_ms', 'latency, ms', 'report'),
+]
+RATIO_TOL = 0.10
+POINTS_TOL = 0.05
+SAMPLE_S = 5
+
+
+def byte_shares(counts):
+    total = sum(n << o for o, n in enumerate(counts))
+    return [(n << o) / total if total else 0.0 for o, n in enumerate(counts)]
+
+
+def _ratio(a, b):
+    return a / b if b else float('nan')
+
+
+def every_nth(samples, n):
+    """One sample in N (the 1 s samples as 5 s ones), from the first."""
+    return samples[::n]
+
+
+def columns_of(rows, pauses_ms):
+    """The columns from per-iteration ROWS (dicts: charged, written pages,
+    cached: 10 folio counts, tps, latency_ms, samples: [(dirty pages,
+    thresh pages)] once a second) and PAUSES_MS, every pause taken in the
+    runs (ms; pauses_of()): the pauses, their total and quantiles are all
+    read from the events, on both sides alike."""
+    samples = [s for r in rows for s in r['samples']]
+    five = [s for r in rows for s in every_nth(r['samples'], SAMPLE_S)]
+    return {
+        'charged_per_written': _ratio(sum(r['charged'] for r in rows),
+                                      sum(r['written'] for r in rows)),
+        'pauses': len(pauses_ms),
+        'paused_s': sum(pauses_ms) / 1000,
+        'pause_p50_ms': quantile(pauses_ms, 0.5),
+        'pause_p90_ms': quantile(pauses_ms, 0.9),
+        'mean_dirty_mib': statistics.mean(d for d, _ in samples) * PAGE / MiB
+        if samples else None,
+        'peak_dirty_mib': max(d for d, _ in samples) * PAGE / MiB if samples else None,
+        'share_2m': statistics.mean(byte_shares(r['cached'])[9] for r in rows),
+        'above_thresh_5s': sum(d > t for d, t in five) / len(five) if five else None,
+        'mean_tps': statistics.mean(r['tps'] for r in rows),
+        'latency_ms': statistics.mean(r['latency_ms'] for r in rows)
+        if all(r.get('latency_ms') is not None for r in rows) else None,
+    }
+
+
+def kernel_rows(res):
+    """pg-seed.py's --json result -> the per-iteration rows of columns_of().
+    Dirty is the server's own (its memory cgroup's dirty + writeback, as
+    pg-seed.py samples it now; older references kept the machine's):
+    the mount's charge is all the server's, while the kernel's
+    balance_dirty_pages() sees every writer on the machine, and on a shared
+    machine others' bursts set the machine's peak."""
+    rows = []
+    for r in res['iterations']:
+        rows.append({'charged': r['charged_pages'], 'written': r['written_pages'],
+                     'cached': [int(r['cached'].get(str(o), 0)) for o in range(10)],
+                     'tps': r['tps'], 'latency_ms': r.get('latency_ms'),
+                     'samples': [tuple(s) for s in r.get('dirty_samples', [])]})
+    return rows
+
+
+def read_model_iterations(path, config):
+    """pgcompare's iterations.csv rows of CONFIG, in order."""
+    csv_path = os.path.join(path, 'iterations.csv') if os.path.isdir(path) else path
+    with open(csv_path, newline='') as f:
+        rows = [r for r in csv.DictReader(f) if r['config'] == config]
+    if not rows:
+        raise ValueError('%s: no iterations of configuration %r' % (csv_path, config))
+    return sorted(rows, key=lambda r: int(r['iteration']))
+
+
+def read_model_samples(path, config):
+    """{iteration: [stats samples of its pgbench run]} from pgcompare's
+    samples.csv (or samples.csv.gz)."""
+    csv_path = os.path.join(path, 'samples.csv')
+    opener = open
+    if not os.path.exists(csv_path) and os.path.exists(csv_path + '.gz'):
+        opener, csv_path = gzip.open, csv_path + '.gz'
+    out = {}
+    if not os.path.exists(csv_path):
+        return out
+    with opener(csv_path, 'rt', newline='') as f:
+        for r in csv.DictReader(f):
+            if r['config'] == config and r['phase'] == 'run':
+                out.setdefault(int(r['iteration']), []).append(r)
+    return out
+
+
+def model_rows(path, config):
+    """pgcompare's report directory -> the per-iteration rows of columns_of()."""
+    samples = read_model_samples(path, config)
+    rows = []
+    for r in read_model_iterations(path, config):
+        its = samples.get(int(r['iteration']), [])
+        rows.append({'charged': int(r['run_nr_dirtied']),
+                     'written': int(r['run_backing_write_bytes']) / PAGE,
+                     'cached': [int(x) for x in r['cached_folios'].split()],
+                     'tps': float(r['tps']),
+                     'latency_ms': float(r['latency_avg_ms']) if r.get('latency_avg_ms')
+                     else None,
+                     'samples': [(int(s['nr_dirty']), int(s['dirty_thresh'])) for s in its]})
+    return rows
+
+
+def pauses_of(log):
+    return [r['pause'] for r in log.rows('balance_dirty_pages') if r['pause'] > 0]
+
+
+def error_of(kind, m, k):
+    if m is None or k is None:
+        return None
+    if kind == 'points':
+        return m - k
+    if m == 0 and k == 0:
+        return 1.0      # none on either side (no pause at all): a match
+    return _ratio(m, k)
+
+
+def within(kind, err):
+    if err is None or (isinstance(err, float) and math.isnan(err)):
+        return None
+    if kind == 'points':
+        return abs(err) <= POINTS_TOL
+    if kind == 'ratio':
+        return abs(err - 1) <= RATIO_TOL
+    return None
+
+
+def error_table(cols):
+    """COLS: [(name, columns)] with the kernel first -> (markdown lines,
+    {name: {key: {value, error, within}}})."""
+    kname, kcol = cols[0]
+    head = '| column | ' + ' | '.join(n for n, _ in cols) + ''.join(
+        ' | %s error' % n for n, _ in cols[1:]) + ' |'
+    out = [head, '|---|' + '---:|' * (2 * len(cols) - 1)]
+    js = {n: {} for n, _ in cols}
+    for key, label, kind in COLUMNS:
+        cells = [_fmt(key, c.get(key)) for _, c in cols]
+        errs = []
+        for n, c in cols[1:]:
+            e = error_of(kind, c.get(key), kcol.get(key))
+            w = within(kind, e)
+            js[n][key] = {'value': c.get(key), 'error': e, 'within': w}
+            mark = '' if w is None else (' ok' if w else ' **out**')
+            if kind == 'report':
+                mark = ' (reported)'
+            elif c.get(key) is None and kcol.get(key) is None:
+                mark = ' (none on either side)'
+            errs.append(_fmt_err(kind, e) + mark)
+        js[kname][key] = {'value': kcol.get(key)}
+        out.append('| %s | %s | %s |' % (label, ' | '.join(cells), ' | '.join(errs)))
+    return out, js
+
+
+def _fmt(key, v):
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return 'n/a'
+    if key in ('share_2m', 'above_thresh_5s'):
+        return '%.1f%%' % (100 * v)
+    if key == 'charged_per_written':
+        return 'x%.2f' % v
+    if key == 'pauses':
+        return '%d' % v
+    return '%.1f' % v
+
+
+def _fmt_err(kind, e):
+    if e is None or (isinstance(e, float) and math.isnan(e)):
+        return 'n/a'
+    if kind == 'points':
+        return '%+.1f pt' % (100 * e)
+    return 'x%.2f' % e

@@ -1,0 +1,96 @@
+"""contrib/kernel/calibrate.py --tiny: this machine's kernel and a mount on
+one small PostgreSQL sizing, the error table and the throttle's events
+side by side.  What is checked is that every column is there and computed
+on both sides, and that the event comparison has both sides' events; not
+how close the model is (a CI machine is too noisy for that, and the tiny
+sizing is not one of the calibrated ones).
+
+Runs as root (a loop device, tracefs, a memory cgroup, bpftrace on the
+mount's probes) and is skipped with the reason where it cannot run.  It
+holds the drop_caches lock exclusively, as tests/test_kernel_ref.py does:
+it traces and evicts files, which must not meet the other session's tests.
+"""
+
+import json
+import math
+import os
+import shutil
+import subprocess
+import tempfile
+
+import pytest
+
+import util
+
+SCRIPT = os.path.join(util.REPO, 'contrib', 'kernel', 'calibrate.py')
+pytestmark = pytest.mark.drops_caches
+
+COLUMNS = ('charged_per_written', 'pauses', 'paused_s', 'pause_p50_ms', 'pause_p90_ms',
+           'mean_dirty_mib', 'peak_dirty_mib', 'share_2m', 'above_thresh_5s', 'mean_tps',
+           'latency_ms')
+LABELS = ('charged/written', 'pauses', 'paused, s', 'median pause, ms', 'p90 pause, ms',
+          'mean dirty, MiB', 'peak dirty, MiB', '2 MiB share',
+          '5 s samples above the threshold', 'tps', 'latency, ms')
+PAUSE_QUANTILES = ('pause_p50_ms', 'pause_p90_ms')
+
+
+def number(v):
+    return isinstance(v, (int, float)) and not (isinstance(v, float) and math.isnan(v))
+
+
+@pytest.mark.timeout(900)
+def test_calibrate_tiny():
+    # pgcompare runs the server and the mount as an unprivileged user: a
+    # directory it can enter, not pytest's.
+    top = tempfile.mkdtemp(prefix='foliofs-calibrate-', dir='/var/tmp')
+    try:
+        os.chmod(top, 0o755)
+        out = os.path.join(top, 'out')
+        r = subprocess.run(['/usr/bin/python3', SCRIPT, '--tiny', '-O', out],
+                           env=dict(os.environ, FOLIOFS=util.FOLIOFS),
+                           stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True, timeout=800)
+        if r.returncode == 77:
+            pytest.skip(r.stdout.strip().splitlines()[-1])
+        assert r.returncode == 0, r.stdout
+        with open(os.path.join(out, 'calibrate.json')) as f:
+            res = json.load(f)
+        with open(os.path.join(out, 'report.md')) as f:
+            text = f.read()
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
+    check_result(res, text, r.stdout)
+
+
+def check_result(res, text, log):
+    cols = res['columns']
+    for side in ('kernel', 'model'):
+        c = cols[side]
+        assert set(c) == set(COLUMNS), (side, c)
+        for key in COLUMNS:
+            v = c[key]['value']
+            if key in PAUSE_QUANTILES:
+                # No pause, no median: the only column allowed to be empty.
+                assert number(v) == (c['pauses']['value'] > 0), (side, key, c)
+            else:
+                assert number(v), (side, key, c)
+        assert 0 <= c['share_2m']['value'] <= 1 and 0 <= c['above_thresh_5s']['value'] <= 1
+        assert c['peak_dirty_mib']['value'] >= c['mean_dirty_mib']['value'] >= 0
+        assert c['mean_tps']['value'] > 0 and c['charged_per_written']['value'] > 0
+    for key in COLUMNS:
+        e = cols['model'][key]
+        if number(cols['model'][key]['value']) and number(cols['kernel'][key]['value']) \
+                and (cols['kernel'][key]['value'] or key in ('share_2m', 'above_thresh_5s')):
+            assert number(e['error']), (key, e)
+    lines = text.splitlines()
+    for label in LABELS:
+        row = [ln for ln in lines if ln.startswith('| %s |' % label)]
+        assert len(row) == 1, (label, text)
+        assert len(row[0].strip('|').split('|')) == 4, row
+    dist = res['distributions']
+    for side in ('kernel', 'model'):
+        # Fired at every check of a writer (and, on the kernel, at every
+        # read of /proc/vmstat's thresholds, which pg-seed.py samples).
+        assert dist[side]['events']['global_dirty_state'] > 0, (side, dist[side], log)
+        assert dist[side]['events']['pauses taken'] == cols[side]['pauses']['value']
+    assert '| pause taken, ms |' in text and '| dirty_ratelimit, KiB/s |' in text
