@@ -34,7 +34,9 @@ TUNABLES = ('dirty_ratio', 'dirty_bytes', 'dirty_background_ratio',
 # Stats that .foliofs/stats has from the FUSE layer, not from writeback
 # (so the stats log, which writeback writes, does not have them).
 FUSE_STATS = ('inodes', 'kept_inodes', 'fds', 'fd_budget', 'fds_idle_closed',
-              'fds_reopened', 'fds_refused', 'fuse_uring_requests', 'fuse_uring_threads')
+              'fds_reopened', 'fds_refused', 'fd_cache_max', 'path_fds', 'inode_refinds',
+              'inode_stale', 'max_inodes', 'inodes_pruned', 'fuse_uring_requests',
+              'fuse_uring_threads')
 
 
 def tunable(mnt, name):
