@@ -73,13 +73,19 @@ static void tell_dirtied(struct wb_ctx *ctx, struct wb_fstate *f)
 		ctx->engine->dirtied(ctx->engine_arg, f);
 }
 
-/* The file holds dirty data again: give it an age if it has none. */
+/*
+ * The file holds dirty data again: give it an age if it has none.  An age
+ * of 0 means clean, and the simulator's clock starts at 0: data dirtied
+ * then is aged 1 ns, or writers that dirty the limit at once (closed
+ * loops, no think time) would leave every file looking clean to the
+ * flushers, and wait for ever.
+ */
 static void note_dirtied(struct wb_ctx *ctx, struct wb_fstate *f)
 {
-	int64_t zero = 0;
+	int64_t zero = 0, now = engine_now(ctx);
 
 	if (bs_file_has_held(f->bs) &&
-	    atomic_compare_exchange_strong(&f->dirtied_ns, &zero, engine_now(ctx)))
+	    atomic_compare_exchange_strong(&f->dirtied_ns, &zero, now > 0 ? now : 1))
 		tell_dirtied(ctx, f);
 }
 
