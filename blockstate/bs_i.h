@@ -434,12 +434,15 @@ struct bs_ra_read bs_ra_rest(const struct bs_ra_read *rd, uint64_t index,
  * Before a read of [off, off + len) through the open whose state is @ra
  * is served (off within the file; len as asked, EOF not cut off): start
  * the windows it calls for, and return where the open's previous read
- * ended (-1: none, or @ra NULL), read with the state it started from.
- * After it: remember where it ended.
+ * ended (-1: none, or @ra NULL), read with the state it started from;
+ * *@first is the folio holding @off when the read is within it (it met
+ * it last), referenced for the read to use and put, or NULL.  After it:
+ * remember where it ended.
  * Context: invalidate_lock shared, no other blockstate lock; may read the
  * backing store and reclaim.
  */
-off_t bs_ra_before_read(struct bs_file *file, struct bs_ra *ra, off_t off, size_t len);
+off_t bs_ra_before_read(struct bs_file *file, struct bs_ra *ra, off_t off, size_t len,
+			struct bs_folio **first);
 void bs_ra_after_read(struct bs_ra *ra, off_t end);
 /*
  * For readahead (file.c): a new folio covering @off, sized by the policy

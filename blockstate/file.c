@@ -399,22 +399,29 @@ typedef int (*span_fn)(struct bs_file *file, struct bs_folio *folio, uint32_t po
  * first folio that also holds byte @last - 1, where the open's previous
  * read ended (filemap_read() marks a folio once per run of reads in it;
  * @last -1: none); a write marks nothing (the kernel's write_begin does
- * not).  Returns the bytes done; *@err is set when that is short.
+ * not).  @first, if not NULL, is the folio holding @off, referenced (the
+ * walk takes over the reference): readahead looked it up already, and
+ * with the invalidate_lock held and the reference kept, it is still the
+ * folio there (reclaim takes only folios nobody references).  Returns the
+ * bytes done; *@err is set when that is short.
  * Context: invalidate_lock shared.
  */
 static size_t for_each_span(struct bs_file *file, off_t off, size_t len,
-			    span_fn fn, void *buf, bool write, off_t last, int *err)
+			    span_fn fn, void *buf, bool write, off_t last,
+			    struct bs_folio *first, int *err)
 {
 	size_t done = 0;
 
 	*err = 0;
 	while (done < len) {
 		off_t pos = off + (off_t)done;
-		struct bs_folio *folio;
+		struct bs_folio *folio = first;
 		uint32_t poff, plen;
 
-		*err = folio_get(file, pos, len - done,
-				 write ? BS_SIZE_WRITE : BS_SIZE_READ, false, &folio);
+		first = NULL;
+		if (!folio)
+			*err = folio_get(file, pos, len - done,
+					 write ? BS_SIZE_WRITE : BS_SIZE_READ, false, &folio);
 		if (*err)
 			break;
 		if (!write && !(done == 0 && last > folio->start &&
@@ -449,6 +456,7 @@ static int read_span(struct bs_file *file, struct bs_folio *folio, uint32_t poff
 
 ssize_t bs_read(struct bs_file *file, struct bs_ra *ra, void *buf, size_t len, off_t off)
 {
+	struct bs_folio *first = NULL;
 	size_t asked = len, done;
 	off_t size, last = -1;
 	int ret;
@@ -462,8 +470,8 @@ ssize_t bs_read(struct bs_file *file, struct bs_ra *ra, void *buf, size_t len, o
 	else if (len > (uint64_t)(size - off))
 		len = (size_t)(size - off);
 	if (len)
-		last = bs_ra_before_read(file, ra, off, asked);
-	done = for_each_span(file, off, len, read_span, buf, false, last, &ret);
+		last = bs_ra_before_read(file, ra, off, asked, &first);
+	done = for_each_span(file, off, len, read_span, buf, false, last, first, &ret);
 	if (done)
 		bs_ra_after_read(ra, off + (off_t)done);
 	pthread_rwlock_unlock(&file->invalidate_lock);
@@ -532,7 +540,7 @@ ssize_t bs_write(struct bs_file *file, const void *buf, size_t len, off_t off)
 	pthread_rwlock_rdlock(&file->invalidate_lock);
 	/* The span callback only reads the buffer; the cast drops const for the walk. */
 	done = for_each_span(file, off, len, write_span, (void *)(uintptr_t)buf, true, -1,
-			     &ret);
+			     NULL, &ret);
 	pthread_rwlock_unlock(&file->invalidate_lock);
 	atomic_fetch_add(&file->cache->app_write_bytes, done);
 	return done || !ret ? (ssize_t)done : ret;

@@ -699,24 +699,25 @@ static void ra_submit(struct bs_file *file, struct bs_ra_state *ra, const struct
 }
 
 /*
- * A read met @folio; if it is marked, take the mark and start the next
- * window (page_cache_async_ra).  A folio with writeback in flight keeps
- * its mark and starts nothing.
+ * Take @folio's readahead mark, if it has one and no writeback is in
+ * flight (such a folio keeps its mark).  Folio lock held.
  */
-static void ra_meet(struct bs_file *file, struct bs_ra_state *ra, struct bs_folio *folio,
-		    uint64_t end, const struct bs_ra_limits *lim, const struct bs_ra_view *view)
+static bool take_mark(struct bs_folio *folio)
+{
+	bool marked = folio->ra_mark && !folio->wb_runs;
+
+	if (marked)
+		folio->ra_mark = false;
+	return marked;
+}
+
+/* A read met @folio, whose mark it took: start the next window (page_cache_async_ra). */
+static void ra_async(struct bs_file *file, struct bs_ra_state *ra, struct bs_folio *folio,
+		     uint64_t end, const struct bs_ra_limits *lim, const struct bs_ra_view *view)
 {
 	unsigned int model = atomic_load(&file->cache->ra_model);
 	struct bs_ra_read rd;
-	bool marked;
 
-	pthread_mutex_lock(&folio->lock);
-	marked = folio->ra_mark && !folio->wb_runs;
-	if (marked)
-		folio->ra_mark = false;
-	pthread_mutex_unlock(&folio->lock);
-	if (!marked)
-		return;
 	FOLIOFS_TP(page_cache_async_ra, .i_ino = file->ino, .index = page_of(folio),
 		   .order = ra->order, .size = ra->size, .async_size = ra->async_size,
 		   .ra_pages = lim->max_pages, .prev_pos = ra->prev_pos,
@@ -727,7 +728,60 @@ static void ra_meet(struct bs_file *file, struct bs_ra_state *ra, struct bs_foli
 	ra_submit(file, ra, &rd);
 }
 
-off_t bs_ra_before_read(struct bs_file *file, struct bs_ra *ra, off_t off, size_t len)
+/* A read met @folio; if it is marked, take the mark and start the next window. */
+static void ra_meet(struct bs_file *file, struct bs_ra_state *ra, struct bs_folio *folio,
+		    uint64_t end, const struct bs_ra_limits *lim, const struct bs_ra_view *view)
+{
+	bool marked;
+
+	pthread_mutex_lock(&folio->lock);
+	marked = take_mark(folio);
+	pthread_mutex_unlock(&folio->lock);
+	if (marked)
+		ra_async(file, ra, folio, end, lim, view);
+}
+
+/*
+ * A read's usual case: @folio holds page @index.  Under one folio lock,
+ * what the loop below asks in three (is page @index held; the mark, which
+ * is taken; how far from @index the folio holds pages, up to @limit), so
+ * a read of cached data locks its folio once here.  False, changing
+ * nothing, if page @index is not held.  With the mark taken (*@marked)
+ * *@until is not set: the window it starts may start reads into @folio,
+ * which then count as held, so the caller asks again after starting it.
+ */
+static bool held_meet(struct bs_folio *folio, uint64_t index, uint64_t limit, bool *marked,
+		      uint64_t *until)
+{
+	uint32_t poff = (uint32_t)(((off_t)index << BS_PAGE_SHIFT) - folio->start);
+	uint32_t first_blk = bs_folio_first_blk(folio, poff);
+	uint32_t page_end_blk = bs_folio_end_blk(folio, poff, BS_PAGE_SIZE);
+	uint32_t end_blk = bs_folio_end_blk(folio, poff, (uint32_t)((limit - index) << BS_PAGE_SHIFT));
+	uint32_t blk = end_blk;
+	bool held;
+
+	pthread_mutex_lock(&folio->lock);
+	if (!folio->rd_runs)
+		blk = bs_bits_next_clear(folio->uptodate, first_blk, end_blk);
+	held = blk >= page_end_blk;
+	*marked = held && take_mark(folio);
+	pthread_mutex_unlock(&folio->lock);
+	if (!held || *marked)
+		return held;
+	if (blk == end_blk) {
+		*until = limit;
+	} else {
+		/* As held_until(): the page of the first block not uptodate. */
+		uint64_t first = page_of(folio) +
+			(((uint64_t)blk << folio->file->cache->blk_shift) >> BS_PAGE_SHIFT);
+
+		*until = first > index ? first : index;
+	}
+	return true;
+}
+
+off_t bs_ra_before_read(struct bs_file *file, struct bs_ra *ra, off_t off, size_t len,
+			struct bs_folio **first)
 {
 	struct bs_cache *cache = file->cache;
 	uint64_t index = (uint64_t)off >> BS_PAGE_SHIFT;
@@ -737,8 +791,9 @@ off_t bs_ra_before_read(struct bs_file *file, struct bs_ra *ra, off_t off, size_
 	struct bs_ra_view view = { view_next_miss, view_prev_miss, file, eof_end };
 	uint64_t random_end = 0;
 	struct bs_ra_limits lim;
-	struct bs_ra_state st;
+	struct bs_ra_state st, was;
 
+	*first = NULL;
 	if (!ra)
 		return -1;
 	pthread_mutex_lock(&ra->lock);
@@ -747,15 +802,28 @@ off_t bs_ra_before_read(struct bs_file *file, struct bs_ra *ra, off_t off, size_
 	ra_limits(cache, &lim);
 	if (!lim.max_pages)
 		return st.prev_pos;
+	was = st;
 	/*
 	 * filemap_read(): batch after batch of the folios there, in order;
 	 * a page not held starts a window (unless a random read's own).
 	 */
 	while (index < end && index < eof_end) {
 		struct bs_folio *folio = lookup_page(file, index);
-		uint64_t next;
+		uint64_t next, limit;
+		bool marked;
 
-		if ((!folio || held_until(folio, index, index + 1) == index) && index >= random_end) {
+		if (folio) {
+			limit = page_end(folio) < end ? page_end(folio) : end;
+			if (held_meet(folio, index, limit, &marked, &next)) {
+				if (marked) {
+					ra_async(file, &st, folio, end, &lim, &view);
+					next = held_until(folio, index, limit);
+				}
+				goto next_folio;
+			}
+		}
+		/* Page @index is not held. */
+		if (index >= random_end) {
 			unsigned int model = atomic_load(&cache->ra_model);
 			struct bs_ra_read rd;
 
@@ -778,15 +846,30 @@ off_t bs_ra_before_read(struct bs_file *file, struct bs_ra *ra, off_t off, size_
 		}
 		ra_meet(file, &st, folio, end, &lim, &view);
 		next = held_until(folio, index, page_end(folio) < end ? page_end(folio) : end);
+next_folio:
 		index = next > index ? next : index + 1;
-		bs_folio_put(folio);
+		/*
+		 * The folio the read begins in goes to the read (bs_read), when
+		 * nothing is done here after it: a read within one folio, the
+		 * usual one.  (Kept longer, it would be kept from reclaim by
+		 * the windows started further on.)
+		 */
+		if ((index >= end || index >= eof_end) && folio->start <= off &&
+		    off < folio->start + (off_t)folio->size)
+			*first = folio;
+		else
+			bs_folio_put(folio);
 	}
-	pthread_mutex_lock(&ra->lock);
-	ra->st.start = st.start;
-	ra->st.size = st.size;
-	ra->st.async_size = st.async_size;
-	ra->st.order = st.order;
-	pthread_mutex_unlock(&ra->lock);
+	/* Only what changed: a read of cached data changes nothing here. */
+	if (st.start != was.start || st.size != was.size || st.async_size != was.async_size ||
+	    st.order != was.order) {
+		pthread_mutex_lock(&ra->lock);
+		ra->st.start = st.start;
+		ra->st.size = st.size;
+		ra->st.async_size = st.async_size;
+		ra->st.order = st.order;
+		pthread_mutex_unlock(&ra->lock);
+	}
 	return st.prev_pos;
 }
 
