@@ -19,8 +19,12 @@ a shared machine hits all alike:
             mount and cluster per target, loaded once; the server started
             before each run (cold shared buffers, as pgcompare.py does) and
             stopped after it; tps, the daemon's CPU per transaction and
-            what foliofs read from its backing files (a cache emptied by
-            the kernel forgetting idle inodes shows there);
+            what foliofs read from its backing files: the kernel forgets
+            idle FUSE inodes (under memory pressure, or when foliofs's own
+            tests run `echo 2 > /proc/sys/vm/drop_caches` on a shared
+            machine), and a forgotten foliofs inode's cache goes with it,
+            so a run after that starts cold, which shows there
+            (--caches-lock holds the tests' lock through the rounds);
   --cost N  per FUSE target, after reading the cluster through the mount
             and N transactions of warm-up, `pgbench -N -M prepared -t N`
             under contrib/bench/pg-speed.bt (bpftrace on the kernel's FUSE,
@@ -28,7 +32,8 @@ a shared machine hits all alike:
             server): requests per transaction by opcode, their round trip
             and the server's part of it (receipt to reply, /dev/fuse only),
             medians and p99, its system calls per request by name, its CPU
-            per transaction and per request;
+            per transaction and per request (this part and the next hold the
+            tests' caches lock from the reading on);
   --callgrind N  instead of the rest (its own run): every FUSE daemon runs
             under valgrind --tool=callgrind from its mount on, measuring
             only during N transactions (after the same warm-up): user-space
@@ -62,6 +67,7 @@ Example (contrib/results/speed-2026-12-07):
 """
 
 import argparse
+import contextlib
 import csv
 import importlib.util
 import os
@@ -235,6 +241,36 @@ def mount_dev(mnt):
     return dev
 
 
+# The lock foliofs's own test sessions take on this machine (tests/conftest.py):
+# shared by every test, exclusive by one that drops the kernel's caches
+# (`echo 2 > /proc/sys/vm/drop_caches`), which makes the kernel forget every
+# idle inode, and a forgotten foliofs inode's cache goes with it.
+CACHES_LOCK = os.path.join(tempfile.gettempdir(), "foliofs-tests-caches.lock")
+
+
+class CachesLock:
+    """Hold CACHES_LOCK shared while measuring: no test drops the caches
+    meanwhile (those that would wait for us)."""
+
+    def __init__(self):
+        self.fd = None
+
+    def __enter__(self):
+        import fcntl
+        try:
+            self.fd = os.open(CACHES_LOCK, os.O_RDONLY | os.O_CREAT, 0o644)
+        except OSError as e:
+            log("%s: %s: measuring without it" % (CACHES_LOCK, e.strerror))
+            return self
+        fcntl.flock(self.fd, fcntl.LOCK_SH)
+        return self
+
+    def __exit__(self, *exc):
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+
 def loadavg():
     with open("/proc/loadavg") as f:
         return float(f.read().split()[0])
@@ -277,11 +313,13 @@ class Speed(pc.Comparison):
     """pgcompare's Comparison, driven part by part."""
 
     def __init__(self, a, configs, foliofs, pgbin):
+        # What pgcompare's Comparison reads of its own arguments.
         ns = argparse.Namespace(output=a.output, workdir=a.workdir, pg_conf=[],
                                 scale=a.scale, fillfactor=100, iters=a.rounds,
-                                clients=a.clients, threads=a.threads,
+                                clients=a.clients, threads=a.threads, threads_given=True,
                                 duration=a.duration, back_to_back=False,
-                                source="none", keep=a.keep)
+                                source="none", keep=a.keep, nofile=None, latency=False,
+                                count_failed=False)
         super().__init__(ns, configs, {}, foliofs, pgbin)
         self.sa = a
         self.rows = []          # every measured run, one dict each
@@ -425,6 +463,10 @@ class Speed(pc.Comparison):
                       c.pgdata], "%s: reading the cluster" % c.name)
 
     def cost_run(self, c):
+        with CachesLock():
+            self.cost_run_locked(c)
+
+    def cost_run_locked(self, c):
         n = self.sa.cost
         self.pg_start(c)
         self.warm(c)
@@ -524,6 +566,10 @@ class Speed(pc.Comparison):
     def callgrind_run(self, c):
         """The instructions of N transactions on C's daemon (under
         callgrind since its mount), after a warm-up of N."""
+        with CachesLock():
+            self.callgrind_run_locked(c)
+
+    def callgrind_run_locked(self, c):
         n = self.sa.callgrind
         pid = self.daemon_pid(c)
         self.pg_start(c)
@@ -765,6 +811,8 @@ def settings_lines(s):
     rev = subprocess.run(["git", "-C", REPO, "describe", "--always", "--dirty"],
                          capture_output=True, text=True).stdout.strip()
     lines = ["%s; %s" % (pg, ", ".join("%s=%s" % kv for kv in s.pg_conf.items())),
+             "pgbench -N rounds %s the tests' caches lock (%s)" % (
+                 "holding" if s.sa.caches_lock else "not holding", CACHES_LOCK),
              "foliofs %s (tree at %s)" % (s.foliofs, rev or "?"),
              "machine: %d CPUs, kernel %s, load average at start %.1f" % (
                  os.cpu_count() or 0, os.uname().release, loadavg())]
@@ -800,6 +848,10 @@ def parse_args(argv):
                    help="the per-request part, N transactions per FUSE target")
     p.add_argument("--callgrind", type=int, default=0, metavar="N",
                    help="also instructions per request under callgrind, N transactions")
+    p.add_argument("--caches-lock", action="store_true",
+                   help="hold the lock of foliofs's test sessions (%s) shared through"
+                   " the pgbench -N rounds, as the per-request parts always do: no"
+                   " test drops the kernel's caches meanwhile (they wait)" % CACHES_LOCK)
     p.add_argument("--libfuse", metavar="DIR",
                    help="build passthrough_hp from this libfuse git directory or tree")
     p.add_argument("-O", "--output", default=None, metavar="DIR")
@@ -858,8 +910,9 @@ def main(argv):
         if not a.no_pgbench or a.cost or a.callgrind:
             s.prepare_pgbench()
         if not a.no_pgbench:
-            for r in range(1, a.rounds + 1):
-                s.pgbench_round(r)
+            with CachesLock() if a.caches_lock else contextlib.nullcontext():
+                for r in range(1, a.rounds + 1):
+                    s.pgbench_round(r)
         fuse = [c for c in configs if not c.native]
         if a.cost:
             for c in fuse:
