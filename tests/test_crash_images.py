@@ -28,7 +28,7 @@ then cut points spread over the log, the kinds in turn) the image is built,
 mounted through foliofs, and PostgreSQL runs crash recovery on it; then
 pg_amcheck --heapallindexed on every relation, every row whose commit was
 acknowledged before the cut point's time present, a clean stop and
-pg_checksums --check.  FOLIOFS_CRASH_IMAGES=N checks N images (default 10;
+pg_checksums --check.  FOLIOFS_CRASH_IMAGES=N checks N images (default 6;
 the long form: 2000), FOLIOFS_CRASH_SEED=S picks them, FOLIOFS_CRASH_LOAD_S
 sets the seconds of load recorded (default 4), FOLIOFS_CRASH_OPTIONS=a,b
 adds -o options to every mount (as for test_pg_crash.py).  The log, the
@@ -413,7 +413,7 @@ def test_write_log_failure_refuses_changes(dirs):
 
 # ------------------------------------------------------------ PostgreSQL
 
-IMAGES = int(os.environ.get('FOLIOFS_CRASH_IMAGES', '10'))
+IMAGES = int(os.environ.get('FOLIOFS_CRASH_IMAGES', '6'))
 LOAD_S = float(os.environ.get('FOLIOFS_CRASH_LOAD_S', '4'))
 SCALE = 1           # pgbench -i -s: 100,000 accounts, about 15 MiB
 CLIENTS = 2

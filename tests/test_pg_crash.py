@@ -51,7 +51,7 @@ import util
 from pgutil import Cluster, Inserter, pg_bindir_or_skip
 
 LONG = os.environ.get("FOLIOFS_CRASH_CYCLES")
-CRASH_CYCLES = int(LONG) if LONG else 5
+CRASH_CYCLES = int(LONG) if LONG else 3
 FAULT_CYCLES = int(LONG) if LONG else 3
 
 SCALE = 2           # pgbench -i -s: 200,000 accounts, about 30 MiB
