@@ -14,8 +14,8 @@
 #      every mount on the ring (-o uring=on; enable_uring set to Y, then
 #      restored)
 #   d. ASan+UBSan build in build-asan/: the unit tests, then the mount tests
-#      against build-asan/foliofs (without the PostgreSQL tests and crash
-#      loops, for time), over /dev/fuse
+#      against build-asan/foliofs (without the tests that run PostgreSQL and
+#      the crash loops, for time), over /dev/fuse
 #   d2. the FUSE over io_uring tests against build-asan/foliofs
 #   e. TSan build in build-tsan/ (clang): the unit tests
 #   f. clang-tidy's bugprone checks on every C file (with build/'s
@@ -610,7 +610,11 @@ bg_wait() {
 }
 
 ASAN_ENV=(ASAN_OPTIONS="$ASAN_OPTS" UBSAN_OPTIONS="$UBSAN_OPTS" LSAN_OPTIONS="$LSAN_OPTS")
-ASAN_SKIP="not postgres and not pg_crash and not write_amplification and not test_posix"
+# PostgreSQL's runs (and the kernel comparisons, which run it), the crash
+# loops, the write-amplification measurements and the POSIX table: they
+# exercise no daemon code the others do not, for most of the stage's time.
+ASAN_SKIP="not postgres and not pg_crash and not test_pg_clients and not test_pg_speed"
+ASAN_SKIP+=" and not test_kernel_ref and not write_amplification and not test_posix"
 
 asan() {
 	if build "d. ASan+UBSan build" build-asan "$SAN_CC" \
