@@ -29,6 +29,7 @@
 #include <stdatomic.h>
 
 #include "blockstate.h"
+#include "foliofs/list.h"
 #include "trace.h"
 #include "writeback.h"
 #include <stdbool.h>
@@ -184,15 +185,14 @@ struct ffs_inode {
 	 * short, unless fd_keep: the inode has no name to be found by (fh
 	 * NULL, or its last known name removed), so the descriptor stays
 	 * until the inode is freed.  dying: a forget is waiting for the
-	 * pins to go before it frees the inode.
+	 * pins to go before it frees the inode.  fdc_link: on ffs_data.fdc
+	 * (the LRU) while linked (list_linked).
 	 */
 	int fd;
 	unsigned int fd_pins;
 	bool fd_keep;
-	bool fd_cached;		/* on the LRU */
 	bool dying;
-	struct ffs_inode *fdc_prev;	/* toward the most recently used */
-	struct ffs_inode *fdc_next;	/* toward the least recently used */
+	struct list_node fdc_link;	/* fdc_lock: on ffs_data.fdc, the LRU */
 
 	/*
 	 * Kill-priv's hint (killpriv.c) that the backing inode has neither
@@ -255,13 +255,11 @@ struct ffs_inode {
 	 */
 	bool forget_flushing;
 	/*
-	 * On ffs_data's idle list: `data` has its descriptor, nopen is 0 and
-	 * no forget is writing it back.  Changed under both this lock and
-	 * idle_lock; read under either.
+	 * On ffs_data's idle list while linked (list_linked): `data` has its
+	 * descriptor, nopen is 0 and no forget is writing it back.  Changed
+	 * under both this lock and idle_lock; read under either.
 	 */
-	bool idle;
-	struct ffs_inode *idle_prev;	/* toward the most recently idle */
-	struct ffs_inode *idle_next;	/* toward the least recently idle */
+	struct list_node idle_link;	/* this lock and idle_lock: on ffs_data.idle */
 };
 
 /*
@@ -272,8 +270,7 @@ struct ffs_inode {
  * it, and the registry calls that.
  */
 struct ffs_handle {
-	struct ffs_handle *prev;	/* ffs_data.handles_lock */
-	struct ffs_handle *next;
+	struct list_node link;	/* ffs_data.handles_lock: on ffs_data.handles */
 	/*
 	 * Frees the handle and what it holds (a file's data reference, a
 	 * directory's descriptor): set by ffs_handle_add(), immutable.  Called
@@ -334,7 +331,7 @@ struct ffs_data {
 	size_t write_cut;
 
 	pthread_mutex_t handles_lock;	/* protects the handle list */
-	struct ffs_handle *handles;
+	struct list_node handles;	/* ffs_handle.link, newest first */
 
 	/*
 	 * Protects the table and every inode's nlookup, parent, name and
@@ -411,8 +408,8 @@ struct ffs_data {
 	long fd_base;		/* set before serving, then read-only */
 	long fd_reserve;	/* likewise */
 	pthread_mutex_t idle_lock;	/* protects the idle list and idle_count */
-	struct ffs_inode *idle_head;	/* most recently idle */
-	struct ffs_inode *idle_tail;	/* least recently idle: closed first */
+	/* ffs_inode.idle_link, most recently idle first, least recently last (closed first) */
+	struct list_node idle;
 	long idle_count;
 
 	/*
@@ -424,8 +421,7 @@ struct ffs_data {
 	 */
 	pthread_mutex_t fdc_lock;
 	pthread_cond_t fdc_cond;
-	struct ffs_inode *fdc_head;
-	struct ffs_inode *fdc_tail;
+	struct list_node fdc;		/* ffs_inode.fdc_link, most recently used first */
 	long fdc_count;
 	/*
 	 * At most this many cached O_PATH descriptors and idle data

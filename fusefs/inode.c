@@ -205,38 +205,28 @@ void ffs_handle_add(struct ffs_data *fs, struct ffs_handle *h,
 		    void (*free_fn)(struct ffs_data *fs, struct ffs_handle *h))
 {
 	h->free = free_fn;
-	h->prev = NULL;
 	pthread_mutex_lock(&fs->handles_lock);
-	h->next = fs->handles;
-	if (h->next)
-		h->next->prev = h;
-	fs->handles = h;
+	list_push_front(&fs->handles, &h->link);
 	pthread_mutex_unlock(&fs->handles_lock);
 }
 
 void ffs_handle_release(struct ffs_data *fs, struct ffs_handle *h)
 {
 	pthread_mutex_lock(&fs->handles_lock);
-	if (h->prev)
-		h->prev->next = h->next;
-	else
-		fs->handles = h->next;
-	if (h->next)
-		h->next->prev = h->prev;
+	list_unlink(&h->link);
 	pthread_mutex_unlock(&fs->handles_lock);
 	h->free(fs, h);
 }
 
 void ffs_handles_free_all(struct ffs_data *fs)
 {
-	struct ffs_handle *h = fs->handles;
+	struct list_node *node;
 
-	fs->handles = NULL;
-	while (h) {
-		struct ffs_handle *next = h->next;
+	while ((node = list_first(&fs->handles))) {
+		struct ffs_handle *h = list_entry(node, struct ffs_handle, link);
 
+		list_unlink(node);
 		h->free(fs, h);
-		h = next;
 	}
 }
 
@@ -249,8 +239,11 @@ int ffs_itable_init(struct ffs_data *fs, int root_fd, const struct ffs_node_ops 
 		return -errno;
 	pthread_mutex_init(&fs->itable_lock, NULL);
 	pthread_mutex_init(&fs->handles_lock, NULL);
+	list_init(&fs->handles);
 	pthread_mutex_init(&fs->idle_lock, NULL);
+	list_init(&fs->idle);
 	pthread_mutex_init(&fs->fdc_lock, NULL);
+	list_init(&fs->fdc);
 	pthread_cond_init(&fs->fdc_cond, NULL);
 	/* No budget until ffs_fd_budget_init() knows the daemon's own descriptors. */
 	atomic_init(&fs->fd_budget, LONG_MAX);
@@ -274,40 +267,24 @@ int ffs_itable_init(struct ffs_data *fs, int root_fd, const struct ffs_node_ops 
 
 /* ---- descriptors: idle data descriptors ---- */
 
-/* Context: idle_lock held. */
+/* The most recently idle. Context: idle_lock held; @inode on no list. */
 static void idle_add(struct ffs_data *fs, struct ffs_inode *inode)
 {
-	inode->idle = true;
-	inode->idle_prev = NULL;
-	inode->idle_next = fs->idle_head;
-	if (fs->idle_head)
-		fs->idle_head->idle_prev = inode;
-	else
-		fs->idle_tail = inode;
-	fs->idle_head = inode;
+	list_push_front(&fs->idle, &inode->idle_link);
 	fs->idle_count++;
 }
 
 /* Context: idle_lock held; @inode is on the list. */
 static void idle_del(struct ffs_data *fs, struct ffs_inode *inode)
 {
-	if (inode->idle_prev)
-		inode->idle_prev->idle_next = inode->idle_next;
-	else
-		fs->idle_head = inode->idle_next;
-	if (inode->idle_next)
-		inode->idle_next->idle_prev = inode->idle_prev;
-	else
-		fs->idle_tail = inode->idle_prev;
-	inode->idle = false;
-	inode->idle_prev = inode->idle_next = NULL;
+	list_unlink(&inode->idle_link);
 	fs->idle_count--;
 }
 
 /* Context: inode->lock held (or teardown). */
 static void idle_leave(struct ffs_data *fs, struct ffs_inode *inode)
 {
-	if (!inode->idle)
+	if (!list_linked(&inode->idle_link))
 		return;
 	pthread_mutex_lock(&fs->idle_lock);
 	idle_del(fs, inode);
@@ -322,7 +299,7 @@ static void idle_leave(struct ffs_data *fs, struct ffs_inode *inode)
  */
 static void idle_enter(struct ffs_data *fs, struct ffs_inode *inode)
 {
-	if (inode->idle || inode->nopen || inode->forget_flushing || !inode->data ||
+	if (list_linked(&inode->idle_link) || inode->nopen || inode->forget_flushing || !inode->data ||
 	    !wb_file_has_fd(inode->data))
 		return;
 	pthread_mutex_lock(&fs->idle_lock);
@@ -361,13 +338,15 @@ static bool evict_dirty(struct ffs_data *fs, struct ffs_inode *inode)
  */
 static bool idle_evict(struct ffs_data *fs, bool may_write)
 {
-	struct ffs_inode *inode, *prev, *dirty = NULL;
+	struct ffs_inode *inode, *dirty = NULL;
+	struct list_node *node, *prev;
 	bool closed = false;
 	int seen = 0;
 
 	pthread_mutex_lock(&fs->idle_lock);
-	for (inode = fs->idle_tail; inode && seen < EVICT_SCAN; inode = prev, seen++) {
-		prev = inode->idle_prev;
+	for (node = list_last(&fs->idle); node && seen < EVICT_SCAN; node = prev, seen++) {
+		inode = list_entry(node, struct ffs_inode, idle_link);
+		prev = list_prev(&fs->idle, node);
 		if (pthread_mutex_trylock(&inode->lock))
 			continue;
 		if (!wb_file_fd_close(inode->data)) {
@@ -399,35 +378,22 @@ static bool idle_evict(struct ffs_data *fs, bool may_write)
 
 /* ---- descriptors: the cache of O_PATH descriptors ---- */
 
-/* Context: fdc_lock held; @inode has its fd, no pin and no fd_keep. */
+/*
+ * The most recently used.
+ * Context: fdc_lock held; @inode has its fd, no pin and no fd_keep.
+ */
 static void fdc_add(struct ffs_data *fs, struct ffs_inode *inode)
 {
-	inode->fd_cached = true;
-	inode->fdc_prev = NULL;
-	inode->fdc_next = fs->fdc_head;
-	if (fs->fdc_head)
-		fs->fdc_head->fdc_prev = inode;
-	else
-		fs->fdc_tail = inode;
-	fs->fdc_head = inode;
+	list_push_front(&fs->fdc, &inode->fdc_link);
 	fs->fdc_count++;
 }
 
 /* Context: fdc_lock held. */
 static void fdc_del(struct ffs_data *fs, struct ffs_inode *inode)
 {
-	if (!inode->fd_cached)
+	if (!list_linked(&inode->fdc_link))
 		return;
-	if (inode->fdc_prev)
-		inode->fdc_prev->fdc_next = inode->fdc_next;
-	else
-		fs->fdc_head = inode->fdc_next;
-	if (inode->fdc_next)
-		inode->fdc_next->fdc_prev = inode->fdc_prev;
-	else
-		fs->fdc_tail = inode->fdc_prev;
-	inode->fd_cached = false;
-	inode->fdc_prev = inode->fdc_next = NULL;
+	list_unlink(&inode->fdc_link);
 	fs->fdc_count--;
 }
 
@@ -438,11 +404,13 @@ static void fdc_del(struct ffs_data *fs, struct ffs_inode *inode)
  */
 static int fdc_pop(struct ffs_data *fs)
 {
-	struct ffs_inode *inode = fs->fdc_tail;
+	struct list_node *node = list_last(&fs->fdc);
+	struct ffs_inode *inode;
 	int fd;
 
-	if (!inode)
+	if (!node)
 		return -1;
+	inode = list_entry(node, struct ffs_inode, fdc_link);
 	fdc_del(fs, inode);
 	fd = inode->fd;
 	inode->fd = -1;
@@ -1110,7 +1078,8 @@ static void fd_give(struct ffs_data *fs, struct ffs_inode *inode, int *fd, int *
 	}
 	if (inode->fd_keep && inode->fh && inode->name)
 		inode->fd_keep = false;
-	if (inode->fd >= 0 && !inode->fd_pins && !inode->fd_keep && !inode->fd_cached) {
+	if (inode->fd >= 0 && !inode->fd_pins && !inode->fd_keep &&
+	    !list_linked(&inode->fdc_link)) {
 		fdc_add(fs, inode);
 		if (fs->fdc_count > atomic_load(&fs->fd_cache_max))
 			*evicted = fdc_pop(fs);

@@ -2,9 +2,10 @@
 /*
  * foliofs/list.h - an intrusive doubly linked list, for every list of the
  * tree whose members come and go from the middle: blockstate's LRU lists
- * and file list, writeback's file and dirty lists.  A leaf: it includes
- * nothing of the tree, and any layer may use it.  The tree's own, not
- * installed (only policy.h is).
+ * and file list, writeback's file and dirty lists, fusefs's idle data
+ * descriptors, cache of O_PATH descriptors and open handles.  A leaf: it
+ * includes nothing of the tree, and any layer may use it.  The tree's
+ * own, not installed (only policy.h is).
  *
  * A list is a head, a struct list_node that is no member, linked in a
  * circle with the members:
