@@ -581,8 +581,9 @@ void ffs_handles_free_all(struct ffs_data *fs);
  * has opened what it needs to serve, before the session loop.
  * ffs_fd_charge() before opening a descriptor fusefs keeps for an open
  * file or directory: 0, or -ENFILE when the budget is used up and no
- * cached or idle descriptor can be closed (a dirty file is written back
- * and synced first); the first refusal is logged with the counts.
+ * cached or idle descriptor can be closed (a dirty idle file is written
+ * back and synced first, wb_file_fd_evict(): inode.c says why); the first
+ * refusal is logged with the counts.
  * ffs_fd_charge_path() before opening an O_PATH descriptor (of an inode
  * looked up or found again): closes cached and idle ones while over the
  * budget but never refuses, as those are a few per request in flight

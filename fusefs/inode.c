@@ -39,13 +39,32 @@
  * or holds data not yet durable, and after that on the idle list.  When
  * the budget (see struct ffs_data) is used up, or either cache holds
  * more than ffs_data.fd_cache_max, cached O_PATH descriptors are closed
- * first, then idle data descriptors, least recently used first (a dirty
- * file is written back and synced first: wb_file_fd_close).  The next
- * open takes one again through the O_PATH descriptor, with O_DIRECT for
- * backing_direct, as the first open did.  The cache and the errseq state
- * stay with the wb_file meanwhile.  So the number of inodes the kernel
- * may keep looked up is not bounded by RLIMIT_NOFILE, and the daemon's
- * descriptors are bounded by its caches and what is open.
+ * first, then idle data descriptors, least recently used first.  The
+ * next open takes one again through the O_PATH descriptor, with O_DIRECT
+ * for backing_direct, as the first open did.  The cache and the errseq
+ * state stay with the wb_file meanwhile.  So the number of inodes the
+ * kernel may keep looked up is not bounded by RLIMIT_NOFILE, and the
+ * daemon's descriptors are bounded by its caches and what is open.
+ *
+ * Why an eviction may write another file.  An open over the budget
+ * (ffs_fd_charge) needs a descriptor now, and it can only have one that
+ * is closed.  When no O_PATH descriptor is cached and every idle file it
+ * looks at is dirty (or holds unsynced data), the only descriptor left
+ * to close is a dirty file's, and that one cannot simply be closed: its
+ * data would then be written back through no descriptor, and the
+ * writeback errors a later fsync of it must report would have none to
+ * happen on.  So its data is made durable first, by one writeback call
+ * (wb_file_fd_evict: write back, sync, close) on the opener's thread,
+ * with that file's lock held so nobody uses it meanwhile.  What bounds
+ * it: EVICT_SCAN idle files are looked at, oldest first, and any clean
+ * one among them is closed in preference, so only when all of them are
+ * dirty is one written, and it is one file per descriptor wanted (the
+ * oldest, whose data the flushers would write next anyway).  Lookups
+ * never write (ffs_fd_charge_path): they close only what is clean, and
+ * the reserve covers them.  A failing writeback leaves the file its
+ * descriptor; it goes back on the idle list as the most recent, so the
+ * next eviction tries others first, and the open gets ENFILE when none
+ * can go.
  */
 #include "fusefs.h"
 #include "writeback.h"
@@ -81,7 +100,8 @@
 #define FUSE_DEFAULT_MAX_THREADS 10
 /*
  * Idle files looked at, oldest first, for one whose descriptor can simply
- * be closed, before the oldest dirty one is written back to free its own.
+ * be closed, before the oldest dirty one is written back to free its own
+ * (why it may have to be: the top of this file).
  */
 #define EVICT_SCAN 32
 /* Largest file handle (MAX_HANDLE_SZ in the kernel). */
@@ -314,13 +334,14 @@ void ffs_fd_uncharge(struct ffs_data *fs)
 
 /*
  * Write back and sync the idle file @inode, whose lock is held, and close
- * its data descriptor: true when closed.  Its lock is held throughout, so
- * an open of this file waits for the writeback, as the forget of an inode
- * does; nobody else waits on it.
+ * its data descriptor (wb_file_fd_evict; why at the top of this file):
+ * true when closed.  Its lock is held throughout, so an open of this file
+ * waits for the writeback, as the forget of an inode does; nobody else
+ * waits on it.
  */
 static bool evict_dirty(struct ffs_data *fs, struct ffs_inode *inode)
 {
-	bool closed = !wb_file_flush(inode->data) && !wb_file_fd_close(inode->data);
+	bool closed = !wb_file_fd_evict(inode->data);
 
 	pthread_mutex_lock(&fs->idle_lock);
 	if (!closed)

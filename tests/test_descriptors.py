@@ -153,6 +153,47 @@ def test_at_the_limit_enfile_then_recovery(dirs, raised_nofile):
         assert util.read_file(os.path.join(b, 'n%d' % i)) == content(i)
 
 
+@pytest.mark.timeout(300)
+def test_over_the_budget_only_dirty_idle_files(dirs, raised_nofile):
+    """Opens over the budget when every idle file is dirty: nothing else
+    writes (no flushers, a cache far from its dirty limits), so an open
+    can have a descriptor only by writing back, syncing and closing an
+    idle dirty file's.  Every open succeeds, and the oldest files' data
+    is on BACKING while still mounted: the eviction wrote it."""
+    limit, nfiles = 256, 400
+    _, b, m = dirs
+    opts = ('flushers=0', 'cache_size=256M', 'dirty_expire_ms=86400000',
+            'writeback_interval_ms=0')
+    with Mount(b, m, options=opts) as mnt:
+        util.write_file(os.path.join(m, 'f0'), content(0))
+        # Closed and idle, but still only in the cache: nothing here
+        # writes back but an eviction (or the unmount).
+        assert util.read_file(os.path.join(b, 'f0')) == b''
+        lower_limit(mnt.pid, limit)
+        for i in range(1, nfiles):
+            fd = os.open(os.path.join(m, 'f%d' % i), os.O_CREAT | os.O_RDWR, 0o644)
+            assert os.write(fd, content(i)) == len(content(i))
+            os.close(fd)
+        st = util.stats(m)
+        assert st['fds_refused'] == 0, st
+        assert st['fds_idle_closed'] > 0, st
+        assert st['fd_budget'] < nfiles
+        # More files than the budget, each dirty when closed: the oldest
+        # were evicted, each written and synced before its descriptor went.
+        on_backing = [i for i in range(nfiles)
+                      if util.read_file(os.path.join(b, 'f%d' % i)) == content(i)]
+        assert 0 in on_backing
+        assert len(on_backing) >= nfiles - st['fd_budget'], (len(on_backing), st)
+        # What was not evicted is still only in the cache.
+        assert len(on_backing) < nfiles
+        for i in range(nfiles):
+            assert util.read_file(os.path.join(m, 'f%d' % i)) == content(i), 'f%d' % i
+        assert mnt.proc.poll() is None
+        mnt.umount()
+    for i in range(nfiles):
+        assert util.read_file(os.path.join(b, 'f%d' % i)) == content(i), 'f%d' % i
+
+
 def test_signal_with_no_descriptor_free(dirs, raised_nofile):
     """Stopped when not one descriptor is free: the worker threads are
     cancelled, which must not need a library loaded then (glibc aborted,

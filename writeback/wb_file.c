@@ -6,9 +6,9 @@
  * The backing descriptor may be swapped for one with wider access
  * (wb_file_upgrade) with dup3(), which replaces the descriptor number
  * atomically: I/O in flight on another thread keeps working.  It may also
- * be closed while the file is idle (wb_file_fd_close) and given back
- * before the file is used again (wb_file_fd_reopen); wbf->fd is -1 in
- * between.  Idle means that nothing the flushers, reclaim or sync-all may
+ * be closed while the file is idle (wb_file_fd_close; made idle first by
+ * wb_file_fd_evict) and given back before the file is used again
+ * (wb_file_fd_reopen); wbf->fd is -1 in between.  Idle means that nothing the flushers, reclaim or sync-all may
  * do to the file needs the descriptor: no dirty or writeback blocks,
  * nothing unsynced (the sync must go to the file the data was written
  * through), no pending mtime, no readahead read in flight (it reads
@@ -249,6 +249,15 @@ int wb_file_fd_close(struct wb_file *wbf)
 	pthread_mutex_unlock(&ctx->files_lock);
 	pthread_mutex_unlock(&wbf->wb_lock);
 	return ret;
+}
+
+int wb_file_fd_evict(struct wb_file *wbf)
+{
+	int ret = 0;
+
+	if (wbf->fd >= 0)
+		ret = wb_file_flush(wbf);
+	return ret ? ret : wb_file_fd_close(wbf);
 }
 
 int wb_file_fd_reopen(struct wb_file *wbf, int fd, enum wb_access access)

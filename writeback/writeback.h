@@ -199,6 +199,20 @@ enum wb_access wb_file_access(const struct wb_file *wbf);
  * but the mtime.
  */
 int wb_file_fd_close(struct wb_file *wbf);
+/*
+ * wb_file_fd_evict - make an idle file's data durable and close its
+ * backing descriptor, for a caller that needs the descriptor for another
+ * file now: the file's held tail applied and every dirty block written
+ * back (as wb_file_flush(): reclaim may run), the backing file synced and
+ * its pending mtime set, then wb_file_fd_close().  0 when closed (or
+ * already closed).  A writeback or sync error (-EIO, -ENOSPC, ...) is
+ * returned and kept for the file's next fsync (errseq) as any writeback
+ * error is; the descriptor then stays, as the flushers' retries need it.
+ * -EBUSY as wb_file_fd_close() (a walker is looking at the file).
+ * Context: as wb_file_fd_close(), and the caller's thread runs this
+ * file's write path: it blocks on backing I/O and syncs, and may allocate.
+ */
+int wb_file_fd_evict(struct wb_file *wbf);
 /* Whether @wbf has its backing descriptor (not closed by wb_file_fd_close). */
 bool wb_file_has_fd(const struct wb_file *wbf);
 /*

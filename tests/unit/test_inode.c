@@ -164,6 +164,12 @@ int wb_file_fd_close(struct wb_file *wbf)
 	return -EBUSY;
 }
 
+int wb_file_fd_evict(struct wb_file *wbf)
+{
+	check_live(wbf);
+	return -EBUSY;
+}
+
 bool wb_file_has_fd(const struct wb_file *wbf)
 {
 	(void)wbf;
