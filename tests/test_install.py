@@ -116,6 +116,8 @@ def test_meson_install_puts_everything_in_the_prefix(tmp_path):
         r = run([os.path.join(bindir, tool), '--help'])
         assert r.returncode == 0 and 'usage' in r.stdout.lower(), (tool, r)
     share = os.path.join(root, opts['datadir'])
+    # What foliofs-pgcompare imports (it ran above: found there).
+    assert os.path.isfile(os.path.join(share, 'foliofs', 'python', 'foliofs_tools.py'))
     r = run([os.path.join(bindir, 'foliofs-bpftrace'), '--foliofs',
              os.path.join(bindir, 'foliofs'), '--print',
              os.path.join(share, 'foliofs', 'bpftrace', 'pauses.bt')])

@@ -28,13 +28,11 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.realpath(__file__)), "..", "lib"))
+from foliofs_tools import FUSERMOUNT, read_stats  # noqa: E402
+
 MIB = 1 << 20
 OFFSET = 100            # of the buffer in its page
-
-
-def stats(mnt):
-    with open(os.path.join(mnt, ".foliofs", "stats")) as f:
-        return {k: int(v) for k, v in (line.split() for line in f) if v.lstrip("-").isdigit()}
 
 
 def one_round(name, binary, top, size, options, buf):
@@ -55,9 +53,9 @@ def one_round(name, binary, top, size, options, buf):
             dt = time.monotonic() - t0
         finally:
             os.close(fd)
-        reads = stats(mnt)["backing_read_bytes"]
+        reads = read_stats(mnt)["backing_read_bytes"]
     finally:
-        subprocess.run(["fusermount3", "-u", mnt], check=True)
+        subprocess.run([FUSERMOUNT, "-u", mnt], check=True)
     return size / dt / 1e6, reads
 
 

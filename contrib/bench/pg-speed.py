@@ -69,7 +69,6 @@ Example (contrib/results/speed-2026-12-07):
 import argparse
 import contextlib
 import csv
-import importlib.util
 import os
 import re
 import shutil
@@ -87,17 +86,11 @@ HZ = os.sysconf("SC_CLK_TCK")
 TIMEOUT_BT = 60
 
 
-def import_pgcompare():
-    """contrib/tools/pgcompare.py as a module: its mounts, clusters,
-    servers and pgbench runs."""
-    path = os.path.join(REPO, "contrib", "tools", "pgcompare.py")
-    spec = importlib.util.spec_from_file_location("pgcompare", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+# contrib/tools/pgcompare.py, a plain module: its mounts, clusters,
+# servers and pgbench runs.
+sys.path.insert(0, os.path.join(REPO, "contrib", "tools"))
+import pgcompare as pc  # noqa: E402
 
-
-pc = import_pgcompare()
 log = pc.log
 Failure = pc.Failure
 
@@ -943,11 +936,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main(sys.argv[1:]))
-    except Failure as e:
-        log("FAILED: %s" % e)
-        sys.exit(1)
-    except pc.Interrupted as e:
-        log("interrupted")
-        sys.exit(128 + e.signum)
+    pc.run_main(main)

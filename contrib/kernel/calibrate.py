@@ -56,6 +56,9 @@ import time
 
 import refcmp
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.realpath(__file__)), '..', 'lib'))
+from foliofs_tools import Skip, parse_size  # noqa: E402
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 PG_SEED = os.path.join(HERE, 'pg-seed.py')
@@ -72,17 +75,6 @@ TINY = {'scale': 5, 'iters': 2, 'duration': 5, 'clients': 4, 'cache': '64M',
 
 def log(msg):
     print('calibrate: %s' % msg, file=sys.stderr, flush=True)
-
-
-class Skip(Exception):
-    pass
-
-
-def parse_size(text):
-    m = re.fullmatch(r'(\d+)([KMGT]?)', text.strip().upper())
-    if not m:
-        raise argparse.ArgumentTypeError('%r: a size (bytes, or with K, M, G, T)' % text)
-    return int(m.group(1)) << {'': 0, 'K': 10, 'M': 20, 'G': 30, 'T': 40}[m.group(2)]
 
 
 def pg_size(text):

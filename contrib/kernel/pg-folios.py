@@ -49,7 +49,6 @@ stderr).  Everything set up is undone on exit, also on SIGINT/SIGTERM.
 import argparse
 import collections
 import datetime
-import importlib.util
 import json
 import os
 import pwd
@@ -63,22 +62,15 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.realpath(__file__)), '..', 'lib'))
+from foliofs_tools import (  # noqa: E402
+    PG_USER, Cluster, Signals, Skip, Undo, foliofs_evict, kernel_skip_reason, pg_bindir,
+    pg_loop_fs, rd, tracefs_root, umount_fuse, wait_mounted, wr)
 
-def _load_ra_patterns():
-    spec = importlib.util.spec_from_file_location('ra_patterns',
-                                                  os.path.join(HERE, 'ra-patterns.py'))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-rap = _load_ra_patterns()
-Skip, Undo, Signals, run, wr, rd = rap.Skip, rap.Undo, rap.Signals, rap.run, rap.wr, rap.rd
 
 PAGE = 4096
 MiB = 1 << 20
 ACTIVITIES = ('load', 'pgbench', 'vacuum', 'seqscan', 'prewarm', 'autovacuum')
-PG_USER = 'postgres'
 AUTOVACUUM = ['autovacuum=on', 'autovacuum_naptime=1', 'autovacuum_vacuum_scale_factor=0',
               'autovacuum_vacuum_threshold=1000', 'autovacuum_vacuum_insert_scale_factor=0',
               'autovacuum_vacuum_insert_threshold=1000', 'autovacuum_analyze_scale_factor=0',
@@ -89,92 +81,8 @@ def log(msg):
     print('pg-folios: %s' % msg, file=sys.stderr, flush=True)
 
 
-def pg_bindir():
-    for v in ('15', '16', '17', '14', '13'):
-        d = '/usr/lib/postgresql/%s/bin' % v
-        if os.access(os.path.join(d, 'postgres'), os.X_OK):
-            return d
-    raise Skip('no PostgreSQL server (apt-get install postgresql-15 postgresql-contrib)')
-
-
-def as_pg(cmd, **kw):
-    """CMD as the postgres user; its output."""
-    return run(['runuser', '-u', PG_USER, '--'] + cmd, **kw)
-
-
 # --------------------------------------------------------------------------
 # the cluster
-
-class Cluster:
-    """A cluster in DATADIR, its socket and log in WORK, on port PORT."""
-
-    def __init__(self, bindir, datadir, work, undo):
-        self.bin = bindir
-        self.data = datadir
-        self.sock = os.path.join(work, 'sock')
-        self.log = os.path.join(work, 'postgresql.log')
-        self.port = 5400 + os.getpid() % 500
-        self.undo = undo
-        self.running = False
-        os.makedirs(self.sock, exist_ok=True)
-        uid = pwd.getpwnam(PG_USER).pw_uid
-        os.chown(self.sock, uid, -1)
-        open(self.log, 'a').close()
-        os.chown(self.log, uid, -1)
-        as_pg([os.path.join(bindir, 'initdb'), '-D', datadir, '-A', 'trust', '-E', 'UTF8',
-               '--no-sync'])
-
-    def start(self, settings=()):
-        conf = ['shared_buffers=128MB', 'max_connections=100', 'fsync=on',
-                'unix_socket_directories=' + self.sock, 'listen_addresses=',
-                'port=%d' % self.port, 'log_line_prefix=%p %b ', 'log_connections=on',
-                'log_autovacuum_min_duration=0', 'max_parallel_workers_per_gather=0',
-                'autovacuum=off'] + list(settings)
-        opts = ' '.join('-c %s' % shlex_quote(c) for c in conf)
-        as_pg([os.path.join(self.bin, 'pg_ctl'), '-D', self.data, '-l', self.log, '-w',
-               '-t', '120', '-o', opts, 'start'])
-        self.running = True
-        self.undo.push('pg_ctl stop', self.stop)
-
-    def stop(self):
-        if not self.running:
-            return
-        as_pg([os.path.join(self.bin, 'pg_ctl'), '-D', self.data, '-m', 'fast', '-w',
-               '-t', '120', 'stop'])
-        self.running = False
-
-    def restart(self, settings=()):
-        self.stop()
-        self.undo.steps = [s for s in self.undo.steps if s[0] != 'pg_ctl stop']
-        self.start(settings)
-
-    def psql(self, sql):
-        return as_pg([os.path.join(self.bin, 'psql'), '-X', '-q', '-At', '-v',
-                      'ON_ERROR_STOP=1', '-h', self.sock, '-p', str(self.port),
-                      '-d', 'postgres', '-c', sql])
-
-    def pgbench(self, args):
-        return as_pg([os.path.join(self.bin, 'pgbench'), '-h', self.sock,
-                      '-p', str(self.port), 'postgres'] + args)
-
-    def log_size(self):
-        return os.path.getsize(self.log)
-
-    def roles_since(self, offset):
-        """{pid: backend type} from the server log after byte OFFSET."""
-        roles = {}
-        with open(self.log, errors='replace') as f:
-            f.seek(offset)
-            for line in f:
-                m = re.match(r'(\d+) ([a-z][a-z ]*?) (?:LOG|WARNING|ERROR|FATAL):', line)
-                if m:
-                    roles[int(m.group(1))] = m.group(2)
-        return roles
-
-
-def shlex_quote(s):
-    return "'" + s.replace("'", "'\\''") + "'" if re.search(r"[^\w@%+=:,./-]", s) else s
-
 
 def relation_files(cl):
     """{path relative to the data directory: class} of the database's
@@ -271,42 +179,12 @@ class DevTracer:
         return out, lost
 
 
-def pg_loop_fs(fstype, work, size, ra_kb, undo):
-    """A FSTYPE file system of SIZE bytes on a loop device (direct I/O)
-    over an image in WORK, read_ahead_kb RA_KB, mounted, with an empty
-    directory pgdata for the postgres user: (the loop device, pgdata)."""
-    mkfs = {'ext4': ['mkfs.ext4', '-q', '-F'], 'xfs': ['mkfs.xfs', '-q', '-f']}[fstype]
-    if not shutil.which(mkfs[0]):
-        raise Skip('%s is missing' % mkfs[0])
-    img, mnt = os.path.join(work, fstype + '.img'), os.path.join(work, fstype)
-    os.mkdir(mnt)
-    with open(img, 'wb') as f:
-        f.truncate(size)
-    run(mkfs + [img])
-    dev = run(['losetup', '-f', '--show', '--direct-io=on', img]).strip()
-    undo.push('losetup -d ' + dev, run, ['losetup', '-d', dev])
-    ra_path = '/sys/block/%s/queue/read_ahead_kb' % os.path.basename(dev)
-    undo.push('read_ahead_kb of ' + dev, wr, ra_path, rd(ra_path).strip())
-    wr(ra_path, str(ra_kb))
-    found = rap.bdi_defaults(dev, undo)
-    if any(found.get(k, v) != v for k, v in rap.BDI_DEFAULTS):
-        print('note: %s: bdi settings %s put back to defaults for the run'
-              % (dev, ', '.join('%s=%s' % kv for kv in sorted(found.items()))),
-              file=sys.stderr)
-    run(['mount', dev, mnt])
-    undo.push('umount ' + mnt, run, ['umount', mnt])
-    data = os.path.join(mnt, 'pgdata')
-    os.mkdir(data, 0o700)
-    os.chown(data, pwd.getpwnam(PG_USER).pw_uid, -1)
-    return dev, data
-
-
 def run_kernel_backend(args, undo, work):
-    why = rap.kernel_skip_reason()
+    why = kernel_skip_reason()
     if why:
         raise Skip(why)
     bindir = pg_bindir()
-    tracer = DevTracer(rap.tracefs_root(undo), undo)
+    tracer = DevTracer(tracefs_root(undo), undo)
     _, data = pg_loop_fs(args.fs, work, max(4096, 80 * args.scale) * MiB, args.ra_kb, undo)
     cl = Cluster(bindir, data, work, undo)
     st_dev = os.stat(data).st_dev
@@ -369,7 +247,7 @@ def ffs_evict_all(mnt, data):
     for top, _, names in os.walk(os.path.join(data, 'base')):
         for n in names:
             ino = os.stat(os.path.join(top, n)).st_ino
-            rap.foliofs_evict(mnt, ino, 0, 0)
+            foliofs_evict(mnt, ino, 0, 0)
 
 
 def run_foliofs_backend(args, undo, work):
@@ -389,8 +267,8 @@ def run_foliofs_backend(args, undo, work):
     out = open(os.path.join(work, 'foliofs.log'), 'w')
     proc = subprocess.Popen([binary, '-f', '-o', ','.join(options), back, mnt],
                             stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
-    undo.push('unmount ' + mnt, rap.umount_fuse, mnt, proc)
-    rap.wait_mounted(mnt, proc)
+    undo.push('unmount ' + mnt, umount_fuse, mnt, proc)
+    wait_mounted(mnt, proc)
     data = os.path.join(mnt, 'pgdata')
     os.mkdir(data, 0o700)
     os.chown(data, uid, -1)

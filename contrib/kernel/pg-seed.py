@@ -55,7 +55,6 @@ stderr).  Everything set up is undone on exit, also on SIGINT/SIGTERM.
 import argparse
 import collections
 import datetime
-import importlib.util
 import json
 import os
 import re
@@ -70,18 +69,11 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 
-
-def _load(name, file):
-    spec = importlib.util.spec_from_file_location(name, os.path.join(HERE, file))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-pgf = _load('pg_folios', 'pg-folios.py')
 import refcmp  # noqa: E402  (this directory is on sys.path: a plain module)
-rap = pgf.rap
-Skip, Undo, Signals, run, wr, rd = rap.Skip, rap.Undo, rap.Signals, rap.run, rap.wr, rap.rd
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.realpath(__file__)), '..', 'lib'))
+from foliofs_tools import (  # noqa: E402
+    Cluster, Signals, Skip, Undo, kernel_skip_reason, parse_size, pg_bindir, pg_loop_fs,
+    rd, tracefs_root, wr)
 
 PAGE = 4096
 MiB = 1 << 20
@@ -92,13 +84,6 @@ AUTOVACUUM = ['autovacuum=on', 'autovacuum_naptime=5', 'autovacuum_vacuum_scale_
 
 def log(msg):
     print('pg-seed: %s' % msg, file=sys.stderr, flush=True)
-
-
-def parse_size(text):
-    m = re.fullmatch(r'(\d+)([KMGT]?)', text.strip().upper())
-    if not m:
-        raise argparse.ArgumentTypeError('%r: a size (bytes, or with K, M, G, T)' % text)
-    return int(m.group(1)) << {'': 0, 'K': 10, 'M': 20, 'G': 30, 'T': 40}[m.group(2)]
 
 
 # --------------------------------------------------------------------------
@@ -429,19 +414,19 @@ def parse_latency(out):
 
 
 def run_reference(args, undo, work):
-    why = rap.kernel_skip_reason()
+    why = kernel_skip_reason()
     if why:
         raise Skip(why)
-    bindir = pgf.pg_bindir()
-    hroot = rap.tracefs_root(undo)
+    bindir = pg_bindir()
+    hroot = tracefs_root(undo)
     cg = MemCgroup(args.mem, undo)
-    dev, data = pgf.pg_loop_fs(args.fs, work, max(4096, 60 * args.scale) * MiB, args.ra_kb,
+    dev, data = pg_loop_fs(args.fs, work, max(4096, 60 * args.scale) * MiB, args.ra_kb,
                                undo)
     st = os.stat(data)
     kdev = (os.major(st.st_dev) << 20) | os.minor(st.st_dev)
     bdi = '%d:%d' % (os.major(st.st_dev), os.minor(st.st_dev))
     events = EventCounter(hroot, kdev, bdi, undo)
-    cl = pgf.Cluster(bindir, data, work, undo)
+    cl = Cluster(bindir, data, work, undo)
     cg.enter()
     settings = ['shared_buffers=%s' % args.shared_buffers, 'max_wal_size=1GB',
                 'max_connections=%d' % (args.clients + 10)]

@@ -75,14 +75,12 @@ import argparse
 import collections
 import ctypes
 import datetime
-import functools
 import json
 import mmap
 import os
 import random
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -97,12 +95,13 @@ SEED = 26
 NR_RANDOM = 32
 DEFAULT_RA_KB = 2048
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-TRACEFS = '/sys/kernel/tracing'
 EVENTS = ('mm_filemap_add_to_page_cache', 'mm_filemap_delete_from_page_cache')
 
-
-class Skip(Exception):
-    """The backend cannot run here; the message says why."""
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.realpath(__file__)), '..', 'lib'))
+import foliofs_tools  # noqa: E402
+from foliofs_tools import (  # noqa: E402
+    Signals, Skip, Undo, bdi_defaults, cached_pages, foliofs_evict, foliofs_folios,
+    kernel_skip_reason, rd, run, tracefs_root, umount_fuse, wait_mounted, wr)
 
 
 # --------------------------------------------------------------------------
@@ -252,52 +251,7 @@ PATTERNS = collections.OrderedDict([
 
 
 # --------------------------------------------------------------------------
-# undoing what was set up
-
-class Undo:
-    """A stack of cleanups, run in reverse on close(), each at most once;
-    a failing one is reported and the rest still run."""
-
-    def __init__(self):
-        self.steps = []
-
-    def push(self, what, fn, *args):
-        self.steps.append((what, fn, args))
-
-    def close(self):
-        while self.steps:
-            what, fn, args = self.steps.pop()
-            try:
-                fn(*args)
-            except Exception as e:  # noqa: BLE001 - report and go on
-                print('ra-patterns: cleanup: %s: %s' % (what, e), file=sys.stderr)
-
-
-def _raise_exit(signum, frame):
-    raise SystemExit(128 + signum)
-
-
-class Signals:
-    """SIGINT, SIGTERM and SIGHUP unwind the stack (finally blocks run)."""
-
-    def __enter__(self):
-        self.old = {s: signal.signal(s, _raise_exit)
-                    for s in (signal.SIGTERM, signal.SIGHUP)}
-        return self
-
-    def __exit__(self, *exc):
-        for s, h in self.old.items():
-            signal.signal(s, h)
-        return False
-
-
-def run(cmd, **kw):
-    r = subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                       stderr=subprocess.STDOUT, text=True, **kw)
-    if r.returncode != 0:
-        raise RuntimeError('%s: exit %d: %s' % (' '.join(cmd), r.returncode, r.stdout.strip()))
-    return r.stdout
-
+# the test file
 
 def write_file(path, size=FILE_SIZE):
     """SIZE bytes of seeded noise, synced."""
@@ -316,46 +270,6 @@ def histogram(folios):
 
 # --------------------------------------------------------------------------
 # the kernel backend
-
-def kernel_skip_reason():
-    """Why the kernel backend cannot run here, or None."""
-    if os.geteuid() != 0:
-        return 'the kernel backend needs root (loop devices, mounts, tracefs)'
-    for tool in ('losetup', 'mount', 'umount'):
-        if not shutil.which(tool):
-            return '%s is missing' % tool
-    if not os.path.isdir(TRACEFS):
-        return '%s does not exist: no tracefs in this kernel' % TRACEFS
-    if not os.path.exists('/dev/loop-control') and not os.path.exists('/dev/loop0'):
-        return 'no loop device (/dev/loop-control missing)'
-    try:
-        cached_pages(os.path.abspath(__file__))
-    except OSError as e:
-        return 'no cachestat(2) (Linux 6.5+): %s' % e.strerror
-    return None
-
-
-def tracefs_root(undo):
-    """TRACEFS with tracefs mounted on it (mounted here if it was not)."""
-    if os.path.isdir(os.path.join(TRACEFS, 'instances')):
-        return TRACEFS
-    r = subprocess.run(['mount', '-t', 'tracefs', 'nodev', TRACEFS],
-                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    if r.returncode != 0 or not os.path.isdir(os.path.join(TRACEFS, 'instances')):
-        raise Skip('tracefs cannot be mounted at %s: %s' % (TRACEFS, r.stdout.strip()))
-    undo.push('umount ' + TRACEFS, run, ['umount', TRACEFS])
-    return TRACEFS
-
-
-def wr(path, text):
-    with open(path, 'w') as f:
-        f.write(text)
-
-
-def rd(path):
-    with open(path) as f:
-        return f.read()
-
 
 class Tracer:
     """A tracefs instance recording the two filemap events of one inode."""
@@ -435,57 +349,13 @@ def fadvise_dontneed(path, start=0, length=0):
         os.close(fd)
 
 
-class _CachestatRange(ctypes.Structure):
-    _fields_ = [('off', ctypes.c_uint64), ('len', ctypes.c_uint64)]
-
-
-class _Cachestat(ctypes.Structure):
-    _fields_ = [('nr_cache', ctypes.c_uint64), ('nr_dirty', ctypes.c_uint64),
-                ('nr_writeback', ctypes.c_uint64), ('nr_evicted', ctypes.c_uint64),
-                ('nr_recently_evicted', ctypes.c_uint64)]
-
-
-NR_CACHESTAT = 451      # the same number on every architecture (since 6.5)
-
-
-@functools.lru_cache(maxsize=None)
-def _libc():
-    """libc with the prototypes cached_pages() and resident_indexes() call."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.syscall.restype = ctypes.c_long
-    libc.mmap.restype = ctypes.c_void_p
-    libc.mmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
-                          ctypes.c_int, ctypes.c_long)
-    libc.mincore.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p)
-    libc.munmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t)
-    return libc
-
-
-def cached_pages(path):
-    """How many of PATH's pages are in the page cache: cachestat(2), which
-    counts every folio of the mapping, also one whose read is still in
-    flight (not uptodate yet).  mincore(2) counts only uptodate pages, so
-    a folio of readahead I/O that has not completed is invisible to it."""
-    libc = _libc()
-    rng, cs = _CachestatRange(0, 0), _Cachestat()     # len 0: to the end
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        if libc.syscall(ctypes.c_long(NR_CACHESTAT), ctypes.c_int(fd), ctypes.byref(rng),
-                        ctypes.byref(cs), ctypes.c_uint(0)) != 0:
-            err = ctypes.get_errno()
-            raise OSError(err, 'cachestat %s: %s' % (path, os.strerror(err)))
-    finally:
-        os.close(fd)
-    return cs.nr_cache
-
-
 def resident_indexes(path):
     """The indexes of PATH's uptodate pages in the page cache: mincore(2)
     over a read-only shared mapping of it (mapping faults nothing in)."""
     size = os.path.getsize(path)
     if not size:
         return set()
-    libc = _libc()
+    libc = foliofs_tools.libc()
     nr = (size + PAGE - 1) // PAGE
     vec = ctypes.create_string_buffer(nr)
     fd = os.open(path, os.O_RDONLY)
@@ -531,32 +401,6 @@ def untraced_pages(resident, folios):
     for index, order in folios:
         traced.update(range(index, index + (1 << order)))
     return sorted(resident - traced), len(traced - resident)
-
-
-# A bdi's dirty-throttling knobs and their defaults.  They outlive a
-# detached loop device (its bdi stays, keyed by 7:N), so a reference run
-# must not inherit another session's: a loop bdi left at strict_limit=1
-# with a small max_bytes throttles every writer far below the freerun point.
-BDI_DEFAULTS = (('strict_limit', '0'), ('min_ratio', '0'), ('max_ratio', '100'))
-
-
-def bdi_defaults(dev, undo):
-    """Put DEV's bdi dirty-throttling knobs at their defaults for the run
-    (each changed one restored on undo); return {knob: value found}."""
-    st = os.stat(dev)
-    base = '/sys/class/bdi/%d:%d' % (os.major(st.st_rdev), os.minor(st.st_rdev))
-    found = {}
-    for knob, default in BDI_DEFAULTS:
-        path = os.path.join(base, knob)
-        if not os.path.exists(path):
-            continue
-        found[knob] = old = rd(path).strip()
-        if old != default:
-            # max_bytes (a byte form of max_ratio) follows max_ratio: the
-            # undo of max_ratio restores it too.
-            undo.push('%s of %s' % (knob, base), wr, path, old)
-            wr(path, default)
-    return found
 
 
 class LoopFs:
@@ -656,39 +500,6 @@ def run_kernel(fstypes=('ext4',), patterns=None, ra_kb=DEFAULT_RA_KB, log=None):
 # --------------------------------------------------------------------------
 # the foliofs backend
 
-def foliofs_folios(mnt, ino):
-    """[(index, order)] of the file with st_ino INO, and its flags."""
-    out, flags = [], {}
-    with open(os.path.join(mnt, '.foliofs', 'folios')) as f:
-        for line in f:
-            i, index, order, fl = line.split()
-            if int(i) == ino:
-                out.append((int(index), int(order)))
-                flags[int(index)] = fl
-    return out, flags
-
-
-def foliofs_evict(mnt, ino, start, length):
-    """Write "INO START LEN" to .foliofs/evict; its result line."""
-    fd = os.open(os.path.join(mnt, '.foliofs', 'evict'), os.O_RDWR)
-    try:
-        os.pwrite(fd, ('%d %d %d\n' % (ino, start, length)).encode(), 0)
-        return os.pread(fd, 4096, 0).decode().strip()
-    finally:
-        os.close(fd)
-
-
-def wait_mounted(mnt, proc, timeout=10):
-    deadline = time.monotonic() + timeout
-    dev = os.stat(os.path.dirname(mnt) or '/').st_dev
-    while os.stat(mnt).st_dev == dev:
-        if proc.poll() is not None:
-            raise RuntimeError('foliofs exited with status %d before mounting' % proc.returncode)
-        if time.monotonic() > deadline:
-            raise RuntimeError('foliofs did not mount %s in %d s' % (mnt, timeout))
-        time.sleep(0.02)
-
-
 def wait_idle(mnt, ino, timeout=10):
     """Until no folio of INO has a read in flight (every folio uptodate)."""
     deadline = time.monotonic() + timeout
@@ -697,17 +508,6 @@ def wait_idle(mnt, ino, timeout=10):
         if all('u' in fl for fl in flags.values()) or time.monotonic() > deadline:
             return folios, flags
         time.sleep(0.01)
-
-
-def umount_fuse(mnt, proc):
-    subprocess.run(['fusermount3', '-u', mnt], stdout=subprocess.DEVNULL,
-                   stderr=subprocess.DEVNULL)
-    try:
-        proc.wait(30)
-    except subprocess.TimeoutExpired:
-        subprocess.run(['fusermount3', '-u', '-z', mnt])
-        proc.kill()
-        proc.wait(10)
 
 
 def run_foliofs(binary=None, patterns=None, ra_kb=DEFAULT_RA_KB, opts=(), log=None):

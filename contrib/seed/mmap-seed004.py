@@ -56,8 +56,9 @@ import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.realpath(__file__)), '..', 'lib'))
+from foliofs_tools import FUSERMOUNT, is_fuse_mounted, read_stats  # noqa: E402
 FOLIOFS = os.environ.get('FOLIOFS', os.path.join(REPO, 'build', 'foliofs'))
-FUSERMOUNT = shutil.which('fusermount3') or '/usr/bin/fusermount3'
 FOLIO = 2 << 20
 PAGE = 4096
 ACCOUNTS = ('folio', 'page', 'block')
@@ -172,19 +173,14 @@ class Mount:
             time.sleep(0.05)
 
     def mounted(self):
-        target = os.path.realpath(self.mnt)
-        with open('/proc/self/mountinfo') as f:
-            return any(line.split(' ')[4] == target and ' - fuse' in line
-                       for line in f)
+        return is_fuse_mounted(self.mnt)
 
     def tail(self):
         with open(self.log, errors='replace') as f:
             return ''.join(f.readlines()[-20:])
 
     def stats(self):
-        with open(os.path.join(self.mnt, '.foliofs', 'stats')) as f:
-            # The numbers (the policies in force are named, not counted).
-            return {k: int(v) for k, v in (line.split() for line in f) if v.isdigit()}
+        return read_stats(self.mnt)
 
     def set(self, name, value):
         with open(os.path.join(self.mnt, '.foliofs', 'tunables', name), 'w') as f:

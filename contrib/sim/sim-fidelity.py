@@ -360,11 +360,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main(sys.argv[1:]))
-    except Failure as e:
-        log("FAILED: %s" % e)
-        sys.exit(1)
-    except pgcompare.Interrupted as e:
-        log("interrupted")
-        sys.exit(128 + e.signum)
+    pgcompare.run_main(main)

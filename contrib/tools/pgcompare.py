@@ -75,8 +75,16 @@ import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
+# The shared helpers: contrib/lib in the tree; installed (as
+# foliofs-pgcompare), share/foliofs/python beside bin.
+for _lib in (os.path.join(os.path.dirname(os.path.realpath(__file__)), "..", "lib"),
+             os.path.join(os.path.dirname(os.path.realpath(__file__)), "..", "share",
+                          "foliofs", "python")):
+    if os.path.exists(os.path.join(_lib, "foliofs_tools.py")):
+        sys.path.insert(0, _lib)
+        break
+from foliofs_tools import FUSERMOUNT, is_fuse_mounted, parse_stats  # noqa: E402
 RUN_USER = "foliofs-test"
-FUSERMOUNT = shutil.which("fusermount3") or "/usr/bin/fusermount3"
 PAGE = 4096
 MIB = 1 << 20
 
@@ -538,17 +546,6 @@ def find_pgbin():
                   " postgresql-15" % ", ".join(need))
 
 
-def is_fuse_mounted(mnt):
-    target = os.path.realpath(mnt)
-    found = None
-    with open("/proc/self/mountinfo") as f:
-        for line in f:
-            pre, _, post = line.partition(" - ")
-            if pre.split(" ")[4] == target:
-                found = post.split(" ")[0]
-    return found is not None and found.startswith("fuse")
-
-
 class Comparison:
     def __init__(self, args, configs, common, foliofs, pgbin):
         self.a = args
@@ -697,11 +694,7 @@ class Comparison:
             return {}
         out = self.r.check(["cat", os.path.join(c.mnt, ".foliofs", "stats")],
                            "%s: reading .foliofs/stats" % c.name, timeout=60)
-        snap = {}
-        for line in out.splitlines():
-            k, _, v = line.partition(" ")
-            if v.strip().lstrip("-").isdigit():
-                snap[k] = int(v)
+        snap = parse_stats(out)
         snap["unix_ms"] = now_ms()
         return snap
 
@@ -1611,12 +1604,19 @@ def main(argv):
     return 0
 
 
-if __name__ == "__main__":
+def run_main(main_fn):
+    """sys.exit() with MAIN_FN(argv)'s status, 1 after a Failure (logged),
+    128 + the signal after an interruption: the scripts built on this
+    module end so too (pg-speed.py, sim-fidelity.py)."""
     try:
-        sys.exit(main(sys.argv[1:]))
+        sys.exit(main_fn(sys.argv[1:]))
     except Failure as e:
         log("FAILED: %s" % e)
         sys.exit(1)
     except Interrupted as e:
         log("interrupted")
         sys.exit(128 + e.signum)
+
+
+if __name__ == "__main__":
+    run_main(main)
