@@ -150,14 +150,14 @@ def foliofs_evict(mnt, ino, start, length):
 
 
 def wait_mounted(mnt, proc, timeout=10):
-    """Until MNT is a mount of its own; RuntimeError if PROC exits first."""
+    """Until MNT is a FUSE mount; RuntimeError if its daemon PROC exits
+    first (PROC.poll() then says how) or TIMEOUT seconds pass."""
     deadline = time.monotonic() + timeout
-    dev = os.stat(os.path.dirname(mnt) or '/').st_dev
-    while os.stat(mnt).st_dev == dev:
+    while not is_fuse_mounted(mnt):
         if proc.poll() is not None:
             raise RuntimeError('foliofs exited with status %d before mounting' % proc.returncode)
         if time.monotonic() > deadline:
-            raise RuntimeError('foliofs did not mount %s in %d s' % (mnt, timeout))
+            raise RuntimeError('foliofs did not mount %s in %g s' % (mnt, timeout))
         time.sleep(0.02)
 
 

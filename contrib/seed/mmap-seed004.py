@@ -57,7 +57,7 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.realpath(__file__)), '..', 'lib'))
-from foliofs_tools import FUSERMOUNT, is_fuse_mounted, read_stats  # noqa: E402
+from foliofs_tools import FUSERMOUNT, read_stats, wait_mounted  # noqa: E402
 FOLIOFS = os.environ.get('FOLIOFS', os.path.join(REPO, 'build', 'foliofs'))
 FOLIO = 2 << 20
 PAGE = 4096
@@ -165,15 +165,11 @@ class Mount:
             self.proc = subprocess.Popen([FOLIOFS, '-d', '-o', opts, back, mnt],
                                          stdin=subprocess.DEVNULL,
                                          stdout=subprocess.DEVNULL, stderr=out)
-        deadline = time.monotonic() + 10
-        while not self.mounted():
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                self.proc.kill()
-                sys.exit('foliofs -o %s did not mount:\n%s' % (opts, self.tail()))
-            time.sleep(0.05)
-
-    def mounted(self):
-        return is_fuse_mounted(self.mnt)
+        try:
+            wait_mounted(mnt, self.proc)
+        except RuntimeError:
+            self.proc.kill()
+            sys.exit('foliofs -o %s did not mount:\n%s' % (opts, self.tail()))
 
     def tail(self):
         with open(self.log, errors='replace') as f:

@@ -83,7 +83,7 @@ for _lib in (os.path.join(os.path.dirname(os.path.realpath(__file__)), "..", "li
     if os.path.exists(os.path.join(_lib, "foliofs_tools.py")):
         sys.path.insert(0, _lib)
         break
-from foliofs_tools import FUSERMOUNT, is_fuse_mounted, parse_stats  # noqa: E402
+from foliofs_tools import FUSERMOUNT, is_fuse_mounted, parse_stats, wait_mounted  # noqa: E402
 RUN_USER = "foliofs-test"
 PAGE = 4096
 MIB = 1 << 20
@@ -641,17 +641,16 @@ class Comparison:
         log("%s: mounting: %s" % (c.name, " ".join(cmd)))
         c.daemon_log = open(os.path.join(self.logs, "foliofs-%s.log" % c.name), "wb")
         c.daemon = self.r.popen(cmd, c.daemon_log)
-        deadline = time.monotonic() + TIMEOUT_MOUNT
-        while not is_fuse_mounted(c.mnt):
-            if c.daemon.poll() is not None:
-                c.daemon = None
-                raise Failure("%s: %s exited before the mount appeared:\n%s"
-                              % (c.name, os.path.basename(cmd[0]),
-                                 self.daemon_output(c)))
-            if time.monotonic() > deadline:
+        try:
+            wait_mounted(c.mnt, c.daemon, TIMEOUT_MOUNT)
+        except RuntimeError:
+            if c.daemon.poll() is None:
                 raise Failure("%s: %s not mounted after %d s"
-                              % (c.name, c.mnt, TIMEOUT_MOUNT))
-            time.sleep(0.05)
+                              % (c.name, c.mnt, TIMEOUT_MOUNT)) from None
+            c.daemon = None
+            raise Failure("%s: %s exited before the mount appeared:\n%s"
+                          % (c.name, os.path.basename(cmd[0]),
+                             self.daemon_output(c))) from None
 
     def daemon_output(self, c):
         with open(os.path.join(self.logs, "foliofs-%s.log" % c.name),
