@@ -8,8 +8,9 @@
  * atomically: I/O in flight on another thread keeps working.  It may also
  * be closed while the file is idle (wb_file_fd_close; made idle first by
  * wb_file_fd_evict) and given back before the file is used again
- * (wb_file_fd_reopen); wbf->fd is -1 in between.  Idle means that nothing the flushers, reclaim or sync-all may
- * do to the file needs the descriptor: no dirty or writeback blocks,
+ * (wb_file_fd_reopen); wbf->fd is -1 in between.  Idle means that
+ * nothing the flushers, reclaim or sync-all may do to the file needs the
+ * descriptor: no dirty or writeback blocks,
  * nothing unsynced (the sync must go to the file the data was written
  * through), no pending mtime, no readahead read in flight (it reads
  * through the descriptor it was started with) and a backing size that
