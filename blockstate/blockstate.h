@@ -330,6 +330,14 @@ struct bs_stats {
 	 * reclaim dropped included): foliofs-sim's summary.
 	 */
 	uint64_t folios_made_order[BS_NR_FOLIO_ORDERS];
+	/*
+	 * By size as above: folios dropped by reclaim and moves to the active
+	 * list (monotonic), and folios on the active list now; set beside the
+	 * kernel's page cache adds, deletes and PG_active by order.
+	 */
+	uint64_t reclaimed_order[BS_NR_FOLIO_ORDERS];
+	uint64_t activated_order[BS_NR_FOLIO_ORDERS];
+	uint64_t active_order[BS_NR_FOLIO_ORDERS];
 };
 void bs_cache_stats(struct bs_cache *cache, struct bs_stats *st);
 /*

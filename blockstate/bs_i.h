@@ -582,6 +582,15 @@ struct bs_cache {
 	_Atomic uint64_t folios_order[BS_NR_FOLIO_ORDERS];
 	/* Folios ever made, by order (folio.c); monotonic. */
 	_Atomic uint64_t folios_made_order[BS_NR_FOLIO_ORDERS];
+	/*
+	 * By order, as the kernel's page cache is traced (adds and deletes
+	 * by order, PG_active): folios reclaim dropped and moves to the
+	 * active list (monotonic), and folios on the active list now
+	 * (cache.c, under lru_lock).
+	 */
+	_Atomic uint64_t reclaimed_order[BS_NR_FOLIO_ORDERS];
+	_Atomic uint64_t activated_order[BS_NR_FOLIO_ORDERS];
+	_Atomic uint64_t active_order[BS_NR_FOLIO_ORDERS];
 	uint32_t full_wait_ms;			/* set before use (tests shorten it) */
 	struct bs_pool pool;			/* free folio memory */
 };

@@ -197,6 +197,9 @@ void bs_cache_stats(struct bs_cache *cache, struct bs_stats *st)
 	for (int i = 0; i < BS_NR_FOLIO_ORDERS; i++) {
 		st->folios_order[i] = atomic_load(&cache->folios_order[i]);
 		st->folios_made_order[i] = atomic_load(&cache->folios_made_order[i]);
+		st->reclaimed_order[i] = atomic_load(&cache->reclaimed_order[i]);
+		st->activated_order[i] = atomic_load(&cache->activated_order[i]);
+		st->active_order[i] = atomic_load(&cache->active_order[i]);
 	}
 }
 
@@ -219,12 +222,19 @@ uint64_t bs_cache_unsynced(struct bs_cache *cache)
 
 /* ---- the LRU lists ---- */
 
+static unsigned int folio_order(const struct bs_folio *folio)
+{
+	return (unsigned int)__builtin_ctz(folio->size) - BS_PAGE_SHIFT;
+}
+
 /* Context: lru_lock held, @folio on no list. */
 static void lru_add_locked(struct bs_cache *cache, struct bs_folio *folio, bool active)
 {
 	list_push_front(active ? &cache->active : &cache->inactive, &folio->lru);
 	atomic_store(&folio->active, active);
 	atomic_fetch_add(active ? &cache->active_bytes : &cache->inactive_bytes, folio->size);
+	if (active)
+		atomic_fetch_add(&cache->active_order[folio_order(folio)], 1);
 }
 
 /* Context: lru_lock held, @folio on a list. */
@@ -234,6 +244,8 @@ static void lru_del_locked(struct bs_cache *cache, struct bs_folio *folio)
 
 	list_unlink(&folio->lru);
 	atomic_fetch_sub(active ? &cache->active_bytes : &cache->inactive_bytes, folio->size);
+	if (active)
+		atomic_fetch_sub(&cache->active_order[folio_order(folio)], 1);
 }
 
 void bs_cache_lru_add(struct bs_cache *cache, struct bs_folio *folio)
@@ -259,6 +271,7 @@ void bs_folio_mark_accessed(struct bs_folio *folio)
 		lru_add_locked(cache, folio, true);
 		atomic_store(&folio->referenced, false);
 		atomic_fetch_add(&cache->activated_folios, 1);
+		atomic_fetch_add(&cache->activated_order[folio_order(folio)], 1);
 	}
 	pthread_mutex_unlock(&cache->lru_lock);
 }
@@ -372,9 +385,12 @@ static size_t reclaim_some(struct bs_cache *cache, size_t need)
 	}
 	pthread_mutex_unlock(&cache->lru_lock);
 	while ((node = list_first(&victims))) {
+		struct bs_folio *folio = list_entry(node, struct bs_folio, lru);
+
 		list_unlink(node);
 		atomic_fetch_add(&cache->reclaimed_folios, 1);
-		bs_folio_put(list_entry(node, struct bs_folio, lru));
+		atomic_fetch_add(&cache->reclaimed_order[folio_order(folio)], 1);
+		bs_folio_put(folio);
 	}
 	return freed;
 }

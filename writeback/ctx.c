@@ -289,6 +289,18 @@ size_t wb_ctx_stats(struct wb_ctx *ctx, char *buf, size_t size)
 		put_stat(buf, size, &used, name, st.folios_order[i]);
 	}
 	put_stat(buf, size, &used, "reclaimed_folios", st.reclaimed_folios);
+	for (int i = 0; i < BS_NR_FOLIO_ORDERS; i++) {
+		static const char *const kinds[] = { "made", "reclaimed", "activated", "active" };
+		const uint64_t *vals[] = { st.folios_made_order, st.reclaimed_order,
+					   st.activated_order, st.active_order };
+
+		for (unsigned int k = 0; k < 4; k++) {
+			char name[32];
+
+			snprintf(name, sizeof(name), "folios_%s_%uk", kinds[k], 4u << i);
+			put_stat(buf, size, &used, name, vals[k][i]);
+		}
+	}
 	put_stat(buf, size, &used, "active_bytes", st.active_bytes);
 	put_stat(buf, size, &used, "inactive_bytes", st.inactive_bytes);
 	put_stat(buf, size, &used, "activated_folios", st.activated_folios);
