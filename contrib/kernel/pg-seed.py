@@ -36,6 +36,13 @@ Per iteration, from the kernel itself:
                  (mm_filemap_add_to_page_cache), and the share of its cached
                  bytes in 2 MiB folios after the iteration (adds minus
                  mm_filemap_delete_from_page_cache)
+  deleted, lru   folios deleted from it by order, and after each step the
+                 cached folios by order and LRU state (the head page's
+                 PG_lru, PG_active, PG_referenced from /proc/kpageflags)
+                 with the memory cgroup's LRU sizes and reclaim counters
+                 (memory.stat; under cgroup v1, which has no reclaim
+                 counters, /proc/vmstat's, machine-wide), for the source
+                 step and the run apart
   latency        pgbench's average
 and the summary the seed reports: mean tps, CV, worst, the second half
 of the iterations against the first, charged/written, pauses.  The JSON
@@ -115,6 +122,26 @@ class MemCgroup:
     def enter(self):
         wr(os.path.join(self.dir, 'cgroup.procs'), str(os.getpid()))
 
+    # memory.stat's LRU sizes (bytes) and reclaim counters: v2 has them
+    # all; v1 only the sizes, so /proc/vmstat's file reclaim counters
+    # (machine-wide: other workloads count too) are kept beside them.
+    RECLAIM_KEYS = ('active_file', 'inactive_file', 'pgscan', 'pgsteal', 'pgactivate',
+                    'pgdeactivate', 'pgrefill', 'workingset_refault_file',
+                    'workingset_activate_file', 'workingset_restore_file')
+    VMSTAT_KEYS = ('pgscan_file', 'pgsteal_file', 'pgactivate', 'pgdeactivate', 'pgrefill',
+                   'workingset_refault_file', 'workingset_activate_file',
+                   'workingset_restore_file', 'pgrotated')
+
+    def reclaim_stat(self):
+        """{name: value} of RECLAIM_KEYS that the cgroup's memory.stat has,
+        and of VMSTAT_KEYS as machine_NAME."""
+        st = dict(line.split() for line in
+                  rd(os.path.join(self.dir, 'memory.stat')).splitlines())
+        out = {k: int(st[k]) for k in self.RECLAIM_KEYS if k in st}
+        vm = dict(line.split() for line in rd('/proc/vmstat').splitlines())
+        out.update(('machine_' + k, int(vm[k])) for k in self.VMSTAT_KEYS if k in vm)
+        return out
+
     def _remove(self):
         wr(self.root_procs, str(os.getpid()))
         for _ in range(50):
@@ -148,7 +175,10 @@ class EventCounter:
     LINE = re.compile(r'(mm_filemap_add_to_page_cache|mm_filemap_delete_from_page_cache|'
                       r'writeback_dirty_folio|balance_dirty_pages|bdi_dirty_ratelimit|'
                       r'global_dirty_state): (.*)')
-    FOLIO = re.compile(r'ino ([0-9a-f]+) pfn=0x[0-9a-f]+ ofs=(\d+) order=(\d+)')
+    FOLIO = re.compile(r'ino ([0-9a-f]+) pfn=0x([0-9a-f]+) ofs=(\d+) order=(\d+)')
+    # /proc/kpageflags bits (Documentation/admin-guide/mm/pagemap.rst).
+    KPF = {'referenced': 2, 'dirty': 4, 'lru': 5, 'active': 6, 'writeback': 8,
+           'reclaim': 9}
     DIRTY = re.compile(r'ino=(\d+) index=(\d+)')
     PAUSE = re.compile(r' pause=(-?\d+)')
     FIELD = re.compile(r' (\w+)=(-?\d+)')
@@ -175,8 +205,9 @@ class EventCounter:
                 wr(os.path.join(self.dir, 'events', sub, ev, 'filter'), flt)
             wr(os.path.join(self.dir, 'events', sub, ev, 'enable'), '1')
         self.log = refcmp.EventLog('kernel %s, bdi %s' % (os.uname().release, bdi))
-        self.present = {}
+        self.present = {}        # (ino, index): (order, pfn)
         self.added = collections.Counter()
+        self.deleted = collections.Counter()
         self.charged = 0
         self.bdp = [0, 0, 0]     # events, sleeps, ms slept
         self.bdp_log = []        # (field values) of every balance_dirty_pages event
@@ -218,16 +249,18 @@ class EventCounter:
         elif ev == 'writeback_dirty_folio':
             d = self.DIRTY.search(rest)
             if d:
-                self.charged += 1 << self.present.get((int(d.group(1)), int(d.group(2))), 0)
+                self.charged += 1 << self.present.get((int(d.group(1)), int(d.group(2))),
+                                                      (0,))[0]
         else:
             f = self.FOLIO.search(rest)
             if f:
-                key = (int(f.group(1), 16), int(f.group(2)) // PAGE)
+                key = (int(f.group(1), 16), int(f.group(3)) // PAGE)
+                order = int(f.group(4))
                 if ev == 'mm_filemap_add_to_page_cache':
-                    self.present[key] = int(f.group(3))
-                    self.added[int(f.group(3))] += 1
-                else:
-                    self.present.pop(key, None)
+                    self.present[key] = (order, int(f.group(2), 16))
+                    self.added[order] += 1
+                elif self.present.pop(key, None) is not None:
+                    self.deleted[order] += 1
 
     def _reader(self):
         buf = b''
@@ -255,11 +288,38 @@ class EventCounter:
         while not self.idle and time.monotonic() < deadline:
             time.sleep(0.1)     # until the reader found the pipe empty
         with self.lock:
-            cached = collections.Counter(self.present.values())
-            return {'added': dict(self.added), 'bdp_events': self.bdp[0],
+            cached = collections.Counter(o for o, _ in self.present.values())
+            return {'added': dict(self.added), 'deleted': dict(self.deleted),
+                    'bdp_events': self.bdp[0],
                     'pauses': self.bdp[1], 'paused_ms': self.bdp[2],
                     'charged_pages': self.charged, 'cached': dict(cached),
+                    'lru': self.lru_by_order(),
                     'bdp_at': len(self.bdp_log), 'rl_at': len(self.rl_log)}
+
+    def lru_by_order(self):
+        """{flag: {order: folios}} of the cached folios whose head page has
+        each flag of KPF set now, from /proc/kpageflags (a folio freed
+        since its last event reads as whatever the page is now: counted
+        only with PG_lru).  Context: self.lock held."""
+        out = {k: collections.Counter() for k in self.KPF}
+        try:
+            fd = os.open('/proc/kpageflags', os.O_RDONLY)
+        except OSError:
+            return {}
+        try:
+            for order, pfn in self.present.values():
+                raw = os.pread(fd, 8, pfn * 8)
+                if len(raw) != 8:
+                    continue
+                flags = int.from_bytes(raw, 'little')
+                if not flags >> self.KPF['lru'] & 1:
+                    continue
+                for k, bit in self.KPF.items():
+                    if flags >> bit & 1:
+                        out[k][order] += 1
+        finally:
+            os.close(fd)
+        return {k: dict(v) for k, v in out.items()}
 
     def medians(self, a, b):
         """Medians of the traced estimates between snapshots A and B: of
@@ -372,12 +432,21 @@ class VmstatSampler:
 
 
 def delta(a, b):
-    """Snapshot B minus snapshot A (cached: B's)."""
+    """Snapshot B minus snapshot A (cached, lru: B's)."""
     return {'added': {o: n - a['added'].get(o, 0) for o, n in b['added'].items()
                       if n - a['added'].get(o, 0)},
+            'deleted': {o: n - a['deleted'].get(o, 0) for o, n in b['deleted'].items()
+                        if n - a['deleted'].get(o, 0)},
+            'lru': b['lru'],
             'bdp_events': b['bdp_events'] - a['bdp_events'],
             'pauses': b['pauses'] - a['pauses'], 'paused_ms': b['paused_ms'] - a['paused_ms'],
             'charged_pages': b['charged_pages'] - a['charged_pages'], 'cached': b['cached']}
+
+
+def counter_delta(a, b):
+    """B minus A of memory.stat's counters, B's value for the LRU sizes."""
+    return {k: v if k in ('active_file', 'inactive_file', 'file_dirty', 'file_writeback')
+            else v - a.get(k, 0) for k, v in b.items()}
 
 
 def wa(path, text):
@@ -448,10 +517,12 @@ def run_reference(args, undo, work):
     rows = []
     for i in range(args.iters):
         s0 = events.snapshot()
+        r0 = cg.reclaim_stat()
         t0 = time.monotonic()
         source_step(cl, args.source, i)
         t1 = time.monotonic()
         s1 = events.snapshot()
+        r1 = cg.reclaim_stat()
         w0 = sectors_written(dev)
         v0 = vm.mark()
         t2 = time.monotonic()
@@ -460,13 +531,18 @@ def run_reference(args, undo, work):
         t3 = time.monotonic()
         w1 = sectors_written(dev)
         s2 = events.snapshot()
+        r2 = cg.reclaim_stat()
         events.log.window('source', i + 1, t0, t1)
         events.log.window('run', i + 1, t2, t3)
         src, run_ = delta(s0, s1), delta(s1, s2)
         row = {'iter': i + 1, 'tps': parse_tps(out), 'charged_pages': run_['charged_pages'],
                'written_pages': (w1 - w0) * 512 // PAGE, 'bdp_events': run_['bdp_events'],
                'pauses': run_['pauses'], 'paused_ms': run_['paused_ms'], 'added': run_['added'],
-               'source_added': src['added'], 'cached': run_['cached']}
+               'source_added': src['added'], 'cached': run_['cached'],
+               'deleted': run_['deleted'], 'source_deleted': src['deleted'],
+               'source_cached': src['cached'], 'lru': run_['lru'], 'source_lru': src['lru'],
+               'reclaim': counter_delta(r1, r2), 'source_reclaim': counter_delta(r0, r1),
+               'lru_pages': {k: r2[k] for k in ('active_file', 'inactive_file') if k in r2}}
         row['latency_ms'] = parse_latency(out)
         row['run_t0'], row['run_t1'] = t2, t3
         row.update(vm.summary(v0))
