@@ -312,6 +312,9 @@ struct bs_stats {
 	uint64_t active_bytes;		/* memory of folios on the active list */
 	uint64_t inactive_bytes;	/* and on the inactive list */
 	uint64_t activated_folios;	/* moves to the active list, monotonic */
+	uint64_t rotated_folios;	/* folios reclaim met dirty, moved to the
+					 * inactive tail when written (the
+					 * kernel's pgrotated), monotonic */
 	uint64_t reclaim_stalls;	/* times reclaim had to wait for writeback */
 	uint64_t unsynced_bytes;	/* memory of folios holding blocks written
 					 * back but not synced yet (in pinned_bytes) */

@@ -118,6 +118,15 @@ struct bs_folio {
 	 */
 	atomic_bool referenced;
 	atomic_bool active;
+	/*
+	 * The kernel's PG_reclaim: reclaim met the folio at the inactive
+	 * tail with blocks dirty or under writeback and moved it to the
+	 * active list; when its writeback ends, if it is not dirty again, it
+	 * goes to the inactive tail to be reclaimed next (cache.c).  Set
+	 * under the lru_lock, cleared by a write that dirties the folio and
+	 * at the end of its writeback (folio lock held).
+	 */
+	atomic_bool reclaim;
 	struct list_node lru;		/* cache lru_lock: on the list of @active */
 
 	pthread_mutex_t lock;		/* protects what follows and the bytes */
@@ -143,6 +152,10 @@ struct bs_folio {
 	uint32_t held_blocks;		/* blocks dirty or under writeback */
 	uint32_t held_pages;		/* 4 KiB pages holding such a block */
 	uint32_t wb_blocks;		/* blocks under writeback */
+	bool rotate;			/* its writeback ended with reclaim set and
+					 * nothing dirty: to the inactive tail
+					 * once the folio lock is dropped
+					 * (bs_wb_complete) */
 	uint32_t wb_runs;		/* runs in flight: with whole folios a run
 					 * also holds clean blocks, which have no
 					 * writeback bit but must be waited for */
@@ -563,6 +576,7 @@ struct bs_cache {
 	_Atomic uint64_t nr_folios;
 	_Atomic uint64_t reclaimed_folios;
 	_Atomic uint64_t activated_folios;
+	_Atomic uint64_t rotated_folios;	/* to the inactive tail after writeback */
 	_Atomic uint64_t reclaim_stalls;
 	_Atomic uint64_t unpinned_bytes;	/* memory of folios that stopped being
 						 * pinned, monotonic: reclaim's progress */
@@ -636,6 +650,13 @@ void bs_folio_mark_accessed(struct bs_folio *folio);
  * Context: the file's index_lock held for writing, the folio lock not held.
  */
 bool bs_folio_detach_clean(struct bs_folio *folio);
+/*
+ * The end of @folio's writeback found it marked for reclaim and not dirty
+ * (folio->rotate): to the inactive tail, off the active list, as
+ * folio_rotate_reclaimable() does, unless it is off the lists or dirty
+ * again.  Context: no folio lock or lru_lock held.
+ */
+void bs_cache_lru_rotate(struct bs_cache *cache, struct bs_folio *folio);
 
 #ifdef FOLIOFS_DEBUG_CHECKS
 #define BS_DEBUG 1

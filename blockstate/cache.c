@@ -14,13 +14,26 @@
  * oldest active folios back to it (shrink_active_list(), which keeps
  * their referenced bit).  So a folio used again while it is inactive
  * survives a sequential pass, and a large folio, which more reads land
- * in, stays active where small ones come and go.  A folio holding dirty,
- * writeback or unsynced blocks (pinned) that reclaim meets goes to the
- * active list, as the kernel activates a dirty folio it does not write
- * (without the kernel's rotation to the inactive tail once written); one
- * in use goes back to the inactive head.  When a whole pass frees
- * nothing, the layer above is asked to write back and sync (a reclaim
- * stall).
+ * in, stays active where small ones come and go.
+ *
+ * A folio that reclaim meets holding dirty or writeback blocks is marked
+ * for reclaim and moved to the active list, out of the way, as the
+ * kernel's shrink_folio_list() does with a dirty folio it does not write
+ * (PG_reclaim, then activate_locked); when its writeback ends and it is
+ * not dirty again, it goes to the inactive tail (folio_end_writeback() ->
+ * folio_rotate_reclaimable()), the next to be reclaimed.  A folio holding
+ * only unsynced blocks is clean to the kernel, which would free it; here
+ * it cannot be freed until its file is synced, so it goes back to the
+ * inactive head, as the kernel puts back a folio it cannot free now
+ * (keep), not to the active list, where it would crowd out the folios
+ * reads made active.  (Until 2026-12-08 every pinned folio went to the
+ * active list and stayed: under PostgreSQL, whose data files are synced
+ * at checkpoints, 4 KiB folios it had written filled 40% of the cache's
+ * active half where the kernel's held about 5%, and the sequential scans
+ * that make 2 MiB folios met them cached: contrib/results/calibrate-
+ * 2026-12-07b.)  One in use goes back to the inactive head too.  When a
+ * whole pass frees nothing, the layer above is asked to write back and
+ * sync (a reclaim stall).
  */
 #include "bs_i.h"
 
@@ -186,6 +199,7 @@ void bs_cache_stats(struct bs_cache *cache, struct bs_stats *st)
 	st->folios = atomic_load(&cache->nr_folios);
 	st->reclaimed_folios = atomic_load(&cache->reclaimed_folios);
 	st->activated_folios = atomic_load(&cache->activated_folios);
+	st->rotated_folios = atomic_load(&cache->rotated_folios);
 	st->active_bytes = atomic_load(&cache->active_bytes);
 	st->inactive_bytes = atomic_load(&cache->inactive_bytes);
 	st->reclaim_stalls = atomic_load(&cache->reclaim_stalls);
@@ -312,41 +326,80 @@ void bs_cache_lru_del(struct bs_cache *cache, struct bs_folio *folio)
 	pthread_mutex_unlock(&cache->lru_lock);
 }
 
-bool bs_folio_detach_clean(struct bs_folio *folio)
+/* Why a folio was not taken out of its file. */
+enum detach_result { DETACHED, DETACH_BUSY, DETACH_HELD, DETACH_UNSYNCED };
+
+/* bs_folio_detach_clean(), saying why not.  Context: as it. */
+static enum detach_result detach_clean(struct bs_folio *folio)
 {
-	bool detached = false;
+	enum detach_result res = DETACH_BUSY;
 
 	/* refs == 1 under the index lock: nobody else has it or can get it. */
 	if (atomic_load(&folio->refs) != 1)
-		return false;
+		return DETACH_BUSY;
 	pthread_mutex_lock(&folio->lock);
-	if (!folio->detached && !bs_folio_pinned(folio) && !folio->rd_runs) {
+	if (folio->held_blocks) {
+		res = DETACH_HELD;
+	} else if (folio->unsynced_blocks) {
+		res = DETACH_UNSYNCED;
+	} else if (!folio->detached && !folio->rd_runs) {
 		bs_index_remove(&folio->file->index, folio);
 		folio->detached = true;
-		detached = true;
+		res = DETACHED;
 	}
 	pthread_mutex_unlock(&folio->lock);
-	return detached;
+	return res;
+}
+
+bool bs_folio_detach_clean(struct bs_folio *folio)
+{
+	return detach_clean(folio) == DETACHED;
 }
 
 /*
  * Try to take @folio out of its file for reclaim.
  * Context: lru_lock held; index lock taken only by trylock (order).
  */
-static bool try_evict(struct bs_cache *cache, struct bs_folio *folio)
+static enum detach_result try_evict(struct bs_cache *cache, struct bs_folio *folio)
 {
 	struct bs_file *file = folio->file;
-	bool evicted;
+	enum detach_result res = DETACH_BUSY;
 
-	if (atomic_load(&folio->refs) != 1)
-		return false;
+	/* Held state first: a run in flight holds a reference to its folio. */
+	pthread_mutex_lock(&folio->lock);
+	if (folio->held_blocks)
+		res = DETACH_HELD;
+	else if (folio->unsynced_blocks)
+		res = DETACH_UNSYNCED;
+	pthread_mutex_unlock(&folio->lock);
+	if (res != DETACH_BUSY || atomic_load(&folio->refs) != 1)
+		return res;
 	if (pthread_rwlock_trywrlock(&file->index_lock))
-		return false;
-	evicted = bs_folio_detach_clean(folio);
-	if (evicted)
+		return DETACH_BUSY;
+	res = detach_clean(folio);
+	if (res == DETACHED)
 		lru_del_locked(cache, folio);
 	pthread_rwlock_unlock(&file->index_lock);
-	return evicted;
+	return res;
+}
+
+void bs_cache_lru_rotate(struct bs_cache *cache, struct bs_folio *folio)
+{
+	bool dirty;
+
+	pthread_mutex_lock(&cache->lru_lock);
+	pthread_mutex_lock(&folio->lock);
+	dirty = folio->dirty_blocks != 0;
+	pthread_mutex_unlock(&folio->lock);
+	/* Dirtied again since its writeback ended: it stays where it is. */
+	if (list_linked(&folio->lru) && !dirty) {
+		lru_del_locked(cache, folio);
+		list_push_back(&cache->inactive, &folio->lru);
+		atomic_store(&folio->active, false);
+		atomic_fetch_add(&cache->inactive_bytes, folio->size);
+		atomic_fetch_add(&cache->rotated_folios, 1);
+	}
+	pthread_mutex_unlock(&cache->lru_lock);
 }
 
 /* One pass over the folios; frees up to @need bytes of clean folios. */
@@ -359,6 +412,7 @@ static size_t reclaim_some(struct bs_cache *cache, size_t need)
 	list_init(&victims);
 	pthread_mutex_lock(&cache->lru_lock);
 	while (freed < need && scanned++ < limit) {
+		enum detach_result res;
 		struct bs_folio *folio;
 
 		deactivate_locked(cache);
@@ -366,18 +420,21 @@ static size_t reclaim_some(struct bs_cache *cache, size_t need)
 			break;
 		folio = list_entry(list_last(&cache->inactive), struct bs_folio, lru);
 		atomic_store(&folio->referenced, false);
-		if (!try_evict(cache, folio)) {
+		res = try_evict(cache, folio);
+		if (res != DETACHED) {
 			/*
-			 * Pinned (dirty, writeback, unsynced): to the active
-			 * list, as the kernel activates a dirty folio reclaim
-			 * does not write, so that clean active folios come
-			 * back to the inactive list in its place.  In use:
-			 * back to the inactive head.
+			 * Dirty or under writeback: marked for reclaim and to
+			 * the active list, so that clean active folios come
+			 * back to the inactive list in its place; the end of
+			 * its writeback rotates it to the inactive tail.
+			 * Unsynced only, or in use: back to the inactive head.
 			 */
-			bool in_use = atomic_load(&folio->refs) != 1;
+			bool held = res == DETACH_HELD;
 
+			if (held)
+				atomic_store(&folio->reclaim, true);
 			lru_del_locked(cache, folio);
-			lru_add_locked(cache, folio, !in_use);
+			lru_add_locked(cache, folio, held);
 			continue;
 		}
 		freed += folio->size;

@@ -435,6 +435,8 @@ void bs_folio_set_dirty(struct bs_folio *folio, uint32_t first_blk, uint32_t end
 	bool was_pinned;
 
 	bs_bits_set(folio->uptodate, first_blk, end_blk);
+	/* Dirtied again: not to be rotated for reclaim (folio_mark_dirty()). */
+	atomic_store(&folio->reclaim, false);
 	/* Rewriting dirty blocks (the common case) changes no price. */
 	if (bs_bits_count(folio->dirty, first_blk, end_blk) == end_blk - first_blk)
 		return;
@@ -515,6 +517,13 @@ void bs_folio_end_writeback(struct bs_folio *folio, uint32_t first_blk,
 		if (folio->wb_ok)
 			atomic_fetch_add(&cache->written_folio_bytes, folio->size);
 		folio->wb_ok = false;
+		/*
+		 * Reclaim met it dirty and activated it: written, it goes to
+		 * the inactive tail (folio_end_writeback() ->
+		 * folio_rotate_reclaimable(), which passes a dirty folio by).
+		 */
+		if (atomic_exchange(&folio->reclaim, false) && !folio->dirty_blocks)
+			folio->rotate = true;
 		pthread_cond_broadcast(&folio->wb_done);
 	}
 }

@@ -232,6 +232,7 @@ void bs_wb_copy(const struct bs_wb_run *run, void *dst)
 void bs_wb_complete(struct bs_file *file, struct bs_wb_run *run, int err)
 {
 	struct bs_folio *folio = run->folio;
+	bool rotate;
 
 	/*
 	 * The index_lock (read) is held so that the unsynced mark is set
@@ -251,8 +252,13 @@ void bs_wb_complete(struct bs_file *file, struct bs_wb_run *run, int err)
 		bs_folio_set_unsynced(folio, run->first_blk, run->end_blk);
 	}
 	bs_folio_sync_tags(folio);
+	rotate = folio->rotate;
+	folio->rotate = false;
 	pthread_mutex_unlock(&folio->lock);
 	pthread_rwlock_unlock(&file->index_lock);
+	/* The lru_lock comes before the folio lock: taken with neither held. */
+	if (rotate)
+		bs_cache_lru_rotate(file->cache, folio);
 	bs_folio_put(folio);
 	run->folio = NULL;
 }

@@ -15,6 +15,15 @@
  * - the balance: with every folio read twice the active list stays no
  *   larger than the inactive one (the inactive ratio is 1 under 1 GiB),
  *   give or take the folio just activated;
+ * - a folio reclaim meets dirty or under writeback is marked for reclaim
+ *   and activated (shrink_folio_list()'s activate_locked); when its
+ *   writeback ends it goes to the inactive tail (folio_end_writeback() ->
+ *   folio_rotate_reclaimable()), so once clean it is the next one
+ *   reclaimed, before folios that were inactive longer;
+ * - one written again before its writeback ends is not rotated: it
+ *   stays active (folio_mark_dirty() clears PG_reclaim);
+ * - one holding only unsynced blocks (clean to the kernel, which would
+ *   free it) goes back to the inactive head, never to the active list;
  * - the byte counts: active + inactive is every folio's memory, always.
  * Single threaded: every count is exact.
  */
@@ -174,12 +183,112 @@ static void test_balance(void)
 	teardown(&fx);
 }
 
+static void write_folio(struct bs_file *file, unsigned int folio)
+{
+	char buf[4096];
+
+	memset(buf, 0x5a, sizeof(buf));
+	T_CHECK(bs_write(file, buf, sizeof(buf), (off_t)folio * (off_t)F64K) ==
+		(ssize_t)sizeof(buf));
+}
+
+/* Collect @folio's dirty blocks (one run): under writeback until completed. */
+static void collect(struct bs_file *file, unsigned int folio, struct bs_wb_run *run)
+{
+	off_t pos = (off_t)folio * (off_t)F64K;
+
+	T_CHECK(bs_wb_collect(file, &pos, pos + (off_t)F64K, run, 1, F64K) == 1);
+}
+
+static void sync_file(struct bs_file *file)
+{
+	bs_sync_end(file, bs_sync_begin(file), 0);
+}
+
+/* Fill the cache: folios [first, first + n) read once, in order. */
+static void read_folios(struct bs_file *file, unsigned int first, unsigned int n)
+{
+	for (unsigned int i = first; i < first + n; i++)
+		read_at(file, NULL, (off_t)i * (off_t)F64K, 4096);
+}
+
+static void test_dirty_rotated_when_written(void)
+{
+	struct fixture fx;
+	struct bs_wb_run run;
+	struct bs_stats st;
+
+	setup(&fx);
+	write_folio(fx.file, 0);
+	read_folios(fx.file, 1, CACHE_FOLIOS - 1);
+	collect(fx.file, 0, &run);
+	/* Folio 0 is the oldest: under writeback, activated; folio 1 goes. */
+	read_folios(fx.file, CACHE_FOLIOS, 1);
+	st = stats(fx.cache);
+	T_CHECK(st.active_bytes == F64K && st.activated_folios == 0);
+	T_CHECK(cached(fx.file, 0) && !cached(fx.file, 1));
+	bs_wb_complete(fx.file, &run, 0);
+	st = stats(fx.cache);
+	T_CHECK(st.active_bytes == 0 && st.rotated_folios == 1);
+	/* Synced, it is clean at the inactive tail: the next one reclaimed. */
+	sync_file(fx.file);
+	read_folios(fx.file, CACHE_FOLIOS + 1, 1);
+	T_CHECK(!cached(fx.file, 0) && cached(fx.file, 2));
+	st = stats(fx.cache);
+	T_CHECK(st.reclaimed_folios == 2);
+	teardown(&fx);
+}
+
+static void test_redirtied_not_rotated(void)
+{
+	struct fixture fx;
+	struct bs_wb_run run;
+	struct bs_stats st;
+
+	setup(&fx);
+	write_folio(fx.file, 0);
+	read_folios(fx.file, 1, CACHE_FOLIOS - 1);
+	collect(fx.file, 0, &run);
+	read_folios(fx.file, CACHE_FOLIOS, 1);
+	write_folio(fx.file, 0);		/* dirty again, under writeback */
+	bs_wb_complete(fx.file, &run, 0);
+	st = stats(fx.cache);
+	T_CHECK(st.active_bytes == F64K && st.rotated_folios == 0);
+	teardown(&fx);
+}
+
+static void test_unsynced_kept_inactive(void)
+{
+	struct fixture fx;
+	struct bs_wb_run run;
+	struct bs_stats st;
+
+	setup(&fx);
+	write_folio(fx.file, 0);
+	collect(fx.file, 0, &run);
+	bs_wb_complete(fx.file, &run, 0);	/* written, not synced */
+	read_folios(fx.file, 1, CACHE_FOLIOS - 1);
+	read_folios(fx.file, CACHE_FOLIOS, 1);
+	st = stats(fx.cache);
+	T_CHECK(st.active_bytes == 0 && st.unsynced_bytes == F64K);
+	T_CHECK(cached(fx.file, 0) && !cached(fx.file, 1));
+	/* Back at the inactive head: the folios read before it go first. */
+	read_folios(fx.file, CACHE_FOLIOS + 1, CACHE_FOLIOS - 2);
+	st = stats(fx.cache);
+	T_CHECK(st.active_bytes == 0 && cached(fx.file, 0));
+	T_CHECK(st.reclaimed_folios == CACHE_FOLIOS - 1);
+	teardown(&fx);
+}
+
 int main(void)
 {
 	test_scan_resistance();
 	test_one_use_per_run();
 	test_writes_are_no_use();
 	test_balance();
+	test_dirty_rotated_when_written();
+	test_redirtied_not_rotated();
+	test_unsynced_kept_inactive();
 	printf("ok\n");
 	return T_EXIT_PASS;
 }
