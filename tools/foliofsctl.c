@@ -26,6 +26,7 @@
  * line on stderr naming it); 1 anything else (an I/O error, a refused
  * permission, a failed sync).
  */
+#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -480,6 +481,10 @@ static const struct om_stat {
 	{ "active_bytes", false, OM_BYTES, "memory of the folios on the active list" },
 	{ "inactive_bytes", false, OM_BYTES, "memory of the folios on the inactive list" },
 	{ "activated_folios", true, OM_NONE, "moves to the active list" },
+	{ "rotated_folios", true, OM_NONE, "folios reclaim met dirty, moved to the inactive tail once written" },
+	{ "deactivated_folios", true, OM_NONE, "moves from the active list to the inactive one by reclaim" },
+	{ "workingset_refault", true, OM_NONE, "4 KiB pages of folios made for reads where a reclaimed folio's shadow lay" },
+	{ "workingset_activate", true, OM_NONE, "of workingset_refault, the pages put straight on the active list" },
 	{ "reclaim_stalls", true, OM_NONE, "times reclaim found nothing clean and waited for writeback" },
 	{ "full_events", true, OM_NONE, "times the cache was full of data that could not be written" },
 	{ "block_size", false, OM_NONE, "the block size, bytes" },
@@ -503,11 +508,30 @@ static const struct om_stat {
 	{ "fuse_uring_threads", false, OM_NONE, "threads serving the FUSE io_uring queues" },
 };
 
+/* Stats by folio size: the name is the prefix, then the size, "4k" .. "2048k". */
+static const struct om_stat om_stats_by_size[] = {
+	{ "folios_made_", true, OM_NONE, "folios made of the size in the name" },
+	{ "folios_reclaimed_", true, OM_NONE, "folios of the size in the name dropped by reclaim" },
+	{ "folios_activated_", true, OM_NONE, "folios of the size in the name moved to the active list" },
+	{ "folios_active_", false, OM_NONE, "folios of the size in the name on the active list now" },
+};
+
 static const struct om_stat *om_stat_find(const char *name)
 {
 	for (size_t i = 0; i < sizeof(om_stats) / sizeof(om_stats[0]); i++) {
 		if (!strcmp(name, om_stats[i].name))
 			return &om_stats[i];
+	}
+	for (size_t i = 0; i < sizeof(om_stats_by_size) / sizeof(om_stats_by_size[0]); i++) {
+		size_t n = strlen(om_stats_by_size[i].name);
+		const char *size = name + n;
+
+		if (strncmp(name, om_stats_by_size[i].name, n) || !isdigit((unsigned char)*size))
+			continue;
+		while (isdigit((unsigned char)*size))
+			size++;
+		if (!strcmp(size, "k"))
+			return &om_stats_by_size[i];
 	}
 	return NULL;
 }
