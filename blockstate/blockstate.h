@@ -315,6 +315,14 @@ struct bs_stats {
 	uint64_t rotated_folios;	/* folios reclaim met dirty, moved to the
 					 * inactive tail when written (the
 					 * kernel's pgrotated), monotonic */
+	uint64_t deactivated_folios;	/* moves to the inactive list (pgdeactivate) */
+	/*
+	 * Pages of folios made for reads where a reclaimed folio's shadow
+	 * lay, and of those activated at once (the kernel's
+	 * workingset_refault_file, workingset_activate_file), monotonic.
+	 */
+	uint64_t workingset_refault;
+	uint64_t workingset_activate;
 	uint64_t reclaim_stalls;	/* times reclaim had to wait for writeback */
 	uint64_t unsynced_bytes;	/* memory of folios holding blocks written
 					 * back but not synced yet (in pinned_bytes) */

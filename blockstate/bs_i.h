@@ -92,6 +92,45 @@ bool bs_pool_has(struct bs_cache *cache, uint32_t size);
  */
 uint64_t bs_pool_trim(struct bs_cache *cache, uint64_t bytes, uint32_t want_size);
 
+/* ---- workingset detection (workingset.c) ---- */
+
+/*
+ * Shadows of reclaimed folios and the cache's nonresident age, as the
+ * kernel's per-lruvec nonresident_age and WORKINGSET_* counters.  The
+ * table is protected by the cache's lru_lock; the counters change under
+ * it and are read without it (stats, the reclaim decision).
+ */
+struct bs_workingset {
+	struct bs_shadow *table;		/* lru_lock: NULL until the first
+						 * eviction, then grown (workingset.c) */
+	size_t mask;				/* lru_lock: slots - 1, 0 without a table */
+	size_t nr_shadows;			/* lru_lock: slots in use */
+	size_t max_slots;			/* immutable: the table's bound */
+	_Atomic uint64_t nonresident_age;	/* pages evicted or activated */
+	_Atomic uint64_t refault_pages;		/* folios made where a shadow lay */
+	_Atomic uint64_t activate_pages;	/* of which activated (WORKINGSET_ACTIVATE) */
+	uint64_t activate_snapshot;		/* lru_lock: activate_pages at the
+						 * last reclaim's end (the kernel's
+						 * lruvec->refaults[], snapshot_refaults()) */
+};
+
+/* No table yet: it is made at the first eviction. */
+void bs_workingset_init(struct bs_workingset *ws, uint64_t cache_pages);
+void bs_workingset_destroy(struct bs_workingset *ws);
+/* A folio of @order at @page of file @serial was reclaimed: its shadow. */
+void bs_workingset_evict(struct bs_workingset *ws, uint64_t serial, uint64_t page,
+			 unsigned int order);
+/*
+ * A folio of @order at @page was made for a read: take the shadows in its
+ * way; true when it refaults within @active_pages of age and is to go
+ * on the active list (counted as activated, aging the cache).
+ */
+bool bs_workingset_refault(struct bs_workingset *ws, uint64_t serial, uint64_t page,
+			   unsigned int order, unsigned int min_order, unsigned int max_order,
+			   uint64_t active_pages);
+/* A folio of @order was moved to the active list by use: the cache ages. */
+void bs_workingset_activation(struct bs_workingset *ws, unsigned int order);
+
 /* ---- folios (folio.c) ---- */
 
 struct bs_folio {
@@ -472,6 +511,9 @@ struct bs_folio *bs_file_lookup(struct bs_file *file, off_t off);
 
 struct bs_file {
 	struct bs_cache *cache;			/* immutable */
+	uint64_t serial;			/* immutable: the cache's count of files
+						 * made when this one was, never reused
+						 * (names its shadows, workingset.c) */
 	const struct bs_backing_ops *ops;	/* immutable */
 	void *ctx;				/* immutable */
 	uint64_t ino;				/* for the probes only: the backing
@@ -549,6 +591,9 @@ struct bs_cache {
 	struct list_node active;
 	_Atomic uint64_t inactive_bytes;
 	_Atomic uint64_t active_bytes;
+	struct bs_workingset ws;		/* lru_lock (workingset.c) */
+	_Atomic uint64_t deactivated_folios;	/* active -> inactive, monotonic */
+	uint64_t nr_files_made;			/* files_lock: the next serial */
 	pthread_mutex_t files_lock;		/* protects the file list */
 	struct list_node files;			/* bs_file.files_link, newest first */
 
@@ -633,8 +678,27 @@ static inline bool bs_account_switching(struct bs_cache *cache)
  * its budget after a few writeback rounds.  0 when there is room.
  */
 int bs_cache_make_room(struct bs_cache *cache, size_t bytes, bool may_fail);
-void bs_cache_lru_add(struct bs_cache *cache, struct bs_folio *folio);
+/*
+ * A new folio on the lists: inactive, or active when it was made for a
+ * read (@read) and refaults recently (workingset.c).
+ */
+void bs_cache_lru_add(struct bs_cache *cache, struct bs_folio *folio, bool read);
 void bs_cache_lru_del(struct bs_cache *cache, struct bs_folio *folio);
+/*
+ * The kernel's inactive_is_low() for file pages (mm/vmscan.c): the
+ * inactive list is low below active / ratio, ratio int_sqrt(10 x GiB on
+ * both lists), or 1 under 1 GiB.  Pure.
+ */
+bool bs_lru_inactive_low(uint64_t inactive_bytes, uint64_t active_bytes);
+/*
+ * prepare_scan_control()'s may_deactivate for file pages: reclaim may
+ * move active folios to the inactive list when refaults were activated
+ * since the last reclaim ended (@activate_pages, the count now, differs
+ * from @activate_snapshot, the count then) or the inactive list is low.
+ * Pure.
+ */
+bool bs_lru_may_deactivate(uint64_t activate_pages, uint64_t activate_snapshot,
+			   uint64_t inactive_bytes, uint64_t active_bytes);
 /*
  * A read's use of @folio (folio_mark_accessed()): the first sets its
  * referenced bit, the next while it is inactive moves it to the active

@@ -4,17 +4,46 @@
  * reclaim, counters, and the invariant check.
  *
  * Reclaim works on two lists as the kernel's does for file pages (without
- * multi-gen LRU): a new folio goes on the inactive list; a read's first
- * use sets its referenced bit, a second use while it is inactive moves it
- * to the active list (folio_mark_accessed()).  Reclaim frees the oldest
- * inactive folios, referenced or not (an unmapped page cache folio is
- * reclaimed from the inactive list whatever its referenced bit,
- * folio_check_references()), and keeps the inactive list no smaller than
- * the active one divided by the kernel's inactive ratio by moving the
- * oldest active folios back to it (shrink_active_list(), which keeps
- * their referenced bit).  So a folio used again while it is inactive
- * survives a sequential pass, and a large folio, which more reads land
- * in, stays active where small ones come and go.
+ * multi-gen LRU): a new folio goes on the inactive list (or, refaulting
+ * recently, on the active one: workingset.c); a read's first use sets its
+ * referenced bit, a second use while it is inactive moves it to the
+ * active list (folio_mark_accessed()).  Reclaim frees the oldest inactive
+ * folios, referenced or not (an unmapped page cache folio is reclaimed
+ * from the inactive list whatever its referenced bit,
+ * folio_check_references()), and moves the oldest active folios to the
+ * inactive head (shrink_active_list(), which keeps their referenced bit,
+ * so that one use there brings a folio back).  So a folio used again
+ * while it is inactive survives a sequential pass, and a large folio,
+ * which more reads land in, stays active where small ones come and go.
+ *
+ * One reclaim is one call of the kernel's try_to_free_mem_cgroup_pages()
+ * for a charge the cache has no room for: it is to free the bytes over
+ * the budget, at least SWAP_CLUSTER_MAX pages (32, 128 KiB), and it goes
+ * as do_try_to_free_pages() and shrink_lruvec() go: at priority 12, then
+ * 11 and down, each list is scanned for its size >> priority pages, in
+ * turns of up to 32 pages, inactive then active, until as much is freed
+ * (checked after each turn) or both are scanned.  A turn takes whole
+ * folios, at least one, however large (isolate_lru_folios()).  The
+ * active list is scanned only when the kernel's prepare_scan_control()
+ * allows it (may_deactivate): when a refault was activated since the
+ * last reclaim ended (WORKINGSET_ACTIVATE_FILE moved), or the inactive
+ * list is low (inactive_is_low(): below active / ratio, ratio
+ * int_sqrt(10 x GiB), 1 under 1 GiB).
+ *
+ * A worked example: 512 MiB, 250 MiB on each list (64000 pages), a read
+ * needing a 4 KiB folio, and refaults activated since the last reclaim.
+ * At priority 12 each list is due 64000 >> 12 = 15 pages: the inactive
+ * list's oldest folios are freed until 15 pages are scanned, then the
+ * active list's oldest go to the inactive head, at least one: a 2 MiB
+ * folio there is 512 pages of it.  Less than 32 pages freed, so priority
+ * 11: 31 pages of each.  So each reclaim that may deactivate moves at
+ * least two folios off the active list, 1024 pages when they are 2 MiB,
+ * for some 46 pages of inactive folios freed: a 2 MiB folio stays only if
+ * a read uses it again in its time on the inactive list.  A pass that
+ * frees nothing having skipped the active list is made again with
+ * deactivation forced (do_try_to_free_pages()'s skipped_deactivate).
+ * Before, the model deactivated only to keep the inactive list from being
+ * low, and its scans left the active list whole.
  *
  * A folio that reclaim meets holding dirty or writeback blocks is marked
  * for reclaim and moved to the active list, out of the way, as the
@@ -26,7 +55,7 @@
  * it cannot be freed until its file is synced, so it goes back to the
  * inactive head, as the kernel puts back a folio it cannot free now
  * (keep), not to the active list, where it would crowd out the folios
- * reads made active.  (Until 2026-12-08 every pinned folio went to the
+ * reads made active.  (Until 2026-12-07 every pinned folio went to the
  * active list and stayed: under PostgreSQL, whose data files are synced
  * at checkpoints, 4 KiB folios it had written filled 40% of the cache's
  * active half where the kernel's held about 5%, and the sequential scans
@@ -138,6 +167,7 @@ int bs_cache_create(const struct bs_config *cfg, const struct bs_cache_ops *ops,
 	cache->max_order = (unsigned int)__builtin_ctz(cfg->folio_size);
 	cache->min_order = cache->blk_shift > BS_PAGE_SHIFT ? cache->blk_shift : BS_PAGE_SHIFT;
 	cache->full_wait_ms = BS_FULL_WAIT_MS;
+	bs_workingset_init(&cache->ws, cfg->cache_size >> BS_PAGE_SHIFT);
 	pthread_mutex_init(&cache->lru_lock, NULL);
 	list_init(&cache->inactive);
 	list_init(&cache->active);
@@ -153,6 +183,7 @@ void bs_cache_destroy(struct bs_cache *cache)
 	if (!cache)
 		return;
 	bs_pool_destroy(&cache->pool);
+	bs_workingset_destroy(&cache->ws);
 	bs_cache_insts_free(cache);
 	pthread_mutex_destroy(&cache->lru_lock);
 	pthread_mutex_destroy(&cache->files_lock);
@@ -200,6 +231,9 @@ void bs_cache_stats(struct bs_cache *cache, struct bs_stats *st)
 	st->reclaimed_folios = atomic_load(&cache->reclaimed_folios);
 	st->activated_folios = atomic_load(&cache->activated_folios);
 	st->rotated_folios = atomic_load(&cache->rotated_folios);
+	st->deactivated_folios = atomic_load(&cache->deactivated_folios);
+	st->workingset_refault = atomic_load(&cache->ws.refault_pages);
+	st->workingset_activate = atomic_load(&cache->ws.activate_pages);
 	st->active_bytes = atomic_load(&cache->active_bytes);
 	st->inactive_bytes = atomic_load(&cache->inactive_bytes);
 	st->reclaim_stalls = atomic_load(&cache->reclaim_stalls);
@@ -262,10 +296,18 @@ static void lru_del_locked(struct bs_cache *cache, struct bs_folio *folio)
 		atomic_fetch_sub(&cache->active_order[folio_order(folio)], 1);
 }
 
-void bs_cache_lru_add(struct bs_cache *cache, struct bs_folio *folio)
+void bs_cache_lru_add(struct bs_cache *cache, struct bs_folio *folio, bool read)
 {
+	bool active = false;
+
 	pthread_mutex_lock(&cache->lru_lock);
-	lru_add_locked(cache, folio, false);
+	if (read)
+		active = bs_workingset_refault(&cache->ws, folio->file->serial,
+					       (uint64_t)folio->start >> BS_PAGE_SHIFT,
+					       folio_order(folio), cache->min_order - BS_PAGE_SHIFT,
+					       cache->max_order - BS_PAGE_SHIFT,
+					       atomic_load(&cache->active_bytes) >> BS_PAGE_SHIFT);
+	lru_add_locked(cache, folio, active);
 	pthread_mutex_unlock(&cache->lru_lock);
 }
 
@@ -286,35 +328,44 @@ void bs_folio_mark_accessed(struct bs_folio *folio)
 		atomic_store(&folio->referenced, false);
 		atomic_fetch_add(&cache->activated_folios, 1);
 		atomic_fetch_add(&cache->activated_order[folio_order(folio)], 1);
+		bs_workingset_activation(&cache->ws, folio_order(folio));
 	}
 	pthread_mutex_unlock(&cache->lru_lock);
 }
 
-/*
- * The kernel's inactive_is_low() for file pages: the inactive list is
- * low below active / ratio, ratio int_sqrt(10 x GiB on both lists), or 1
- * under 1 GiB.  Context: lru_lock held.
- */
-static bool inactive_low(struct bs_cache *cache)
+bool bs_lru_inactive_low(uint64_t inactive_bytes, uint64_t active_bytes)
 {
-	uint64_t inactive = atomic_load(&cache->inactive_bytes);
-	uint64_t active = atomic_load(&cache->active_bytes);
-	uint64_t gib = (inactive + active) >> 30;
+	uint64_t gib = (inactive_bytes + active_bytes) >> 30;
 	uint64_t ratio = 1;
 
 	while ((ratio + 1) * (ratio + 1) <= 10 * gib)
 		ratio++;
-	return inactive * ratio < active;
+	return inactive_bytes * ratio < active_bytes;
 }
 
-/* Move the oldest active folios to the inactive list while it is low. */
-static void deactivate_locked(struct bs_cache *cache)
+bool bs_lru_may_deactivate(uint64_t activate_pages, uint64_t activate_snapshot,
+			   uint64_t inactive_bytes, uint64_t active_bytes)
 {
-	while (!list_is_empty(&cache->active) && inactive_low(cache)) {
+	return activate_pages != activate_snapshot ||
+	       bs_lru_inactive_low(inactive_bytes, active_bytes);
+}
+
+/*
+ * shrink_active_list(): the oldest active folios to the inactive head,
+ * their referenced bit kept, until @nr_pages pages are scanned (at least
+ * one folio).  Context: lru_lock held.
+ */
+static void shrink_active(struct bs_cache *cache, uint64_t nr_pages)
+{
+	uint64_t scanned = 0;
+
+	while (scanned < nr_pages && !list_is_empty(&cache->active)) {
 		struct bs_folio *folio = list_entry(list_last(&cache->active), struct bs_folio, lru);
 
+		scanned += (uint64_t)1 << folio_order(folio);
 		lru_del_locked(cache, folio);
 		lru_add_locked(cache, folio, false);
+		atomic_fetch_add(&cache->deactivated_folios, 1);
 	}
 }
 
@@ -402,23 +453,24 @@ void bs_cache_lru_rotate(struct bs_cache *cache, struct bs_folio *folio)
 	pthread_mutex_unlock(&cache->lru_lock);
 }
 
-/* One pass over the folios; frees up to @need bytes of clean folios. */
-static size_t reclaim_some(struct bs_cache *cache, size_t need)
+/*
+ * shrink_inactive_list() for @nr_pages pages (at least one folio) of the
+ * oldest inactive folios: the clean ones taken out of their files onto
+ * @victims, leaving shadows.  Returns the bytes taken.  Context: lru_lock
+ * held.
+ */
+static size_t shrink_inactive(struct bs_cache *cache, uint64_t nr_pages,
+			      struct list_node *victims)
 {
-	struct list_node victims, *node;
-	uint64_t scanned = 0, limit = 2 * atomic_load(&cache->nr_folios) + 1;
+	uint64_t scanned = 0;
 	size_t freed = 0;
 
-	list_init(&victims);
-	pthread_mutex_lock(&cache->lru_lock);
-	while (freed < need && scanned++ < limit) {
+	while (scanned < nr_pages && !list_is_empty(&cache->inactive)) {
 		enum detach_result res;
 		struct bs_folio *folio;
 
-		deactivate_locked(cache);
-		if (list_is_empty(&cache->inactive))
-			break;
 		folio = list_entry(list_last(&cache->inactive), struct bs_folio, lru);
+		scanned += (uint64_t)1 << folio_order(folio);
 		atomic_store(&folio->referenced, false);
 		res = try_evict(cache, folio);
 		if (res != DETACHED) {
@@ -435,11 +487,81 @@ static size_t reclaim_some(struct bs_cache *cache, size_t need)
 				atomic_store(&folio->reclaim, true);
 			lru_del_locked(cache, folio);
 			lru_add_locked(cache, folio, held);
+			/* move_folios_to_lru(): an activated folio ages the cache. */
+			if (held)
+				bs_workingset_activation(&cache->ws, folio_order(folio));
 			continue;
 		}
 		freed += folio->size;
-		list_push_front(&victims, &folio->lru);	/* off the lists: reuse the link */
+		bs_workingset_evict(&cache->ws, folio->file->serial,
+				    (uint64_t)folio->start >> BS_PAGE_SHIFT, folio_order(folio));
+		list_push_front(victims, &folio->lru);	/* off the lists: reuse the link */
 	}
+	return freed;
+}
+
+/* The kernel's SWAP_CLUSTER_MAX and DEF_PRIORITY. */
+#define RECLAIM_BATCH_PAGES 32
+#define RECLAIM_PRIORITIES 12
+
+/*
+ * One pass of do_try_to_free_pages() over the priorities (see the top of
+ * this file), adding the pages freed to *@freed until @target.  Without
+ * @force the active list is scanned only where bs_lru_may_deactivate()
+ * allows; true when it was skipped for that.  Context: lru_lock held.
+ */
+static bool reclaim_priorities(struct bs_cache *cache, uint64_t target, bool force,
+			       uint64_t *freed, struct list_node *victims)
+{
+	struct bs_workingset *ws = &cache->ws;
+	bool skipped = false;
+
+	for (int prio = RECLAIM_PRIORITIES; prio >= 0 && *freed < target; prio--) {
+		uint64_t inactive = atomic_load(&cache->inactive_bytes);
+		uint64_t active = atomic_load(&cache->active_bytes);
+		bool may = force || bs_lru_may_deactivate(atomic_load(&ws->activate_pages),
+							  ws->activate_snapshot, inactive, active);
+		uint64_t nr_in = (inactive >> BS_PAGE_SHIFT) >> prio;
+		uint64_t nr_act = may ? (active >> BS_PAGE_SHIFT) >> prio : 0;
+
+		if (!may && (active >> BS_PAGE_SHIFT) >> prio)
+			skipped = true;
+		while ((nr_in || nr_act) && *freed < target) {
+			if (nr_in) {
+				uint64_t n = nr_in < RECLAIM_BATCH_PAGES ? nr_in : RECLAIM_BATCH_PAGES;
+
+				nr_in -= n;
+				*freed += shrink_inactive(cache, n, victims) >> BS_PAGE_SHIFT;
+			}
+			if (nr_act) {
+				uint64_t n = nr_act < RECLAIM_BATCH_PAGES ? nr_act : RECLAIM_BATCH_PAGES;
+
+				nr_act -= n;
+				shrink_active(cache, n);
+			}
+		}
+	}
+	return skipped;
+}
+
+/*
+ * One reclaim (see the top of this file): frees at least @need bytes of
+ * clean folios, and at least RECLAIM_BATCH_PAGES, if it can.  A pass
+ * that freed nothing and skipped the active list is made again with
+ * deactivation forced (do_try_to_free_pages()'s skipped_deactivate).
+ */
+static size_t reclaim_some(struct bs_cache *cache, size_t need)
+{
+	uint64_t target = (need + BS_PAGE_SIZE - 1) >> BS_PAGE_SHIFT, freed = 0;
+	struct list_node victims, *node;
+
+	if (target < RECLAIM_BATCH_PAGES)
+		target = RECLAIM_BATCH_PAGES;
+	list_init(&victims);
+	pthread_mutex_lock(&cache->lru_lock);
+	if (reclaim_priorities(cache, target, false, &freed, &victims) && !freed)
+		reclaim_priorities(cache, target, true, &freed, &victims);
+	cache->ws.activate_snapshot = atomic_load(&cache->ws.activate_pages);
 	pthread_mutex_unlock(&cache->lru_lock);
 	while ((node = list_first(&victims))) {
 		struct bs_folio *folio = list_entry(node, struct bs_folio, lru);
@@ -449,7 +571,7 @@ static size_t reclaim_some(struct bs_cache *cache, size_t need)
 		atomic_fetch_add(&cache->reclaimed_order[folio_order(folio)], 1);
 		bs_folio_put(folio);
 	}
-	return freed;
+	return (size_t)freed << BS_PAGE_SHIFT;
 }
 
 /* Writeback rounds before letting the cache run over its budget. */

@@ -50,6 +50,7 @@ int bs_file_create(struct bs_cache *cache, const struct bs_backing_ops *ops,
 	bs_index_init(&file->index, cache->max_order);
 	atomic_init(&file->size, size);
 	pthread_mutex_lock(&cache->files_lock);
+	file->serial = ++cache->nr_files_made;
 	list_push_front(&cache->files, &file->files_link);
 	pthread_mutex_unlock(&cache->files_lock);
 	*out = file;
@@ -225,7 +226,7 @@ static int choose_order(struct bs_file *file, off_t off, size_t len, unsigned in
 
 /* Insert @folio unless its span was taken meanwhile; 0, -EAGAIN or -ENOMEM. */
 static int insert(struct bs_file *file, struct bs_folio *folio, off_t off,
-		  unsigned int order)
+		  unsigned int order, unsigned int access)
 {
 	int ret = -EAGAIN;
 
@@ -237,7 +238,7 @@ static int insert(struct bs_file *file, struct bs_folio *folio, off_t off,
 			file->size_state.next_off = folio->start + folio->size;
 			file->size_state.order = order;
 			bs_folio_get(folio);	/* the caller's; the index has the first */
-			bs_cache_lru_add(file->cache, folio);
+			bs_cache_lru_add(file->cache, folio, access != BS_SIZE_WRITE);
 			FOLIOFS_TP(mm_filemap_add_to_page_cache, .i_ino = file->ino,
 				   .index = (unsigned long)folio->start >> BS_PAGE_SHIFT,
 				   .order = __builtin_ctz(folio->size) - BS_PAGE_SHIFT);
@@ -292,7 +293,7 @@ static int folio_get(struct bs_file *file, off_t off, size_t len, unsigned int a
 		folio = bs_folio_alloc_touch(file, start, 1u << order, (uint32_t)touch);
 		if (!folio)
 			return -ENOMEM;
-		ret = insert(file, folio, off, order);
+		ret = insert(file, folio, off, order, access);
 		if (ret) {
 			bs_folio_put(folio);
 			if (ret != -EAGAIN)

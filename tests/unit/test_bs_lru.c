@@ -12,9 +12,16 @@
  *   it once (filemap_read()'s rule), so it stays inactive; a read of it
  *   through another open is its second use and activates it;
  * - writes are no use: a folio written twice stays inactive;
- * - the balance: with every folio read twice the active list stays no
- *   larger than the inactive one (the inactive ratio is 1 under 1 GiB),
- *   give or take the folio just activated;
+ * - deactivation when the inactive list is low: with every folio read
+ *   twice reclaim moves active folios back, and the last ones stay;
+ * - refaults (workingset.c): with the inactive list not low and nothing
+ *   refaulted, reclaim leaves the active list (6 folios) alone; the folio
+ *   reclaimed last, read again, goes straight to the active list, and
+ *   that lets
+ *   the next reclaim (only that one) deactivate; one read back long
+ *   after starts inactive; a write makes no refault; a reclaim that
+ *   freed nothing having skipped the active list goes again with
+ *   deactivation forced;
  * - a folio reclaim meets dirty or under writeback is marked for reclaim
  *   and activated (shrink_folio_list()'s activate_locked); when its
  *   writeback ends it goes to the inactive tail (folio_end_writeback() ->
@@ -163,26 +170,6 @@ static void test_writes_are_no_use(void)
 	teardown(&fx);
 }
 
-static void test_balance(void)
-{
-	struct fixture fx;
-	struct bs_stats st;
-
-	setup(&fx);
-	for (unsigned int i = 0; i < 2 * CACHE_FOLIOS; i++) {
-		read_at(fx.file, NULL, (off_t)i * (off_t)F64K, 4096);
-		read_at(fx.file, NULL, (off_t)i * (off_t)F64K, 4096);
-		st = stats(fx.cache);
-		T_CHECK(st.activated_folios == i + 1);
-		if (i >= CACHE_FOLIOS)
-			T_CHECK(st.active_bytes <= st.inactive_bytes + 2 * F64K);
-	}
-	T_CHECK(st.reclaimed_folios == CACHE_FOLIOS);
-	/* The last ones activated are still there. */
-	T_CHECK(cached(fx.file, 2 * CACHE_FOLIOS - 1));
-	teardown(&fx);
-}
-
 static void write_folio(struct bs_file *file, unsigned int folio)
 {
 	char buf[4096];
@@ -212,6 +199,137 @@ static void read_folios(struct bs_file *file, unsigned int first, unsigned int n
 		read_at(file, NULL, (off_t)i * (off_t)F64K, 4096);
 }
 
+/*
+ * Every folio read twice: all active, the inactive list empty, so it is
+ * low and reclaim deactivates (at least a folio a turn); the folios
+ * activated last stay.
+ */
+static void test_deactivate_when_low(void)
+{
+	struct fixture fx;
+	struct bs_stats st;
+
+	setup(&fx);
+	for (unsigned int i = 0; i < 2 * CACHE_FOLIOS; i++) {
+		read_at(fx.file, NULL, (off_t)i * (off_t)F64K, 4096);
+		read_at(fx.file, NULL, (off_t)i * (off_t)F64K, 4096);
+		st = stats(fx.cache);
+		T_CHECK(st.activated_folios == i + 1);
+		if (i < CACHE_FOLIOS)
+			T_CHECK(st.deactivated_folios == 0 && st.inactive_bytes == 0);
+	}
+	T_CHECK(st.deactivated_folios >= CACHE_FOLIOS);
+	T_CHECK(st.reclaimed_folios == CACHE_FOLIOS);
+	T_CHECK(cached(fx.file, 2 * CACHE_FOLIOS - 1) && cached(fx.file, 2 * CACHE_FOLIOS - 2));
+	teardown(&fx);
+}
+
+/*
+ * Six folios active, the rest inactive: the inactive list is not low and
+ * nothing refaulted, so reclaim leaves the active list alone however much
+ * it reclaims (prepare_scan_control() clears may_deactivate).  Then the
+ * folio reclaimed last is read again: its refault distance (pages
+ * reclaimed or activated since) is within the active list, so it goes
+ * straight to the active list; that activation lets the next reclaim
+ * deactivate, and only the next.  A folio read back after the cache aged
+ * by more than the active list starts inactive.
+ */
+static void test_refault(void)
+{
+	const unsigned int nr_active = 6, end = 2 * CACHE_FOLIOS;
+	unsigned int first_cached = end, gone;
+	uint64_t deactivated;
+	struct fixture fx;
+	struct bs_stats st;
+
+	setup(&fx);
+	for (unsigned int i = 0; i < nr_active; i++) {
+		read_at(fx.file, NULL, (off_t)i * (off_t)F64K, 4096);
+		read_at(fx.file, NULL, (off_t)i * (off_t)F64K, 4096);
+	}
+	read_folios(fx.file, nr_active, end - nr_active);
+	st = stats(fx.cache);
+	T_CHECK(st.active_bytes == nr_active * F64K && st.deactivated_folios == 0);
+	T_CHECK(st.workingset_refault == 0 && st.workingset_activate == 0);
+	/* The inactive folios cached are the newest; the one before them went last. */
+	for (unsigned int i = end; i-- > nr_active && cached(fx.file, i);)
+		first_cached = i;
+	T_CHECK(first_cached > nr_active && first_cached < end);
+	gone = first_cached - 1;
+	T_CHECK(!cached(fx.file, gone));
+	read_folios(fx.file, gone, 1);
+	st = stats(fx.cache);
+	T_CHECK(st.workingset_refault == F64K / 4096 && st.workingset_activate == F64K / 4096);
+	T_CHECK(st.active_bytes == (nr_active + 1) * F64K && st.activated_folios == nr_active);
+	deactivated = st.deactivated_folios;
+	/* The next reclaim may deactivate, and does: at least a folio. */
+	read_folios(fx.file, end, 2);
+	st = stats(fx.cache);
+	T_CHECK(st.deactivated_folios > deactivated);
+	deactivated = st.deactivated_folios;
+	/* No refault activated since: the inactive list is not low, so none. */
+	read_folios(fx.file, end + 2, 4);
+	st = stats(fx.cache);
+	T_CHECK(st.deactivated_folios == deactivated);
+	/* The first inactive folio went about end folios of age ago: far. */
+	read_folios(fx.file, nr_active, 1);
+	st = stats(fx.cache);
+	T_CHECK(st.workingset_refault == 2 * F64K / 4096 && st.workingset_activate == F64K / 4096);
+	teardown(&fx);
+}
+
+/*
+ * Half the cache unsynced on the inactive list, half active by use: the
+ * inactive list is not low and nothing refaulted, so a reclaim's first
+ * pass skips the active list and frees nothing (an unsynced folio cannot
+ * go); do_try_to_free_pages() then goes again with deactivation forced
+ * (skipped_deactivate), and the oldest active folios, clean, go.
+ */
+static void test_forced_deactivation(void)
+{
+	const unsigned int half = CACHE_FOLIOS / 2;
+	struct fixture fx;
+	struct bs_wb_run run;
+	struct bs_stats st;
+
+	setup(&fx);
+	for (unsigned int i = 0; i < half; i++) {
+		write_folio(fx.file, i);
+		collect(fx.file, i, &run);
+		bs_wb_complete(fx.file, &run, 0);	/* written, not synced */
+	}
+	for (unsigned int i = half; i < CACHE_FOLIOS; i++) {
+		read_at(fx.file, NULL, (off_t)i * (off_t)F64K, 4096);
+		read_at(fx.file, NULL, (off_t)i * (off_t)F64K, 4096);
+	}
+	st = stats(fx.cache);
+	T_CHECK(st.active_bytes == half * F64K && st.unsynced_bytes == half * F64K);
+	T_CHECK(st.deactivated_folios == 0 && st.reclaimed_folios == 0);
+	read_folios(fx.file, CACHE_FOLIOS, 1);
+	st = stats(fx.cache);
+	T_CHECK(st.deactivated_folios >= 1 && st.reclaimed_folios >= 1);
+	T_CHECK(st.folios <= CACHE_FOLIOS);
+	T_CHECK(!cached(fx.file, half) && cached(fx.file, CACHE_FOLIOS));
+	for (unsigned int i = 0; i < half; i++)
+		T_CHECK(cached(fx.file, i));
+	teardown(&fx);
+}
+
+/* A write makes its folio where a shadow lies: no refault (__GFP_WRITE). */
+static void test_write_no_refault(void)
+{
+	struct fixture fx;
+	struct bs_stats st;
+
+	setup(&fx);
+	read_folios(fx.file, 0, CACHE_FOLIOS + 1);
+	T_CHECK(!cached(fx.file, 0));
+	write_folio(fx.file, 0);
+	st = stats(fx.cache);
+	T_CHECK(st.workingset_refault == 0 && st.active_bytes == 0);
+	teardown(&fx);
+}
+
 static void test_dirty_rotated_when_written(void)
 {
 	struct fixture fx;
@@ -222,20 +340,23 @@ static void test_dirty_rotated_when_written(void)
 	write_folio(fx.file, 0);
 	read_folios(fx.file, 1, CACHE_FOLIOS - 1);
 	collect(fx.file, 0, &run);
-	/* Folio 0 is the oldest: under writeback, activated; folio 1 goes. */
+	/*
+	 * Folio 0 is the oldest: under writeback, activated; a reclaim takes
+	 * 32 pages at least, folios 1 and 2 (one folio's memory is pooled).
+	 */
 	read_folios(fx.file, CACHE_FOLIOS, 1);
 	st = stats(fx.cache);
 	T_CHECK(st.active_bytes == F64K && st.activated_folios == 0);
-	T_CHECK(cached(fx.file, 0) && !cached(fx.file, 1));
+	T_CHECK(cached(fx.file, 0) && !cached(fx.file, 1) && !cached(fx.file, 2));
 	bs_wb_complete(fx.file, &run, 0);
 	st = stats(fx.cache);
 	T_CHECK(st.active_bytes == 0 && st.rotated_folios == 1);
-	/* Synced, it is clean at the inactive tail: the next one reclaimed. */
+	/* Synced, it is clean at the inactive tail: the first one reclaimed. */
 	sync_file(fx.file);
-	read_folios(fx.file, CACHE_FOLIOS + 1, 1);
-	T_CHECK(!cached(fx.file, 0) && cached(fx.file, 2));
+	read_folios(fx.file, CACHE_FOLIOS + 1, 2);
+	T_CHECK(!cached(fx.file, 0) && !cached(fx.file, 3) && cached(fx.file, 4));
 	st = stats(fx.cache);
-	T_CHECK(st.reclaimed_folios == 2);
+	T_CHECK(st.reclaimed_folios == 4);
 	teardown(&fx);
 }
 
@@ -276,7 +397,8 @@ static void test_unsynced_kept_inactive(void)
 	read_folios(fx.file, CACHE_FOLIOS + 1, CACHE_FOLIOS - 2);
 	st = stats(fx.cache);
 	T_CHECK(st.active_bytes == 0 && cached(fx.file, 0));
-	T_CHECK(st.reclaimed_folios == CACHE_FOLIOS - 1);
+	for (unsigned int i = 1; i < CACHE_FOLIOS - 1; i++)
+		T_CHECK(!cached(fx.file, i));
 	teardown(&fx);
 }
 
@@ -285,7 +407,10 @@ int main(void)
 	test_scan_resistance();
 	test_one_use_per_run();
 	test_writes_are_no_use();
-	test_balance();
+	test_deactivate_when_low();
+	test_refault();
+	test_write_no_refault();
+	test_forced_deactivation();
 	test_dirty_rotated_when_written();
 	test_redirtied_not_rotated();
 	test_unsynced_kept_inactive();
