@@ -216,6 +216,7 @@ struct sim {
 	size_t errlen;
 	struct wb_ctx *ctx;
 	struct sim_dev_cfg dev;
+	bool data;			/* -o sim_data=: folios hold the bytes read */
 	uint64_t feed_window;		/* -o sim_feed_window= */
 	int64_t now;
 	/* device */
@@ -893,7 +894,9 @@ static char sim_buf[1 << 20];
 /*
  * bs_backing_ops.read: a device read issued when the op's last one ended
  * (s->read_at, which it moves on); a short completion is read again for
- * the rest, as wb_backing_read() does.
+ * the rest, as wb_backing_read() does.  The bytes are zeros, as a new
+ * file's; with sim_data=0 they mean nothing (every folio's data is one
+ * scratch area) and are not written at all.
  */
 static ssize_t sim_backing_read(void *arg, void *buf, size_t len, off_t off)
 {
@@ -901,7 +904,8 @@ static ssize_t sim_backing_read(void *arg, void *buf, size_t len, off_t off)
 	struct sim *s = f->s;
 	size_t done = 0;
 
-	memset(buf, 0, len);
+	if (s->data)
+		memset(buf, 0, len);
 	while (done < len) {
 		ssize_t n;
 
@@ -1590,6 +1594,7 @@ int sim_replay(const struct sim_trace *t, const char *opts, const char *stats_lo
 	if (ret)
 		return ret;
 	s.dev = fc.dev;
+	s.data = fc.sim_data;
 	s.feed_window = fc.feed_window;
 	s.nr_flushers = fc.wb.flushers;
 	s.log_interval_ms = fc.wb.stats_interval_ms;
