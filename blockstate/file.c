@@ -450,7 +450,8 @@ static int read_span(struct bs_file *file, struct bs_folio *folio, uint32_t poff
 	int ret = fill_blocks(file, folio, bs_folio_first_blk(folio, poff),
 			      bs_folio_end_blk(folio, poff, plen));
 
-	if (!ret)
+	/* no_data: the bytes mean nothing (bs_config), so none are copied. */
+	if (!ret && !file->cache->cfg.no_data)
 		memcpy((char *)buf + done, folio->data + poff, plen);
 	return ret;
 }
@@ -514,7 +515,8 @@ static int write_span(struct bs_file *file, struct bs_folio *folio, uint32_t pof
 
 	if (ret)
 		return ret;
-	memcpy(folio->data + poff, (const char *)buf + done, plen);
+	if (!file->cache->cfg.no_data)
+		memcpy(folio->data + poff, (const char *)buf + done, plen);
 	bs_folio_set_dirty(folio, bs_folio_first_blk(folio, poff),
 			   bs_folio_end_blk(folio, poff, plen));
 	size_grow(file, folio->start + poff + plen);

@@ -378,6 +378,9 @@ static ssize_t io_read_run_sync(struct bs_file *file, struct ra_io *io, size_t f
 	if (end - first == 1) {
 		n = file->ops->read(file->ctx, folio->data + ((size_t)io->segs[first].first_blk << shift),
 				    len, off);
+	} else if (file->cache->cfg.no_data && len <= BS_MAX_FOLIO_SIZE) {
+		/* Every folio's data is the one scratch area (bs_config): nothing to copy. */
+		n = file->ops->read(file->ctx, folio->data, len, off);
 	} else if (posix_memalign((void **)&buf, BS_PAGE_SIZE, len)) {
 		/* Page aligned: the backing file may be open with O_DIRECT. */
 		n = -ENOMEM;
