@@ -198,7 +198,7 @@ static uint64_t writer_open(const struct gen_spec *g, uint64_t w, uint32_t file)
  * order, io bytes a read, at time 0 (closed loop), each file's through one
  * open.  0 or -errno.
  */
-static int write_warm(FILE *f, const struct gen_spec *g)
+static int write_warm(struct sim_sink *sink, const struct gen_spec *g)
 {
 	int ret = 0;
 
@@ -217,43 +217,39 @@ static int write_warm(FILE *f, const struct gen_spec *g)
 		}
 		for (uint64_t off = 0; off + g->io <= g->warm && !ret; off += g->io) {
 			r.offset = off;
-			ret = trace_write_rec(f, &r);
+			ret = sink->put(sink, &r);
 		}
 	}
 	return ret;
 }
 
-int sim_gen(const char *spec, const char *out_path, char *err, size_t errlen)
+/* The simple generator of this file into @sink. */
+static int gen_simple(const char *spec, struct sim_sink *sink, char *err, size_t errlen)
 {
 	struct gen_spec g;
 	uint64_t slots, *seq_pos = NULL, *done = NULL, *rng = NULL;
-	FILE *f;
-	int ret;
+	int ret = parse_spec(spec, &g, err, errlen);
 
-	if (!strncmp(spec, "pgbench", 7) && (spec[7] == ',' || !spec[7]))
-		return sim_gen_pgbench(spec, out_path, err, errlen);
-	ret = parse_spec(spec, &g, err, errlen);
 	if (ret)
 		return ret;
-	f = fopen(out_path, "wb");
-	if (!f) {
-		ret = -errno;
-		snprintf(err, errlen, "%s: %s", out_path, strerror(-ret));
-		return ret;
-	}
 	slots = g.file_size / g.io;
 	seq_pos = calloc(g.writers, sizeof(*seq_pos));
 	done = calloc(g.writers, sizeof(*done));
 	rng = calloc(g.writers, sizeof(*rng));
-	ret = seq_pos && done && rng ? trace_write_header(f) : -ENOMEM;
+	if (!seq_pos || !done || !rng) {
+		snprintf(err, errlen, "out of memory");
+		ret = -ENOMEM;
+	}
+	if (!ret && sink->begin)
+		ret = sink->begin(sink, err, errlen);
 	for (uint64_t i = 0; !ret && i < g.files; i++) {
 		struct trace_rec r = { .pid = 1, .file = (uint32_t)i + 1, .op = TRACE_OP_CREATE,
 				     .length = g.file_size };
 
-		ret = trace_write_rec(f, &r);
+		ret = sink->put(sink, &r);
 	}
 	if (!ret && g.warm)
-		ret = write_warm(f, &g);
+		ret = write_warm(sink, &g);
 	for (uint64_t w = 0; w < g.writers; w++) {
 		rng[w] = (g.seed + 1) * 0x9e3779b97f4a7c15ull + w * 0xbf58476d1ce4e5b9ull;
 		if (!rng[w])
@@ -277,19 +273,79 @@ int sim_gen(const char *spec, const char *out_path, char *err, size_t errlen)
 				.length = g.io, .open = writer_open(&g, w, file),
 			};
 
-			ret = trace_write_rec(f, &r);
+			ret = sink->put(sink, &r);
 			if (!ret && g.fsync_every && ++done[w] % g.fsync_every == 0) {
 				r.op = TRACE_OP_FSYNC;
 				r.offset = r.length = 0;
-				ret = trace_write_rec(f, &r);
+				ret = sink->put(sink, &r);
 			}
 		}
 	}
+	if (!ret && sink->end)
+		ret = sink->end(sink);
 	free(seq_pos);
 	free(done);
 	free(rng);
-	if (fclose(f) && !ret)
+	return ret;
+}
+
+/* Whether @spec is pgbench.c's: its first item is "pgbench". */
+static bool is_pgbench(const char *spec)
+{
+	return !strncmp(spec, "pgbench", 7) && (spec[7] == ',' || !spec[7]);
+}
+
+int sim_gen_run(const char *spec, struct sim_sink *sink, char *err, size_t errlen)
+{
+	return is_pgbench(spec) ? sim_gen_pgbench(spec, sink, err, errlen)
+				: gen_simple(spec, sink, err, errlen);
+}
+
+/* A trace file as the sink: made once the spec is known good. */
+struct file_sink {
+	struct sim_sink sink;
+	const char *path;
+	FILE *f;
+};
+
+static int file_begin(struct sim_sink *sink, char *err, size_t errlen)
+{
+	struct file_sink *fs = (struct file_sink *)sink;
+	int ret;
+
+	fs->f = fopen(fs->path, "wb");
+	if (!fs->f) {
 		ret = -errno;
+		snprintf(err, errlen, "%s: %s", fs->path, strerror(-ret));
+		return ret;
+	}
+	return trace_write_header(fs->f);
+}
+
+static int file_put(struct sim_sink *sink, const struct trace_rec *rec)
+{
+	return trace_write_rec(((struct file_sink *)sink)->f, rec);
+}
+
+static int file_end(struct sim_sink *sink)
+{
+	struct file_sink *fs = (struct file_sink *)sink;
+	int ret = fclose(fs->f) ? -errno : 0;
+
+	fs->f = NULL;
+	return ret;
+}
+
+int sim_gen(const char *spec, const char *out_path, char *err, size_t errlen)
+{
+	struct file_sink fs = {
+		.sink = { .begin = file_begin, .put = file_put, .end = file_end, .report = stdout },
+		.path = out_path,
+	};
+	int ret = sim_gen_run(spec, &fs.sink, err, errlen);
+
+	if (fs.f)
+		fclose(fs.f);
 	if (ret && !*err)
 		snprintf(err, errlen, "%s: %s", out_path, strerror(-ret));
 	return ret;

@@ -111,6 +111,7 @@
 #include "sim.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -139,7 +140,7 @@ struct pg_bitmap {
 
 struct pg_gen {
 	struct pg_spec g;
-	FILE *f;
+	struct sim_sink *sink;
 	/* warmup_s: the model runs from time 0 with nothing written (quiet)
 	 * until t_base, and records are stamped t - t_base */
 	bool quiet;
@@ -315,7 +316,21 @@ static int emit(struct pg_gen *p, uint64_t t, uint32_t pid, uint32_t file, uint8
 	if (p->quiet)
 		return 0;
 	p->recs++;
-	return trace_write_rec(p->f, &r);
+	return p->sink->put(p->sink, &r);
+}
+
+/* A line of the schedule to the sink's report (its prefix first), if it has one. */
+static void __attribute__((format(printf, 2, 3))) report(const struct pg_gen *p,
+							 const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!p->sink->report)
+		return;
+	fputs(p->sink->report_prefix ? p->sink->report_prefix : "", p->sink->report);
+	va_start(ap, fmt);
+	vfprintf(p->sink->report, fmt, ap);
+	va_end(ap);
 }
 
 /* Page @page: its segment (0-based; file id + 1) and the offset in it (*@off). */
@@ -681,6 +696,7 @@ static int iteration(struct pg_gen *p, uint64_t k, uint64_t *t0)
 	uint64_t per_client = txns_per_client(g);
 	uint64_t start = *t0 + (g->scan ? (k ? g->gap_s : g->scan_s) * NS_PER_S : 0);
 	uint32_t first_pid = (uint32_t)(k * g->clients + 1);
+	char dl[48] = "";
 	int ret = 0;
 
 	ret = ckpt_until(p, *t0);
@@ -694,14 +710,13 @@ static int iteration(struct pg_gen *p, uint64_t k, uint64_t *t0)
 		p->ckpt_next_ns += start - *t0;
 		p->ckpt_start_ns += start - *t0;
 	}
-	printf("iteration %llu pids %u-%llu start_s %.3f txns_per_client %llu",
+	if (g->deadline)
+		snprintf(dl, sizeof(dl), " deadline_s %.3f",
+			 (double)(start - p->t_base) / NS_PER_S + (double)g->duration_s);
+	report(p, "iteration %llu pids %u-%llu start_s %.3f txns_per_client %llu%s\n",
 	       (unsigned long long)k + 1, first_pid,
 	       (unsigned long long)(first_pid + g->clients - 1),
-	       (double)(start - p->t_base) / NS_PER_S,
-	       (unsigned long long)per_client);
-	if (g->deadline)
-		printf(" deadline_s %.3f", (double)(start - p->t_base) / NS_PER_S + (double)g->duration_s);
-	printf("\n");
+	       (double)(start - p->t_base) / NS_PER_S, (unsigned long long)per_client, dl);
 	/* deadline=1: each client's iteration ends duration seconds after it starts */
 	for (uint64_t c = 0; g->deadline && c < g->clients && !ret; c++) {
 		struct trace_rec r = {
@@ -710,7 +725,7 @@ static int iteration(struct pg_gen *p, uint64_t k, uint64_t *t0)
 		};
 
 		p->recs++;
-		ret = trace_write_rec(p->f, &r);
+		ret = p->sink->put(p->sink, &r);
 	}
 	for (uint64_t n = 0; n < per_client * g->clients && !ret; n++) {
 		uint64_t t = start + (uint64_t)((unsigned __int128)n * NS_PER_S / g->tps);
@@ -774,9 +789,9 @@ static int setup(struct pg_gen *p)
 	return ret;
 }
 
-int sim_gen_pgbench(const char *spec, const char *out_path, char *err, size_t errlen)
+int sim_gen_pgbench(const char *spec, struct sim_sink *sink, char *err, size_t errlen)
 {
-	struct pg_gen p = { 0 };
+	struct pg_gen p = { .sink = sink };
 	uint64_t t = 0;
 	int ret = parse_spec(spec, &p.g, err, errlen);
 
@@ -787,25 +802,21 @@ int sim_gen_pgbench(const char *spec, const char *out_path, char *err, size_t er
 		snprintf(err, errlen, "%s", ret == -ENOMEM ? "out of memory" : "too many files");
 		goto out_free;
 	}
-	p.f = fopen(out_path, "wb");
-	if (!p.f) {
-		ret = -errno;
-		snprintf(err, errlen, "%s: %s", out_path, strerror(-ret));
+	ret = sink->begin ? sink->begin(sink, err, errlen) : 0;
+	if (ret)
 		goto out_free;
-	}
-	printf("pgbench table_pages %llu index_pages %llu pool_pages %llu wal_group %llu "
+	report(&p, "pgbench table_pages %llu index_pages %llu pool_pages %llu wal_group %llu "
 	       "scan_s %llu files %u\n", (unsigned long long)p.heap_pages,
 	       (unsigned long long)(p.pages - p.heap_pages), (unsigned long long)p.pool,
 	       (unsigned long long)p.g.wal_group, (unsigned long long)p.g.scan_s,
 	       p.wal_first_file + (uint32_t)p.g.wal_files - 1);
-	ret = trace_write_header(p.f);
 	p.t_base = p.g.warmup_s * NS_PER_S;
-	if (!ret && p.g.ckpt_pace) {
+	if (p.g.ckpt_pace) {
 		/* ckpt_pace=1: the checkpointer sleeps only while ahead of its schedule */
 		struct trace_rec r = { .pid = p.ckpt_pid, .op = TRACE_OP_PACE };
 
 		p.recs++;
-		ret = trace_write_rec(p.f, &r);
+		ret = sink->put(sink, &r);
 	}
 	if (!ret)
 		ret = create_files(&p);
@@ -819,12 +830,10 @@ int sim_gen_pgbench(const char *spec, const char *out_path, char *err, size_t er
 		ret = wal_flush(&p, t, (uint32_t)(p.g.iterations * p.g.clients));
 	if (!ret && p.g.end_ckpt)
 		ret = end_checkpoint(&p, t);
-	if (fclose(p.f) && !ret)
-		ret = -errno;
-	if (ret && !*err)
-		snprintf(err, errlen, "%s: %s", out_path, strerror(-ret));
+	if (!ret && sink->end)
+		ret = sink->end(sink);
 	if (!ret)
-		printf("total txns %llu records %llu reads %llu evict_writes %llu wal_writes %llu "
+		report(&p, "total txns %llu records %llu reads %llu evict_writes %llu wal_writes %llu "
 		       "syncs %llu ckpt_writes %llu scan_reads %llu wal_bytes %llu\n",
 		       (unsigned long long)p.txns, (unsigned long long)p.recs,
 		       (unsigned long long)p.reads, (unsigned long long)p.writes,

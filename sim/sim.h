@@ -331,10 +331,35 @@ int sim_replay(const struct sim_trace *t, const char *opts, const char *stats_lo
 	       struct sim_result *res, char *err, size_t errlen);
 void sim_result_free(struct sim_result *res);
 
-/* gen.c */
+/*
+ * Where a generator (gen.c, pgbench.c) puts its records: a trace file
+ * (sim_gen()), a replay's first pass (sim_trace_gen()) or a replay's
+ * feed (stream.c).  begin (may be NULL) is called once the spec is known
+ * good, before the first record; put with each record in trace order;
+ * end (may be NULL) after the last; each returns 0 or -errno, which ends
+ * the generator with it.  report: where the generator prints its
+ * schedule (pgbench's iteration lines and totals), each line after
+ * report_prefix (may be NULL); NULL: nowhere.
+ */
+struct sim_sink {
+	int (*begin)(struct sim_sink *sink, char *err, size_t errlen);
+	int (*put)(struct sim_sink *sink, const struct trace_rec *rec);
+	int (*end)(struct sim_sink *sink);
+	FILE *report;
+	const char *report_prefix;
+};
+
+/*
+ * gen.c: the generator of @spec (gen.c's, or pgbench.c's when its first
+ * item is "pgbench") into @sink: 0, or -errno with one line in @err
+ * (-EINVAL: a bad spec, nothing given to the sink).  The same spec always
+ * gives the same records.
+ */
+int sim_gen_run(const char *spec, struct sim_sink *sink, char *err, size_t errlen);
+/* `foliofs-sim gen SPEC -o OUT`: the records into a trace file, the schedule to stdout. */
 int sim_gen(const char *spec, const char *out_path, char *err, size_t errlen);
-/* pgbench.c: SPEC "pgbench,KEY=VALUE,..."; prints its schedule to stdout. */
-int sim_gen_pgbench(const char *spec, const char *out_path, char *err, size_t errlen);
+/* pgbench.c: SPEC "pgbench,KEY=VALUE,..." (sim_gen_run()). */
+int sim_gen_pgbench(const char *spec, struct sim_sink *sink, char *err, size_t errlen);
 
 /*
  * report.c: the CSV columns of a replay's results (names stable, only
