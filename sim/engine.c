@@ -1180,7 +1180,10 @@ static int writer_skip(struct sim *s, uint32_t w)
 	int64_t at;
 	int ret;
 
-	sim_feed_skip(&s->feed, w, n - (wr->has_cur ? 1 : 0), wr->iter_end);
+	ret = sim_feed_skip(&s->feed, w, n - (wr->has_cur ? 1 : 0), wr->iter_end, s->err,
+			    s->errlen);
+	if (ret)
+		return ret;
 	wr->skipped += n;
 	wr->has_cur = false;
 	wr->next = wr->iter_end;
@@ -1533,8 +1536,9 @@ static void summarize(struct sim *s)
 	memcpy(r->folios_made_order, st.folios_made_order, sizeof(r->folios_made_order));
 	r->opens = s->nr_opens;
 	r->feed_peak = s->feed.peak_queued;
-	r->feed_detached = s->feed.detached;
-	r->feed_cursors = s->feed.peak_cursors;
+	r->feed_peak_mem = s->feed.peak_mem;
+	r->feed_spilled = s->feed.spilled;
+	r->feed_spill_peak = s->feed.peak_spilled_chunks * SIM_FEED_CHUNK;
 	r->pages_charged = st.nr_dirtied;
 	r->pages_written = st.nr_written;
 	r->pauses = vec_count(&s->pauses);

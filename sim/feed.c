@@ -21,8 +21,10 @@
 #include "sim.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define NONE UINT32_MAX
 
@@ -368,13 +370,108 @@ void sim_trace_close(struct sim_trace *t)
 
 /* ---- the second pass, one per replay ---- */
 
+/*
+ * A record in a queue: one header byte (the op, and whether dur_ns and
+ * flags follow), then varints (7 bits a byte, low first): time_ns as the
+ * difference from the chunk's record before (zigzag: a trace's time may
+ * step back), [dur_ns], file, [flags], offset, length, and open as the
+ * difference from the record before (zigzag).  The pid is the writer's.
+ * The first record of a chunk is relative to zero.  pgbench's records
+ * take about 14 bytes.
+ */
+#define REC_DUR 0x10
+#define REC_FLAGS 0x20
+#define REC_MAX_BYTES (1 + 8 * 10)
+
+static unsigned char *put_varint(unsigned char *p, uint64_t v)
+{
+	while (v >= 0x80) {
+		*p++ = (unsigned char)(v | 0x80);
+		v >>= 7;
+	}
+	*p++ = (unsigned char)v;
+	return p;
+}
+
+static const unsigned char *get_varint(const unsigned char *p, uint64_t *v)
+{
+	uint64_t x = 0;
+	unsigned int shift = 0;
+
+	while (*p & 0x80) {
+		x |= (uint64_t)(*p++ & 0x7f) << shift;
+		shift += 7;
+	}
+	*v = x | (uint64_t)*p++ << shift;
+	return p;
+}
+
+static uint64_t zigzag(uint64_t to, uint64_t from)
+{
+	int64_t d = (int64_t)(to - from);
+
+	return ((uint64_t)d << 1) ^ (uint64_t)(d >> 63);
+}
+
+static uint64_t unzigzag(uint64_t from, uint64_t z)
+{
+	return from + ((z >> 1) ^ (0 - (z & 1)));
+}
+
+/* @r after the record whose time and open are *@time, *@open: the bytes it took. */
+static size_t enc_rec(unsigned char *buf, const struct trace_rec *r, uint64_t *time,
+		      uint64_t *open)
+{
+	unsigned char *p = buf + 1;
+
+	buf[0] = (unsigned char)(r->op | (r->dur_ns ? REC_DUR : 0) | (r->flags ? REC_FLAGS : 0));
+	p = put_varint(p, zigzag(r->time_ns, *time));
+	if (r->dur_ns)
+		p = put_varint(p, r->dur_ns);
+	p = put_varint(p, r->file);
+	if (r->flags)
+		p = put_varint(p, r->flags);
+	p = put_varint(p, r->offset);
+	p = put_varint(p, r->length);
+	p = put_varint(p, zigzag(r->open, *open));
+	*time = r->time_ns;
+	*open = r->open;
+	return (size_t)(p - buf);
+}
+
+static size_t dec_rec(const unsigned char *buf, struct trace_rec *r, uint64_t *time,
+		      uint64_t *open)
+{
+	const unsigned char *p = buf + 1;
+	uint64_t v;
+
+	r->op = buf[0] & 0x0f;
+	p = get_varint(p, &v);
+	r->time_ns = *time = unzigzag(*time, v);
+	r->dur_ns = 0;
+	if (buf[0] & REC_DUR)
+		p = get_varint(p, &r->dur_ns);
+	p = get_varint(p, &v);
+	r->file = (uint32_t)v;
+	r->flags = 0;
+	if (buf[0] & REC_FLAGS) {
+		p = get_varint(p, &v);
+		r->flags = (uint32_t)v;
+	}
+	p = get_varint(p, &r->offset);
+	p = get_varint(p, &r->length);
+	p = get_varint(p, &v);
+	r->open = *open = unzigzag(*open, v);
+	return (size_t)(p - buf);
+}
+
 int sim_feed_open(struct sim_feed *fd, const struct sim_trace *t, uint64_t window,
 		  char *err, size_t errlen)
 {
 	int ret;
 
-	*fd = (struct sim_feed){ .t = t, .free_node = NONE, .window = window,
-				 .check_at = window ? window : UINT64_MAX };
+	*fd = (struct sim_feed){ .t = t, .free_chunk = NONE, .window = window, .spill_fd = -1,
+				 .check_at = window ? window : UINT64_MAX, .rd = { .fd = -1 } };
 	fd->q = malloc((t->nr_writers + 1) * sizeof(*fd->q));
 	if (!fd->q) {
 		snprintf(err, errlen, "%s: out of memory", t->path);
@@ -385,8 +482,7 @@ int sim_feed_open(struct sim_feed *fd, const struct sim_trace *t, uint64_t windo
 						    .gap = t->writers[w].first_gap };
 	ret = trace_reader_open(&fd->rd, t->path, err, errlen);
 	if (ret) {
-		free(fd->q);
-		fd->q = NULL;
+		sim_feed_close(fd);
 		return ret;
 	}
 	if (fd->rd.nr != t->nr) {
@@ -399,64 +495,296 @@ int sim_feed_open(struct sim_feed *fd, const struct sim_trace *t, uint64_t windo
 	return 0;
 }
 
-static void cursor_close(struct sim_feed *fd, struct sim_feed_queue *q)
-{
-	trace_reader_close(q->cursor);
-	free(q->cursor);
-	q->cursor = NULL;
-	fd->cursors--;
-}
-
 void sim_feed_close(struct sim_feed *fd)
 {
-	if (fd->q) {
-		for (size_t w = 0; w < fd->t->nr_writers; w++)
-			if (fd->q[w].cursor)
-				cursor_close(fd, &fd->q[w]);
-		trace_reader_close(&fd->rd);
-	}
+	trace_reader_close(&fd->rd);
+	for (uint32_t i = 0; i < fd->nr_chunks; i++)
+		free(fd->chunks[i].buf);
+	for (uint32_t i = 0; i < fd->nr_bufs; i++)
+		free(fd->bufs[i]);
+	if (fd->spill_fd >= 0)
+		close(fd->spill_fd);
+	free(fd->chunks);
+	free(fd->bufs);
+	free(fd->free_slots);
 	free(fd->q);
-	free(fd->pool);
+	fd->chunks = NULL;
+	fd->bufs = NULL;
+	fd->free_slots = NULL;
 	fd->q = NULL;
-	fd->pool = NULL;
+	fd->spill_fd = -1;
+	fd->nr_chunks = fd->nr_bufs = 0;
 }
 
-/* A node off the free list, or a new one: its index, or NONE when out of memory. */
-static uint32_t node_get(struct sim_feed *fd)
+/* ---- chunks, their buffers and the spill file ---- */
+
+/* A chunk buffer, reused or new: NULL when out of memory. */
+static unsigned char *buf_get(struct sim_feed *fd)
 {
-	uint32_t n = fd->free_node;
-
-	if (n != NONE) {
-		fd->free_node = fd->pool[n].next;
-		return n;
-	}
-	if (fd->nr_pool == fd->cap_pool) {
-		uint32_t cap = fd->cap_pool ? 2 * fd->cap_pool : 1024;
-		struct sim_feed_node *p;
-
-		if (cap >= NONE)
-			return NONE;
-		p = realloc(fd->pool, (size_t)cap * sizeof(*p));
-		if (!p)
-			return NONE;
-		fd->pool = p;
-		fd->cap_pool = cap;
-	}
-	return fd->nr_pool++;
+	return fd->nr_bufs ? fd->bufs[--fd->nr_bufs] : malloc(SIM_FEED_CHUNK);
 }
 
-/* The head of @q's queue back to the free list. */
-static void node_pop(struct sim_feed *fd, struct sim_feed_queue *q)
+/* @buf is free: kept for reuse (there is always room: see chunk_new()). */
+static void buf_put(struct sim_feed *fd, unsigned char *buf)
+{
+	fd->bufs[fd->nr_bufs++] = buf;
+}
+
+/* A chunk in memory, empty, at the end of writer @q's queue: 0 or -ENOMEM. */
+static int chunk_new(struct sim_feed *fd, struct sim_feed_queue *q)
+{
+	struct sim_feed_chunk *c;
+	unsigned char *buf;
+	uint32_t n = fd->free_chunk;
+
+	if (n == NONE) {
+		if (fd->nr_chunks == fd->cap_chunks) {
+			uint32_t cap = fd->cap_chunks ? 2 * fd->cap_chunks : 1024;
+			struct sim_feed_chunk *p;
+			unsigned char **b;
+
+			if (cap >= NONE)
+				return -ENOMEM;
+			p = realloc(fd->chunks, (size_t)cap * sizeof(*p));
+			if (!p)
+				return -ENOMEM;
+			fd->chunks = p;
+			/* room for every buffer a chunk may give back */
+			b = realloc(fd->bufs, (size_t)cap * sizeof(*b));
+			if (!b)
+				return -ENOMEM;
+			fd->bufs = b;
+			fd->cap_bufs = fd->cap_chunks = cap;
+		}
+		n = fd->nr_chunks;
+		fd->chunks[n].buf = NULL;
+		fd->nr_chunks++;
+	} else {
+		fd->free_chunk = fd->chunks[n].next;
+	}
+	buf = buf_get(fd);
+	if (!buf) {
+		fd->chunks[n].next = fd->free_chunk;
+		fd->free_chunk = n;
+		return -ENOMEM;
+	}
+	c = &fd->chunks[n];
+	*c = (struct sim_feed_chunk){ .next = NONE, .buf = buf };
+	if (q->tail == NONE)
+		q->head = n;
+	else
+		fd->chunks[q->tail].next = n;
+	q->tail = n;
+	q->enc_time = q->enc_open = 0;
+	return 0;
+}
+
+/* The spill file's slot @slot is free. */
+static void slot_put(struct sim_feed *fd, uint32_t slot)
+{
+	fd->free_slots[fd->nr_free_slots++] = slot;
+	fd->spilled_chunks--;
+}
+
+/* The head chunk of @q, taken or dropped whole, goes back to the free lists. */
+static void chunk_pop(struct sim_feed *fd, struct sim_feed_queue *q)
 {
 	uint32_t h = q->head;
+	struct sim_feed_chunk *c = &fd->chunks[h];
 
-	q->head = fd->pool[h].next;
+	q->nr -= c->nr;
+	fd->queued -= c->nr;
+	if (c->buf) {
+		fd->mem -= c->nr;
+		buf_put(fd, c->buf);
+		c->buf = NULL;
+	} else {
+		slot_put(fd, c->slot);
+	}
+	q->head = c->next;
 	if (q->head == NONE)
 		q->tail = NONE;
-	fd->pool[h].next = fd->free_node;
-	fd->free_node = h;
+	c->next = fd->free_chunk;
+	fd->free_chunk = h;
+}
+
+/* "the spill file: ..." in @err: -errno. */
+static int spill_error(int ret, char *err, size_t errlen)
+{
+	snprintf(err, errlen, "the feed's spill file: %s", strerror(-ret));
+	return ret;
+}
+
+/* The spill file, made at the first spill: unlinked, in $TMPDIR or /var/tmp. */
+static int spill_file(struct sim_feed *fd, char *err, size_t errlen)
+{
+	const char *dir = getenv("TMPDIR");
+	char path[4096];
+	int ret;
+
+	if (fd->spill_fd >= 0)
+		return 0;
+	if (!dir || !*dir)
+		dir = "/var/tmp";
+	fd->spill_fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+	if (fd->spill_fd >= 0)
+		return 0;
+	snprintf(path, sizeof(path), "%s/foliofs-sim-spill.XXXXXX", dir);
+	fd->spill_fd = mkstemp(path);
+	if (fd->spill_fd < 0) {
+		ret = -errno;
+		snprintf(err, errlen, "the feed's spill file in %s: %s", dir, strerror(-ret));
+		return ret;
+	}
+	unlink(path);
+	return 0;
+}
+
+/* Chunk @c (in memory, whole) into a slot of the spill file: 0 or -errno. */
+static int chunk_spill(struct sim_feed *fd, struct sim_feed_chunk *c, char *err, size_t errlen)
+{
+	uint32_t slot;
+	int ret = spill_file(fd, err, errlen);
+
+	if (ret)
+		return ret;
+	if (fd->nr_free_slots) {
+		slot = fd->free_slots[--fd->nr_free_slots];
+	} else {
+		if (fd->nr_slots == fd->cap_free_slots) {
+			uint32_t cap = fd->cap_free_slots ? 2 * fd->cap_free_slots : 1024;
+			uint32_t *p = realloc(fd->free_slots, (size_t)cap * sizeof(*p));
+
+			if (!p || cap >= NONE)
+				return spill_error(-ENOMEM, err, errlen);
+			fd->free_slots = p;
+			fd->cap_free_slots = cap;
+		}
+		slot = fd->nr_slots++;
+	}
+	if (pwrite(fd->spill_fd, c->buf, c->len, (off_t)slot * SIM_FEED_CHUNK) != (ssize_t)c->len) {
+		ret = errno ? -errno : -EIO;
+		fd->free_slots[fd->nr_free_slots++] = slot;
+		return spill_error(ret, err, errlen);
+	}
+	buf_put(fd, c->buf);
+	c->buf = NULL;
+	c->slot = slot;
+	fd->mem -= c->nr;
+	fd->spilled += c->nr;
+	if (++fd->spilled_chunks > fd->peak_spilled_chunks)
+		fd->peak_spilled_chunks = fd->spilled_chunks;
+	return 0;
+}
+
+/* Spilled chunk @c back into memory: 0 or -errno. */
+static int chunk_load(struct sim_feed *fd, struct sim_feed_chunk *c, char *err, size_t errlen)
+{
+	unsigned char *buf = buf_get(fd);
+	int ret;
+
+	if (!buf)
+		return spill_error(-ENOMEM, err, errlen);
+	if (pread(fd->spill_fd, buf, c->len, (off_t)c->slot * SIM_FEED_CHUNK) != (ssize_t)c->len) {
+		ret = errno ? -errno : -EIO;
+		buf_put(fd, buf);
+		return spill_error(ret, err, errlen);
+	}
+	slot_put(fd, c->slot);
+	c->buf = buf;
+	fd->mem += c->nr;
+	if (fd->mem > fd->peak_mem)
+		fd->peak_mem = fd->mem;
+	return 0;
+}
+
+/*
+ * The records in memory reached check_at: whole chunks to the spill
+ * file, writer after writer from where the last round stopped, until
+ * half the window is left.  A writer's last chunk (being written) and
+ * one being read stay, so that may not be reached: the next round is
+ * then a sixteenth of the window later (check_at), not at every record.
+ * 0 or -errno.
+ */
+static int spill_some(struct sim_feed *fd, char *err, size_t errlen)
+{
+	uint32_t nr_w = (uint32_t)fd->t->nr_writers;
+
+	for (uint32_t k = 0; k < nr_w && fd->mem > fd->window / 2; k++) {
+		struct sim_feed_queue *q = &fd->q[fd->spill_at];
+
+		for (uint32_t c = q->head; c != q->tail && fd->mem > fd->window / 2;
+		     c = fd->chunks[c].next) {
+			struct sim_feed_chunk *ch = &fd->chunks[c];
+			int ret;
+
+			if (!ch->buf || ch->pos)
+				continue;
+			ret = chunk_spill(fd, ch, err, errlen);
+			if (ret)
+				return ret;
+		}
+		fd->spill_at = (fd->spill_at + 1) % nr_w;
+	}
+	fd->check_at = fd->mem + fd->window / 16;
+	if (fd->check_at < fd->window)
+		fd->check_at = fd->window;
+	return 0;
+}
+
+/* Record @r to the end of writer @q's queue: 0 or -errno. */
+static int enqueue(struct sim_feed *fd, struct sim_feed_queue *q, const struct trace_rec *r,
+		   char *err, size_t errlen)
+{
+	struct sim_feed_chunk *c = q->tail == NONE ? NULL : &fd->chunks[q->tail];
+
+	if (!c || c->len + REC_MAX_BYTES > SIM_FEED_CHUNK) {
+		if (chunk_new(fd, q)) {
+			snprintf(err, errlen, "%s: out of memory for %llu records read ahead",
+				 fd->t->path, (unsigned long long)fd->queued);
+			return -ENOMEM;
+		}
+		c = &fd->chunks[q->tail];
+	}
+	c->len += (uint32_t)enc_rec(c->buf + c->len, r, &q->enc_time, &q->enc_open);
+	c->nr++;
+	q->nr++;
+	if (++fd->queued > fd->peak_queued)
+		fd->peak_queued = fd->queued;
+	if (++fd->mem > fd->peak_mem)
+		fd->peak_mem = fd->mem;
+	if (fd->mem >= fd->check_at)
+		return spill_some(fd, err, errlen);
+	return 0;
+}
+
+/*
+ * The head record of @q's queue (not empty) into *@r (the pid is the
+ * writer's, set by the caller): 0 or -errno.
+ */
+static int dequeue(struct sim_feed *fd, struct sim_feed_queue *q, struct trace_rec *r,
+		   char *err, size_t errlen)
+{
+	struct sim_feed_chunk *c = &fd->chunks[q->head];
+
+	if (!c->buf) {
+		int ret = chunk_load(fd, c, err, errlen);
+
+		if (ret)
+			return ret;
+	}
+	if (!c->pos)
+		q->dec_time = q->dec_open = 0;
+	c->pos += (uint32_t)dec_rec(c->buf + c->pos, r, &q->dec_time, &q->dec_open);
+	c->nr--;
 	q->nr--;
 	fd->queued--;
+	fd->mem--;
+	if (!c->nr)
+		chunk_pop(fd, q);
+	if (fd->check_at > fd->window && fd->mem + fd->window / 16 < fd->window)
+		fd->check_at = fd->window;
+	return 0;
 }
 
 /*
@@ -503,168 +831,44 @@ static int short_trace(const struct sim_feed *fd, char *err, size_t errlen)
 	return -EIO;
 }
 
-/*
- * Detach the writer holding the most records read ahead when that is a
- * sixteenth of the window or more: its records are freed, and from the
- * first of them on it reads its own (a cursor of its own, which the
- * forward read passes over).  Called when the records held reach
- * check_at (read_one() then moves it a sixteenth of the window past what
- * is held, and sim_feed_next() back to the window only once the records
- * held are that far below it: the writers are looked at once per a
- * sixteenth of the window read at most).  With SIM_FEED_MAX_CURSORS
- * writers detached already, or no file or memory for a reader now, none
- * is: the records stay queued.  0, or -errno with one line in @err.
- */
-static int detach_one(struct sim_feed *fd, char *err, size_t errlen)
-{
-	struct sim_feed_queue *q = NULL;
-	struct trace_reader *cur;
-	int ret;
-
-	if (fd->cursors == SIM_FEED_MAX_CURSORS)
-		return 0;
-	for (size_t w = 0; w < fd->t->nr_writers; w++)
-		if (!q || fd->q[w].nr > q->nr)
-			q = &fd->q[w];
-	if (!q || q->nr == 0 || q->nr < fd->window / 16)
-		return 0;
-	cur = malloc(sizeof(*cur));
-	if (!cur)
-		return 0;
-	ret = trace_reader_open(cur, fd->t->path, err, errlen);
-	if (ret) {
-		free(cur);
-		if (ret == -EMFILE || ret == -ENFILE || ret == -ENOMEM) {
-			*err = '\0';
-			return 0;
-		}
-		return ret;
-	}
-	ret = trace_reader_seek(cur, fd->pool[q->head].index, err, errlen);
-	if (ret) {
-		trace_reader_close(cur);
-		free(cur);
-		return ret;
-	}
-	/*
-	 * A queue holds records only once the records to drop are (read_one()
-	 * drops before it queues), so the cursor owes none from here.
-	 */
-	while (q->head != NONE)
-		node_pop(fd, q);
-	q->cursor = cur;
-	fd->detached++;
-	if (++fd->cursors > fd->peak_cursors)
-		fd->peak_cursors = fd->cursors;
-	return 0;
-}
-
-/* The next record of the file into its writer's queue: that writer, or -errno. */
-static int64_t read_one(struct sim_feed *fd, char *err, size_t errlen)
+/* The next record of the forward read into its writer's queue: 0, or -errno. */
+static int read_one(struct sim_feed *fd, char *err, size_t errlen)
 {
 	struct sim_feed_queue *q;
 	struct trace_rec r;
-	uint64_t index = fd->rd.next;
-	uint32_t w, n;
+	uint64_t index = fd->next;
+	uint32_t w;
 	int ret = trace_reader_next(&fd->rd, &r, err, errlen);
 
 	if (ret <= 0)
 		return ret ? ret : short_trace(fd, err, errlen);
+	fd->next++;
 	ret = convert(fd, &r, index, &w, err, errlen);
 	if (ret)
 		return ret;
 	q = &fd->q[w];
-	if (q->cursor || q->done)	/* its cursor reads this one; or it has ended */
-		return w;
+	if (q->done)		/* it has ended */
+		return 0;
 	if (q->drop) {		/* skipped (sim_feed_skip()): not kept */
 		q->drop--;
-		return w;
+		return 0;
 	}
-	n = node_get(fd);
-	if (n == NONE) {
-		snprintf(err, errlen, "%s: out of memory for %llu records read ahead", fd->t->path,
-			 (unsigned long long)fd->queued);
-		return -ENOMEM;
-	}
-	fd->pool[n] = (struct sim_feed_node){ r, index, NONE };
-	if (q->tail == NONE)
-		q->head = n;
-	else
-		fd->pool[q->tail].next = n;
-	q->tail = n;
-	q->nr++;
-	if (++fd->queued > fd->peak_queued)
-		fd->peak_queued = fd->queued;
-	if (fd->queued >= fd->check_at) {
-		ret = detach_one(fd, err, errlen);
-		if (ret)
-			return ret;
-		fd->check_at = fd->queued + fd->window / 16;
-		if (fd->check_at < fd->window)
-			fd->check_at = fd->window;
-	}
-	return w;
-}
-
-/*
- * Detached writer @w's next record from its cursor: 1, 0 when the
- * cursor has come up to the forward read (it is closed: the forward read
- * queues @w's records again from there), or -errno.
- */
-static int cursor_next(struct sim_feed *fd, uint32_t w, struct trace_rec *rec,
-		       char *err, size_t errlen)
-{
-	struct sim_feed_queue *q = &fd->q[w];
-	uint32_t pid = fd->t->writers[w].pid, rw;
-	int ret;
-
-	for (;;) {
-		uint64_t index = q->cursor->next;
-
-		if (index == fd->rd.next) {
-			cursor_close(fd, q);
-			fd->reattached++;
-			return 0;
-		}
-		ret = trace_reader_next(q->cursor, rec, err, errlen);
-		if (ret <= 0)
-			return ret ? ret : short_trace(fd, err, errlen);
-		if (rec->pid != pid)
-			continue;
-		ret = convert(fd, rec, index, &rw, err, errlen);
-		if (ret)
-			return ret;
-		if (q->drop) {
-			q->drop--;
-			continue;
-		}
-		return 1;
-	}
+	return enqueue(fd, q, &r, err, errlen);
 }
 
 int sim_feed_next(struct sim_feed *fd, uint32_t w, struct trace_rec *rec, char *err, size_t errlen)
 {
 	struct sim_feed_queue *q = &fd->q[w];
+	int ret;
 
-	if (q->cursor) {
-		int ret = cursor_next(fd, w, rec, err, errlen);
-
-		if (ret)
-			return ret < 0 ? ret : 0;
-	}
 	while (q->head == NONE) {
-		int64_t got = read_one(fd, err, errlen);
-
-		if (got < 0)
-			return (int)got;
-		if (q->cursor)		/* detached by that read */
-			return sim_feed_next(fd, w, rec, err, errlen);
+		ret = read_one(fd, err, errlen);
+		if (ret)
+			return ret;
 	}
-	*rec = fd->pool[q->head].rec;
-	node_pop(fd, q);
-	if (fd->check_at > fd->window && fd->queued + fd->window / 16 < fd->window)
-		fd->check_at = fd->window;
-	return 0;
+	ret = dequeue(fd, q, rec, err, errlen);
+	rec->pid = fd->t->writers[w].pid;
+	return ret;
 }
 
 void sim_feed_done(struct sim_feed *fd, uint32_t w)
@@ -672,9 +876,7 @@ void sim_feed_done(struct sim_feed *fd, uint32_t w)
 	struct sim_feed_queue *q = &fd->q[w];
 
 	while (q->head != NONE)
-		node_pop(fd, q);
-	if (q->cursor)
-		cursor_close(fd, q);
+		chunk_pop(fd, q);
 	q->done = true;
 }
 
@@ -691,16 +893,27 @@ bool sim_feed_gap(struct sim_feed *fd, uint32_t w, uint64_t op, int64_t *think_n
 	return true;
 }
 
-void sim_feed_skip(struct sim_feed *fd, uint32_t w, uint64_t n, uint64_t resume_op)
+int sim_feed_skip(struct sim_feed *fd, uint32_t w, uint64_t n, uint64_t resume_op,
+		  char *err, size_t errlen)
 {
 	const struct sim_trace_writer *wr = &fd->t->writers[w];
 	struct sim_feed_queue *q = &fd->q[w];
+	struct trace_rec r;
 
+	while (q->gap < wr->first_gap + wr->nr_gaps && fd->t->gaps[q->gap].op <= resume_op)
+		q->gap++;
+	/* whole chunks undecoded, then one by one */
+	while (n && q->head != NONE && fd->chunks[q->head].nr <= n) {
+		n -= fd->chunks[q->head].nr;
+		chunk_pop(fd, q);
+	}
 	while (n && q->head != NONE) {
-		node_pop(fd, q);
+		int ret = dequeue(fd, q, &r, err, errlen);
+
+		if (ret)
+			return ret;
 		n--;
 	}
 	q->drop += n;
-	while (q->gap < wr->first_gap + wr->nr_gaps && fd->t->gaps[q->gap].op <= resume_op)
-		q->gap++;
+	return 0;
 }

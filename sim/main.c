@@ -63,8 +63,8 @@ static void help(FILE *f)
 		"  modelled machine's memory, whose eighth is the default cache_size (24G,\n"
 		"  never this host's: a replay prints the same on every machine);\n"
 		"  sim_feed_window=N\n"
-		"  records read ahead before a writer that lags reads its own (%llu; 0: no\n"
-		"  bound)\n"
+		"  records read ahead held in memory before chunks of them are spilled to\n"
+		"  a file in $TMPDIR or /var/tmp (%llu; 0: no bound)\n"
 		"  default dev_bw=%llu,dev_lat_us=%u,dev_qd=%u,dev_flush_us=%u: fitted by\n"
 		"  contrib/sim/fit-device.sh (fio, medians of 3 runs) to the virtio disk\n"
 		"  holding /work on the machine foliofs is developed on, 2026-12-01; run it\n"
@@ -313,13 +313,14 @@ static void print_compare_csv(char **names, const struct sim_result *res, int n)
 	}
 }
 
-/* ", N times a writer read its own (M at once at most)" when the feed detached any, else "". */
-static const char *detached(const struct sim_result *r, char *buf, size_t len)
+/* ", N spilled (M MiB of file at most)" when the feed spilled any, else "". */
+static const char *spilled(const struct sim_result *r, char *buf, size_t len)
 {
-	if (!r->feed_detached)
+	if (!r->feed_spilled)
 		return "";
-	snprintf(buf, len, ", %llu times a writer read its own (%u at once at most)",
-		 (unsigned long long)r->feed_detached, r->feed_cursors);
+	snprintf(buf, len, " (%llu in memory), %llu spilled (%.1f MiB of file at most)",
+		 (unsigned long long)r->feed_peak_mem, (unsigned long long)r->feed_spilled,
+		 (double)r->feed_spill_peak / 1048576.0);
 	return buf;
 }
 
@@ -412,7 +413,7 @@ static int cmd_replay(int argc, char **argv)
 	res = calloc((size_t)runs, sizeof(*res));
 	for (int c = 0; res && c < runs && !ret; c++) {
 		char *o = join_opts(a.opts, a.compare ? a.cmp[c] : "");
-		char d[96];
+		char d[128];
 
 		ret = o ? sim_replay(t, o, a.stats_log, &res[c], err, sizeof(err)) : -ENOMEM;
 		if (!ret)
@@ -420,7 +421,7 @@ static int cmd_replay(int argc, char **argv)
 				"(%.0f records/s), at most %llu read ahead%s%s%s\n", (unsigned long long)t->nr,
 				res[c].replay_s,
 				(double)t->nr / (res[c].replay_s > 0 ? res[c].replay_s : 1e-9),
-				(unsigned long long)res[c].feed_peak, detached(&res[c], d, sizeof(d)),
+				(unsigned long long)res[c].feed_peak, spilled(&res[c], d, sizeof(d)),
 				a.compare ? ": " : "", a.compare ? a.cmp[c] : "");
 		free(o);
 	}

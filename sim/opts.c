@@ -8,7 +8,8 @@
  * dev_qd=, dev_flush_us=, dev_iops=, dev_raid=, dev_stripe=), sim_data=
  * (0: folios without memory, bs_config.no_data), sim_mem= (the modelled
  * machine's memory: the default cache_size) and sim_feed_window= (records
- * read ahead before a lagging writer reads its own: struct sim_feed).
+ * read ahead held in memory before chunks of them are spilled: struct
+ * sim_feed).
  */
 #include "sim.h"
 #include "options.h"

@@ -108,8 +108,9 @@ struct sim_result {
 	uint64_t folios_made_order[SIM_NR_ORDERS];
 	uint64_t opens;			/* opens read through (readahead states) */
 	uint64_t feed_peak;		/* records the feed held at most (struct sim_feed) */
-	uint64_t feed_detached;		/* times a lagging writer was given its own cursor */
-	uint32_t feed_cursors;		/* such writers at once, at most */
+	uint64_t feed_peak_mem;		/* of them in memory at most */
+	uint64_t feed_spilled;		/* records it wrote to its spill file */
+	uint64_t feed_spill_peak;	/* bytes of spill file at most */
 	/* per writer: ops/s achieved and recorded */
 	uint32_t nr_writers;
 	struct sim_writer_result {
@@ -227,83 +228,80 @@ static inline bool sim_op_names_file(unsigned int op)
 }
 
 /* The first pass over @path: 0, or -errno with one line in @err (as trace_load()'s). */
-int sim_trace_open(const char *path, struct sim_trace **t, char *err, size_t errlen);
-void sim_trace_close(struct sim_trace *t);
+int sim_trace_open(const char *path, struct sim_trace **t, char *err, size_t errlen);void sim_trace_close(struct sim_trace *t);
 
 /*
  * One replay's reader (feed.c): one forward pass over the trace, each
- * record read handed to its writer's queue (FIFO) until the writer that
- * asked has its next one.  Records wait in the queues from when the read
- * passes them to when their writer issues them: the trace between the
- * writer furthest behind its recorded schedule and the record the one
- * furthest ahead asked for, the spread of the writers' lags (a throttled
- * writer falls behind) plus up to SIM_FEED_GAP_NS of think time, times
- * the trace's record rate.  Not the trace's length, but without a bound
- * of its own: on the seed's pgbench scenario (about 333k records per
- * second of trace) an unpaced checkpointer (ckpt_pace=0) ran 125 s
- * behind its schedule and the feed held 5.8 M records for 10 x 30 s of
- * 6.17-folio (contrib/results/seed-sim-iters-2026-12-05); paced, the
- * clients' lag alone is 5.6 M, and 10.5 M at 60 s
- * (contrib/results/ckpt-pace-2026-12-05).
+ * record read handed to its writer's queue (FIFO) until the writer that asked has
+ * its next one.  Records wait in the queues from when the read passes
+ * them to when their writer issues them: the trace between the writer
+ * furthest behind its recorded schedule and the record the one furthest
+ * ahead asked for, the spread of the writers' lags (a throttled writer
+ * falls behind) plus up to SIM_FEED_GAP_NS of think time, times the
+ * trace's record rate.  Not the trace's length, but without a bound of
+ * its own: on the seed's pgbench scenario (about 333k records per second
+ * of trace) the clients' lag alone is 5.6 M records at 10 x 30 s and
+ * 10.5 M at 10 x 60 s with per-folio charging
+ * (contrib/results/ckpt-pace-2026-12-05), and grows with the
+ * iterations' length (a client lags up to an iteration behind).
  *
- * The window (-o sim_feed_window=, SIM_FEED_WINDOW records by default)
- * bounds that.  When the records held reach it, the writer holding the
- * most, if that is a sixteenth of the window or more, is detached: its
- * records are freed and it reads its own from then on through a cursor
- * of its own (a trace_reader from its first record not taken), which
- * decodes the stretch of the file it passes again and takes only the
- * writer's records, while the forward read passes over them.  When the
- * cursor comes up to the forward read it is closed and the writer is
- * fed from the queues again.  So a writer lagging far behind costs a
- * second decoding of the trace it lags over, not memory; lags spread
- * evenly over more than sixteen writers (clients throttled alike, each
- * bounded by its iteration's deadline) are still held, beyond the
- * window.  Which reader gives a record does not change the record nor
- * the order of a writer's: a replay's results do not depend on the
- * window.  On the unpaced run above the checkpointer was detached once
- * and the feed held 1 M records, the output unchanged, for 9% more CPU
- * (contrib/results/feed-window-2026-12-05).  What clients lagging alike
- * hold would need spilling to a file to be bounded; it is not.
+ * A queue is a FIFO of chunks of SIM_FEED_CHUNK bytes, each record
+ * encoded in about 14 bytes (varints; each chunk's from zero, so that a
+ * chunk is decoded, or skipped whole, on its own), about a fifth of the
+ * 72-byte nodes queues held before.  The window (-o sim_feed_window=,
+ * SIM_FEED_WINDOW records by default) bounds what is held in memory:
+ * when the records in memory reach it, whole chunks (never one being
+ * written or half read) are written to a spill file (unlinked, in
+ * $TMPDIR or /var/tmp), writer after writer, until half the window is
+ * left; a writer's chunk comes back into memory when it reaches it.  So
+ * memory is the window plus a chunk or two per writer whatever the lags,
+ * and the spill file holds the rest, each record written and read once.
+ * Which chunks are spilled changes nothing a writer is given: a replay's
+ * results do not depend on the window.
  */
-#define SIM_FEED_WINDOW (1ull << 20)	/* records (72 bytes each) */
+#define SIM_FEED_WINDOW (4ull << 20)	/* records (about 14 bytes each) */
+#define SIM_FEED_CHUNK 4096u		/* bytes of a queue's chunk, and a spill slot */
 
-struct sim_feed_node {
-	/* file: its index; a rename's offset: the replaced file's index + 1 (0: none) */
-	struct trace_rec rec;
-	uint64_t index;			/* in the trace */
-	uint32_t next;			/* in its writer's queue; UINT32_MAX: the last */
+/* A chunk of a writer's queue: in memory (buf), or spilled (slot). */
+struct sim_feed_chunk {
+	uint32_t next;			/* the writer's next chunk (an index); UINT32_MAX: none */
+	uint32_t nr;			/* records in it not yet taken */
+	uint32_t len;			/* bytes encoded */
+	uint32_t pos;			/* bytes taken (decoded) */
+	uint32_t slot;			/* spilled: its slot in the spill file */
+	unsigned char *buf;		/* in memory: SIM_FEED_CHUNK bytes; NULL: spilled */
 };
 
 struct sim_feed {
 	const struct sim_trace *t;
 	struct trace_reader rd;		/* the forward read */
-	struct sim_feed_node *pool;	/* nodes [0, nr_pool) made; the free ones from free_node */
-	uint32_t nr_pool, cap_pool, free_node;
+	uint64_t next;			/* the index of the record the forward read gives next */
+	struct sim_feed_chunk *chunks;	/* [0, nr_chunks) made; the free ones from free_chunk */
+	uint32_t nr_chunks, cap_chunks, free_chunk;
+	unsigned char **bufs;		/* chunk buffers not in use */
+	uint32_t nr_bufs, cap_bufs;
 	struct sim_feed_queue {
-		uint32_t head, tail;	/* UINT32_MAX: empty */
-		uint64_t nr;		/* records queued */
+		uint32_t head, tail;	/* chunks; UINT32_MAX: empty */
+		uint64_t nr;		/* records queued (in memory or spilled) */
+		uint64_t enc_time, enc_open;	/* the tail chunk's encoder: its last record's */
+		uint64_t dec_time, dec_open;	/* the head chunk's decoder: likewise */
 		size_t gap;		/* its next gap, an index into t->gaps */
 		uint64_t drop;		/* records of it to drop as the read passes them */
-		struct trace_reader *cursor;	/* detached: its own reader (queue empty); else NULL */
 		bool done;		/* sim_feed_done(): its records are dropped */
 	} *q;				/* per writer */
 	uint64_t queued, peak_queued;	/* records in the queues, now and at most */
-	uint64_t window;		/* records; 0: no bound */
-	uint64_t check_at;		/* queued reaching this: look for a writer to detach */
-	uint32_t cursors, peak_cursors;	/* detached writers, now and at most */
-	uint64_t detached, reattached;	/* times */
+	uint64_t mem, peak_mem;		/* of them in memory, now and at most */
+	uint64_t window;		/* records in memory; 0: no bound */
+	uint64_t check_at;		/* records in memory that start the next spill round */
+	/* the spill file: slots of SIM_FEED_CHUNK bytes, the free ones on a stack */
+	int spill_fd;			/* -1: none yet */
+	uint32_t nr_slots, *free_slots, nr_free_slots, cap_free_slots;
+	uint32_t spill_at;		/* the writer to spill from first next time */
+	uint64_t spilled, peak_spilled_chunks;	/* records spilled in all; chunks at once at most */
+	uint64_t spilled_chunks;	/* chunks in the spill file now */
 };
 
-/*
- * Writers detached at once at most: each holds an open file and a
- * TRACE_READ_BUF buffer.  A detached writer holds a sixteenth of the
- * window or more (4.5 MiB of nodes at the default), so at the default
- * window a detach saves more than its reader costs; a window below
- * about 233,000 records can cost more than it saves.
- */
-#define SIM_FEED_MAX_CURSORS 64
-
-/* @window: records held before a lagging writer is detached (0: never). */
+/* @window: records held in memory before chunks are spilled (0: never). */
 int sim_feed_open(struct sim_feed *fd, const struct sim_trace *t, uint64_t window,
 		  char *err, size_t errlen);
 void sim_feed_close(struct sim_feed *fd);
@@ -311,16 +309,19 @@ void sim_feed_close(struct sim_feed *fd);
 int sim_feed_next(struct sim_feed *fd, uint32_t w, struct trace_rec *rec, char *err, size_t errlen);
 /*
  * Writer @w skips its next @n records (those it has not taken): the
- * queued ones are freed now, the others dropped as the read passes them,
- * so a skipped record is never kept.  Its gaps before ops up to
- * @resume_op (the op it resumes at, which it issues without asking for
- * a gap) are passed over.
+ * queued ones are freed now (whole chunks undecoded), the others dropped
+ * as the read passes them, so a skipped record is never kept.  Its gaps
+ * before ops up to @resume_op (the op it resumes at, which it issues
+ * without asking for a gap) are passed over.  0, or -errno with one line
+ * in @err (the spill file).
  */
-void sim_feed_skip(struct sim_feed *fd, uint32_t w, uint64_t n, uint64_t resume_op);
+int sim_feed_skip(struct sim_feed *fd, uint32_t w, uint64_t n, uint64_t resume_op,
+		  char *err, size_t errlen);
 /* Writer @w has ended: what the feed holds for it goes, and its records are dropped. */
 void sim_feed_done(struct sim_feed *fd, uint32_t w);
 /* True with the think time before writer @w's op @op in *@think_ns when it is a gap. */
 bool sim_feed_gap(struct sim_feed *fd, uint32_t w, uint64_t op, int64_t *think_ns);
+
 
 /*
  * Replay the trace @t with the mount options @opts (may be NULL) and the
