@@ -294,63 +294,132 @@ out:
 	return ret;
 }
 
-int sim_trace_open(const char *path, struct sim_trace **tp, char *err, size_t errlen)
+/* The first pass's state: the trace being made, what is gathered, and where it is. */
+struct first_pass {
+	struct sim_sink sink;		/* for a generator's records */
+	struct sim_trace *t;
+	struct scan sc;
+	uint64_t next;			/* the index of the record scanned next */
+	char *err;
+	size_t errlen;
+};
+
+/* Record @r, the next of the trace, into the first pass: 0 or -errno with @err. */
+static int scan_record(struct first_pass *fp, const struct trace_rec *r)
+{
+	struct sim_trace *t = fp->t;
+	int ret;
+
+	if (!fp->next)
+		t->first_ns = r->time_ns;
+	t->last_ns = r->time_ns;
+	fp->next++;
+	ret = scan_writer(t, &fp->sc, r);
+	if (ret == -EINVAL) {
+		snprintf(fp->err, fp->errlen, "%s: record %llu: a pace record after its writer's "
+			 "first deadline record (pid %u)", t->path,
+			 (unsigned long long)(fp->next - 1), r->pid);
+		return ret;
+	}
+	if (ret || scan_file(t, &fp->sc, r)) {
+		snprintf(fp->err, fp->errlen, "%s: out of memory for the trace's writers and files",
+			 t->path);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+static int first_pass_put(struct sim_sink *sink, const struct trace_rec *rec)
+{
+	return scan_record((struct first_pass *)sink, rec);
+}
+
+/* A trace with nothing gathered yet, named @path: 0, or -ENOMEM with @err. */
+static int first_pass_begin(struct first_pass *fp, const char *path, char *err, size_t errlen)
 {
 	struct sim_trace *t = calloc(1, sizeof(*t));
-	struct scan sc = { .nr_w = 0 };
+
+	*fp = (struct first_pass){ .t = t, .err = err, .errlen = errlen };
+	if (!t || !(t->path = strdup(path)) || map_init(&t->pid_map, 0) ||
+	    map_init(&t->file_map, 0)) {
+		snprintf(err, errlen, "%s: out of memory", path);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+/* The first pass is over with @ret: on success the tables sorted into the trace, *@tp. */
+static int first_pass_end(struct first_pass *fp, int ret, struct sim_trace **tp)
+{
+	struct scan *sc = &fp->sc;
+
+	if (!ret && scan_finish(fp->t, sc)) {
+		snprintf(fp->err, fp->errlen, "%s: out of memory for the trace's writers and files",
+			 fp->t->path);
+		ret = -ENOMEM;
+	}
+	free(sc->w);
+	free(sc->w_last);
+	free(sc->f);
+	free(sc->g);
+	free(sc->g_w);
+	free(sc->m);
+	free(sc->m_w);
+	free(sc->w_mark);
+	free(sc->w_step);
+	if (ret) {
+		sim_trace_close(fp->t);
+		return ret;
+	}
+	fp->t->nr = fp->next;
+	*tp = fp->t;
+	return 0;
+}
+
+int sim_trace_open(const char *path, struct sim_trace **tp, char *err, size_t errlen)
+{
+	struct first_pass fp;
 	struct trace_reader rd;
 	struct trace_rec r;
 	int ret;
 
 	*tp = NULL;
-	if (!t || !(t->path = strdup(path)) || map_init(&t->pid_map, 0) ||
-	    map_init(&t->file_map, 0)) {
-		sim_trace_close(t);
-		snprintf(err, errlen, "%s: out of memory", path);
+	ret = first_pass_begin(&fp, path, err, errlen);
+	if (!ret)
+		ret = trace_reader_open(&rd, path, err, errlen);
+	if (ret)
+		return first_pass_end(&fp, ret, tp);
+	while ((ret = trace_reader_next(&rd, &r, err, errlen)) == 1 &&
+	       !(ret = scan_record(&fp, &r)))
+		;
+	trace_reader_close(&rd);
+	return first_pass_end(&fp, ret, tp);
+}
+
+int sim_trace_gen(const char *spec, FILE *report, const char *prefix, struct sim_trace **tp,
+		  char *err, size_t errlen)
+{
+	struct first_pass fp;
+	char *name = NULL;
+	int ret;
+
+	*tp = NULL;
+	if (asprintf(&name, "gen:%s", spec) < 0) {
+		snprintf(err, errlen, "out of memory");
 		return -ENOMEM;
 	}
-	ret = trace_reader_open(&rd, path, err, errlen);
-	if (ret) {
-		sim_trace_close(t);
-		return ret;
-	}
-	t->nr = rd.nr;
-	while ((ret = trace_reader_next(&rd, &r, err, errlen)) == 1) {
-		if (rd.next == 1)
-			t->first_ns = r.time_ns;
-		t->last_ns = r.time_ns;
-		ret = scan_writer(t, &sc, &r);
-		if (ret == -EINVAL) {
-			snprintf(err, errlen, "%s: record %llu: a pace record after its writer's "
-				 "first deadline record (pid %u)", path,
-				 (unsigned long long)(rd.next - 1), r.pid);
-			break;
-		}
-		if (ret || scan_file(t, &sc, &r)) {
-			ret = -ENOMEM;
-			break;
-		}
-	}
-	trace_reader_close(&rd);
-	if (!ret && scan_finish(t, &sc))
+	ret = first_pass_begin(&fp, name, err, errlen);
+	free(name);
+	if (!ret && !(fp.t->gen_spec = strdup(spec))) {
+		snprintf(err, errlen, "out of memory");
 		ret = -ENOMEM;
-	if (ret == -ENOMEM)
-		snprintf(err, errlen, "%s: out of memory for the trace's writers and files", path);
-	free(sc.w);
-	free(sc.w_last);
-	free(sc.f);
-	free(sc.g);
-	free(sc.g_w);
-	free(sc.m);
-	free(sc.m_w);
-	free(sc.w_mark);
-	free(sc.w_step);
-	if (ret) {
-		sim_trace_close(t);
-		return ret;
 	}
-	*tp = t;
-	return 0;
+	if (ret)
+		return first_pass_end(&fp, ret, tp);
+	fp.sink = (struct sim_sink){ .put = first_pass_put, .report = report,
+				     .report_prefix = prefix };
+	ret = sim_gen_run(spec, &fp.sink, err, errlen);
+	return first_pass_end(&fp, ret, tp);
 }
 
 void sim_trace_close(struct sim_trace *t)
@@ -358,6 +427,7 @@ void sim_trace_close(struct sim_trace *t)
 	if (!t)
 		return;
 	free(t->path);
+	free(t->gen_spec);
 	free(t->files);
 	free(t->file_order);
 	free(t->writers);
@@ -480,12 +550,15 @@ int sim_feed_open(struct sim_feed *fd, const struct sim_trace *t, uint64_t windo
 	for (size_t w = 0; w < t->nr_writers; w++)
 		fd->q[w] = (struct sim_feed_queue){ .head = NONE, .tail = NONE,
 						    .gap = t->writers[w].first_gap };
-	ret = trace_reader_open(&fd->rd, t->path, err, errlen);
+	if (t->gen_spec)
+		ret = sim_gen_stream_open(t->gen_spec, &fd->gen, err, errlen);
+	else
+		ret = trace_reader_open(&fd->rd, t->path, err, errlen);
 	if (ret) {
 		sim_feed_close(fd);
 		return ret;
 	}
-	if (fd->rd.nr != t->nr) {
+	if (!t->gen_spec && fd->rd.nr != t->nr) {
 		snprintf(err, errlen, "%s: the trace changed since it was read (%llu records, "
 			 "then %llu)", t->path, (unsigned long long)t->nr,
 			 (unsigned long long)fd->rd.nr);
@@ -497,6 +570,8 @@ int sim_feed_open(struct sim_feed *fd, const struct sim_trace *t, uint64_t windo
 
 void sim_feed_close(struct sim_feed *fd)
 {
+	if (fd->gen)
+		sim_gen_stream_close(fd->gen);
 	trace_reader_close(&fd->rd);
 	for (uint32_t i = 0; i < fd->nr_chunks; i++)
 		free(fd->chunks[i].buf);
@@ -512,6 +587,7 @@ void sim_feed_close(struct sim_feed *fd)
 	fd->bufs = NULL;
 	fd->free_slots = NULL;
 	fd->q = NULL;
+	fd->gen = NULL;
 	fd->spill_fd = -1;
 	fd->nr_chunks = fd->nr_bufs = 0;
 }
@@ -838,7 +914,8 @@ static int read_one(struct sim_feed *fd, char *err, size_t errlen)
 	struct trace_rec r;
 	uint64_t index = fd->next;
 	uint32_t w;
-	int ret = trace_reader_next(&fd->rd, &r, err, errlen);
+	int ret = fd->gen ? sim_gen_stream_next(fd->gen, &r, err, errlen)
+			  : trace_reader_next(&fd->rd, &r, err, errlen);
 
 	if (ret <= 0)
 		return ret ? ret : short_trace(fd, err, errlen);

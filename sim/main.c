@@ -7,6 +7,8 @@
  *   foliofs-sim sweep ...              many replays on every core (sweep.c)
  *   foliofs-sim TRACE [-o OPTS] [--load LIB]... [--stats-log FILE]
  *               [--compare [--csv] OPTS...]
+ *   foliofs-sim --gen SPEC [...]       the same, of gen SPEC's trace made in
+ *                                      process (no file; stream.c)
  *
  * Options may stand anywhere after the command (getopt_long permutes);
  * the command is the first argument.  A replay prints the stats of
@@ -36,6 +38,8 @@ static void help(FILE *f)
 		"       foliofs-sim TRACE [-o OPTIONS] [--load LIBRARY]... [--stats-log FILE]\n"
 		"       foliofs-sim TRACE [-o OPTIONS] [--load LIBRARY]... --compare [--csv]\n"
 		"                   OPTIONS...\n"
+		"       foliofs-sim --gen SPEC [-o OPTIONS] [...]: replay gen SPEC's trace\n"
+		"                   made in process, without a file\n"
 		"       foliofs-sim sweep [-o OPTIONS] [-a KEY=V1,V2...]... [-c OPTIONS]...\n"
 		"                         [-j N] [--csv FILE] [--plot PNG] TRACE...\n"
 		"       foliofs-sim sweep ... --jobs | parallel > PIECES\n"
@@ -48,6 +52,9 @@ static void help(FILE *f)
 		"  --compare              replay once per OPTIONS after TRACE (each added to -o),\n"
 		"                         print one table\n"
 		"  --csv                  with --compare: one CSV row per OPTIONS, a header first\n"
+		"  --gen SPEC             instead of TRACE: the trace gen SPEC -o FILE would\n"
+		"                         write, made as the replay reads it (the same\n"
+		"                         replay; the generator's schedule to stderr)\n"
 		"  -h, --help             this help; -V, --version  the version\n"
 		"sweep (foliofs-sim sweep --help for all of it): replays every configuration\n"
 		"  of a grid of axes -a KEY=V1,V2,... crossed (or a list of -c OPTIONS, or\n"
@@ -337,6 +344,7 @@ static char *join_opts(const char *base, const char *extra)
 /* The replay's command line, options anywhere. */
 struct replay_args {
 	const char *trace, *opts, *stats_log;
+	const char *gen;	/* --gen SPEC: the trace made in process, no TRACE */
 	bool compare, csv;
 	char **cmp;		/* --compare's OPTIONS: the operands after TRACE */
 	int nr_cmp;
@@ -345,13 +353,14 @@ struct replay_args {
 /* 0, -1 to exit 0 (--help, --version), or the exit status of a bad line. */
 static int parse_replay_args(int argc, char **argv, struct replay_args *a)
 {
-	enum { OPT_STATS_LOG = 256, OPT_COMPARE, OPT_CSV, OPT_LOAD };
+	enum { OPT_STATS_LOG = 256, OPT_COMPARE, OPT_CSV, OPT_LOAD, OPT_GEN };
 	static const struct option longopts[] = {
 		{ "options", required_argument, NULL, 'o' },
 		{ "load", required_argument, NULL, OPT_LOAD },
 		{ "stats-log", required_argument, NULL, OPT_STATS_LOG },
 		{ "compare", no_argument, NULL, OPT_COMPARE },
 		{ "csv", no_argument, NULL, OPT_CSV },
+		{ "gen", required_argument, NULL, OPT_GEN },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
@@ -374,20 +383,28 @@ static int parse_replay_args(int argc, char **argv, struct replay_args *a)
 			break;
 		case OPT_COMPARE: a->compare = true; break;
 		case OPT_CSV: a->csv = true; break;
+		case OPT_GEN:
+			if (a->gen)
+				return usage("--gen %s: one --gen SPEC only", optarg);
+			a->gen = optarg;
+			break;
 		case 'h': help(stdout); return -1;
 		case 'V': sim_print_version(); return -1;
 		default: return bad_option(c, argv);
 		}
 	}
-	if (optind >= argc)
+	if (optind >= argc && !a->gen)
 		return usage("%s", "no TRACE");
-	a->trace = argv[optind];
-	a->cmp = &argv[optind + 1];
-	a->nr_cmp = argc - optind - 1;
+	a->trace = a->gen ? NULL : argv[optind];
+	a->cmp = &argv[optind + (a->gen ? 0 : 1)];
+	a->nr_cmp = argc - optind - (a->gen ? 0 : 1);
 	if (a->compare && !a->nr_cmp)
-		return usage("%s", "--compare needs at least one OPTIONS after TRACE");
+		return usage("%s", a->gen ? "--compare needs at least one OPTIONS"
+			     : "--compare needs at least one OPTIONS after TRACE");
 	if (!a->compare && a->nr_cmp)
-		return usage("%s: one TRACE only (--compare OPTIONS... to compare)", a->cmp[0]);
+		return usage(a->gen ? "%s: --gen makes the trace: no TRACE (--compare OPTIONS... "
+			     "to compare)" : "%s: one TRACE only (--compare OPTIONS... to compare)",
+			     a->cmp[0]);
 	if (a->csv && !a->compare)
 		return usage("%s", "--csv is for --compare (a sweep writes CSV too)");
 	if (a->stats_log && a->compare)
@@ -405,9 +422,12 @@ static int cmd_replay(int argc, char **argv)
 
 	if (ret)
 		return ret < 0 ? 0 : ret;
-	if (sim_trace_open(a.trace, &t, err, sizeof(err))) {
+	/* --gen: the generator's schedule to stderr, as comments */
+	ret = a.gen ? sim_trace_gen(a.gen, stderr, "# gen: ", &t, err, sizeof(err))
+		    : sim_trace_open(a.trace, &t, err, sizeof(err));
+	if (ret) {
 		fprintf(stderr, "foliofs-sim: %s\n", err);
-		return 1;
+		return ret == -EINVAL && a.gen ? 2 : 1;
 	}
 	runs = a.compare ? a.nr_cmp : 1;
 	res = calloc((size_t)runs, sizeof(*res));

@@ -13,6 +13,7 @@
  *   engine.c  the replay: event loop, writers, flushers, device
  *   feed.c    the trace as a replay reads it: a first pass's tables, then
  *             each writer's records on demand (struct sim_trace, sim_feed)
+ *   stream.c  a generator's records for the feed, made in process (--gen)
  *   opts.c    its options: the mount's (the option registry's rows) and its own
  */
 #ifndef FOLIOFS_SIM_H
@@ -206,7 +207,8 @@ struct sim_u32_map {
 };
 
 struct sim_trace {
-	char *path;
+	char *path;			/* the trace file, or "gen:SPEC" */
+	char *gen_spec;			/* a trace made in process: the generator's spec; else NULL */
 	uint64_t nr;			/* records */
 	uint64_t first_ns, last_ns;	/* time_ns of the first and the last record */
 	struct sim_trace_file *files;	/* sorted by id */
@@ -228,11 +230,22 @@ static inline bool sim_op_names_file(unsigned int op)
 }
 
 /* The first pass over @path: 0, or -errno with one line in @err (as trace_load()'s). */
-int sim_trace_open(const char *path, struct sim_trace **t, char *err, size_t errlen);void sim_trace_close(struct sim_trace *t);
+int sim_trace_open(const char *path, struct sim_trace **t, char *err, size_t errlen);
+/*
+ * The first pass over the records the generator of @spec makes
+ * (sim_gen_run()), which are not kept: a replay's feed runs the
+ * generator again (stream.c).  The generator's schedule goes to @report
+ * (may be NULL), each line after @prefix.  0, or -errno with one line in
+ * @err (-EINVAL: a bad spec).
+ */
+int sim_trace_gen(const char *spec, FILE *report, const char *prefix, struct sim_trace **t,
+		  char *err, size_t errlen);
+void sim_trace_close(struct sim_trace *t);
 
 /*
- * One replay's reader (feed.c): one forward pass over the trace, each
- * record read handed to its writer's queue (FIFO) until the writer that asked has
+ * One replay's reader (feed.c): one forward pass over the trace (or the
+ * generator, for a trace made in process: stream.c), each record read
+ * handed to its writer's queue (FIFO) until the writer that asked has
  * its next one.  Records wait in the queues from when the read passes
  * them to when their writer issues them: the trace between the writer
  * furthest behind its recorded schedule and the record the one furthest
@@ -262,6 +275,8 @@ int sim_trace_open(const char *path, struct sim_trace **t, char *err, size_t err
 #define SIM_FEED_WINDOW (4ull << 20)	/* records (about 14 bytes each) */
 #define SIM_FEED_CHUNK 4096u		/* bytes of a queue's chunk, and a spill slot */
 
+struct sim_gen_stream;
+
 /* A chunk of a writer's queue: in memory (buf), or spilled (slot). */
 struct sim_feed_chunk {
 	uint32_t next;			/* the writer's next chunk (an index); UINT32_MAX: none */
@@ -274,7 +289,8 @@ struct sim_feed_chunk {
 
 struct sim_feed {
 	const struct sim_trace *t;
-	struct trace_reader rd;		/* the forward read */
+	struct trace_reader rd;		/* the forward read of a trace file */
+	struct sim_gen_stream *gen;	/* or of the generator (t->gen_spec) */
 	uint64_t next;			/* the index of the record the forward read gives next */
 	struct sim_feed_chunk *chunks;	/* [0, nr_chunks) made; the free ones from free_chunk */
 	uint32_t nr_chunks, cap_chunks, free_chunk;
@@ -322,6 +338,19 @@ void sim_feed_done(struct sim_feed *fd, uint32_t w);
 /* True with the think time before writer @w's op @op in *@think_ns when it is a gap. */
 bool sim_feed_gap(struct sim_feed *fd, uint32_t w, uint64_t op, int64_t *think_ns);
 
+/*
+ * stream.c: a generator's records, in process: the generator of @spec
+ * (sim_gen_run()) runs in a thread of its own, strictly in turn with
+ * the caller (one of the two runs at a time: a replay still takes one
+ * core), filling a batch of records the caller then takes one at a
+ * time.  Nothing is printed.
+ */
+int sim_gen_stream_open(const char *spec, struct sim_gen_stream **gs, char *err, size_t errlen);
+/* The next record: 1, 0 at the end, or -errno with one line in @err. */
+int sim_gen_stream_next(struct sim_gen_stream *gs, struct trace_rec *rec, char *err,
+			size_t errlen);
+/* Stops the generator where it is (it may not have ended) and frees it. */
+void sim_gen_stream_close(struct sim_gen_stream *gs);
 
 /*
  * Replay the trace @t with the mount options @opts (may be NULL) and the

@@ -678,3 +678,75 @@ def test_bad_command_line(args, named):
     p = sim(*args, check=False)
     assert p.returncode == 2, p.stderr
     assert named in p.stderr and len(p.stderr.splitlines()) == 1, p.stderr
+
+
+@pytest.mark.parametrize('spec,opts', [
+    # the simple generator: warm reads and throttled writers
+    (SEED_SPEC + ',warm=64M,warm_by=1', SEED_OPTS + ',dirty_account=folio'),
+    # pgbench: time-bounded iterations (each client's records after its
+    # deadline skipped, the last ones never wanted: the generator stopped
+    # before its end), a paced checkpointer and a window that spills
+    ('pgbench,clients=16,scale=4,tps=4000,duration=2,iterations=3,deadline=1,wal_each=1,'
+     'checkpoint_s=2,shared_buffers=16M,scan=2',
+     'cache_size=256M,folio_size=2M,dirty_account=folio,dirty_bytes=4M,'
+     'dirty_background_bytes=2M,dev_bw=50M,sim_feed_window=64'),
+    # pgbench by transaction count, with the index, a cold start, a paced
+    # checkpoint and gaps between iterations: every record replayed
+    ('pgbench,clients=8,scale=2,tps=2000,txns=3000,iterations=2,index=1,cold=1,'
+     'ckpt_pace=1,checkpoint_s=1,gap_s=1,shared_buffers=8M,seed=7',
+     'cache_size=64M,dirty_account=page,dirty_bytes=2M,dirty_background_bytes=1M,'
+     'dev_bw=20M'),
+])
+def test_gen_in_process(tmp_path, spec, opts):
+    """--gen SPEC replays what `gen SPEC -o FILE` would write, made in
+    process (sim/stream.c): the same output byte for byte as the file's
+    replay, with the generator's schedule on stderr as comments, and
+    --compare through it too."""
+    trace = gen(tmp_path, spec)
+    want = sim(trace, '-o', opts)
+    got = sim('--gen', spec, '-o', opts)
+    assert got.stdout == want.stdout
+    sched = sim('gen', spec, '-o', tmp_path / 'again.trace').stdout.splitlines()
+    assert [line[len('# gen: '):] for line in got.stderr.splitlines()
+            if line.startswith('# gen: ')] == sched
+    two = sim('--gen', spec, '-o', opts, '--compare', 'dirty_account=page', 'dirty_account=folio')
+    assert two.stdout == sim(trace, '-o', opts, '--compare', 'dirty_account=page',
+                             'dirty_account=folio').stdout
+
+
+@pytest.mark.parametrize('args, named', [
+    # a bad spec of either generator is a bad command line, with gen's message
+    (['--gen', 'pgbench,clients=0'], 'clients=0: out of range'),
+    (['--gen', 'pgbench,colour=blue'], 'colour: unknown pgbench item'),
+    (['--gen', 'writers=2,colour=blue'], 'colour: unknown spec item'),
+    # a TRACE with --gen, two --gens, --compare without OPTIONS, no value
+    (['--gen', 'writers=2', 'x.trace'], 'x.trace: --gen makes the trace: no TRACE'),
+    (['--gen', 'writers=2', '--gen', 'writers=3'], 'one --gen SPEC only'),
+    (['--gen', 'writers=2', '--compare'], '--compare needs at least one OPTIONS'),
+    (['--gen'], '--gen: needs a value'),
+    # the replay's own options are checked as for a trace file
+    (['--gen', 'writers=2', '-o', 'colour=blue'], 'colour=blue: not an option'),
+])
+def test_gen_in_process_errors(tmp_path, args, named):
+    p = subprocess.run([FOLIOSIM] + args, capture_output=True, text=True, timeout=60,
+                       cwd=tmp_path)
+    assert p.returncode == 2, p.stderr
+    assert p.stdout == ''
+    assert named in p.stderr and len(p.stderr.splitlines()) == 1, p.stderr
+    assert os.listdir(tmp_path) == []
+
+
+def test_gen_in_process_windows(tmp_path):
+    """The records the feed takes from the generator are the ones `gen`
+    writes, whatever the window: with a window of 1 record (every queued
+    record through the spill file) and the default one, the replay and
+    its record count are the file's."""
+    spec = 'pgbench,clients=4,scale=1,tps=1000,duration=1,iterations=2,shared_buffers=4M'
+    trace = gen(tmp_path, spec)
+    for window in ('1', '4194304'):
+        opts = 'cache_size=32M,dev_bw=10M,sim_feed_window=' + window
+        want = sim(trace, '-o', opts)
+        got = sim('--gen', spec, '-o', opts)
+        assert got.stdout == want.stdout
+        count = re.compile(r'replayed (\d+) records')
+        assert count.search(got.stderr).group(1) == count.search(want.stderr).group(1)
