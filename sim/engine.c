@@ -108,6 +108,7 @@ struct sim_file {
 	/* Its writeback state, as the mount's wb_file keeps it (engine.h). */
 	struct wb_fstate ws;
 	struct wb_pass *busy;		/* the pass holding it (the mount's wb_lock) */
+	uint32_t nr_waiting;		/* writers in WR_WAIT_FILE on it (op_file()) */
 	uint64_t err_seen;		/* the fsyncs' errseq cursor (wb_errseq_check) */
 };
 
@@ -758,16 +759,26 @@ static struct sim_file *op_file(struct sim *s, const struct trace_rec *r)
 	return &s->files[r->file];
 }
 
+/*
+ * The writers waiting for @f, ready again in the order of their index.
+ * Most passes end with nobody waiting: f->nr_waiting spares the walk of
+ * every writer (10,241 in the seed's scenario) at each pass's end.
+ */
 static void wake_file_waiters(struct sim *s, struct sim_file *f)
 {
-	for (size_t w = 0; w < s->nr_writers; w++) {
+	for (size_t w = 0; w < s->nr_writers && f->nr_waiting; w++) {
 		struct sim_writer *wr = &s->writers[w];
 
 		if (wr->state == WR_WAIT_FILE && op_file(s, &wr->cur) == f) {
 			wr->state = WR_READY;
+			f->nr_waiting--;
 			ev_push(s, s->now, EV_WRITER, (uint32_t)w, 0);
 		}
 	}
+#ifdef FOLIOFS_DEBUG_CHECKS
+	if (f->nr_waiting)	/* a waiter not in WR_WAIT_FILE, or on another file */
+		abort();
+#endif
 }
 
 static int writer_skip(struct sim *s, uint32_t w);
@@ -1242,6 +1253,7 @@ static int writer_issue(struct sim *s, uint32_t w)
 	/* The rest wait for a pass that holds the file, as for the mount's wb_lock. */
 	if (f->busy) {
 		wr->state = WR_WAIT_FILE;
+		f->nr_waiting++;
 		return 0;
 	}
 	switch (r->op) {
