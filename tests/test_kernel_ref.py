@@ -104,6 +104,14 @@ def test_pg_seed_tiny_beside_the_model(tmp_path):
         # Sampled once a second over a 5 s run: dirty + writeback seen.
         assert r['peak_dirty_pages'] >= r['mean_dirty_pages'] >= 0, (r, out)
         assert 0.0 <= r['above_freerun'] <= 1.0, (r, out)
+        assert 0.0 <= r['above_thresh_5s'] <= 1.0, (r, out)
+        # The backends' reads of a table just loaded add folios, named as
+        # theirs by the server log (log_connections).
+        assert r['added_by_role'].get('client backend'), (r, out)
+        # Named by file: the scan and the backends read pgbench_accounts.
+        assert r['added_by_class'].get('accounts'), (r, out)
+        assert r['cached_by_class'].get('accounts'), (r, out)
+        assert isinstance(r['autovacuum'], list), (r, out)
     s = res['summary']
     assert s['mean_tps'] > 0 and s['cv'] >= 0 and s['charged_per_written'] > 0, (s, out)
     assert '| mean tps | CV |' in out

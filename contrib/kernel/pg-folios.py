@@ -65,7 +65,7 @@ REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.realpath(__file__)), '..', 'lib'))
 from foliofs_tools import (  # noqa: E402
     PG_USER, Cluster, Signals, Skip, Undo, foliofs_evict, kernel_skip_reason, pg_bindir,
-    pg_loop_fs, rd, tracefs_root, umount_fuse, wait_mounted, wr)
+    pg_loop_fs, rd, relation_files, tracefs_root, umount_fuse, wait_mounted, wr)
 
 
 PAGE = 4096
@@ -83,28 +83,6 @@ def log(msg):
 
 # --------------------------------------------------------------------------
 # the cluster
-
-def relation_files(cl):
-    """{path relative to the data directory: class} of the database's
-    relation files (segments too): pgbench_accounts, its primary key, or
-    other."""
-    rows = cl.psql("SELECT relname, pg_relation_filepath(oid) FROM pg_class "
-                   "WHERE pg_relation_filepath(oid) IS NOT NULL")
-    classes = {}
-    for line in rows.splitlines():
-        name, path = line.split('|')
-        cls = {'pgbench_accounts': 'accounts',
-               'pgbench_accounts_pkey': 'accounts_pkey'}.get(name, 'other')
-        classes[path] = cls
-    out = {}
-    for path, cls in classes.items():
-        full = os.path.join(cl.data, path)
-        seg = 0
-        while os.path.exists(full + ('.%d' % seg if seg else '')):
-            out[path + ('.%d' % seg if seg else '')] = cls
-            seg += 1
-    return out
-
 
 # --------------------------------------------------------------------------
 # activities

@@ -3,8 +3,8 @@
 reference foliofs's model is judged against.
 
 One PostgreSQL 15 cluster on XFS (or ext4) over a loop device
-(`losetup --direct-io=on`, `read_ahead_kb` --ra-kb), its processes in a
-memory cgroup of --mem (cgroup v2 where the machine has the memory
+(`losetup --direct-io=on`, `read_ahead_kb` --ra-kb), the server's
+processes (not pgbench's, nor this script's) in a memory cgroup of --mem (cgroup v2 where the machine has the memory
 controller there, v1 otherwise), `vm.dirty_bytes` and
 `vm.dirty_background_bytes` set for the run and restored; after
 `pgbench -i -s SCALE`, --iters runs of `pgbench -N -M prepared` back to
@@ -12,7 +12,21 @@ back on the one running server, each --duration seconds.  A large-folio
 source (--source) reads the table in order: `seqscan-each` (a sequential
 scan before each iteration), `seqscan-first` (one before the first),
 `vacuum-each` (VACUUM before each), `autovacuum` (autovacuum on, acting
-after 2% of a table changed), or `none`.
+after 2% of a table changed, without its cost delay), `autovacuum-default`
+(autovacuum at PostgreSQL's defaults: no read source but what PostgreSQL
+itself runs), `reinit` (each iteration after the first begins with
+`pgbench -i`, which drops and rebuilds the tables, as each run of the seed
+reproducer does: its workload runs `pgbench -i` and then one `pgbench`),
+or `none`.  --seed-settings takes the seed reproducer's
+server settings (aws/repro-collection, workloads/postgresql), scaled to
+--mem: shared_buffers a quarter of it, work_mem and maintenance_work_mem
+its 1/384 and 1/192 (1 GB and 2 GB of the seed's 384 GB), checkpoints by
+time only (checkpoint_timeout 5min, completion target 0.9, max_wal_size
+64GB, min_wal_size 1GB), wal_buffers 64MB, effective_io_concurrency 300,
+random_page_cost 1.1, autovacuum on at its defaults, initdb
+--data-checksums --wal-segsize=64.  --cold
+restarts the server after `pgbench -i` with the page cache dropped, so
+that the first iteration starts as the seed's did, with nothing cached.
 
 Per iteration, from the kernel itself:
   tps            pgbench's
@@ -44,6 +58,22 @@ Per iteration, from the kernel itself:
                  counters, /proc/vmstat's, machine-wide), for the source
                  step and the run apart
   latency        pgbench's average
+  above thresh   the share of 5 s samples with nr_dirty at or above the
+                 dirty threshold (the seed: about 17%), and whether the
+                 iteration's peak passed it (the seed: 9 of 10)
+  by process     2 MiB folios added by each kind of process (the server
+                 log names each pid: log_line_prefix %p %b): client
+                 backends, autovacuum workers, the checkpointer, others
+  by file        the same by file class (pg_wal's segments, pgbench_accounts,
+                 its primary key, the rest), and the class's cached bytes in
+                 2 MiB folios after the iteration
+  memory         the cgroup's page cache, shared memory (shared_buffers
+                 without huge pages fills as buffers are first used) and
+                 anonymous memory when the iteration began, MiB
+  autovacuum     each automatic vacuum and analyze the server logged
+                 (log_autovacuum_min_duration=0), by the iteration it
+                 ended in: table, pages scanned, buffer hits, misses and
+                 dirtied, read rate, elapsed
 and the summary the seed reports: mean tps, CV, worst, the second half
 of the iterations against the first, charged/written, pauses.  The JSON
 also keeps each run's dirty samples and its window on CLOCK_MONOTONIC;
@@ -79,14 +109,26 @@ REPO = os.path.dirname(os.path.dirname(HERE))
 import refcmp  # noqa: E402  (this directory is on sys.path: a plain module)
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.realpath(__file__)), '..', 'lib'))
 from foliofs_tools import (  # noqa: E402
-    Cluster, Signals, Skip, Undo, kernel_skip_reason, parse_size, pg_bindir, pg_loop_fs,
-    rd, tracefs_root, wr)
+    Cluster, Signals, Skip, Undo, kernel_skip_reason, parse_size, pg_bindir, pg_loop_fs, rd,
+    relation_files, run, tracefs_root, wr)
 
 PAGE = 4096
 MiB = 1 << 20
-SOURCES = ('seqscan-each', 'seqscan-first', 'vacuum-each', 'autovacuum', 'none')
+SOURCES = ('seqscan-each', 'seqscan-first', 'vacuum-each', 'autovacuum', 'autovacuum-default',
+           'reinit', 'none')
 AUTOVACUUM = ['autovacuum=on', 'autovacuum_naptime=5', 'autovacuum_vacuum_scale_factor=0.02',
               'autovacuum_vacuum_insert_scale_factor=0.02', 'autovacuum_vacuum_cost_delay=0']
+# The seed reproducer's settings (aws/repro-collection, workloads/postgresql,
+# for PostgreSQL 17) that PostgreSQL 15 has; shared_buffers is set from
+# --mem.  max_wal_size so large that checkpoints come by time only.
+SEED_SETTINGS = ['checkpoint_timeout=5min', 'checkpoint_completion_target=0.9',
+                 'max_wal_size=64GB', 'min_wal_size=1GB', 'wal_buffers=64MB', 'huge_pages=try',
+                 'effective_io_concurrency=300', 'random_page_cost=1.1',
+                 'max_parallel_workers_per_gather=4', 'autovacuum=on']
+SEED_INITDB = ['--data-checksums', '--wal-segsize=64']
+# What --seed-settings' WAL may take of the file system, beyond the data:
+# PostgreSQL keeps about two checkpoints' worth.
+SEED_WAL_ROOM = 8 << 30
 
 
 def log(msg):
@@ -142,6 +184,24 @@ class MemCgroup:
         out.update(('machine_' + k, int(vm[k])) for k in self.VMSTAT_KEYS if k in vm)
         return out
 
+    def leave(self):
+        """Back to the root cgroup: what this process starts from now on
+        runs outside (what it started meanwhile stays in)."""
+        wr(self.root_procs, str(os.getpid()))
+
+    # memory.stat's names for the page cache, shared memory (shared_buffers
+    # without huge pages) and anonymous memory: v1, v2 (bytes).
+    MEM_KEYS = {1: {'file': 'cache', 'shmem': 'shmem', 'anon': 'rss',
+                    'active_file': 'active_file', 'inactive_file': 'inactive_file'},
+                2: {'file': 'file', 'shmem': 'shmem', 'anon': 'anon',
+                    'active_file': 'active_file', 'inactive_file': 'inactive_file'}}
+
+    def memory(self):
+        """{file, shmem, anon, active_file, inactive_file}: MiB now."""
+        st = dict(line.split() for line in
+                  rd(os.path.join(self.dir, 'memory.stat')).splitlines())
+        return {k: int(st.get(v, 0)) / MiB for k, v in self.MEM_KEYS[self.version].items()}
+
     def _remove(self):
         wr(self.root_procs, str(os.getpid()))
         for _ in range(50):
@@ -172,6 +232,7 @@ class EventCounter:
     instance's trace_clock is mono), in self.log (refcmp.EventLog).
     Start it before anything of the file system is cached."""
 
+    TASK = re.compile(r'^\s*.*?-(\d+)\s+\[\d+\]')
     LINE = re.compile(r'(mm_filemap_add_to_page_cache|mm_filemap_delete_from_page_cache|'
                       r'writeback_dirty_folio|balance_dirty_pages|bdi_dirty_ratelimit|'
                       r'global_dirty_state): (.*)')
@@ -208,6 +269,8 @@ class EventCounter:
         self.present = {}        # (ino, index): (order, pfn)
         self.added = collections.Counter()
         self.deleted = collections.Counter()
+        self.added_by_pid = collections.Counter()    # (pid, order): folios added
+        self.added_by_ino = collections.Counter()    # (ino, order): folios added
         self.charged = 0
         self.bdp = [0, 0, 0]     # events, sleeps, ms slept
         self.bdp_log = []        # (field values) of every balance_dirty_pages event
@@ -259,6 +322,9 @@ class EventCounter:
                 if ev == 'mm_filemap_add_to_page_cache':
                     self.present[key] = (order, int(f.group(2), 16))
                     self.added[order] += 1
+                    t = self.TASK.match(text)
+                    self.added_by_pid[(int(t.group(1)) if t else 0, order)] += 1
+                    self.added_by_ino[(key[0], order)] += 1
                 elif self.present.pop(key, None) is not None:
                     self.deleted[order] += 1
 
@@ -289,7 +355,13 @@ class EventCounter:
             time.sleep(0.1)     # until the reader found the pipe empty
         with self.lock:
             cached = collections.Counter(o for o, _ in self.present.values())
+            cached_by_ino = collections.Counter()
+            for (ino, _), (order, _) in self.present.items():
+                cached_by_ino[(ino, order)] += 1
             return {'added': dict(self.added), 'deleted': dict(self.deleted),
+                    'added_by_pid': dict(self.added_by_pid),
+                    'added_by_ino': dict(self.added_by_ino),
+                    'cached_by_ino': dict(cached_by_ino),
                     'bdp_events': self.bdp[0],
                     'pauses': self.bdp[1], 'paused_ms': self.bdp[2],
                     'charged_pages': self.charged, 'cached': dict(cached),
@@ -408,11 +480,18 @@ class VmstatSampler:
             got = self.samples[first:]
         if not got:
             return {'peak_dirty_pages': 0, 'mean_dirty_pages': 0, 'above_freerun': 0.0,
+                    'above_thresh_5s': 0.0, 'peak_over_thresh': False,
                     'min_mem_available_kb': None}
+        # The seed's measure: nr_dirty (without writeback) against the
+        # dirty threshold, in samples 5 s apart.
+        five = got[::5]
         dirty = [s['nr_dirty'] + s['nr_writeback'] for s in got]
         free = [(s['nr_dirty_threshold'] + s['nr_dirty_background_threshold']) // 2 for s in got]
         return {'peak_dirty_pages': max(dirty), 'mean_dirty_pages': statistics.mean(dirty),
                 'above_freerun': sum(d >= f for d, f in zip(dirty, free)) / len(got),
+                'above_thresh_5s': sum(s['nr_dirty'] >= s['nr_dirty_threshold']
+                                       for s in five) / len(five),
+                'peak_over_thresh': any(s['nr_dirty'] > s['nr_dirty_threshold'] for s in got),
                 # The machine's memory outside the cgroup: a run that met
                 # global memory pressure is not the cgroup's own behaviour.
                 'min_mem_available_kb': min(s.get('mem_available_kb', 0) for s in got)}
@@ -438,6 +517,12 @@ def delta(a, b):
             'deleted': {o: n - a['deleted'].get(o, 0) for o, n in b['deleted'].items()
                         if n - a['deleted'].get(o, 0)},
             'lru': b['lru'],
+            'added_by_pid': {k: n - a['added_by_pid'].get(k, 0)
+                             for k, n in b['added_by_pid'].items()
+                             if n - a['added_by_pid'].get(k, 0)},
+            'added_by_ino': {k: n - a['added_by_ino'].get(k, 0)
+                             for k, n in b['added_by_ino'].items()
+                             if n - a['added_by_ino'].get(k, 0)},
             'bdp_events': b['bdp_events'] - a['bdp_events'],
             'pauses': b['pauses'] - a['pauses'], 'paused_ms': b['paused_ms'] - a['paused_ms'],
             'charged_pages': b['charged_pages'] - a['charged_pages'], 'cached': b['cached']}
@@ -463,11 +548,120 @@ def sectors_written(dev):
 # --------------------------------------------------------------------------
 # the run
 
-def source_step(cl, source, i):
-    if source == 'seqscan-each' or (source == 'seqscan-first' and i == 0):
+def source_step(cl, source, i, init):
+    if source == 'reinit' and i > 0:
+        cl.pgbench(init)
+    elif source == 'seqscan-each' or (source == 'seqscan-first' and i == 0):
         cl.psql('SELECT sum(abalance) FROM pgbench_accounts')
     elif source == 'vacuum-each':
         cl.psql('VACUUM pgbench_accounts')
+
+
+AV_HEAD = re.compile(r'(\d+) autovacuum worker LOG:\s+automatic (aggressive )?(vacuum|analyze)'
+                     r'[a-z ]* of table "([^"]+)"')
+AV_FIELDS = (('scanned', re.compile(r'pages: \d+ removed, \d+ remain, (\d+) scanned'), int),
+             ('hits', re.compile(r'buffer usage: (\d+) hits'), int),
+             ('misses', re.compile(r'buffer usage: \d+ hits, (\d+) misses'), int),
+             ('dirtied', re.compile(r'buffer usage: \d+ hits, \d+ misses, (\d+) dirtied'), int),
+             ('read_mb_s', re.compile(r'avg read rate: ([\d.]+) MB/s'), float),
+             ('elapsed_s', re.compile(r'elapsed: ([\d.]+) s'), float))
+
+
+def autovacuum_runs(path):
+    """The server log's automatic vacuums and analyzes, each logged when it
+    ended: [{offset (of its line in the log), pid, kind, table, and what
+    AV_FIELDS finds in its lines}]."""
+    runs, cur, off = [], None, 0
+    with open(path, 'rb') as f:
+        for raw in f:
+            line = raw.decode(errors='replace')
+            m = AV_HEAD.match(line)
+            if m:
+                cur = {'offset': off, 'pid': int(m.group(1)), 'kind': m.group(3),
+                       'aggressive': bool(m.group(2)), 'table': m.group(4).split('.')[-1]}
+                runs.append(cur)
+            elif cur is not None and line.startswith('\t'):
+                for key, rx, conv in AV_FIELDS:
+                    g = rx.search(line)
+                    if g:
+                        cur[key] = conv(g.group(1))
+            else:
+                cur = None
+            off += len(raw)
+    return runs
+
+
+ROLES = ('client backend', 'autovacuum worker', 'checkpointer')
+FILE_CLASSES = ('accounts', 'accounts_pkey', 'wal', 'other')
+
+
+class FileNamer:
+    """{inode number: file class} of the data directory's files, walked
+    every 2 s by a thread and kept after a file goes (a WAL segment
+    removed at a checkpoint): pg_wal's files are 'wal', the relation files
+    foliofs_tools.relation_files() names 'accounts' or 'accounts_pkey', the
+    rest 'other'.  A file made and removed between two walks stays
+    unnamed ('other')."""
+
+    def __init__(self, cl, undo):
+        self.cl = cl
+        self.rels = {}
+        self.classes = {}
+        self.lock = threading.Lock()
+        self.stop_flag = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.refresh()
+        self.thread.start()
+        undo.push('file namer', self._stop)
+
+    def refresh(self):
+        """Ask the server which relation each file is (at iteration ends:
+        relations do not change in a run of pgbench -N)."""
+        rels = relation_files(self.cl)
+        with self.lock:
+            self.rels = rels
+        self.walk()
+
+    def walk(self):
+        found = {}
+        for top, _, files in os.walk(self.cl.data):
+            for name in files:
+                path = os.path.join(top, name)
+                rel = os.path.relpath(path, self.cl.data)
+                try:
+                    ino = os.stat(path).st_ino
+                except OSError:
+                    continue
+                found[ino] = 'wal' if rel.startswith('pg_wal' + os.sep) else rel
+        with self.lock:
+            for ino, rel in found.items():
+                self.classes[ino] = rel if rel == 'wal' else self.rels.get(rel, 'other')
+
+    def _run(self):
+        while not self.stop_flag.wait(2.0):
+            self.walk()
+
+    def by_class(self, by_ino):
+        """{class: {order: n}} from {(ino, order): n}."""
+        out = collections.defaultdict(collections.Counter)
+        with self.lock:
+            for (ino, order), n in by_ino.items():
+                out[self.classes.get(ino, 'other')][order] += n
+        return {c: dict(v) for c, v in out.items()}
+
+    def _stop(self):
+        self.stop_flag.set()
+        self.thread.join(5)
+
+
+def adds_by_role(added_by_pid, roles):
+    """{role: {order: folios}} from {(pid, order): folios}; a pid the log
+    does not name is 'other' (the background writer, the WAL writer)."""
+    out = collections.defaultdict(collections.Counter)
+    for (pid, order), n in added_by_pid.items():
+        role = roles.get(pid, 'other')
+        out[role if role in ROLES else 'other'][order] += n
+    return {r: dict(c) for r, c in out.items()}
 
 
 def parse_tps(out):
@@ -489,24 +683,46 @@ def run_reference(args, undo, work):
     bindir = pg_bindir()
     hroot = tracefs_root(undo)
     cg = MemCgroup(args.mem, undo)
-    dev, data = pg_loop_fs(args.fs, work, max(4096, 60 * args.scale) * MiB, args.ra_kb,
-                               undo)
+    size = max(4096, 60 * args.scale) * MiB + (SEED_WAL_ROOM if args.seed_settings else 0)
+    dev, data = pg_loop_fs(args.fs, work, size, args.ra_kb, undo)
     st = os.stat(data)
     kdev = (os.major(st.st_dev) << 20) | os.minor(st.st_dev)
     bdi = '%d:%d' % (os.major(st.st_dev), os.minor(st.st_dev))
     events = EventCounter(hroot, kdev, bdi, undo)
-    cl = Cluster(bindir, data, work, undo)
-    cg.enter()
-    settings = ['shared_buffers=%s' % args.shared_buffers, 'max_wal_size=1GB',
+    cl = Cluster(bindir, data, work, undo, SEED_INITDB if args.seed_settings else ())
+    settings = ['shared_buffers=%s' % args.shared_buffers,
                 'max_connections=%d' % (args.clients + 10)]
+    if args.seed_settings:
+        settings += SEED_SETTINGS + ['work_mem=%dkB' % max(64, args.mem // 384 >> 10),
+                                     'maintenance_work_mem=%dkB' % max(1024, args.mem // 192 >> 10)]
+    else:
+        settings += ['max_wal_size=1GB']
     if args.source == 'autovacuum':
         settings += AUTOVACUUM
+    elif args.source == 'autovacuum-default':
+        settings += ['autovacuum=on']
+    # Only the server runs in the cgroup: this script's memory (its event
+    # tables grow with the run) and pgbench's (on another machine in the
+    # seed) would take the page cache's room, and more so in later
+    # iterations.
+    cg.enter()
     cl.start(settings)
+    cg.leave()
     t0 = time.monotonic()
-    cl.pgbench(['-i', '-q', '-s', str(args.scale), '-F', str(args.fillfactor)])
-    cl.psql('CHECKPOINT')
+    init = ['-i', '-q', '-s', str(args.scale), '-F', str(args.fillfactor)]
+    cl.pgbench(init)
+    if args.source != 'reinit':     # the seed reproducer runs pgbench right after
+        cl.psql('CHECKPOINT')
     load_s = time.monotonic() - t0
     log('loaded scale %d in %.0f s' % (args.scale, load_s))
+    if args.cold:
+        cl.stop()
+        run(['sync'])
+        wr('/proc/sys/vm/drop_caches', '3')
+        cg.enter()
+        cl.restart(settings)
+        cg.leave()
+        log('restarted with the page cache dropped')
     for knob, val in (('dirty_background_bytes', args.dirty_background_bytes),
                       ('dirty_bytes', args.dirty_bytes)):
         path = '/proc/sys/vm/' + knob
@@ -514,12 +730,16 @@ def run_reference(args, undo, work):
         undo.push('vm.' + knob, restore_vm, knob, old_bytes, old_ratio)
         wr(path, str(val))
     vm = VmstatSampler(undo, cg)
+    namer = FileNamer(cl, undo)
     rows = []
+    log_at = []     # the server log's size when each iteration began
     for i in range(args.iters):
+        log_at.append(cl.log_size())
+        mem0 = cg.memory()
         s0 = events.snapshot()
         r0 = cg.reclaim_stat()
         t0 = time.monotonic()
-        source_step(cl, args.source, i)
+        source_step(cl, args.source, i, init)
         t1 = time.monotonic()
         s1 = events.snapshot()
         r1 = cg.reclaim_stat()
@@ -549,6 +769,11 @@ def run_reference(args, undo, work):
         row['dirty_samples'] = vm.dirty_samples(v0)
         row['machine_dirty_samples'] = vm.dirty_samples(v0, machine=True)
         row['traced'] = events.medians(s1, s2)
+        row['added_by_pid'] = delta(s0, s2)['added_by_pid']
+        row['cg_memory_start'], row['cg_memory_end'] = mem0, cg.memory()
+        namer.refresh()
+        row['added_by_class'] = namer.by_class(delta(s0, s2)['added_by_ino'])
+        row['cached_by_class'] = namer.by_class(s2['cached_by_ino'])
         rows.append(row)
         log('iteration %d: %.0f tps, %d pauses (%d ms), charged/written x%.1f, '
             'cached %s in 2M' % (i + 1, row['tps'], row['pauses'], row['paused_ms'],
@@ -560,6 +785,13 @@ def run_reference(args, undo, work):
                 '(other processes): global reclaim may have taken the cgroup\'s cache'
                 % (low >> 10, i + 1))
     cl.stop()
+    log_at.append(cl.log_size())
+    roles = cl.roles_since(0)
+    runs = autovacuum_runs(cl.log)
+    for i, row in enumerate(rows):
+        by_pid = row.pop('added_by_pid')
+        row['added_by_role'] = adds_by_role(by_pid, roles)
+        row['autovacuum'] = [r for r in runs if log_at[i] <= r['offset'] < log_at[i + 1]]
     if events.lost():
         raise RuntimeError('the trace lost %d events' % events.lost())
     if args.events:
@@ -605,6 +837,8 @@ def summarize(rows):
         'paused_ms': sum(r['paused_ms'] for r in rows),
         'peak_dirty_pages': max(r.get('peak_dirty_pages', 0) for r in rows),
         'above_freerun': statistics.mean(r.get('above_freerun', 0.0) for r in rows),
+        'above_thresh_5s': statistics.mean(r.get('above_thresh_5s', 0.0) for r in rows),
+        'iters_peak_over_thresh': sum(bool(r.get('peak_over_thresh')) for r in rows),
     }
 
 
@@ -614,10 +848,13 @@ SIZES = ['4K', '8K', '16K', '32K', '64K', '128K', '256K', '512K', '1M', '2M']
 def markdown(args, res, summ):
     out = ['# pg-seed on the kernel: %s' % res['meta']['kernel'], '',
            'scale %d, %d x %d s, %d clients, memory cgroup %d MiB, dirty_bytes %d MiB, '
-           'dirty_background_bytes %d MiB, read_ahead_kb %d, %s, source %s; load %.0f s.'
+           'dirty_background_bytes %d MiB, read_ahead_kb %d, %s, source %s, shared_buffers '
+           '%s%s%s; load %.0f s.'
            % (args.scale, args.iters, args.duration, args.clients, args.mem // MiB,
               args.dirty_bytes // MiB, args.dirty_background_bytes // MiB, args.ra_kb,
-              args.fs, args.source, res['load_seconds']), '',
+              args.fs, args.source, args.shared_buffers,
+              ', the seed\'s settings' if args.seed_settings else '',
+              ', cold start' if args.cold else '', res['load_seconds']), '',
            '| iteration | tps | bdp events | pauses | paused ms | charged/written '
            '| peak dirty | samples >= freerun | folios added in the run: '
            + ' '.join(SIZES) + ' | cached in 2M after |',
@@ -651,12 +888,62 @@ def markdown(args, res, summ):
                       f('bdp_pause', 1, '%.0f ms'), f('rl_write_bw', 1 / 1024, '%.1f MiB/s'),
                       f('rl_dirty_rate', 1 / 1024, '%.1f MiB/s'),
                       f('rl_dirty_ratelimit', 1 / 1024, '%.2f MiB/s')))
-    out += ['', '| mean tps | CV | worst | 2nd half vs 1st | charged/written | pauses | paused |',
-            '|---:|---:|---:|---:|---:|---:|---:|',
-            '| %.0f | %.2f%% | %.0f | %+.1f%% | x%.1f | %d | %.1f s |'
+    out += ['', '2 MiB folios added in each iteration by kind of process (of all folios '
+            'added), nr_dirty against the dirty threshold, and the automatic vacuums and '
+            'analyzes that ended in it:', '',
+            '| iteration | source step: 2M folios added; cgroup at its start: file / shmem / anon MiB '
+            '| client backends '
+            '| autovacuum | checkpointer | other '
+            '| 5 s samples >= thresh | peak over | autovacuum (table: scanned, misses, '
+            'dirtied, MB/s read, s) |',
+            '|---:|---|---:|---:|---:|---:|---:|---|---|']
+    for r in res['iterations']:
+        by = r.get('added_by_role', {})
+
+        def role(name):
+            c = by.get(name, {})
+            return '%d (%d)' % (c.get(9, 0), sum(c.values()))
+        av = ['%s %s: %d, %d, %d, %.1f, %.0f'
+              % (a['kind'], a['table'], a.get('scanned', 0), a.get('misses', 0),
+                 a.get('dirtied', 0), a.get('read_mb_s', 0.0), a.get('elapsed_s', 0.0))
+              for a in r.get('autovacuum', []) if a['table'].startswith('pgbench_accounts')]
+        others = sum(1 for a in r.get('autovacuum', [])
+                     if not a['table'].startswith('pgbench_accounts'))
+        if others:
+            av.append('%d of other tables' % others)
+        m = r.get('cg_memory_start') or {}
+        before = '%d, %.0f / %.0f / %.0f' % (r.get('source_added', {}).get(9, 0),
+                                             m.get('file', 0), m.get('shmem', 0),
+                                             m.get('anon', 0))
+        out.append('| %d | %s | %s | %s | %s | %s | %s | %s | %s |'
+                   % (r['iter'], before, role('client backend'), role('autovacuum worker'),
+                      role('checkpointer'), role('other'), pct(r.get('above_thresh_5s', 0.0)),
+                      'yes' if r.get('peak_over_thresh') else 'no', '; '.join(av) or '-'))
+    out += ['', 'By file (pg_wal\'s segments, pgbench_accounts, its primary key, the rest): '
+            '2 MiB folios added in the iteration (of all folios added), and the share of the '
+            'file class\'s cached bytes in 2 MiB folios after it (of all cached bytes, MiB):',
+            '', '| iteration | ' + ' | '.join('%s added' % c for c in FILE_CLASSES) + ' | '
+            + ' | '.join('%s cached' % c for c in FILE_CLASSES) + ' |',
+            '|---:|' + '---:|' * (2 * len(FILE_CLASSES))]
+    for r in res['iterations']:
+        add, cached = r.get('added_by_class', {}), r.get('cached_by_class', {})
+
+        def added(c):
+            return '%d (%d)' % (add.get(c, {}).get(9, 0), sum(add.get(c, {}).values()))
+
+        def held(c):
+            pages = sum(n << o for o, n in cached.get(c, {}).items())
+            return '%s (%.0f)' % (pct(share_2m(cached.get(c, {}))), pages * PAGE / MiB)
+        out.append('| %d | %s | %s |' % (r['iter'], ' | '.join(added(c) for c in FILE_CLASSES),
+                                         ' | '.join(held(c) for c in FILE_CLASSES)))
+    out += ['', '| mean tps | CV | worst | 2nd half vs 1st | charged/written | pauses | paused '
+            '| 5 s samples >= thresh | iterations peak over |',
+            '|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
+            '| %.0f | %.2f%% | %.0f | %+.1f%% | x%.1f | %d | %.1f s | %s | %d of %d |'
             % (summ['mean_tps'], 100 * summ['cv'], summ['worst_tps'],
                100 * summ['second_half_vs_first'], summ['charged_per_written'],
-               summ['pauses'], summ['paused_ms'] / 1000)]
+               summ['pauses'], summ['paused_ms'] / 1000, pct(summ['above_thresh_5s']),
+               summ['iters_peak_over_thresh'], len(res['iterations']))]
     return '\n'.join(out) + '\n'
 
 
@@ -670,11 +957,16 @@ def main(argv):
     ap.add_argument('--clients', type=int, default=16)
     ap.add_argument('--mem', type=parse_size, default=parse_size('1G'),
                     help='the memory cgroup limit of the server (page cache included)')
-    ap.add_argument('--shared-buffers', default='128MB')
+    ap.add_argument('--shared-buffers',
+                    help='128MB, or a quarter of --mem with --seed-settings')
     ap.add_argument('--dirty-bytes', type=parse_size, default=parse_size('200M'))
     ap.add_argument('--dirty-background-bytes', type=parse_size, default=parse_size('100M'))
     ap.add_argument('--ra-kb', type=int, default=2048)
     ap.add_argument('--source', choices=SOURCES, default='seqscan-each')
+    ap.add_argument('--seed-settings', action='store_true',
+                    help='the seed reproducer\'s server settings, scaled to --mem (see above)')
+    ap.add_argument('--cold', action='store_true',
+                    help='restart the server after pgbench -i with the page cache dropped')
     ap.add_argument('--tiny', action='store_true', help='a smoke run: scale 5, 2 x 5 s')
     ap.add_argument('--fillfactor', type=int, default=100,
                     help='pgbench -i fill factor (default 100, pgbench\'s)')
@@ -688,6 +980,9 @@ def main(argv):
     if args.tiny:
         args.scale, args.iters, args.duration, args.clients = 5, 2, 5, 4
         args.mem = parse_size('256M')
+    if args.shared_buffers is None:
+        args.shared_buffers = ('%dMB' % (args.mem // 4 // MiB) if args.seed_settings
+                               else '128MB')
     if args.iters < 1 or args.duration < 1 or args.scale < 1 or args.clients < 1:
         ap.error('--scale, --iters, --duration and --clients are at least 1')
     if args.dirty_background_bytes >= args.dirty_bytes:

@@ -310,9 +310,10 @@ def as_pg(cmd, **kw):
 
 
 class Cluster:
-    """A cluster in DATADIR, its socket and log in WORK, on port PORT."""
+    """A cluster in DATADIR, its socket and log in WORK, on port PORT;
+    INITDB: more initdb arguments (--data-checksums, --wal-segsize=64)."""
 
-    def __init__(self, bindir, datadir, work, undo):
+    def __init__(self, bindir, datadir, work, undo, initdb=()):
         self.bin = bindir
         self.data = datadir
         self.sock = os.path.join(work, 'sock')
@@ -326,7 +327,7 @@ class Cluster:
         open(self.log, 'a').close()
         os.chown(self.log, uid, -1)
         as_pg([os.path.join(bindir, 'initdb'), '-D', datadir, '-A', 'trust', '-E', 'UTF8',
-               '--no-sync'])
+               '--no-sync'] + list(initdb))
 
     def start(self, settings=()):
         conf = ['shared_buffers=128MB', 'max_connections=100', 'fsync=on',
@@ -378,6 +379,28 @@ class Cluster:
 
 def shlex_quote(s):
     return "'" + s.replace("'", "'\\''") + "'" if re.search(r"[^\w@%+=:,./-]", s) else s
+
+
+def relation_files(cl):
+    """{path relative to the data directory: class} of the database's
+    relation files (segments too): pgbench_accounts, its primary key, or
+    other."""
+    rows = cl.psql("SELECT relname, pg_relation_filepath(oid) FROM pg_class "
+                   "WHERE pg_relation_filepath(oid) IS NOT NULL")
+    classes = {}
+    for line in rows.splitlines():
+        name, path = line.split('|')
+        cls = {'pgbench_accounts': 'accounts',
+               'pgbench_accounts_pkey': 'accounts_pkey'}.get(name, 'other')
+        classes[path] = cls
+    out = {}
+    for path, cls in classes.items():
+        full = os.path.join(cl.data, path)
+        seg = 0
+        while os.path.exists(full + ('.%d' % seg if seg else '')):
+            out[path + ('.%d' % seg if seg else '')] = cls
+            seg += 1
+    return out
 
 
 def pg_loop_fs(fstype, work, size, ra_kb, undo):
