@@ -255,11 +255,14 @@ struct ffs_inode {
 	 */
 	bool forget_flushing;
 	/*
-	 * On ffs_data's idle list while linked (list_linked): `data` has its
+	 * idle: on ffs_data's idle list (idle_link linked): `data` has its
 	 * descriptor, nopen is 0 and no forget is writing it back.  Changed
-	 * under both this lock and idle_lock; read under either.
+	 * under both this lock and idle_lock; read under either.  The flag,
+	 * not list_linked(): a neighbour's unlink rewrites idle_link under
+	 * idle_lock alone.
 	 */
-	struct list_node idle_link;	/* this lock and idle_lock: on ffs_data.idle */
+	bool idle;
+	struct list_node idle_link;	/* idle_lock: on ffs_data.idle */
 };
 
 /*

@@ -291,6 +291,7 @@ int ffs_itable_init(struct ffs_data *fs, int root_fd, const struct ffs_node_ops 
 static void idle_add(struct ffs_data *fs, struct ffs_inode *inode)
 {
 	list_push_front(&fs->idle, &inode->idle_link);
+	inode->idle = true;
 	fs->idle_count++;
 }
 
@@ -298,13 +299,14 @@ static void idle_add(struct ffs_data *fs, struct ffs_inode *inode)
 static void idle_del(struct ffs_data *fs, struct ffs_inode *inode)
 {
 	list_unlink(&inode->idle_link);
+	inode->idle = false;
 	fs->idle_count--;
 }
 
 /* Context: inode->lock held (or teardown). */
 static void idle_leave(struct ffs_data *fs, struct ffs_inode *inode)
 {
-	if (!list_linked(&inode->idle_link))
+	if (!inode->idle)
 		return;
 	pthread_mutex_lock(&fs->idle_lock);
 	idle_del(fs, inode);
@@ -319,7 +321,7 @@ static void idle_leave(struct ffs_data *fs, struct ffs_inode *inode)
  */
 static void idle_enter(struct ffs_data *fs, struct ffs_inode *inode)
 {
-	if (list_linked(&inode->idle_link) || inode->nopen || inode->forget_flushing || !inode->data ||
+	if (inode->idle || inode->nopen || inode->forget_flushing || !inode->data ||
 	    !wb_file_has_fd(inode->data))
 		return;
 	pthread_mutex_lock(&fs->idle_lock);
