@@ -11,6 +11,7 @@ asserts on timing: waits are bounded polls for a state.
 
 import os
 import random
+import re
 
 import pytest
 
@@ -130,8 +131,8 @@ def test_background_moves_to_next_file_after_a_chunk(dirs):
 
 def folio_histogram(st):
     """{size in KiB: count} of the folios in the cache, from folios_<N>k."""
-    return {int(k[len('folios_'):-1]): v for k, v in st.items()
-            if k.startswith('folios_') and k.endswith('k') and v}
+    sizes = (re.fullmatch(r'folios_(\d+)k', k) for k in st)
+    return {int(m.group(1)): st[m.group(0)] for m in sizes if m and st[m.group(0)]}
 
 
 @pytest.mark.parametrize('policy', ['fixed', 'ramp', 'kernel'])
