@@ -526,7 +526,7 @@ static const struct om_stat *om_stat_find(const char *name)
 		size_t n = strlen(om_stats_by_size[i].name);
 		const char *size = name + n;
 
-		if (strncmp(name, om_stats_by_size[i].name, n) || !isdigit((unsigned char)*size))
+		if (strncmp(name, om_stats_by_size[i].name, n) != 0 || !isdigit((unsigned char)*size))
 			continue;
 		while (isdigit((unsigned char)*size))
 			size++;
