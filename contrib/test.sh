@@ -614,7 +614,8 @@ ASAN_ENV=(ASAN_OPTIONS="$ASAN_OPTS" UBSAN_OPTIONS="$UBSAN_OPTS" LSAN_OPTIONS="$L
 # loops, the write-amplification measurements and the POSIX table: they
 # exercise no daemon code the others do not, for most of the stage's time.
 ASAN_SKIP="not postgres and not pg_crash and not test_pg_clients and not test_pg_speed"
-ASAN_SKIP+=" and not test_kernel_ref and not write_amplification and not test_posix"
+ASAN_SKIP+=" and not test_kernel_ref and not test_calibrate and not write_amplification"
+ASAN_SKIP+=" and not test_posix"
 
 asan() {
 	if build "d. ASan+UBSan build" build-asan "$SAN_CC" \
