@@ -8,7 +8,7 @@ EMFILE for its own shortage.
 
 The tree is generated straight in BACKING (tests/tools/mktree.py): files,
 directories, symlinks, hard links, FIFOs and devices.  The timed tests use
-$FOLIOFS_TREE_ENTRIES entries (20,000 by default: five times the small
+$FOLIOFS_TREE_ENTRIES entries (30,000 by default: seven times the small
 limit's descriptors, and more than max_inodes here), not a million:
 contrib/bench/bench-inodes.sh walks a million-entry tree, with the
 daemon's descriptors and memory, against native and passthrough_hp.
@@ -39,7 +39,7 @@ from util import Mount
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), 'tools'))
 import mktree  # noqa: E402
 
-ENTRIES = int(os.environ.get('FOLIOFS_TREE_ENTRIES', '20000'))
+ENTRIES = int(os.environ.get('FOLIOFS_TREE_ENTRIES', '30000'))
 MAX_INODES = 8192
 # The daemon's data cache: small, so that its memory says what the inodes
 # cost; the backing files' page cache kept (the tree was just written), so
