@@ -16,8 +16,11 @@
  * number as it is, the policies' names (wb_stat_is_name) as strings, so
  * that ra_model's "6.17" stays a name.
  * Each line reaches the file with one write(2) on an O_APPEND descriptor:
- * nothing is buffered in the daemon, and a reader never sees half a line
- * unless the disk is full.  A last line is written at stop.
+ * nothing is buffered in the daemon and lines never interleave.  A reader
+ * that reads while a line is being written may find its first part (the
+ * kernel extends the file page by page as it copies a write, and a line
+ * is longer than a page): a last line without its newline is still being
+ * written.  A last line is written at stop.
  *
  * The sleeps are timed waits on a condition variable bound to
  * CLOCK_MONOTONIC, so stop ends them at once instead of after up to one
