@@ -82,10 +82,18 @@ static void tell_dirtied(struct wb_ctx *ctx, struct wb_fstate *f)
  */
 static void note_dirtied(struct wb_ctx *ctx, struct wb_fstate *f)
 {
-	int64_t zero = 0, now = engine_now(ctx);
+	int64_t zero = 0, now;
 
-	if (bs_file_has_held(f->bs) &&
-	    atomic_compare_exchange_strong(&f->dirtied_ns, &zero, now > 0 ? now : 1))
+	/*
+	 * Every write comes here: an aged file costs a load, not a clock
+	 * read.  The load is sequentially consistent, as update_dirtied()'s
+	 * exchange and the held count's updates are: either it sees the age
+	 * cleared, or update_dirtied() sees this writer's held data.
+	 */
+	if (atomic_load(&f->dirtied_ns) || !bs_file_has_held(f->bs))
+		return;
+	now = engine_now(ctx);
+	if (atomic_compare_exchange_strong(&f->dirtied_ns, &zero, now > 0 ? now : 1))
 		tell_dirtied(ctx, f);
 }
 
