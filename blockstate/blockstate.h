@@ -667,6 +667,13 @@ struct bs_folio_info {
 	bool dirty;		/* a block dirty */
 	bool writeback;		/* a block under writeback */
 	bool ra_mark;		/* the readahead mark (PG_readahead) */
+	/*
+	 * The LRU state (cache.c's reclaim), read without the cache's
+	 * lru_lock: each value is one the folio had during the walk.
+	 */
+	bool active;		/* on the active list (PG_active) */
+	bool referenced;	/* the referenced bit (PG_referenced) */
+	bool unsynced;		/* a block written back and not synced yet */
 };
 
 /*

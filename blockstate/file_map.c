@@ -9,9 +9,10 @@
  *
  * The walk reads the index in batches under the file's index_lock held
  * for reading, each folio's flags under its own lock (the lock order of
- * bs_i.h: index_lock, then the folio lock), and hands a batch to the
- * caller's function with no lock held, so a large file does not keep
- * writers out of its index for the whole walk.
+ * bs_i.h: index_lock, then the folio lock; the LRU bits are atomics, read
+ * without the lru_lock), and hands a batch to the caller's function with
+ * no lock held, so a large file does not keep writers out of its index
+ * for the whole walk.
  *
  * Eviction takes the index_lock for writing, as reclaim does, and drops a
  * folio through reclaim's own bs_folio_detach_clean(): only a folio that
@@ -24,7 +25,10 @@
 /* Folios read per hold of the index lock. */
 #define MAP_BATCH 64
 
-/* The flags of @folio into @info.  Context: index_lock held, folio lock not. */
+/*
+ * The state of @folio into @info.  Context: index_lock held, folio lock
+ * not, lru_lock not (the LRU bits are atomics).
+ */
 static void folio_info(struct bs_folio *folio, struct bs_folio_info *info)
 {
 	uint32_t nb = folio->nr_blocks;
@@ -36,7 +40,11 @@ static void folio_info(struct bs_folio *folio, struct bs_folio_info *info)
 	info->dirty = bs_bits_next_set(folio->dirty, NULL, 0, nb) < nb;
 	info->writeback = folio->wb_blocks != 0;
 	info->ra_mark = folio->ra_mark;
+	info->unsynced = folio->unsynced_blocks != 0;
 	pthread_mutex_unlock(&folio->lock);
+	/* Changed under the cache's lru_lock; read without it, as stats are. */
+	info->active = atomic_load(&folio->active);
+	info->referenced = atomic_load(&folio->referenced);
 }
 
 /*

@@ -27,8 +27,10 @@
  *                    nothing.  Writable by the mounting user only.
  *   .foliofs/folios  every cached folio of every file, one line each,
  *                    "INO INDEX ORDER FLAGS" (wb_ctx_folios()): a snapshot
- *                    at open, sized by the walk.  Readable by the mounting
- *                    user only, as files.
+ *                    at open, sized by the walk.  FLAGS: u uptodate, d
+ *                    dirty, w writeback, r readahead mark, A active list,
+ *                    R referenced, s unsynced, in that order ("-": none).
+ *                    Readable by the mounting user only, as files.
  *   .foliofs/evict   write "INO START LEN" (bytes; LEN 0: to the end) to
  *                    drop that file's clean, unused folios wholly inside
  *                    [START, START + LEN), as POSIX_FADV_DONTNEED does;

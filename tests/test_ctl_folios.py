@@ -3,7 +3,9 @@
 folios and evict.
 
 - folios lists one line per folio, "INO INDEX ORDER FLAGS", sorted, INO
-  the st_ino stat(2) reports through the mount; flags u/d/w/r or -;
+  the st_ino stat(2) reports through the mount; flags u/d/w/r/A/R/s in
+  that order, or -: a read's first use makes a folio referenced (R), a
+  second active (A); a block written back is unsynced (s) until a sync;
 - evict drops exactly the clean folios wholly inside the range, keeps
   dirty ones, reads back what it did; an inode with nothing cached drops
   nothing (dropped 0), as DONTNEED on an uncached file; bad input is
@@ -12,13 +14,14 @@ folios and evict.
 """
 
 import errno
+import json
 import os
 import subprocess
 
 import pytest
 
 import util
-from util import Mount, ctl_path, foliofsctl, run_as
+from util import Mount, ctl_path, foliofsctl, run_as, set_tunable
 
 KiB = 1 << 10
 MiB = 1 << 20
@@ -87,15 +90,86 @@ def test_folios_lists_every_folio(mnt):
     ino_g = os.stat(os.path.join(m, 'g')).st_ino
     got = folios(m)
     assert got == sorted(got)
-    want = sorted([(ino_f, i * 16, 4, 'u') for i in range(16)] +
-                  [(ino_g, i * 16, 4, 'u') for i in range(4)])
+    # Read once: referenced.
+    want = sorted([(ino_f, i * 16, 4, 'uR') for i in range(16)] +
+                  [(ino_g, i * 16, 4, 'uR') for i in range(4)])
     assert got == want
     # A dirty block shows on its folio.
     with open(os.path.join(m, 'f'), 'r+b') as f:
         f.seek(5 * 64 * KiB + 100)
         f.write(b'x')
         f.flush()
-        assert (ino_f, 80, 4, 'ud') in folios(m)
+        assert (ino_f, 80, 4, 'udR') in folios(m)
+
+
+def test_folios_lru_flags(mnt):
+    """A read's first use of a folio sets R (referenced), the second moves
+    it to the active list (A, R cleared), a third sets R again: the
+    kernel's folio_mark_accessed().  A write marks nothing; written and
+    synced by fsync, nothing is dirty or unsynced."""
+    m, b, _ = mnt
+    util.write_file(os.path.join(b, 'f'), os.urandom(MiB))
+    path = os.path.join(m, 'f')
+    ino = os.stat(path).st_ino
+    for want in ('uR', 'uA', 'uAR'):
+        with open(path, 'rb') as f:
+            f.read()
+        assert folios(m) == [(ino, i * 16, 4, want) for i in range(16)], want
+        # foliofsctl folios --json sums the same flags.
+        r = foliofsctl('folios', m, path, '--json')
+        assert r.returncode == 0, r.stderr
+        got = json.loads(r.stdout)[0]
+        active = 16 if 'A' in want else 0
+        assert (got['folios'], got['by_size'], got['marked']) == (16, {'64K': 16}, 0), got
+        assert (got['active'], got['active_bytes'], got['referenced']) == \
+            (active, active * 64 * KiB, 16 if 'R' in want else 0), got
+        assert got['active_by_size'] == ({'64K': 16} if active else {}), got
+    util.write_file(os.path.join(m, 'g'), os.urandom(256 * KiB))
+    ino_g = os.stat(os.path.join(m, 'g')).st_ino
+    assert [x for x in folios(m) if x[0] == ino_g] == [(ino_g, i * 16, 4, 'ud')
+                                                        for i in range(4)]
+    util.fsync_path(os.path.join(m, 'g'))
+    assert [x for x in folios(m) if x[0] == ino_g] == [(ino_g, i * 16, 4, 'u')
+                                                        for i in range(4)]
+
+
+def test_folios_unsynced_flag(dirs):
+    """Background writeback leaves what it wrote unsynced (s) while the
+    unsynced memory is under the background threshold; fsync clears it.
+    Two files of 512 KiB dirty under an 8 MiB background threshold; the
+    threshold lowered to 768 KiB, the flusher writes one file whole (its
+    chunk), then, still over it, the other or not (the threshold is judged
+    again after 100 ms), and syncs only once unsynced memory is over the
+    threshold: that second file.  So one file ends wholly written and
+    unsynced ("us"), the other synced ("u") or still dirty ("ud")."""
+    _, b, m = dirs
+    opts = ['folio_policy=fixed', 'folio_size=64K', 'readahead_kb=0', 'cache_size=64M',
+            'dirty_account=page', 'flushers=1', 'writeback_interval_ms=50',
+            'dirty_expire_ms=3600000', 'dirty_background_bytes=8M', 'dirty_bytes=16M']
+    with Mount(b, m, options=opts) as mnt:
+        inos = []
+        for name in ('a', 'b'):
+            util.write_file(os.path.join(m, name), os.urandom(512 * KiB))
+            inos.append(os.stat(os.path.join(m, name)).st_ino)
+        assert {fl for _, _, _, fl in folios(m)} == {'ud'}
+        set_tunable(m, 'dirty_background_bytes', str(768 * KiB))
+
+        def settled():
+            by = {ino: {fl for i, _, _, fl in folios(m) if i == ino} for ino in inos}
+            kinds = sorted(''.join(sorted(v)) for v in by.values())
+            if kinds in (['u', 'us'], ['ud', 'us']):
+                return by
+            return None
+        by = util.poll(settled, 10)
+        assert by, folios(m)
+        assert all(len([x for x in folios(m) if x[0] == ino]) == 8 for ino in inos)
+        written = [ino for ino in inos if by[ino] == {'us'}][0]
+        name = 'ab'[inos.index(written)]
+        assert util.stats(m)['unsynced_bytes'] == 512 * KiB
+        util.fsync_path(os.path.join(m, name))
+        assert {fl for i, _, _, fl in folios(m) if i == written} == {'u'}
+        assert util.stats(m)['unsynced_bytes'] == 0
+        mnt.umount()
 
 
 def test_evict_drops_clean_folios_in_range(mnt):
@@ -117,7 +191,7 @@ def test_evict_drops_clean_folios_in_range(mnt):
         f.flush()
         err, msg = evict(m, '%d 0 0' % ino)
         assert err == 0 and msg.startswith('dropped 12 ') and 'kept_held 1 ' in msg, msg
-        assert folios(m) == [(ino, 640 // 4, 4, 'ud')]
+        assert folios(m) == [(ino, 640 // 4, 4, 'udR')]
         os.fsync(f.fileno())
     assert evict(m, '%d 0 0' % ino)[0] == 0
     assert folios(m) == []

@@ -10,7 +10,8 @@
  *   sync      a write of .foliofs/sync (on a second thread), with progress
  *             from .foliofs/stats on stderr meanwhile
  *   trace     .foliofs/trace: start or stop recording a trace
- *   folios    .foliofs/folios summed per file: folios by size
+ *   folios    .foliofs/folios summed per file: folios by size, those on
+ *             the active list by size, referenced and marked ones
  *   evict     a write of .foliofs/evict: drop a file's clean folios
  *   policies  .foliofs/policies, every policy built in or loaded
  *   load      a write of .foliofs/load: load a policy library
@@ -119,7 +120,8 @@ static void usage(FILE *out)
 "  folios [MNT] [FILE...] [--json]\n"
 "      the daemon's cached folios per file (of each FILE, default every\n"
 "      cached file): how many, MiB, the share of bytes in 2 MiB folios,\n"
-"      folios with a readahead mark, and the count of each folio size\n"
+"      folios with a readahead mark, on the active list and referenced,\n"
+"      and the count of each folio size (and of those on the active list)\n"
 "  evict [MNT] FILE [START LEN]\n"
 "      drop FILE's clean folios wholly inside [START, START + LEN) (bytes,\n"
 "      K/M/G allowed; default 0 0: the whole file) from the daemon's\n"
@@ -1387,8 +1389,19 @@ static int stat_on_mount(const char *mnt, const char *file, struct stat *st)
 struct folio_sum {
 	unsigned long long ino;
 	unsigned long long by_order[10];
-	unsigned long long marked;
+	unsigned long long active_by_order[10];	/* flag A: on the active list */
+	unsigned long long marked;		/* flag r */
+	unsigned long long referenced;		/* flag R */
 };
+
+/*
+ * The longest FLAGS field a line may have: the daemon's is at most 7
+ * letters (udwrARs, writeback/cache_view.c); room is left for more, and a
+ * longer field ends the line's parse (a format this tool does not know).
+ */
+#define FOLIO_FLAGS_LEN 31
+#define STR_(x) #x
+#define STR(x) STR_(x)
 
 /* The sums of the lines of @text, one per inode, into *@out: how many. */
 static size_t folio_sums(char *text, struct folio_sum **out)
@@ -1400,10 +1413,12 @@ static size_t folio_sums(char *text, struct folio_sum **out)
 	for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
 		unsigned long long ino, index;
 		unsigned int order;
-		char flags[8];
+		char flags[FOLIO_FLAGS_LEN + 1];
+		int end = 0;
 
-		if (sscanf(line, "%llu %llu %u %7s", &ino, &index, &order, flags) != 4 ||
-		    order >= 10)
+		if (sscanf(line, "%llu %llu %u %" STR(FOLIO_FLAGS_LEN) "s%n", &ino, &index,
+			   &order, flags, &end) != 4 || order >= 10 ||
+		    (line[end] && !isspace((unsigned char)line[end])))
 			continue;	/* a format this tool does not know */
 		/* Lines come sorted by inode: a new one starts a new sum. */
 		if (!n || sums[n - 1].ino != ino) {
@@ -1418,53 +1433,77 @@ static size_t folio_sums(char *text, struct folio_sum **out)
 			sums[n++].ino = ino;
 		}
 		sums[n - 1].by_order[order]++;
+		sums[n - 1].active_by_order[order] += strchr(flags, 'A') != NULL;
 		sums[n - 1].marked += strchr(flags, 'r') != NULL;
+		sums[n - 1].referenced += strchr(flags, 'R') != NULL;
 	}
 	*out = sums;
 	return n;
 }
 
+/* Folios and their bytes of counts per order @by_order[0..10). */
+static void folio_count(const unsigned long long *by_order, unsigned long long *folios,
+			unsigned long long *bytes)
+{
+	unsigned long long pages = 0;
+
+	*folios = 0;
+	for (int o = 0; o < 10; o++) {
+		*folios += by_order[o];
+		pages += by_order[o] << o;
+	}
+	*bytes = pages * (unsigned long long)PAGE_BYTES;
+}
+
+/* Counts per order as a JSON object of the sizes that have any: {"4K":n,...}. */
+static void folio_sizes_json(const unsigned long long *by_order)
+{
+	putchar('{');
+	for (int o = 0, n = 0; o < 10; o++) {
+		if (by_order[o])
+			printf("%s\"%u%c\":%llu", n++ ? "," : "", o < 8 ? 4u << o : 1u << (o - 8),
+			       o < 8 ? 'K' : 'M', by_order[o]);
+	}
+	putchar('}');
+}
+
 /* One file's folios as a JSON object (after a comma unless @first). */
 static void folio_sum_json(const struct folio_sum *s, const char *name, bool first)
 {
-	unsigned long long folios = 0, pages = 0;
+	unsigned long long folios, bytes, active, active_bytes;
 
-	for (int o = 0; o < 10; o++) {
-		folios += s->by_order[o];
-		pages += s->by_order[o] << o;
-	}
+	folio_count(s->by_order, &folios, &bytes);
+	folio_count(s->active_by_order, &active, &active_bytes);
 	printf("%s{\"ino\":%llu,\"path\":", first ? "" : ",", s->ino);
 	if (name)
 		json_string(name);
 	else
 		fputs("null", stdout);
-	printf(",\"folios\":%llu,\"bytes\":%llu,\"marked\":%llu,\"by_size\":{", folios,
-	       pages * (unsigned long long)PAGE_BYTES, s->marked);
-	for (int o = 0, n = 0; o < 10; o++) {
-		if (s->by_order[o])
-			printf("%s\"%u%c\":%llu", n++ ? "," : "", o < 8 ? 4u << o : 1u << (o - 8),
-			       o < 8 ? 'K' : 'M', s->by_order[o]);
-	}
-	fputs("}}", stdout);
+	printf(",\"folios\":%llu,\"bytes\":%llu,\"marked\":%llu,\"by_size\":", folios,
+	       bytes, s->marked);
+	folio_sizes_json(s->by_order);
+	printf(",\"active\":%llu,\"active_bytes\":%llu,\"referenced\":%llu,"
+	       "\"active_by_size\":", active, active_bytes, s->referenced);
+	folio_sizes_json(s->active_by_order);
+	putchar('}');
 }
 
 static void folio_sum_print(const struct folio_sum *s, const char *name)
 {
-	unsigned long long folios = 0, pages = 0;
+	unsigned long long folios, bytes, active, active_bytes;
 
-	for (int o = 0; o < 10; o++) {
-		folios += s->by_order[o];
-		pages += s->by_order[o] << o;
-	}
-	printf("%s%sino %llu%s: %llu folios, MiB %.2f, in 2M folios %.1f%%, marked %llu\n",
+	folio_count(s->by_order, &folios, &bytes);
+	folio_count(s->active_by_order, &active, &active_bytes);
+	printf("%s%sino %llu%s: %llu folios, MiB %.2f, in 2M folios %.1f%%, marked %llu, "
+	       "active %llu (MiB %.2f), referenced %llu\n",
 	       name ? name : "", name ? " (" : "", s->ino, name ? ")" : "", folios,
-	       (double)pages * PAGE_BYTES / MIB,
-	       pages ? 100.0 * (double)(s->by_order[9] << 9) / (double)pages : 0.0,
-	       s->marked);
+	       (double)bytes / MIB,
+	       bytes ? 100.0 * (double)(s->by_order[9] << 9) * PAGE_BYTES / (double)bytes : 0.0,
+	       s->marked, active, (double)active_bytes / MIB, s->referenced);
 	for (int o = 0; o < 10; o++) {
 		if (s->by_order[o])
-			printf("  %u%c: %llu\n", o < 8 ? 4u << o : 1u << (o - 8),
-			       o < 8 ? 'K' : 'M', s->by_order[o]);
+			printf("  %u%c: %llu (active %llu)\n", o < 8 ? 4u << o : 1u << (o - 8),
+			       o < 8 ? 'K' : 'M', s->by_order[o], s->active_by_order[o]);
 	}
 }
 

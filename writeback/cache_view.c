@@ -26,10 +26,19 @@ struct view_file {
 	size_t len;
 };
 
+/*
+ * "INO INDEX ORDER FLAGS": FLAGS are the letters of the folio's state in
+ * this order, or "-" for none: u (every block uptodate), d (a block
+ * dirty), w (a block under writeback), r (the readahead mark), A (on the
+ * active list), R (referenced), s (a block written back and not yet
+ * synced).  At most FOLIO_FLAGS_MAX letters.
+ */
+#define FOLIO_FLAGS_MAX 7
+
 static int folio_line(void *arg, const struct bs_folio_info *fi)
 {
 	struct { FILE *out; uint64_t ino; } *v = arg;
-	char flags[5];
+	char flags[FOLIO_FLAGS_MAX + 1];
 	int n = 0;
 
 	if (fi->uptodate)
@@ -40,6 +49,12 @@ static int folio_line(void *arg, const struct bs_folio_info *fi)
 		flags[n++] = 'w';
 	if (fi->ra_mark)
 		flags[n++] = 'r';
+	if (fi->active)
+		flags[n++] = 'A';
+	if (fi->referenced)
+		flags[n++] = 'R';
+	if (fi->unsynced)
+		flags[n++] = 's';
 	if (!n)
 		flags[n++] = '-';
 	flags[n] = '\0';

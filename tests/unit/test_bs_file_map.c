@@ -10,7 +10,11 @@
  *   dirty folios (kept_held) and folios someone holds (kept_busy), takes
  *   the memory out of the counters (not as reclaim), leaves the cache's
  *   invariant intact, and what is read afterwards is the file's bytes;
- * - an empty or inverted range drops nothing.
+ * - an empty or inverted range drops nothing;
+ * - the walk gives each folio's LRU and sync state: a read's first use
+ *   sets referenced, a second moves the folio to the active list
+ *   (clearing referenced); written back, a block is unsynced until a sync
+ *   succeeds.
  */
 #include "bs_i.h"
 #include "mem_backing.h"
@@ -147,6 +151,58 @@ static void test_evict(struct bs_cache *cache, struct bs_file *file)
 	T_CHECK(!bs_cache_check(cache));
 }
 
+/* Written back and synced: a dirty folio goes w, then s, then clean. */
+static void test_sync_state(struct bs_file *file)
+{
+	struct bs_wb_run runs[4];
+	static unsigned char tmp[FOLIO];
+	off_t pos = 0;
+	struct seen s;
+	uint64_t token;
+
+	walk(file, &s);
+	for (int i = 0; i < s.n; i++)
+		T_CHECK(s.f[i].dirty == (s.f[i].start == (off_t)(3 * FOLIO)) && !s.f[i].unsynced);
+	T_CHECK(bs_wb_collect(file, &pos, INT64_MAX, runs, 4, SIZE_MAX) == 1);
+	walk(file, &s);
+	T_CHECK(s.f[3].writeback && !s.f[3].dirty && !s.f[3].unsynced);
+	T_CHECK(runs[0].len <= sizeof(tmp));
+	bs_wb_copy(&runs[0], tmp);
+	mem_backing_write(&mem, tmp, runs[0].len, runs[0].off);
+	bs_wb_complete(file, &runs[0], 0);
+	walk(file, &s);
+	for (int i = 0; i < s.n; i++) {
+		T_CHECK(s.f[i].unsynced == (i == 3));
+		T_CHECK(!s.f[i].dirty && !s.f[i].writeback);
+	}
+	token = bs_sync_begin(file);
+	bs_sync_end(file, token, 0);
+	walk(file, &s);
+	for (int i = 0; i < s.n; i++)
+		T_CHECK(!s.f[i].unsynced && !s.f[i].dirty);
+}
+
+/* From an empty cache: one read makes folios referenced, a second active. */
+static void test_lru_state(struct bs_cache *cache, struct bs_file *file)
+{
+	struct bs_evict_result res;
+	struct seen s;
+
+	bs_file_evict(file, 0, INT64_MAX, &res);
+	T_CHECK(res.folios == NFOLIOS && !res.kept_held && !res.kept_busy);
+	read_all(file);
+	walk(file, &s);
+	T_CHECK(s.n == (int)NFOLIOS);
+	for (int i = 0; i < s.n; i++)
+		T_CHECK(s.f[i].referenced && !s.f[i].active);
+	read_all(file);
+	walk(file, &s);
+	T_CHECK(s.n == (int)NFOLIOS);
+	for (int i = 0; i < s.n; i++)
+		T_CHECK(s.f[i].active && !s.f[i].referenced && !s.f[i].unsynced);
+	T_CHECK(!bs_cache_check(cache));
+}
+
 int main(void)
 {
 	struct bs_config cfg = {
@@ -170,6 +226,8 @@ int main(void)
 	T_CHECK(!bs_file_create(cache, &mem_backing_ops, &mem, FSIZE, &file));
 	test_walk(file);
 	test_evict(cache, file);
+	test_sync_state(file);
+	test_lru_state(cache, file);
 	bs_file_destroy(file);
 	bs_cache_destroy(cache);
 	mem_backing_destroy(&mem);
