@@ -18,6 +18,7 @@ contrib/test.sh, which deselects the PostgreSQL tests, skips these too.
 """
 
 import csv
+import json
 import os
 import re
 import shutil
@@ -115,6 +116,25 @@ def table_starting(tables, *header):
     return found[0]
 
 
+def check_classes(row, source=False):
+    """ROW's cache by file class (after the source step if SOURCE, which
+    ran a scan of pgbench_accounts, and after the run) and LRU sizes are
+    well formed and add up: bytes are the folios' sizes, active ones are
+    among them, pgbench_accounts is cached."""
+    assert int(row["active_bytes"]) + int(row["inactive_bytes"]) > 0, row
+    for key in ("source_by_class", "run_by_class"):
+        by = json.loads(row[key])
+        assert set(by) <= set(pgcompare.FILE_CLASSES), (key, by)
+        if key == "run_by_class" or source:
+            assert by.get("accounts", {}).get("bytes", 0) > 0, (key, by)
+        for cls, c in by.items():
+            assert c["bytes"] == sum(n << int(o) for o, n in c["folios"].items()) * 4096, c
+            assert c["active_bytes"] == sum(n << int(o) for o, n in c["active"].items()) * 4096
+            assert 0 <= c["active_bytes"] <= c["bytes"] and c["bytes"] > 0, (cls, c)
+            assert 0 <= c["referenced"] <= sum(c["folios"].values()), (cls, c)
+            assert c["share_2m"] == (c["folios"].get("9", 0) << 21) / c["bytes"], (cls, c)
+
+
 def check_output(out):
     """Assert that OUT holds a well-formed report of CONFIGS x ITERS."""
     foliofs_configs = [c for c in CONFIGS if c != "native"]
@@ -132,8 +152,10 @@ def check_output(out):
         int(r["transactions"])
         if r["config"] == "native":
             assert r["total_nr_dirtied"] == "", "native row has foliofs stats"
+            assert r["run_by_class"] == r["source_by_class"] == r["active_bytes"] == "", r
         else:
             int(r["total_nr_dirtied"])
+            check_classes(r)
 
     header, rows = read_csv(os.path.join(out, "samples.csv"))
     missing = [c for c in SAMPLE_COLUMNS if c not in header]
@@ -396,6 +418,7 @@ def check_seed_preset(top, bindir):
         assert (counts[9] == 0) == (float(x["share_2m"]) == 0.0), x
         # uring=auto takes the ring only where the fuse module offers it.
         assert x["transport"] in ("/dev/fuse", "io_uring"), x
+        check_classes(x, source=True)
         if not uring_offered():
             assert x["transport"] == "/dev/fuse", x
     with open(os.path.join(out, "report.md")) as f:

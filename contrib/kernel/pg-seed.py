@@ -109,8 +109,8 @@ REPO = os.path.dirname(os.path.dirname(HERE))
 import refcmp  # noqa: E402  (this directory is on sys.path: a plain module)
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.realpath(__file__)), '..', 'lib'))
 from foliofs_tools import (  # noqa: E402
-    Cluster, Signals, Skip, Undo, kernel_skip_reason, parse_size, pg_bindir, pg_loop_fs, rd,
-    relation_files, run, tracefs_root, wr)
+    FILE_CLASSES, Cluster, Signals, Skip, Undo, data_file_classes, kernel_skip_reason,
+    parse_size, pg_bindir, pg_loop_fs, rd, relation_files, run, tracefs_root, wr)
 
 PAGE = 4096
 MiB = 1 << 20
@@ -592,13 +592,13 @@ def autovacuum_runs(path):
 
 
 ROLES = ('client backend', 'autovacuum worker', 'checkpointer')
-FILE_CLASSES = ('accounts', 'accounts_pkey', 'wal', 'other')
 
 
 class FileNamer:
     """{inode number: file class} of the data directory's files, walked
     every 2 s by a thread and kept after a file goes (a WAL segment
-    removed at a checkpoint): pg_wal's files are 'wal', the relation files
+    removed at a checkpoint), as foliofs_tools.data_file_classes() names
+    them: pg_wal's files are 'wal', the relation files
     foliofs_tools.relation_files() names 'accounts' or 'accounts_pkey', the
     rest 'other'.  A file made and removed between two walks stays
     unnamed ('other')."""
@@ -623,19 +623,11 @@ class FileNamer:
         self.walk()
 
     def walk(self):
-        found = {}
-        for top, _, files in os.walk(self.cl.data):
-            for name in files:
-                path = os.path.join(top, name)
-                rel = os.path.relpath(path, self.cl.data)
-                try:
-                    ino = os.stat(path).st_ino
-                except OSError:
-                    continue
-                found[ino] = 'wal' if rel.startswith('pg_wal' + os.sep) else rel
         with self.lock:
-            for ino, rel in found.items():
-                self.classes[ino] = rel if rel == 'wal' else self.rels.get(rel, 'other')
+            rels = self.rels
+        found = data_file_classes(self.cl.data, rels)
+        with self.lock:
+            self.classes.update(found)
 
     def _run(self):
         while not self.stop_flag.wait(2.0):

@@ -12,6 +12,11 @@
   PostgreSQL            pg_bindir(), as_pg(), Cluster (a cluster run as the
                         postgres user), pg_loop_fs() (a file system on a loop
                         device for its data)
+  the cache by class    FILE_CLASSES, relation_files() and relation_classes()
+                        (pgbench's relation files), file_class(),
+                        data_file_classes() (inode -> class), parse_folios()
+                        and read_folios() (.foliofs/folios whole),
+                        cache_by_class() (a mount's folios per file class)
 
 A script imports it as a plain module, with this directory put on
 sys.path once:
@@ -137,6 +142,23 @@ def foliofs_folios(mnt, ino):
                 out.append((int(index), int(order)))
                 flags[int(index)] = fl
     return out, flags
+
+
+def parse_folios(text):
+    """[(ino, index, order, flags)] of the text of .foliofs/folios."""
+    out = []
+    for line in text.splitlines():
+        ino, index, order, flags = line.split()
+        out.append((int(ino), int(index), int(order), flags))
+    return out
+
+
+def read_folios(mnt):
+    """Every cached folio of the mount MNT, as parse_folios() gives them
+    (one read of .foliofs/folios: one snapshot, readable by the mounting
+    user only)."""
+    with open(os.path.join(mnt, '.foliofs', 'folios')) as f:
+        return parse_folios(f.read())
 
 
 def foliofs_evict(mnt, ino, start, length):
@@ -383,24 +405,9 @@ def shlex_quote(s):
 
 def relation_files(cl):
     """{path relative to the data directory: class} of the database's
-    relation files (segments too): pgbench_accounts, its primary key, or
-    other."""
-    rows = cl.psql("SELECT relname, pg_relation_filepath(oid) FROM pg_class "
-                   "WHERE pg_relation_filepath(oid) IS NOT NULL")
-    classes = {}
-    for line in rows.splitlines():
-        name, path = line.split('|')
-        cls = {'pgbench_accounts': 'accounts',
-               'pgbench_accounts_pkey': 'accounts_pkey'}.get(name, 'other')
-        classes[path] = cls
-    out = {}
-    for path, cls in classes.items():
-        full = os.path.join(cl.data, path)
-        seg = 0
-        while os.path.exists(full + ('.%d' % seg if seg else '')):
-            out[path + ('.%d' % seg if seg else '')] = cls
-            seg += 1
-    return out
+    relation files (segments too) in the running Cluster CL:
+    relation_classes()."""
+    return relation_classes(cl.psql(RELATION_SQL), cl.data)
 
 
 def pg_loop_fs(fstype, work, size, ra_kb, undo):
@@ -431,3 +438,84 @@ def pg_loop_fs(fstype, work, size, ra_kb, undo):
     os.mkdir(data, 0o700)
     os.chown(data, pwd.getpwnam(PG_USER).pw_uid, -1)
     return dev, data
+
+
+# --------------------------------------------------------------------------
+# the cache by file class: which of pgbench's files the folios belong to
+
+# The classes, as contrib/kernel/pg-seed.py reports the kernel's cache and
+# contrib/tools/pgcompare.py the model's: pgbench_accounts, its primary
+# key, pg_wal's segments, everything else.
+FILE_CLASSES = ('accounts', 'accounts_pkey', 'wal', 'other')
+# Every relation with a file: psql -At prints "relname|path".
+RELATION_SQL = ("SELECT relname, pg_relation_filepath(oid) FROM pg_class "
+                "WHERE pg_relation_filepath(oid) IS NOT NULL")
+
+
+def relation_classes(rows, data):
+    """{path relative to the data directory DATA: class} of the relation
+    files (each 1 GiB segment too: PATH, PATH.1, ...) from RELATION_SQL's
+    output ROWS: pgbench_accounts, its primary key, or other."""
+    classes = {}
+    for line in rows.splitlines():
+        if not line:
+            continue
+        name, path = line.rsplit('|', 1)
+        classes[path] = {'pgbench_accounts': 'accounts',
+                         'pgbench_accounts_pkey': 'accounts_pkey'}.get(name, 'other')
+    out = {}
+    for path, cls in classes.items():
+        full = os.path.join(data, path)
+        seg = 0
+        while os.path.exists(full + ('.%d' % seg if seg else '')):
+            out[path + ('.%d' % seg if seg else '')] = cls
+            seg += 1
+    return out
+
+
+def file_class(rel, rels):
+    """The class of the data directory's file REL (a path relative to it),
+    RELS being relation_classes(): 'wal' in pg_wal, else its relation's,
+    else 'other'."""
+    return 'wal' if rel.startswith('pg_wal' + os.sep) else rels.get(rel, 'other')
+
+
+def data_file_classes(data, rels):
+    """{st_ino: class} of every file under the data directory DATA now
+    (file_class(); a file gone meanwhile is left out).  A foliofs mount
+    names files by their backing st_ino, so DATA may be the backing
+    directory's copy of a data directory on the mount."""
+    out = {}
+    for top, _, names in os.walk(data):
+        for name in names:
+            path = os.path.join(top, name)
+            try:
+                ino = os.stat(path).st_ino
+            except OSError:
+                continue
+            out[ino] = file_class(os.path.relpath(path, data), rels)
+    return out
+
+
+def cache_by_class(folios, classes):
+    """The cached FOLIOS ([(ino, index, order, flags)], parse_folios()) per
+    file class, CLASSES being {ino: class} (an inode it lacks is 'other'):
+    {class: {'folios': {order: n}, 'bytes', 'share_2m' (of the bytes, in
+    2 MiB folios), 'active': {order: n} and 'active_bytes' (on the active
+    list: flag A), 'referenced' (folios with flag R)}}, orders as strings
+    (as JSON keeps them).  Only classes with a folio are there."""
+    out = {}
+    for ino, _, order, flags in folios:
+        c = out.setdefault(classes.get(ino, 'other'),
+                           {'folios': {}, 'bytes': 0, 'share_2m': 0.0, 'active': {},
+                            'active_bytes': 0, 'referenced': 0})
+        o = str(order)
+        c['folios'][o] = c['folios'].get(o, 0) + 1
+        c['bytes'] += 4096 << order
+        if 'A' in flags:
+            c['active'][o] = c['active'].get(o, 0) + 1
+            c['active_bytes'] += 4096 << order
+        c['referenced'] += 'R' in flags
+    for c in out.values():
+        c['share_2m'] = (c['folios'].get('9', 0) << 21) / c['bytes']
+    return out

@@ -18,7 +18,13 @@ Output (-O DIR): report.md (settings, the seed's tps table, the accounting
 and throttling table), iterations.csv (one row per configuration and
 iteration), samples.csv (every one-second stats sample, tagged with its
 iteration and phase), tps.png, share2m.png (the share of the cache in
-2 MiB folios after each run), dirty.png, pauses.png, and logs/.
+2 MiB folios after each run), dirty.png, pauses.png, and logs/.  For a
+foliofs configuration, each iteration's row also holds the cache by file
+class (pgbench_accounts, its primary key, pg_wal, the rest: folios by
+size, bytes, the 2 MiB share, active bytes, referenced folios) after the
+source step and after the run, from one read of .foliofs/folios each, and
+the LRU lists' sizes after the run, to set beside what
+contrib/kernel/pg-seed.py records of the kernel's.
 
 --back-to-back runs each configuration's iterations one after the other on
 one running server instead; -c with several counts (-c 8,256,1024) runs
@@ -83,7 +89,9 @@ for _lib in (os.path.join(os.path.dirname(os.path.realpath(__file__)), "..", "li
     if os.path.exists(os.path.join(_lib, "foliofs_tools.py")):
         sys.path.insert(0, _lib)
         break
-from foliofs_tools import FUSERMOUNT, is_fuse_mounted, parse_stats, wait_mounted  # noqa: E402
+from foliofs_tools import (  # noqa: E402
+    FILE_CLASSES, FUSERMOUNT, RELATION_SQL, cache_by_class, data_file_classes, is_fuse_mounted,
+    parse_folios, parse_stats, relation_classes, wait_mounted)
 RUN_USER = "foliofs-test"
 PAGE = 4096
 MIB = 1 << 20
@@ -686,6 +694,25 @@ class Comparison:
             raise Failure("%s: the foliofs daemon died or the mount is gone:\n%s"
                           % (c.name, self.daemon_output(c)))
 
+    def cache_classes(self, c):
+        """C's cache by file class now (foliofs_tools.cache_by_class()), as
+        JSON; "" but for foliofs.  One read of .foliofs/folios (as the
+        mount's user: the file is theirs alone); the relation files named by
+        the running server; the files' inode numbers from the backing
+        directory (the mount's are the backing files' st_ino, and root may
+        not look through a mount without allow_other), walked before and
+        after the read so that a WAL segment made or removed meanwhile is
+        named."""
+        if not c.foliofs:
+            return ""
+        data = os.path.join(c.backing, os.path.relpath(c.pgdata, c.mnt))
+        rels = relation_classes(self.psql(c, RELATION_SQL, "naming the relation files"), data)
+        classes = data_file_classes(data, rels)
+        text = self.r.check(["cat", os.path.join(c.mnt, ".foliofs", "folios")],
+                            "%s: reading .foliofs/folios" % c.name, timeout=60)
+        classes.update(data_file_classes(data, rels))
+        return json.dumps(cache_by_class(parse_folios(text), classes), sort_keys=True)
+
     def snapshot(self, c):
         """The stats now, read through the mount as its user; {} but for
         foliofs."""
@@ -731,6 +758,14 @@ class Comparison:
             raise Failure("%s: the server did not start: %s\n%s"
                           % (c.name, out, self.tail_server_log(c)))
 
+    def psql(self, c, sql, what):
+        """SQL run by psql on C's running server as its superuser; the
+        output (-At: unaligned, tuples only)."""
+        return self.r.check([self.r.prog("psql"), "-X", "-q", "-At", "-h", c.sock,
+                             "-p", "5432", "-U", "postgres", "-d", "postgres",
+                             "-v", "ON_ERROR_STOP=1", "-c", sql],
+                            "%s: %s" % (c.name, what), timeout=TIMEOUT_STEP)
+
     def pg_stop(self, c):
         rc, out = self.r.run([self.r.prog("pg_ctl"), "stop", "-m", "fast", "-w",
                               "-t", str(TIMEOUT_STEP), "-D", c.pgdata])
@@ -767,10 +802,8 @@ class Comparison:
         if self.running is not c:
             self.pg_start(c)
         if SOURCES[self.a.source]:
-            self.r.check([self.r.prog("psql"), "-X", "-q", "-At", "-h", c.sock,
-                          "-p", "5432", "-U", "postgres", "-d", "postgres",
-                          "-v", "ON_ERROR_STOP=1", "-c", SOURCES[self.a.source]],
-                         "%s: %s" % (c.name, self.a.source), timeout=TIMEOUT_STEP)
+            self.psql(c, SOURCES[self.a.source], self.a.source)
+        source_classes = self.cache_classes(c)
         before = self.snapshot(c)
         args = ["-N", "-M", "prepared", "-c", str(c.clients),
                 "-j", str(self.threads(c.clients)), "-T", str(self.a.duration)]
@@ -785,6 +818,7 @@ class Comparison:
             sampler.stop()
         end = now_ms()
         after_run = self.snapshot(c)
+        run_classes = self.cache_classes(c)
         if stop:
             self.pg_stop(c)
         after_stop = self.snapshot(c)
@@ -812,15 +846,21 @@ class Comparison:
             tot = after_stop.get(k, 0) - before.get(k, 0) if before else ""
             row["run_" + k] = run
             row["total_" + k] = tot
+        # The cache by file class after the source step and after the run,
+        # and the LRU lists after the run (.foliofs/stats).
+        row["source_by_class"] = source_classes
+        row["run_by_class"] = run_classes
+        for k in ("active_bytes", "inactive_bytes"):
+            row[k] = after_run.get(k, "")
         self.iterations.append(row)
         log("%s: iteration %d: %.1f tps, %d failed%s%s" % (
             c.name, it, row["tps"], row["failed"],
             ", p99 %.1f ms" % row["lat_p99_ms"] if self.a.latency else "",
             "" if not c.foliofs else
-            ", %d pauses (%.1f s); daemon: %d threads, %d fds, %.0f MiB" % (
+            ", %d pauses (%.1f s); daemon: %d threads, %d fds, %.0f MiB; cached %s" % (
                 row["run_throttle_events"], row["run_throttle_ms"] / 1000,
                 row["daemon_threads"], row["daemon_fds"],
-                row["daemon_rss_kib"] / 1024)))
+                row["daemon_rss_kib"] / 1024, class_summary(run_classes))))
 
     @staticmethod
     def transport(c, before, after):
@@ -923,6 +963,15 @@ class Comparison:
             log("a mount is still there: kept %s" % self.scratch)
         else:
             shutil.rmtree(self.scratch, ignore_errors=True)
+
+
+def class_summary(text):
+    """A cache_classes() value in a few words: MiB and the 2 MiB share of
+    each class present."""
+    by = json.loads(text) if text else {}
+    return ", ".join("%s %.0f MiB (%.0f%% 2M)" % (k, by[k]["bytes"] / MIB,
+                                                  100 * by[k]["share_2m"])
+                     for k in FILE_CLASSES if k in by) or "nothing"
 
 
 class DaemonSampler:
@@ -1376,10 +1425,17 @@ def write_report(cmp, settings, summ, path):
         "- `iterations.csv`: one row per configuration and iteration: tps,"
         " pgbench's figures, and the deltas of %s over the run (`run_`) and"
         " through the stop (`total_`), `share_2m` (the share of the cache in"
-        " 2 MiB folios after the run) and `cached_folios` (the cache's folios"
-        " after the run by size, 4 KiB to 2 MiB, space separated) and"
+        " 2 MiB folios after the run), `cached_folios` (the cache's folios"
+        " after the run by size, 4 KiB to 2 MiB, space separated),"
         " `transport` (`/dev/fuse` or `io_uring`: what the run's requests came"
-        " over)." % ", ".join(COUNTERS),
+        " over), `source_by_class` and `run_by_class` (the cache after the"
+        " source step and after the run by file class, %s, from"
+        " `.foliofs/folios`, as JSON: per class `folios` and `active` (on the"
+        " active list) by order, 0 for 4 KiB to 9 for 2 MiB, `bytes`,"
+        " `share_2m`, `active_bytes` and `referenced` folios) and"
+        " `active_bytes` and `inactive_bytes` (the LRU lists after the run);"
+        " the foliofs columns are blank for native and passthrough_hp."
+        % (", ".join(COUNTERS), ", ".join(FILE_CLASSES)),
         "- `samples.csv`: every stats-log line of every foliofs configuration"
         " (every stat of `.foliofs/stats`), with its iteration and phase"
         " (`run`: pgbench; `stop`: the shutdown checkpoint after it; `idle`).",
@@ -1494,19 +1550,28 @@ def dirty_figure(plt, cmp, samples, fcs, title):
     return fig
 
 
-def report(cmp, settings):
-    samples, keys = read_samples(cmp)
-    write_csv(os.path.join(cmp.out, "samples.csv"),
-              ["config", "iteration", "phase"] + keys, samples)
+def iteration_header(latency):
+    """iterations.csv's columns (with LATENCY, pgbench's percentiles).
+    New columns go at the end: readers find columns by name, but older
+    runs' files are read beside newer ones."""
     header = ["config", "clients", "iteration", "position", "start_unix_ms",
               "end_unix_ms", "stop_end_unix_ms", "tps", "transactions", "failed",
               "latency_avg_ms"]
-    if cmp.a.latency:
+    if latency:
         header += [k for k, _ in LATENCY_PERCENTILES] + ["lat_max_ms"]
     header += list(DaemonSampler.FIELDS)
     header += ["run_" + k for k in COUNTERS] + ["total_" + k for k in COUNTERS]
     header += ["share_2m", "cached_folios", "transport"]
-    write_csv(os.path.join(cmp.out, "iterations.csv"), header, cmp.iterations)
+    header += ["source_by_class", "run_by_class", "active_bytes", "inactive_bytes"]
+    return header
+
+
+def report(cmp, settings):
+    samples, keys = read_samples(cmp)
+    write_csv(os.path.join(cmp.out, "samples.csv"),
+              ["config", "iteration", "phase"] + keys, samples)
+    write_csv(os.path.join(cmp.out, "iterations.csv"), iteration_header(cmp.a.latency),
+              cmp.iterations)
     summ = summarize(cmp, samples)
     write_report(cmp, settings, summ, os.path.join(cmp.out, "report.md"))
     plot(cmp, samples, summ, cmp.out)
