@@ -29,7 +29,10 @@ and prints, as Markdown (and --json), the error table:
 
 then the distribution of every balance_dirty_pages and bdi_dirty_ratelimit
 field (n, median, p90, kernel and model) and their CDFs (cdf.png), both
-over the pgbench runs only.  refcmp.py says how each column is computed.
+over the pgbench runs only, and per iteration the cache after the run by
+file class (MiB, 2 MiB share) and by LRU list, kernel beside model (a
+one-line note instead where a run's files predate them).  refcmp.py says
+how each column is computed.
 
 Usage, as root (the server and the mount run as unprivileged users):
   contrib/kernel/calibrate.py [--scale 100] [--cache 512M] [--dirty-bytes 64M]
@@ -201,12 +204,14 @@ def report(a, out, kres, klog, mdir, mlog, commit, foliofs):
            'pauses taken are those with pause > 0):', ''] + refcmp.dist_table(logs)
     md += ['', 'Who was checked past the freerun point, and paused, by PostgreSQL role '
            '(from each writer\'s command line):', ''] + refcmp.roles_table(logs)
+    cache_md, cache_js = refcmp.cache_section(kres, mdir, 'model')
+    md += [''] + cache_md
     if plotted:
         md += ['', '![CDFs](cdf.png)']
     text = '\n'.join(md) + '\n'
     result = {'sizing': sizing_json(a), 'commit': commit, 'label': a.label, 'loadavg': LOADS,
               'foliofs': foliofs, 'kernel': kres['meta']['kernel'],
-              'columns': js, 'distributions': refcmp.dist_json(logs)}
+              'columns': js, 'distributions': refcmp.dist_json(logs), 'cache': cache_js}
     return text, result
 
 

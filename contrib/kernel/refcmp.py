@@ -17,7 +17,10 @@ imported as a plain module (the scripts' own directory is on sys.path):
   samples above the dirty threshold), computed the same way from a kernel
   reference (pg-seed.py --json, --events) and from a mount's run
   (pgcompare.py's report directory and the probes' events), and the model's
-  error per column.
+  error per column;
+- the cache after each run by file class (pgbench_accounts, its primary
+  key, pg_wal, the rest) and by LRU list, kernel beside model
+  (cache_section()).
 
 Units: pages of 4 KiB, rates in KiB/s, times in ms (the tracepoints'),
 except where a name says otherwise (_mib, _s).
@@ -30,6 +33,10 @@ import math
 import os
 import re
 import statistics
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.realpath(__file__)), '..', 'lib'))
+from foliofs_tools import FILE_CLASSES  # noqa: E402
 
 PAGE = 4096
 MiB = 1 << 20
@@ -586,3 +593,150 @@ def _fmt_err(kind, e):
     if kind == 'points':
         return '%+.1f pt' % (100 * e)
     return 'x%.2f' % e
+
+
+# --------------------------------------------------------------------------
+# the cache by file class and LRU list, kernel and model (issue 37)
+
+def _held(h):
+    """{'mib', 'share_2m'} of folio counts H ({order: n}, orders as numbers
+    or strings): their memory, and the share of it in 2 MiB folios (None
+    when there is none)."""
+    pages = sum(n << int(o) for o, n in h.items())
+    big = sum(n << 9 for o, n in h.items() if int(o) == 9)
+    return {'mib': pages * PAGE / MiB, 'share_2m': big / pages if pages else None}
+
+
+def _pages(h):
+    return sum(n << int(o) for o, n in h.items())
+
+
+def kernel_cache_rows(res):
+    """pg-seed.py's --json result -> per iteration {iteration, classes:
+    {class: _held()} after the run, source: _held() after the source step,
+    active_mib and inactive_mib (the file system's folios on the LRU lists,
+    by PG_active from /proc/kpageflags), cg_active_mib and cg_inactive_mib
+    (the memory cgroup's active_file and inactive_file)}; None when the
+    reference predates cached_by_class and lru."""
+    its = res.get('iterations') or []
+    if not its or not all(r.get('cached_by_class') and r.get('lru') for r in its):
+        return None
+    rows = []
+    for r in its:
+        on, act = _pages(r['lru'].get('lru', {})), _pages(r['lru'].get('active', {}))
+        cg = r.get('cg_memory_end') or {}
+        rows.append({'iteration': int(r['iter']),
+                     'classes': {c: _held(h) for c, h in r['cached_by_class'].items()},
+                     'source': _held(r['source_cached']) if 'source_cached' in r else None,
+                     'active_mib': act * PAGE / MiB, 'inactive_mib': (on - act) * PAGE / MiB,
+                     'cg_active_mib': cg.get('active_file'),
+                     'cg_inactive_mib': cg.get('inactive_file')})
+    return rows
+
+
+def model_cache_rows(path, config):
+    """pgcompare's report directory -> kernel_cache_rows()'s rows (the LRU
+    lists: the cache's, from .foliofs/stats; no cgroup); None when its
+    iterations.csv predates run_by_class."""
+    rows = []
+    for r in read_model_iterations(path, config):
+        if not r.get('run_by_class') or not r.get('active_bytes'):
+            return None
+        src = {}
+        for c in json.loads(r['source_by_class'] or '{}').values():
+            for o, n in c['folios'].items():
+                src[o] = src.get(o, 0) + n
+        rows.append({'iteration': int(r['iteration']),
+                     'classes': {k: _held(c['folios'])
+                                 for k, c in json.loads(r['run_by_class']).items()},
+                     'source': _held(src) if r['source_by_class'] else None,
+                     'active_mib': int(r['active_bytes']) / MiB,
+                     'inactive_mib': int(r['inactive_bytes']) / MiB,
+                     'cg_active_mib': None, 'cg_inactive_mib': None})
+    return rows
+
+
+def _mib(v):
+    return 'n/a' if v is None else '%.0f' % v
+
+
+def _pct(v):
+    return 'n/a' if v is None else '%.0f%%' % (100 * v)
+
+
+def _mean(vals):
+    vals = [v for v in vals if v is not None]
+    return statistics.mean(vals) if vals else None
+
+
+def cache_tables(krows, mrows):
+    """Markdown lines: per iteration both sides ran, kernel / model in each
+    cell, the cache after the run by file class (MiB, 2 MiB share), then
+    the whole cache after the source step (MiB, 2 MiB share) and the LRU
+    lists after the run (MiB); a last row of the means."""
+    k = {r['iteration']: r for r in krows}
+    m = {r['iteration']: r for r in mrows}
+    its = sorted(set(k) & set(m))
+    classes = list(FILE_CLASSES) + sorted(
+        {c for r in krows + mrows for c in r['classes']} - set(FILE_CLASSES))
+
+    def cls(r, c, key):
+        held = r['classes'].get(c)
+        return held[key] if held else (0.0 if key == 'mib' else None)
+
+    def src(r, key):
+        return r['source'][key] if r['source'] else None
+
+    cols = [x for c in classes for x in (
+        ('%s MiB' % c, _mib, lambda r, c=c: cls(r, c, 'mib')),
+        ('%s 2M' % c, _pct, lambda r, c=c: cls(r, c, 'share_2m')))]
+    whole = [('after source MiB', _mib, lambda r: src(r, 'mib')),
+             ('after source 2M', _pct, lambda r: src(r, 'share_2m')),
+             ('active MiB', _mib, lambda r: r['active_mib']),
+             ('inactive MiB', _mib, lambda r: r['inactive_mib'])]
+    out = ['The cache after each run by file class (pgbench_accounts, its primary key, '
+           'pg_wal\'s segments, the rest): MiB, and the share of the class\'s bytes in '
+           '2 MiB folios; kernel / model in each cell:', '']
+    out += _pair_table(cols, its, k, m)
+    out += ['', 'The whole cache: after the source step, MiB and 2 MiB share; after the run, '
+            'the LRU lists, MiB (the kernel\'s: the file system\'s folios by PG_active from '
+            '/proc/kpageflags; the model\'s: its active and inactive lists); kernel / model in '
+            'each cell, then the kernel\'s memory cgroup (active_file / inactive_file, which '
+            'also hold what is not the database\'s):', '']
+    tab = _pair_table(whole, its, k, m)
+    tab[0] += ' kernel cgroup active / inactive MiB |'
+    tab[1] += '---:|'
+    for i, it in enumerate(its + ['mean']):
+        rows = [k[it]] if it != 'mean' else [k[x] for x in its]
+        tab[2 + i] += ' %s / %s |' % (_mib(_mean(r['cg_active_mib'] for r in rows)),
+                                      _mib(_mean(r['cg_inactive_mib'] for r in rows)))
+    return out + tab
+
+
+def _pair_table(cols, its, k, m):
+    """Markdown rows of COLS ([(label, format, value of a row)]) for the
+    iterations ITS, 'kernel / model' in each cell, and their means."""
+    out = ['| iteration | ' + ' | '.join(label for label, _, _ in cols) + ' |',
+           '|---:|' + '---:|' * len(cols)]
+    for it in its:
+        out.append('| %d | ' % it + ' | '.join('%s / %s' % (f(get(k[it])), f(get(m[it])))
+                                               for _, f, get in cols) + ' |')
+    out.append('| mean | ' + ' | '.join(
+        '%s / %s' % (f(_mean(get(k[it]) for it in its)), f(_mean(get(m[it]) for it in its)))
+        for _, f, get in cols) + ' |')
+    return out
+
+
+def cache_section(kres, mdir, config):
+    """The report's lines on the cache by class and LRU list (cache_tables()),
+    and its rows for JSON ({'kernel': rows, 'model': rows}); a one-line
+    note and None when a side's files predate them (a run before
+    pg-seed.py recorded them, or before pgcompare.py did)."""
+    krows, mrows = kernel_cache_rows(kres), model_cache_rows(mdir, config)
+    lacking = [what for what, rows in (
+        ('the kernel side (kernel.json: cached_by_class, lru)', krows),
+        ('the model side (iterations.csv: run_by_class, active_bytes)', mrows)) if rows is None]
+    if lacking:
+        return ['No table of the cache by file class and LRU list: %s of this run '
+                'lack%s it.' % (' and '.join(lacking), '' if len(lacking) > 1 else 's')], None
+    return cache_tables(krows, mrows), {'kernel': krows, 'model': mrows}
