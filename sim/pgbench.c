@@ -105,10 +105,22 @@
  * record's with the trace); ckpt_pace=0 keeps its recorded waits
  * whatever its lag, as for every other writer.
  *
+ * autovacuum=1 adds PostgreSQL 15's autovacuum of the table (autovac.c,
+ * the model in autovac.h): each transaction tells it which page and leaf
+ * it updated (av_note_update()); before each transaction the worker's
+ * checks and pages due are made (av_run_until()), as the checkpointer's
+ * are; it asks the shared-buffers bitmaps whether a page is a hit (a miss
+ * takes no victim: it is read into the worker's ring), dirties hits in
+ * them, puts its WAL in the stream the clients flush, and the
+ * checkpointer writes the visibility and free space maps it dirtied (two
+ * files after the WAL's).  After the last transaction a vacuum that runs,
+ * or that the next check starts, runs to its end (av_tail()).
+ *
  * Memory: events are written as they are made (stdio's buffer); what is
  * kept is the bitmaps and a few counters, whatever the duration.
  */
 #include "sim.h"
+#include "autovac.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -131,6 +143,10 @@ struct pg_spec {
 	uint64_t txns, end_ckpt, warmup_s, gap_s, index, idx_dirty, hint_fpw, wal_each, deadline;
 	uint64_t ckpt_pace;
 	bool scan_s_set;
+	/* autovacuum=1 (autovac.h): PostgreSQL 15's settings */
+	uint64_t autovacuum, av_naptime, av_threshold, av_cost_limit, av_page_hit, av_page_miss;
+	uint64_t av_page_dirty, av_ring;
+	double av_scale, av_cost_delay_ms, av_hot;
 };
 
 /* One bit per table page. */
@@ -171,6 +187,9 @@ struct pg_gen {
 	/* what was made */
 	uint64_t txns, recs, reads, writes, wal_writes, syncs, ckpt_writes, scan_reads;
 	uint64_t last_txn_ns;		/* the last transaction's time */
+	/* autovacuum=1: the worker (pid after the scanners), the maps' files after the WAL's */
+	struct av_state av;
+	uint32_t av_pid, vm_file, fsm_file;
 };
 
 static int parse_item(struct pg_spec *g, const char *name, const char *val, char *err,
@@ -188,10 +207,22 @@ static int parse_item(struct pg_spec *g, const char *name, const char *val, char
 		K(seed, 0, UINT64_MAX), K(txns, 0, 1ull << 40), K(end_ckpt, 0, 1),
 		K(warmup_s, 0, 1000000), K(gap_s, 0, 1000000), K(index, 0, 1),
 		K(idx_dirty, 0, 100), K(hint_fpw, 0, 1), K(cold, 0, 2), K(wal_each, 0, 1),
-		K(deadline, 0, 1), K(ckpt_pace, 0, 1),
+		K(deadline, 0, 1), K(ckpt_pace, 0, 1), K(autovacuum, 0, 1),
+		K(av_naptime, 1, 1000000), K(av_threshold, 0, INT32_MAX),
+		K(av_cost_limit, 1, 10000), K(av_page_hit, 0, 10000), K(av_page_miss, 0, 10000),
+		K(av_page_dirty, 0, 10000), K(av_ring, PG_PAGE, 1u << 30),
 #undef K
 	};
+	static const struct { const char *name; size_t off; double min, max; } reals[] = {
+		{ "av_scale", offsetof(struct pg_spec, av_scale), 0, 100 },
+		{ "av_cost_delay", offsetof(struct pg_spec, av_cost_delay_ms), 0, 100 },
+		{ "av_hot", offsetof(struct pg_spec, av_hot), 0, 1 },
+	};
 
+	for (size_t i = 0; i < sizeof(reals) / sizeof(reals[0]); i++)
+		if (!strcmp(name, reals[i].name))
+			return wb_parse_double(name, val, reals[i].min, reals[i].max,
+					       (double *)((char *)g + reals[i].off), err, errlen);
 	if (!strcmp(name, "duration"))
 		name = "duration_s";
 	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
@@ -206,7 +237,9 @@ static int parse_item(struct pg_spec *g, const char *name, const char *val, char
 		 "duration, iterations, shared_buffers, checkpoint_s, ckpt_target, wal_rec, "
 		 "fpw, wal_group, wal_seg, wal_files, rel_seg, scan, scan_io, scan_s, cold, "
 		 "seed, txns, end_ckpt, warmup_s, gap_s, index, idx_dirty, hint_fpw, wal_each, "
-		 "deadline, ckpt_pace)",
+		 "deadline, ckpt_pace, autovacuum, av_naptime, av_threshold, av_scale, "
+		 "av_cost_limit, av_cost_delay, av_page_hit, av_page_miss, av_page_dirty, av_hot, "
+		 "av_ring)",
 		 name);
 	return -EINVAL;
 }
@@ -222,6 +255,10 @@ static int parse_spec(const char *spec, struct pg_spec *g, char *err, size_t err
 		.ckpt_target = 90, .wal_rec = 300, .fpw = 1, .wal_seg = 16u << 20,
 		.wal_files = 8, .rel_seg = 1u << 30, .scan = 0, .scan_io = 128u << 10, .seed = 1,
 		.gap_s = 10, .index = 1, .idx_dirty = 100, .hint_fpw = 1, .ckpt_pace = 1,
+		/* autovac.h's PostgreSQL 15 defaults (av_params_default()) */
+		.av_naptime = 60, .av_threshold = 50, .av_scale = 0.2, .av_cost_limit = 200,
+		.av_cost_delay_ms = 2, .av_page_hit = 1, .av_page_miss = 2, .av_page_dirty = 20,
+		.av_hot = 0.95, .av_ring = 256u << 10,
 	};
 	if (!copy)
 		return -ENOMEM;
@@ -240,15 +277,16 @@ static int parse_spec(const char *spec, struct pg_spec *g, char *err, size_t err
 		ret = parse_item(g, item, eq + 1, err, errlen);
 	}
 	free(copy);
-	if (!ret && (g->wal_seg % PG_PAGE || g->rel_seg % PG_PAGE || g->scan_io % PG_PAGE)) {
-		snprintf(err, errlen, "wal_seg, rel_seg and scan_io: multiples of 8K");
+	if (!ret && (g->wal_seg % PG_PAGE || g->rel_seg % PG_PAGE || g->scan_io % PG_PAGE ||
+		     g->av_ring % PG_PAGE)) {
+		snprintf(err, errlen, "wal_seg, rel_seg, scan_io and av_ring: multiples of 8K");
 		ret = -EINVAL;
 	}
 	if (!ret && g->deadline && g->txns) {
 		snprintf(err, errlen, "deadline=1 bounds an iteration by its duration: not with txns=");
 		ret = -EINVAL;
 	}
-	if (!ret && g->clients * g->iterations + 2 + g->iterations > UINT32_MAX) {
+	if (!ret && g->clients * g->iterations + 3 + g->iterations > UINT32_MAX) {
 		snprintf(err, errlen, "clients x iterations: too many pids");
 		ret = -EINVAL;
 	}
@@ -375,6 +413,8 @@ static void ckpt_begin(struct pg_gen *p)
 	p->ckpt_pos = bm_next(&p->ckpt, 0, p->pages);
 	p->ckpt_i = 0;
 	p->ckpt_next_ns += p->g.checkpoint_s * NS_PER_S;
+	if (p->g.autovacuum)
+		av_ckpt_begin(&p->av);
 }
 
 /* The end of a checkpoint at @t: history pages, then an fsync per file written. */
@@ -388,6 +428,8 @@ static int ckpt_end(struct pg_gen *p, uint64_t t)
 		p->hist_seg_written = true;
 	}
 	p->hist_written = full > p->hist_written ? full : p->hist_written;
+	if (!ret && p->g.autovacuum)	/* the visibility and free space maps, and their fsyncs */
+		ret = av_ckpt_end(&p->av, t, p->ckpt_pid);
 	for (uint64_t s = 0; s < p->nr_segs && !ret; s++) {
 		if (!p->seg_written[s])
 			continue;
@@ -597,6 +639,8 @@ static int txn(struct pg_gen *p, uint64_t t, uint32_t pid)
 			    pg_chance(p, p->g.idx_dirty, 100), p->g.hint_fpw);
 	if (!ret)
 		ret = touch(p, t, pid, aid / p->rows_per_page, true, p->g.fpw);
+	if (p->g.autovacuum)
+		av_note_update(&p->av, aid / p->rows_per_page, 1 + aid / PG_ROWS_PER_LEAF);
 	p->wal_pos += p->g.wal_rec;
 	if (!ret && p->g.wal_each)
 		ret = wal_write(p, t, pid, wal_start, p->wal_pos);
@@ -606,6 +650,196 @@ static int txn(struct pg_gen *p, uint64_t t, uint32_t pid)
 		p->in_group = 0;
 		ret = wal_flush(p, t, pid);
 	}
+	return ret;
+}
+
+/* ---- autovacuum=1: the worker's view of the model (autovac.h's ops) ---- */
+
+/* A heap or index page of the worker: its number among the generator's pages. */
+static uint64_t av_page(const struct pg_gen *p, enum av_rel rel, uint64_t page)
+{
+	return rel == AV_HEAP ? page : p->heap_pages + page;
+}
+
+/* A miss does not take a victim from the pool: it is read into the worker's ring. */
+static bool av_lookup(void *ctx, enum av_rel rel, uint64_t page)
+{
+	return buffer_lookup(ctx, av_page(ctx, rel, page)) == PG_HIT;
+}
+
+static bool av_is_dirty(void *ctx, enum av_rel rel, uint64_t page)
+{
+	struct pg_gen *p = ctx;
+
+	return bm_test(&p->dirty, av_page(p, rel, page));
+}
+
+/*
+ * A hit made dirty was a clean buffer of the pool; a ring buffer left
+ * dirty at the vacuum's end joins the pool dirty, unless the pool is all
+ * dirty already (the model holds at most pool dirty pages; the few the
+ * ring holds are then left out).
+ */
+static void av_set_dirty(void *ctx, enum av_rel rel, uint64_t page)
+{
+	struct pg_gen *p = ctx;
+	uint64_t i = av_page(p, rel, page);
+
+	if (!bm_test(&p->dirty, i) && p->nr_dirty < p->pool) {
+		bm_set(&p->dirty, i);
+		p->nr_dirty++;
+	}
+}
+
+/* With data checksums (hint_fpw=1) a hint bit logs the page's first image since the checkpoint. */
+static uint64_t av_hint(void *ctx, enum av_rel rel, uint64_t page)
+{
+	struct pg_gen *p = ctx;
+	uint64_t i = av_page(p, rel, page);
+
+	if (!p->g.hint_fpw || bm_test(&p->fpw, i))
+		return 0;
+	bm_set(&p->fpw, i);
+	p->wal_pos += PG_PAGE;
+	return PG_PAGE;
+}
+
+static int av_io(void *ctx, uint64_t t, uint32_t pid, enum av_io op, enum av_rel rel,
+		 uint64_t page)
+{
+	struct pg_gen *p = ctx;
+	uint32_t file = rel == AV_VM ? p->vm_file : p->fsm_file;
+
+	if (op == AV_SYNC) {
+		p->syncs++;
+		return emit(p, t, pid, file, TRACE_OP_FSYNC, 0, 0);
+	}
+	if (rel == AV_VM || rel == AV_FSM)
+		return emit(p, t, pid, file, TRACE_OP_WRITE, page * PG_PAGE, PG_PAGE);
+	return emit_page(p, t, pid, op == AV_READ ? TRACE_OP_READ : TRACE_OP_WRITE,
+			 av_page(p, rel, page));
+}
+
+static uint64_t av_wal(void *ctx, enum av_rel rel, uint64_t page, uint64_t bytes, bool image)
+{
+	struct pg_gen *p = ctx;
+
+	if (image && p->g.fpw && (rel == AV_HEAP || rel == AV_INDEX) &&
+	    !bm_test(&p->fpw, av_page(p, rel, page))) {
+		bm_set(&p->fpw, av_page(p, rel, page));
+		bytes += PG_PAGE;
+	}
+	p->wal_pos += bytes;
+	return bytes;
+}
+
+static uint64_t av_wal_end(void *ctx)
+{
+	return ((struct pg_gen *)ctx)->wal_pos;
+}
+
+/* XLogFlush(): the worker writes and syncs the WAL when it is flushed to less than @lsn. */
+static int av_wal_flush(void *ctx, uint64_t t, uint32_t pid, uint64_t lsn)
+{
+	struct pg_gen *p = ctx;
+	int ret;
+
+	if (p->wal_flushed >= lsn || p->wal_flushed == p->wal_pos)
+		return 0;
+	ret = wal_flush(p, t, pid);
+	return ret ? ret : 1;
+}
+
+/* One line of the schedule per vacuum, as log_autovacuum_min_duration's. */
+static void av_done(void *ctx, const struct av_state *av)
+{
+	const struct pg_gen *p = ctx;
+	const struct av_vacuum *v = &av->last;
+
+	if (p->quiet)
+		return;
+	report(p, "autovacuum %llu pid %u start_s %.3f end_s %.3f n_dead %llu heap_scanned %llu "
+	       "heap_skipped %llu lpdead_pages %llu bypassed %d index_pages %llu heap_vacuumed %llu "
+	       "hits %llu misses %llu dirtied %llu heap_reads %llu index_reads %llu "
+	       "heap_writes %llu index_writes %llu wal_flushes %llu wal_bytes %llu wal_images %llu "
+	       "sleeps %llu\n",
+	       (unsigned long long)av->vacuums, av->pid,
+	       (double)(v->start_ns - p->t_base) / NS_PER_S,
+	       (double)(v->end_ns - p->t_base) / NS_PER_S, (unsigned long long)v->n_dead,
+	       (unsigned long long)v->heap_scanned, (unsigned long long)v->heap_skipped,
+	       (unsigned long long)v->lpdead_pages, v->bypassed,
+	       (unsigned long long)v->index_pages, (unsigned long long)v->heap_vacuumed,
+	       (unsigned long long)v->hits, (unsigned long long)v->misses,
+	       (unsigned long long)v->dirtied, (unsigned long long)v->heap_reads,
+	       (unsigned long long)v->index_reads, (unsigned long long)v->heap_writes,
+	       (unsigned long long)v->index_writes, (unsigned long long)v->wal_flushes,
+	       (unsigned long long)v->wal_bytes, (unsigned long long)v->wal_images,
+	       (unsigned long long)v->sleeps);
+}
+
+static const struct av_ops pg_av_ops = {
+	.lookup = av_lookup, .is_dirty = av_is_dirty, .set_dirty = av_set_dirty, .hint = av_hint,
+	.io = av_io, .wal = av_wal, .wal_end = av_wal_end, .wal_flush = av_wal_flush, .vacuum_done = av_done,
+};
+
+static int av_setup(struct pg_gen *p)
+{
+	const struct pg_spec *g = &p->g;
+	struct av_params prm;
+
+	av_params_default(&prm);
+	prm.naptime_ns = g->av_naptime * NS_PER_S;
+	prm.threshold = g->av_threshold;
+	prm.scale = g->av_scale;
+	prm.cost_limit = g->av_cost_limit;
+	prm.cost_delay_ns = (uint64_t)(g->av_cost_delay_ms * 1e6 + 0.5);
+	prm.cost_hit = g->av_page_hit;
+	prm.cost_miss = g->av_page_miss;
+	prm.cost_dirty = g->av_page_dirty;
+	prm.hot_ppm = (uint32_t)(g->av_hot * AV_PPM + 0.5);
+	prm.ring = (uint32_t)(g->av_ring / PG_PAGE);
+	p->av_pid = p->ckpt_pid + 1 + (uint32_t)g->iterations;
+	p->vm_file = p->wal_first_file + (uint32_t)g->wal_files;
+	p->fsm_file = p->vm_file + 1;
+	return av_init(&p->av, &prm, &pg_av_ops, p, p->av_pid, p->heap_pages,
+		       p->pages - p->heap_pages, p->rows);
+}
+
+/*
+ * The checkpointer's and the worker's (autovacuum=1) records before @t,
+ * merged in time order: the trace stays sorted by time.
+ */
+static int background_until(struct pg_gen *p, uint64_t t)
+{
+	int ret = 0;
+
+	while (p->g.autovacuum && !ret && av_next_ns(&p->av) <= t) {
+		uint64_t at = av_next_ns(&p->av);
+
+		ret = ckpt_until(p, at);
+		if (!ret)
+			ret = av_run_until(&p->av, at);
+	}
+	return ret ? ret : ckpt_until(p, t);
+}
+
+/*
+ * After the last transaction: a vacuum running, or one the next check
+ * will start, runs to its end, the checkpointer beside it; *@t: then.
+ */
+static int av_tail(struct pg_gen *p, uint64_t *t)
+{
+	uint64_t at = p->av.in_vacuum ? *t : p->av.next_check_ns;
+	int ret = 0;
+
+	if (!p->av.in_vacuum && p->av.n_dead <= av_trigger(&p->av))
+		return 0;
+	do {
+		ret = background_until(p, at);
+		at += NS_PER_S / 10;
+	} while (!ret && p->av.in_vacuum);
+	if (p->av.vacuums && p->av.last.end_ns > *t)
+		*t = p->av.last.end_ns;
 	return ret;
 }
 
@@ -642,7 +876,7 @@ static int warmup(struct pg_gen *p, uint64_t *t)
 	for (uint64_t n = 0; n < n_all && !ret; n++) {
 		uint64_t at = (uint64_t)((unsigned __int128)n * NS_PER_S / p->g.tps);
 
-		ret = ckpt_until(p, at);
+		ret = background_until(p, at);
 		if (!ret)
 			ret = txn(p, at, 1);
 	}
@@ -687,6 +921,12 @@ static int create_files(struct pg_gen *p)
 	for (uint64_t w = 0; w < p->g.wal_files && !ret; w++)
 		ret = emit(p, p->t_base, p->ckpt_pid, p->wal_first_file + (uint32_t)w, TRACE_OP_CREATE, 0,
 			   p->g.wal_seg);
+	if (!ret && p->g.autovacuum)
+		ret = emit(p, p->t_base, p->ckpt_pid, p->vm_file, TRACE_OP_CREATE, 0,
+			   p->av.vm_pages * PG_PAGE);
+	if (!ret && p->g.autovacuum)
+		ret = emit(p, p->t_base, p->ckpt_pid, p->fsm_file, TRACE_OP_CREATE, 0,
+			   p->av.fsm_pages * PG_PAGE);
 	return ret;
 }
 
@@ -699,7 +939,7 @@ static int iteration(struct pg_gen *p, uint64_t k, uint64_t *t0)
 	char dl[48] = "";
 	int ret = 0;
 
-	ret = ckpt_until(p, *t0);
+	ret = background_until(p, *t0);
 	if (g->scan && (g->scan == 1 || !k) && !ret)
 		ret = scan(p, *t0, (uint32_t)(p->ckpt_pid + 1 + k));
 	/*
@@ -730,7 +970,7 @@ static int iteration(struct pg_gen *p, uint64_t k, uint64_t *t0)
 	for (uint64_t n = 0; n < per_client * g->clients && !ret; n++) {
 		uint64_t t = start + (uint64_t)((unsigned __int128)n * NS_PER_S / g->tps);
 
-		ret = ckpt_until(p, t);
+		ret = background_until(p, t);
 		if (!ret)
 			ret = txn(p, t, first_pid + (uint32_t)(n % g->clients));
 		p->last_txn_ns = t;
@@ -780,6 +1020,8 @@ static int setup(struct pg_gen *p)
 		ret = bm_alloc(&p->loaded, p->pages);
 	if (!ret && !(p->seg_written = calloc(p->nr_segs, 1)))
 		ret = -ENOMEM;
+	if (!ret && g->autovacuum)
+		ret = av_setup(p);
 	/* A warm pool starts full, none of it dirty; cold=2: the heap is in it. */
 	if (!g->cold)
 		p->nr_loaded = p->pool;
@@ -809,7 +1051,11 @@ int sim_gen_pgbench(const char *spec, struct sim_sink *sink, char *err, size_t e
 	       "scan_s %llu files %u\n", (unsigned long long)p.heap_pages,
 	       (unsigned long long)(p.pages - p.heap_pages), (unsigned long long)p.pool,
 	       (unsigned long long)p.g.wal_group, (unsigned long long)p.g.scan_s,
-	       p.wal_first_file + (uint32_t)p.g.wal_files - 1);
+	       p.wal_first_file + (uint32_t)p.g.wal_files - 1 + (p.g.autovacuum ? 2u : 0u));
+	if (p.g.autovacuum)
+		report(&p, "autovacuum pid %u trigger %llu vm_pages %llu fsm_pages %llu\n", p.av_pid,
+		       (unsigned long long)av_trigger(&p.av), (unsigned long long)p.av.vm_pages,
+		       (unsigned long long)p.av.fsm_pages);
 	p.t_base = p.g.warmup_s * NS_PER_S;
 	if (p.g.ckpt_pace) {
 		/* ckpt_pace=1: the checkpointer sleeps only while ahead of its schedule */
@@ -826,6 +1072,8 @@ int sim_gen_pgbench(const char *spec, struct sim_sink *sink, char *err, size_t e
 		ret = iteration(&p, k, &t);
 	if (t < p.last_txn_ns)	/* deadline=1: the last round is due after the deadline */
 		t = p.last_txn_ns;
+	if (!ret && p.g.autovacuum)
+		ret = av_tail(&p, &t);
 	if (!ret && p.in_group)
 		ret = wal_flush(&p, t, (uint32_t)(p.g.iterations * p.g.clients));
 	if (!ret && p.g.end_ckpt)
@@ -846,5 +1094,7 @@ out_free:
 	free(p.ckpt.w);
 	free(p.loaded.w);
 	free(p.seg_written);
+	if (p.g.autovacuum)
+		av_destroy(&p.av);
 	return ret;
 }

@@ -9,6 +9,7 @@
  *   report.c  a replay's numbers by name (the CSV columns)
  *   gen.c     synthetic traces from a spec
  *   pgbench.c the pgbench simple-update generator (gen pgbench,...)
+ *   autovac.c its autovacuum of pgbench_accounts (autovacuum=1; autovac.h)
  *   ../trace/ the trace format (trace.h), shared with the daemon
  *   engine.c  the replay: event loop, writers, flushers, device
  *   feed.c    the trace as a replay reads it: a first pass's tables, then

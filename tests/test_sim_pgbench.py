@@ -23,6 +23,10 @@ no mount.
   deadline (the next starts then, or when the last transaction in flight
   is done), counts the transactions skipped, reports tps = done / length,
   and keeps no skipped record; an unthrottled one skips nothing;
+- autovacuum=1: the worker's vacuums start at naptime checks, read the
+  heap, the index and the heap again each in block order, 8 KiB at a
+  time, write only pages they read (the ring); the maps are written by
+  the checkpointer; the trace stays in time order;
 - contrib/sim/pgbench-seed.py runs end to end at a small scale.
 """
 import collections
@@ -346,6 +350,8 @@ def test_cache_beyond_ram_without_data(tmp_path):
     ('pgbench,wal_seg=12K', 'multiples of 8K'),
     ('pgbench,nosuch=1', 'unknown pgbench item'),
     ('pgbench,deadline=1,txns=100', 'not with txns='),
+    ('pgbench,autovacuum=1,av_hot=1.5', 'av_hot'),
+    ('pgbench,autovacuum=1,av_ring=12K', 'multiples of 8K'),
 ])
 def test_bad_spec(tmp_path, spec, msg):
     out = tmp_path / 'x.trace'
@@ -353,6 +359,70 @@ def test_bad_spec(tmp_path, spec, msg):
     assert r.returncode != 0
     assert msg in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert not out.exists()
+
+
+# autovacuum=1: scale 2 (3279 heap pages, an index of 545), trigger 50 +
+# 0.01 x 200,000 = 2050 dead tuples, a check every 5 s, 20 s of updates at
+# 1000 tps; files: heap 1, index 2, history 3, WAL 4-11, the visibility
+# map 12, the free space map 13; pids: clients 1-4, checkpointer 5, the
+# worker 7 (6 would be the scanner).
+AUTOVAC = ('pgbench,clients=4,scale=2,tps=1000,txns=20000,shared_buffers=8M,checkpoint_s=10,'
+           'autovacuum=1,av_naptime=5,av_scale=0.01')
+
+
+def vacuums(stdout):
+    out = []
+    for line in stdout.splitlines():
+        w = line.split()
+        if len(w) > 2 and w[0] == 'autovacuum' and w[1] != 'pid':
+            d = {w[i]: float(w[i + 1]) for i in range(2, len(w) - 1, 2)}
+            out.append(d)
+    return out
+
+
+def test_autovacuum(tmp_path):
+    path, out = gen(tmp_path, AUTOVAC)
+    recs = dump(path)
+    vs = vacuums(out)
+    assert 'autovacuum pid 7 trigger 2050 vm_pages 1 fsm_pages 3' in out
+    assert len(vs) >= 2
+    times = [r[0] for r in recs]
+    assert times == sorted(times)
+    worker = [r for r in recs if r[1] == 7 and r[3] != 'create']
+    assert worker
+    for v in vs:
+        assert v['start_s'] % 5 == 0 and v['end_s'] > v['start_s']
+        # the whole heap is read or skipped, the index read once when not bypassed
+        assert v['heap_scanned'] + v['heap_skipped'] == 3279
+        assert v['index_pages'] == (0 if v['bypassed'] else 545)
+        mine = [r for r in worker if v['start_s'] * 1e9 <= r[0] <= (v['end_s'] + 0.001) * 1e9]
+        reads = [(fid, off) for t, pid, fid, op, off, ln in mine if op == 'read']
+        assert len(reads) == v['heap_reads'] + v['index_reads'] == v['misses']
+        heap = [off for fid, off in reads if fid == 1]
+        index = [off for fid, off in reads if fid == 2]
+        # the heap scan in block order, then the index in block order, then
+        # the pages with dead items again in block order
+        scan = heap[:len(heap) - int(v['heap_vacuumed'])] if v['heap_vacuumed'] else heap
+        assert scan == sorted(scan) and index == sorted(index)
+        if index:
+            first_index = reads.index((2, index[0]))
+            assert all(fid == 1 for fid, _ in reads[:first_index])
+        # a write is of a page the worker read (its ring), never of the maps
+        read_set = set(reads)
+        for t, pid, fid, op, off, ln in mine:
+            if op == 'write' and fid in (1, 2):
+                assert (fid, off) in read_set
+    for t, pid, fid, op, off, ln in worker:
+        if op in ('read', 'write') and fid in (1, 2):
+            assert ln == PAGE and off % PAGE == 0
+        assert fid not in (12, 13)
+    # the maps: written by the checkpointer, then fsynced
+    maps = [r for r in recs if r[2] in (12, 13) and r[3] != 'create']
+    assert maps and all(r[1] == 5 for r in maps)
+    assert {r[3] for r in maps} == {'write', 'fsync'}
+    # without autovacuum=1 nothing of the worker's
+    path0, out0 = gen(tmp_path, AUTOVAC.replace('autovacuum=1', 'autovacuum=0'), 'n.trace')
+    assert not vacuums(out0) and all(r[1] != 7 for r in dump(path0))
 
 
 # Time-bounded iterations: 4 clients at 1000 tps, 3 iterations of 2 s
