@@ -13,9 +13,14 @@ contrib/kernel/simside.py as calibrate.py replays the model's:
   folios by size are the stats foliofs-sim prints at its end (a throttled
   replay, so that there are pauses to count); a window of nothing counts
   nothing;
+- the pauses one by one (as root, with bpftrace, a foliofs-sim with
+  probes): as many as the replay's throttle_events, each window's those
+  its counter places there, whose quantiles are the window's;
 - the pure pieces: the sample a counter is read at, one sample a second,
   the replay's options from the mount's.
 """
+import gzip
+import json
 import os
 import subprocess
 import sys
@@ -29,11 +34,13 @@ from util import FOLIOFS, FOLIOFSCTL, Mount
 sys.path.insert(0, os.path.join(util.REPO, 'contrib', 'lib'))
 sys.path.insert(0, os.path.join(util.REPO, 'contrib', 'kernel'))
 import foliofs_trace  # noqa: E402
+import refcmp  # noqa: E402
 import simside  # noqa: E402
 
 FOLIOSIM = os.environ.get('FOLIOSIM', os.path.join(os.path.dirname(os.path.abspath(FOLIOFS)),
                                                    'sim', 'foliofs-sim'))
 MiB = 1 << 20
+HEADER = os.path.join(util.REPO, 'probes', 'foliofs_tp.h')
 GAP_S = 0.4     # idle before and after each window: four stats lines of the replay
 
 
@@ -73,17 +80,6 @@ os.close(fd)
 
 def work(read, path, size):
     subprocess.run([sys.executable, '-c', WORK, read, path, str(size)], check=True, timeout=60)
-
-
-def printed(path):
-    """The stats foliofs-sim printed at the end of its replay ('name value')."""
-    out = {}
-    with open(path) as f:
-        for line in f:
-            parts = line.split()
-            if len(parts) == 2 and parts[1].isdigit():
-                out[parts[0]] = int(parts[1])
-    return out
 
 
 @pytest.fixture
@@ -144,7 +140,7 @@ def test_columns_are_the_replays_stats(recorded, tmp_path):
     entry = dict(entry, options=entry['options'] + ',dirty_bytes=512K,'
                  'dirty_background_bytes=256K,dev_bw=20M')
     meta = simside.replay(FOLIOSIM, entry, str(tmp_path), str(tmp_path))
-    stats = printed(os.path.join(str(tmp_path), 'sim', 'replay.txt'))
+    stats = simside.final_stats(os.path.join(str(tmp_path), 'sim', 'replay.txt'))
     samples = simside.load_samples(os.path.join(str(tmp_path), 'sim', 'stats.jsonl.gz'))
     whole, none = simside.sim_rows(samples, [(0, -1, 1e12), (1, -1, -0.5)])
     assert whole['charged'] == stats['nr_dirtied'] > 0
@@ -160,6 +156,38 @@ def test_columns_are_the_replays_stats(recorded, tmp_path):
     if cols['mean_dirty_mib'] is not None:
         assert cols['peak_dirty_mib'] >= cols['mean_dirty_mib'] >= 0
     assert cols['charged_per_written'] > 0
+
+
+@pytest.mark.timeout(300)
+def test_pauses_one_by_one(recorded, tmp_path):
+    entry, _ = recorded
+    why = simside.can_trace(FOLIOSIM)
+    if why:
+        pytest.skip(why)
+    entry = dict(entry, options=entry['options'] + ',dirty_bytes=512K,'
+                 'dirty_background_bytes=256K,dev_bw=20M')
+    meta = simside.replay(FOLIOSIM, entry, str(tmp_path), str(tmp_path), HEADER)
+    assert meta['pauses_traced'], meta
+    stats = simside.final_stats(os.path.join(str(tmp_path), 'sim', 'replay.txt'))
+    cols, rows, _ = simside.load(str(tmp_path))
+    samples = simside.load_samples(os.path.join(str(tmp_path), 'sim', 'stats.jsonl.gz'))
+    with gzip.open(os.path.join(str(tmp_path), 'sim', 'pauses.json.gz'), 'rt') as f:
+        pauses = json.load(f)
+    # Every pause taken, as many as the counter says.
+    assert len(pauses) == stats['throttle_events'] > 0
+    assert all(p > 0 for p in pauses), pauses[:20]
+    whole, = simside.sim_rows(samples, [(0, -1, 1e12)], pauses)
+    assert whole['pauses_ms'] == pauses
+    for r in rows:
+        assert len(r['pauses_ms']) == r['pauses']
+    got = [p for r in rows for p in r['pauses_ms']]
+    assert cols['pauses'] == len(got)
+    assert cols['paused_s'] == sum(got) / 1000
+    if got:
+        assert cols['pause_p50_ms'] == refcmp.quantile(got, 0.5)
+        assert cols['pause_p90_ms'] == refcmp.quantile(got, 0.9)
+    else:
+        assert cols['pause_p50_ms'] is None
 
 
 def test_pieces():
