@@ -60,7 +60,7 @@ import time
 import refcmp
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.realpath(__file__)), '..', 'lib'))
-from foliofs_tools import Skip, parse_size  # noqa: E402
+from foliofs_tools import PG_SETTINGS, Skip, parse_size  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
@@ -161,7 +161,8 @@ def model_side(a, out, foliofs):
         run_step(['/usr/bin/python3', PGCOMPARE, '--preset', 'seed', '-s', str(a.scale),
                   '-r', str(a.iters), '-T', str(a.duration), '-c', str(a.clients),
                   '-F', str(a.fillfactor), '--source', SOURCES[a.source],
-                  '--pg-conf', 'shared_buffers=' + a.shared_buffers,
+                  '--pg-conf', 'shared_buffers=' + a.shared_buffers, '--no-checksums',
+                  *[x for s in PG_SETTINGS for x in ('--pg-conf', s)],
                   '-o', common, '--config', config, '-O', mdir, '-d', work],
                  'the model', os.path.join(out, 'model.log'))
     finally:

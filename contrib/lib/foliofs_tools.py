@@ -331,6 +331,15 @@ def as_pg(cmd, **kw):
     return run(['runuser', '-u', PG_USER, '--'] + cmd, **kw)
 
 
+# The server settings of every Cluster that decide what it reads and writes
+# (beside shared_buffers and a run's own): no parallel query (a parallel
+# sequential scan hands the table out in 1 MiB chunks to three processes,
+# each with its own readahead, and builds no 2 MiB folio), no autovacuum.
+# contrib/kernel/calibrate.py gives the model's server the same.
+PG_SETTINGS = ('max_connections=100', 'fsync=on', 'max_parallel_workers_per_gather=0',
+               'autovacuum=off')
+
+
 class Cluster:
     """A cluster in DATADIR, its socket and log in WORK, on port PORT;
     INITDB: more initdb arguments (--data-checksums, --wal-segsize=64)."""
@@ -352,11 +361,10 @@ class Cluster:
                '--no-sync'] + list(initdb))
 
     def start(self, settings=()):
-        conf = ['shared_buffers=128MB', 'max_connections=100', 'fsync=on',
+        conf = ['shared_buffers=128MB'] + list(PG_SETTINGS) + [
                 'unix_socket_directories=' + self.sock, 'listen_addresses=',
                 'port=%d' % self.port, 'log_line_prefix=%p %b ', 'log_connections=on',
-                'log_autovacuum_min_duration=0', 'max_parallel_workers_per_gather=0',
-                'autovacuum=off'] + list(settings)
+                'log_autovacuum_min_duration=0'] + list(settings)
         opts = ' '.join('-c %s' % shlex_quote(c) for c in conf)
         as_pg([os.path.join(self.bin, 'pg_ctl'), '-D', self.data, '-l', self.log, '-w',
                '-t', '120', '-o', opts, 'start'])

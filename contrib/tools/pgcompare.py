@@ -5,7 +5,7 @@ The comparison of seed 000 (per-folio against per-page dirty charging under
 pgbench simple-update), on one machine, in one command.  Each configuration
 is a set of foliofs -o options (or `native`: a plain directory on the same
 disk).  For each one the script mounts foliofs over its own scratch backing
-directory, creates a cluster with data checksums and loads it once with
+directory, creates a cluster with data checksums (unless --no-checksums) and loads it once with
 `pgbench -i`; then, ITERS times, every configuration in turn (the first one
 rotating, so that drift of the machine hits all alike) starts its server,
 runs `pgbench -N -M prepared` for SECONDS and stops it (a shutdown
@@ -393,6 +393,9 @@ def parse_args(argv):
     p.add_argument("--pg-conf", action="append", metavar="NAME=VALUE",
                    default=[], help="server setting, over the defaults %s"
                    " (repeat for more)" % ", ".join(PG_CONF))
+    p.add_argument("--no-checksums", dest="checksums", action="store_false",
+                   help="initdb without --data-checksums (default: with, as the"
+                   " seed's reproducer)")
     p.add_argument("--preset", choices=sorted(PRESETS),
                    help="a named scenario: 'seed' runs the seed's (scale 100,"
                    " cache_size 512M, a sequential scan before each of 8"
@@ -602,8 +605,9 @@ class Comparison:
                " stopped after its run",
                "" if self.a.source == "none" else
                "; before each run: " + SOURCES[self.a.source]),
-            "server: %s; %s; fsync on, data checksums, Unix socket"
-            % (pg.strip(), ", ".join("%s=%s" % kv for kv in self.pg_conf.items())),
+            "server: %s; %s; fsync on, %s, Unix socket"
+            % (pg.strip(), ", ".join("%s=%s" % kv for kv in self.pg_conf.items()),
+               "data checksums" if self.a.checksums else "no data checksums"),
             "foliofs %s (source tree at %s), common options: %s; stats every %d ms"
             % (self.foliofs, rev.stdout.strip() or "?", join_opts(self.common),
                STATS_INTERVAL_MS),
@@ -727,8 +731,9 @@ class Comparison:
     # ----------------------------------------------------------- servers
 
     def pg_init(self, c):
-        log("%s: initdb --data-checksums %s" % (c.name, c.pgdata))
-        self.r.check([self.r.prog("initdb"), "--data-checksums", "-D", c.pgdata,
+        checksums = ["--data-checksums"] if self.a.checksums else []
+        log("%s: initdb %s" % (c.name, " ".join(checksums + [c.pgdata])))
+        self.r.check([self.r.prog("initdb")] + checksums + ["-D", c.pgdata,
                       "-U", "postgres", "--auth=trust", "--locale=C",
                       "--encoding=UTF8"], "%s: initdb" % c.name)
         conf = ["", "# pgcompare.py: the same for every configuration",
