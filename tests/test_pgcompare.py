@@ -18,6 +18,7 @@ contrib/test.sh, which deselects the PostgreSQL tests, skips these too.
 """
 
 import csv
+import gzip
 import json
 import os
 import re
@@ -36,7 +37,7 @@ from test_postgres import _pg_bindir_or_skip
 SCRIPT = os.path.join(util.REPO, "contrib", "tools", "pgcompare.py")
 CONFIGS = ("folio", "native")       # the first by policy name, then native
 ITERS = 2
-ARGS = ("--quick", "-s", "1", "-r", str(ITERS), "-T", "3", "-c", "2")
+ARGS = ("--quick", "-s", "1", "-r", str(ITERS), "-T", "3", "-c", "2", "--trace")
 TIMEOUT_RUN = 300                   # a hang guard: the run takes ~25 s
 
 PLOTS = ("tps.png", "dirty.png", "pauses.png")
@@ -189,6 +190,45 @@ def check_output(out):
 
 def test_postgres_compare_report(compare_out):
     check_output(compare_out)
+
+
+def test_postgres_compare_trace(compare_out):
+    """--trace: the foliofs configuration's trace, gzipped in the report
+    directory, from before the load (its first records make the cluster)
+    to after the last run, with every run's window on its clock."""
+    sys.path.insert(0, os.path.join(util.REPO, "contrib", "lib"))
+    import foliofs_trace
+    with open(os.path.join(compare_out, "traces.json")) as f:
+        traces = json.load(f)
+    assert sorted(traces) == ["folio"], traces      # not native
+    tr = traces["folio"]
+    assert tr["trace"] == os.path.join(os.path.realpath(compare_out), "trace-folio.trace.gz")
+    assert "dirty_account=folio" in tr["options"].split(",") and "stats_log" not in tr["options"]
+    assert 0 <= tr["uncertainty_ms"] < 100, tr
+    with open(os.path.join(compare_out, "iterations.csv")) as f:
+        runs = [r for r in csv.DictReader(f) if r["config"] == "folio"]
+    wins = tr["windows"]
+    assert [w["iteration"] for w in wins] == [int(r["iteration"]) for r in runs]
+    for w, r in zip(wins, runs):
+        # A run of -T 3: three seconds on the trace's clock, after its start.
+        assert tr["first_ns"] < w["start_ns"] < w["end_ns"] <= w["stop_end_ns"], w
+        assert abs(w["end_ns"] - w["start_ns"]
+                   - (int(r["end_unix_ms"]) - int(r["start_unix_ms"])) * 10 ** 6) < 10 ** 6
+    # The records: pgbench's runs write inside their windows.
+    plain = os.path.join(os.path.dirname(compare_out), "folio.trace")
+    with gzip.open(tr["trace"], "rb") as src, open(plain, "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    try:
+        info = foliofs_trace.trace_info(plain)
+        assert info["records"] == tr["records"] and info["first_ns"] == tr["first_ns"]
+        recs = list(foliofs_trace.trace_records(plain))
+    finally:
+        os.unlink(plain)
+    assert recs[0]["op"] == "create"            # the marking file, before anything
+    assert recs[-1]["time_ns"] > wins[-1]["end_ns"]     # the stop's checkpoint after
+    for w in wins:
+        assert any(r["op"] == "write" and w["start_ns"] <= r["time_ns"] < w["end_ns"]
+                   for r in recs), w
 
 
 def _drop_csv_row(path):

@@ -41,7 +41,7 @@ OPS = ('?', 'write', 'read', 'fsync', 'fdatasync', 'truncate', 'fallocate', 'cre
        'unlink', 'rename', 'deadline', 'pace')
 OP_WRITE = 1
 # Above this, a trace is not copied into a report directory (keep_trace()).
-KEEP_MAX_BYTES = 256 << 20
+KEEP_MAX_BYTES = 64 << 20
 
 # Run as the mount's user: a file of its own on the mount, one byte
 # written between two readings of the clocks, the file removed.

@@ -41,6 +41,14 @@ PostgreSQL's life); --preset seed is the seed's scenario (issue 27): data
 several times the cache, the scan before each iteration, back to back, the
 2 x 2 of ra_model 6.16/6.17 and dirty_account folio/page.
 
+--trace records each foliofs mount's trace (foliofsctl trace, for
+foliofs-sim) from right after it mounts to right before it unmounts, the
+database's load included, and writes traces.json: per configuration where
+the trace is (trace-NAME.trace.gz in the report directory, or, above 64
+MiB, trace-NAME-YYYYmmdd-HHMMSS.trace in --trace's DIR, by default the -d
+directory), its mount's options, the unix time of its clock's origin, and
+each iteration's pgbench run on that clock (contrib/lib/foliofs_trace.py).
+
 As root, the daemons, servers and pgbench run as the unprivileged user
 foliofs-test (created if missing; /dev/fuse is made 0666 for it).  On any
 failure, ^C or SIGTERM, running servers are stopped, daemons unmounted and
@@ -92,6 +100,7 @@ for _lib in (os.path.join(os.path.dirname(os.path.realpath(__file__)), "..", "li
 from foliofs_tools import (  # noqa: E402
     FILE_CLASSES, FUSERMOUNT, RELATION_SQL, cache_by_class, data_file_classes, is_fuse_mounted,
     parse_folios, parse_stats, relation_classes, wait_mounted)
+from foliofs_trace import MountTrace, find_tool, keep_trace  # noqa: E402
 RUN_USER = "foliofs-test"
 PAGE = 4096
 MIB = 1 << 20
@@ -260,6 +269,7 @@ class Config:
         self.daemon = None          # Popen of foliofs -f while mounted
         self.daemon_log = None
         self.load_s = None
+        self.trace = None           # MountTrace of the mount (--trace)
 
     @property
     def native(self):
@@ -426,6 +436,11 @@ def parse_args(argv):
                    " directory is made in it (default /var/tmp)")
     p.add_argument("-k", "--keep", action="store_true",
                    help="keep the scratch directory (clusters, backing files)")
+    p.add_argument("--trace", nargs="?", const="", metavar="DIR",
+                   help="record each foliofs mount's trace over the whole run"
+                   " (for foliofs-sim): gzipped into the report directory, or"
+                   " into DIR (default: -d's) when above 64 MiB; where, and"
+                   " each run's window on its clock, in traces.json")
     a = p.parse_args(argv)
     a.preset_common = ""
     if a.preset:
@@ -663,6 +678,18 @@ class Comparison:
             raise Failure("%s: %s exited before the mount appeared:\n%s"
                           % (c.name, os.path.basename(cmd[0]),
                              self.daemon_output(c))) from None
+        if self.a.trace is not None and c.foliofs:
+            self.trace_start(c)
+
+    def trace_start(self, c):
+        """Record C's trace from now on, into the scratch directory (the
+        daemon writes it, as the mount's user)."""
+        ctl = find_tool(self.foliofs, "foliofsctl", "FOLIOFSCTL")
+        c.trace = MountTrace(ctl, c.mnt, os.path.join(self.scratch, "trace-%s.trace" % c.name),
+                             lambda cmd: self.r.check(cmd, "%s: %s" % (c.name, " ".join(
+                                 os.path.basename(x) for x in cmd[:3])), timeout=60))
+        c.trace.start()
+        log("%s: recording its trace" % c.name)
 
     def daemon_output(self, c):
         with open(os.path.join(self.logs, "foliofs-%s.log" % c.name),
@@ -934,6 +961,11 @@ class Comparison:
                 for pos, c in enumerate(self.configs[k:] + self.configs[:k], 1):
                     self.iteration(c, it, pos)
         for c in self.configs:
+            if c.trace is not None:
+                try:
+                    c.trace.stop()
+                except (RuntimeError, ValueError) as e:
+                    raise Failure("%s: --trace: %s" % (c.name, e)) from None
             if not c.native:
                 log("%s: unmounting (the daemon writes back and syncs)" % c.name)
                 self.umount(c)
@@ -1445,6 +1477,12 @@ def write_report(cmp, settings, summ, path):
         " (every stat of `.foliofs/stats`), with its iteration and phase"
         " (`run`: pgbench; `stop`: the shutdown checkpoint after it; `idle`).",
         "- `logs/`: pgbench output, server and daemon logs, raw stats logs.",
+        *(["- `traces.json`: per foliofs configuration, its trace (--trace):"
+            " `trace` (where it is), `options` (its mount's), `records`,"
+            " `first_ns` (the first record's time), `origin_unix_ms` (the unix"
+            " time of the trace's time 0, to `uncertainty_ms`) and `windows`:"
+            " each iteration's `start_ns`, `end_ns` (its pgbench run) and"
+            " `stop_end_ns` on the trace's clock."] if cmp.a.trace is not None else []),
         ""]
     with open(path, "w") as f:
         f.write("\n".join(text))
@@ -1571,7 +1609,27 @@ def iteration_header(latency):
     return header
 
 
+def write_traces(cmp):
+    """traces.json, each recorded trace kept (foliofs_trace.keep_trace())."""
+    out = {}
+    for c in cmp.configs:
+        if c.trace is None or c.trace.info is None:
+            continue
+        kept = keep_trace(c.trace.path, cmp.out, cmp.a.trace or cmp.a.workdir,
+                          "trace-" + c.name)
+        out[c.name] = dict(c.trace.json(), trace=os.path.realpath(kept),
+                           options=join_opts(cmp.mount_opts(c)),
+                           windows=c.trace.windows(r for r in cmp.iterations
+                                                   if r["config"] == c.name))
+        log("%s: trace of %d records (%.0f MiB) kept in %s" % (
+            c.name, c.trace.info["records"], c.trace.info["bytes"] / MIB, kept))
+    with open(os.path.join(cmp.out, "traces.json"), "w") as f:
+        json.dump(out, f, indent=1)
+
+
 def report(cmp, settings):
+    if cmp.a.trace is not None:
+        write_traces(cmp)
     samples, keys = read_samples(cmp)
     write_csv(os.path.join(cmp.out, "samples.csv"),
               ["config", "iteration", "phase"] + keys, samples)
@@ -1647,6 +1705,8 @@ def main(argv):
     pgbin = find_pgbin()
     if not os.access(FUSERMOUNT, os.X_OK):
         raise Failure("fusermount3 not found (apt-get install fuse3)")
+    if a.trace is not None and not find_tool(foliofs, "foliofsctl", "FOLIOFSCTL"):
+        raise Failure("--trace: no foliofsctl beside %s or on PATH (set FOLIOFSCTL)" % foliofs)
     prepare_output(a.output)
 
     def on_signal(signum, frame):
