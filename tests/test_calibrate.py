@@ -3,7 +3,10 @@ one small PostgreSQL sizing, the error table and the throttle's events
 side by side.  What is checked is that every column is there and computed
 on both sides, and that the event comparison has both sides' events; not
 how close the model is (a CI machine is too noisy for that, and the tiny
-sizing is not one of the calibrated ones).
+sizing is not one of the calibrated ones).  The third side, foliofs-sim
+replaying the trace the mount recorded (--sim), has every column but the
+tps and latency, which it cannot give; its pauses are traced one by one
+(its build has the daemon's probes).
 
 Runs as root (a loop device, tracefs, a memory cgroup, bpftrace on the
 mount's probes) and is skipped with the reason where it cannot run.  It
@@ -32,6 +35,8 @@ LABELS = ('charged/written', 'pauses', 'paused, s', 'median pause, ms', 'p90 pau
           'mean dirty, MiB', 'peak dirty, MiB', '2 MiB share',
           '5 s samples above the threshold', 'tps', 'latency, ms')
 PAUSE_QUANTILES = ('pause_p50_ms', 'pause_p90_ms')
+# What the replay cannot give (contrib/kernel/simside.py).
+NOT_SIM = ('mean_tps', 'latency_ms')
 
 
 def number(v):
@@ -46,7 +51,7 @@ def test_calibrate_tiny():
     try:
         os.chmod(top, 0o755)
         out = os.path.join(top, 'out')
-        r = subprocess.run(['/usr/bin/python3', SCRIPT, '--tiny', '-O', out],
+        r = subprocess.run(['/usr/bin/python3', SCRIPT, '--tiny', '--sim', '-O', out],
                            env=dict(os.environ, FOLIOFS=util.FOLIOFS),
                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                            stderr=subprocess.STDOUT, text=True, timeout=800)
@@ -64,29 +69,39 @@ def test_calibrate_tiny():
 
 def check_result(res, text, log):
     cols = res['columns']
-    for side in ('kernel', 'model'):
+    for side in ('kernel', 'model', 'sim'):
         c = cols[side]
         assert set(c) == set(COLUMNS), (side, c)
         for key in COLUMNS:
             v = c[key]['value']
-            if key in PAUSE_QUANTILES:
+            if side == 'sim' and key in NOT_SIM:
+                assert v is None, (side, key, c)
+            elif key in PAUSE_QUANTILES:
                 # No pause, no median: the only column allowed to be empty.
                 assert number(v) == (c['pauses']['value'] > 0), (side, key, c)
             else:
                 assert number(v), (side, key, c)
         assert 0 <= c['share_2m']['value'] <= 1 and 0 <= c['above_thresh_5s']['value'] <= 1
         assert c['peak_dirty_mib']['value'] >= c['mean_dirty_mib']['value'] >= 0
-        assert c['mean_tps']['value'] > 0 and c['charged_per_written']['value'] > 0
+        assert c['charged_per_written']['value'] > 0
+        assert side == 'sim' or c['mean_tps']['value'] > 0
     for key in COLUMNS:
-        e = cols['model'][key]
-        if number(cols['model'][key]['value']) and number(cols['kernel'][key]['value']) \
-                and (cols['kernel'][key]['value'] or key in ('share_2m', 'above_thresh_5s')):
-            assert number(e['error']), (key, e)
+        for side in ('model', 'sim'):
+            e = cols[side][key]
+            if number(e['value']) and number(cols['kernel'][key]['value']) \
+                    and (cols['kernel'][key]['value'] or key in ('share_2m', 'above_thresh_5s')):
+                assert number(e['error']), (side, key, e)
+    # The replay's pauses one by one (from its probes), and its windows
+    # holding the runs' application writes (replay / mount, per iteration).
+    assert res['sim']['pauses_traced'], res['sim']
+    assert sorted(res['sim']['app_write_ratio']) == ['1', '2'], res['sim']
+    assert all(number(v) and v > 0 for v in res['sim']['app_write_ratio'].values()), res['sim']
     lines = text.splitlines()
     for label in LABELS:
         row = [ln for ln in lines if ln.startswith('| %s |' % label)]
         assert len(row) == 1, (label, text)
-        assert len(row[0].strip('|').split('|')) == 4, row
+        # kernel, model, sim, model error, sim error
+        assert len(row[0].strip('|').split('|')) == 6, row
     dist = res['distributions']
     for side in ('kernel', 'model'):
         # Fired at every check of a writer (and, on the kernel, at every

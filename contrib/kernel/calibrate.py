@@ -17,8 +17,18 @@ the large-folio source), each with its throttle traced event by event:
           does; --model-opts adds to it), cache_size the page cache, the
           same dirty limits; the mount's USDT probes of the same names
           through bpftrace
+  sim     (--sim, on when foliofs-sim is found beside FOLIOFS or FOLIOSIM
+          names it; --no-sim: off) foliofs-sim replaying the trace the
+          mount recorded over the model's whole run (pgcompare.py
+          --trace), with the model's mount options, each pgbench run
+          mapped onto its virtual clock by its trace time; its pauses one
+          by one from its balance_dirty_pages probe through bpftrace
+          (placed in the runs by its throttle_events counter: the probes
+          carry no virtual time); no tps or latency
+          (contrib/kernel/simside.py)
 
-and prints, as Markdown (and --json), the error table:
+and prints, as Markdown (and --json), the error table (a column per
+side, and the model's and the sim's error against the kernel):
 
   charged/written, pauses, paused time, median and p90 pause, mean and
   peak dirty: the model's value over the kernel's (target: within 10%);
@@ -40,9 +50,14 @@ Usage, as root (the server and the mount run as unprivileged users):
       [--source seqscan-each] [-O DIR] [--json FILE]
   contrib/kernel/calibrate.py --tiny           a 1-2 minute run for CI
   contrib/kernel/calibrate.py --kernel-from DIR ...   reuse DIR's kernel side
+  contrib/kernel/calibrate.py --no-sim ...     without the simulator's side
 Environment: FOLIOFS (the daemon, default <repo>/build/foliofs; a build
-with probes), PGBIN as pgcompare.py's.  Exit status 0, 1 on failure, 77
-when it cannot run here (the reason on stderr).
+with probes), FOLIOSIM and FOLIOFSCTL (default: beside FOLIOFS), PGBIN as
+pgcompare.py's.  The sim side's files: sim/ (the replay's stats log and
+output, its pauses, sim.json), model/traces.json and
+model/trace-model.trace.gz (a trace above 64 MiB stays beside -O DIR
+instead, as traces.json says).  Exit status 0, 1 on failure, 77 when it
+cannot run here (the reason on stderr).
 """
 
 import argparse
@@ -58,9 +73,11 @@ import tempfile
 import time
 
 import refcmp
+import simside
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.realpath(__file__)), '..', 'lib'))
 from foliofs_tools import PG_SETTINGS, Skip, parse_size  # noqa: E402
+from foliofs_trace import find_tool  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
@@ -163,7 +180,8 @@ def model_side(a, out, foliofs):
                   '-F', str(a.fillfactor), '--source', SOURCES[a.source],
                   '--pg-conf', 'shared_buffers=' + a.shared_buffers, '--no-checksums',
                   *[x for s in PG_SETTINGS for x in ('--pg-conf', s)],
-                  '-o', common, '--config', config, '-O', mdir, '-d', work],
+                  '-o', common, '--config', config, '-O', mdir, '-d', work]
+                 + (['--trace=' + os.path.dirname(os.path.abspath(out))] if a.sim else []),
                  'the model', os.path.join(out, 'model.log'))
     finally:
         rec.stop()
@@ -178,10 +196,26 @@ def model_side(a, out, foliofs):
     return mdir, ev_path
 
 
+def sim_side(out, mdir, foliosim):
+    """Replay the model's trace (simside.py); False, logged, if it fails."""
+    tr = simside.read_traces(mdir, 'model')
+    log('the sim: %s replaying %s (%d records)' % (foliosim, tr['trace'], tr['records']))
+    t0 = time.monotonic()
+    try:
+        simside.replay(foliosim, tr, out, '/var/tmp', HEADER)
+    except (RuntimeError, OSError) as e:
+        log('the sim: %s' % e)
+        return False
+    log('the sim: replayed in %.0f s' % (time.monotonic() - t0))
+    return True
+
+
 def report(a, out, kres, klog, mdir, mlog, commit, foliofs):
     kcols = refcmp.columns_of(refcmp.kernel_rows(kres), refcmp.pauses_of(klog))
     mcols = refcmp.columns_of(refcmp.model_rows(mdir, 'model'), refcmp.pauses_of(mlog))
-    table, js = refcmp.error_table([('kernel', kcols), ('model', mcols)])
+    sim = simside.load(out)
+    table, js = refcmp.error_table([('kernel', kcols), ('model', mcols)]
+                                   + ([('sim', sim[0])] if sim else []))
     logs = [('kernel', klog), ('model', mlog)]
     plotted = refcmp.cdf_plot(logs, os.path.join(out, 'cdf.png'),
                               'balance_dirty_pages and bdi_dirty_ratelimit over the runs: %s'
@@ -195,7 +229,10 @@ def report(a, out, kres, klog, mdir, mlog, commit, foliofs):
              a.label or 'the build named', ',' + a.model_opts if a.model_opts else '', commit,
              datetime.date.today().isoformat()), '',
           'Error: model/kernel (within 10%: ok), or model - kernel in points for shares '
-          '(within 5: ok); tps and latency are reported, not judged.', ''] + table
+          '(within 5: ok); tps and latency are reported, not judged.', '']
+    if sim:
+        md += simside.report_lines(sim[1], sim[2], mdir, 'model') + ['']
+    md += table
     for side, what in (('kernel', 'the kernel reference'), ('model', 'the model')):
         if LOADS.get(what):
             md += ['', 'Load average of the machine while the %s side ran: median %.1f, '
@@ -213,6 +250,8 @@ def report(a, out, kres, klog, mdir, mlog, commit, foliofs):
     result = {'sizing': sizing_json(a), 'commit': commit, 'label': a.label, 'loadavg': LOADS,
               'foliofs': foliofs, 'kernel': kres['meta']['kernel'],
               'columns': js, 'distributions': refcmp.dist_json(logs), 'cache': cache_js}
+    if sim:
+        result['sim'] = dict(sim[2], app_write_ratio=simside.drift(sim[1], mdir, 'model'))
     return text, result
 
 
@@ -255,6 +294,9 @@ def parse_args(argv):
     ap.add_argument('--kernel-from', metavar='DIR',
                     help='take the kernel side from an earlier run\'s DIR (its kernel.json '
                     'and kernel-events.jsonl.gz) instead of running it')
+    ap.add_argument('--sim', action=argparse.BooleanOptionalAction,
+                    help='the simulator\'s side: record the model\'s trace and replay it '
+                    'with foliofs-sim (default: when foliofs-sim is found)')
     ap.add_argument('--report-only', action='store_true',
                     help='run nothing: write the report again from -O DIR\'s files (after a '
                     'change of how the columns are computed)')
@@ -329,6 +371,12 @@ def main(argv):
         print('calibrate: %s is not empty' % a.output, file=sys.stderr)
         return 1
     os.chmod(a.output, 0o755)
+    foliosim = find_tool(foliofs, 'foliofs-sim', 'FOLIOSIM') if a.sim is not False else None
+    if a.sim and not foliosim:
+        print('calibrate: --sim: no foliofs-sim beside %s (set FOLIOSIM)' % foliofs,
+              file=sys.stderr)
+        return 1
+    a.sim = bool(foliosim)
     try:
         if a.kernel_from:
             for name in ('kernel.json', 'kernel.md', 'kernel-events.jsonl.gz'):
@@ -338,6 +386,8 @@ def main(argv):
         else:
             kpath, kev = kernel_side(a, a.output)
         mdir, mev = model_side(a, a.output, foliofs)
+        if a.sim:
+            sim_side(a.output, mdir, foliosim)
     except Skip as e:
         print('calibrate: skipped: %s' % e, file=sys.stderr)
         return 77

@@ -335,8 +335,8 @@ def report_lines(rows, meta, mdir, config):
                'not one by one (%s), so no median or p90'
                % (meta.get('pauses_not_traced') or 'not traced'))
     return ['sim: foliofs-sim replaying the trace the mount recorded over the model\'s '
-            'whole run (%s records), `-o %s`, each pgbench run mapped onto the replay\'s '
+            'whole run (`%s`, %s records), `-o %s`, each pgbench run mapped onto the replay\'s '
             'virtual clock by its trace time; %s; no tps or latency '
             '(contrib/kernel/simside.py).  Application bytes written in each window, '
             'replay / mount (1.00: the window holds the run\'s work): %s.'
-            % (meta.get('trace_records') or '?', meta['options'], how, ratios)]
+            % (meta['trace'], meta.get('trace_records') or '?', meta['options'], how, ratios)]
