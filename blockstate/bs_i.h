@@ -379,21 +379,37 @@ uint64_t bs_index_nr_tagged(const struct bs_index *idx);
  */
 struct bs_ra_view {
 	/*
-	 * page_cache_next_miss(): the first of pages [index, index + max)
-	 * that no folio holds; index + max if every one is held.
+	 * The folio holding page @index: false if none; else its first page
+	 * in *@head, its page order in *@order, and in *@held whether page
+	 * @index is held (uptodate, or being read).  page_cache_next_miss()
+	 * and page_cache_prev_miss() (bs_ra_next_miss(), bs_ra_prev_miss())
+	 * walk the page cache's xarray through it: a folio's order says
+	 * where its entry is (a leaf slot and siblings, or a slot of the
+	 * level above), and a page not held counts as a miss.
 	 */
-	uint64_t (*next_miss)(void *ctx, uint64_t index, uint64_t max);
-	/*
-	 * page_cache_prev_miss(): the first of pages index, index - 1, ...
-	 * (at most max of them) that no folio holds; if every one is held,
-	 * the last one looked at (index - max + 1), or UINT64_MAX when the
-	 * walk would go on below page 0.
-	 */
-	uint64_t (*prev_miss)(void *ctx, uint64_t index, uint64_t max);
+	bool (*folio_at)(void *ctx, uint64_t index, uint64_t *head, unsigned int *order,
+			 bool *held);
 	void *ctx;
 	/* Pages [0, end_page) hold the file (its size rounded up to a page). */
 	uint64_t end_page;
 };
+
+/*
+ * page_cache_next_miss() of 6.18 through @view: where its walk of pages
+ * @index, @index + 1, ... (at most @max of them) meets no folio, as
+ * xas_next() counts it; @index + @max if it meets none.  Mostly the
+ * first page not held, but a walk that starts inside a folio of fewer
+ * than 64 pages, past its first page, counts from that first page: the
+ * miss it reports is as far past the one it met (see ra_decide.c).
+ */
+uint64_t bs_ra_next_miss(const struct bs_ra_view *view, uint64_t index, uint64_t max);
+/*
+ * page_cache_prev_miss() of 6.18 through @view: the same walk down from
+ * @index (xas_prev()); if every page it looks at is held, the index of
+ * the last one (@index - @max + 1), or UINT64_MAX when the walk would
+ * go on below page 0.
+ */
+uint64_t bs_ra_prev_miss(const struct bs_ra_view *view, uint64_t index, uint64_t max);
 
 /* The limits of the cache the decisions work in. */
 struct bs_ra_limits {

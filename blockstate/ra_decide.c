@@ -24,6 +24,9 @@
  *   last, larger; if not (another open's mark, or this open lost track),
  *   the cached pages after the folio (page_cache_next_miss) stand for the
  *   last window's read-ahead part, and the next window starts after them.
+ * - Both count the cached pages as page_cache_prev_miss() and
+ *   page_cache_next_miss() do, by walking the xarray (bs_ra_prev_miss(),
+ *   bs_ra_next_miss() below), which miscounts from inside a small folio.
  *
  * Where they part (Ryan Roberts's series, merged for 6.17):
  *
@@ -171,6 +174,196 @@ static struct bs_ra_read ra_order(unsigned int model, struct bs_ra_state *ra,
 				    .lookahead = ra->async_size, .order = new_order };
 }
 
+/*
+ * page_cache_next_miss() and page_cache_prev_miss() (mm/filemap.c) walk
+ * the page cache's xarray with xas_next() and xas_prev(), and count a
+ * slot that is not empty as a page held.  The xarray is a tree of nodes
+ * of 64 slots: a leaf node (shift 0) has a slot for each page, and a
+ * folio of order < 6 takes the slot of its first page and sibling
+ * entries in the rest; a folio of order 6 to 11 takes slots of a node of
+ * shift 6 (one slot for 64 pages), and its 64-page blocks have no leaf.
+ * The walk keeps xa_index (the page it reports) and xa_offset (the slot
+ * it looks at) apart:
+ *
+ * - its first look is xas_load(), whose xas_descend() moves xa_offset
+ *   from a sibling entry to the folio's own slot, leaving xa_index;
+ * - then, within a leaf, xas_next() and xas_prev() step both by one
+ *   (their inline fast path), so a walk that started on page p of a
+ *   small folio (p > 0) looks at the page p below the one it reports
+ *   (going up or down), and reports an empty slot as the page p above;
+ * - at a leaf's edge, __xas_next() and __xas_prev() step xa_offset only
+ *   if it differs from xa_index's, leave for the parent at 64 (or -1) to
+ *   the parent slot next to the leaf's own, and descend into a node
+ *   there with xas_set_offset(), at the slot of xa_index.  Going up, a
+ *   next walk comes back in step (pages skipped); a prev walk lands in
+ *   the leaf below at xa_index's offset, 64 pages behind, and stays so.
+ *
+ * So the model walks a virtual xarray built from what the view says of
+ * each page's folio: a block of 64 pages has a leaf node if a folio of
+ * order < 6 holds one of its pages; a node of a higher level is taken
+ * to be there always (a missing one is an empty slot one level up, and
+ * the walk stops on either alike); a page not held is an empty slot.
+ * A slot of a folio of order >= 6 counts as held as its page at
+ * xa_index (or its first page when xa_index is outside it).
+ */
+#define XA_SHIFT 6
+#define XA_SLOTS 64
+#define XA_TOP 5		/* the root's level: shift 30, 2^36 pages */
+
+enum xa_kind { XA_EMPTY, XA_HELD, XA_NODE };
+
+struct xa_walk {
+	const struct bs_ra_view *view;
+	uint64_t index;		/* xa_index: the page reported */
+	unsigned int level;	/* of the node: shift XA_SHIFT * level */
+	uint64_t base;		/* the node's first page */
+	int off;		/* xa_offset: the slot looked at */
+};
+
+static unsigned int xa_shift(unsigned int level)
+{
+	return XA_SHIFT * level;
+}
+
+static int xa_get_offset(uint64_t index, unsigned int level)
+{
+	return (int)((index >> xa_shift(level)) & (XA_SLOTS - 1));
+}
+
+/* Whether a folio of order < 6 holds a page of the 64 from @first: a leaf is there. */
+static bool xa_leaf(const struct bs_ra_view *view, uint64_t first)
+{
+	for (uint64_t page = first; page < first + XA_SLOTS;) {
+		uint64_t head;
+		unsigned int order;
+		bool held;
+
+		if (!view->folio_at(view->ctx, page, &head, &order, &held)) {
+			page++;
+			continue;
+		}
+		if (order < XA_SHIFT)
+			return true;
+		page = head + ((uint64_t)1 << order);
+	}
+	return false;
+}
+
+/* What the slot @w looks at holds. */
+static enum xa_kind xa_slot(const struct xa_walk *w)
+{
+	uint64_t first = w->base + ((uint64_t)w->off << xa_shift(w->level));
+	uint64_t head, page = first;
+	unsigned int order;
+	bool held;
+
+	if (w->level >= 2)
+		return XA_NODE;
+	if (w->level == 1) {
+		if (xa_leaf(w->view, first))
+			return XA_NODE;
+		if (w->index >= first && w->index - first < XA_SLOTS)
+			page = w->index;
+	}
+	if (!w->view->folio_at(w->view->ctx, page, &head, &order, &held))
+		return XA_EMPTY;
+	return held ? XA_HELD : XA_EMPTY;
+}
+
+/* The for (;;) of __xas_next() and __xas_prev(): descend at xa_index's slot. */
+static enum xa_kind xa_descend(struct xa_walk *w)
+{
+	for (;;) {
+		enum xa_kind kind = xa_slot(w);
+
+		if (kind != XA_NODE)
+			return kind;
+		w->base += (uint64_t)w->off << xa_shift(w->level);
+		w->level--;
+		w->off = xa_get_offset(w->index, w->level);
+	}
+}
+
+/* xas_load() from the root: a sibling's slot moves to its folio's own. */
+static enum xa_kind xa_load(struct xa_walk *w)
+{
+	enum xa_kind kind;
+	uint64_t head;
+	unsigned int order;
+	bool held;
+
+	w->level = XA_TOP;
+	w->base = 0;
+	w->off = xa_get_offset(w->index, XA_TOP);
+	kind = xa_descend(w);
+	if (w->view->folio_at(w->view->ctx, w->index, &head, &order, &held) &&
+	    order >= xa_shift(w->level))
+		w->off = xa_get_offset(head, w->level);
+	return kind;
+}
+
+/* Leave nodes whose edge @w->off passed (64 or -1) for the parent's slot by them. */
+static bool xa_up(struct xa_walk *w, int step)
+{
+	while (w->off == XA_SLOTS || w->off == -1) {
+		if (w->level == XA_TOP)
+			return false;
+		w->off = xa_get_offset(w->base, w->level + 1) + step;
+		w->level++;
+		w->base &= ~(((uint64_t)1 << xa_shift(w->level + 1)) - 1);
+	}
+	return true;
+}
+
+/* xas_next() (step 1) or xas_prev() (step -1). */
+static enum xa_kind xa_step(struct xa_walk *w, int step)
+{
+	int edge = step > 0 ? XA_SLOTS - 1 : 0;
+
+	w->index += (uint64_t)(int64_t)step;
+	if (w->level == 0 && w->off != edge) {
+		w->off += step;
+		return xa_slot(w);
+	}
+	if (w->off != xa_get_offset(w->index, w->level))
+		w->off += step;
+	if (!xa_up(w, step))
+		return XA_EMPTY;
+	return xa_descend(w);
+}
+
+uint64_t bs_ra_next_miss(const struct bs_ra_view *view, uint64_t index, uint64_t max)
+{
+	struct xa_walk w = { .view = view, .index = index };
+
+	if (!max)
+		return index;
+	if (xa_load(&w) == XA_EMPTY)
+		return index;
+	for (uint64_t n = 1; n < max; n++) {
+		if (xa_step(&w, 1) == XA_EMPTY)
+			return w.index;
+		if (!w.index)
+			return 0;
+	}
+	return index + max;
+}
+
+uint64_t bs_ra_prev_miss(const struct bs_ra_view *view, uint64_t index, uint64_t max)
+{
+	struct xa_walk w = { .view = view, .index = index };
+
+	if (!max || xa_load(&w) == XA_EMPTY)
+		return index;
+	for (uint64_t n = 1; n < max; n++) {
+		if (!w.index)
+			return UINT64_MAX;
+		if (xa_step(&w, -1) == XA_EMPTY)
+			return w.index;
+	}
+	return w.index;
+}
+
 struct bs_ra_read bs_ra_sync(unsigned int model, struct bs_ra_state *ra, uint64_t index,
 			     uint64_t req, const struct bs_ra_limits *lim,
 			     const struct bs_ra_view *view)
@@ -185,7 +378,7 @@ struct bs_ra_read bs_ra_sync(unsigned int model, struct bs_ra_state *ra, uint64_
 		ra->async_size = ra->size > req ? ra->size - req : ra->size >> 1;
 	} else {
 		/* The cached history a stream would leave behind. */
-		miss = view->prev_miss(view->ctx, index - 1, max);
+		miss = bs_ra_prev_miss(view, index - 1, max);
 		contig = index - miss - 1;
 		if (contig <= req)
 			return (struct bs_ra_read){ .kind = BS_RA_RANDOM, .start = index,
@@ -225,7 +418,7 @@ struct bs_ra_read bs_ra_async(unsigned int model, struct bs_ra_state *ra,
 		 * open's window): the cached pages after the folio stand for
 		 * the last window's read-ahead part.
 		 */
-		start = view->next_miss(view->ctx, folio_index + 1, max);
+		start = bs_ra_next_miss(view, folio_index + 1, max);
 		if (!start || start - folio_index > max)
 			return (struct bs_ra_read){ .kind = BS_RA_NONE };
 		ra->start = start;

@@ -136,68 +136,22 @@ static uint64_t held_until(struct bs_folio *folio, uint64_t index, uint64_t limi
 	return first > index ? first : index;
 }
 
-/* The last page down from @index (which @folio holds) that the cache holds
- * without a gap after it; @index + 1 if @index itself is not held. */
-static uint64_t held_from(struct bs_folio *folio, uint64_t index)
+/* The view's folio_at(): the folio holding page @index, and whether the page is held. */
+static bool view_folio_at(void *ctx, uint64_t index, uint64_t *head, unsigned int *order,
+			  bool *held)
 {
-	uint64_t first = page_of(folio);
-	uint64_t at = index + 1;
+	struct bs_folio *folio = lookup_page(ctx, index);
 
+	if (!folio)
+		return false;
+	*head = page_of(folio);
+	*order = (unsigned int)__builtin_ctz(folio->size) - BS_PAGE_SHIFT;
 	pthread_mutex_lock(&folio->lock);
-	if (folio->rd_runs)
-		at = first;
-	else
-		while (at > first && page_uptodate(folio, at - 1))
-			at--;
+	*held = folio->rd_runs || page_uptodate(folio, index);
 	pthread_mutex_unlock(&folio->lock);
-	return at;
-}
-
-static uint64_t view_next_miss(void *ctx, uint64_t index, uint64_t max)
-{
-	struct bs_file *file = ctx;
-	uint64_t end = index + max;
-
-	while (index < end) {
-		struct bs_folio *folio = lookup_page(file, index);
-		uint64_t until, limit;
-
-		if (!folio)
-			return index;
-		limit = page_end(folio) < end ? page_end(folio) : end;
-		until = held_until(folio, index, limit);
-		bs_folio_put(folio);
-		if (until < limit || limit == end)
-			return until;
-		index = until;
-	}
-	return end;
-}
-
-static uint64_t view_prev_miss(void *ctx, uint64_t index, uint64_t max)
-{
-	struct bs_file *file = ctx;
-	/* The last page the walk looks at; below 0: UINT64_MAX. */
-	uint64_t last = index + 1 >= max ? index + 1 - max : UINT64_MAX;
-
-	for (;;) {
-		struct bs_folio *folio = lookup_page(file, index);
-		uint64_t from, first;
-
-		if (!folio)
-			return index;
-		from = held_from(folio, index);
-		first = page_of(folio);
-		/* Not used past here: reclaim may free it once put. */
-		bs_folio_put(folio);
-		if (last != UINT64_MAX && from <= last)
-			return last;
-		if (from > first)
-			return from - 1;
-		if (from == 0)
-			return UINT64_MAX;
-		index = from - 1;
-	}
+	/* Not used past here: reclaim may free it once put. */
+	bs_folio_put(folio);
+	return true;
 }
 
 static void ra_limits(const struct bs_cache *cache, struct bs_ra_limits *lim)
@@ -791,7 +745,7 @@ off_t bs_ra_before_read(struct bs_file *file, struct bs_ra *ra, off_t off, size_
 	uint64_t end = ((uint64_t)off + len - 1) / BS_PAGE_SIZE + 1;
 	off_t fsize = atomic_load(&file->size);
 	uint64_t eof_end = ((uint64_t)fsize + BS_PAGE_SIZE - 1) >> BS_PAGE_SHIFT;
-	struct bs_ra_view view = { view_next_miss, view_prev_miss, file, eof_end };
+	struct bs_ra_view view = { view_folio_at, file, eof_end };
 	uint64_t random_end = 0;
 	struct bs_ra_limits lim;
 	struct bs_ra_state st, was;

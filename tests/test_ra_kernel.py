@@ -2,8 +2,9 @@
 
 Each pattern of contrib/kernel/ra-patterns.py (one stream, two handles
 interleaved, reopen, random reads crossing a readahead mark in three
-variants, reads after a partial eviction, and a stream crossing folios
-that random 8 KiB reads, writes or both cached first) runs on the kernel
+variants, reads after a partial eviction, a stream crossing folios that
+random 8 KiB reads, writes or both cached first, and PostgreSQL's
+parallel sequential scan, alone and after random reads) runs on the kernel
 (ext4 and XFS, each on a loop device, traced with tracefs) and through a
 foliofs mount with its default readahead model (folio_policy=kernel,
 cache=direct, readahead_kb = the loop device's read_ahead_kb, 2048), and

@@ -35,6 +35,19 @@ its own struct file and file_ra_state):
   stream-cross-mixed   16 random reads and 16 random writes, interleaved,
                        then one stream from 16M to the end: a stream that
                        does not start the file
+  parallel-scan        PostgreSQL's parallel sequential scan: 3 handles
+                       take 1M chunks in turn and read each 8K at a time,
+                       one read each in turn; each meets the marks of the
+                       others' windows, and its own windows start inside
+                       their small folios (page_cache_next_miss()'s
+                       xarray walk from a sibling entry)
+  parallel-scan-cross  16 random reads and 16 random writes, interleaved
+                       (as stream-cross-mixed), then parallel-scan
+  resume-in-folio      A reads [0, 160K) (its windows leave [0, 384K)
+                       cached, in 4K to 64K folios); B, fresh, reads 8K
+                       at 384K: the history before it is counted by
+                       page_cache_prev_miss()'s xarray walk from page 15
+                       of a 64K folio, which reports 32 pages, not 96
 
 Backends:
   kernel   (root) a file system image in /tmp on a loop device attached
@@ -236,6 +249,54 @@ def p_stream_cross_mixed(t):
     os.close(fd)
 
 
+def parallel_chunks(t, nr=3, chunk=MiB):
+    """PostgreSQL's parallel sequential scan (heapam's table_block_parallelscan_*):
+    NR processes, each through an open of its own, take CHUNK-sized runs of
+    blocks in turn and read each in order, 8 KiB at a time (1 MiB: 128
+    blocks, PostgreSQL's chunk for a table of 160,000 blocks, as pgbench's
+    at scale 100).  The processes advance one read each in turn, and one
+    that ends its chunk takes the next unclaimed one."""
+    fds = [t.open() for _ in range(nr)]
+    nr_chunks = FILE_SIZE // chunk
+    next_chunk = 0
+    pos = [None] * nr           # (offset, end) of each process's chunk
+    while True:
+        busy = False
+        for i in range(nr):
+            if pos[i] is None or pos[i][0] >= pos[i][1]:
+                if next_chunk >= nr_chunks:
+                    pos[i] = None
+                    continue
+                pos[i] = (next_chunk * chunk, (next_chunk + 1) * chunk)
+                next_chunk += 1
+            off, end = pos[i]
+            os.pread(fds[i], READ, off)
+            pos[i] = (off + READ, end)
+            busy = True
+        if not busy:
+            break
+    for fd in fds:
+        os.close(fd)
+
+
+def p_parallel_scan(t):
+    parallel_chunks(t)
+
+
+def p_parallel_scan_cross(t):
+    random_io(t, NR_RANDOM // 2, NR_RANDOM // 2)
+    parallel_chunks(t)
+
+
+def p_resume_in_folio(t):
+    fd = t.open()
+    read_range(fd, 0, 160 * KiB)
+    other = t.open()
+    os.pread(other, READ, 384 * KiB)
+    os.close(other)
+    os.close(fd)
+
+
 PATTERNS = collections.OrderedDict([
     ('one-stream', p_one_stream),
     ('interleaved', p_interleaved),
@@ -247,6 +308,9 @@ PATTERNS = collections.OrderedDict([
     ('stream-cross-reads', p_stream_cross_reads),
     ('stream-cross-writes', p_stream_cross_writes),
     ('stream-cross-mixed', p_stream_cross_mixed),
+    ('parallel-scan', p_parallel_scan),
+    ('parallel-scan-cross', p_parallel_scan_cross),
+    ('resume-in-folio', p_resume_in_folio),
 ])
 
 

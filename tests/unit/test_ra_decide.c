@@ -19,8 +19,13 @@
 
 #define PAGES 8192
 
-/* The cache: which pages a folio holds. */
+/*
+ * The cache: which pages are held, each by a folio of one page unless
+ * cache_folio() made a larger one (folio_head[], folio_order[]).
+ */
 static bool held[PAGES];
+static uint64_t folio_head[PAGES];
+static unsigned int folio_order[PAGES];
 
 static void cache_clear(void)
 {
@@ -29,32 +34,35 @@ static void cache_clear(void)
 
 static void cache_hold(uint64_t first, uint64_t end)
 {
-	for (uint64_t i = first; i < end; i++)
+	for (uint64_t i = first; i < end; i++) {
 		held[i] = true;
-}
-
-static uint64_t next_miss(void *ctx, uint64_t index, uint64_t max)
-{
-	(void)ctx;
-	for (uint64_t i = index; i < index + max; i++)
-		if (i >= PAGES || !held[i])
-			return i;
-	return index + max;
-}
-
-/* As the kernel's: the walk stops on the max-th page, held or not. */
-static uint64_t prev_miss(void *ctx, uint64_t index, uint64_t max)
-{
-	(void)ctx;
-	for (uint64_t n = 1;; n++, index--) {
-		if (!held[index] || n == max)
-			return index;
-		if (index == 0)
-			return UINT64_MAX;
+		folio_head[i] = i;
+		folio_order[i] = 0;
 	}
 }
 
-static const struct bs_ra_view view = { next_miss, prev_miss, NULL, PAGES };
+/* A held folio of 2^@order pages at page @head. */
+static void cache_folio(uint64_t head, unsigned int order)
+{
+	for (uint64_t i = head; i < head + ((uint64_t)1 << order); i++) {
+		held[i] = true;
+		folio_head[i] = head;
+		folio_order[i] = order;
+	}
+}
+
+static bool folio_at(void *ctx, uint64_t index, uint64_t *head, unsigned int *order, bool *h)
+{
+	(void)ctx;
+	if (index >= PAGES || !held[index])
+		return false;
+	*head = folio_head[index];
+	*order = folio_order[index];
+	*h = true;
+	return true;
+}
+
+static const struct bs_ra_view view = { folio_at, NULL, PAGES };
 
 /* 2 MiB window and largest folio, 4 KiB smallest: the mount's defaults. */
 static const struct bs_ra_limits lim = { .max_pages = 512, .min_order = 0, .max_order = 9 };
@@ -208,7 +216,7 @@ static void test_sync_history(void)
 		cache_hold(0, 1500);
 		rd = bs_ra_sync(model, &ra, 1500, 1, &lim, &view);
 		CHECK_READ(rd, BS_RA_ORDER, 1500, 512, 2011, v16 ? 2 : 0);
-		T_CHECK(prev_miss(NULL, 1499, 512) == 988);
+		T_CHECK(bs_ra_prev_miss(&view, 1499, 512) == 988);
 	}
 }
 
@@ -395,7 +403,7 @@ static void test_fallbacks(void)
 /* The view of a file of @end_page pages, the cache as held[] says. */
 static struct bs_ra_view view_eof(uint64_t end_page)
 {
-	return (struct bs_ra_view){ next_miss, prev_miss, NULL, end_page };
+	return (struct bs_ra_view){ folio_at, NULL, end_page };
 }
 
 /*
@@ -604,6 +612,122 @@ static void test_names(void)
 	T_CHECK(!bs_ra_model_name(BS_NR_RA_MODELS));
 }
 
+/*
+ * page_cache_next_miss() and page_cache_prev_miss() as mm/filemap.c's
+ * xarray walk counts (xas_load() then xas_next() / xas_prev()): a walk
+ * that starts past the first page of a folio of order < 6 looks at the
+ * slots from the folio's own (xas_descend() moves xa_offset off the
+ * sibling, not xa_index), so it reports each page as far off; the first
+ * leaf edge puts a next walk back in step and a prev walk 64 pages out.
+ */
+static void test_xa_walk(void)
+{
+	struct bs_ra_state ra = fresh();
+	struct bs_ra_read rd;
+
+	/*
+	 * Two order-2 folios at 2304 and 2308, nothing at 2312 (leaf
+	 * [2304, 2368)).  From 2305: xas_load() lands on the sibling, slot
+	 * 2304; xas_next() looks at slots 2305 .. 2311 as 2306 .. 2312 and
+	 * at the empty slot 2312 as 2313.
+	 */
+	cache_clear();
+	cache_folio(2304, 2);
+	cache_folio(2308, 2);
+	T_CHECK(bs_ra_next_miss(&view, 2305, 512) == 2313);
+	T_CHECK(bs_ra_next_miss(&view, 2304, 512) == 2312);	/* in step from a head */
+	T_CHECK(bs_ra_next_miss(&view, 2309, 512) == 2313);
+	T_CHECK(bs_ra_next_miss(&view, 2305, 4) == 2309);	/* max_scan still counts xa_index */
+	/*
+	 * PostgreSQL's parallel scan: an open at order 7 (its last window
+	 * 128 pages) reads 2304 and meets the mark of the window another
+	 * open made there, [2304, 2312) in order-2 folios.  Not its mark:
+	 * start = page_cache_next_miss(2305) = 2313, size = 2313 - 2304 + 2
+	 * = 11, next: 44; order 7 + 2 = 9; align 1 << 9 cuts nothing (2357
+	 * rounds below start); order min(9, ilog2(44)) = 5; mark at start.
+	 */
+	ra.start = 1664;
+	ra.size = 128;
+	ra.async_size = 128;
+	ra.order = 7;
+	rd = bs_ra_async(BS_RA_6_17, &ra, 2304, 2, 2, &lim, &view);
+	CHECK_READ(rd, BS_RA_ORDER, 2313, 44, 2313, 5);
+	CHECK_STATE(&ra, 2313, 44, 44, 5);
+
+	/*
+	 * A leaf's edge: an order-2 folio at 60, pages 65 .. 99 held, 64
+	 * not.  From 61: slots 61 .. 63 as 62 .. 64; at the edge xa_index is
+	 * 65, __xas_next() goes up at slot 64 and comes down into the next
+	 * leaf at xa_index's slot: 64 is never looked at, 100 is the miss.
+	 */
+	cache_clear();
+	cache_folio(60, 2);
+	cache_hold(65, 100);
+	T_CHECK(bs_ra_next_miss(&view, 61, 512) == 100);
+	T_CHECK(bs_ra_next_miss(&view, 60, 512) == 64);
+	/* The next 64 pages in one order-6 folio (a slot one level up): in step. */
+	cache_clear();
+	cache_folio(60, 2);
+	cache_folio(64, 6);
+	T_CHECK(bs_ra_next_miss(&view, 62, 512) == 128);
+
+	/*
+	 * Down: order-4 folios at 2496 .. 2559 (a leaf), single pages
+	 * 2440 .. 2495 below, 2439 empty.  From 2559 (page 15 of the folio
+	 * at 2544): slots 2543 .. 2496 as 2558 .. 2511; then xa_index 2510
+	 * (offset 14), __xas_prev() steps the slot off the leaf's start, up
+	 * to the slot below it (block 2432) and down at offset 14: slot 2446
+	 * as 2510, ..., the empty 2439 as 2503.
+	 */
+	cache_clear();
+	cache_hold(2440, 2496);
+	for (uint64_t i = 2496; i < 2560; i += 16)
+		cache_folio(i, 4);
+	T_CHECK(bs_ra_prev_miss(&view, 2559, 512) == 2503);
+	T_CHECK(bs_ra_prev_miss(&view, 2544, 512) == 2439);	/* in step from a head */
+	/*
+	 * So a miss at 2560 sees 2560 - 2503 - 1 = 56 pages of history,
+	 * not 120: size min(56 + 2, 512) = 58, one page ahead.
+	 */
+	ra = fresh();
+	ra.prev_pos = 100 << BS_PAGE_SHIFT;
+	rd = bs_ra_sync(BS_RA_6_17, &ra, 2560, 2, &lim, &view);
+	CHECK_READ(rd, BS_RA_ORDER, 2560, 58, 2617, 0);
+	/*
+	 * ra-patterns' resume-in-folio, as traced on 6.18: one open's
+	 * windows left [0, 8) in pages, [8, 40) in order-2 folios, an
+	 * order-3 at 40 and order-4s at 48, 64, 80; a fresh open misses at
+	 * 96.  page_cache_prev_miss(95): page 15 of the folio at 80, slots
+	 * 79 .. 64 as 94 .. 79; xa_index 78 leaves the leaf for the one
+	 * below at offset 14, slots 14 .. 0 as 78 .. 64; xa_index 63 leaves
+	 * that one below page 0: the walk ends there, a miss at 63.  So 32
+	 * pages of history (not 96, cached from page 0, doubled): the
+	 * kernel's window is 34 pages, one ahead.
+	 */
+	cache_clear();
+	cache_hold(0, 8);
+	for (uint64_t i = 8; i < 40; i += 4)
+		cache_folio(i, 2);
+	cache_folio(40, 3);
+	cache_folio(48, 4);
+	cache_folio(64, 4);
+	cache_folio(80, 4);
+	T_CHECK(bs_ra_prev_miss(&view, 95, 512) == 63);
+	ra = fresh();
+	rd = bs_ra_sync(BS_RA_6_17, &ra, 96, 2, &lim, &view);
+	CHECK_READ(rd, BS_RA_ORDER, 96, 34, 129, 0);
+	/* One page past a head: slot 0 is looked at twice, then in step. */
+	cache_clear();
+	cache_hold(2400, 2496);
+	cache_folio(2496, 1);
+	T_CHECK(bs_ra_prev_miss(&view, 2497, 512) == 2399);
+	/* Every page held: the max-th xa_index, whatever slot it looked at. */
+	cache_clear();
+	cache_hold(0, 2496);
+	cache_folio(2496, 4);
+	T_CHECK(bs_ra_prev_miss(&view, 2511, 512) == 2000);
+}
+
 int main(void)
 {
 	test_names();
@@ -619,6 +743,7 @@ int main(void)
 	test_rest();
 	test_large_test();
 	test_async_trim();
+	test_xa_walk();
 	printf("readahead decisions: 6.16 and 6.17+ as mm/readahead.c computes them\n");
 	return T_EXIT_PASS;
 }
