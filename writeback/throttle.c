@@ -128,6 +128,12 @@
 #define WRITER_IDLE_NS (10 * WB_NSEC_PER_SEC)
 /* The bandwidth estimate's averaging window: 2^32 ns, about 4.3 s. */
 #define BW_PERIOD_SHIFT 32
+/*
+ * The writers' hash buckets.  Which idle writers are forgotten, and so
+ * start afresh when they write again, depends on them (writer_get():
+ * a lookup forgets the idle writers of its own bucket), so their number
+ * is part of what the throttler computes: changing it changes the pauses.
+ */
 #define WRITER_BUCKETS 256
 /* At the limit, writers wait until it is passed or this little is dirty. */
 #define WB_STAT_ERROR 32
@@ -145,7 +151,20 @@ struct wb_writer {
 	uint64_t pages_dirtied;		/* what the last pause was for */
 	int64_t last_seen;		/* ns */
 	bool again;			/* paused at the hard limit: re-check at its end */
-	struct wb_writer *next;		/* hash chain */
+};
+
+/*
+ * A hash bucket's writers, in no order: w[0, nr), and their pids in
+ * pid[] (w[i]->pid), so that a lookup reads one array and not a chain
+ * of writers, a cache miss apiece.  oldest: no writer in it was last
+ * seen before then (a lower bound; INT64_MAX when it is empty), so a
+ * lookup looks for idle writers only when some may be.
+ */
+struct wb_writer_bucket {
+	struct wb_writer **w;
+	pid_t *pid;
+	uint32_t nr, cap;
+	int64_t oldest;
 };
 
 /* The dirty limit of one domain, following its threshold down slowly. */
@@ -179,7 +198,7 @@ struct wb_throttle {
 	uint64_t ratelimit_bytes;	/* charged by any writer since one was checked */
 	uint64_t pinned_ratelimit_bytes;	/* pinned by any writer since then */
 
-	struct wb_writer *writers[WRITER_BUCKETS];
+	struct wb_writer_bucket writers[WRITER_BUCKETS];
 	uint64_t nr_writers;
 
 	/* Stats. */
@@ -296,12 +315,12 @@ void wb_throttle_destroy(struct wb_throttle *t)
 	if (!t)
 		return;
 	for (size_t i = 0; i < WRITER_BUCKETS; i++) {
-		while (t->writers[i]) {
-			struct wb_writer *w = t->writers[i];
+		struct wb_writer_bucket *b = &t->writers[i];
 
-			t->writers[i] = w->next;
-			free(w);
-		}
+		for (uint32_t j = 0; j < b->nr; j++)
+			free(b->w[j]);
+		free(b->w);
+		free(b->pid);
 	}
 	pthread_mutex_destroy(&t->lock);
 	free(t);
@@ -590,42 +609,98 @@ void wb_throttle_update(struct wb_throttle *t, const struct wb_throttle_sample *
 
 /* ---- writers ---- */
 
+static struct wb_writer_bucket *writer_bucket(struct wb_throttle *t, pid_t pid)
+{
+	return &t->writers[(uint32_t)pid * 2654435761u % WRITER_BUCKETS];
+}
+
+/* Writer @pid's place in @b, or b->nr. */
+static uint32_t writer_find(const struct wb_writer_bucket *b, pid_t pid)
+{
+	uint32_t i = 0;
+
+	while (i < b->nr && b->pid[i] != pid)
+		i++;
+	return i;
+}
+
 /*
- * The state of writer @pid, made on first use.  Idle writers met on the
- * way are freed, so the table stays as small as the set of recent writers
- * whether or not anyone is throttled.
+ * The writers of @b idle longer than WRITER_IDLE_NS at @now_ns and not
+ * waiting to re-check are freed, except @pid's; b->oldest is made exact.
+ */
+static void writers_forget(struct wb_throttle *t, struct wb_writer_bucket *b, pid_t pid,
+			   int64_t now_ns)
+{
+	b->oldest = INT64_MAX;
+	for (uint32_t i = 0; i < b->nr;) {
+		struct wb_writer *cur = b->w[i];
+
+		if (cur->pid != pid && now_ns - cur->last_seen > WRITER_IDLE_NS && !cur->again) {
+			free(cur);
+			t->nr_writers--;
+			b->w[i] = b->w[--b->nr];
+			b->pid[i] = b->pid[b->nr];
+			continue;
+		}
+		if (cur->last_seen < b->oldest)
+			b->oldest = cur->last_seen;
+		i++;
+	}
+}
+
+/* A new writer @pid in @b: NULL when out of memory. */
+static struct wb_writer *writer_new(struct wb_throttle *t, struct wb_writer_bucket *b, pid_t pid)
+{
+	struct wb_writer *w;
+	struct wb_writer **pw;
+	pid_t *pp;
+
+	if (b->nr == b->cap) {
+		uint32_t cap = b->cap ? 2 * b->cap : 8;
+
+		pw = realloc(b->w, cap * sizeof(*pw));
+		if (pw)
+			b->w = pw;
+		pp = pw ? realloc(b->pid, cap * sizeof(*pp)) : NULL;
+		if (!pp)
+			return NULL;
+		b->pid = pp;
+		b->cap = cap;
+	}
+	w = calloc(1, sizeof(*w));
+	if (!w)
+		return NULL;
+	w->pid = pid;
+	/* A new task's first check point (the kernel's, at fork): 32 pages. */
+	w->nr_dirtied_pause = w->nr_pinned_pause = DIRTY_POLL_THRESH;
+	b->w[b->nr] = w;
+	b->pid[b->nr++] = pid;
+	t->nr_writers++;
+	return w;
+}
+
+/*
+ * The state of writer @pid, made on first use.  Idle writers of its
+ * bucket are freed on the way, so the table stays as small as the set
+ * of recent writers whether or not anyone is throttled.
  */
 static struct wb_writer *writer_get(struct wb_throttle *t, pid_t pid, int64_t now_ns)
 {
-	struct wb_writer **head = &t->writers[(uint32_t)pid * 2654435761u % WRITER_BUCKETS];
-	struct wb_writer **pp = head, *w = NULL;
+	struct wb_writer_bucket *b = writer_bucket(t, pid);
+	struct wb_writer *w;
+	uint32_t i;
 
-	while (*pp) {
-		struct wb_writer *cur = *pp;
-
-		if (cur->pid == pid) {
-			w = cur;
-			pp = &cur->next;
-		} else if (now_ns - cur->last_seen > WRITER_IDLE_NS && !cur->again) {
-			*pp = cur->next;
-			free(cur);
-			t->nr_writers--;
-		} else {
-			pp = &cur->next;
-		}
-	}
-	if (!w) {
-		w = calloc(1, sizeof(*w));
-		if (!w)
-			return NULL;	/* not tracked: runs free this time */
-		w->pid = pid;
-		/* A new task's first check point (the kernel's, at fork): 32 pages. */
-		w->nr_dirtied_pause = w->nr_pinned_pause = DIRTY_POLL_THRESH;
-		w->next = *head;
-		*head = w;
-		t->nr_writers++;
-	}
+	if (!b->nr)
+		b->oldest = INT64_MAX;
+	else if (now_ns - b->oldest > WRITER_IDLE_NS)
+		writers_forget(t, b, pid, now_ns);
+	i = writer_find(b, pid);
+	w = i < b->nr ? b->w[i] : writer_new(t, b, pid);
+	if (!w)
+		return NULL;	/* not tracked: runs free this time */
 	w->last_seen = now_ns;
+	if (now_ns < b->oldest)
+		b->oldest = now_ns;
 	return w;
 }
 
@@ -948,15 +1023,15 @@ bool wb_throttle_recheck(struct wb_throttle *t, pid_t pid,
 
 void wb_throttle_unheld_at(struct wb_throttle *t, pid_t pid, int64_t held_ns, bool early)
 {
-	struct wb_writer *w;
-
 	pthread_mutex_lock(&t->lock);
 	t->held--;
 	t->throttle_ns += (uint64_t)(held_ns > 0 ? held_ns : 0);
 	if (early) {
-		for (w = t->writers[(uint32_t)pid * 2654435761u % WRITER_BUCKETS]; w; w = w->next)
-			if (w->pid == pid)
-				w->again = false;
+		struct wb_writer_bucket *b = writer_bucket(t, pid);
+		uint32_t i = writer_find(b, pid);
+
+		if (i < b->nr)
+			b->w[i]->again = false;
 	}
 	pthread_mutex_unlock(&t->lock);
 }
