@@ -374,9 +374,17 @@ struct bs_folio *bs_index_next_marked(const struct bs_index *idx, off_t off, int
 			return NULL;
 		if (found != key)
 			slot = 0;
-		/* The folio covering @off starts at or before its slot. */
+		/*
+		 * The folio covering @off starts at or before its slot: before
+		 * it when the slot before holds it too (a folio never crosses a
+		 * chunk), and only then is the folio read for its start.  One
+		 * starting at the slot has its bit there, which the scan below
+		 * reads first: a walk from folio end to folio end touches no
+		 * folio it does not return.
+		 */
 		folio = c->slot[slot];
-		if (folio && slot_tagged(c, page_slot(idx, folio->start), mark))
+		if (folio && slot && c->slot[slot - 1] == folio &&
+		    slot_tagged(c, page_slot(idx, folio->start), mark))
 			return folio;
 		for (unsigned int i = slot / BS_BITS_PER_LONG; i < BS_BITS_TO_LONGS(nslots); i++) {
 			unsigned long word = atomic_load(&c->tag_map[mark][i]);
