@@ -139,6 +139,17 @@ struct sim_open {
 	struct bs_ra ra;
 };
 
+/*
+ * A slot of s->open_tab: an open and its key's hash, which a lookup
+ * compares first, so that it reads no open but the one it finds (1.4
+ * million opens in the seed's scenario: a cache miss each).  o NULL:
+ * empty.
+ */
+struct sim_open_slot {
+	uint64_t hash;
+	struct sim_open *o;
+};
+
 enum wr_state { WR_READY, WR_PAUSED, WR_WAIT_FILE, WR_PASS, WR_SYNC, WR_WAIT_ITER, WR_DONE };
 
 /*
@@ -235,7 +246,7 @@ struct sim {
 	/* actors */
 	struct sim_file *files;
 	size_t nr_files;
-	struct sim_open **open_tab;	/* open addressing by key; NULL: empty */
+	struct sim_open_slot *open_tab;	/* open addressing by key */
 	size_t open_mask, nr_opens;	/* slots - 1 (a power of two); opens made */
 	struct sim_writer *writers;
 	size_t nr_writers, writers_left;
@@ -973,14 +984,20 @@ static bool open_key_eq(const struct sim_open_key *a, const struct sim_open_key 
 	return a->open == b->open && a->pid == b->pid && a->file == b->file;
 }
 
-static size_t open_slot(const struct sim *s, const struct sim_open_key *k)
+static uint64_t open_hash(const struct sim_open_key *k)
 {
 	uint64_t h = (k->open * 0x9e3779b97f4a7c15ull) ^ ((uint64_t)k->pid << 32 | k->file);
+
+	return h * 0xff51afd7ed558ccdull;
+}
+
+/* The slot of the open with key @k and hash @h, or the empty one it would take. */
+static size_t open_slot(const struct sim *s, const struct sim_open_key *k, uint64_t h)
+{
 	size_t i;
 
-	h *= 0xff51afd7ed558ccdull;
-	for (i = (size_t)(h >> 32) & s->open_mask; s->open_tab[i]; i = (i + 1) & s->open_mask)
-		if (open_key_eq(&s->open_tab[i]->key, k))
+	for (i = (size_t)(h >> 32) & s->open_mask; s->open_tab[i].o; i = (i + 1) & s->open_mask)
+		if (s->open_tab[i].hash == h && open_key_eq(&s->open_tab[i].o->key, k))
 			break;
 	return i;
 }
@@ -989,19 +1006,26 @@ static size_t open_slot(const struct sim *s, const struct sim_open_key *k)
 static int open_tab_grow(struct sim *s)
 {
 	size_t slots = s->open_mask + 1, old = slots;
-	struct sim_open **tab, **prev = s->open_tab;
+	struct sim_open_slot *tab, *prev = s->open_tab;
 
 	if (s->open_tab && 2 * (s->nr_opens + 1) <= slots)
 		return 0;
 	slots = s->open_tab ? 2 * slots : 64;
-	tab = calloc(slots, sizeof(struct sim_open *));
+	tab = calloc(slots, sizeof(*tab));
 	if (!tab)
 		return -ENOMEM;
 	s->open_tab = tab;
 	s->open_mask = slots - 1;
-	for (size_t i = 0; prev && i < old; i++)
-		if (prev[i])
-			s->open_tab[open_slot(s, &prev[i]->key)] = prev[i];
+	/* the keys differ: each goes to the first empty slot of its probe */
+	for (size_t i = 0; prev && i < old; i++) {
+		size_t j = (size_t)(prev[i].hash >> 32) & s->open_mask;
+
+		if (!prev[i].o)
+			continue;
+		while (tab[j].o)
+			j = (j + 1) & s->open_mask;
+		tab[j] = prev[i];
+	}
 	free(prev);
 	return 0;
 }
@@ -1014,20 +1038,21 @@ static int open_tab_grow(struct sim *s)
 static struct sim_open *open_of(struct sim *s, const struct trace_rec *r)
 {
 	struct sim_open_key k = { .open = r->open, .pid = r->open ? 0 : r->pid, .file = r->file };
+	uint64_t h = open_hash(&k);
 	struct sim_open *o;
 	size_t i;
 
 	if (open_tab_grow(s))
 		return NULL;
-	i = open_slot(s, &k);
-	if (s->open_tab[i])
-		return s->open_tab[i];
+	i = open_slot(s, &k, h);
+	if (s->open_tab[i].o)
+		return s->open_tab[i].o;
 	o = malloc(sizeof(*o));
 	if (!o)
 		return NULL;
 	o->key = k;
 	bs_ra_init(&o->ra);
-	s->open_tab[i] = o;
+	s->open_tab[i] = (struct sim_open_slot){ h, o };
 	s->nr_opens++;
 	return o;
 }
@@ -1409,10 +1434,10 @@ static void ctx_destroy(struct sim *s)
 	if (!s->ctx)
 		return;
 	for (size_t i = 0; s->open_tab && i <= s->open_mask; i++) {
-		if (!s->open_tab[i])
+		if (!s->open_tab[i].o)
 			continue;
-		bs_ra_destroy(&s->open_tab[i]->ra);
-		free(s->open_tab[i]);
+		bs_ra_destroy(&s->open_tab[i].o->ra);
+		free(s->open_tab[i].o);
 	}
 	for (size_t i = 0; i < s->nr_files; i++) {
 		if (s->files[i].ws.bs)
