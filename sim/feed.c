@@ -410,14 +410,14 @@ int sim_trace_gen(const char *spec, FILE *report, const char *prefix, struct sim
 	}
 	ret = first_pass_begin(&fp, name, err, errlen);
 	free(name);
-	if (!ret && !(fp.t->gen_spec = strdup(spec))) {
+	if (!ret && (!(fp.t->gen_spec = strdup(spec)) || !(fp.t->warm = sim_gen_warm_new()))) {
 		snprintf(err, errlen, "out of memory");
 		ret = -ENOMEM;
 	}
 	if (ret)
 		return first_pass_end(&fp, ret, tp);
 	fp.sink = (struct sim_sink){ .put = first_pass_put, .report = report,
-				     .report_prefix = prefix };
+				     .report_prefix = prefix, .warm_save = fp.t->warm };
 	ret = sim_gen_run(spec, &fp.sink, err, errlen);
 	return first_pass_end(&fp, ret, tp);
 }
@@ -428,6 +428,7 @@ void sim_trace_close(struct sim_trace *t)
 		return;
 	free(t->path);
 	free(t->gen_spec);
+	sim_gen_warm_free(t->warm);
 	free(t->files);
 	free(t->file_order);
 	free(t->writers);
@@ -551,7 +552,7 @@ int sim_feed_open(struct sim_feed *fd, const struct sim_trace *t, uint64_t windo
 		fd->q[w] = (struct sim_feed_queue){ .head = NONE, .tail = NONE,
 						    .gap = t->writers[w].first_gap };
 	if (t->gen_spec)
-		ret = sim_gen_stream_open(t->gen_spec, &fd->gen, err, errlen);
+		ret = sim_gen_stream_open(t->gen_spec, t->warm, &fd->gen, err, errlen);
 	else
 		ret = trace_reader_open(&fd->rd, t->path, err, errlen);
 	if (ret) {

@@ -210,6 +210,7 @@ struct sim_u32_map {
 struct sim_trace {
 	char *path;			/* the trace file, or "gen:SPEC" */
 	char *gen_spec;			/* a trace made in process: the generator's spec; else NULL */
+	struct sim_gen_warm *warm;	/* and its state after its warm-up, if kept (sim_sink) */
 	uint64_t nr;			/* records */
 	uint64_t first_ns, last_ns;	/* time_ns of the first and the last record */
 	struct sim_trace_file *files;	/* sorted by id */
@@ -277,6 +278,7 @@ void sim_trace_close(struct sim_trace *t);
 #define SIM_FEED_CHUNK 4096u		/* bytes of a queue's chunk, and a spill slot */
 
 struct sim_gen_stream;
+struct sim_gen_warm;
 
 /* A chunk of a writer's queue: in memory (buf), or spilled (slot). */
 struct sim_feed_chunk {
@@ -346,7 +348,8 @@ bool sim_feed_gap(struct sim_feed *fd, uint32_t w, uint64_t op, int64_t *think_n
  * core), filling a batch of records the caller then takes one at a
  * time.  Nothing is printed.
  */
-int sim_gen_stream_open(const char *spec, struct sim_gen_stream **gs, char *err, size_t errlen);
+int sim_gen_stream_open(const char *spec, const struct sim_gen_warm *warm,
+			struct sim_gen_stream **gs, char *err, size_t errlen);
 /* The next record: 1, 0 at the end, or -errno with one line in @err. */
 int sim_gen_stream_next(struct sim_gen_stream *gs, struct trace_rec *rec, char *err,
 			size_t errlen);
@@ -378,7 +381,20 @@ struct sim_sink {
 	int (*end)(struct sim_sink *sink);
 	FILE *report;
 	const char *report_prefix;
+	/*
+	 * The generator's state after its warm-up (pgbench's warmup_s), for
+	 * another run of the same spec: warm_save (may be NULL) gets it, and
+	 * a run given warm (may be NULL) holding it starts from it instead of
+	 * warming up: the same records either way.  A replay's first pass
+	 * saves it (struct sim_trace's warm), its feeds take it (stream.c).
+	 */
+	struct sim_gen_warm *warm_save;
+	const struct sim_gen_warm *warm;
 };
+
+/* An empty struct sim_gen_warm (NULL: out of memory), and its end. */
+struct sim_gen_warm *sim_gen_warm_new(void);
+void sim_gen_warm_free(struct sim_gen_warm *w);
 
 /*
  * gen.c: the generator of @spec (gen.c's, or pgbench.c's when its first

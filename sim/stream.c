@@ -91,7 +91,8 @@ static void *gen_main(void *arg)
 	return NULL;
 }
 
-int sim_gen_stream_open(const char *spec, struct sim_gen_stream **gsp, char *err, size_t errlen)
+int sim_gen_stream_open(const char *spec, const struct sim_gen_warm *warm,
+			struct sim_gen_stream **gsp, char *err, size_t errlen)
 {
 	struct sim_gen_stream *gs = calloc(1, sizeof(*gs));
 	int ret;
@@ -106,6 +107,7 @@ int sim_gen_stream_open(const char *spec, struct sim_gen_stream **gsp, char *err
 		return -ENOMEM;
 	}
 	gs->sink.put = stream_put;
+	gs->sink.warm = warm;
 	pthread_mutex_init(&gs->lock, NULL);
 	pthread_cond_init(&gs->cond, NULL);
 	ret = -pthread_create(&gs->thread, NULL, gen_main, gs);

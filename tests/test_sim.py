@@ -696,6 +696,16 @@ def test_bad_command_line(args, named):
      'ckpt_pace=1,checkpoint_s=1,gap_s=1,shared_buffers=8M,seed=7',
      'cache_size=64M,dirty_account=page,dirty_bytes=2M,dirty_background_bytes=1M,'
      'dev_bw=20M'),
+    # a warm-up through the model, checkpoints in it: the feed's run
+    # starts from the state the first pass kept after its warm-up
+    ('pgbench,clients=8,scale=2,tps=2000,duration=1,iterations=2,deadline=1,wal_each=1,'
+     'warmup_s=5,checkpoint_s=2,shared_buffers=4M,scan=2',
+     'cache_size=64M,dirty_account=folio,dirty_bytes=2M,dirty_background_bytes=1M,'
+     'dev_bw=20M'),
+    # and with autovacuum, whose runs warm up each time
+    ('pgbench,clients=4,scale=2,tps=2000,duration=2,iterations=2,warmup_s=3,autovacuum=1,'
+     'av_naptime=1,av_threshold=10,checkpoint_s=2,shared_buffers=4M',
+     'cache_size=64M,dirty_bytes=2M,dirty_background_bytes=1M,dev_bw=20M'),
 ])
 def test_gen_in_process(tmp_path, spec, opts):
     """--gen SPEC replays what `gen SPEC -o FILE` would write, made in
