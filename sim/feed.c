@@ -549,8 +549,11 @@ int sim_feed_open(struct sim_feed *fd, const struct sim_trace *t, uint64_t windo
 		return -ENOMEM;
 	}
 	for (size_t w = 0; w < t->nr_writers; w++)
-		fd->q[w] = (struct sim_feed_queue){ .head = NONE, .tail = NONE,
-						    .gap = t->writers[w].first_gap };
+		fd->q[w] = (struct sim_feed_queue){
+			.head = NONE, .tail = NONE, .gap = t->writers[w].first_gap,
+			.gap_end = t->writers[w].first_gap + t->writers[w].nr_gaps,
+			.pid = t->writers[w].pid,
+		};
 	if (t->gen_spec)
 		ret = sim_gen_stream_open(t->gen_spec, t->warm, &fd->gen, err, errlen);
 	else
@@ -945,7 +948,7 @@ int sim_feed_next(struct sim_feed *fd, uint32_t w, struct trace_rec *rec, char *
 			return ret;
 	}
 	ret = dequeue(fd, q, rec, err, errlen);
-	rec->pid = fd->t->writers[w].pid;
+	rec->pid = q->pid;
 	return ret;
 }
 
@@ -960,11 +963,10 @@ void sim_feed_done(struct sim_feed *fd, uint32_t w)
 
 bool sim_feed_gap(struct sim_feed *fd, uint32_t w, uint64_t op, int64_t *think_ns)
 {
-	const struct sim_trace_writer *wr = &fd->t->writers[w];
 	struct sim_feed_queue *q = &fd->q[w];
 	const struct sim_trace_gap *g = &fd->t->gaps[q->gap];
 
-	if (q->gap == wr->first_gap + wr->nr_gaps || g->op != op)
+	if (q->gap == q->gap_end || g->op != op)
 		return false;
 	*think_ns = g->think_ns;
 	q->gap++;
@@ -974,11 +976,10 @@ bool sim_feed_gap(struct sim_feed *fd, uint32_t w, uint64_t op, int64_t *think_n
 int sim_feed_skip(struct sim_feed *fd, uint32_t w, uint64_t n, uint64_t resume_op,
 		  char *err, size_t errlen)
 {
-	const struct sim_trace_writer *wr = &fd->t->writers[w];
 	struct sim_feed_queue *q = &fd->q[w];
 	struct trace_rec r;
 
-	while (q->gap < wr->first_gap + wr->nr_gaps && fd->t->gaps[q->gap].op <= resume_op)
+	while (q->gap < q->gap_end && fd->t->gaps[q->gap].op <= resume_op)
 		q->gap++;
 	/* whole chunks undecoded, then one by one */
 	while (n && q->head != NONE && fd->chunks[q->head].nr <= n) {

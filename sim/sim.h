@@ -305,6 +305,8 @@ struct sim_feed {
 		uint64_t enc_time, enc_open;	/* the tail chunk's encoder: its last record's */
 		uint64_t dec_time, dec_open;	/* the head chunk's decoder: likewise */
 		size_t gap;		/* its next gap, an index into t->gaps */
+		size_t gap_end;		/* the end of its gaps there */
+		uint32_t pid;		/* the writer's (records are given with it) */
 		uint64_t drop;		/* records of it to drop as the read passes them */
 		bool done;		/* sim_feed_done(): its records are dropped */
 	} *q;				/* per writer */
