@@ -168,7 +168,6 @@ struct sim_writer {
 	int64_t first_ns, last_ns;	/* first issue, last completion */
 	uint64_t sync_token;
 	int sync_err;
-	struct wb_pass pass;
 	/*
 	 * Its iteration, from its last deadline record (trace.h), once
 	 * in_iter: res->iters[iter], which ends at deadline (virtual time)
@@ -188,6 +187,12 @@ struct sim_writer {
 	 * not for the recorded think time after its op is done.
 	 */
 	bool paced;
+	/*
+	 * Last: what an event of the writer reads is above, in its first
+	 * 192 bytes (sim_replay() reads them ahead); the pass (6.5 KB) only
+	 * for a sync.
+	 */
+	struct wb_pass pass;
 };
 
 enum fl_state { FL_IDLE, FL_PASS, FL_SYNC };
@@ -1555,6 +1560,20 @@ static int run(struct sim *s, char *err, size_t errlen)
 			break;
 		ev = ev_pop(s);
 		s->now = ev.t;
+		/*
+		 * The next event's writer and its feed queue, read while this
+		 * event runs: a cache miss apiece otherwise (10,241 writers
+		 * of 6.7 KB in the seed's scenario, each event another's).
+		 */
+		if (s->nr_ev && s->heap[0].kind == EV_WRITER) {
+			const char *wr = (const char *)&s->writers[s->heap[0].idx];
+
+			__builtin_prefetch(wr);
+			__builtin_prefetch(wr + 64);
+			__builtin_prefetch(wr + 128);
+			__builtin_prefetch(wr + offsetof(struct sim_writer, pass) - 1);
+			__builtin_prefetch(&s->feed.q[s->heap[0].idx]);
+		}
 		if (s->now > limit) {
 			snprintf(err, errlen, "the replay stalled: %zu writers not done after %lld s of "
 				 "virtual time (held at a limit that nothing brings them under?)",
