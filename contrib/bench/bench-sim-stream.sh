@@ -7,7 +7,7 @@
 # Not a test: it asserts nothing and takes minutes to hours.
 #
 # Usage: contrib/bench/bench-sim-stream.sh [-d SECS] [-a ACCOUNT] [-r RA] [-w DIR]
-#                                          MODE=FOLIOFS_SIM...
+#                                          [-n NICE] [-H] MODE=FOLIOFS_SIM...
 #   MODE=FOLIOFS_SIM  file=PATH: gen into a file, then replay it with the
 #                     foliofs-sim at PATH; stream=PATH: --gen with it.
 #                     Run in the order given, one at a time.
@@ -16,7 +16,13 @@
 #   -r RA       ra_model (default 6.17)
 #   -w DIR      where a file mode's trace goes (default $TMPDIR or /tmp;
 #               about 0.22 GB per second of duration; removed after)
-# Each run is under `nice -n 10`.  Prints one table row per run: records,
+#   -n NICE     each run under `nice -n NICE` (default 10)
+#   -H          malloc with transparent huge pages (GLIBC_TUNABLES=
+#               glibc.malloc.hugetlb=1, glibc 2.35+): a large replay's
+#               folios, index chunks and opens are read at random, and
+#               with THP in "madvise" mode only malloc's madvise gives
+#               them 2 MiB pages; the same output, less CPU
+# Each run is under `nice -n NICE`.  Prints one table row per run: records,
 # wall, user and system CPU seconds, records per CPU second and peak RSS;
 # the replay's stdout and time -v's report go to OUT.MODE.{out,time} in
 # the current directory.  The spec is the seed's scenario at scale 8470
@@ -28,12 +34,16 @@ SECS=60
 ACCOUNT=folio
 RA=6.17
 WORK=${TMPDIR:-/tmp}
-while getopts d:a:r:w: c; do
+NICE=10
+HUGE=
+while getopts d:a:r:w:n:H c; do
 	case $c in
 	d) SECS=$OPTARG ;;
 	a) ACCOUNT=$OPTARG ;;
 	r) RA=$OPTARG ;;
 	w) WORK=$OPTARG ;;
+	n) NICE=$OPTARG ;;
+	H) HUGE=glibc.malloc.hugetlb=1 ;;
 	*) sed -n '2,/^$/s/^# \{0,1\}//p' "$0" >&2; exit 2 ;;
 	esac
 done
@@ -45,6 +55,7 @@ OPTS="sim_data=0,cache_size=275G,dirty_ratio=20,dirty_background_ratio=10,folio_
 
 echo "# spec: $GEN"
 echo "# -o $OPTS"
+[ -z "$HUGE" ] || echo "# GLIBC_TUNABLES=$HUGE"
 # time -v's fields, by name: "User time (seconds): 1.23" and so on
 tv() { sed -n "s/^[[:space:]]*$2: //p" "$1"; }
 
@@ -52,7 +63,11 @@ tv() { sed -n "s/^[[:space:]]*$2: //p" "$1"; }
 timed() {
 	local name=$1
 	shift
-	nice -n 10 /usr/bin/time -v -o "$name.time" "$@"
+	if [ -n "$HUGE" ]; then
+		GLIBC_TUNABLES=${GLIBC_TUNABLES:+$GLIBC_TUNABLES:}$HUGE nice -n "$NICE" /usr/bin/time -v -o "$name.time" "$@"
+	else
+		nice -n "$NICE" /usr/bin/time -v -o "$name.time" "$@"
+	fi
 }
 
 row() {	# mode phase timefile records
