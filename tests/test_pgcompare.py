@@ -386,6 +386,19 @@ def test_common_options_merge_per_option(argv, want):
     assert pgcompare.common_options(pgcompare.parse_args(argv)) == want
 
 
+@pytest.mark.parametrize("argv,want", [
+    (["--preset", "seed"], ["max_parallel_workers_per_gather=0"]),
+    (["--preset", "seed", "--pg-conf", "max_parallel_workers_per_gather=2"],
+     ["max_parallel_workers_per_gather=0", "max_parallel_workers_per_gather=2"]),
+    ([], []),
+])
+def test_seed_preset_scans_serially(argv, want):
+    """--preset seed runs its scan without parallel workers (a parallel
+    scan builds no 2 MiB folio), and a --pg-conf given comes after, so it
+    wins (no PostgreSQL needed)."""
+    assert pgcompare.parse_args(argv).pg_conf == want
+
+
 def test_dirty_plot_legend_outside_the_axes(tmp_path):
     """dirty.png's legend stands beside the axes, so it covers neither the
     limit line nor the peaks of dirty memory."""

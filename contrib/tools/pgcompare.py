@@ -134,6 +134,10 @@ SEED_PRESET = {
                 "6.17-folio=ra_model=6.17,dirty_account=folio",
                 "6.17-page=ra_model=6.17,dirty_account=page"),
     "source": "seqscan",
+    # The scan serial, as on the kernel's side (foliofs_tools.PG_SETTINGS):
+    # a parallel one hands the table out in 1 MiB chunks to three
+    # processes and builds no 2 MiB folio (ra-parallel-2026-12-07).
+    "pg_conf": ("max_parallel_workers_per_gather=0",),
 }
 SEED_QUICK = {"scale": 20, "iters": 3, "duration": 10,
               "common": SEED_PRESET["common"].replace("cache_size=512M", "cache_size=128M")}
@@ -449,6 +453,8 @@ def parse_args(argv):
             if getattr(a, key) is None:
                 setattr(a, key, preset[key])
         a.preset_common = preset["common"]
+        # The preset's server settings first: --pg-conf ones override them.
+        a.pg_conf = list(preset.get("pg_conf", ())) + a.pg_conf
         if not a.config:
             a.config = list(preset["configs"])
         a.back_to_back = True
