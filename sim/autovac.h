@@ -12,21 +12,29 @@
  * postmaster/autovacuum.c, access/nbtree/nbtree.c, storage/buffer/):
  *
  *   dead tuples  every update adds one to pgstat's n_dead_tup and what
- *                pruning removes is taken off.  A fraction hot of the
- *                updates are HOT (abalance is not indexed; the page has
- *                room once pruned, so at fillfactor 100 too): the old
- *                version is a heap-only tuple, pruned away (LP_UNUSED or
- *                a redirect) by the next access to its page
- *                (heap_page_prune_opt, which prunes a page that is nearly
- *                full: every pgbench page at fillfactor 100), so a page
- *                holds at most one, the last update's, until then or
- *                until vacuum.  The others are not HOT: the old
- *                version's line pointer stays LP_DEAD after pruning and
- *                still counts (PostgreSQL 15 subtracts ndeleted -
- *                nnewlpdead), with an index entry on the row's leaf, for
- *                vacuum's index and heap vacuum passes.  Which updates
- *                are not HOT is deterministic: one each time the
- *                accumulated (1 - hot) passes a whole update.
+ *                pruning removes is taken off.  An update is HOT
+ *                (abalance is not indexed) when its page has room for
+ *                the new version, after the access has pruned it
+ *                (heap_page_prune_opt: every pgbench page is nearly full):
+ *                a page starts with room for 61 - rows_per_page tuples
+ *                (none at fillfactor 100, 7 at 90), a HOT update takes
+ *                one, and pruning gives back the room of the dead
+ *                versions the page holds.  A HOT update's old version is
+ *                a heap-only tuple the next access prunes away (one dead
+ *                tuple fewer), so a page holds at most one, the last
+ *                update's, until then or until vacuum.  An update that
+ *                finds no room, or one of the (1 - hot) of those that
+ *                find room (the pruning a recent version's horizon
+ *                prevents: deterministic, one each time the accumulated
+ *                (1 - hot) passes a whole update), is not HOT: its new
+ *                version goes to another page (not modelled: the table
+ *                keeps its size), its old one leaves an LP_DEAD line
+ *                pointer that still counts (PostgreSQL 15 subtracts
+ *                ndeleted - nnewlpdead) and an index entry on the row's
+ *                leaf, for vacuum's index and heap vacuum passes; the
+ *                next prune gives back its storage.  So at fillfactor 100
+ *                the first update of each page after pgbench -i is not
+ *                HOT, and those after it are.
  *   trigger      every naptime (autovacuum_naptime, 60 s) from time 0 the
  *                worker checks n_dead_tup > autovacuum_vacuum_threshold
  *                (50) + autovacuum_vacuum_scale_factor (0.2) x reltuples
@@ -61,7 +69,10 @@
  *                what is left dirty in the ring at the end stays in
  *                shared buffers dirty too.  Visibility map and free space
  *                map pages are dirtied in shared buffers and written by
- *                the next checkpoint (av_ckpt_begin/av_ckpt_end).
+ *                the next checkpoint (av_ckpt_begin/av_ckpt_end); each
+ *                page's free space recorded (RecordPageWithFreeSpace: every
+ *                page scanned without dead items, and every page of the
+ *                heap vacuum pass) costs a hit: the map page's ReadBuffer.
  *   cost delay   each page accessed costs vacuum_cost_page_hit (1) or
  *                vacuum_cost_page_miss (2, PostgreSQL 14+), and one it
  *                dirties vacuum_cost_page_dirty (20) more, to the balance;
@@ -72,7 +83,8 @@
  *                it: autovacuum_vacuum_cost_delay is 2 ms in
  *                PostgreSQL 12+.  So at most limit / delay = 100,000 cost
  *                units a second: 100,000 pages/s all hits, 50,000 all
- *                misses, 4,545 misses it dirties (2 + 20 each).  The
+ *                misses (the index pass), 4,348 heap misses it dirties
+ *                (2 + 20 + 1 for the free space map each).  The
  *                worker takes no other time: its I/O takes what a replay
  *                gives it (a recorded gap is think time after the I/O).
  *   end          the worker flushes the WAL (its transaction's commit);
@@ -112,6 +124,7 @@
 #define AV_WAL_VISIBLE 64u
 #define AV_WAL_VACUUM 56u
 #define AV_WAL_BTVACUUM 56u
+#define AV_WAL_BTINSERT 64u	/* XLOG_BTREE_INSERT_LEAF: xl_btree_insert 2 + the tuple 16 */
 #define AV_PPM 1000000u
 
 struct av_state;
@@ -127,7 +140,7 @@ struct av_params {
 	uint64_t cost_limit;	/* vacuum_cost_limit (autovacuum_vacuum_cost_limit -1) */
 	uint64_t cost_delay_ns;	/* autovacuum_vacuum_cost_delay; 0: no delay */
 	uint64_t cost_hit, cost_miss, cost_dirty;	/* vacuum_cost_page_* */
-	uint32_t hot_ppm;	/* of updates, per million, those that are HOT */
+	uint32_t hot_ppm;	/* of updates with room, per million, those that are HOT */
 	uint32_t ring;		/* BAS_VACUUM's ring, buffers */
 };
 
@@ -194,6 +207,8 @@ struct av_state {
 	/* One bit per heap page (index leaf for idx_*). */
 	uint64_t *allvis;		/* the visibility map: set by vacuum, cleared by updates */
 	uint64_t *hot;			/* the last HOT update's dead tuple, not yet pruned */
+	uint64_t *unpruned;		/* a non-HOT update's old version, storage not yet pruned */
+	uint8_t *room;			/* free tuple slots on the page */
 	uint64_t *dead;			/* LP_DEAD items (not HOT), made since the last vacuum began */
 	uint64_t *vac;			/* those the running vacuum removes (dead when it began) */
 	uint64_t *changed;		/* updated since the running vacuum began */
@@ -204,6 +219,7 @@ struct av_state {
 	uint64_t recent;		/* dead tuples made during the vacuum, ahead of its scan */
 	uint64_t cold_acc;		/* updates x (1 - hot), in ppm, not yet a whole update */
 	uint64_t lpdead_pages;		/* pages in vac */
+	uint64_t updates, hot_updates;	/* all noted, and those HOT */
 	/* The worker. */
 	enum av_phase phase;		/* AV_IDLE: none, or the passes done */
 	bool in_vacuum;			/* a vacuum runs (until vacuum_end()) */
@@ -220,14 +236,21 @@ struct av_state {
 };
 
 void av_params_default(struct av_params *prm);
-/* 0, or -ENOMEM.  A table just vacuumed: every page all-visible. */
+/*
+ * 0, or -ENOMEM.  A table just vacuumed: every page all-visible, with
+ * @room free tuple slots (61 - rows per page for pgbench_accounts).
+ */
 int av_init(struct av_state *av, const struct av_params *prm, const struct av_ops *ops, void *ctx,
-	    uint32_t pid, uint64_t heap_pages, uint64_t idx_pages, uint64_t reltuples);
+	    uint32_t pid, uint64_t heap_pages, uint64_t idx_pages, uint64_t reltuples, uint8_t room);
 void av_destroy(struct av_state *av);
 /* The dead tuples at which a check starts a vacuum (more than this). */
 uint64_t av_trigger(const struct av_state *av);
-/* An update of a row on heap page @page whose index entry is on leaf @leaf. */
-void av_note_update(struct av_state *av, uint64_t page, uint64_t leaf);
+/*
+ * An update of a row on heap page @page whose index entry is on leaf
+ * @leaf: true if it is HOT (else the caller logs the new version's index
+ * entry on the leaf: an insertion, AV_WAL_BTINSERT).
+ */
+bool av_note_update(struct av_state *av, uint64_t page, uint64_t leaf);
 /* When the worker does its next thing: a check, or its next page (after a sleep it owes). */
 uint64_t av_next_ns(const struct av_state *av);
 /* The worker's checks and steps due at or before @t_ns, in time order. */

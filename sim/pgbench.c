@@ -258,7 +258,7 @@ static int parse_spec(const char *spec, struct pg_spec *g, char *err, size_t err
 		/* autovac.h's PostgreSQL 15 defaults (av_params_default()) */
 		.av_naptime = 60, .av_threshold = 50, .av_scale = 0.2, .av_cost_limit = 200,
 		.av_cost_delay_ms = 2, .av_page_hit = 1, .av_page_miss = 2, .av_page_dirty = 20,
-		.av_hot = 0.95, .av_ring = 256u << 10,
+		.av_hot = 0.979, .av_ring = 256u << 10,
 	};
 	if (!copy)
 		return -ENOMEM;
@@ -639,8 +639,17 @@ static int txn(struct pg_gen *p, uint64_t t, uint32_t pid)
 			    pg_chance(p, p->g.idx_dirty, 100), p->g.hint_fpw);
 	if (!ret)
 		ret = touch(p, t, pid, aid / p->rows_per_page, true, p->g.fpw);
-	if (p->g.autovacuum)
-		av_note_update(&p->av, aid / p->rows_per_page, 1 + aid / PG_ROWS_PER_LEAF);
+	if (p->g.autovacuum && !av_note_update(&p->av, aid / p->rows_per_page,
+					       1 + aid / PG_ROWS_PER_LEAF) && p->g.index) {
+		/* not HOT: the new version's entry inserted in the leaf, logged */
+		uint64_t leaf = p->heap_pages + 1 + aid / PG_ROWS_PER_LEAF;
+
+		p->wal_pos += AV_WAL_BTINSERT;
+		if (p->g.fpw && !bm_test(&p->fpw, leaf)) {
+			bm_set(&p->fpw, leaf);
+			p->wal_pos += PG_PAGE;
+		}
+	}
 	p->wal_pos += p->g.wal_rec;
 	if (!ret && p->g.wal_each)
 		ret = wal_write(p, t, pid, wal_start, p->wal_pos);
@@ -801,8 +810,10 @@ static int av_setup(struct pg_gen *p)
 	p->av_pid = p->ckpt_pid + 1 + (uint32_t)g->iterations;
 	p->vm_file = p->wal_first_file + (uint32_t)g->wal_files;
 	p->fsm_file = p->vm_file + 1;
+	/* room: a page holds 61 rows at fillfactor 100; pgbench -i fills it to rows_per_page */
 	return av_init(&p->av, &prm, &pg_av_ops, p, p->av_pid, p->heap_pages,
-		       p->pages - p->heap_pages, p->rows);
+		       p->pages - p->heap_pages, p->rows,
+		       (uint8_t)(PG_ROWS_PER_PAGE_FF100 - p->rows_per_page));
 }
 
 /*
@@ -1192,6 +1203,10 @@ int sim_gen_pgbench(const char *spec, struct sim_sink *sink, char *err, size_t e
 		       (unsigned long long)p.wal_writes, (unsigned long long)p.syncs,
 		       (unsigned long long)p.ckpt_writes, (unsigned long long)p.scan_reads,
 		       (unsigned long long)(p.wal_pos - p.wal_base));
+	if (!ret && p.g.autovacuum)
+		report(&p, "autovacuum total vacuums %llu updates %llu hot %llu n_dead %llu\n",
+		       (unsigned long long)p.av.vacuums, (unsigned long long)p.av.updates,
+		       (unsigned long long)p.av.hot_updates, (unsigned long long)p.av.n_dead);
 out_free:
 	free(p.dirty.w);
 	free(p.fpw.w);

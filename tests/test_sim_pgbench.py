@@ -374,7 +374,7 @@ def vacuums(stdout):
     out = []
     for line in stdout.splitlines():
         w = line.split()
-        if len(w) > 2 and w[0] == 'autovacuum' and w[1] != 'pid':
+        if len(w) > 2 and w[0] == 'autovacuum' and w[1] not in ('pid', 'total'):
             d = {w[i]: float(w[i + 1]) for i in range(2, len(w) - 1, 2)}
             out.append(d)
     return out
