@@ -21,13 +21,15 @@ map, free space map, WAL), sizes, bytes per second.
 The generated side: the same scale, clients, rate and updates, shared
 buffers and autovacuum settings, data checksums off as initdb's default
 (hint_fpw=0), shared buffers empty at the start (cold=1: pgbench -i loads
-through rings), once with av_hot at its default and once at the HOT share
-the real run measured; the worker's records from the generated trace, its
-vacuums from the generator's schedule lines.
+through rings), av_hot at the generator's default (or --av-hot); the
+worker's records from the generated trace, its vacuums from the
+generator's schedule lines.  --from-json RUN_JSON takes the real side
+from an earlier run.json and makes the generated side anew (after a
+change of the generator), with no mount and no server.
 
   contrib/sim/autovac-compare.py OUTDIR [--scale 20] [--fillfactor 100] [--updates 150000]
-      [--clients 8] [--naptime 5] [--scale-factor 0.01]
-      [--foliofs build/foliofs] [--sim build/sim/foliofs-sim]
+      [--clients 8] [--naptime 5] [--scale-factor 0.01] [--av-hot F]
+      [--foliofs build/foliofs] [--sim build/sim/foliofs-sim] [--from-json RUN_JSON]
 
 OUTDIR gets report.md (the tables), run.json (every number: the
 vacuums, the samples, the per-second pacing) and autovacuum.log (the
