@@ -143,9 +143,14 @@ SEED_QUICK = {"scale": 20, "iters": 3, "duration": 10,
               "common": SEED_PRESET["common"].replace("cache_size=512M", "cache_size=128M")}
 PRESETS = {"seed": SEED_PRESET}
 # What --source runs before each iteration, as the server's superuser.
+# reinit is not SQL: pgbench -i again before each iteration after the
+# first, dropping and rebuilding the tables on the running server, as each
+# run of the seed's reproducer does (contrib/kernel/pg-seed.py --source
+# reinit; contrib/results/decay-kernel-2026-12-07).
 SOURCES = {"none": None,
            "seqscan": "SELECT sum(abalance) FROM pgbench_accounts",
-           "vacuum": "VACUUM pgbench_accounts"}
+           "vacuum": "VACUUM pgbench_accounts",
+           "reinit": "pgbench -i (after the first run)"}
 # Options the script sets itself on every mount.
 RESERVED_OPTS = ("stats_log", "stats_interval_ms")
 # passthrough_hp configurations: SPEC -> its arguments.
@@ -427,7 +432,9 @@ def parse_args(argv):
                    " each run")
     p.add_argument("--source", choices=sorted(SOURCES),
                    help="run before each iteration, on the running server:"
-                   " seqscan (%s), vacuum (%s) or none (the default)"
+                   " seqscan (%s), vacuum (%s), reinit (pgbench -i again before"
+                   " each iteration after the first, as the seed's reproducer"
+                   " does) or none (the default)"
                    % (SOURCES["seqscan"], SOURCES["vacuum"]))
     p.add_argument("--quick", action="store_true",
                    help="%d iterations of %d s (about 3 minutes)"
@@ -839,7 +846,12 @@ class Comparison:
         self.check_daemon(c)
         if self.running is not c:
             self.pg_start(c)
-        if SOURCES[self.a.source]:
+        if self.a.source == "reinit":
+            if it > 1:
+                self.pgbench(c, ["-i", "-q", "-s", str(self.a.scale), "-F",
+                                 str(self.a.fillfactor)], "pgbench -i (reinit)",
+                             "pgbench-reinit-%s-%d.log" % (c.name, it))
+        elif SOURCES[self.a.source]:
             self.psql(c, SOURCES[self.a.source], self.a.source)
         source_classes = self.cache_classes(c)
         before = self.snapshot(c)
