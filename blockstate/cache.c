@@ -59,8 +59,8 @@
  * active list and stayed: under PostgreSQL, whose data files are synced
  * at checkpoints, 4 KiB folios it had written filled 40% of the cache's
  * active half where the kernel's held about 5%, and the sequential scans
- * that make 2 MiB folios met them cached: contrib/results/calibrate-
- * 2026-12-07b.)  One in use goes back to the inactive head too.  When a
+ * that make 2 MiB folios met them cached, in a calibration run of that
+ * day whose files were not kept.)  One in use goes back to the inactive head too.  When a
  * whole pass frees nothing, the layer above is asked to write back and
  * sync (a reclaim stall).
  */
