@@ -500,8 +500,16 @@ static void heap_scan_end(struct av_state *av)
 		av->phase = AV_IDLE;
 		return;
 	}
-	av->phase = AV_INDEX_SCAN;
-	av->pos = 0;
+	if (av->idx_pages) {
+		av->phase = AV_INDEX_SCAN;
+		av->pos = 0;
+		return;
+	}
+	/* No index (pgbench,index=0): straight to the heap's second pass. */
+	av->phase = AV_HEAP_VACUUM;
+	av->pos = bit_next(av->vac, 0, av->heap_pages);
+	if (av->pos >= av->heap_pages)
+		av->phase = AV_IDLE;
 }
 
 /* The vacuum's end: the WAL flushed (its commit), the count overwritten. */

@@ -327,6 +327,11 @@ static void test_index_pass(void)
 	dead_items(&f, 1000, 101, 19, &v, &idx_ns, &vac_ns);
 	T_CHECK(v.bypassed && v.index_pages == 0 && v.heap_vacuumed == 0 && !idx_ns);
 	T_CHECK(f.index_reads == 0);
+	/* no index (pgbench,index=0): no index pass, straight to the heap's second */
+	fake_init(&f, false);
+	dead_items(&f, 1000, 0, 30, &v, &idx_ns, &vac_ns);
+	T_CHECK(!v.bypassed && v.index_pages == 0 && v.heap_vacuumed == 30);
+	T_CHECK(!idx_ns && vac_ns && f.index_reads == 0);
 }
 
 static void test_skip(void)
