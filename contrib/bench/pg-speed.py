@@ -312,7 +312,7 @@ class Speed(pc.Comparison):
                                 clients=a.clients, threads=a.threads, threads_given=True,
                                 duration=a.duration, back_to_back=False,
                                 source="none", keep=a.keep, nofile=None, latency=False,
-                                count_failed=False)
+                                count_failed=False, checksums=True, trace=None)
         super().__init__(ns, configs, {}, foliofs, pgbin)
         self.sa = a
         self.rows = []          # every measured run, one dict each
