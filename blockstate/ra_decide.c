@@ -259,12 +259,23 @@ static enum xa_kind xa_slot(const struct xa_walk *w)
 
 	if (w->level >= 2)
 		return XA_NODE;
-	if (w->level == 1) {
-		if (xa_leaf(w->view, first))
+	if (w->level == 1 && w->index >= first && w->index - first < XA_SLOTS) {
+		/*
+		 * xa_index's own block: its folio alone decides, one lookup
+		 * where xa_leaf() makes up to 64 (this is every random read's
+		 * miss).  Folios are aligned: one of order >= 6 covers the
+		 * block, which then has no leaf; a smaller one is in a leaf.
+		 * With none there, a leaf or not, the walk finds xa_index's
+		 * slot empty and stops, as it would one level down.
+		 */
+		if (!w->view->folio_at(w->view->ctx, w->index, &head, &order, &held))
+			return XA_EMPTY;
+		if (order < XA_SHIFT)
 			return XA_NODE;
-		if (w->index >= first && w->index - first < XA_SLOTS)
-			page = w->index;
+		return held ? XA_HELD : XA_EMPTY;
 	}
+	if (w->level == 1 && xa_leaf(w->view, first))
+		return XA_NODE;
 	if (!w->view->folio_at(w->view->ctx, page, &head, &order, &held))
 		return XA_EMPTY;
 	return held ? XA_HELD : XA_EMPTY;
