@@ -658,7 +658,7 @@ static struct wb_writer *writer_new(struct wb_throttle *t, struct wb_writer_buck
 	if (b->nr == b->cap) {
 		uint32_t cap = b->cap ? 2 * b->cap : 8;
 
-		pw = realloc(b->w, cap * sizeof(*pw));
+		pw = realloc(b->w, cap * sizeof(struct wb_writer *));
 		if (pw)
 			b->w = pw;
 		pp = pw ? realloc(b->pid, cap * sizeof(*pp)) : NULL;
