@@ -110,7 +110,8 @@ struct sim_file {
 	struct wb_pass *busy;		/* the pass holding it (the mount's wb_lock) */
 	/*
 	 * The writers in WR_WAIT_FILE on it (op_file()), by index, in the
-	 * order they began to wait: waiters[0, nr_waiting), cap_waiting slots.
+	 * order they began to wait (wake_file_waiters() sorts them to wake
+	 * them in index order): waiters[0, nr_waiting), cap_waiting slots.
 	 */
 	uint32_t *waiters;
 	uint32_t nr_waiting, cap_waiting;
