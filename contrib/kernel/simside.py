@@ -59,6 +59,7 @@ replays nothing.
 import gzip
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import tempfile
@@ -125,7 +126,7 @@ def traced_run(cmd, header, events_path, out):
     into EVENTS_PATH.  The pauses (ms) in the order they fired, and the
     events bpftrace lost.  Context: root."""
     prog = PAUSE_PROG % (os.path.abspath(header), os.path.abspath(cmd[0]))
-    subprocess.run(['bpftrace', '-o', events_path, '-c', ' '.join(cmd), '-e', prog],
+    subprocess.run(['bpftrace', '-o', events_path, '-c', shlex.join(cmd), '-e', prog],
                    stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
     events, lost = [], 0
     with open(events_path) as f:
