@@ -595,6 +595,21 @@ static int wal_flush(struct pg_gen *p, uint64_t t, uint32_t pid)
 }
 
 /*
+ * A change of page @page when full-page images are on for it (@on: fpw=1,
+ * or hint_fpw=1 for a hint bit): its image (8 KiB) is logged when it is
+ * the page's first change since the checkpoint began.  Returns the
+ * image's bytes, 0 or PG_PAGE, already added to the WAL.
+ */
+static uint64_t wal_fpi(struct pg_gen *p, uint64_t page, bool on)
+{
+	if (!on || bm_test(&p->fpw, page))
+		return 0;
+	bm_set(&p->fpw, page);
+	p->wal_pos += PG_PAGE;
+	return PG_PAGE;
+}
+
+/*
  * Page @page is needed: read when not in shared buffers (a victim's buffer
  * written first when dirty), then dirtied when @dirty, with a full-page
  * image in the WAL when @fpw and its first change since the checkpoint.
@@ -616,10 +631,7 @@ static int touch(struct pg_gen *p, uint64_t t, uint32_t pid, uint64_t page, bool
 		bm_set(&p->dirty, page);
 		p->nr_dirty++;
 	}
-	if (fpw && !bm_test(&p->fpw, page)) {
-		bm_set(&p->fpw, page);
-		p->wal_pos += PG_PAGE;
-	}
+	wal_fpi(p, page, fpw);
 	return ret;
 }
 
@@ -645,10 +657,7 @@ static int txn(struct pg_gen *p, uint64_t t, uint32_t pid)
 		uint64_t leaf = p->heap_pages + 1 + aid / PG_ROWS_PER_LEAF;
 
 		p->wal_pos += AV_WAL_BTINSERT;
-		if (p->g.fpw && !bm_test(&p->fpw, leaf)) {
-			bm_set(&p->fpw, leaf);
-			p->wal_pos += PG_PAGE;
-		}
+		wal_fpi(p, leaf, p->g.fpw);
 	}
 	p->wal_pos += p->g.wal_rec;
 	if (!ret && p->g.wal_each)
@@ -704,13 +713,8 @@ static void av_set_dirty(void *ctx, enum av_rel rel, uint64_t page)
 static uint64_t av_hint(void *ctx, enum av_rel rel, uint64_t page)
 {
 	struct pg_gen *p = ctx;
-	uint64_t i = av_page(p, rel, page);
 
-	if (!p->g.hint_fpw || bm_test(&p->fpw, i))
-		return 0;
-	bm_set(&p->fpw, i);
-	p->wal_pos += PG_PAGE;
-	return PG_PAGE;
+	return wal_fpi(p, av_page(p, rel, page), p->g.hint_fpw);
 }
 
 static int av_io(void *ctx, uint64_t t, uint32_t pid, enum av_io op, enum av_rel rel,
@@ -733,12 +737,10 @@ static uint64_t av_wal(void *ctx, enum av_rel rel, uint64_t page, uint64_t bytes
 {
 	struct pg_gen *p = ctx;
 
-	if (image && p->g.fpw && (rel == AV_HEAP || rel == AV_INDEX) &&
-	    !bm_test(&p->fpw, av_page(p, rel, page))) {
-		bm_set(&p->fpw, av_page(p, rel, page));
-		bytes += PG_PAGE;
-	}
 	p->wal_pos += bytes;
+	/* a map page is none of the bitmaps': autovac.c puts its image in @bytes (vm_logged) */
+	if (rel == AV_HEAP || rel == AV_INDEX)
+		bytes += wal_fpi(p, av_page(p, rel, page), image && p->g.fpw);
 	return bytes;
 }
 
