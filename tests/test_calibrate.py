@@ -109,3 +109,13 @@ def check_result(res, text, log):
         assert dist[side]['events']['global_dirty_state'] > 0, (side, dist[side], log)
         assert dist[side]['events']['pauses taken'] == cols[side]['pauses']['value']
     assert '| pause taken, ms |' in text and '| dirty_ratelimit, KiB/s |' in text
+    # Who wrote shared buffers out (pg_stat_bgwriter), every run on both
+    # sides, and what the throttle did before the runs.
+    for side in ('kernel', 'model'):
+        rows = res['bgwriter'][side]
+        assert rows and len(rows) == 2, (side, res['bgwriter'])
+        assert all({'buffers_clean', 'buffers_backend', 'buffers_alloc'} <= set(r)
+                   for r in rows), (side, rows)
+        assert sum(r['buffers_alloc'] for r in rows) > 0, (side, rows)
+    assert '| buffers_backend |' in text, text
+    assert '| bdi_dirty_ratelimit updates before the runs |' in text, text

@@ -9,7 +9,9 @@ the large-folio source), each with its throttle traced event by event:
 
   kernel  contrib/kernel/pg-seed.py: XFS on a direct-I/O loop device, the
           server in a memory cgroup of the page cache + shared_buffers +
-          64 MiB, vm.dirty_bytes / dirty_background_bytes set for the run;
+          64 MiB, vm.dirty_bytes / dirty_background_bytes set before the
+          load (pg-seed.py --dirty-at-load: a mount has its limits from the
+          start);
           writeback:balance_dirty_pages, bdi_dirty_ratelimit and
           global_dirty_state from a tracefs instance
   model   contrib/tools/pgcompare.py --preset seed with one configuration,
@@ -41,8 +43,11 @@ then the distribution of every balance_dirty_pages and bdi_dirty_ratelimit
 field (n, median, p90, kernel and model) and their CDFs (cdf.png), both
 over the pgbench runs only, and per iteration the cache after the run by
 file class (MiB, 2 MiB share) and by LRU list, kernel beside model (a
-one-line note instead where a run's files predate them).  refcmp.py says
-how each column is computed.
+one-line note instead where a run's files predate them); what the
+throttle did before the runs (the load and the first source step) and the
+rate limit the runs started from; who wrote PostgreSQL's shared buffers
+out during the runs (pg_stat_bgwriter), kernel beside model.  refcmp.py
+says how each column is computed.
 
 Usage, as root (the server and the mount run as unprivileged users):
   contrib/kernel/calibrate.py [--scale 100] [--cache 512M] [--dirty-bytes 64M]
@@ -156,7 +161,7 @@ def kernel_side(a, out):
               '--shared-buffers', a.shared_buffers, '--dirty-bytes', str(a.dirty_bytes),
               '--dirty-background-bytes', str(a.dirty_background_bytes),
               '--source', a.source, '--fillfactor', str(a.fillfactor), '--fs', a.fs,
-              '--json', res_path, '--md', os.path.join(out, 'kernel.md'),
+              '--dirty-at-load', '--json', res_path, '--md', os.path.join(out, 'kernel.md'),
               '--events', ev_path], 'the kernel reference', os.path.join(out, 'kernel.log'))
     return res_path, ev_path
 
@@ -174,6 +179,7 @@ def model_side(a, out, foliofs):
     # CLOCK_MONOTONIC.
     offset = time.time() - time.monotonic()
     rec.start()
+    prep_t0 = time.monotonic()
     try:
         run_step(['/usr/bin/python3', PGCOMPARE, '--preset', 'seed', '-s', str(a.scale),
                   '-r', str(a.iters), '-T', str(a.duration), '-c', str(a.clients),
@@ -189,8 +195,11 @@ def model_side(a, out, foliofs):
     if rec.lost:
         raise RuntimeError('bpftrace lost %d events' % rec.lost)
     for r in refcmp.read_model_iterations(mdir, 'model'):
-        rec.log.window('run', int(r['iteration']), int(r['start_unix_ms']) / 1000 - offset,
-                       int(r['end_unix_ms']) / 1000 - offset)
+        t0 = int(r['start_unix_ms']) / 1000 - offset
+        if int(r['iteration']) == 1:
+            # The load and the first source step, as pg-seed.py's 'prep'.
+            rec.log.window('prep', 0, prep_t0, t0)
+        rec.log.window('run', int(r['iteration']), t0, int(r['end_unix_ms']) / 1000 - offset)
     ev_path = os.path.join(out, 'model-events.jsonl.gz')
     rec.log.save(ev_path)
     return mdir, ev_path
@@ -242,6 +251,15 @@ def report(a, out, kres, klog, mdir, mlog, commit, foliofs):
            'pauses taken are those with pause > 0):', ''] + refcmp.dist_table(logs)
     md += ['', 'Who was checked past the freerun point, and paused, by PostgreSQL role '
            '(from each writer\'s command line):', ''] + refcmp.roles_table(logs)
+    prep = refcmp.prep_table(logs)
+    if prep:
+        md += ['', 'Before the runs (the load, at the run\'s dirty limits on both sides, and '
+               'the first source step) and the rate limit the runs started from:', ''] + prep
+    bgw = refcmp.bgwriter_rows(kres, mdir, 'model')
+    md += ['', 'Who wrote PostgreSQL\'s shared buffers out during the runs '
+           '(pg_stat_bgwriter: the background writer, its rounds stopped at '
+           'bgwriter_lru_maxpages, backends evicting a dirty buffer themselves, the '
+           'checkpointer; and the buffers allocated):', ''] + refcmp.bgwriter_table(bgw)
     cache_md, cache_js = refcmp.cache_section(kres, mdir, 'model')
     md += [''] + cache_md
     if plotted:
@@ -249,7 +267,8 @@ def report(a, out, kres, klog, mdir, mlog, commit, foliofs):
     text = '\n'.join(md) + '\n'
     result = {'sizing': sizing_json(a), 'commit': commit, 'label': a.label, 'loadavg': LOADS,
               'foliofs': foliofs, 'kernel': kres['meta']['kernel'],
-              'columns': js, 'distributions': refcmp.dist_json(logs), 'cache': cache_js}
+              'columns': js, 'distributions': refcmp.dist_json(logs), 'cache': cache_js,
+              'bgwriter': bgw}
     if sim:
         result['sim'] = dict(sim[2], app_write_ratio=simside.drift(sim[1], mdir, 'model'))
     return text, result

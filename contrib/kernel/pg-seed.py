@@ -58,6 +58,9 @@ Per iteration, from the kernel itself:
                  counters, /proc/vmstat's, machine-wide), for the source
                  step and the run apart
   latency        pgbench's average
+  bgwriter       who wrote shared buffers out during the run
+                 (pg_stat_bgwriter: the background writer, backends
+                 themselves, the checkpointer) and the buffers allocated
   above thresh   the share of 5 s samples with nr_dirty at or above the
                  dirty threshold (the seed: about 17%), and whether the
                  iteration's peak passed it (the seed: 9 of 10)
@@ -109,7 +112,7 @@ REPO = os.path.dirname(os.path.dirname(HERE))
 import refcmp  # noqa: E402  (this directory is on sys.path: a plain module)
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.realpath(__file__)), '..', 'lib'))
 from foliofs_tools import (  # noqa: E402
-    FILE_CLASSES, Cluster, Signals, Skip, Undo, data_file_classes, kernel_skip_reason,
+    BGWRITER_SQL, FILE_CLASSES, Cluster, bgwriter_delta, Signals, Skip, Undo, data_file_classes, kernel_skip_reason,
     parse_size, pg_bindir, pg_loop_fs, rd, relation_files, run, tracefs_root, wr)
 
 PAGE = 4096
@@ -700,12 +703,18 @@ def run_reference(args, undo, work):
     cg.enter()
     cl.start(settings)
     cg.leave()
+    if args.dirty_at_load:
+        set_dirty_limits(args, undo)
     t0 = time.monotonic()
     init = ['-i', '-q', '-s', str(args.scale), '-F', str(args.fillfactor)]
     cl.pgbench(init)
     if args.source != 'reinit':     # the seed reproducer runs pgbench right after
         cl.psql('CHECKPOINT')
     load_s = time.monotonic() - t0
+    # What the throttle learnt before the runs (the load, at the machine's
+    # dirty limits, and the first source step) is kept as the window
+    # 'prep', up to the first run's start.
+    prep_t0 = t0
     log('loaded scale %d in %.0f s' % (args.scale, load_s))
     if args.cold:
         cl.stop()
@@ -715,12 +724,8 @@ def run_reference(args, undo, work):
         cl.restart(settings)
         cg.leave()
         log('restarted with the page cache dropped')
-    for knob, val in (('dirty_background_bytes', args.dirty_background_bytes),
-                      ('dirty_bytes', args.dirty_bytes)):
-        path = '/proc/sys/vm/' + knob
-        old_bytes, old_ratio = rd(path).strip(), rd(path.replace('_bytes', '_ratio')).strip()
-        undo.push('vm.' + knob, restore_vm, knob, old_bytes, old_ratio)
-        wr(path, str(val))
+    if not args.dirty_at_load:
+        set_dirty_limits(args, undo)
     vm = VmstatSampler(undo, cg)
     namer = FileNamer(cl, undo)
     rows = []
@@ -737,13 +742,17 @@ def run_reference(args, undo, work):
         r1 = cg.reclaim_stat()
         w0 = sectors_written(dev)
         v0 = vm.mark()
+        bg0 = cl.psql(BGWRITER_SQL)
         t2 = time.monotonic()
         out = cl.pgbench(['-N', '-M', 'prepared', '-c', str(args.clients), '-j', '2',
                           '-T', str(args.duration), '-n'])
         t3 = time.monotonic()
+        bg1 = cl.psql(BGWRITER_SQL)
         w1 = sectors_written(dev)
         s2 = events.snapshot()
         r2 = cg.reclaim_stat()
+        if i == 0:
+            events.log.window('prep', 0, prep_t0, t2)
         events.log.window('source', i + 1, t0, t1)
         events.log.window('run', i + 1, t2, t3)
         src, run_ = delta(s0, s1), delta(s1, s2)
@@ -756,6 +765,7 @@ def run_reference(args, undo, work):
                'reclaim': counter_delta(r1, r2), 'source_reclaim': counter_delta(r0, r1),
                'lru_pages': {k: r2[k] for k in ('active_file', 'inactive_file') if k in r2}}
         row['latency_ms'] = parse_latency(out)
+        row['bgwriter'] = bgwriter_delta(bg0, bg1)
         row['run_t0'], row['run_t1'] = t2, t3
         row.update(vm.summary(v0))
         row['dirty_samples'] = vm.dirty_samples(v0)
@@ -789,6 +799,17 @@ def run_reference(args, undo, work):
     if args.events:
         events.log.save(args.events)
     return {'load_seconds': load_s, 'iterations': rows}
+
+
+def set_dirty_limits(args, undo):
+    """vm.dirty_background_bytes and vm.dirty_bytes for the run, the old
+    values put back by UNDO."""
+    for knob, val in (('dirty_background_bytes', args.dirty_background_bytes),
+                      ('dirty_bytes', args.dirty_bytes)):
+        path = '/proc/sys/vm/' + knob
+        old_bytes, old_ratio = rd(path).strip(), rd(path.replace('_bytes', '_ratio')).strip()
+        undo.push('vm.' + knob, restore_vm, knob, old_bytes, old_ratio)
+        wr(path, str(val))
 
 
 def restore_vm(knob, old_bytes, old_ratio):
@@ -953,6 +974,10 @@ def main(argv):
                     help='128MB, or a quarter of --mem with --seed-settings')
     ap.add_argument('--dirty-bytes', type=parse_size, default=parse_size('200M'))
     ap.add_argument('--dirty-background-bytes', type=parse_size, default=parse_size('100M'))
+    ap.add_argument('--dirty-at-load', action='store_true',
+                    help='set the dirty limits before pgbench -i, not after it (as a mount '
+                    'has its limits from the start: the throttle\'s estimates carry over '
+                    'from the load into the runs)')
     ap.add_argument('--ra-kb', type=int, default=2048)
     ap.add_argument('--source', choices=SOURCES, default='seqscan-each')
     ap.add_argument('--seed-settings', action='store_true',

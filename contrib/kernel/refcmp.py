@@ -36,7 +36,7 @@ import statistics
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.realpath(__file__)), '..', 'lib'))
-from foliofs_tools import FILE_CLASSES  # noqa: E402
+from foliofs_tools import BGWRITER_COUNTERS, FILE_CLASSES  # noqa: E402
 
 PAGE = 4096
 MiB = 1 << 20
@@ -204,13 +204,18 @@ class EventLog:
 
     def save(self, path, only=None):
         """Write the events inside the windows (all of them if there is
-        none; of the events named in ONLY, if given), and the windows."""
-        wins = [(t0, t1) for _, _, t0, t1 in self.windows]
+        none; of the events named in ONLY, if given), and the windows.  In
+        the window 'prep' (what came before the runs: the load, the first
+        source step) only the throttle's own events are kept, not
+        global_dirty_state's thousands a second."""
+        wins = [(t0, t1) for n, _, t0, t1 in self.windows if n != 'prep']
+        prep = [(t0, t1) for n, _, t0, t1 in self.windows if n == 'prep']
         with gzip.open(path, 'wt') as f:
             f.write(json.dumps({'source': self.source, 'events': EVENTS,
                                 'windows': self.windows, 'roles': self.roles}) + '\n')
             for t, ev, pid, vals in self.events:
-                if wins and not any(t0 <= t < t1 for t0, t1 in wins):
+                if (wins or prep) and not any(t0 <= t < t1 for t0, t1 in wins) and not (
+                        ev != 'global_dirty_state' and any(t0 <= t < t1 for t0, t1 in prep)):
                     continue
                 if only and ev not in only:
                     continue
@@ -340,6 +345,69 @@ def roles_table(logs):
         out.append('| %s | ' % role + ' | '.join(
             '%d | %d | %d' % (c[role][0], c[role][1], len(c[role][2])) if role in c
             else '0 | 0 | 0' for c in per) + ' |')
+    return out
+
+
+def prep_table(logs):
+    """Markdown rows: what each side's throttle did before the runs (the
+    window 'prep': the load and the first source step) and the rate limit
+    the runs started from: balance_dirty_pages events and pauses there,
+    bdi_dirty_ratelimit updates there and dirty_ratelimit after the last,
+    and dirty_ratelimit at the runs' first balance_dirty_pages event (KiB/s);
+    [] when no log has the window."""
+    if not any(n == 'prep' for _, lg in logs for n, _, _, _ in lg.windows):
+        return []
+    out = ['| | ' + ' | '.join(n for n, _ in logs) + ' |', '|---|' + '---:|' * len(logs)]
+    cells = {k: [] for k in ('bdp', 'rl', 'last', 'first')}
+    for _, lg in logs:
+        if not any(n == 'prep' for n, _, _, _ in lg.windows):
+            for k in cells:
+                cells[k].append('n/a')
+            continue
+        bdp = lg.rows('balance_dirty_pages', 'prep')
+        rl = sorted(lg.rows('bdi_dirty_ratelimit', 'prep'), key=lambda r: r['t'])
+        run = sorted(lg.rows('balance_dirty_pages'), key=lambda r: r['t'])
+        cells['bdp'].append('%d / %d' % (len(bdp), sum(map(_taken, bdp))))
+        cells['rl'].append('%d' % len(rl))
+        cells['last'].append('%d' % rl[-1]['dirty_ratelimit'] if rl else 'n/a')
+        cells['first'].append('%d' % run[0]['dirty_ratelimit'] if run else 'n/a')
+    for k, label in (('bdp', 'balance_dirty_pages events / pauses before the runs'),
+                     ('rl', 'bdi_dirty_ratelimit updates before the runs'),
+                     ('last', 'dirty_ratelimit after the last of them, KiB/s'),
+                     ('first', 'dirty_ratelimit at the runs\' first event, KiB/s')):
+        out.append('| %s | %s |' % (label, ' | '.join(cells[k])))
+    return out
+
+
+def bgwriter_rows(kres, mdir, config):
+    """Per side ('kernel', 'model') the runs' pg_stat_bgwriter deltas
+    ({counter: n} per iteration, pg-seed.py's 'bgwriter' and pgcompare's
+    iterations.csv column of that name); a side's list is None when its
+    files predate them."""
+    k = [r.get('bgwriter') for r in kres.get('iterations') or []]
+    m = [json.loads(r['bgwriter']) if r.get('bgwriter') else None
+         for r in read_model_iterations(mdir, config)]
+    return {'kernel': k if k and all(x is not None for x in k) else None,
+            'model': m if m and all(x is not None for x in m) else None}
+
+
+def bgwriter_table(rows):
+    """Markdown rows: who wrote shared buffers out over all the runs, per
+    side and counter (BGWRITER_COUNTERS), with the model's over the
+    kernel's; a one-line note when a side lacks them."""
+    lacking = [side for side, r in rows.items() if r is None]
+    if lacking:
+        return ['No table of who wrote shared buffers out: the %s side\'s files of this run '
+                'predate the pg_stat_bgwriter counters.' % ' and '.join(lacking)]
+    out = ['| counter, over the runs | kernel | model | model / kernel |', '|---|---:|---:|---:|']
+    for c in BGWRITER_COUNTERS:
+        k = sum(r.get(c, 0) for r in rows['kernel']) if all(c in r for r in rows['kernel']) \
+            else None
+        m = sum(r.get(c, 0) for r in rows['model']) if all(c in r for r in rows['model']) \
+            else None
+        out.append('| %s | %s | %s | %s |' % (c, 'n/a' if k is None else k,
+                                             'n/a' if m is None else m,
+                                             'n/a' if not k or m is None else 'x%.2f' % (m / k)))
     return out
 
 

@@ -17,6 +17,8 @@
                         data_file_classes() (inode -> class), parse_folios()
                         and read_folios() (.foliofs/folios whole),
                         cache_by_class() (a mount's folios per file class)
+  who wrote the buffers BGWRITER_SQL, bgwriter_delta() (pg_stat_bgwriter
+                        between two reads)
 
 A script imports it as a plain module, with this directory put on
 sys.path once:
@@ -31,6 +33,7 @@ An installed script (foliofs-pgcompare) finds it in
 import argparse
 import ctypes
 import functools
+import json
 import os
 import pwd
 import re
@@ -454,6 +457,28 @@ def pg_loop_fs(fstype, work, size, ra_kb, undo):
 # The classes, as contrib/kernel/pg-seed.py reports the kernel's cache and
 # contrib/tools/pgcompare.py the model's: pgbench_accounts, its primary
 # key, pg_wal's segments, everything else.
+# pg_stat_bgwriter as one JSON object, whatever columns the server's
+# version has (PostgreSQL 17 moved buffers_backend to pg_stat_io and the
+# checkpoint counters to pg_stat_checkpointer: they are then absent).
+BGWRITER_SQL = 'SELECT row_to_json(s) FROM pg_stat_bgwriter s'
+
+# The counters of who wrote shared buffers out, in the order reports show
+# them: the background writer (buffers_clean; maxwritten_clean, its rounds
+# stopped at bgwriter_lru_maxpages), backends evicting a dirty buffer
+# themselves (buffers_backend), the checkpointer, and the buffers allocated.
+BGWRITER_COUNTERS = ('buffers_clean', 'maxwritten_clean', 'buffers_backend',
+                     'buffers_checkpoint', 'buffers_alloc')
+
+
+def bgwriter_delta(before, after):
+    """{counter: after - before} of BGWRITER_COUNTERS from two outputs of
+    BGWRITER_SQL (psql -At); a counter the server does not have is left
+    out."""
+    b, a = json.loads(before), json.loads(after)
+    return {k: a[k] - b[k] for k in BGWRITER_COUNTERS
+            if isinstance(a.get(k), int) and isinstance(b.get(k), int)}
+
+
 FILE_CLASSES = ('accounts', 'accounts_pkey', 'wal', 'other')
 # Every relation with a file: psql -At prints "relname|path".
 RELATION_SQL = ("SELECT relname, pg_relation_filepath(oid) FROM pg_class "

@@ -98,8 +98,9 @@ for _lib in (os.path.join(os.path.dirname(os.path.realpath(__file__)), "..", "li
         sys.path.insert(0, _lib)
         break
 from foliofs_tools import (  # noqa: E402
-    FILE_CLASSES, FUSERMOUNT, RELATION_SQL, cache_by_class, data_file_classes, is_fuse_mounted,
-    parse_folios, parse_stats, relation_classes, wait_mounted)
+    BGWRITER_COUNTERS, BGWRITER_SQL, FILE_CLASSES, FUSERMOUNT, RELATION_SQL, bgwriter_delta, cache_by_class,
+    data_file_classes, is_fuse_mounted, parse_folios, parse_stats, relation_classes,
+    wait_mounted)
 from foliofs_trace import MountTrace, find_tool, keep_trace  # noqa: E402
 RUN_USER = "foliofs-test"
 PAGE = 4096
@@ -860,6 +861,7 @@ class Comparison:
         prefix = os.path.join(self.scratch, "txlog-%s-%d" % (c.name, it))
         if self.a.latency:
             args += ["-l", "--log-prefix", prefix]
+        bg0 = self.psql(c, BGWRITER_SQL, "reading pg_stat_bgwriter")
         sampler = DaemonSampler(c.daemon.pid if c.foliofs else None)
         start = now_ms()
         try:
@@ -867,6 +869,7 @@ class Comparison:
         finally:
             sampler.stop()
         end = now_ms()
+        bg1 = self.psql(c, BGWRITER_SQL, "reading pg_stat_bgwriter")
         after_run = self.snapshot(c)
         run_classes = self.cache_classes(c)
         if stop:
@@ -902,6 +905,8 @@ class Comparison:
         row["run_by_class"] = run_classes
         for k in ("active_bytes", "inactive_bytes"):
             row[k] = after_run.get(k, "")
+        # Who wrote shared buffers out during the run (pg_stat_bgwriter).
+        row["bgwriter"] = json.dumps(bgwriter_delta(bg0, bg1), sort_keys=True)
         self.iterations.append(row)
         log("%s: iteration %d: %.1f tps, %d failed%s%s" % (
             c.name, it, row["tps"], row["failed"],
@@ -1489,8 +1494,10 @@ def write_report(cmp, settings, summ, path):
         " active list) by order, 0 for 4 KiB to 9 for 2 MiB, `bytes`,"
         " `share_2m`, `active_bytes` and `referenced` folios) and"
         " `active_bytes` and `inactive_bytes` (the LRU lists after the run);"
-        " the foliofs columns are blank for native and passthrough_hp."
-        % (", ".join(COUNTERS), ", ".join(FILE_CLASSES)),
+        " the foliofs columns are blank for native and passthrough_hp;"
+        " `bgwriter` (every configuration: who wrote shared buffers out"
+        " during the run, pg_stat_bgwriter's %s, as JSON)."
+        % (", ".join(COUNTERS), ", ".join(FILE_CLASSES), ", ".join(BGWRITER_COUNTERS)),
         "- `samples.csv`: every stats-log line of every foliofs configuration"
         " (every stat of `.foliofs/stats`), with its iteration and phase"
         " (`run`: pgbench; `stop`: the shutdown checkpoint after it; `idle`).",
@@ -1624,6 +1631,7 @@ def iteration_header(latency):
     header += ["run_" + k for k in COUNTERS] + ["total_" + k for k in COUNTERS]
     header += ["share_2m", "cached_folios", "transport"]
     header += ["source_by_class", "run_by_class", "active_bytes", "inactive_bytes"]
+    header += ["bgwriter"]
     return header
 
 
