@@ -29,48 +29,6 @@
  */
 #define AV_HOT_PPM_DEFAULT 979000u
 
-static bool bit_test(const uint64_t *w, uint64_t i)
-{
-	return w[i / 64] >> (i % 64) & 1;
-}
-
-static void bit_set(uint64_t *w, uint64_t i)
-{
-	w[i / 64] |= 1ull << (i % 64);
-}
-
-static void bit_clear(uint64_t *w, uint64_t i)
-{
-	w[i / 64] &= ~(1ull << (i % 64));
-}
-
-static uint64_t bit_words(uint64_t bits)
-{
-	return (bits + 63) / 64;
-}
-
-static uint64_t bit_count(const uint64_t *w, uint64_t bits)
-{
-	uint64_t n = 0;
-
-	for (uint64_t i = 0; i < bit_words(bits); i++)
-		n += (uint64_t)__builtin_popcountll(w[i]);
-	return n;
-}
-
-/* The first set bit at or after @i, or @n. */
-static uint64_t bit_next(const uint64_t *w, uint64_t i, uint64_t n)
-{
-	while (i < n) {
-		uint64_t x = w[i / 64] >> (i % 64);
-
-		if (x)
-			return i + (uint64_t)__builtin_ctzll(x) < n ? i + (uint64_t)__builtin_ctzll(x) : n;
-		i = (i / 64 + 1) * 64;
-	}
-	return n;
-}
-
 /*
  * The free space map's block of the page at @level (0: leaves) with
  * logical number @logpageno: fsm_logical_to_physical(), three levels.
@@ -100,7 +58,7 @@ void av_params_default(struct av_params *prm)
 int av_init(struct av_state *av, const struct av_params *prm, const struct av_ops *ops, void *ctx,
 	    uint32_t pid, uint64_t heap_pages, uint64_t idx_pages, uint64_t reltuples, uint8_t room)
 {
-	uint64_t hw = bit_words(heap_pages), iw = bit_words(idx_pages);
+	uint64_t hw = av_bit_words(heap_pages), iw = av_bit_words(idx_pages);
 
 	*av = (struct av_state){
 		.prm = *prm, .ops = ops, .ctx = ctx, .pid = pid, .heap_pages = heap_pages,
@@ -171,14 +129,14 @@ static void dead_add(struct av_state *av, uint64_t page)
 /* Pruning gives back the room of the dead versions @page holds; @count: the HOT one's count. */
 static void prune(struct av_state *av, uint64_t page, bool count)
 {
-	if (bit_test(av->hot, page)) {
-		bit_clear(av->hot, page);
+	if (av_bit_test(av->hot, page)) {
+		av_bit_clear(av->hot, page);
 		av->room[page] += av->room[page] < UINT8_MAX;
 		if (count && av->n_dead)
 			av->n_dead--;
 	}
-	if (bit_test(av->unpruned, page)) {
-		bit_clear(av->unpruned, page);
+	if (av_bit_test(av->unpruned, page)) {
+		av_bit_clear(av->unpruned, page);
 		av->room[page] += av->room[page] < UINT8_MAX;
 	}
 }
@@ -193,8 +151,8 @@ bool av_note_update(struct av_state *av, uint64_t page, uint64_t leaf)
 {
 	bool hot = false;
 
-	bit_clear(av->allvis, page);
-	bit_set(av->changed, page);
+	av_bit_clear(av->allvis, page);
+	av_bit_set(av->changed, page);
 	prune(av, page, true);
 	if (av->room[page]) {
 		av->cold_acc += AV_PPM - av->prm.hot_ppm;
@@ -206,12 +164,12 @@ bool av_note_update(struct av_state *av, uint64_t page, uint64_t leaf)
 	if (hot) {
 		av->hot_updates++;
 		av->room[page]--;
-		bit_set(av->hot, page);
+		av_bit_set(av->hot, page);
 	} else {
-		bit_set(av->dead, page);
-		bit_set(av->unpruned, page);
+		av_bit_set(av->dead, page);
+		av_bit_set(av->unpruned, page);
 		if (leaf < av->idx_pages)
-			bit_set(av->idx_dead, leaf);
+			av_bit_set(av->idx_dead, leaf);
 	}
 	dead_add(av, page);
 	return hot;
@@ -344,7 +302,7 @@ static void set_all_visible(struct av_state *av, uint64_t page)
 {
 	uint64_t vm = page / AV_HEAP_PER_VM_PAGE, bytes = AV_WAL_VISIBLE;
 
-	bit_set(av->allvis, page);
+	av_bit_set(av->allvis, page);
 	av->vm_dirty[vm] = 1;
 	if (!av->vm_logged[vm]) {
 		av->vm_logged[vm] = 1;
@@ -377,7 +335,7 @@ static uint64_t skip_from(struct av_state *av, uint64_t blk, bool *skipping)
 {
 	uint64_t n = blk;
 
-	while (n + 1 < av->heap_pages && bit_test(av->allvis, n))
+	while (n + 1 < av->heap_pages && av_bit_test(av->allvis, n))
 		n++;
 	*skipping = n - blk >= AV_SKIP_PAGES_THRESHOLD;
 	return n;
@@ -399,7 +357,7 @@ static void heap_scan_advance(struct av_state *av, uint64_t blk)
 
 static void vacuum_begin(struct av_state *av, uint64_t t)
 {
-	uint64_t hw = bit_words(av->heap_pages), iw = bit_words(av->idx_pages);
+	uint64_t hw = av_bit_words(av->heap_pages), iw = av_bit_words(av->idx_pages);
 
 	av->phase = AV_HEAP_SCAN;
 	av->in_vacuum = true;
@@ -412,7 +370,7 @@ static void vacuum_begin(struct av_state *av, uint64_t t)
 	memcpy(av->idx_vac, av->idx_dead, (iw + 1) * 8);
 	memset(av->idx_dead, 0, (iw + 1) * 8);
 	memset(av->changed, 0, hw * 8);
-	av->lpdead_pages = bit_count(av->vac, av->heap_pages);
+	av->lpdead_pages = av_bit_count(av->vac, av->heap_pages);
 	av->recent = 0;
 	heap_scan_advance(av, UINT64_MAX);
 }
@@ -420,7 +378,7 @@ static void vacuum_begin(struct av_state *av, uint64_t t)
 /* lazy_scan_heap()'s work on block @p: prune, hint bits, all-visible. */
 static int heap_scan_page(struct av_state *av, uint64_t p)
 {
-	bool vac = bit_test(av->vac, p), changed = bit_test(av->changed, p);
+	bool vac = av_bit_test(av->vac, p), changed = av_bit_test(av->changed, p);
 	struct av_slot *s;
 	int ret = access_page(av, AV_HEAP, p, &s);
 
@@ -428,8 +386,8 @@ static int heap_scan_page(struct av_state *av, uint64_t p)
 	if (ret)
 		return ret;
 	if (!vac)
-		record_free_space(av, p, !bit_test(av->allvis, p));
-	if (bit_test(av->allvis, p) && !vac)
+		record_free_space(av, p, !av_bit_test(av->allvis, p));
+	if (av_bit_test(av->allvis, p) && !vac)
 		return 0;	/* all-visible, read in a run too short to skip */
 	dirty_page(av, AV_HEAP, p, s);
 	/*
@@ -437,7 +395,7 @@ static int heap_scan_page(struct av_state *av, uint64_t p)
 	 * pruned yet, or a HOT one's older than the vacuum.  A dead item an
 	 * access made LP_DEAD already is only collected.
 	 */
-	if (!changed && (bit_test(av->unpruned, p) || bit_test(av->hot, p))) {
+	if (!changed && (av_bit_test(av->unpruned, p) || av_bit_test(av->hot, p))) {
 		log_page(av, AV_HEAP, p, AV_WAL_PRUNE, s);
 		prune(av, p, false);
 	}
@@ -457,7 +415,7 @@ static int heap_vacuum_page(struct av_state *av, uint64_t p)
 	av->cur.heap_vacuumed++;
 	dirty_page(av, AV_HEAP, p, s);
 	log_page(av, AV_HEAP, p, AV_WAL_VACUUM, s);
-	if (!bit_test(av->changed, p))
+	if (!av_bit_test(av->changed, p))
 		set_all_visible(av, p);
 	record_free_space(av, p, true);
 	return 0;
@@ -472,7 +430,7 @@ static int index_page(struct av_state *av, uint64_t p)
 	if (ret)
 		return ret;
 	av->cur.index_pages++;
-	if (p && bit_test(av->idx_vac, p)) {
+	if (p && av_bit_test(av->idx_vac, p)) {
 		dirty_page(av, AV_INDEX, p, s);
 		log_page(av, AV_INDEX, p, AV_WAL_BTVACUUM, s);
 	}
@@ -493,9 +451,9 @@ static void heap_scan_end(struct av_state *av)
 	}
 	if (av->lpdead_pages * 1000 < av->heap_pages * AV_BYPASS_PAGES_PM) {
 		av->cur.bypassed = true;
-		for (uint64_t i = 0; i < bit_words(av->heap_pages); i++)
+		for (uint64_t i = 0; i < av_bit_words(av->heap_pages); i++)
 			av->dead[i] |= av->vac[i];
-		for (uint64_t i = 0; i < bit_words(av->idx_pages) + 1; i++)
+		for (uint64_t i = 0; i < av_bit_words(av->idx_pages) + 1; i++)
 			av->idx_dead[i] |= av->idx_vac[i];
 		av->phase = AV_IDLE;
 		return;
@@ -507,7 +465,7 @@ static void heap_scan_end(struct av_state *av)
 	}
 	/* No index (pgbench,index=0): straight to the heap's second pass. */
 	av->phase = AV_HEAP_VACUUM;
-	av->pos = bit_next(av->vac, 0, av->heap_pages);
+	av->pos = av_bit_next(av->vac, 0, av->heap_pages);
 	if (av->pos >= av->heap_pages)
 		av->phase = AV_IDLE;
 }
@@ -565,12 +523,12 @@ static int vacuum_step(struct av_state *av)
 		ret = index_page(av, av->pos++);
 		if (av->pos >= av->idx_pages) {
 			av->phase = AV_HEAP_VACUUM;
-			av->pos = bit_next(av->vac, 0, av->heap_pages);
+			av->pos = av_bit_next(av->vac, 0, av->heap_pages);
 		}
 		break;
 	case AV_HEAP_VACUUM:
 		ret = heap_vacuum_page(av, av->pos);
-		av->pos = bit_next(av->vac, av->pos + 1, av->heap_pages);
+		av->pos = av_bit_next(av->vac, av->pos + 1, av->heap_pages);
 		if (av->pos >= av->heap_pages)
 			av->phase = AV_IDLE;
 		break;

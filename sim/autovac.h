@@ -3,7 +3,8 @@
  * autovac.h - PostgreSQL 15's autovacuum of pgbench_accounts, as a model
  * for the pgbench generator (`gen pgbench,autovacuum=1`, pgbench.c).
  *
- * Only pgbench.c and tests/unit/test_autovac.c call it.  It knows
+ * Only pgbench.c and tests/unit/test_autovac.c call it (pgbench.c also
+ * keeps its own bitmaps with its av_bit_*() helpers).  It knows
  * nothing of traces or of the generator's shared-buffers model: it asks
  * them through the ops table it is given (struct av_ops), which the unit
  * test fakes (all hits, all misses, a clock).
@@ -126,6 +127,54 @@
 #define AV_WAL_BTVACUUM 56u
 #define AV_WAL_BTINSERT 64u	/* XLOG_BTREE_INSERT_LEAF: xl_btree_insert 2 + the tuple 16 */
 #define AV_PPM 1000000u
+
+/*
+ * Bitmaps of one bit per page, in 64-bit words: bit i is bit i % 64 of
+ * word i / 64.  The model's (struct av_state) and, through this header,
+ * pgbench.c's shared-buffers bitmaps: one implementation for both.
+ */
+static inline uint64_t av_bit_words(uint64_t bits)
+{
+	return (bits + 63) / 64;
+}
+
+static inline bool av_bit_test(const uint64_t *w, uint64_t i)
+{
+	return w[i / 64] >> (i % 64) & 1;
+}
+
+static inline void av_bit_set(uint64_t *w, uint64_t i)
+{
+	w[i / 64] |= 1ull << (i % 64);
+}
+
+static inline void av_bit_clear(uint64_t *w, uint64_t i)
+{
+	w[i / 64] &= ~(1ull << (i % 64));
+}
+
+/* The set bits among the first @bits (the words' bits past them clear). */
+static inline uint64_t av_bit_count(const uint64_t *w, uint64_t bits)
+{
+	uint64_t n = 0;
+
+	for (uint64_t i = 0; i < av_bit_words(bits); i++)
+		n += (uint64_t)__builtin_popcountll(w[i]);
+	return n;
+}
+
+/* The first set bit at or after @i and before @n, or @n. */
+static inline uint64_t av_bit_next(const uint64_t *w, uint64_t i, uint64_t n)
+{
+	while (i < n) {
+		uint64_t x = w[i / 64] >> (i % 64);
+
+		if (x)
+			return i + (uint64_t)__builtin_ctzll(x) < n ? i + (uint64_t)__builtin_ctzll(x) : n;
+		i = (i / 64 + 1) * 64;
+	}
+	return n;
+}
 
 struct av_state;
 

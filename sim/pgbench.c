@@ -149,11 +149,6 @@ struct pg_spec {
 	double av_scale, av_cost_delay_ms, av_hot;
 };
 
-/* One bit per table page. */
-struct pg_bitmap {
-	uint64_t *w;
-};
-
 struct pg_gen {
 	struct pg_spec g;
 	struct sim_sink *sink;
@@ -170,7 +165,7 @@ struct pg_gen {
 	uint64_t pages, heap_pages, rows, rows_per_page, pool, pages_per_seg;
 	uint64_t nr_segs, heap_segs;
 	uint32_t hist_file, wal_first_file;
-	struct pg_bitmap dirty, fpw, ckpt, loaded;
+	uint64_t *dirty, *fpw, *ckpt, *loaded;	/* one bit per page (av_bit_*(), autovac.h) */
 	uint64_t nr_dirty, nr_loaded;
 	/* WAL */
 	uint64_t wal_pos, wal_flushed, in_group;
@@ -308,38 +303,10 @@ static bool pg_chance(struct pg_gen *p, uint64_t num, uint64_t den)
 	return (unsigned __int128)(pg_rand(p) >> 11) * den < (unsigned __int128)num << 53;
 }
 
-static int bm_alloc(struct pg_bitmap *b, uint64_t bits)
+/* The bytes of a bitmap of one bit per page. */
+static size_t bitmap_bytes(const struct pg_gen *p)
 {
-	b->w = calloc((bits + 63) / 64, sizeof(uint64_t));
-	return b->w ? 0 : -ENOMEM;
-}
-
-static bool bm_test(const struct pg_bitmap *b, uint64_t i)
-{
-	return b->w[i / 64] >> (i % 64) & 1;
-}
-
-static void bm_set(struct pg_bitmap *b, uint64_t i)
-{
-	b->w[i / 64] |= 1ull << (i % 64);
-}
-
-static void bm_clear(struct pg_bitmap *b, uint64_t i)
-{
-	b->w[i / 64] &= ~(1ull << (i % 64));
-}
-
-/* The first set bit at or after @i, or @n. */
-static uint64_t bm_next(const struct pg_bitmap *b, uint64_t i, uint64_t n)
-{
-	while (i < n) {
-		uint64_t w = b->w[i / 64] >> (i % 64);
-
-		if (w)
-			return i + (uint64_t)__builtin_ctzll(w);
-		i = (i / 64 + 1) * 64;
-	}
-	return n;
+	return av_bit_words(p->pages) * sizeof(uint64_t);
 }
 
 static int emit(struct pg_gen *p, uint64_t t, uint32_t pid, uint32_t file, uint8_t op,
@@ -404,13 +371,13 @@ static int emit_page(struct pg_gen *p, uint64_t t, uint32_t pid, uint8_t op, uin
 
 static void ckpt_begin(struct pg_gen *p)
 {
-	memcpy(p->ckpt.w, p->dirty.w, (p->pages + 63) / 64 * sizeof(uint64_t));
-	memset(p->fpw.w, 0, (p->pages + 63) / 64 * sizeof(uint64_t));
+	memcpy(p->ckpt, p->dirty, bitmap_bytes(p));
+	memset(p->fpw, 0, bitmap_bytes(p));
 	p->ckpt_running = true;
 	p->ckpt_start_ns = p->ckpt_next_ns;
 	p->ckpt_step_ns = p->g.checkpoint_s * NS_PER_S * p->g.ckpt_target / 100 /
 			  (p->nr_dirty + 1);
-	p->ckpt_pos = bm_next(&p->ckpt, 0, p->pages);
+	p->ckpt_pos = av_bit_next(p->ckpt, 0, p->pages);
 	p->ckpt_i = 0;
 	p->ckpt_next_ns += p->g.checkpoint_s * NS_PER_S;
 	if (p->g.autovacuum)
@@ -467,8 +434,8 @@ static int ckpt_until(struct pg_gen *p, uint64_t t)
 			ret = ckpt_end(p, at);
 			continue;
 		}
-		if (bm_test(&p->dirty, p->ckpt_pos)) {
-			bm_clear(&p->dirty, p->ckpt_pos);
+		if (av_bit_test(p->dirty, p->ckpt_pos)) {
+			av_bit_clear(p->dirty, p->ckpt_pos);
 			p->nr_dirty--;
 			uint64_t off;
 
@@ -477,7 +444,7 @@ static int ckpt_until(struct pg_gen *p, uint64_t t)
 			p->ckpt_writes++;
 			p->ckpt_i++;
 		}
-		p->ckpt_pos = bm_next(&p->ckpt, p->ckpt_pos + 1, p->pages);
+		p->ckpt_pos = av_bit_next(p->ckpt, p->ckpt_pos + 1, p->pages);
 	}
 	return ret;
 }
@@ -508,12 +475,12 @@ enum pg_lookup { PG_HIT, PG_MISS_FREE, PG_MISS_EVICT };
  */
 static enum pg_lookup buffer_lookup(struct pg_gen *p, uint64_t page)
 {
-	if (bm_test(&p->dirty, page))
+	if (av_bit_test(p->dirty, page))
 		return PG_HIT;
 	if (p->nr_loaded < p->pool) {	/* cold=1, still filling */
-		if (bm_test(&p->loaded, page))
+		if (av_bit_test(p->loaded, page))
 			return PG_HIT;
-		bm_set(&p->loaded, page);
+		av_bit_set(p->loaded, page);
 		p->nr_loaded++;
 		return PG_MISS_FREE;
 	}
@@ -532,8 +499,8 @@ static int evict(struct pg_gen *p, uint64_t t, uint32_t pid)
 		return 0;
 	do
 		v = pg_rand(p) % p->pages;
-	while (!bm_test(&p->dirty, v));
-	bm_clear(&p->dirty, v);
+	while (!av_bit_test(p->dirty, v));
+	av_bit_clear(p->dirty, v);
 	p->nr_dirty--;
 	p->writes++;
 	return emit_page(p, t, pid, TRACE_OP_WRITE, v);
@@ -602,9 +569,9 @@ static int wal_flush(struct pg_gen *p, uint64_t t, uint32_t pid)
  */
 static uint64_t wal_fpi(struct pg_gen *p, uint64_t page, bool on)
 {
-	if (!on || bm_test(&p->fpw, page))
+	if (!on || av_bit_test(p->fpw, page))
 		return 0;
-	bm_set(&p->fpw, page);
+	av_bit_set(p->fpw, page);
 	p->wal_pos += PG_PAGE;
 	return PG_PAGE;
 }
@@ -627,8 +594,8 @@ static int touch(struct pg_gen *p, uint64_t t, uint32_t pid, uint64_t page, bool
 	}
 	if (!dirty)
 		return ret;
-	if (!bm_test(&p->dirty, page)) {
-		bm_set(&p->dirty, page);
+	if (!av_bit_test(p->dirty, page)) {
+		av_bit_set(p->dirty, page);
 		p->nr_dirty++;
 	}
 	wal_fpi(p, page, fpw);
@@ -689,7 +656,7 @@ static bool av_is_dirty(void *ctx, enum av_rel rel, uint64_t page)
 {
 	struct pg_gen *p = ctx;
 
-	return bm_test(&p->dirty, av_page(p, rel, page));
+	return av_bit_test(p->dirty, av_page(p, rel, page));
 }
 
 /*
@@ -703,8 +670,8 @@ static void av_set_dirty(void *ctx, enum av_rel rel, uint64_t page)
 	struct pg_gen *p = ctx;
 	uint64_t i = av_page(p, rel, page);
 
-	if (!bm_test(&p->dirty, i) && p->nr_dirty < p->pool) {
-		bm_set(&p->dirty, i);
+	if (!av_bit_test(p->dirty, i) && p->nr_dirty < p->pool) {
+		av_bit_set(p->dirty, i);
 		p->nr_dirty++;
 	}
 }
@@ -1024,23 +991,21 @@ static int setup(struct pg_gen *p)
 	p->rng = (g->seed + 1) * 0x9e3779b97f4a7c15ull;
 	if (!p->rng)
 		p->rng = 1;
-	ret = bm_alloc(&p->dirty, p->pages);
-	if (!ret)
-		ret = bm_alloc(&p->fpw, p->pages);
-	if (!ret)
-		ret = bm_alloc(&p->ckpt, p->pages);
-	if (!ret && g->cold)
-		ret = bm_alloc(&p->loaded, p->pages);
-	if (!ret && !(p->seg_written = calloc(p->nr_segs, 1)))
-		ret = -ENOMEM;
-	if (!ret && g->autovacuum)
-		ret = av_setup(p);
+	p->dirty = calloc(1, bitmap_bytes(p));
+	p->fpw = calloc(1, bitmap_bytes(p));
+	p->ckpt = calloc(1, bitmap_bytes(p));
+	if (g->cold)
+		p->loaded = calloc(1, bitmap_bytes(p));
+	p->seg_written = calloc(p->nr_segs, 1);
+	if (!p->dirty || !p->fpw || !p->ckpt || (g->cold && !p->loaded) || !p->seg_written)
+		return -ENOMEM;	/* the caller frees what was allocated */
+	ret = g->autovacuum ? av_setup(p) : 0;
 	/* A warm pool starts full, none of it dirty; cold=2: the heap is in it. */
 	if (!g->cold)
 		p->nr_loaded = p->pool;
 	for (uint64_t i = 0; !ret && g->cold == 2 && i < p->heap_pages && p->nr_loaded < p->pool;
 	     i++, p->nr_loaded++)
-		bm_set(&p->loaded, i);
+		av_bit_set(p->loaded, i);
 	return ret;
 }
 
@@ -1084,11 +1049,6 @@ void sim_gen_warm_free(struct sim_gen_warm *w)
 	free(w);
 }
 
-static size_t bm_bytes(const struct pg_gen *p)
-{
-	return (p->pages + 63) / 64 * sizeof(uint64_t);
-}
-
 static void *dup_bytes(const void *src, size_t len)
 {
 	void *dst = src ? malloc(len ? len : 1) : NULL;
@@ -1106,14 +1066,14 @@ static void warm_save(const struct pg_gen *p, struct sim_gen_warm *w, const char
 	warm_clear(w);
 	w->p = *p;
 	w->p.sink = NULL;
-	w->dirty = dup_bytes(p->dirty.w, bm_bytes(p));
-	w->fpw = dup_bytes(p->fpw.w, bm_bytes(p));
-	w->ckpt = dup_bytes(p->ckpt.w, bm_bytes(p));
-	w->loaded = dup_bytes(p->loaded.w, bm_bytes(p));
+	w->dirty = dup_bytes(p->dirty, bitmap_bytes(p));
+	w->fpw = dup_bytes(p->fpw, bitmap_bytes(p));
+	w->ckpt = dup_bytes(p->ckpt, bitmap_bytes(p));
+	w->loaded = dup_bytes(p->loaded, bitmap_bytes(p));
 	w->seg_written = dup_bytes(p->seg_written, p->nr_segs);
 	w->spec = strdup(spec);
 	if (!w->spec || !w->dirty || !w->fpw || !w->ckpt || !w->seg_written ||
-	    (p->loaded.w && !w->loaded))
+	    (p->loaded && !w->loaded))
 		warm_clear(w);
 }
 
@@ -1134,11 +1094,11 @@ static bool warm_take(struct pg_gen *p, const struct sim_gen_warm *w, const char
 	p->ckpt = own.ckpt;
 	p->loaded = own.loaded;
 	p->seg_written = own.seg_written;
-	memcpy(p->dirty.w, w->dirty, bm_bytes(p));
-	memcpy(p->fpw.w, w->fpw, bm_bytes(p));
-	memcpy(p->ckpt.w, w->ckpt, bm_bytes(p));
-	if (p->loaded.w)
-		memcpy(p->loaded.w, w->loaded, bm_bytes(p));
+	memcpy(p->dirty, w->dirty, bitmap_bytes(p));
+	memcpy(p->fpw, w->fpw, bitmap_bytes(p));
+	memcpy(p->ckpt, w->ckpt, bitmap_bytes(p));
+	if (p->loaded)
+		memcpy(p->loaded, w->loaded, bitmap_bytes(p));
 	memcpy(p->seg_written, w->seg_written, p->nr_segs);
 	return true;
 }
@@ -1210,10 +1170,10 @@ int sim_gen_pgbench(const char *spec, struct sim_sink *sink, char *err, size_t e
 		       (unsigned long long)p.av.vacuums, (unsigned long long)p.av.updates,
 		       (unsigned long long)p.av.hot_updates, (unsigned long long)p.av.n_dead);
 out_free:
-	free(p.dirty.w);
-	free(p.fpw.w);
-	free(p.ckpt.w);
-	free(p.loaded.w);
+	free(p.dirty);
+	free(p.fpw);
+	free(p.ckpt);
+	free(p.loaded);
 	free(p.seg_written);
 	if (p.g.autovacuum)
 		av_destroy(&p.av);
