@@ -471,17 +471,21 @@ enum pg_lookup { PG_HIT, PG_MISS_FREE, PG_MISS_EVICT };
 
 /*
  * Is @page in shared buffers?  A miss takes a free buffer while a cold
- * pool fills (cold=1), else a victim's.
+ * pool fills (cold=1), else a victim's.  @fill: the free buffer is taken,
+ * the page counted as loaded (a client's read); not for the autovacuum
+ * worker's, which goes to its ring and leaves the pool as it was.
  */
-static enum pg_lookup buffer_lookup(struct pg_gen *p, uint64_t page)
+static enum pg_lookup buffer_lookup(struct pg_gen *p, uint64_t page, bool fill)
 {
 	if (av_bit_test(p->dirty, page))
 		return PG_HIT;
 	if (p->nr_loaded < p->pool) {	/* cold=1, still filling */
 		if (av_bit_test(p->loaded, page))
 			return PG_HIT;
-		av_bit_set(p->loaded, page);
-		p->nr_loaded++;
+		if (fill) {
+			av_bit_set(p->loaded, page);
+			p->nr_loaded++;
+		}
 		return PG_MISS_FREE;
 	}
 	if (p->pool >= p->pages)
@@ -583,7 +587,7 @@ static uint64_t wal_fpi(struct pg_gen *p, uint64_t page, bool on)
  */
 static int touch(struct pg_gen *p, uint64_t t, uint32_t pid, uint64_t page, bool dirty, bool fpw)
 {
-	enum pg_lookup l = buffer_lookup(p, page);
+	enum pg_lookup l = buffer_lookup(p, page, true);
 	int ret = 0;
 
 	if (l != PG_HIT) {
@@ -646,10 +650,14 @@ static uint64_t av_page(const struct pg_gen *p, enum av_rel rel, uint64_t page)
 	return rel == AV_HEAP ? page : p->heap_pages + page;
 }
 
-/* A miss does not take a victim from the pool: it is read into the worker's ring. */
+/*
+ * A miss takes no buffer of the pool, neither a victim's nor, while a
+ * cold pool fills, a free one: it is read into the worker's ring, whose
+ * buffers BAS_VACUUM reuses, so the page stays a miss for the clients.
+ */
 static bool av_lookup(void *ctx, enum av_rel rel, uint64_t page)
 {
-	return buffer_lookup(ctx, av_page(ctx, rel, page)) == PG_HIT;
+	return buffer_lookup(ctx, av_page(ctx, rel, page), false) == PG_HIT;
 }
 
 static bool av_is_dirty(void *ctx, enum av_rel rel, uint64_t page)
