@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: GPL-2.0-or-later
 """foliofs_trace - a mount's trace (foliofsctl trace) recorded over a run,
 and the clock it is on, for the scripts that replay what a mount served
-(pgcompare.py --trace, calibrate.py's simulator side).
+(pgcompare.py --trace, calibrate.py's simulator side, sim-fidelity.py).
 
   reading       trace_info() (version, records, the first record's time),
                 trace_records() (every record, streamed), file_id()

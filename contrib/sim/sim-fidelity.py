@@ -36,15 +36,17 @@ import json
 import os
 import shutil
 import signal
-import struct
 import subprocess
 import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                 "..", "tools"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "..", "lib"))
 import pgcompare                                        # noqa: E402
 from pgcompare import Failure, log, join_opts           # noqa: E402
+from foliofs_trace import trace_records                 # noqa: E402
 
 MIB = 1 << 20
 # Timing-free configurations: no flusher, no throttling, and a cache that
@@ -62,13 +64,6 @@ FIO_JOB = ["--name=bench", "--ioengine=psync", "--rw=randwrite", "--bs=8k",
            "--overwrite=1", "--numjobs=2", "--size=256M", "--direct=0",
            "--group_reporting"]
 
-# trace/trace.h: a 32-byte header (magic, u32 version, u32 record size),
-# then little-endian records: 56 bytes in version 2 (the open id last),
-# 48 in version 1.
-TRACE_HDR = 32
-TRACE_RECS = {1: struct.Struct("<QQIIB3xIQQ"), 2: struct.Struct("<QQIIB3xIQQQ")}
-OP_FSYNC, OP_FDATASYNC = 3, 4
-
 
 def percentile(v, pct):
     """The PCT-th percentile of the sorted list V (as foliofs-sim takes it)."""
@@ -77,26 +72,21 @@ def percentile(v, pct):
 
 def read_trace(path):
     """(records, sorted fsync and fdatasync times in ms, seconds from the
-    first record's start to the last one's end) of a trace."""
-    with open(path, "rb") as f:
-        data = f.read()
-    if data[:8] != b"FFSTRACE":
-        raise Failure("%s: not a trace" % path)
-    version, size = struct.unpack_from("<II", data, 8)
-    rec = TRACE_RECS.get(version)
-    if rec is None or rec.size != size:
-        raise Failure("%s: trace version %d, record size %d: not known here"
-                      % (path, version, size))
+    first record's start to the last one's end) of a trace, read by
+    contrib/lib/foliofs_trace.py (versions 1 and 2)."""
     recs = 0
     syncs = []
     first = end = None
-    for t, dur, _pid, _file, op, _flags, _off, _len, *_open in rec.iter_unpack(
-            memoryview(data)[TRACE_HDR:]):
-        recs += 1
-        if op in (OP_FSYNC, OP_FDATASYNC):
-            syncs.append(dur / 1e6)
-        first = t if first is None else first
-        end = max(end or 0, t + dur)
+    try:
+        for r in trace_records(path):
+            t, dur = r["time_ns"], r["dur_ns"]
+            recs += 1
+            if r["op"] in ("fsync", "fdatasync"):
+                syncs.append(dur / 1e6)
+            first = t if first is None else first
+            end = max(end or 0, t + dur)
+    except ValueError as e:     # not a trace, or a version not known here
+        raise Failure(str(e)) from e
     return recs, sorted(syncs), ((end - first) / 1e9 if recs else 0.0)
 
 
