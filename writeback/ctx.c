@@ -41,6 +41,7 @@ int wb_ctx_create_core(const struct bs_config *bs_cfg, const struct wb_config *c
 	pthread_mutex_init(&ctx->pool_look_lock, NULL);
 	atomic_init(&ctx->expire_ms, cfg->dirty_expire_ms);
 	atomic_init(&ctx->interval_ms, cfg->writeback_interval_ms);
+	atomic_init(&ctx->old_flush_ns, now_ns);	/* as the kernel's wb_init() */
 	ctx->io = cfg->backing_io;	/* wb_backing_init() may fall back */
 	/* The mount's driver; the simulator sets its own (wb_ctx_set_engine). */
 	wb_ctx_set_engine(ctx, &wb_backing_engine_ops, NULL);

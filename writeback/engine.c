@@ -80,6 +80,16 @@ static void tell_dirtied(struct wb_ctx *ctx, struct wb_fstate *f)
  * loops, no think time) would leave every file looking clean to the
  * flushers, and wait for ever.
  */
+/* The newest age any file was given is now at least @age_ns. */
+static void note_newest(struct wb_ctx *ctx, int64_t age_ns)
+{
+	int64_t seen = atomic_load(&ctx->newest_dirtied_ns);
+
+	while (seen < age_ns &&
+	       !atomic_compare_exchange_weak(&ctx->newest_dirtied_ns, &seen, age_ns))
+		;
+}
+
 static void note_dirtied(struct wb_ctx *ctx, struct wb_fstate *f)
 {
 	int64_t zero = 0, now;
@@ -93,8 +103,29 @@ static void note_dirtied(struct wb_ctx *ctx, struct wb_fstate *f)
 	if (atomic_load(&f->dirtied_ns) || !bs_file_has_held(f->bs))
 		return;
 	now = engine_now(ctx);
-	if (atomic_compare_exchange_strong(&f->dirtied_ns, &zero, now > 0 ? now : 1))
+	if (atomic_compare_exchange_strong(&f->dirtied_ns, &zero, now > 0 ? now : 1)) {
+		note_newest(ctx, now > 0 ? now : 1);
 		tell_dirtied(ctx, f);
+	}
+}
+
+/*
+ * A pass went through to the end of @f with its budget left, and @f is
+ * still dirty (written behind the pass, or before where it began): its
+ * age becomes @now_ns if another file was dirtied since @f was, as the
+ * kernel's requeue_inode() puts such an inode back on b_dirty with
+ * redirty_tail(), which makes its dirtied_when now when it is older than
+ * the newest there.  So a file that is dirtied all the time (a database's
+ * table) is not old as long as the flushers go through it, and is written
+ * whole only when they have not for dirty_expire_ms.
+ */
+static void refresh_dirtied(struct wb_ctx *ctx, struct wb_fstate *f, int64_t now_ns)
+{
+	int64_t old = atomic_load(&f->dirtied_ns);
+
+	if (old && old < atomic_load(&ctx->newest_dirtied_ns) && now_ns > old &&
+	    atomic_compare_exchange_strong(&f->dirtied_ns, &old, now_ns))
+		note_newest(ctx, now_ns);
 }
 
 /* The file may have become clean: forget its age unless it is not. */
@@ -426,6 +457,19 @@ static void pool_age(struct wb_ctx *ctx, int64_t now_ns)
 		bs_cache_pool_shrink(ctx->cache, keep);
 }
 
+/*
+ * Whether the pass beginning at @now_ns writes old data: if one is due
+ * (wb_fp_old_flush_due()), this pass takes it, and another flusher's pass
+ * beginning meanwhile does not.
+ */
+static bool claim_old_flush(struct wb_ctx *ctx, int64_t now_ns)
+{
+	int64_t last = atomic_load(&ctx->old_flush_ns);
+
+	return wb_fp_old_flush_due(last, now_ns, atomic_load(&ctx->interval_ms)) &&
+	       atomic_compare_exchange_strong(&ctx->old_flush_ns, &last, now_ns);
+}
+
 void wb_round_begin(struct wb_ctx *ctx, struct wb_round *r)
 {
 	atomic_store(&ctx->kicks, 0);
@@ -442,6 +486,7 @@ void wb_round_list(struct wb_ctx *ctx, struct wb_round *r, uint64_t nr_keys, siz
 		r->first = wb_fp_round_first(pass_no, nr_keys);
 		r->progress = true;
 		round_start(ctx, r);
+		r->kupdate = claim_old_flush(ctx, r->now);
 	}
 	r->nr = nr;
 	r->key = key;
@@ -502,16 +547,21 @@ static int64_t writeback_chunk_size(struct wb_ctx *ctx)
 }
 
 /*
- * All of a file once its data has been dirty for dirty_expire_ms, up to
- * today's end (a pass does not chase an appending writer); else, over the
- * background threshold, one chunk: a budget of writeback_chunk_size()
- * pages from where the last chunk stopped to the end of the file (the
- * kernel's writeback_index for range_cyclic writeback, so that the same
- * blocks are not written over and over while the rest of the file
- * waits); the chunk after one that reached the end starts from the
- * start.  Then the flushers move on to the next file, whether or not this
- * one has more, as the kernel requeues an inode that used up its chunk on
- * b_more_io.
+ * In a pass that writes old data (one per writeback interval,
+ * wb_fp_old_flush_due()), a file whose data has been dirty for
+ * dirty_expire_ms is written without a budget from where the last pass
+ * over it stopped to today's end (a pass does not chase an appending
+ * writer), as the kernel's kupdate work writes an expired inode chunk
+ * after chunk until it reaches the end; else, over the background
+ * threshold, one chunk: a budget of writeback_chunk_size() pages from
+ * where the last pass stopped to the end of the file (the kernel's
+ * writeback_index for range_cyclic writeback, so that the same blocks are
+ * not written over and over while the rest of the file waits); the pass
+ * after one that reached the end starts from the start.  Then the
+ * flushers move on to the next file, whether or not this one has more, as
+ * the kernel requeues an inode that used up its chunk on b_more_io.  A
+ * pass that reached the end leaves a file still dirty younger
+ * (refresh_dirtied()).
  */
 bool wb_turn_plan(struct wb_ctx *ctx, struct wb_round *r, struct wb_fstate *f,
 		  struct wb_turn *t)
@@ -532,15 +582,16 @@ bool wb_turn_plan(struct wb_ctx *ctx, struct wb_round *r, struct wb_fstate *f,
 		r->background = wb_fp_over_background(&s);
 		r->bg_judged = now;
 	}
-	*t = (struct wb_turn){ .act = wb_fp_file_action(&s, &ff, r->now, r->background) };
+	*t = (struct wb_turn){ .act = wb_fp_file_action(&s, &ff, r->now, r->background,
+							r->kupdate) };
 	if (t->act == WB_FP_WAIT || t->act == WB_FP_SKIP)
 		return false;
 	t->end = bs_file_size(f->bs);
 	t->why = t->act == WB_FP_CHUNK ? WB_PASS_BACKGROUND : WB_PASS_PERIODIC;
-	if (t->act == WB_FP_CHUNK) {
-		t->start = wb_fp_chunk_start(atomic_load(&f->bg_next), t->end);
+	/* Both from the file's cyclic position, as range_cyclic writeback. */
+	t->start = wb_fp_chunk_start(atomic_load(&f->bg_next), t->end);
+	if (t->act == WB_FP_CHUNK)
 		t->budget_pages = writeback_chunk_size(ctx);
-	}
 	return true;
 }
 
@@ -548,13 +599,16 @@ bool wb_turn_end(struct wb_round *r, const struct wb_turn *t, struct wb_pass *p,
 {
 	struct wb_ctx *ctx = p->ctx;
 
-	if (t->act == WB_FP_CHUNK) {
+	if (t->act == WB_FP_CHUNK || t->act == WB_FP_EXPIRED) {
 		off_t next = wb_pass_stop(p);
 
 		/* A folio written, or the position back round to the start. */
-		if (wb_fp_chunk_progress(p->budget.folio_pages, t->start, next, t->end))
+		if (t->act == WB_FP_CHUNK &&
+		    wb_fp_chunk_progress(p->budget.folio_pages, t->start, next, t->end))
 			r->progress = true;
 		atomic_store(&p->file->bg_next, next);
+		if (!err && next >= t->end)
+			refresh_dirtied(ctx, p->file, engine_now(ctx));
 	}
 	if (err) {
 		atomic_fetch_add(&ctx->wb_retries, 1);

@@ -279,6 +279,7 @@ struct wb_round {
 	int64_t now;			/* the round's time: its turns are judged at it */
 	bool background;		/* over the background threshold, as judged */
 	int64_t bg_judged;		/* at this time (wb_fp_bg_recheck_due()) */
+	bool kupdate;			/* the pass writes old files whole (wb_fp_old_flush_due()) */
 	/* the walk */
 	bool new_pass;			/* the next list begins a pass */
 	bool listed;			/* the driver listed its files for this round */
@@ -342,8 +343,9 @@ struct wb_turn {
 bool wb_turn_plan(struct wb_ctx *ctx, struct wb_round *r, struct wb_fstate *f,
 		  struct wb_turn *t);
 /*
- * The turn's pass @p ended with @err (wb_pass_end): a chunk moves the
- * file's background position on and may count as progress; a failure is
+ * The turn's pass @p ended with @err (wb_pass_end): a pass moves the
+ * file's cyclic position on (and a chunk may count as progress), one that
+ * reached the end may make the file younger; a failure is
  * counted (wb_retries) and the file is not synced on this turn (false);
  * else the turn_written op, and true.
  */

@@ -38,15 +38,20 @@ bool wb_fp_expired(int64_t dirtied_ns, int64_t now_ns, uint32_t expire_ms)
 }
 
 enum wb_fp_action wb_fp_file_action(const struct wb_fp_state *s, const struct wb_fp_file *f,
-				    int64_t now_ns, bool background)
+				    int64_t now_ns, bool background, bool kupdate)
 {
 	if (f->retry_ns > now_ns)
 		return WB_FP_WAIT;
 	if (!f->dirtied_ns)
 		return WB_FP_SKIP;
-	if (wb_fp_expired(f->dirtied_ns, now_ns, s->expire_ms))
+	if (kupdate && wb_fp_expired(f->dirtied_ns, now_ns, s->expire_ms))
 		return WB_FP_EXPIRED;
 	return background ? WB_FP_CHUNK : WB_FP_SKIP;
+}
+
+bool wb_fp_old_flush_due(int64_t last_ns, int64_t now_ns, uint32_t interval_ms)
+{
+	return now_ns - last_ns >= (int64_t)(interval_ms ? interval_ms : 1000) * NSEC_PER_MSEC;
 }
 
 bool wb_fp_bg_recheck_due(int64_t since_ns, int64_t now_ns)

@@ -87,11 +87,29 @@ enum wb_fp_action {
 
 /*
  * The file's turn at @now_ns.  The caller passes @f's dirtied and retry
- * times, and whether the round writes in the background (@background:
- * wb_fp_over_background() as last judged, see wb_fp_bg_recheck_due()).
+ * times, whether the round writes in the background (@background:
+ * wb_fp_over_background() as last judged, see wb_fp_bg_recheck_due()),
+ * and whether its pass writes old data (@kupdate: wb_fp_old_flush_due()
+ * when the pass began).  A file whose data has been dirty for
+ * dirty_expire_ms is written whole only by such a pass; in any other it
+ * is a file like the rest, a chunk over the background threshold.
  */
 enum wb_fp_action wb_fp_file_action(const struct wb_fp_state *s, const struct wb_fp_file *f,
-				    int64_t now_ns, bool background);
+				    int64_t now_ns, bool background, bool kupdate);
+
+/*
+ * Whether a pass beginning at @now_ns writes old data, the last one that
+ * did having begun at @last_ns: once every writeback_interval_ms
+ * (@interval_ms; a second when it is 0, as wb_fp_next_wake()).  The
+ * kernel's flusher writes expired inodes only in its kupdate work
+ * (wb_check_old_data_flush(): once per dirty_writeback_interval since
+ * wb->last_old_flush), whatever other work woke it; its background work
+ * gives an old inode a chunk like any other.  A continuously dirtied file
+ * (a database's table) stays old for ever, so a flusher that wrote it
+ * whole at every wake over the threshold would drain the dirty data to
+ * nearly nothing each time, where the kernel's stays near the threshold.
+ */
+bool wb_fp_old_flush_due(int64_t last_ns, int64_t now_ns, uint32_t interval_ms);
 
 /*
  * How often background writeback looks at its threshold: the kernel's

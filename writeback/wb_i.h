@@ -170,6 +170,10 @@ struct wb_ctx {
 						 * pinned limit (both set by tunables.c) */
 	_Atomic uint32_t expire_ms;
 	_Atomic uint32_t interval_ms;
+	/* When a pass last wrote old data (the kernel's wb->last_old_flush). */
+	_Atomic int64_t old_flush_ns;
+	/* The newest age a file was given (engine.c's refresh_dirtied()). */
+	_Atomic int64_t newest_dirtied_ns;
 
 	_Atomic uint64_t backing_write_bytes;
 	_Atomic uint64_t backing_write_ios;

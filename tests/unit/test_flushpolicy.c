@@ -56,24 +56,38 @@ static void test_expiry_and_action(void)
 	T_CHECK(wb_fp_expired(5 * MS, 5 * MS + 30000 * MS, 30000));
 	T_CHECK(wb_fp_expired(5 * MS, 5 * MS, 0));
 
-	T_CHECK(wb_fp_file_action(&s, &f, 6 * MS, wb_fp_over_background(&s)) == WB_FP_SKIP);
-	T_CHECK(wb_fp_file_action(&s, &f, 5 * MS + 30000 * MS, wb_fp_over_background(&s)) == WB_FP_EXPIRED);
+	T_CHECK(wb_fp_file_action(&s, &f, 6 * MS, wb_fp_over_background(&s), true) == WB_FP_SKIP);
+	T_CHECK(wb_fp_file_action(&s, &f, 5 * MS + 30000 * MS, wb_fp_over_background(&s), true) ==
+		WB_FP_EXPIRED);
+	/* Old data is written whole only by a pass that writes old data. */
+	T_CHECK(wb_fp_file_action(&s, &f, 5 * MS + 30000 * MS, wb_fp_over_background(&s), false) ==
+		WB_FP_SKIP);
 	s.dirty_charged = 1001;
-	T_CHECK(wb_fp_file_action(&s, &f, 6 * MS, wb_fp_over_background(&s)) == WB_FP_CHUNK);
-	/* Expiry wins over a chunk: the whole file is written. */
-	T_CHECK(wb_fp_file_action(&s, &f, 5 * MS + 30000 * MS, wb_fp_over_background(&s)) == WB_FP_EXPIRED);
+	T_CHECK(wb_fp_file_action(&s, &f, 6 * MS, wb_fp_over_background(&s), true) == WB_FP_CHUNK);
+	/* Expiry wins over a chunk in such a pass: the whole file is written. */
+	T_CHECK(wb_fp_file_action(&s, &f, 5 * MS + 30000 * MS, wb_fp_over_background(&s), true) ==
+		WB_FP_EXPIRED);
+	/* In any other, over the threshold, an old file gets a chunk like the rest. */
+	T_CHECK(wb_fp_file_action(&s, &f, 5 * MS + 30000 * MS, wb_fp_over_background(&s), false) ==
+		WB_FP_CHUNK);
 	/* A clean file is skipped, whatever the threshold. */
 	f.dirtied_ns = 0;
-	T_CHECK(wb_fp_file_action(&s, &f, 6 * MS, wb_fp_over_background(&s)) == WB_FP_SKIP);
+	T_CHECK(wb_fp_file_action(&s, &f, 6 * MS, wb_fp_over_background(&s), true) == WB_FP_SKIP);
 	/* Backing off: until retry_ns, included; then due again. */
 	f.dirtied_ns = 5 * MS;
 	f.retry_ns = 10 * MS;
-	T_CHECK(wb_fp_file_action(&s, &f, 10 * MS - 1, wb_fp_over_background(&s)) == WB_FP_WAIT);
-	T_CHECK(wb_fp_file_action(&s, &f, 10 * MS, wb_fp_over_background(&s)) == WB_FP_CHUNK);
+	T_CHECK(wb_fp_file_action(&s, &f, 10 * MS - 1, wb_fp_over_background(&s), true) ==
+		WB_FP_WAIT);
+	T_CHECK(wb_fp_file_action(&s, &f, 10 * MS, wb_fp_over_background(&s), true) == WB_FP_CHUNK);
 	/* A round judged over the threshold writes chunks, whatever it is now. */
 	s.dirty_charged = 0;
-	T_CHECK(wb_fp_file_action(&s, &f, 10 * MS, true) == WB_FP_CHUNK);
-	T_CHECK(wb_fp_file_action(&s, &f, 10 * MS, false) == WB_FP_SKIP);
+	T_CHECK(wb_fp_file_action(&s, &f, 10 * MS, true, false) == WB_FP_CHUNK);
+	T_CHECK(wb_fp_file_action(&s, &f, 10 * MS, false, false) == WB_FP_SKIP);
+	/* Old data is written once per writeback interval (a second if it is 0). */
+	T_CHECK(!wb_fp_old_flush_due(0, 5000 * MS - 1, 5000));
+	T_CHECK(wb_fp_old_flush_due(0, 5000 * MS, 5000));
+	T_CHECK(!wb_fp_old_flush_due(7 * MS, 7 * MS + 1000 * MS - 1, 0));
+	T_CHECK(wb_fp_old_flush_due(7 * MS, 7 * MS + 1000 * MS, 0));
 	/* It judges again only after WB_FP_BG_RECHECK_NS. */
 	T_CHECK(!wb_fp_bg_recheck_due(10 * MS, 10 * MS + WB_FP_BG_RECHECK_NS));
 	T_CHECK(wb_fp_bg_recheck_due(10 * MS, 10 * MS + WB_FP_BG_RECHECK_NS + 1));
