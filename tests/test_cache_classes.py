@@ -97,7 +97,8 @@ OLD_HEADER = [
     "daemon_threads", "daemon_fds", "daemon_rss_kib"] + \
     ["run_" + k for k in pgcompare.COUNTERS] + ["total_" + k for k in pgcompare.COUNTERS] + \
     ["share_2m", "cached_folios", "transport"]
-NEW_COLUMNS = ["source_by_class", "run_by_class", "active_bytes", "inactive_bytes"]
+NEW_COLUMNS = ["source_by_class", "run_by_class", "active_bytes", "inactive_bytes",
+               "bgwriter"]
 
 
 def test_iteration_header_appends():

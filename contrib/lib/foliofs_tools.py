@@ -10,8 +10,8 @@
                         mounted if it is not), cached_pages() (cachestat(2)),
                         libc(), bdi_defaults()
   PostgreSQL            pg_bindir(), as_pg(), Cluster (a cluster run as the
-                        postgres user), pg_loop_fs() (a file system on a loop
-                        device for its data)
+                        postgres user), pg_loop_fs() (a file system on a new
+                        loop device for its data, new_loop_device())
   the cache by class    FILE_CLASSES, relation_files() and relation_classes()
                         (pgbench's relation files), file_class(),
                         data_file_classes() (inode -> class), parse_folios()
@@ -32,6 +32,8 @@ An installed script (foliofs-pgcompare) finds it in
 """
 import argparse
 import ctypes
+import errno
+import fcntl
 import functools
 import json
 import os
@@ -421,6 +423,63 @@ def relation_files(cl):
     return relation_classes(cl.psql(RELATION_SQL), cl.data)
 
 
+LOOP_CONTROL = '/dev/loop-control'
+LOOP_CTL_ADD, LOOP_CTL_REMOVE = 0x4C80, 0x4C81      # linux/loop.h
+LOOP_FIRST_OWN = 200     # the loop devices made here: numbers from this one
+
+
+def new_loop_device(undo):
+    """A loop device made for the caller (LOOP_CTL_ADD) and removed by
+    UNDO: its path.  Not one of the existing ones (losetup -f), whose
+    backing_dev_info outlives every use: without cgroup writeback (cgroup
+    v1) the throttle's estimates of that bdi's one bdi_writeback
+    (dirty_ratelimit, write_bw) carry over from whatever ran on the device
+    before, where a FUSE mount starts its own at the kernel's initial
+    values.  A new device starts there too."""
+    fd = os.open(LOOP_CONTROL, os.O_RDWR | os.O_CLOEXEC)
+    try:
+        for nr in range(LOOP_FIRST_OWN, LOOP_FIRST_OWN + 1000):
+            try:
+                fcntl.ioctl(fd, LOOP_CTL_ADD, nr)
+            except OSError as e:
+                if e.errno == errno.EEXIST:
+                    continue
+                raise OSError(e.errno, '%s: LOOP_CTL_ADD %d: %s'
+                              % (LOOP_CONTROL, nr, e.strerror)) from e
+            break
+        else:
+            raise RuntimeError('%s: loop%d to loop%d all exist' % (
+                LOOP_CONTROL, LOOP_FIRST_OWN, LOOP_FIRST_OWN + 999))
+    finally:
+        os.close(fd)
+    dev = '/dev/loop%d' % nr
+    undo.push('remove ' + dev, remove_loop_device, nr)
+    for _ in range(100):            # devtmpfs makes the node at once; udev may lag
+        if os.path.exists(dev):
+            return dev
+        time.sleep(0.05)
+    raise RuntimeError('%s: made (LOOP_CTL_ADD) but no device node appeared' % dev)
+
+
+def remove_loop_device(nr):
+    """LOOP_CTL_REMOVE of loop device NR, retried while it is still busy
+    (a detach finishes asynchronously)."""
+    fd = os.open(LOOP_CONTROL, os.O_RDWR | os.O_CLOEXEC)
+    try:
+        for _ in range(50):
+            try:
+                fcntl.ioctl(fd, LOOP_CTL_REMOVE, nr)
+                return
+            except OSError as e:
+                if e.errno != errno.EBUSY:
+                    raise OSError(e.errno, '%s: LOOP_CTL_REMOVE %d: %s'
+                                  % (LOOP_CONTROL, nr, e.strerror)) from e
+            time.sleep(0.1)
+        raise RuntimeError('/dev/loop%d: still busy after 5 s; not removed' % nr)
+    finally:
+        os.close(fd)
+
+
 def pg_loop_fs(fstype, work, size, ra_kb, undo):
     """A FSTYPE file system of SIZE bytes on a loop device (direct I/O)
     over an image in WORK, read_ahead_kb RA_KB, mounted, with an empty
@@ -433,7 +492,8 @@ def pg_loop_fs(fstype, work, size, ra_kb, undo):
     with open(img, 'wb') as f:
         f.truncate(size)
     run(mkfs + [img])
-    dev = run(['losetup', '-f', '--show', '--direct-io=on', img]).strip()
+    dev = new_loop_device(undo)
+    run(['losetup', '--direct-io=on', dev, img])
     undo.push('losetup -d ' + dev, run, ['losetup', '-d', dev])
     ra_path = '/sys/block/%s/queue/read_ahead_kb' % os.path.basename(dev)
     undo.push('read_ahead_kb of ' + dev, wr, ra_path, rd(ra_path).strip())
