@@ -52,7 +52,7 @@ says how each column is computed.
 Usage, as root (the server and the mount run as unprivileged users):
   contrib/kernel/calibrate.py [--scale 100] [--cache 512M] [--dirty-bytes 64M]
       [--dirty-background-bytes 32M] [--clients 16] [--iters 8] [--duration 30]
-      [--source seqscan-each] [-O DIR] [--json FILE]
+      [--source seqscan-each] [--pg-conf NAME=VALUE ...] [-O DIR] [--json FILE]
   contrib/kernel/calibrate.py --tiny           a 1-2 minute run for CI
   contrib/kernel/calibrate.py --kernel-from DIR ...   reuse DIR's kernel side
   contrib/kernel/calibrate.py --no-sim ...     without the simulator's side
@@ -161,7 +161,8 @@ def kernel_side(a, out):
               '--shared-buffers', a.shared_buffers, '--dirty-bytes', str(a.dirty_bytes),
               '--dirty-background-bytes', str(a.dirty_background_bytes),
               '--source', a.source, '--fillfactor', str(a.fillfactor), '--fs', a.fs,
-              '--dirty-at-load', '--json', res_path, '--md', os.path.join(out, 'kernel.md'),
+              '--dirty-at-load', *[x for s in a.pg_conf for x in ('--pg-conf', s)],
+              '--json', res_path, '--md', os.path.join(out, 'kernel.md'),
               '--events', ev_path], 'the kernel reference', os.path.join(out, 'kernel.log'))
     return res_path, ev_path
 
@@ -185,7 +186,7 @@ def model_side(a, out, foliofs):
                   '-r', str(a.iters), '-T', str(a.duration), '-c', str(a.clients),
                   '-F', str(a.fillfactor), '--source', SOURCES[a.source],
                   '--pg-conf', 'shared_buffers=' + a.shared_buffers, '--no-checksums',
-                  *[x for s in PG_SETTINGS for x in ('--pg-conf', s)],
+                  *[x for s in list(PG_SETTINGS) + a.pg_conf for x in ('--pg-conf', s)],
                   '-o', common, '--config', config, '-O', mdir, '-d', work]
                  + (['--trace=' + os.path.dirname(os.path.abspath(out))] if a.sim else []),
                  'the model', os.path.join(out, 'model.log'))
@@ -278,13 +279,14 @@ def sizing(a):
     return ('scale %d, page cache %d MiB, dirty_bytes %d MiB / background %d MiB, %d clients, '
             '%d x %d s, source %s, fillfactor %d, shared_buffers %s'
             % (a.scale, a.cache >> 20, a.dirty_bytes >> 20, a.dirty_background_bytes >> 20,
-               a.clients, a.iters, a.duration, a.source, a.fillfactor, a.shared_buffers))
+               a.clients, a.iters, a.duration, a.source, a.fillfactor, a.shared_buffers)
+            + ''.join(', %s' % s for s in a.pg_conf))
 
 
 def sizing_json(a):
     return {k: getattr(a, k) for k in ('scale', 'cache', 'dirty_bytes', 'dirty_background_bytes',
                                        'clients', 'iters', 'duration', 'source', 'fillfactor',
-                                       'shared_buffers', 'fs', 'model_opts')}
+                                       'shared_buffers', 'fs', 'model_opts', 'pg_conf')}
 
 
 def parse_args(argv):
@@ -303,6 +305,9 @@ def parse_args(argv):
     ap.add_argument('--fillfactor', type=int, default=100)
     ap.add_argument('--shared-buffers', default='128MB')
     ap.add_argument('--fs', choices=('xfs', 'ext4'), default='xfs')
+    ap.add_argument('--pg-conf', action='append', default=[], metavar='NAME=VALUE',
+                    help='a server setting for both sides\' servers, after the others '
+                    '(repeatable)')
     ap.add_argument('--model-opts', default='',
                     help='foliofs -o options added to the model\'s configuration')
     ap.add_argument('--label', default='',
@@ -336,6 +341,7 @@ def parse_args(argv):
         with open(os.path.join(a.kernel_from, 'kernel.json')) as f:
             ka = json.load(f)['meta']['args']
         # The model at the kernel side's sizing, whatever the options say.
+        a.pg_conf = ka.get('pg_conf', [])
         for k in ('scale', 'iters', 'duration', 'clients', 'dirty_bytes',
                   'dirty_background_bytes', 'source', 'fillfactor', 'shared_buffers', 'fs'):
             setattr(a, k, ka[k])

@@ -696,6 +696,7 @@ def run_reference(args, undo, work):
         settings += AUTOVACUUM
     elif args.source == 'autovacuum-default':
         settings += ['autovacuum=on']
+    settings += args.pg_conf
     # Only the server runs in the cgroup: this script's memory (its event
     # tables grow with the run) and pgbench's (on another machine in the
     # seed) would take the page cache's room, and more so in later
@@ -974,6 +975,8 @@ def main(argv):
                     help='128MB, or a quarter of --mem with --seed-settings')
     ap.add_argument('--dirty-bytes', type=parse_size, default=parse_size('200M'))
     ap.add_argument('--dirty-background-bytes', type=parse_size, default=parse_size('100M'))
+    ap.add_argument('--pg-conf', action='append', default=[], metavar='NAME=VALUE',
+                    help='a server setting, after all the others (repeatable)')
     ap.add_argument('--dirty-at-load', action='store_true',
                     help='set the dirty limits before pgbench -i, not after it (as a mount '
                     'has its limits from the start: the throttle\'s estimates carry over '
