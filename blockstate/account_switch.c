@@ -165,9 +165,9 @@ int bs_cache_set_account_params(struct bs_cache *cache, const struct bs_account_
 		pthread_rwlock_rdlock(&file->index_lock);
 		for (struct bs_folio *f = bs_index_next(&file->index, 0); f;
 		     f = bs_index_next(&file->index, f->start + f->size)) {
-			pthread_mutex_lock(&f->lock);
+			bs_folio_lock(f);
 			bs_folio_reprice(f);
-			pthread_mutex_unlock(&f->lock);
+			bs_folio_unlock_raw(f);
 		}
 		pthread_rwlock_unlock(&file->index_lock);
 	}

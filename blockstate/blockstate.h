@@ -166,6 +166,12 @@ struct bs_config {
 	 * the folios' sizes.  Never on a mount.
 	 */
 	bool no_data;
+	/*
+	 * One thread calls the cache, and never waits for I/O in flight (the
+	 * simulator): folios have no lock nor condition (struct
+	 * bs_folio_sync in bs_i.h, 88 bytes).  Never on a mount.
+	 */
+	bool one_thread;
 };
 
 /*

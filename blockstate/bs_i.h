@@ -9,7 +9,8 @@
  *   bs_file.index_lock        the folio index of one file; held briefly
  *   bs_cache.lru_lock         the LRU lists of all folios (reclaim only
  *                             trylocks an index_lock while holding it)
- *   bs_folio.lock             bitmaps, counters and bytes of one folio
+ *   bs_folio.sync->lock       bitmaps, counters and bytes of one folio
+ *                             (bs_folio_lock(); none with one_thread)
  *   bs_cache.files_lock       the list of files (leaf)
  *   bs_pool.lock              the free folio memory (leaf)
  * No backing I/O is done with an index_lock, lru_lock or folio lock held.
@@ -133,6 +134,19 @@ void bs_workingset_activation(struct bs_workingset *ws, unsigned int order);
 
 /* ---- folios (folio.c) ---- */
 
+/*
+ * A folio's lock and condition, when its cache has threads.  The
+ * simulator's cache (one_thread) has none: it calls the engine from one
+ * thread, on a virtual clock, and a wait for a read or a writeback in
+ * flight could only wait forever there, since the I/O ends in an event
+ * of that same thread; so its folios go without these 88 bytes
+ * (bs_folio_lock() does nothing, a wait aborts).
+ */
+struct bs_folio_sync {
+	pthread_mutex_t lock;
+	pthread_cond_t wb_done;		/* broadcast when wb_runs or rd_runs drops to 0 */
+};
+
 struct bs_folio {
 	/* Immutable while the folio exists. */
 	struct bs_file *file;
@@ -168,8 +182,15 @@ struct bs_folio {
 	atomic_bool reclaim;
 	struct list_node lru;		/* cache lru_lock: on the list of @active */
 
-	pthread_mutex_t lock;		/* protects what follows and the bytes */
-	pthread_cond_t wb_done;		/* broadcast when wb_runs or rd_runs drops to 0 */
+	/*
+	 * The folio lock (bs_folio_lock()), which protects what follows and
+	 * the bytes, and the condition its reads' and writebacks' ends are
+	 * broadcast on: after the bitmaps in the folio's own allocation, or
+	 * NULL in a cache of one thread (bs_config.one_thread, the
+	 * simulator), where no other thread can see the folio between two
+	 * calls and nothing ever waits (see struct bs_folio_sync).
+	 */
+	struct bs_folio_sync *sync;
 	/*
 	 * Backing reads in flight into the folio's own memory (file.c's
 	 * fill_blocks, readahead.c), each into blocks that were not
@@ -257,6 +278,23 @@ struct bs_folio *bs_folio_alloc_touch(struct bs_file *file, off_t start, uint32_
 struct bs_folio *bs_folio_alloc(struct bs_file *file, off_t start, uint32_t size);
 void bs_folio_get(struct bs_folio *folio);
 void bs_folio_put(struct bs_folio *folio);
+
+/* Take the folio lock; nothing in a cache of one thread (see struct bs_folio_sync). */
+static inline void bs_folio_lock(struct bs_folio *folio)
+{
+	if (folio->sync)
+		pthread_mutex_lock(&folio->sync->lock);
+}
+
+/*
+ * Drop the folio lock and nothing more: unlike bs_folio_unlock(), the
+ * index tag is not brought up to date.
+ */
+static inline void bs_folio_unlock_raw(struct bs_folio *folio)
+{
+	if (folio->sync)
+		pthread_mutex_unlock(&folio->sync->lock);
+}
 
 /* Block range [first, end) of the bytes [poff, poff + plen) of a folio. */
 uint32_t bs_folio_first_blk(const struct bs_folio *folio, uint32_t poff);

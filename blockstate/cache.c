@@ -388,7 +388,7 @@ static enum detach_result detach_clean(struct bs_folio *folio)
 	/* refs == 1 under the index lock: nobody else has it or can get it. */
 	if (atomic_load(&folio->refs) != 1)
 		return DETACH_BUSY;
-	pthread_mutex_lock(&folio->lock);
+	bs_folio_lock(folio);
 	if (folio->held_blocks) {
 		res = DETACH_HELD;
 	} else if (folio->unsynced_blocks) {
@@ -398,7 +398,7 @@ static enum detach_result detach_clean(struct bs_folio *folio)
 		folio->detached = true;
 		res = DETACHED;
 	}
-	pthread_mutex_unlock(&folio->lock);
+	bs_folio_unlock_raw(folio);
 	return res;
 }
 
@@ -417,12 +417,12 @@ static enum detach_result try_evict(struct bs_cache *cache, struct bs_folio *fol
 	enum detach_result res = DETACH_BUSY;
 
 	/* Held state first: a run in flight holds a reference to its folio. */
-	pthread_mutex_lock(&folio->lock);
+	bs_folio_lock(folio);
 	if (folio->held_blocks)
 		res = DETACH_HELD;
 	else if (folio->unsynced_blocks)
 		res = DETACH_UNSYNCED;
-	pthread_mutex_unlock(&folio->lock);
+	bs_folio_unlock_raw(folio);
 	if (res != DETACH_BUSY || atomic_load(&folio->refs) != 1)
 		return res;
 	if (pthread_rwlock_trywrlock(&file->index_lock))
@@ -439,9 +439,9 @@ void bs_cache_lru_rotate(struct bs_cache *cache, struct bs_folio *folio)
 	bool dirty;
 
 	pthread_mutex_lock(&cache->lru_lock);
-	pthread_mutex_lock(&folio->lock);
+	bs_folio_lock(folio);
 	dirty = folio->dirty_blocks != 0;
-	pthread_mutex_unlock(&folio->lock);
+	bs_folio_unlock_raw(folio);
 	/* Dirtied again since its writeback ended: it stays where it is. */
 	if (list_linked(&folio->lru) && !dirty) {
 		lru_del_locked(cache, folio);
@@ -684,7 +684,7 @@ static int check_folio(struct bs_folio *folio, struct check_sums *s)
 	const struct bs_cache *cache = folio->file->cache;
 	int bad = 0;
 
-	pthread_mutex_lock(&folio->lock);
+	bs_folio_lock(folio);
 	bs_folio_count_held(folio, &blocks, &pages);
 	for (uint32_t i = 0; i < nb; i++) {
 		bool up = bs_bits_count(folio->uptodate, i, i + 1);
@@ -724,7 +724,7 @@ static int check_folio(struct bs_folio *folio, struct check_sums *s)
 	s->unsynced_bytes += folio->unsynced_blocks ? folio->size : 0;
 	s->bytes += folio->size;
 	s->folios++;
-	pthread_mutex_unlock(&folio->lock);
+	bs_folio_unlock_raw(folio);
 	if (bad)
 		fprintf(stderr, "blockstate: folio at %lld (%u bytes): state does not add up\n",
 			(long long)folio->start, folio->size);

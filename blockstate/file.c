@@ -78,13 +78,13 @@ static void detach(struct bs_file *file, struct bs_folio *folio)
 	bool put = false;
 
 	pthread_rwlock_wrlock(&file->index_lock);
-	pthread_mutex_lock(&folio->lock);
+	bs_folio_lock(folio);
 	if (!folio->detached) {
 		bs_index_remove(&file->index, folio);
 		folio->detached = true;
 		put = true;
 	}
-	pthread_mutex_unlock(&folio->lock);
+	bs_folio_unlock_raw(folio);
 	if (put)
 		bs_cache_lru_del(file->cache, folio);
 	pthread_rwlock_unlock(&file->index_lock);
@@ -118,7 +118,7 @@ void bs_file_destroy(struct bs_file *file)
 		pthread_cond_wait(&file->aio_idle, &file->ra_lock);
 	pthread_mutex_unlock(&file->ra_lock);
 	while ((folio = next_folio(file, 0, OFF_MAX))) {
-		pthread_mutex_lock(&folio->lock);
+		bs_folio_lock(folio);
 		bs_folio_wait_io(folio);
 		bs_folio_clear_dirty(folio, 0, folio->nr_blocks);
 		bs_folio_clear_unsynced(folio, 0, folio->nr_blocks);
@@ -168,9 +168,9 @@ bool bs_file_block_uptodate(struct bs_file *file, off_t off)
 	if (!folio)
 		return false;
 	blk = (uint32_t)((off - folio->start) >> file->cache->blk_shift);
-	pthread_mutex_lock(&folio->lock);
+	bs_folio_lock(folio);
 	uptodate = !folio->detached && bs_bits_all_set(folio->uptodate, blk, blk + 1);
-	pthread_mutex_unlock(&folio->lock);
+	bs_folio_unlock_raw(folio);
 	bs_folio_put(folio);
 	return uptodate;
 }
@@ -374,9 +374,9 @@ static int fill_blocks(struct bs_file *file, struct bs_folio *folio,
 			continue;
 		}
 		folio->rd_runs++;
-		pthread_mutex_unlock(&folio->lock);
+		bs_folio_unlock_raw(folio);
 		ret = read_run(file, folio, blk, stop);
-		pthread_mutex_lock(&folio->lock);
+		bs_folio_lock(folio);
 		if (!ret)
 			bs_bits_set(folio->uptodate, blk, stop);
 		bs_folio_end_read(folio);
@@ -431,7 +431,7 @@ static size_t for_each_span(struct bs_file *file, off_t off, size_t len,
 		poff = (uint32_t)(pos - folio->start);
 		plen = folio->size - poff < len - done ? folio->size - poff
 						       : (uint32_t)(len - done);
-		pthread_mutex_lock(&folio->lock);
+		bs_folio_lock(folio);
 		/* A backing read into the folio may own some of its bytes. */
 		bs_folio_wait_reads(folio);
 		*err = fn(file, folio, poff, plen, done, buf);
@@ -577,9 +577,9 @@ static void wait_range(struct bs_file *file, off_t start, off_t end)
 	struct bs_folio *folio;
 
 	while ((folio = next_folio(file, start, end))) {
-		pthread_mutex_lock(&folio->lock);
+		bs_folio_lock(folio);
 		bs_folio_wait_io(folio);
-		pthread_mutex_unlock(&folio->lock);
+		bs_folio_unlock_raw(folio);
 		start = folio->start + folio->size;
 		bs_folio_put(folio);
 	}
@@ -603,7 +603,7 @@ static void zero_range(struct bs_file *file, off_t start, off_t end)
 		uint32_t first_full = (uint32_t)((zs - folio->start + bsize - 1) / bsize);
 		uint32_t end_full = (uint32_t)((ze - folio->start) / bsize);
 
-		pthread_mutex_lock(&folio->lock);
+		bs_folio_lock(folio);
 		bs_folio_wait_io(folio);
 		memset(folio->data + (zs - folio->start), 0, (size_t)(ze - zs));
 		/* Gone from the backing file too: nothing left to sync. */

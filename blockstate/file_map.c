@@ -35,13 +35,13 @@ static void folio_info(struct bs_folio *folio, struct bs_folio_info *info)
 
 	info->start = folio->start;
 	info->order = (unsigned int)__builtin_ctz(folio->size) - BS_PAGE_SHIFT;
-	pthread_mutex_lock(&folio->lock);
+	bs_folio_lock(folio);
 	info->uptodate = bs_bits_all_set(folio->uptodate, 0, nb);
 	info->dirty = bs_bits_next_set(folio->dirty, NULL, 0, nb) < nb;
 	info->writeback = folio->wb_blocks != 0;
 	info->ra_mark = folio->ra_mark;
 	info->unsynced = folio->unsynced_blocks != 0;
-	pthread_mutex_unlock(&folio->lock);
+	bs_folio_unlock_raw(folio);
 	/* Changed under the cache's lru_lock; read without it, as stats are. */
 	info->active = atomic_load(&folio->active);
 	info->referenced = atomic_load(&folio->referenced);
@@ -101,9 +101,9 @@ static void evict_one(struct bs_file *file, struct bs_folio *folio,
 		res->bytes += folio->size;
 		return;
 	}
-	pthread_mutex_lock(&folio->lock);
+	bs_folio_lock(folio);
 	held = bs_folio_pinned(folio);
-	pthread_mutex_unlock(&folio->lock);
+	bs_folio_unlock_raw(folio);
 	if (held)
 		res->kept_held++;
 	else

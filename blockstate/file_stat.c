@@ -36,12 +36,12 @@ void bs_file_held_bytes(struct bs_file *file, uint64_t *dirty, uint64_t *writeba
 
 	/* A file with nothing held has no tags: skip even the index lock. */
 	while (atomic_load(&file->held_folios) && (folio = next_held(file, pos))) {
-		pthread_mutex_lock(&folio->lock);
+		bs_folio_lock(folio);
 		if (!folio->detached) {
 			dirty_blks += bs_bits_count(folio->dirty, 0, folio->nr_blocks);
 			wb_blks += bs_bits_count(folio->writeback, 0, folio->nr_blocks);
 		}
-		pthread_mutex_unlock(&folio->lock);
+		bs_folio_unlock_raw(folio);
 		pos = folio->start + folio->size;
 		bs_folio_put(folio);
 	}

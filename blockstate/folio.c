@@ -20,7 +20,9 @@ struct bs_folio *bs_folio_alloc_touch(struct bs_file *file, off_t start, uint32_
 	struct bs_cache *cache = file->cache;
 	uint32_t nr_blocks = size >> cache->blk_shift;
 	size_t longs = BS_BITS_TO_LONGS(nr_blocks);
-	struct bs_folio *folio = calloc(1, sizeof(*folio) + 4 * longs * sizeof(long));
+	size_t bits_end = sizeof(struct bs_folio) + 4 * longs * sizeof(long);
+	bool sync = !cache->cfg.one_thread;
+	struct bs_folio *folio = calloc(1, bits_end + (sync ? sizeof(struct bs_folio_sync) : 0));
 
 	if (!folio)
 		return NULL;
@@ -40,8 +42,11 @@ struct bs_folio *bs_folio_alloc_touch(struct bs_file *file, off_t start, uint32_
 	atomic_init(&folio->refs, 1);
 	atomic_init(&folio->referenced, false);
 	atomic_init(&folio->active, false);
-	pthread_mutex_init(&folio->lock, NULL);
-	pthread_cond_init(&folio->wb_done, NULL);
+	if (sync) {	/* bits_end is a multiple of sizeof(long), enough for both */
+		folio->sync = (struct bs_folio_sync *)((char *)folio + bits_end);
+		pthread_mutex_init(&folio->sync->lock, NULL);
+		pthread_cond_init(&folio->sync->wb_done, NULL);
+	}
 	atomic_fetch_add(&cache->cache_bytes, size);
 	atomic_fetch_add(&cache->nr_folios, 1);
 	atomic_fetch_add(&cache->folios_order[__builtin_ctz(size) - BS_PAGE_SHIFT], 1);
@@ -70,8 +75,10 @@ static void folio_free(struct bs_folio *folio)
 	atomic_fetch_sub(&cache->cache_bytes, folio->size);
 	atomic_fetch_sub(&cache->nr_folios, 1);
 	atomic_fetch_sub(&cache->folios_order[__builtin_ctz(folio->size) - BS_PAGE_SHIFT], 1);
-	pthread_cond_destroy(&folio->wb_done);
-	pthread_mutex_destroy(&folio->lock);
+	if (folio->sync) {
+		pthread_cond_destroy(&folio->sync->wb_done);
+		pthread_mutex_destroy(&folio->sync->lock);
+	}
 	bs_pool_put(cache, folio->data, folio->size);
 	free(folio);
 }
@@ -80,6 +87,13 @@ void bs_folio_put(struct bs_folio *folio)
 {
 	if (atomic_fetch_sub(&folio->refs, 1) == 1)
 		folio_free(folio);
+}
+
+/* Wake whoever waits for the folio's I/O.  Context: folio lock held. */
+static void folio_wake(struct bs_folio *folio)
+{
+	if (folio->sync)
+		pthread_cond_broadcast(&folio->sync->wb_done);
 }
 
 uint32_t bs_folio_first_blk(const struct bs_folio *folio, uint32_t poff)
@@ -524,7 +538,7 @@ void bs_folio_end_writeback(struct bs_folio *folio, uint32_t first_blk,
 		 */
 		if (atomic_exchange(&folio->reclaim, false) && !folio->dirty_blocks)
 			folio->rotate = true;
-		pthread_cond_broadcast(&folio->wb_done);
+		folio_wake(folio);
 	}
 }
 
@@ -604,26 +618,41 @@ void bs_folio_sync_tags(struct bs_folio *folio)
 	folio->tag_stale = false;
 }
 
+/*
+ * Wait for the folio's I/O to end.  In a cache of one thread nobody else
+ * can end it: a wait would never return, so it aborts instead.
+ * Context: folio lock held.
+ */
+static void folio_wait(struct bs_folio *folio)
+{
+	if (!folio->sync) {
+		fprintf(stderr, "blockstate: folio at %lld: a wait for I/O in a cache of one thread\n",
+			(long long)folio->start);
+		abort();
+	}
+	pthread_cond_wait(&folio->sync->wb_done, &folio->sync->lock);
+}
+
 void bs_folio_wait_io(struct bs_folio *folio)
 {
 	while (folio->wb_runs || folio->rd_runs) {
 		if (folio->wb_runs)
 			FOLIOFS_TP(folio_wait_writeback, .ino = folio->file->ino,
 				   .index = (unsigned long)folio->start >> BS_PAGE_SHIFT);
-		pthread_cond_wait(&folio->wb_done, &folio->lock);
+		folio_wait(folio);
 	}
 }
 
 void bs_folio_wait_reads(struct bs_folio *folio)
 {
 	while (folio->rd_runs)
-		pthread_cond_wait(&folio->wb_done, &folio->lock);
+		folio_wait(folio);
 }
 
 void bs_folio_end_read(struct bs_folio *folio)
 {
 	if (!--folio->rd_runs)
-		pthread_cond_broadcast(&folio->wb_done);
+		folio_wake(folio);
 }
 
 void bs_folio_unlock(struct bs_folio *folio)
@@ -631,15 +660,15 @@ void bs_folio_unlock(struct bs_folio *folio)
 	struct bs_file *file = folio->file;
 	bool stale = folio->tag_stale;
 
-	pthread_mutex_unlock(&folio->lock);
+	bs_folio_unlock_raw(folio);
 	if (!stale)
 		return;
 	/* index_lock before the folio lock (lock order); read is enough. */
 	pthread_rwlock_rdlock(&file->index_lock);
-	pthread_mutex_lock(&folio->lock);
+	bs_folio_lock(folio);
 	if (folio->tag_stale)
 		bs_folio_sync_tags(folio);
-	pthread_mutex_unlock(&folio->lock);
+	bs_folio_unlock_raw(folio);
 	pthread_rwlock_unlock(&file->index_lock);
 }
 

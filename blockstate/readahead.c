@@ -123,11 +123,11 @@ static uint64_t held_until(struct bs_folio *folio, uint64_t index, uint64_t limi
 	uint64_t first;
 	uint32_t blk;
 
-	pthread_mutex_lock(&folio->lock);
+	bs_folio_lock(folio);
 	blk = folio->rd_runs ? end_blk
 			     : bs_bits_next_clear(folio->uptodate, bs_folio_first_blk(folio, poff),
 						  end_blk);
-	pthread_mutex_unlock(&folio->lock);
+	bs_folio_unlock_raw(folio);
 	if (blk == end_blk)
 		return limit;
 	/* The page holding the first block that is not uptodate (a block may
@@ -146,9 +146,9 @@ static bool view_folio_at(void *ctx, uint64_t index, uint64_t *head, unsigned in
 		return false;
 	*head = page_of(folio);
 	*order = (unsigned int)__builtin_ctz(folio->size) - BS_PAGE_SHIFT;
-	pthread_mutex_lock(&folio->lock);
+	bs_folio_lock(folio);
 	*held = folio->rd_runs || page_uptodate(folio, index);
-	pthread_mutex_unlock(&folio->lock);
+	bs_folio_unlock_raw(folio);
 	/* Not used past here: reclaim may free it once put. */
 	bs_folio_put(folio);
 	return true;
@@ -254,7 +254,7 @@ static int io_plan_folio(struct ra_io *io, size_t i, off_t win_start, off_t win_
 		return 0;
 	blk = bs_folio_first_blk(folio, (uint32_t)(s - folio->start));
 	end_blk = bs_folio_end_blk(folio, (uint32_t)(s - folio->start), (uint32_t)(e - s));
-	pthread_mutex_lock(&folio->lock);
+	bs_folio_lock(folio);
 	if (folio->rd_runs)
 		blk = end_blk;
 	while (!ret && blk < end_blk) {
@@ -269,7 +269,7 @@ static int io_plan_folio(struct ra_io *io, size_t i, off_t win_start, off_t win_
 			folio->rd_runs++;
 		blk = stop;
 	}
-	pthread_mutex_unlock(&folio->lock);
+	bs_folio_unlock_raw(folio);
 	return ret;
 }
 
@@ -283,7 +283,7 @@ static void seg_end(const struct ra_seg *seg, size_t done, bool failed)
 	struct bs_folio *folio = seg->folio;
 	size_t len = seg_len(seg);
 
-	pthread_mutex_lock(&folio->lock);
+	bs_folio_lock(folio);
 	if (!failed) {
 		if (done < len)
 			memset(folio->data + ((size_t)seg->first_blk << folio->file->cache->blk_shift) +
@@ -291,7 +291,7 @@ static void seg_end(const struct ra_seg *seg, size_t done, bool failed)
 		bs_bits_set(folio->uptodate, seg->first_blk, seg->end_blk);
 	}
 	bs_folio_end_read(folio);
-	pthread_mutex_unlock(&folio->lock);
+	bs_folio_unlock_raw(folio);
 }
 
 /* End segments [first, end) of @io, read from @off with result @n (< 0: failed). */
@@ -472,9 +472,9 @@ static void mark_new(struct bs_folio *folio, uint64_t mark)
 {
 	if (mark < page_of(folio) || mark >= page_end(folio))
 		return;
-	pthread_mutex_lock(&folio->lock);
+	bs_folio_lock(folio);
 	folio->ra_mark = true;
-	pthread_mutex_unlock(&folio->lock);
+	bs_folio_unlock_raw(folio);
 }
 
 /*
@@ -691,9 +691,9 @@ static void ra_meet(struct bs_file *file, struct bs_ra_state *ra, struct bs_foli
 {
 	bool marked;
 
-	pthread_mutex_lock(&folio->lock);
+	bs_folio_lock(folio);
 	marked = take_mark(folio);
-	pthread_mutex_unlock(&folio->lock);
+	bs_folio_unlock_raw(folio);
 	if (marked)
 		ra_async(file, ra, folio, end, lim, view);
 }
@@ -717,12 +717,12 @@ static bool held_meet(struct bs_folio *folio, uint64_t index, uint64_t limit, bo
 	uint32_t blk = end_blk;
 	bool held;
 
-	pthread_mutex_lock(&folio->lock);
+	bs_folio_lock(folio);
 	if (!folio->rd_runs)
 		blk = bs_bits_next_clear(folio->uptodate, first_blk, end_blk);
 	held = blk >= page_end_blk;
 	*marked = held && take_mark(folio);
-	pthread_mutex_unlock(&folio->lock);
+	bs_folio_unlock_raw(folio);
 	if (!held || *marked)
 		return held;
 	if (blk == end_blk) {

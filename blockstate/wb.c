@@ -188,10 +188,10 @@ int bs_wb_collect_budget(struct bs_file *file, off_t *pos, off_t end,
 			bs_folio_put(folio);
 			return n;
 		}
-		pthread_mutex_lock(&folio->lock);
+		bs_folio_lock(folio);
 		got = collect_one(folio, *pos, end, budget < max_run ? budget : max_run,
 				  flags, &runs[n]);
-		pthread_mutex_unlock(&folio->lock);
+		bs_folio_unlock_raw(folio);
 		if (got == COLLECT_PAUSED) {
 			bs_folio_put(folio);
 			/*
@@ -224,9 +224,9 @@ int bs_wb_collect_budget(struct bs_file *file, off_t *pos, off_t end,
 
 void bs_wb_copy(const struct bs_wb_run *run, void *dst)
 {
-	pthread_mutex_lock(&run->folio->lock);
+	bs_folio_lock(run->folio);
 	memcpy(dst, run->data, run->len);
-	pthread_mutex_unlock(&run->folio->lock);
+	bs_folio_unlock_raw(run->folio);
 }
 
 void bs_wb_complete(struct bs_file *file, struct bs_wb_run *run, int err)
@@ -241,7 +241,7 @@ void bs_wb_complete(struct bs_file *file, struct bs_wb_run *run, int err)
 	 * were written after its sync began (see bs_sync_begin()).
 	 */
 	pthread_rwlock_rdlock(&file->index_lock);
-	pthread_mutex_lock(&folio->lock);
+	bs_folio_lock(folio);
 	bs_folio_end_writeback(folio, run->first_blk, run->end_blk, err != 0);
 	if (!err && !folio->detached) {
 		if (!folio->utagged) {
@@ -254,7 +254,7 @@ void bs_wb_complete(struct bs_file *file, struct bs_wb_run *run, int err)
 	bs_folio_sync_tags(folio);
 	rotate = folio->rotate;
 	folio->rotate = false;
-	pthread_mutex_unlock(&folio->lock);
+	bs_folio_unlock_raw(folio);
 	pthread_rwlock_unlock(&file->index_lock);
 	/* The lru_lock comes before the folio lock: taken with neither held. */
 	if (rotate)
@@ -294,7 +294,7 @@ void bs_sync_end(struct bs_file *file, uint64_t token, int err)
 	off_t pos = 0;
 
 	while (atomic_load(&file->unsynced_folios) && (folio = next_unsynced(file, pos))) {
-		pthread_mutex_lock(&folio->lock);
+		bs_folio_lock(folio);
 		/*
 		 * A failed sync may have lost anything not known to be durable:
 		 * every unsynced block is written again (those marked after

@@ -1405,18 +1405,22 @@ static const struct bs_backing_ops sim_backing_ops = {
 /*
  * The mount's context without its threads (wb_ctx_create_core()), with
  * the throttler on the virtual clock, reclaim calling the engine and the
- * mount's fault spec.
+ * mount's fault spec.  The cache is of one thread (bs_config.one_thread):
+ * everything that calls it runs in this one, event after event, and
+ * nothing waits for I/O, which ends in a later event: folios without a
+ * lock or condition (88 bytes each).
  */
 static int ctx_create(struct sim *s, const struct sim_config *fc, char *err, size_t errlen)
 {
 	static const struct bs_cache_ops cache_ops = { .need_clean = sim_need_clean };
 	struct wb_config cfg = fc->wb;
-
+	struct bs_config bs = fc->bs;
 	int ret;
 
+	bs.one_thread = true;
 	cfg.fault = cfg.stats_log = NULL;
 	cfg.backing_io = WB_IO_NULL;
-	ret = wb_ctx_create_core(&fc->bs, &cfg, &cache_ops, s, 0, &s->ctx);
+	ret = wb_ctx_create_core(&bs, &cfg, &cache_ops, s, 0, &s->ctx);
 	if (ret)
 		return ret;
 	wb_ctx_set_engine(s->ctx, &sim_engine_ops, s);

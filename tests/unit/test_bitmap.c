@@ -528,7 +528,7 @@ static void check_folio_maths(struct bs_cache *cache, struct bs_file *file,
 	 * Held counts and price (policy "page") as blocks go dirty, under
 	 * writeback and clean, against a naive recount.
 	 */
-	pthread_mutex_lock(&f->lock);
+	bs_folio_lock(f);
 	for (int it = 0; it < 40; it++) {
 		uint32_t a = rnd_below(nb + 1), b = rnd_below(nb + 1), blocks, pages;
 		uint32_t s = a < b ? a : b, e = a < b ? b : a;
@@ -563,7 +563,7 @@ static void check_folio_maths(struct bs_cache *cache, struct bs_file *file,
 	}
 	bs_folio_clear_dirty(f, 0, nb);
 	F_CHECK(f->held_blocks == 0 && f->held_pages == 0 && f->price == 0);
-	pthread_mutex_unlock(&f->lock);
+	bs_folio_unlock_raw(f);
 	bs_cache_stats(cache, &st);
 	F_CHECK(st.charged_bytes == 0 && st.dirty_bytes_exact == 0 && st.pinned_bytes == 0);
 	bs_folio_put(f);

@@ -307,7 +307,7 @@ static uint64_t walk_folios(struct tctx *t, bool deep)
 			M_CHECK((size_t)f->start + f->size <= t->max_size);
 			M_CHECK(f->nr_blocks == f->size / t->bsize && !f->detached);
 			prev_end = f->start + f->size;
-			pthread_mutex_lock(&f->lock);
+			bs_folio_lock(f);
 			M_CHECK(f->wb_blocks == 0);
 			for (uint32_t b = 0; b < f->nr_blocks; b++) {
 				bool d = bit(f->dirty, b);
@@ -335,7 +335,7 @@ static uint64_t walk_folios(struct tctx *t, bool deep)
 					M_CHECK(!"uptodate block holds the file's bytes");
 				}
 			}
-			pthread_mutex_unlock(&f->lock);
+			bs_folio_unlock_raw(f);
 			t->policy_price += model_folio_price(t, mf, f);
 			if (any)
 				price += f->size;
@@ -449,7 +449,7 @@ static void check_runs(struct tctx *t, struct mfile *mf, struct bs_wb_run *runs,
 			M_CHECK(r->len == (size_t)((rend < size ? rend : size) - r->off));
 		M_CHECK(pos_after >= (rend < lim ? rend : lim));
 		prev = rend;
-		pthread_mutex_lock(&f->lock);
+		bs_folio_lock(f);
 		for (uint32_t b = r->first_blk; b < r->end_blk; b++) {
 			bool was_dirty = model ? mf->dirty[r->off / t->bsize + (b - r->first_blk)]
 					       : bit(f->writeback, b);
@@ -462,7 +462,7 @@ static void check_runs(struct tctx *t, struct mfile *mf, struct bs_wb_run *runs,
 		/* (Not necessarily in the run: it may lie before pos.) */
 		if (whole_folio)
 			M_CHECK(bs_bits_next_set(f->writeback, f->dirty, 0, f->nr_blocks) < f->nr_blocks);
-		pthread_mutex_unlock(&f->lock);
+		bs_folio_unlock_raw(f);
 	}
 }
 

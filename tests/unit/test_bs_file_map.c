@@ -86,9 +86,9 @@ static void test_walk(struct bs_file *file)
 	data[3 * FOLIO + 5] = (unsigned char)byte;
 	folio = bs_file_lookup(file, 5 * FOLIO);
 	T_CHECK(folio);
-	pthread_mutex_lock(&folio->lock);
+	bs_folio_lock(folio);
 	folio->ra_mark = true;
-	pthread_mutex_unlock(&folio->lock);
+	bs_folio_unlock_raw(folio);
 	bs_folio_put(folio);
 	walk(file, &s);
 	for (int i = 0; i < s.n; i++) {

@@ -228,10 +228,10 @@ static void run_copy(struct tfile *tf, struct bs_wb_run *r, unsigned int flags)
 	off_t size;
 
 	if (!T.racy_copy)
-		pthread_mutex_lock(&r->folio->lock);
+		bs_folio_lock(r->folio);
 	mem_backing_write(&tf->mem, r->data, r->len, r->off);
 	if (!T.racy_copy)
-		pthread_mutex_unlock(&r->folio->lock);
+		bs_folio_unlock_raw(r->folio);
 	if (!(flags & BS_WB_WHOLE_BLOCKS))
 		return;
 	size = bs_file_size(tf->bs);
@@ -789,7 +789,7 @@ static void phase_truncate_vs_collect(void)
 	P_CHECK(w && w->start + (off_t)w->size <= (off_t)cut);
 	pthread_rwlock_unlock(&tf->bs->index_lock);
 	c.tf = tf;
-	c.w_lock = &w->lock;
+	c.w_lock = &w->sync->lock;
 	P_CHECK(pthread_create(&c.helper, NULL, tvc_helper, &c) == 0);
 	while (!atomic_load(&c.holding))
 		usleep(1000);
