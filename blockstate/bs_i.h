@@ -209,13 +209,16 @@ struct bs_folio {
 	 */
 	bool ra_mark;
 	bool detached;			/* out of the index: truncated, punched or reclaimed */
-	uint32_t held_blocks;		/* blocks dirty or under writeback */
-	uint32_t held_pages;		/* 4 KiB pages holding such a block */
-	uint32_t wb_blocks;		/* blocks under writeback */
 	bool rotate;			/* its writeback ended with reclaim set and
 					 * nothing dirty: to the inactive tail
 					 * once the folio lock is dropped
 					 * (bs_wb_complete) */
+	bool wb_ok;			/* a run of the writeback in flight succeeded
+					 * (counted in written_folio_bytes when the
+					 * last run ends) */
+	uint32_t held_blocks;		/* blocks dirty or under writeback */
+	uint32_t held_pages;		/* 4 KiB pages holding such a block */
+	uint32_t wb_blocks;		/* blocks under writeback */
 	uint32_t wb_runs;		/* runs in flight: with whole folios a run
 					 * also holds clean blocks, which have no
 					 * writeback bit but must be waited for */
@@ -255,9 +258,6 @@ struct bs_folio {
 	uint32_t dirty_pages;
 	uint64_t dirty_price;
 	uint64_t dirty_gen;
-	bool wb_ok;			/* a run of the writeback in flight succeeded
-					 * (counted in written_folio_bytes when the
-					 * last run ends) */
 	/*
 	 * Four bitmaps of nr_blocks bits each, in bits[]: uptodate, dirty,
 	 * writeback, unsynced.  Dirty, writeback or unsynced implies
