@@ -364,6 +364,10 @@ void bs_cache_stats(struct bs_cache *cache, struct bs_stats *st);
 uint64_t bs_cache_dirty_charged(struct bs_cache *cache);
 /* Memory of folios holding held or unsynced blocks now (one atomic read). */
 uint64_t bs_cache_pinned(struct bs_cache *cache);
+/* Bytes charged now, bs_stats' charged_bytes (one atomic read). */
+uint64_t bs_cache_charged(struct bs_cache *cache);
+/* Bytes of blocks dirty or under writeback now, bs_stats' dirty_bytes_exact (one atomic read). */
+uint64_t bs_cache_held(struct bs_cache *cache);
 /* Memory of folios holding unsynced blocks now (one atomic read). */
 uint64_t bs_cache_unsynced(struct bs_cache *cache);
 

@@ -200,12 +200,22 @@ const struct bs_config *bs_cache_config(const struct bs_cache *cache)
 	return &cache->cfg;
 }
 
-void bs_cache_stats(struct bs_cache *cache, struct bs_stats *st)
+uint64_t bs_cache_charged(struct bs_cache *cache)
 {
 	int64_t charged = atomic_load(&cache->charged_bytes);
 
+	return charged > 0 ? (uint64_t)charged : 0;
+}
+
+uint64_t bs_cache_held(struct bs_cache *cache)
+{
+	return atomic_load(&cache->held_bytes);
+}
+
+void bs_cache_stats(struct bs_cache *cache, struct bs_stats *st)
+{
 	memset(st, 0, sizeof(*st));
-	st->charged_bytes = charged > 0 ? (uint64_t)charged : 0;
+	st->charged_bytes = bs_cache_charged(cache);
 	st->nr_dirty = (st->charged_bytes + BS_PAGE_SIZE - 1) >> BS_PAGE_SHIFT;
 	/* All three round up: a 512-byte block charged is a page in flight. */
 	st->nr_dirtied = (atomic_load(&cache->dirtied_bytes) + BS_PAGE_SIZE - 1) >> BS_PAGE_SHIFT;
@@ -216,7 +226,7 @@ void bs_cache_stats(struct bs_cache *cache, struct bs_stats *st)
 	st->nr_written = atomic_load(&cache->written_folio_bytes) >> BS_PAGE_SHIFT;
 	st->wb_budget_pages = atomic_load(&cache->wb_budget_pages);
 	st->wb_dirty_pages_written = atomic_load(&cache->wb_dirty_pages);
-	st->dirty_bytes_exact = atomic_load(&cache->held_bytes);
+	st->dirty_bytes_exact = bs_cache_held(cache);
 	st->writeback_bytes = atomic_load(&cache->wb_bytes);
 	st->pinned_bytes = atomic_load(&cache->pinned_bytes);
 	st->app_write_bytes = atomic_load(&cache->app_write_bytes);
