@@ -7,7 +7,7 @@
 # Not a test: it asserts nothing and takes minutes to hours.
 #
 # Usage: contrib/bench/bench-sim-stream.sh [-d SECS] [-a ACCOUNT] [-r RA] [-w DIR]
-#                                          [-n NICE] [-H] MODE=FOLIOFS_SIM...
+#                                          [-n NICE] [-H | -P] MODE=FOLIOFS_SIM...
 #   MODE=FOLIOFS_SIM  file=PATH: gen into a file, then replay it with the
 #                     foliofs-sim at PATH; stream=PATH: --gen with it.
 #                     Run in the order given, one at a time.
@@ -21,7 +21,12 @@
 #               glibc.malloc.hugetlb=1, glibc 2.35+): a large replay's
 #               folios, index chunks and opens are read at random, and
 #               with THP in "madvise" mode only malloc's madvise gives
-#               them 2 MiB pages; the same output, less CPU
+#               them 2 MiB pages; the same output, less CPU.  A
+#               foliofs-sim from 2026-12-07 on does this itself (it starts
+#               itself again with the tunable), so -H matters only to
+#               older builds
+#   -P          malloc without them (glibc.malloc.hugetlb=0): how a
+#               foliofs-sim that asks for them runs without
 # Each run is under `nice -n NICE`.  Prints one table row per run: records,
 # wall, user and system CPU seconds, records per CPU second and peak RSS;
 # the replay's stdout and time -v's report go to OUT.MODE.{out,time} in
@@ -36,7 +41,7 @@ RA=6.17
 WORK=${TMPDIR:-/tmp}
 NICE=10
 HUGE=
-while getopts d:a:r:w:n:H c; do
+while getopts d:a:r:w:n:HP c; do
 	case $c in
 	d) SECS=$OPTARG ;;
 	a) ACCOUNT=$OPTARG ;;
@@ -44,6 +49,7 @@ while getopts d:a:r:w:n:H c; do
 	w) WORK=$OPTARG ;;
 	n) NICE=$OPTARG ;;
 	H) HUGE=glibc.malloc.hugetlb=1 ;;
+	P) HUGE=glibc.malloc.hugetlb=0 ;;
 	*) sed -n '2,/^$/s/^# \{0,1\}//p' "$0" >&2; exit 2 ;;
 	esac
 done
