@@ -119,3 +119,42 @@ def check_result(res, text, log):
         assert sum(r['buffers_alloc'] for r in rows) > 0, (side, rows)
     assert '| buffers_backend |' in text, text
     assert '| bdi_dirty_ratelimit updates before the runs |' in text, text
+
+
+def _result(kernel, model):
+    """A run's calibrate.json columns from {key: value} per side."""
+    return {'columns': {'kernel': {k: {'value': v} for k, v in kernel.items()},
+                        'model': {k: {'value': v} for k, v in model.items()}}}
+
+
+def test_repeat_summary():
+    """--repeat N: the error is taken on each side's medians, every run's
+    value is listed, and a column a run lacks (no pauses, no median
+    pause) is left out of that side's median."""
+    import sys
+    sys.path.insert(0, os.path.join(util.REPO, 'contrib', 'kernel'))
+    import refcmp
+    runs = [_result({'pauses': 154, 'charged_per_written': 12.2, 'share_2m': 0.31,
+                     'pause_p50_ms': 8.0},
+                    {'pauses': 625, 'charged_per_written': 16.9, 'share_2m': 0.51,
+                     'pause_p50_ms': None}),
+            _result({'pauses': 641, 'charged_per_written': 18.9, 'share_2m': 0.51,
+                     'pause_p50_ms': 8.0},
+                    {'pauses': 558, 'charged_per_written': 15.7, 'share_2m': 0.49,
+                     'pause_p50_ms': 8.0}),
+            _result({'pauses': 312, 'charged_per_written': 15.2, 'share_2m': 0.40,
+                     'pause_p50_ms': 8.0},
+                    {'pauses': 503, 'charged_per_written': 16.2, 'share_2m': 0.49,
+                     'pause_p50_ms': 12.0})]
+    lines, js = refcmp.repeat_summary(runs)
+    med = js['medians']
+    assert js['runs'] == 3
+    assert med['kernel']['pauses']['value'] == 312 and med['model']['pauses']['value'] == 558
+    assert abs(med['model']['pauses']['error'] - 558 / 312) < 1e-9
+    assert med['model']['pauses']['within'] is False
+    assert abs(med['model']['charged_per_written']['error'] - 16.2 / 15.2) < 1e-9
+    assert abs(med['model']['share_2m']['error'] - (0.49 - 0.40)) < 1e-9
+    assert med['model']['pause_p50_ms']['value'] == 10.0        # median of 8 and 12
+    text = '\n'.join(lines)
+    assert '| pauses | 154 | 641 | 312 | 625 | 558 | 503 | 154-641 | 503-625 |' in text, text
+    assert 'On the medians of 3 runs a side:' in text

@@ -55,6 +55,8 @@ Usage, as root (the server and the mount run as unprivileged users):
       [--source seqscan-each] [--pg-conf NAME=VALUE ...] [-O DIR] [--json FILE]
   contrib/kernel/calibrate.py --tiny           a 1-2 minute run for CI
   contrib/kernel/calibrate.py --kernel-from DIR ...   reuse DIR's kernel side
+  contrib/kernel/calibrate.py --repeat N ...   N runs a side (DIR/run-1 ...);
+                                               the error on the medians
   contrib/kernel/calibrate.py --no-sim ...     without the simulator's side
 Environment: FOLIOFS (the daemon, default <repo>/build/foliofs; a build
 with probes), FOLIOSIM and FOLIOFSCTL (default: beside FOLIOFS), PGBIN as
@@ -321,6 +323,11 @@ def parse_args(argv):
     ap.add_argument('--sim', action=argparse.BooleanOptionalAction,
                     help='the simulator\'s side: record the model\'s trace and replay it '
                     'with foliofs-sim (default: when foliofs-sim is found)')
+    ap.add_argument('--repeat', type=int, default=1, metavar='N',
+                    help='run both sides N times (in turn: kernel, model, kernel, ...) into '
+                    '-O DIR/run-1 ... run-N, and report the error on each side\'s medians '
+                    'with every run\'s value: one run a side cannot judge a column to 10%% '
+                    'when the kernel\'s own runs differ by more')
     ap.add_argument('--report-only', action='store_true',
                     help='run nothing: write the report again from -O DIR\'s files (after a '
                     'change of how the columns are computed)')
@@ -333,6 +340,10 @@ def parse_args(argv):
             if k in ('cache', 'dirty_bytes', 'dirty_background_bytes'):
                 v = parse_size(v)
             setattr(a, k, v)
+    if a.repeat < 1:
+        ap.error('--repeat is at least 1')
+    if a.repeat > 1 and (a.kernel_from or a.report_only):
+        ap.error('--repeat runs both sides; not with --kernel-from or --report-only')
     if a.report_only:
         if not a.output:
             ap.error('--report-only needs -O DIR')
@@ -380,6 +391,41 @@ def report_again(a, foliofs, commit):
     return 0
 
 
+def one_run(a, out, foliofs, foliosim, commit):
+    """Both sides (and the sim's) of one run into OUT, its report.md and
+    calibrate.json (--json FILE too when it is the only run): (the
+    report's text, its result), or the exit status when it failed."""
+    try:
+        if a.kernel_from:
+            for name in ('kernel.json', 'kernel.md', 'kernel-events.jsonl.gz'):
+                shutil.copy(os.path.join(a.kernel_from, name), out)
+            kpath = os.path.join(out, 'kernel.json')
+            kev = os.path.join(out, 'kernel-events.jsonl.gz')
+        else:
+            kpath, kev = kernel_side(a, out)
+        mdir, mev = model_side(a, out, foliofs)
+        if a.sim:
+            sim_side(out, mdir, foliosim)
+    except Skip as e:
+        print('calibrate: skipped: %s' % e, file=sys.stderr)
+        return 77
+    except (RuntimeError, OSError, ValueError) as e:
+        print('calibrate: %s' % e, file=sys.stderr)
+        return 1
+    with open(kpath) as f:
+        kres = json.load(f)
+    text, result = report(a, out, kres, refcmp.EventLog.load(kev), mdir,
+                          refcmp.EventLog.load(mev), commit, foliofs)
+    with open(os.path.join(out, 'report.md'), 'w') as f:
+        f.write(text)
+    with open(os.path.join(out, 'calibrate.json'), 'w') as f:
+        json.dump(result, f, indent=1)
+    if a.json and a.repeat == 1:
+        with open(a.json, 'w') as f:
+            json.dump(result, f, indent=1)
+    return text, result
+
+
 def main(argv):
     a = parse_args(argv)
     foliofs = os.environ.get('FOLIOFS', os.path.join(REPO, 'build', 'foliofs'))
@@ -402,31 +448,35 @@ def main(argv):
               file=sys.stderr)
         return 1
     a.sim = bool(foliosim)
-    try:
-        if a.kernel_from:
-            for name in ('kernel.json', 'kernel.md', 'kernel-events.jsonl.gz'):
-                shutil.copy(os.path.join(a.kernel_from, name), a.output)
-            kpath = os.path.join(a.output, 'kernel.json')
-            kev = os.path.join(a.output, 'kernel-events.jsonl.gz')
-        else:
-            kpath, kev = kernel_side(a, a.output)
-        mdir, mev = model_side(a, a.output, foliofs)
-        if a.sim:
-            sim_side(a.output, mdir, foliosim)
-    except Skip as e:
-        print('calibrate: skipped: %s' % e, file=sys.stderr)
-        return 77
-    except (RuntimeError, OSError, ValueError) as e:
-        print('calibrate: %s' % e, file=sys.stderr)
-        return 1
-    with open(kpath) as f:
-        kres = json.load(f)
-    text, result = report(a, a.output, kres, refcmp.EventLog.load(kev), mdir,
-                          refcmp.EventLog.load(mev), commit, foliofs)
-    with open(os.path.join(a.output, 'report.md'), 'w') as f:
-        f.write(text)
-    with open(a.json or os.path.join(a.output, 'calibrate.json'), 'w') as f:
-        json.dump(result, f, indent=1)
+    if a.repeat == 1:
+        res = one_run(a, a.output, foliofs, foliosim, commit)
+        if isinstance(res, int):
+            return res
+        text = res[0]
+    else:
+        results = []
+        for i in range(a.repeat):
+            out = os.path.join(a.output, 'run-%d' % (i + 1))
+            os.makedirs(out)
+            os.chmod(out, 0o755)
+            log('run %d of %d into %s' % (i + 1, a.repeat, out))
+            res = one_run(a, out, foliofs, foliosim, commit)
+            if isinstance(res, int):
+                return res
+            results.append(res[1])
+        lines, js = refcmp.repeat_summary(results)
+        text = '\n'.join(['# The model against this machine\'s kernel, %d runs a side: %s'
+                          % (a.repeat, sizing(a)), '',
+                          'Each run\'s report: %s.  Error: model/kernel of the medians '
+                          '(within 10%%: ok), or model - kernel in points for shares '
+                          '(within 5: ok); tps and latency are reported, not judged.'
+                          % ', '.join('[run-%d](run-%d/report.md)' % (i + 1, i + 1)
+                                      for i in range(a.repeat)), ''] + lines) + '\n'
+        with open(os.path.join(a.output, 'report.md'), 'w') as f:
+            f.write(text)
+        with open(a.json or os.path.join(a.output, 'calibrate.json'), 'w') as f:
+            json.dump(dict(js, sizing=sizing_json(a), commit=commit, label=a.label,
+                           foliofs=foliofs, results=results), f, indent=1)
     print(text, end='')
     return 0
 

@@ -643,6 +643,36 @@ def error_table(cols):
     return out, js
 
 
+def repeat_summary(results):
+    """RESULTS: the calibrate.json results of runs of one sizing (each
+    {'columns': {side: {key: {'value', ...}}}}) -> (markdown lines, JSON):
+    the error table on each side's medians (error_table()), then every
+    run's value per column and each side's range.  A side's median of a
+    column is over the runs that have a value."""
+    sides = [s for s in ('kernel', 'model', 'sim')
+             if all(s in r['columns'] for r in results)]
+    vals = {s: {key: [r['columns'][s][key]['value'] for r in results
+                      if r['columns'][s].get(key, {}).get('value') is not None]
+                for key, _, _ in COLUMNS} for s in sides}
+    med = {s: {key: statistics.median(v) if v else None for key, v in vals[s].items()}
+           for s in sides}
+    table, js = error_table([(s, med[s]) for s in sides])
+    n = len(results)
+    out = ['On the medians of %d runs a side:' % n, ''] + table
+    out += ['', 'Each run (kernel, then model%s), and each side\'s range:' %
+            (', then sim' if 'sim' in sides else ''), '',
+            '| column | ' + ' | '.join('%s %d' % (s, i + 1) for s in sides for i in range(n))
+            + ' | ' + ' | '.join('%s range' % s for s in sides) + ' |',
+            '|---|' + '---:|' * (n * len(sides) + len(sides))]
+    for key, label, _ in COLUMNS:
+        cells = [_fmt(key, r['columns'][s].get(key, {}).get('value'))
+                 for s in sides for r in results]
+        ranges = ['%s-%s' % (_fmt(key, min(vals[s][key])), _fmt(key, max(vals[s][key])))
+                  if vals[s][key] else 'n/a' for s in sides]
+        out.append('| %s | %s | %s |' % (label, ' | '.join(cells), ' | '.join(ranges)))
+    return out, {'runs': n, 'medians': js, 'values': vals}
+
+
 def _fmt(key, v):
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return 'n/a'
