@@ -73,13 +73,6 @@ static void tell_dirtied(struct wb_ctx *ctx, struct wb_fstate *f)
 		ctx->engine->dirtied(ctx->engine_arg, f);
 }
 
-/*
- * The file holds dirty data again: give it an age if it has none.  An age
- * of 0 means clean, and the simulator's clock starts at 0: data dirtied
- * then is aged 1 ns, or writers that dirty the limit at once (closed
- * loops, no think time) would leave every file looking clean to the
- * flushers, and wait for ever.
- */
 /* The newest age any file was given is now at least @age_ns. */
 static void note_newest(struct wb_ctx *ctx, int64_t age_ns)
 {
@@ -90,6 +83,13 @@ static void note_newest(struct wb_ctx *ctx, int64_t age_ns)
 		;
 }
 
+/*
+ * The file holds dirty data again: give it an age if it has none.  An age
+ * of 0 means clean, and the simulator's clock starts at 0: data dirtied
+ * then is aged 1 ns, or writers that dirty the limit at once (closed
+ * loops, no think time) would leave every file looking clean to the
+ * flushers, and wait for ever.
+ */
 static void note_dirtied(struct wb_ctx *ctx, struct wb_fstate *f)
 {
 	int64_t zero = 0, now;

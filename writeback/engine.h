@@ -279,7 +279,7 @@ struct wb_round {
 	int64_t now;			/* the round's time: its turns are judged at it */
 	bool background;		/* over the background threshold, as judged */
 	int64_t bg_judged;		/* at this time (wb_fp_bg_recheck_due()) */
-	bool kupdate;			/* the pass writes old files whole (wb_fp_old_flush_due()) */
+	bool kupdate;			/* the pass writes old files (wb_fp_old_flush_due()) */
 	/* the walk */
 	bool new_pass;			/* the next list begins a pass */
 	bool listed;			/* the driver listed its files for this round */

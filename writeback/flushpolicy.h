@@ -91,8 +91,9 @@ enum wb_fp_action {
  * wb_fp_over_background() as last judged, see wb_fp_bg_recheck_due()),
  * and whether its pass writes old data (@kupdate: wb_fp_old_flush_due()
  * when the pass began).  A file whose data has been dirty for
- * dirty_expire_ms is written whole only by such a pass; in any other it
- * is a file like the rest, a chunk over the background threshold.
+ * dirty_expire_ms is written without a budget (WB_FP_EXPIRED) only by
+ * such a pass; in any other it is a file like the rest, a chunk over the
+ * background threshold.
  */
 enum wb_fp_action wb_fp_file_action(const struct wb_fp_state *s, const struct wb_fp_file *f,
 				    int64_t now_ns, bool background, bool kupdate);
