@@ -91,5 +91,9 @@ def test_folios_as_kernel(kernel, mount_side, pattern):
     util.check_output(m['output'])
     diffs = rap.compare(k, m)
     table = '\n'.join(rap.histogram_table([k, m]))
-    assert not diffs, ('%s: %d folios differ from the kernel\'s:\n%s\n%s'
-                       % (pattern, len(diffs), '\n'.join(diffs[:30]), table))
+    # Folios the kernel's trace deleted while the pattern ran (its own
+    # evictions, or the host's reclaim under load): named in a failure.
+    gone = ', '.join('%d/%d' % tuple(f) for f in (k.get('deleted_in_trace') or [])[:30])
+    assert not diffs, ('%s: %d folios differ from the kernel\'s:\n%s\n%s\n'
+                       'deleted from the kernel\'s cache during the pattern (index/order): %s'
+                       % (pattern, len(diffs), '\n'.join(diffs[:30]), table, gone or 'none'))

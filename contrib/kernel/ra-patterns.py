@@ -405,6 +405,12 @@ def folios_from_events(events):
     return sorted(present.items()), odd
 
 
+def deleted_in_trace(events):
+    """(index, order) of every folio EVENTS delete: a pattern's own
+    evictions, or the host's reclaim while the pattern ran."""
+    return [(index, order) for add, index, order in events if not add]
+
+
 def fadvise_dontneed(path, start=0, length=0):
     fd = os.open(path, os.O_RDONLY)
     try:
@@ -539,7 +545,8 @@ def run_kernel(fstypes=('ext4',), patterns=None, ra_kb=DEFAULT_RA_KB, log=None):
                     resident = settled_resident(lfs.path)
                     res = {'backend': 'kernel', 'fs': fstype, 'pattern': name,
                            'folios': folios, 'histogram': histogram(folios), 'odd': odd,
-                           'events': len(events), 'resident_pages': len(resident)}
+                           'events': len(events), 'resident_pages': len(resident),
+                           'deleted_in_trace': deleted_in_trace(events)}
                     # Every resident page must be in a traced folio.  A
                     # traced page that is gone was reclaimed after the
                     # trace stopped (its delete was not traced): noted,
