@@ -378,17 +378,24 @@ def report_again(a, foliofs, commit):
     LOADS.update(old.get('loadavg', {}))
     with open(os.path.join(out, 'kernel.json')) as f:
         kres = json.load(f)
-    text, result = report(a, out, kres,
-                          refcmp.EventLog.load(os.path.join(out, 'kernel-events.jsonl.gz')),
-                          os.path.join(out, 'model'),
-                          refcmp.EventLog.load(os.path.join(out, 'model-events.jsonl.gz')),
-                          old.get('commit', commit), old.get('foliofs', foliofs))
+    text, _ = write_report(a, out, kres, os.path.join(out, 'kernel-events.jsonl.gz'),
+                           os.path.join(out, 'model'),
+                           os.path.join(out, 'model-events.jsonl.gz'),
+                           old.get('commit', commit), old.get('foliofs', foliofs))
+    print(text, end='')
+    return 0
+
+
+def write_report(a, out, kres, kev, mdir, mev, commit, foliofs):
+    """report() of the run in OUT (the event logs at KEV and MEV), written
+    to OUT's report.md and calibrate.json: (its text, its result)."""
+    text, result = report(a, out, kres, refcmp.EventLog.load(kev), mdir,
+                          refcmp.EventLog.load(mev), commit, foliofs)
     with open(os.path.join(out, 'report.md'), 'w') as f:
         f.write(text)
     with open(os.path.join(out, 'calibrate.json'), 'w') as f:
         json.dump(result, f, indent=1)
-    print(text, end='')
-    return 0
+    return text, result
 
 
 def one_run(a, out, foliofs, foliosim, commit):
@@ -414,12 +421,7 @@ def one_run(a, out, foliofs, foliosim, commit):
         return 1
     with open(kpath) as f:
         kres = json.load(f)
-    text, result = report(a, out, kres, refcmp.EventLog.load(kev), mdir,
-                          refcmp.EventLog.load(mev), commit, foliofs)
-    with open(os.path.join(out, 'report.md'), 'w') as f:
-        f.write(text)
-    with open(os.path.join(out, 'calibrate.json'), 'w') as f:
-        json.dump(result, f, indent=1)
+    text, result = write_report(a, out, kres, kev, mdir, mev, commit, foliofs)
     if a.json and a.repeat == 1:
         with open(a.json, 'w') as f:
             json.dump(result, f, indent=1)
