@@ -158,3 +158,36 @@ def test_repeat_summary():
     text = '\n'.join(lines)
     assert '| pauses | 154 | 641 | 312 | 625 | 558 | 503 | 154-641 | 503-625 |' in text, text
     assert 'On the medians of 3 runs a side:' in text
+
+
+def test_write_rate_and_max_pause():
+    """The derived rows of the throttle table: the pages written in the
+    second before each balance_dirty_pages event, and wb_max_pause() of
+    that rate (at HZ 250: ~12,400 pages dirty, a rate over 32 x 12,400
+    pages/s makes it one tick, under it two)."""
+    import sys
+    sys.path.insert(0, os.path.join(util.REPO, 'contrib', 'kernel'))
+    import refcmp
+    assert refcmp.max_pause_ms(400000, 12464) == 4
+    assert refcmp.max_pause_ms(262144, 12464) == 8
+    assert refcmp.max_pause_ms(0, 12464) == 200            # MAX_PAUSE, HZ / 5
+    log = refcmp.EventLog('test')
+    log.window('run', 1, 10.0, 20.0)
+    g = [0] * 7
+    # 100 pages written every 10 ms from t = 10 (10,000 pages/s) to 15, then
+    # 500,000 pages/s.
+    written = 0
+    for i in range(1000):
+        t = 10.0 + i * 0.01
+        written += 100 if t < 15.0 else 5000
+        log.add((t, 'global_dirty_state', 1, tuple(g[:5]) + (0, written)))
+    bdp = [0] * 13
+    bdp[4] = 12464                                          # wb_dirty
+    for t in (10.2, 14.5, 19.5):
+        log.add((t, 'balance_dirty_pages', 2, tuple(bdp)))
+    rates = refcmp.write_rates(log)
+    assert rates[0] is None                                 # under half a second of history
+    assert abs(rates[1] - 10000) < 1 and abs(rates[2] - 500000) < 1
+    d = refcmp.derived_values(log)
+    # 12464 // (1 + 10000 // 32) + 1 = 40 ticks; 12464 // (1 + 15625) + 1 = 1
+    assert d['max pause at each event, ms (from it)'] == [160, 4]

@@ -26,6 +26,7 @@ Units: pages of 4 KiB, rates in KiB/s, times in ms (the tracepoints'),
 except where a name says otherwise (_mib, _s).
 """
 
+import bisect
 import csv
 import gzip
 import json
@@ -288,6 +289,55 @@ DIST_FIELDS = [
 ]
 
 
+HZ = 250                # CONFIG_HZ here (/proc/config.gz), the default of meson option kernel_hz
+MAX_PAUSE_J = HZ // 5   # mm/page-writeback.c MAX_PAUSE
+
+
+def _roundup_pow2(n):
+    return 1 << (n - 1).bit_length()
+
+
+def write_rates(log, window_s=1.0):
+    """The pages written (global_dirty_state's nr_written: a folio's pages
+    when its writeback ends, so what was charged) per second over the
+    WINDOW_S before each balance_dirty_pages event in the runs, in event
+    order: the write bandwidth the throttle estimates (the kernel smooths
+    it over 200 ms steps; a second is close enough to sort events by it)."""
+    g = sorted((r['t'], r['nr_written']) for r in log.rows('global_dirty_state'))
+    ts = [t for t, _ in g]
+    out = []
+    for r in log.rows('balance_dirty_pages'):
+        i = bisect.bisect_left(ts, r['t'] - window_s)
+        j = bisect.bisect_right(ts, r['t']) - 1
+        if j <= i or ts[j] - ts[i] < window_s / 2:
+            out.append(None)
+        else:
+            out.append((g[j][1] - g[i][1]) / (ts[j] - ts[i]))
+    return out
+
+
+def max_pause_ms(write_bw, wb_dirty):
+    """wb_max_pause() for a write bandwidth of WRITE_BW pages/s and
+    WB_DIRTY pages, in ms: the pause a balance_dirty_pages() round may
+    take at most (the longer rest is carried)."""
+    t = int(wb_dirty) // (1 + int(write_bw) // _roundup_pow2(1 + HZ // 8)) + 1
+    return min(t, MAX_PAUSE_J) * 1000 // HZ
+
+
+def derived_values(log):
+    """{label: values} of what the events imply but no field holds: the
+    write rate before each balance_dirty_pages event, and the longest
+    pause it allows there (which sets the median pause when the rate is
+    high: at this machine's wb_dirty of ~12,400 pages a rate over ~1.5
+    GiB/s of pages written makes it one tick, 4 ms, under that two)."""
+    bdp = log.rows('balance_dirty_pages')
+    rates = write_rates(log)
+    pairs = [(bw, r) for bw, r in zip(rates, bdp) if bw is not None]
+    return {'written before each event, MiB/s (1 s)': [bw * PAGE / MiB for bw, _ in pairs],
+            'max pause at each event, ms (from it)': [max_pause_ms(bw, r['wb_dirty'])
+                                                      for bw, r in pairs]}
+
+
 def field_values(log, ev, field, pred):
     rows = [r for r in log.rows(ev) if pred(r)]
     if field is None:       # global_dirty_state: what balance_dirty_pages() reads
@@ -320,6 +370,15 @@ def dist_table(logs):
             med, p90 = quantile(v, 0.5), quantile(v, 0.9)
             meds.append(med)
             cells.append('%d | %s | %s' % (len(v), _num(med), _num(p90)))
+        out.append('| %s | ' % label + ' | '.join(cells) +
+                   ''.join(' | %s' % _ratio_s(m, meds[0]) for m in meds[1:]) + ' |')
+    derived = [derived_values(lg) for _, lg in logs]
+    for label in derived[0]:
+        cells, meds = [], []
+        for d in derived:
+            v = d[label]
+            meds.append(quantile(v, 0.5))
+            cells.append('%d | %s | %s' % (len(v), _num(meds[-1]), _num(quantile(v, 0.9))))
         out.append('| %s | ' % label + ' | '.join(cells) +
                    ''.join(' | %s' % _ratio_s(m, meds[0]) for m in meds[1:]) + ' |')
     return out
