@@ -173,14 +173,13 @@ def test_write_rate_and_max_pause():
     assert refcmp.max_pause_ms(0, 12464) == 200            # MAX_PAUSE, HZ / 5
     log = refcmp.EventLog('test')
     log.window('run', 1, 10.0, 20.0)
-    g = [0] * 7
     # 100 pages written every 10 ms from t = 10 (10,000 pages/s) to 15, then
     # 500,000 pages/s.
     written = 0
     for i in range(1000):
         t = 10.0 + i * 0.01
         written += 100 if t < 15.0 else 5000
-        log.add((t, 'global_dirty_state', 1, tuple(g[:5]) + (0, written)))
+        log.add((t, 'global_dirty_state', 1, (0, 0, 0, 0, 0, 0, written)))   # nr_written last
     bdp = [0] * 13
     bdp[4] = 12464                                          # wb_dirty
     for t in (10.2, 14.5, 19.5):

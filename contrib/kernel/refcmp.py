@@ -364,24 +364,21 @@ def dist_table(logs):
         out.append('| %s events | ' % k + ' | '.join('%d | | ' % c[k] for c in counts) +
                    ''.join(' | %s' % _ratio_s(c[k], counts[0][k]) for c in counts[1:]) + ' |')
     for label, ev, field, pred in DIST_FIELDS:
-        cells, meds = [], []
-        for _, lg in logs:
-            v = field_values(lg, ev, field, pred)
-            med, p90 = quantile(v, 0.5), quantile(v, 0.9)
-            meds.append(med)
-            cells.append('%d | %s | %s' % (len(v), _num(med), _num(p90)))
-        out.append('| %s | ' % label + ' | '.join(cells) +
-                   ''.join(' | %s' % _ratio_s(m, meds[0]) for m in meds[1:]) + ' |')
+        out.append(_dist_row(label, [field_values(lg, ev, field, pred) for _, lg in logs]))
     derived = [derived_values(lg) for _, lg in logs]
     for label in derived[0]:
-        cells, meds = [], []
-        for d in derived:
-            v = d[label]
-            meds.append(quantile(v, 0.5))
-            cells.append('%d | %s | %s' % (len(v), _num(meds[-1]), _num(quantile(v, 0.9))))
-        out.append('| %s | ' % label + ' | '.join(cells) +
-                   ''.join(' | %s' % _ratio_s(m, meds[0]) for m in meds[1:]) + ' |')
+        out.append(_dist_row(label, [d[label] for d in derived]))
     return out
+
+
+def _dist_row(label, values):
+    """One row of dist_table(): n / median / p90 of each log's VALUES, and
+    each median's ratio to the first's."""
+    meds = [quantile(v, 0.5) for v in values]
+    cells = ['%d | %s | %s' % (len(v), _num(m), _num(quantile(v, 0.9)))
+             for v, m in zip(values, meds)]
+    return ('| %s | ' % label + ' | '.join(cells) +
+            ''.join(' | %s' % _ratio_s(m, meds[0]) for m in meds[1:]) + ' |')
 
 
 def roles_table(logs):
