@@ -161,6 +161,22 @@ struct bs_config {
 	/* Whose readahead decisions to follow (enum bs_ra_model). */
 	unsigned int ra_model;
 	/*
+	 * How old, in ms, the counts may be that reclaim decides by whether
+	 * it may move active folios to the inactive list (0: exact, read at
+	 * each decision).  The kernel's prepare_scan_control() reads the
+	 * memory cgroup's statistics (lruvec_page_state(): the active and
+	 * inactive file sizes, WORKINGSET_ACTIVATE_FILE), which change only
+	 * when they are flushed: by a worker every 2 s (FLUSH_TIME), and by
+	 * a reader of memory.stat.  So a refault activated just now lets a
+	 * reclaim deactivate only after the next flush, and once per flush
+	 * (snapshot_refaults() keeps the flushed count), and an inactive
+	 * list found low stays low until the next one.  Here the counts are
+	 * copied at the first reclaim in each period of this many ms on the
+	 * cache's clock (bs_cache_ops.now_ns); the workingset size a refault
+	 * is measured against is the flushed active size too.
+	 */
+	uint32_t lru_stats_ms;
+	/*
 	 * No folio data (the simulator): every folio's data is one shared
 	 * scratch area, whose bytes mean nothing; cache_size still bounds
 	 * the folios' sizes.  Never on a mount.
@@ -179,6 +195,10 @@ struct bs_config {
  * optimal I/O size (the seed's RAID0) gets twice that size, and only a
  * window as large as the largest folio lets readahead ramp up to it.
  */
+/* The kernel's FLUSH_TIME, and the most bs_config.lru_stats_ms may be. */
+#define BS_LRU_STATS_MS_DEFAULT 2000u
+#define BS_LRU_STATS_MS_MAX 600000u
+
 #define BS_READAHEAD_KB_DEFAULT 2048u
 #define BS_READAHEAD_KB_MAX 65536u
 
@@ -217,6 +237,12 @@ struct bs_cache_ops {
 	 * from a writer's thread inside bs_write()).
 	 */
 	void (*need_clean)(void *ctx);
+	/*
+	 * Optional: the time now in ns on the clock the cache's callers run
+	 * on (the simulator's virtual clock); it must not go back.  NULL:
+	 * CLOCK_MONOTONIC.  Read only by reclaim, for bs_config.lru_stats_ms.
+	 */
+	int64_t (*now_ns)(void *ctx);
 };
 
 int bs_cache_create(const struct bs_config *cfg, const struct bs_cache_ops *ops,

@@ -646,6 +646,19 @@ struct bs_cache {
 	_Atomic uint64_t inactive_bytes;
 	_Atomic uint64_t active_bytes;
 	struct bs_workingset ws;		/* lru_lock (workingset.c) */
+	/*
+	 * The counts as reclaim's decisions see them when cfg.lru_stats_ms
+	 * is set (cache.c, lru_stats_flush()): inactive_bytes, active_bytes
+	 * and ws.activate_pages as the last flush copied them, all 0 before
+	 * the first.  lru_lock.
+	 */
+	struct bs_lru_stats {
+		int64_t period_ns;		/* start of the last flush's period */
+		uint64_t flushes;		/* flushes made */
+		uint64_t inactive_bytes;
+		uint64_t active_bytes;
+		uint64_t activate_pages;
+	} lru_stats;
 	_Atomic uint64_t deactivated_folios;	/* active -> inactive, monotonic */
 	uint64_t nr_files_made;			/* files_lock: the next serial */
 	pthread_mutex_t files_lock;		/* protects the file list */

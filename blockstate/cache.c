@@ -28,7 +28,17 @@
  * allows it (may_deactivate): when a refault was activated since the
  * last reclaim ended (WORKINGSET_ACTIVATE_FILE moved), or the inactive
  * list is low (inactive_is_low(): below active / ratio, ratio
- * int_sqrt(10 x GiB), 1 under 1 GiB).
+ * int_sqrt(10 x GiB), 1 under 1 GiB).  The kernel reads both from its
+ * memory cgroup's statistics, which change only when flushed, every 2 s
+ * or so; so does the model with bs_config.lru_stats_ms (0: the live
+ * counts).  It matters: with live counts any refault activated since
+ * the last reclaim lets the next deactivate, so a sequential pass over
+ * uncached data, which refaults a little all along, empties the active
+ * list; in the kernel only the first reclaim after each flush may, and
+ * the active list outlives the pass unless the inactive list was low
+ * when it began, in which case it stays low for a whole period and the
+ * active list goes nearly whole (measured on this machine's kernel:
+ * contrib/results/lru-stats-2026-12-07).
  *
  * A worked example: 512 MiB, 250 MiB on each list (64000 pages), a read
  * needing a 4 KiB folio, and refaults activated since the last reclaim.
@@ -139,6 +149,11 @@ int bs_config_check(const struct bs_config *cfg, char *err, size_t errlen)
 		return -EINVAL;
 	if (cfg->ra_model >= BS_NR_RA_MODELS) {
 		snprintf(err, errlen, "ra_model: no readahead model %u", cfg->ra_model);
+		return -EINVAL;
+	}
+	if (cfg->lru_stats_ms > BS_LRU_STATS_MS_MAX) {
+		snprintf(err, errlen, "lru_stats_ms: %u is above %u", cfg->lru_stats_ms,
+			 BS_LRU_STATS_MS_MAX);
 		return -EINVAL;
 	}
 	return 0;
@@ -306,6 +321,61 @@ static void lru_del_locked(struct bs_cache *cache, struct bs_folio *folio)
 		atomic_fetch_sub(&cache->active_order[folio_order(folio)], 1);
 }
 
+/*
+ * The counts reclaim's decisions read (bs_config.lru_stats_ms): the live
+ * ones, or those of the last flush.  Context: lru_lock held.
+ */
+static uint64_t seen_active_bytes(const struct bs_cache *cache)
+{
+	return cache->cfg.lru_stats_ms ? cache->lru_stats.active_bytes
+				       : atomic_load(&cache->active_bytes);
+}
+
+static uint64_t seen_inactive_bytes(const struct bs_cache *cache)
+{
+	return cache->cfg.lru_stats_ms ? cache->lru_stats.inactive_bytes
+				       : atomic_load(&cache->inactive_bytes);
+}
+
+static uint64_t seen_activate_pages(const struct bs_cache *cache)
+{
+	return cache->cfg.lru_stats_ms ? cache->lru_stats.activate_pages
+				       : atomic_load(&cache->ws.activate_pages);
+}
+
+static int64_t cache_now_ns(const struct bs_cache *cache)
+{
+	struct timespec ts;
+
+	if (cache->ops && cache->ops->now_ns)
+		return cache->ops->now_ns(cache->ctx);
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/*
+ * The statistics flush (see bs_config.lru_stats_ms): at the first call in
+ * a new period (counted from the first flush), copy the live counts.
+ * Context: lru_lock held.
+ */
+static void lru_stats_flush(struct bs_cache *cache)
+{
+	struct bs_lru_stats *st = &cache->lru_stats;
+	int64_t period = (int64_t)cache->cfg.lru_stats_ms * 1000000, now;
+
+	if (!period)
+		return;
+	now = cache_now_ns(cache);
+	if (st->flushes && now - st->period_ns < period)
+		return;
+	/* The period this flush falls in: the worker's ticks do not drift. */
+	st->period_ns = st->flushes ? now - (now - st->period_ns) % period : now;
+	st->flushes++;
+	st->inactive_bytes = atomic_load(&cache->inactive_bytes);
+	st->active_bytes = atomic_load(&cache->active_bytes);
+	st->activate_pages = atomic_load(&cache->ws.activate_pages);
+}
+
 void bs_cache_lru_add(struct bs_cache *cache, struct bs_folio *folio, bool read)
 {
 	bool active = false;
@@ -316,7 +386,7 @@ void bs_cache_lru_add(struct bs_cache *cache, struct bs_folio *folio, bool read)
 					       (uint64_t)folio->start >> BS_PAGE_SHIFT,
 					       folio_order(folio), cache->min_order - BS_PAGE_SHIFT,
 					       cache->max_order - BS_PAGE_SHIFT,
-					       atomic_load(&cache->active_bytes) >> BS_PAGE_SHIFT);
+					       seen_active_bytes(cache) >> BS_PAGE_SHIFT);
 	lru_add_locked(cache, folio, active);
 	pthread_mutex_unlock(&cache->lru_lock);
 }
@@ -527,10 +597,13 @@ static bool reclaim_priorities(struct bs_cache *cache, uint64_t target, bool for
 	bool skipped = false;
 
 	for (int prio = RECLAIM_PRIORITIES; prio >= 0 && *freed < target; prio--) {
+		/* The scan sizes are the lists' own (lruvec_lru_size()): exact. */
 		uint64_t inactive = atomic_load(&cache->inactive_bytes);
 		uint64_t active = atomic_load(&cache->active_bytes);
-		bool may = force || bs_lru_may_deactivate(atomic_load(&ws->activate_pages),
-							  ws->activate_snapshot, inactive, active);
+		bool may = force || bs_lru_may_deactivate(seen_activate_pages(cache),
+							  ws->activate_snapshot,
+							  seen_inactive_bytes(cache),
+							  seen_active_bytes(cache));
 		uint64_t nr_in = (inactive >> BS_PAGE_SHIFT) >> prio;
 		uint64_t nr_act = may ? (active >> BS_PAGE_SHIFT) >> prio : 0;
 
@@ -569,9 +642,10 @@ static size_t reclaim_some(struct bs_cache *cache, size_t need)
 		target = RECLAIM_BATCH_PAGES;
 	list_init(&victims);
 	pthread_mutex_lock(&cache->lru_lock);
+	lru_stats_flush(cache);
 	if (reclaim_priorities(cache, target, false, &freed, &victims) && !freed)
 		reclaim_priorities(cache, target, true, &freed, &victims);
-	cache->ws.activate_snapshot = atomic_load(&cache->ws.activate_pages);
+	cache->ws.activate_snapshot = seen_activate_pages(cache);
 	pthread_mutex_unlock(&cache->lru_lock);
 	while ((node = list_first(&victims))) {
 		struct bs_folio *folio = list_entry(node, struct bs_folio, lru);

@@ -31,7 +31,12 @@
  *   stays active (folio_mark_dirty() clears PG_reclaim);
  * - one holding only unsynced blocks (clean to the kernel, which would
  *   free it) goes back to the inactive head, never to the active list;
- * - the byte counts: active + inactive is every folio's memory, always.
+ * - the byte counts: active + inactive is every folio's memory, always;
+ * - counts as old as a flush (bs_config.lru_stats_ms, on the fixture's
+ *   clock): a refault activated after a flush lets a reclaim deactivate
+ *   only after the next, once; an inactive list flushed low stays low
+ *   to reclaim until the next flush, which deactivates every active
+ *   folio where live counts would have stopped.
  * Single threaded: every count is exact.
  */
 #include "bs_i.h"
@@ -53,10 +58,18 @@ struct fixture {
 	struct mem_backing m;
 	struct bs_cache *cache;
 	struct bs_file *file;
+	int64_t now_ns;		/* the cache's clock (bs_cache_ops.now_ns) */
 };
 
-static void setup(struct fixture *fx)
+static int64_t fixture_now(void *arg)
 {
+	return ((struct fixture *)arg)->now_ns;
+}
+
+/* @lru_stats_ms: bs_config.lru_stats_ms, on the fixture's clock (at 0). */
+static void setup_stats(struct fixture *fx, uint32_t lru_stats_ms)
+{
+	static const struct bs_cache_ops ops = { .now_ns = fixture_now };
 	struct bs_config cfg = {
 		.block_size = 4096,
 		.folio_size = F64K,
@@ -64,14 +77,22 @@ static void setup(struct fixture *fx)
 		.account = bs_account_policy_find("page"),
 		.size = bs_size_policy_find("fixed"),
 		.readahead_kb = 0,
+		.lru_stats_ms = lru_stats_ms,
 	};
 
 	mem_backing_init(&fx->m);
 	mem_backing_set_len(&fx->m, FILE_FOLIOS * F64K);
 	memset(fx->m.data, 0x5a, FILE_FOLIOS * F64K);
-	T_CHECK(bs_cache_create(&cfg, NULL, NULL, &fx->cache) == 0);
+	fx->now_ns = 0;
+	T_CHECK(bs_cache_create(&cfg, &ops, fx, &fx->cache) == 0);
 	T_CHECK(bs_file_create(fx->cache, &mem_backing_ops, &fx->m, FILE_FOLIOS * F64K,
 			       &fx->file) == 0);
+}
+
+/* Live counts (lru_stats_ms 0), as every test but the last two. */
+static void setup(struct fixture *fx)
+{
+	setup_stats(fx, 0);
 }
 
 static void teardown(struct fixture *fx)
@@ -402,6 +423,111 @@ static void test_unsynced_kept_inactive(void)
 	teardown(&fx);
 }
 
+/*
+ * test_refault's start with counts flushed each second (lru_stats_ms):
+ * the refault activated at time 0 after the flush lets no reclaim
+ * deactivate until the clock passes the next flush, and then only the
+ * first reclaim after it (the kernel's lruvec_page_state() reads the
+ * memory cgroup's statistics as last flushed; snapshot_refaults() keeps
+ * that count).  A clock that had not moved would never let one.
+ */
+static void test_refault_seen_after_flush(void)
+{
+	const unsigned int nr_active = 6, end = 2 * CACHE_FOLIOS;
+	unsigned int gone = end;
+	uint64_t deactivated;
+	struct fixture fx;
+	struct bs_stats st;
+
+	setup_stats(&fx, 1000);
+	for (unsigned int i = 0; i < nr_active; i++) {
+		read_at(fx.file, NULL, (off_t)i * (off_t)F64K, 4096);
+		read_at(fx.file, NULL, (off_t)i * (off_t)F64K, 4096);
+	}
+	read_folios(fx.file, nr_active, end - nr_active);
+	for (unsigned int i = end; i-- > nr_active && cached(fx.file, i);)
+		gone = i - 1;
+	T_CHECK(gone >= nr_active && !cached(fx.file, gone));
+	read_folios(fx.file, gone, 1);
+	st = stats(fx.cache);
+	T_CHECK(st.workingset_activate == F64K / 4096 && st.deactivated_folios == 0);
+	/* The same instant: the flushed count has not moved. */
+	read_folios(fx.file, end, 4);
+	st = stats(fx.cache);
+	T_CHECK(st.deactivated_folios == 0);
+	/* 999 ms on: still the same period. */
+	fx.now_ns = 999 * 1000000LL;
+	read_folios(fx.file, end + 4, 2);
+	T_CHECK(stats(fx.cache).deactivated_folios == 0);
+	/*
+	 * The next period: its first reclaim sees the activation, and
+	 * deactivates (a reclaim frees at least 32 pages, two folios here:
+	 * two reads make one).
+	 */
+	fx.now_ns = 1000 * 1000000LL;
+	read_folios(fx.file, end + 6, 2);
+	st = stats(fx.cache);
+	T_CHECK(st.deactivated_folios > 0);
+	deactivated = st.deactivated_folios;
+	/* Only it: no refault activated since. */
+	fx.now_ns = 2500 * 1000000LL;
+	read_folios(fx.file, end + 8, 4);
+	T_CHECK(stats(fx.cache).deactivated_folios == deactivated);
+	teardown(&fx);
+}
+
+/*
+ * Twelve folios active, then folios read once: the first reclaim finds
+ * the inactive list low and deactivates.  With live counts it stops
+ * once the inactive list is no longer low (5 deactivated, 7 of the 12
+ * kept); with counts flushed at that first reclaim and a clock that
+ * does not move, the list stays low to reclaim, which goes on
+ * deactivating (9, 3 kept: the last few stay only because a scan of
+ * size >> priority pages of a short active list comes to nothing).
+ * When the clock moves past a period the next flush sees the lists as
+ * they are, and deactivation stops.
+ */
+static uint64_t low_then_once(struct fixture *fx, unsigned int *kept)
+{
+	const unsigned int nr_active = 12;
+
+	for (unsigned int i = 0; i < nr_active; i++) {
+		read_at(fx->file, NULL, (off_t)i * (off_t)F64K, 4096);
+		read_at(fx->file, NULL, (off_t)i * (off_t)F64K, 4096);
+	}
+	T_CHECK(stats(fx->cache).active_bytes == nr_active * F64K);
+	read_folios(fx->file, nr_active, 3 * CACHE_FOLIOS);
+	*kept = 0;
+	for (unsigned int i = 0; i < nr_active; i++)
+		*kept += cached(fx->file, i);
+	return stats(fx->cache).deactivated_folios;
+}
+
+static void test_low_seen_until_flush(void)
+{
+	unsigned int kept_live, kept_stale;
+	uint64_t deact_live, deact_stale;
+	struct fixture fx;
+
+	setup(&fx);
+	deact_live = low_then_once(&fx, &kept_live);
+	teardown(&fx);
+	T_CHECK(deact_live > 0 && kept_live > 0);
+
+	setup_stats(&fx, 1000);
+	deact_stale = low_then_once(&fx, &kept_stale);
+	T_CHECK(deact_stale > deact_live && kept_stale < kept_live);
+	/* A period on, the lists are seen as they are: no more deactivation. */
+	read_folios(fx.file, 0, 4);	/* four active again: two uses... */
+	read_folios(fx.file, 0, 4);
+	fx.now_ns = 1000 * 1000000LL;
+	deact_stale = stats(fx.cache).deactivated_folios;
+	read_folios(fx.file, 4, 2 * CACHE_FOLIOS);
+	T_CHECK(stats(fx.cache).deactivated_folios == deact_stale);
+	T_CHECK(cached(fx.file, 0) && cached(fx.file, 3));
+	teardown(&fx);
+}
+
 int main(void)
 {
 	test_scan_resistance();
@@ -414,6 +540,8 @@ int main(void)
 	test_dirty_rotated_when_written();
 	test_redirtied_not_rotated();
 	test_unsynced_kept_inactive();
+	test_refault_seen_after_flush();
+	test_low_seen_until_flush();
 	printf("ok\n");
 	return T_EXIT_PASS;
 }
