@@ -1414,7 +1414,10 @@ static const struct bs_backing_ops sim_backing_ops = {
  */
 static int ctx_create(struct sim *s, const struct sim_config *fc, char *err, size_t errlen)
 {
-	static const struct bs_cache_ops cache_ops = { .need_clean = sim_need_clean };
+	static const struct bs_cache_ops cache_ops = {
+		.need_clean = sim_need_clean,
+		.now_ns = engine_now,
+	};
 	struct wb_config cfg = fc->wb;
 	struct bs_config bs = fc->bs;
 	int ret;

@@ -127,6 +127,9 @@ X(BS, ra_model, .name = "ra_model", .type = WB_OPT_RA_MODEL, .metavar = "VERSION
 X(BS, cache_size, .name = "cache_size", .type = WB_OPT_SIZE, .metavar = "BYTES",	\
   .def = "1/8 of RAM", .min = 1, .flags = WB_OPT_PHYS,				\
   .help = "memory for cached file data (at least 4 folios)")			\
+X(BS, lru_stats_ms, .name = "lru_stats_ms", .type = WB_OPT_MS, .metavar = "N",	\
+  .def = "2000", .max = BS_LRU_STATS_MS_MAX,					\
+  .help = "how old the list sizes and refault count reclaim decides by may be, as the kernel's memory cgroup statistics flushed every 2 s (0: exact)") \
 X(BS, account, .name = "dirty_account", .type = WB_OPT_ACCOUNT, .metavar = "NAME", \
   .def = "page", .flags = WB_OPT_TUNABLE,					\
   .help = "dirty accounting policy (see below)")				\
