@@ -190,3 +190,46 @@ def test_write_rate_and_max_pause():
     d = refcmp.derived_values(log)
     # 12464 // (1 + 10000 // 32) + 1 = 40 ticks; 12464 // (1 + 15625) + 1 = 1
     assert d['max pause at each event, ms (from it)'] == [160, 4]
+
+
+def _load_calibrate():
+    import importlib.util
+    import sys
+    sys.path.insert(0, os.path.dirname(SCRIPT))
+    spec = importlib.util.spec_from_file_location('calibrate_script', SCRIPT)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _kernel_side(d, **over):
+    args = dict(scale=7, iters=3, duration=11, clients=5, dirty_bytes=8 << 20,
+                dirty_background_bytes=4 << 20, source='seqscan-each', fillfactor=100,
+                shared_buffers='16MB', fs='xfs', mem=(100 << 20) + (16 << 20) + (64 << 20),
+                pg_conf=[])
+    args.update(over)
+    os.makedirs(d)
+    with open(os.path.join(d, 'kernel.json'), 'w') as f:
+        json.dump({'meta': {'args': args}}, f)
+
+
+def test_kernel_from_repeat(tmp_path):
+    """--kernel-from DIR --repeat N: the model against an earlier --repeat
+    run's kernel sides, DIR/run-1 .. run-N, at their sizing; a missing
+    side or sides of different sizings are refused, naming the directory."""
+    cal = _load_calibrate()
+    top = str(tmp_path / 'k')
+    for i in (1, 2):
+        _kernel_side(os.path.join(top, 'run-%d' % i))
+    a = cal.parse_args(['--kernel-from', top, '--repeat', '2', '--no-sim', '-O', str(tmp_path / 'o')])
+    assert a.kernel_dirs == [os.path.join(top, 'run-1'), os.path.join(top, 'run-2')]
+    assert (a.scale, a.iters, a.duration, a.clients, a.cache) == (7, 3, 11, 5, 100 << 20)
+    a = cal.parse_args(['--kernel-from', os.path.join(top, 'run-2'), '--no-sim'])
+    assert a.kernel_dirs == [os.path.join(top, 'run-2')]
+    with pytest.raises(SystemExit):
+        cal.parse_args(['--kernel-from', top, '--repeat', '3', '--no-sim'])
+    _kernel_side(os.path.join(top, 'run-3'), scale=8)
+    with pytest.raises(SystemExit):
+        cal.parse_args(['--kernel-from', top, '--repeat', '3', '--no-sim'])
+    with pytest.raises(SystemExit):
+        cal.parse_args(['--report-only', '--repeat', '2', '-O', top])

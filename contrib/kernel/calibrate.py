@@ -319,7 +319,8 @@ def parse_args(argv):
                     'shared_buffers 16MB')
     ap.add_argument('--kernel-from', metavar='DIR',
                     help='take the kernel side from an earlier run\'s DIR (its kernel.json '
-                    'and kernel-events.jsonl.gz) instead of running it')
+                    'and kernel-events.jsonl.gz) instead of running it; with --repeat N, '
+                    'from an earlier --repeat run\'s DIR/run-1 .. DIR/run-N')
     ap.add_argument('--sim', action=argparse.BooleanOptionalAction,
                     help='the simulator\'s side: record the model\'s trace and replay it '
                     'with foliofs-sim (default: when foliofs-sim is found)')
@@ -342,15 +343,28 @@ def parse_args(argv):
             setattr(a, k, v)
     if a.repeat < 1:
         ap.error('--repeat is at least 1')
-    if a.repeat > 1 and (a.kernel_from or a.report_only):
-        ap.error('--repeat runs both sides; not with --kernel-from or --report-only')
+    if a.repeat > 1 and a.report_only:
+        ap.error('--report-only rewrites one run\'s report: not with --repeat')
     if a.report_only:
         if not a.output:
             ap.error('--report-only needs -O DIR')
         a.kernel_from = a.output
-    if a.kernel_from:
-        with open(os.path.join(a.kernel_from, 'kernel.json')) as f:
-            ka = json.load(f)['meta']['args']
+    a.kernel_dirs = [a.kernel_from] if a.kernel_from else []
+    if a.kernel_from and a.repeat > 1:
+        a.kernel_dirs = [os.path.join(a.kernel_from, 'run-%d' % (i + 1)) for i in range(a.repeat)]
+    sides = []
+    for d in a.kernel_dirs:
+        try:
+            with open(os.path.join(d, 'kernel.json')) as f:
+                sides.append(json.load(f)['meta']['args'])
+        except (OSError, ValueError, KeyError) as e:
+            ap.error('--kernel-from: no kernel side in %s (%s)' % (d, e))
+    keys = ('scale', 'iters', 'duration', 'clients', 'dirty_bytes', 'dirty_background_bytes',
+            'source', 'fillfactor', 'shared_buffers', 'fs', 'mem', 'pg_conf')
+    if any([k.get(x) for x in keys] != [sides[0].get(x) for x in keys] for k in sides[1:]):
+        ap.error('--kernel-from: the kernel sides in %s differ in sizing' % a.kernel_from)
+    if sides:
+        ka = sides[0]
         # The model at the kernel side's sizing, whatever the options say.
         a.pg_conf = ka.get('pg_conf', [])
         for k in ('scale', 'iters', 'duration', 'clients', 'dirty_bytes',
@@ -398,14 +412,15 @@ def write_report(a, out, kres, kev, mdir, mev, commit, foliofs):
     return text, result
 
 
-def one_run(a, out, foliofs, foliosim, commit):
+def one_run(a, out, foliofs, foliosim, commit, kernel_dir=None):
     """Both sides (and the sim's) of one run into OUT, its report.md and
     calibrate.json (--json FILE too when it is the only run): (the
-    report's text, its result), or the exit status when it failed."""
+    report's text, its result), or the exit status when it failed.  With
+    KERNEL_DIR the kernel side is that earlier run's."""
     try:
-        if a.kernel_from:
+        if kernel_dir:
             for name in ('kernel.json', 'kernel.md', 'kernel-events.jsonl.gz'):
-                shutil.copy(os.path.join(a.kernel_from, name), out)
+                shutil.copy(os.path.join(kernel_dir, name), out)
             kpath = os.path.join(out, 'kernel.json')
             kev = os.path.join(out, 'kernel-events.jsonl.gz')
         else:
@@ -451,7 +466,7 @@ def main(argv):
         return 1
     a.sim = bool(foliosim)
     if a.repeat == 1:
-        res = one_run(a, a.output, foliofs, foliosim, commit)
+        res = one_run(a, a.output, foliofs, foliosim, commit, a.kernel_from)
         if isinstance(res, int):
             return res
         text = res[0]
@@ -462,7 +477,8 @@ def main(argv):
             os.makedirs(out)
             os.chmod(out, 0o755)
             log('run %d of %d into %s' % (i + 1, a.repeat, out))
-            res = one_run(a, out, foliofs, foliosim, commit)
+            res = one_run(a, out, foliofs, foliosim, commit,
+                          a.kernel_dirs[i] if a.kernel_dirs else None)
             if isinstance(res, int):
                 return res
             results.append(res[1])
