@@ -444,6 +444,12 @@ class VmstatSampler:
     KEYS = ('nr_dirty', 'nr_writeback', 'nr_dirty_threshold', 'nr_dirty_background_threshold')
     # memory.stat's names: v1 (bytes), v2 (bytes).
     CG_KEYS = {1: ('dirty', 'writeback'), 2: ('file_dirty', 'file_writeback')}
+    # The file LRU lists (bytes) and reclaim's counters (pages) from the
+    # same read, those the cgroup's memory.stat has: what reclaim's list
+    # decisions saw, second by second (the read itself flushes the
+    # cgroup's statistics, so this adds no flush to the run).
+    LRU_KEYS = ('active_file', 'inactive_file', 'workingset_refault_file',
+                'workingset_activate_file', 'pgactivate', 'pgdeactivate', 'pgscan', 'pgsteal')
 
     def __init__(self, undo, cgroup=None):
         self.cgroup = cgroup
@@ -456,7 +462,7 @@ class VmstatSampler:
 
     def _run(self):
         while not self.stop_flag.wait(1.0):
-            v = {}
+            v = {'t': time.monotonic()}
             for line in rd('/proc/vmstat').splitlines():
                 k, _, n = line.partition(' ')
                 if k in self.KEYS:
@@ -469,6 +475,7 @@ class VmstatSampler:
                 st = dict(line.split() for line in
                           rd(os.path.join(self.cgroup.dir, 'memory.stat')).splitlines())
                 v['cg_dirty_pages'] = sum(int(st.get(k, 0)) for k in keys) // PAGE
+                v['cg_lru'] = {k: int(st[k]) for k in self.LRU_KEYS if k in st}
             with self.lock:
                 self.samples.append(v)
 
@@ -507,6 +514,13 @@ class VmstatSampler:
             return [(s['nr_dirty'] + s['nr_writeback'] if machine or 'cg_dirty_pages' not in s
                      else s['cg_dirty_pages'], s['nr_dirty_threshold'])
                     for s in self.samples[first:]]
+
+    def lru_samples(self, first, t0):
+        """[(seconds since T0, {LRU_KEYS: value})] once a second since
+        sample FIRST (empty without a cgroup)."""
+        with self.lock:
+            return [(round(s['t'] - t0, 3), s['cg_lru']) for s in self.samples[first:]
+                    if 'cg_lru' in s]
 
     def _stop(self):
         self.stop_flag.set()
@@ -644,6 +658,13 @@ class FileNamer:
                 out[self.classes.get(ino, 'other')][order] += n
         return {c: dict(v) for c, v in out.items()}
 
+    def lru_samples(self, first, t0):
+        """[(seconds since T0, {LRU_KEYS: value})] once a second since
+        sample FIRST (empty without a cgroup)."""
+        with self.lock:
+            return [(round(s['t'] - t0, 3), s['cg_lru']) for s in self.samples[first:]
+                    if 'cg_lru' in s]
+
     def _stop(self):
         self.stop_flag.set()
         self.thread.join(5)
@@ -736,6 +757,7 @@ def run_reference(args, undo, work):
         mem0 = cg.memory()
         s0 = events.snapshot()
         r0 = cg.reclaim_stat()
+        vs = vm.mark()
         t0 = time.monotonic()
         source_step(cl, args.source, i, init)
         t1 = time.monotonic()
@@ -771,6 +793,9 @@ def run_reference(args, undo, work):
         row.update(vm.summary(v0))
         row['dirty_samples'] = vm.dirty_samples(v0)
         row['machine_dirty_samples'] = vm.dirty_samples(v0, machine=True)
+        # The source step's and the run's, from the step's start (t0).
+        row['lru_samples'] = vm.lru_samples(vs, t0)
+        row['source_t'] = round(t1 - t0, 3)
         row['traced'] = events.medians(s1, s2)
         row['added_by_pid'] = delta(s0, s2)['added_by_pid']
         row['cg_memory_start'], row['cg_memory_end'] = mem0, cg.memory()
