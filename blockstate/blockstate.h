@@ -343,6 +343,13 @@ struct bs_stats {
 	uint64_t reclaimed_folios;	/* clean folios dropped by reclaim */
 	uint64_t active_bytes;		/* memory of folios on the active list */
 	uint64_t inactive_bytes;	/* and on the inactive list */
+	/*
+	 * The two as reclaim's decisions see them: as of the last flush
+	 * (bs_config.lru_stats_ms; the live ones when 0), the kernel's
+	 * memory.stat active_file and inactive_file.
+	 */
+	uint64_t seen_active_bytes;
+	uint64_t seen_inactive_bytes;
 	uint64_t activated_folios;	/* moves to the active list, monotonic */
 	uint64_t rotated_folios;	/* folios reclaim met dirty, moved to the
 					 * inactive tail when written (the

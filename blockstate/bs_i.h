@@ -650,13 +650,14 @@ struct bs_cache {
 	 * The counts as reclaim's decisions see them when cfg.lru_stats_ms
 	 * is set (cache.c, lru_stats_flush()): inactive_bytes, active_bytes
 	 * and ws.activate_pages as the last flush copied them, all 0 before
-	 * the first.  lru_lock.
+	 * the first.  lru_lock; the two sizes are also read without it
+	 * (stats).
 	 */
 	struct bs_lru_stats {
 		int64_t period_ns;		/* start of the last flush's period */
 		uint64_t flushes;		/* flushes made */
-		uint64_t inactive_bytes;
-		uint64_t active_bytes;
+		_Atomic uint64_t inactive_bytes;
+		_Atomic uint64_t active_bytes;
 		uint64_t activate_pages;
 	} lru_stats;
 	_Atomic uint64_t deactivated_folios;	/* active -> inactive, monotonic */

@@ -227,6 +227,28 @@ uint64_t bs_cache_held(struct bs_cache *cache)
 	return atomic_load(&cache->held_bytes);
 }
 
+/*
+ * The counts reclaim's decisions read (bs_config.lru_stats_ms): the live
+ * ones, or those of the last flush.  Context: lru_lock held.
+ */
+static uint64_t seen_active_bytes(const struct bs_cache *cache)
+{
+	return atomic_load(cache->cfg.lru_stats_ms ? &cache->lru_stats.active_bytes
+						   : &cache->active_bytes);
+}
+
+static uint64_t seen_inactive_bytes(const struct bs_cache *cache)
+{
+	return atomic_load(cache->cfg.lru_stats_ms ? &cache->lru_stats.inactive_bytes
+						   : &cache->inactive_bytes);
+}
+
+static uint64_t seen_activate_pages(const struct bs_cache *cache)
+{
+	return cache->cfg.lru_stats_ms ? cache->lru_stats.activate_pages
+				       : atomic_load(&cache->ws.activate_pages);
+}
+
 void bs_cache_stats(struct bs_cache *cache, struct bs_stats *st)
 {
 	memset(st, 0, sizeof(*st));
@@ -260,6 +282,8 @@ void bs_cache_stats(struct bs_cache *cache, struct bs_stats *st)
 	st->workingset_refault = atomic_load(&cache->ws.refault_pages);
 	st->workingset_activate = atomic_load(&cache->ws.activate_pages);
 	st->active_bytes = atomic_load(&cache->active_bytes);
+	st->seen_active_bytes = seen_active_bytes(cache);
+	st->seen_inactive_bytes = seen_inactive_bytes(cache);
 	st->inactive_bytes = atomic_load(&cache->inactive_bytes);
 	st->reclaim_stalls = atomic_load(&cache->reclaim_stalls);
 	st->unsynced_bytes = atomic_load(&cache->unsynced_bytes);
@@ -321,28 +345,6 @@ static void lru_del_locked(struct bs_cache *cache, struct bs_folio *folio)
 		atomic_fetch_sub(&cache->active_order[folio_order(folio)], 1);
 }
 
-/*
- * The counts reclaim's decisions read (bs_config.lru_stats_ms): the live
- * ones, or those of the last flush.  Context: lru_lock held.
- */
-static uint64_t seen_active_bytes(const struct bs_cache *cache)
-{
-	return cache->cfg.lru_stats_ms ? cache->lru_stats.active_bytes
-				       : atomic_load(&cache->active_bytes);
-}
-
-static uint64_t seen_inactive_bytes(const struct bs_cache *cache)
-{
-	return cache->cfg.lru_stats_ms ? cache->lru_stats.inactive_bytes
-				       : atomic_load(&cache->inactive_bytes);
-}
-
-static uint64_t seen_activate_pages(const struct bs_cache *cache)
-{
-	return cache->cfg.lru_stats_ms ? cache->lru_stats.activate_pages
-				       : atomic_load(&cache->ws.activate_pages);
-}
-
 static int64_t cache_now_ns(const struct bs_cache *cache)
 {
 	struct timespec ts;
@@ -371,8 +373,8 @@ static void lru_stats_flush(struct bs_cache *cache)
 	/* The period this flush falls in: the worker's ticks do not drift. */
 	st->period_ns = st->flushes ? now - (now - st->period_ns) % period : now;
 	st->flushes++;
-	st->inactive_bytes = atomic_load(&cache->inactive_bytes);
-	st->active_bytes = atomic_load(&cache->active_bytes);
+	atomic_store(&st->inactive_bytes, atomic_load(&cache->inactive_bytes));
+	atomic_store(&st->active_bytes, atomic_load(&cache->active_bytes));
 	st->activate_pages = atomic_load(&cache->ws.activate_pages);
 }
 

@@ -482,6 +482,8 @@ static const struct om_stat {
 	{ "reclaimed_folios", true, OM_NONE, "clean folios dropped by reclaim" },
 	{ "active_bytes", false, OM_BYTES, "memory of the folios on the active list" },
 	{ "inactive_bytes", false, OM_BYTES, "memory of the folios on the inactive list" },
+	{ "seen_active_bytes", false, OM_BYTES, "active_bytes as reclaim last saw it (lru_stats_ms)" },
+	{ "seen_inactive_bytes", false, OM_BYTES, "inactive_bytes as reclaim last saw it (lru_stats_ms)" },
 	{ "activated_folios", true, OM_NONE, "moves to the active list" },
 	{ "rotated_folios", true, OM_NONE, "folios reclaim met dirty, moved to the inactive tail once written" },
 	{ "deactivated_folios", true, OM_NONE, "moves from the active list to the inactive one by reclaim" },

@@ -304,6 +304,8 @@ size_t wb_ctx_stats(struct wb_ctx *ctx, char *buf, size_t size)
 	}
 	put_stat(buf, size, &used, "active_bytes", st.active_bytes);
 	put_stat(buf, size, &used, "inactive_bytes", st.inactive_bytes);
+	put_stat(buf, size, &used, "seen_active_bytes", st.seen_active_bytes);
+	put_stat(buf, size, &used, "seen_inactive_bytes", st.seen_inactive_bytes);
 	put_stat(buf, size, &used, "activated_folios", st.activated_folios);
 	put_stat(buf, size, &used, "rotated_folios", st.rotated_folios);
 	put_stat(buf, size, &used, "deactivated_folios", st.deactivated_folios);
