@@ -229,7 +229,8 @@ uint64_t bs_cache_held(struct bs_cache *cache)
 
 /*
  * The counts reclaim's decisions read (bs_config.lru_stats_ms): the live
- * ones, or those of the last flush.  Context: lru_lock held.
+ * ones, or those of the last flush.  Context: the two sizes, any (stats
+ * read them too); the refault count, lru_lock held.
  */
 static uint64_t seen_active_bytes(const struct bs_cache *cache)
 {
