@@ -102,10 +102,13 @@ SERVER_MEM = 64 << 20
 # reads the server cgroup's memory.stat every second, and each read
 # flushes the cgroup's statistics, which reclaim decides by (measured
 # with the memcg:memcg_flush_stats tracepoint over a 64 MiB kernel run:
-# 113 flushes by the sampler, 103 of them 0.5-1 s after the one before,
-# and the 2 s worker's besides): the kernel side's counts are at most a
-# second old, not the 2 s of a machine nobody reads them on.
+# 114 flushes by the sampler, 103 of the 113 gaps 0.5-1 s, and the 2 s
+# worker's besides): the kernel side's counts are at most a second old,
+# not the 2 s of a machine nobody reads them on.  Recorded in each run's
+# calibrate.json (sizing.model_config); runs made before it have none
+# and had OLD_MODEL_CONFIG.
 MODEL_CONFIG = 'ra_model=6.17,dirty_account=folio,lru_stats_ms=1000'
+OLD_MODEL_CONFIG = 'ra_model=6.17,dirty_account=folio'
 TINY = {'scale': 5, 'iters': 2, 'duration': 5, 'clients': 4, 'cache': '64M',
         'dirty_bytes': '4M', 'dirty_background_bytes': '2M', 'shared_buffers': '16MB'}
 
@@ -183,7 +186,7 @@ def model_side(a, out, foliofs):
     mdir = os.path.join(out, 'model')
     common = ('folio_policy=kernel,readahead_kb=2048,cache_size=%d,dirty_bytes=%d,'
               'dirty_background_bytes=%d' % (a.cache, a.dirty_bytes, a.dirty_background_bytes))
-    config = 'model=' + MODEL_CONFIG + (',' + a.model_opts if a.model_opts else '')
+    config = 'model=' + a.model_config + (',' + a.model_opts if a.model_opts else '')
     work = tempfile.mkdtemp(prefix='calibrate-', dir='/var/tmp')
     os.chmod(work, 0o755)
     rec = refcmp.ProbeRecorder(foliofs, HEADER, 'foliofs %s' % foliofs)
@@ -247,7 +250,7 @@ def report(a, out, kres, klog, mdir, mlog, commit, foliofs):
           'configuration `%s%s`; scripts at %s), %s.  The '
           'machine is shared: tps and latency move with its load.'
           % (kres['meta']['kernel'], kres['meta'].get('commit', '?'), foliofs,
-             a.label or 'the build named', MODEL_CONFIG,
+             a.label or 'the build named', a.model_config,
              ',' + a.model_opts if a.model_opts else '', commit,
              datetime.date.today().isoformat()), '',
           'Error: model/kernel (within 10%: ok), or model - kernel in points for shares '
@@ -298,7 +301,8 @@ def sizing(a):
 def sizing_json(a):
     return {k: getattr(a, k) for k in ('scale', 'cache', 'dirty_bytes', 'dirty_background_bytes',
                                        'clients', 'iters', 'duration', 'source', 'fillfactor',
-                                       'shared_buffers', 'fs', 'model_opts', 'pg_conf')}
+                                       'shared_buffers', 'fs', 'model_config', 'model_opts',
+                                       'pg_conf')}
 
 
 def parse_args(argv):
@@ -351,6 +355,7 @@ def parse_args(argv):
             if k in ('cache', 'dirty_bytes', 'dirty_background_bytes'):
                 v = parse_size(v)
             setattr(a, k, v)
+    a.model_config = MODEL_CONFIG
     if a.repeat < 1:
         ap.error('--repeat is at least 1')
     if a.repeat > 1 and a.report_only:
@@ -399,6 +404,7 @@ def report_again(a, foliofs, commit):
         old = json.load(f)
     a.label = old.get('label', a.label)
     a.model_opts = old.get('sizing', {}).get('model_opts', a.model_opts)
+    a.model_config = old.get('sizing', {}).get('model_config', OLD_MODEL_CONFIG)
     LOADS.update(old.get('loadavg', {}))
     with open(os.path.join(out, 'kernel.json')) as f:
         kres = json.load(f)
