@@ -346,7 +346,8 @@ struct bs_stats {
 	/*
 	 * The two as reclaim's decisions see them: as of the last flush
 	 * (bs_config.lru_stats_ms; the live ones when 0), the kernel's
-	 * memory.stat active_file and inactive_file.
+	 * memory.stat active_file and inactive_file.  A flush is made at
+	 * a reclaim: 0 until the first.
 	 */
 	uint64_t seen_active_bytes;
 	uint64_t seen_inactive_bytes;

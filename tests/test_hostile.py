@@ -52,6 +52,7 @@ OPTIONS = {
     'uring_pin': (BAD_NAME + ['auto', '1', 'yes'], ['on', 'off']),
     'folio_policy': (BAD_NAME, ['fixed', 'ramp', 'kernel']),
     'readahead_kb': (BAD_UINT + ['65537'], ['0', '65536']),
+    'lru_stats_ms': (BAD_UINT + ['600001'], ['0', '600000']),
     'ra_model': (BAD_NAME + ['5.10', '6.15', '6', '6.', ' 6.17', '+6.17', '6.17 ', '7.1'],
                  ['6.16', '6.17']),
     'cache_size': (BAD_SIZE + ['0', '1', str(phys_mem() + 1), '8589934591G'],
