@@ -37,6 +37,7 @@ import shutil
 import stat
 import subprocess
 import tempfile
+import time
 
 import pytest
 
@@ -354,6 +355,17 @@ def phase_set(shm, value):
     ctypes.c_int64.from_buffer(shm).value = value
 
 
+def seen_count(shm, k):
+    """Observer K's count of stats made within one phase (its own slot
+    after the phase's)."""
+    return ctypes.c_int64.from_buffer(shm, 8 * (k + 1)).value
+
+
+def seen_add(shm, k):
+    slot = ctypes.c_int64.from_buffer(shm, 8 * (k + 1))
+    slot.value += 1
+
+
 def fork_child(fn, *args):
     """Run fn(*args) in a forked child; its exit status is 0 when it returned."""
     pid = os.fork()
@@ -389,9 +401,10 @@ OBSERVERS = {
 ROUNDS = {'cached': ['mode+size', 'stat'], 'daemon': ['force-sync', 'force-sync']}
 
 
-def race_observer(how, path, shm, base, out, in_flight):
+def race_observer(k, how, path, shm, base, out, in_flight):
     """Stat PATH until STOP; write to OUT the count of stats made within
-    one phase and the bad ones.  Phase 3i: the bits are being set again
+    one phase and the bad ones (the count also in observer K's slot of
+    SHM, for the driver to wait on).  Phase 3i: the bits are being set again
     (anything goes).  Phase 3i + 1: they are set, with the file at BASE + i
     bytes, and write i may be in flight: a stat showing more bytes must not
     show a bit (checked only when IN_FLIGHT).  Phase 3i + 2: write i
@@ -405,6 +418,7 @@ def race_observer(how, path, shm, base, out, in_flight):
         if phase_get(shm) != p1 or p1 % 3 == 0:
             continue
         n += 1
+        seen_add(shm, k)
         bits = mode & (stat.S_ISUID | stat.S_ISGID)
         if bits and (p1 % 3 == 2 or (in_flight and size > base + p1 // 3)):
             bad.append((p1, oct(stat.S_IMODE(mode)), size))
@@ -449,7 +463,7 @@ def test_no_stat_sees_data_with_old_bits(work, tuser, ffs_options, observers):
     path = work.m('race')
     make_file(path, 0o6777, 0)
     base = len(DATA)
-    shm = mmap.mmap(-1, 8)
+    shm = mmap.mmap(-1, 8 * (1 + len(ROUNDS[observers])))
     phase_set(shm, 0)
     go_r, go_w = os.pipe()
     ack_r, ack_w = os.pipe()
@@ -458,8 +472,8 @@ def test_no_stat_sees_data_with_old_bits(work, tuser, ffs_options, observers):
     try:
         pids.append(fork_child(race_writer, tuser[0], path, go_r, ack_w))
         pids.append(fork_child(race_load, work.m('load'), shm))
-        for how in ROUNDS[observers]:
-            pids.append(fork_child(race_observer, how, path, shm, base, out_w, in_flight))
+        for k, how in enumerate(ROUNDS[observers]):
+            pids.append(fork_child(race_observer, k, how, path, shm, base, out_w, in_flight))
         for i in range(RACE_ITERATIONS):
             phase_set(shm, 3 * i)
             os.chmod(path, 0o6777)
@@ -467,6 +481,12 @@ def test_no_stat_sees_data_with_old_bits(work, tuser, ffs_options, observers):
             os.write(go_w, b'w')
             assert os.read(ack_r, 1) == b'd'
             phase_set(shm, 3 * i + 2)
+        # The last phase (every write returned) stays until each observer
+        # has made a stat within a phase: a loaded machine may have kept
+        # one from ever doing so during the writes, and a round it never
+        # watched would prove nothing.
+        while any(seen_count(shm, k) == 0 for k in range(len(ROUNDS[observers]))):
+            time.sleep(0.01)
         assert os.stat(path).st_size == base + RACE_ITERATIONS
     finally:
         phase_set(shm, STOP)
