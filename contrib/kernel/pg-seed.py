@@ -658,13 +658,6 @@ class FileNamer:
                 out[self.classes.get(ino, 'other')][order] += n
         return {c: dict(v) for c, v in out.items()}
 
-    def lru_samples(self, first, t0):
-        """[(seconds since T0, {LRU_KEYS: value})] once a second since
-        sample FIRST (empty without a cgroup)."""
-        with self.lock:
-            return [(round(s['t'] - t0, 3), s['cg_lru']) for s in self.samples[first:]
-                    if 'cg_lru' in s]
-
     def _stop(self):
         self.stop_flag.set()
         self.thread.join(5)

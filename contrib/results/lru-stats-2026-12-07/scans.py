@@ -12,7 +12,6 @@ prev = None
 print('| run | at the end of the run before (a memory.stat read: flushed): active / inactive MiB | low | active after the scan | kept | 2 MiB the scan added | 2 MiB cached at the run end | accounts 4 KiB folios at the run end |')
 print('|---:|---|---|---:|---:|---:|---:|---:|')
 for it in d['iterations']:
-    st = it['source_t']
     src_act = it['source_reclaim']['active_file'] >> 20
     if prev:
         a, i = prev

@@ -15,19 +15,18 @@ for line in (gzip.open(out, 'rt') if out.endswith('.gz') else open(out)):
         per[int(p[0])] = (int(p[1]), int(p[2]))
 def count(t0, t1):
     # the line stamped T counts the second before it: (T-1, T]
-    secs = [t for t in per if t0 < t <= t1 + 1]
-    return sum(per[t][0] for t in secs), len(secs)
+    return sum(n for t, (n, _) in per.items() if t0 < t <= t1 + 1)
 print('| side | run | fdatasyncs | a second | tps | commits per fdatasync | charged pages per fdatasync | written pages per fdatasync | charged/written |')
 print('|---|---:|---:|---:|---:|---:|---:|---:|---:|')
 tot = {}
 for r in json.load(open(kjson))['iterations']:
-    fd, n = count(r['run_t0'] + off, r['run_t1'] + off)
+    fd = count(r['run_t0'] + off, r['run_t1'] + off)
     dur = r['run_t1'] - r['run_t0']
     tot.setdefault('kernel', []).append((fd, r['tps'] * dur, r['charged_pages'], r['written_pages']))
     print('| kernel | %d | %d | %.0f | %.0f | %.2f | %.1f | %.2f | x%.2f |' % (r['iter'], fd, fd / dur, r['tps'], r['tps'] * dur / fd, r['charged_pages'] / fd, r['written_pages'] / fd, r['charged_pages'] / r['written_pages']))
 for r in csv.DictReader(open(mdir + '/iterations.csv')):
     t0, t1 = int(r['start_unix_ms']) / 1000, int(r['end_unix_ms']) / 1000
-    fd, n = count(t0, t1)
+    fd = count(t0, t1)
     dur = t1 - t0
     ch, wr, tps = int(r['run_nr_dirtied']), int(r['run_backing_write_bytes']) / 4096, float(r['tps'])
     tot.setdefault('model', []).append((fd, tps * dur, ch, wr))
