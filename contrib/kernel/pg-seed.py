@@ -81,12 +81,16 @@ and the summary the seed reports: mean tps, CV, worst, the second half
 of the iterations against the first, charged/written, pauses.  The JSON
 also keeps each run's dirty samples and its window on CLOCK_MONOTONIC;
 --events FILE keeps every throttle event whole (contrib/kernel/refcmp.py
-reads it), for the event-by-event comparison with the model.
+reads it), for the event-by-event comparison with the model; --io-trace
+FILE records the server's file I/O from before initdb to its stop as a
+foliofs trace (contrib/kernel/kio.py), so foliofs-sim can replay what the
+server asked of this kernel (calibrate.py --sim-kernel).
 
 Usage, as root:
   contrib/kernel/pg-seed.py [--scale 100] [--iters 8] [--duration 30]
       [--clients 16] [--mem 1G] [--dirty-bytes 200M] [--source seqscan-each]
       [--fillfactor 100] [--json out.json] [--md report.md] [--events ev.jsonl.gz]
+      [--io-trace run.trace]
   contrib/kernel/pg-seed.py --tiny       a 1-minute smoke run (scale 5, 2 x 5 s)
 Exit status 0, 1 on failure, 77 when it cannot run here (the reason on
 stderr).  Everything set up is undone on exit, also on SIGINT/SIGTERM.
@@ -109,7 +113,8 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 
-import refcmp  # noqa: E402  (this directory is on sys.path: a plain module)
+import kio  # noqa: E402  (this directory is on sys.path: plain modules)
+import refcmp  # noqa: E402
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.realpath(__file__)), '..', 'lib'))
 from foliofs_tools import (  # noqa: E402
     BGWRITER_SQL, FILE_CLASSES, Cluster, bgwriter_delta, Signals, Skip, Undo, data_file_classes, kernel_skip_reason,
@@ -698,6 +703,12 @@ def run_reference(args, undo, work):
     kdev = (os.major(st.st_dev) << 20) | os.minor(st.st_dev)
     bdi = '%d:%d' % (os.major(st.st_dev), os.minor(st.st_dev))
     events = EventCounter(hroot, kdev, bdi, undo)
+    iot = None
+    if args.io_trace:
+        # From before initdb: every file of the cluster is created in it.
+        iot = kio.KernelIoTrace(data, args.io_trace + '.txt')
+        iot.start()
+        undo.push('the I/O trace', iot.stop)
     cl = Cluster(bindir, data, work, undo, SEED_INITDB if args.seed_settings else ())
     settings = ['shared_buffers=%s' % args.shared_buffers,
                 'max_connections=%d' % (args.clients + 10)]
@@ -807,6 +818,28 @@ def run_reference(args, undo, work):
                 % (low >> 10, i + 1))
     cl.stop()
     log_at.append(cl.log_size())
+    io_trace = None
+    if iot:
+        iot.stop()
+        t0 = time.monotonic()
+        wins = [{'iteration': r['iter'],
+                 'start_ns': int(r['run_t0'] * 1e9) - iot.origin_ns,
+                 'end_ns': int(r['run_t1'] * 1e9) - iot.origin_ns} for r in rows]
+        io_trace = kio.convert(iot.txt_path, args.io_trace, data, iot.origin_ns,
+                               os.path.dirname(os.path.abspath(args.io_trace)),
+                               [(w['start_ns'], w['end_ns']) for w in wins])
+        os.unlink(iot.txt_path)
+        for r, wb in zip(rows, io_trace.pop('window_bytes')):
+            r['app_write_bytes'] = wb.get('write_bytes', 0)
+            r['sync_file_range_bytes'] = wb.get('sync_file_range_bytes', 0)
+        io_trace.update(trace=os.path.abspath(args.io_trace), version=2, windows=wins)
+        log('I/O trace: %d records of %d files (%.0f MiB) in %.0f s; not in it: %d '
+            'sync_file_range calls (%d MiB), %d operations on %d opens of unread paths, '
+            '%d on fds never seen opened; bpftrace lost %d events'
+            % (io_trace['records'], io_trace['files'], io_trace['bytes'] / MiB,
+               time.monotonic() - t0, io_trace['sync_file_range'],
+               io_trace['sync_file_range_bytes'] // MiB, io_trace['unnamed_ops'],
+               io_trace['unnamed_opens'], io_trace['lost'], io_trace['lost_events']))
     roles = cl.roles_since(0)
     runs = autovacuum_runs(cl.log)
     for i, row in enumerate(rows):
@@ -817,7 +850,10 @@ def run_reference(args, undo, work):
         raise RuntimeError('the trace lost %d events' % events.lost())
     if args.events:
         events.log.save(args.events)
-    return {'load_seconds': load_s, 'iterations': rows}
+    res = {'load_seconds': load_s, 'iterations': rows}
+    if io_trace:
+        res['io_trace'] = io_trace
+    return res
 
 
 def set_dirty_limits(args, undo):
@@ -1012,6 +1048,10 @@ def main(argv):
                     help='write every balance_dirty_pages, bdi_dirty_ratelimit and '
                     'global_dirty_state event, with the runs\' windows, here '
                     '(gzipped JSON lines, contrib/kernel/refcmp.py)')
+    ap.add_argument('--io-trace', metavar='FILE',
+                    help='record the server\'s file I/O (bpftrace, from before initdb to its '
+                    'stop) into FILE as a foliofs trace for foliofs-sim (contrib/kernel/kio.py); '
+                    'the JSON result says where each run is on its clock (io_trace)')
     ap.add_argument('--json', help='write the raw results here')
     ap.add_argument('--md', help='write the report (markdown) here')
     args = ap.parse_args(argv)
