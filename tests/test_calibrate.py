@@ -6,7 +6,10 @@ how close the model is (a CI machine is too noisy for that, and the tiny
 sizing is not one of the calibrated ones).  The third side, foliofs-sim
 replaying the trace the mount recorded (--sim), has every column but the
 tps and latency, which it cannot give; its pauses are traced one by one
-(its build has the daemon's probes).
+(its build has the daemon's probes).  The fourth, foliofs-sim replaying
+the kernel side's own file I/O (--sim-kernel, contrib/kernel/kio.py), has
+the same columns as the third; its windows must hold the kernel's runs'
+writes.
 
 Runs as root (a loop device, tracefs, a memory cgroup, bpftrace on the
 mount's probes) and is skipped with the reason where it cannot run.  It
@@ -51,7 +54,7 @@ def test_calibrate_tiny():
     try:
         os.chmod(top, 0o755)
         out = os.path.join(top, 'out')
-        r = subprocess.run(['/usr/bin/python3', SCRIPT, '--tiny', '--sim', '-O', out],
+        r = subprocess.run(['/usr/bin/python3', SCRIPT, '--tiny', '--sim', '--sim-kernel', '-O', out],
                            env=dict(os.environ, FOLIOFS=util.FOLIOFS),
                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                            stderr=subprocess.STDOUT, text=True, timeout=800)
@@ -69,12 +72,13 @@ def test_calibrate_tiny():
 
 def check_result(res, text, log):
     cols = res['columns']
-    for side in ('kernel', 'model', 'sim'):
+    replays = ('sim', 'ksim')
+    for side in ('kernel', 'model') + replays:
         c = cols[side]
         assert set(c) == set(COLUMNS), (side, c)
         for key in COLUMNS:
             v = c[key]['value']
-            if side == 'sim' and key in NOT_SIM:
+            if side in replays and key in NOT_SIM:
                 assert v is None, (side, key, c)
             elif key in PAUSE_QUANTILES:
                 # No pause, no median: the only column allowed to be empty.
@@ -84,9 +88,9 @@ def check_result(res, text, log):
         assert 0 <= c['share_2m']['value'] <= 1 and 0 <= c['above_thresh_5s']['value'] <= 1
         assert c['peak_dirty_mib']['value'] >= c['mean_dirty_mib']['value'] >= 0
         assert c['charged_per_written']['value'] > 0
-        assert side == 'sim' or c['mean_tps']['value'] > 0
+        assert side in replays or c['mean_tps']['value'] > 0
     for key in COLUMNS:
-        for side in ('model', 'sim'):
+        for side in ('model',) + replays:
             e = cols[side][key]
             if number(e['value']) and number(cols['kernel'][key]['value']) \
                     and (cols['kernel'][key]['value'] or key in ('share_2m', 'above_thresh_5s')):
@@ -96,12 +100,16 @@ def check_result(res, text, log):
     assert res['sim']['pauses_traced'], res['sim']
     assert sorted(res['sim']['app_write_ratio']) == ['1', '2'], res['sim']
     assert all(number(v) and v > 0 for v in res['sim']['app_write_ratio'].values()), res['sim']
+    assert res['ksim']['pauses_traced'], res['ksim']
+    assert sorted(res['ksim']['app_write_ratio']) == ['1', '2'], res['ksim']
+    assert all(number(v) and v > 0 for v in res['ksim']['app_write_ratio'].values()), res['ksim']
+    assert 'ksim: foliofs-sim replaying the kernel side\'s own file I/O' in text, text
     lines = text.splitlines()
     for label in LABELS:
         row = [ln for ln in lines if ln.startswith('| %s |' % label)]
         assert len(row) == 1, (label, text)
-        # kernel, model, sim, model error, sim error
-        assert len(row[0].strip('|').split('|')) == 6, row
+        # the label; kernel, model, sim, ksim; the last three's errors
+        assert len(row[0].strip('|').split('|')) == 8, row
     dist = res['distributions']
     for side in ('kernel', 'model'):
         # Fired at every check of a writer (and, on the kernel, at every

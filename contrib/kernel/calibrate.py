@@ -30,6 +30,18 @@ the large-folio source), each with its throttle traced event by event:
           (placed in the runs by its throttle_events counter: the probes
           carry no virtual time); no tps or latency
           (contrib/kernel/simside.py)
+  ksim    (--sim-kernel) foliofs-sim replaying the kernel side's own
+          file I/O, recorded with bpftrace from before its initdb to its
+          server's stop (pg-seed.py --io-trace, contrib/kernel/kio.py),
+          with the model's options: the same requests, offsets and think
+          times the kernel served, without the FUSE transport in between,
+          so a column where ksim meets the kernel and the model does not
+          moves with the transport (the server's own behaviour over
+          FUSE), not the model.  Its sync_file_range() calls (the
+          checkpointer's and background writer's flush hints, which no
+          FUSE daemon receives) are counted per run, not replayed.  The
+          tracing costs the kernel side some CPU: its columns are those of
+          the traced run
 
 and prints, as Markdown (and --json), the error table (a column per
 side, and the model's and the sim's error against the kernel):
@@ -60,12 +72,15 @@ Usage, as root (the server and the mount run as unprivileged users):
   contrib/kernel/calibrate.py --repeat N ...   N runs a side (DIR/run-1 ...);
                                                the error on the medians
   contrib/kernel/calibrate.py --no-sim ...     without the simulator's side
+  contrib/kernel/calibrate.py --sim-kernel ... the kernel side traced, and replayed
 Environment: FOLIOFS (the daemon, default <repo>/build/foliofs; a build
 with probes), FOLIOSIM and FOLIOFSCTL (default: beside FOLIOFS), PGBIN as
 pgcompare.py's.  The sim side's files: sim/ (the replay's stats log and
 output, its pauses, sim.json), model/traces.json and
 model/trace-model.trace.gz (a trace above 64 MiB stays beside -O DIR
-instead, as traces.json says).  Exit status 0, 1 on failure, 77 when it
+instead, as traces.json says).  The ksim side's: ksim/ as sim/, and
+kernel-io.trace (kept beside the report whatever its size; it is not
+gzipped, as the replay reads it twice).  Exit status 0, 1 on failure, 77 when it
 cannot run here (the reason on stderr).
 """
 
@@ -167,6 +182,16 @@ def run_step(cmd, what, log_path):
         raise RuntimeError('%s failed (exit %d); its output ends:\n%s' % (what, rc, tail))
 
 
+def common_options(a):
+    """The options both the mount and the ksim replay take."""
+    return ('folio_policy=kernel,readahead_kb=2048,cache_size=%d,dirty_bytes=%d,'
+            'dirty_background_bytes=%d' % (a.cache, a.dirty_bytes, a.dirty_background_bytes))
+
+
+def model_options(a):
+    return a.model_config + (',' + a.model_opts if a.model_opts else '')
+
+
 def kernel_side(a, out):
     res_path = os.path.join(out, 'kernel.json')
     ev_path = os.path.join(out, 'kernel-events.jsonl.gz')
@@ -178,15 +203,16 @@ def kernel_side(a, out):
               '--source', a.source, '--fillfactor', str(a.fillfactor), '--fs', a.fs,
               '--dirty-at-load', *[x for s in a.pg_conf for x in ('--pg-conf', s)],
               '--json', res_path, '--md', os.path.join(out, 'kernel.md'),
-              '--events', ev_path], 'the kernel reference', os.path.join(out, 'kernel.log'))
+              '--events', ev_path]
+             + (['--io-trace', os.path.join(out, 'kernel-io.trace')] if a.sim_kernel else []),
+             'the kernel reference', os.path.join(out, 'kernel.log'))
     return res_path, ev_path
 
 
 def model_side(a, out, foliofs):
     mdir = os.path.join(out, 'model')
-    common = ('folio_policy=kernel,readahead_kb=2048,cache_size=%d,dirty_bytes=%d,'
-              'dirty_background_bytes=%d' % (a.cache, a.dirty_bytes, a.dirty_background_bytes))
-    config = 'model=' + a.model_config + (',' + a.model_opts if a.model_opts else '')
+    common = common_options(a)
+    config = 'model=' + model_options(a)
     work = tempfile.mkdtemp(prefix='calibrate-', dir='/var/tmp')
     os.chmod(work, 0o755)
     rec = refcmp.ProbeRecorder(foliofs, HEADER, 'foliofs %s' % foliofs)
@@ -234,12 +260,69 @@ def sim_side(out, mdir, foliosim):
     return True
 
 
+def ksim_side(a, out, kpath, foliosim):
+    """Replay the kernel side's own I/O (kio.py) with the model's options
+    into OUT/ksim/; False, logged, if it fails."""
+    with open(kpath) as f:
+        tr = json.load(f).get('io_trace')
+    if not tr:
+        log('ksim: the kernel side in %s has no I/O trace (pg-seed.py --io-trace)' % kpath)
+        return False
+    if tr.get('lost_events') or tr.get('lost'):
+        log('ksim: the I/O trace is not whole (bpftrace lost %d events, %d operations on '
+            'fds it never saw opened): not replayed' % (tr.get('lost_events', 0),
+                                                        tr.get('lost', 0)))
+        return False
+    tr = dict(tr, options=common_options(a) + ',' + model_options(a))
+    log('ksim: %s replaying %s (%d records)' % (foliosim, tr['trace'], tr['records']))
+    t0 = time.monotonic()
+    try:
+        simside.replay(foliosim, tr, out, '/var/tmp', HEADER, name='ksim')
+    except (RuntimeError, OSError) as e:
+        log('ksim: %s' % e)
+        return False
+    log('ksim: replayed in %.0f s' % (time.monotonic() - t0))
+    return True
+
+
+def ksim_drift(rows, kres):
+    """{iteration: the ksim replay's application bytes written in the
+    window over the kernel side's in its run} (None where it wrote none)."""
+    kernel = {r['iter']: r.get('app_write_bytes') for r in kres['iterations']}
+    return {r['iteration']: r['app_write_bytes'] / kernel[r['iteration']]
+            if kernel.get(r['iteration']) else None for r in rows}
+
+
+def ksim_lines(rows, meta, kres):
+    """Markdown lines saying what the ksim column is, how well the windows
+    hold the runs' work, and what it could not replay."""
+    ratios = ', '.join('n/a' if v is None else '%.2f' % v
+                       for _, v in sorted(ksim_drift(rows, kres).items()))
+    tr = kres['io_trace']
+    sfr = sum(r.get('sync_file_range_bytes', 0) for r in kres['iterations'])
+    wrote = sum(r.get('app_write_bytes', 0) for r in kres['iterations'])
+    return ['ksim: foliofs-sim replaying the kernel side\'s own file I/O (recorded with '
+            'bpftrace, contrib/kernel/kio.py: `%s`, %d records of %d files), `-o %s`; pauses %s.  '
+            'Application bytes written in each window, replay / kernel (1.00: the window holds '
+            'the run\'s work): %s.  Not replayed: sync_file_range() asked the kernel to start '
+            'writing back %.0f MiB during the runs (%.1f%% of the %.0f MiB the server wrote '
+            'in them; %d calls over the whole trace), and %d operations on %d opens whose '
+            'path bpftrace could not read.'
+            % (meta['trace'], tr['records'], tr['files'], meta['options'],
+               'one by one from its probe' if meta.get('pauses_traced')
+               else 'from its counters (%s)' % meta.get('pauses_not_traced'),
+               ratios, sfr / 2**20, 100.0 * sfr / wrote if wrote else 0.0, wrote / 2**20,
+               tr['sync_file_range'], tr.get('unnamed_ops', 0), tr.get('unnamed_opens', 0))]
+
+
 def report(a, out, kres, klog, mdir, mlog, commit, foliofs):
     kcols = refcmp.columns_of(refcmp.kernel_rows(kres), refcmp.pauses_of(klog))
     mcols = refcmp.columns_of(refcmp.model_rows(mdir, 'model'), refcmp.pauses_of(mlog))
     sim = simside.load(out)
+    ksim = simside.load(out, 'ksim') if kres.get('io_trace') else None
     table, js = refcmp.error_table([('kernel', kcols), ('model', mcols)]
-                                   + ([('sim', sim[0])] if sim else []))
+                                   + ([('sim', sim[0])] if sim else [])
+                                   + ([('ksim', ksim[0])] if ksim else []))
     logs = [('kernel', klog), ('model', mlog)]
     plotted = refcmp.cdf_plot(logs, os.path.join(out, 'cdf.png'),
                               'balance_dirty_pages and bdi_dirty_ratelimit over the runs: %s'
@@ -257,6 +340,8 @@ def report(a, out, kres, klog, mdir, mlog, commit, foliofs):
           '(within 5: ok); tps and latency are reported, not judged.', '']
     if sim:
         md += simside.report_lines(sim[1], sim[2], mdir, 'model') + ['']
+    if ksim:
+        md += ksim_lines(ksim[1], ksim[2], kres) + ['']
     md += table
     for side, what in (('kernel', 'the kernel reference'), ('model', 'the model')):
         if LOADS.get(what):
@@ -287,6 +372,8 @@ def report(a, out, kres, klog, mdir, mlog, commit, foliofs):
               'bgwriter': bgw}
     if sim:
         result['sim'] = dict(sim[2], app_write_ratio=simside.drift(sim[1], mdir, 'model'))
+    if ksim:
+        result['ksim'] = dict(ksim[2], app_write_ratio=ksim_drift(ksim[1], kres))
     return text, result
 
 
@@ -338,6 +425,9 @@ def parse_args(argv):
     ap.add_argument('--sim', action=argparse.BooleanOptionalAction,
                     help='the simulator\'s side: record the model\'s trace and replay it '
                     'with foliofs-sim (default: when foliofs-sim is found)')
+    ap.add_argument('--sim-kernel', action='store_true',
+                    help='the ksim side: record the kernel side\'s file I/O (bpftrace) and '
+                    'replay it with foliofs-sim and the model\'s options')
     ap.add_argument('--repeat', type=int, default=1, metavar='N',
                     help='run both sides N times (in turn: kernel, model, kernel, ...) into '
                     '-O DIR/run-1 ... run-N, and report the error on each side\'s medians '
@@ -441,6 +531,8 @@ def one_run(a, out, foliofs, foliosim, commit, kernel_dir=None):
             kev = os.path.join(out, 'kernel-events.jsonl.gz')
         else:
             kpath, kev = kernel_side(a, out)
+        if a.sim_kernel:    # (an earlier kernel side's trace, where it was recorded)
+            ksim_side(a, out, kpath, foliosim)
         mdir, mev = model_side(a, out, foliofs)
         if a.sim:
             sim_side(out, mdir, foliosim)
@@ -475,12 +567,14 @@ def main(argv):
         print('calibrate: %s is not empty' % a.output, file=sys.stderr)
         return 1
     os.chmod(a.output, 0o755)
-    foliosim = find_tool(foliofs, 'foliofs-sim', 'FOLIOSIM') if a.sim is not False else None
-    if a.sim and not foliosim:
-        print('calibrate: --sim: no foliofs-sim beside %s (set FOLIOSIM)' % foliofs,
+    foliosim = (find_tool(foliofs, 'foliofs-sim', 'FOLIOSIM')
+                if a.sim is not False or a.sim_kernel else None)
+    if (a.sim or a.sim_kernel) and not foliosim:
+        print('calibrate: --sim/--sim-kernel: no foliofs-sim beside %s (set FOLIOSIM)'
+              % foliofs,
               file=sys.stderr)
         return 1
-    a.sim = bool(foliosim)
+    a.sim = bool(foliosim) and a.sim is not False
     if a.repeat == 1:
         res = one_run(a, a.output, foliofs, foliosim, commit, a.kernel_from)
         if isinstance(res, int):

@@ -89,8 +89,8 @@ def sim_options(mount_opts):
     return ','.join(opts + ['%s=%s' % kv for kv in ADD])
 
 
-def sim_dir(out):
-    return os.path.join(out, 'sim')
+def sim_dir(out, name='sim'):
+    return os.path.join(out, name)
 
 
 def read_traces(mdir, config):
@@ -165,13 +165,13 @@ def final_stats(path):
     return out
 
 
-def replay(foliosim, tr, out, tmpdir, header=None):
+def replay(foliosim, tr, out, tmpdir, header=None, name='sim'):
     """Replay the trace of the traces.json entry TR (gzipped or not) with
-    its mount's options into OUT/sim/; what was run, as sim.json holds it.
+    its mount's options into OUT/NAME/; what was run, as sim.json holds it.
     With HEADER (probes/foliofs_tp.h) and can_trace(), the pauses are
     traced one by one.  Context: may take minutes for a long run (CPU
     only); root for the tracing."""
-    d = sim_dir(out)
+    d = sim_dir(out, name)
     os.makedirs(d, exist_ok=True)
     trace = tr['trace']
     tmp = None
@@ -297,10 +297,10 @@ def sim_columns(rows):
     return cols
 
 
-def load(out):
-    """(columns, rows, sim.json) of the replay in OUT/sim/, or None when
+def load(out, name='sim'):
+    """(columns, rows, sim.json) of the replay in OUT/NAME/, or None when
     there is none."""
-    d = sim_dir(out)
+    d = sim_dir(out, name)
     if not os.path.exists(os.path.join(d, 'sim.json')):
         return None
     with open(os.path.join(d, 'sim.json')) as f:
