@@ -331,6 +331,12 @@ static inline bool bs_folio_pinned(const struct bs_folio *folio)
 	return folio->held_blocks || folio->unsynced_blocks;
 }
 /*
+ * The mm_filemap_delete_from_page_cache probe (file.c): @folio has just
+ * left its file's index (reclaim, truncate, a file dropped), as the add
+ * probe in file.c's insert() says it entered.
+ */
+void bs_folio_trace_delete(const struct bs_folio *folio);
+/*
  * Bring the folio's index marks up to date with its state.
  * Context: index_lock held (read is enough) and the folio lock held.
  */

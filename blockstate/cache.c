@@ -480,6 +480,7 @@ static enum detach_result detach_clean(struct bs_folio *folio)
 		bs_index_remove(&folio->file->index, folio);
 		folio->detached = true;
 		res = DETACHED;
+		bs_folio_trace_delete(folio);
 	}
 	bs_folio_unlock_raw(folio);
 	return res;

@@ -72,6 +72,14 @@ off_t bs_file_size(struct bs_file *file)
 	return atomic_load(&file->size);
 }
 
+void bs_folio_trace_delete(const struct bs_folio *folio)
+{
+	(void)folio;
+	FOLIOFS_TP(mm_filemap_delete_from_page_cache, .i_ino = folio->file->ino,
+		   .index = (unsigned long)folio->start >> BS_PAGE_SHIFT,
+		   .order = __builtin_ctz(folio->size) - BS_PAGE_SHIFT);
+}
+
 /* Take @folio out of the index and drop the index's reference. */
 static void detach(struct bs_file *file, struct bs_folio *folio)
 {
@@ -83,6 +91,7 @@ static void detach(struct bs_file *file, struct bs_folio *folio)
 		bs_index_remove(&file->index, folio);
 		folio->detached = true;
 		put = true;
+		bs_folio_trace_delete(folio);
 	}
 	bs_folio_unlock_raw(folio);
 	if (put)

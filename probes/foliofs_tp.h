@@ -113,6 +113,15 @@ struct foliofs_mm_filemap_add_to_page_cache {
 	unsigned char order;		/* page order: 0 .. 9 (4 KiB .. 2 MiB) */
 };
 
+/* filemap:mm_filemap_delete_from_page_cache, a folio leaves the cache. */
+struct foliofs_mm_filemap_delete_from_page_cache {
+	unsigned long pfn;		/* 0 */
+	unsigned long i_ino;
+	unsigned long index;
+	unsigned int s_dev;		/* 0 */
+	unsigned char order;		/* page order: 0 .. 9 (4 KiB .. 2 MiB) */
+};
+
 /* readahead:page_cache_sync_ra, a read finds a page not cached (the state before). */
 struct foliofs_page_cache_sync_ra {
 	unsigned long i_ino;

@@ -27,6 +27,7 @@ SCRIPTS = ['pauses.bt', 'dirty-limit.bt', 'folio-orders.bt']
 PROBES = ['balance_dirty_pages', 'bdi_dirty_ratelimit', 'global_dirty_state',
           'writeback_dirty_folio', 'wbc_writepage', 'writeback_written',
           'folio_wait_writeback', 'mm_filemap_add_to_page_cache',
+          'mm_filemap_delete_from_page_cache',
           'page_cache_sync_ra', 'page_cache_async_ra']
 MiB = 1 << 20
 
