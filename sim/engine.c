@@ -1521,6 +1521,8 @@ static int setup_actors(struct sim *s)
 				     (off_t)t->files[t->file_order[i]].size, &bs);
 		if (ret)
 			return ret;
+		/* The probes name it by its trace id, as the mount's by its inode. */
+		bs_file_set_ino(bs, f->id);
 		wb_fstate_init(&f->ws, bs);
 	}
 	ret = sim_feed_open(&s->feed, t, s->feed_window, s->err, s->errlen);
