@@ -43,8 +43,14 @@
  * Which shadow a new folio takes: the kernel's slot range of the new
  * folio holds the shadows of what was there, one larger entry covering
  * it or smaller ones inside it, and filemap_add_folio() takes the last
- * one it meets; here every shadow covering the folio's first page or
- * inside its range is looked up and the youngest is taken.  The shadows
+ * one it meets in index order.  Here every shadow covering the folio or
+ * inside its range is looked up, and the one the kernel's last slot
+ * would hold is taken: the larger one, unless a smaller one inside
+ * reaches the last page and is younger (it was stored there after);
+ * with no larger one, the smaller one reaching highest.  So a 2 MiB
+ * folio read back where a 2 MiB folio was evicted long ago, and a few
+ * 4 KiB folios since, takes the old shadow, as the kernel's does, not
+ * the youngest of the small ones.  The shadows
  * inside the range go (the folio takes their slots); one covering more
  * than the folio stays for the rest of its range (the kernel splits it).
  * Shadows are not dropped on truncate; a stale one is old (far) or of a
@@ -186,40 +192,72 @@ void bs_workingset_evict(struct bs_workingset *ws, uint64_t serial, uint64_t pag
 	atomic_fetch_add(&ws->nonresident_age, (uint64_t)1 << order);
 }
 
-/* Take the shadow of (@serial, @page, @order) into *@youngest; drop it if @drop. */
-static void take(struct bs_workingset *ws, uint64_t serial, uint64_t page, unsigned int order,
-		 bool drop, uint64_t *youngest)
+/*
+ * The shadow of (@serial, @page, @order): its age_plus1 (0: none), and
+ * dropped if @drop.
+ */
+static uint64_t take(struct bs_workingset *ws, uint64_t serial, uint64_t page, unsigned int order,
+		     bool drop)
 {
 	struct bs_shadow *s = find(ws, serial, shadow_key(page, order));
+	uint64_t age_plus1;
 
 	if (!s)
-		return;
-	if (s->age_plus1 > *youngest)
-		*youngest = s->age_plus1;
+		return 0;
+	age_plus1 = s->age_plus1;
 	if (drop) {
 		s->age_plus1 = 0;
 		ws->nr_shadows--;
 	}
+	return age_plus1;
 }
 
 bool bs_workingset_refault(struct bs_workingset *ws, uint64_t serial, uint64_t page,
 			   unsigned int order, unsigned int min_order, unsigned int max_order,
 			   uint64_t active_pages)
 {
-	uint64_t youngest = 0, nr = (uint64_t)1 << order, age, distance;
+	uint64_t nr = (uint64_t)1 << order, end_page = page + nr, age, distance;
+	uint64_t cover = 0, inside = 0, inside_end = 0, shadow;
 
-	/* One as large as the folio or larger, covering it. */
-	for (unsigned int o = order; o <= max_order; o++)
-		take(ws, serial, page & ~(((uint64_t)1 << o) - 1), o, o == order, &youngest);
-	/* Smaller ones inside it. */
-	for (unsigned int o = min_order; o < order; o++)
-		for (uint64_t p = page; p < page + nr; p += (uint64_t)1 << o)
-			take(ws, serial, p, o, true, &youngest);
-	if (!youngest)
+	/*
+	 * The kernel's slots of the new folio hold, each, the entry stored
+	 * there last: one larger entry covering them all (split by the folios
+	 * made inside it since, its other slots keeping it), or smaller ones.
+	 * filemap_add_folio() takes the last it meets in index order: the
+	 * entry of the highest slot that has one.  Here, the larger shadow
+	 * covering the folio (the youngest, if several orders have one) ...
+	 */
+	for (unsigned int o = order; o <= max_order; o++) {
+		uint64_t a = take(ws, serial, page & ~(((uint64_t)1 << o) - 1), o, o == order);
+
+		if (a > cover)
+			cover = a;
+	}
+	/* ... and the smaller one inside reaching highest (the younger on a tie). */
+	for (unsigned int o = min_order; o < order; o++) {
+		for (uint64_t p = page; p < end_page; p += (uint64_t)1 << o) {
+			uint64_t a = take(ws, serial, p, o, true), end = p + ((uint64_t)1 << o);
+
+			if (a && (end > inside_end || (end == inside_end && a > inside))) {
+				inside = a;
+				inside_end = end;
+			}
+		}
+	}
+	/*
+	 * The last slot holds the larger shadow, unless an inside one
+	 * reaches it and was stored after it; with no larger shadow, the
+	 * inside one reaching highest is the last entry.
+	 */
+	if (cover)
+		shadow = inside_end == end_page && inside > cover ? inside : cover;
+	else
+		shadow = inside;
+	if (!shadow)
 		return false;
 	atomic_fetch_add(&ws->refault_pages, nr);
 	age = atomic_load(&ws->nonresident_age);
-	distance = age - (youngest - 1);
+	distance = age - (shadow - 1);
 	if (distance > active_pages)
 		return false;
 	atomic_fetch_add(&ws->nonresident_age, nr);

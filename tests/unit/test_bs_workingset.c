@@ -141,6 +141,52 @@ static void test_smaller_shadows(void)
 	bs_workingset_destroy(&ws);
 }
 
+/*
+ * The last in index order, not the youngest: pages 33 then 32 evicted as
+ * 4 KiB folios (ages 0 and 1; age 2).  An 8 KiB folio at page 32 takes
+ * page 33's shadow, distance 2: not recent with 1 page active, though
+ * page 32's (distance 1) would be.
+ */
+static void test_last_not_youngest(void)
+{
+	struct bs_workingset ws = { 0 };
+
+	bs_workingset_init(&ws, 1024);
+	bs_workingset_evict(&ws, 1, 33, 0);
+	bs_workingset_evict(&ws, 1, 32, 0);
+	T_CHECK(!refault(&ws, 1, 32, 1, 1));
+	T_CHECK(atomic_load(&ws.refault_pages) == 2 && atomic_load(&ws.activate_pages) == 0);
+	bs_workingset_destroy(&ws);
+}
+
+/*
+ * A 2 MiB folio at page 0 evicted at age 0 (age 512); a 4 KiB folio made
+ * at page 5 takes that shadow (distance 512, not recent with 100 active)
+ * and the kernel's split entry keeps it in the other 511 slots; the 4 KiB
+ * folio evicted at age 512 (age 513).  A 2 MiB folio at page 0 again:
+ * its last slot, page 511, holds the old shadow: distance 513, not
+ * recent, where page 5's young shadow (distance 1) would have activated
+ * 512 pages.  Had the 4 KiB folio been at page 511, its shadow would be
+ * the last slot's: distance 1, activated.
+ */
+static void test_old_cover_young_inside(void)
+{
+	struct bs_workingset ws = { 0 };
+
+	for (uint64_t small = 5; small <= 511; small += 506) {
+		bs_workingset_init(&ws, 4096);
+		bs_workingset_evict(&ws, 1, 0, 9);
+		T_CHECK(!refault(&ws, 1, small, 0, 100));
+		bs_workingset_evict(&ws, 1, small, 0);
+		T_CHECK(age(&ws) == 513);
+		T_CHECK(refault(&ws, 1, 0, 9, 100) == (small == 511));
+		T_CHECK(atomic_load(&ws.activate_pages) == (small == 511 ? 512u : 0u));
+		/* Both shadows went with the new folio. */
+		T_CHECK(!refault(&ws, 1, small, 0, UINT64_MAX) && !refault(&ws, 1, 0, 9, UINT64_MAX));
+		bs_workingset_destroy(&ws);
+	}
+}
+
 /* A shadow evicted again replaces the one there: the newer age counts. */
 static void test_evicted_again(void)
 {
@@ -218,6 +264,8 @@ int main(void)
 	test_age_in_pages();
 	test_larger_shadow_split();
 	test_smaller_shadows();
+	test_last_not_youngest();
+	test_old_cover_young_inside();
 	test_evicted_again();
 	test_table_grows();
 	test_inactive_low();
