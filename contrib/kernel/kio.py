@@ -287,6 +287,12 @@ class KernelIoTrace:
             if line.strip():
                 self.errors.append(line.strip())
 
+    def lost_events(self):
+        """The events bpftrace said on stderr it lost ('Lost N events'; those
+        it says on stdout convert() counts)."""
+        return sum(int(e.split()[1]) for e in self.errors
+                   if e.startswith('Lost ') and e.split()[1].isdigit())
+
     def stop(self):
         """Stop bpftrace (its last events written out); again: nothing."""
         if self.proc is None:

@@ -829,6 +829,7 @@ def run_reference(args, undo, work):
                                os.path.dirname(os.path.abspath(args.io_trace)),
                                [(w['start_ns'], w['end_ns']) for w in wins])
         os.unlink(iot.txt_path)
+        io_trace['lost_events'] += iot.lost_events()
         for r, wb in zip(rows, io_trace.pop('window_bytes')):
             r['app_write_bytes'] = wb.get('write_bytes', 0)
             r['sync_file_range_bytes'] = wb.get('sync_file_range_bytes', 0)
