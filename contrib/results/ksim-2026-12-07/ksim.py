@@ -41,20 +41,11 @@ def load(out, name):
     return kres, meta, samples
 
 
-def at(samples, t):
-    best = samples[0]
-    for s in samples:
-        if s['time_ms'] > t:
-            break
-        best = s
-    return best
-
-
 def windows(kres, meta, samples):
     """(row, iteration, the replay's samples at the scan's start, run start, run end)."""
     for r, (it, t0, t1) in zip(kres['iterations'], meta['windows']):
-        yield r, it, at(samples, t0 - 1000 * (r['source_t'] + 0.3)), at(samples, t0), \
-            at(samples, t1)
+        yield r, it, simside.at(samples, t0 - 1000 * (r['source_t'] + 0.3)), \
+            simside.at(samples, t0), simside.at(samples, t1)
 
 
 def table(out, names):
