@@ -357,6 +357,13 @@ struct bs_stats {
 					 * kernel's pgrotated), monotonic */
 	uint64_t deactivated_folios;	/* moves to the inactive list (pgdeactivate) */
 	/*
+	 * Pages moved to the active list (a read's second use, and the held
+	 * folios reclaim meets: the kernel's pgactivate, which also counts
+	 * both) and off it by reclaim (pgdeactivate), monotonic.
+	 */
+	uint64_t activate_pages;
+	uint64_t deactivate_pages;
+	/*
 	 * Pages of folios made for reads where a reclaimed folio's shadow
 	 * lay, and of those activated at once (the kernel's
 	 * workingset_refault_file, workingset_activate_file), monotonic.

@@ -667,6 +667,8 @@ struct bs_cache {
 		uint64_t activate_pages;
 	} lru_stats;
 	_Atomic uint64_t deactivated_folios;	/* active -> inactive, monotonic */
+	_Atomic uint64_t activate_pages;	/* pgactivate: pages to the active list */
+	_Atomic uint64_t deactivate_pages;	/* pgdeactivate: pages off it */
 	uint64_t nr_files_made;			/* files_lock: the next serial */
 	pthread_mutex_t files_lock;		/* protects the file list */
 	struct list_node files;			/* bs_file.files_link, newest first */

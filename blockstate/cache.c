@@ -280,6 +280,8 @@ void bs_cache_stats(struct bs_cache *cache, struct bs_stats *st)
 	st->activated_folios = atomic_load(&cache->activated_folios);
 	st->rotated_folios = atomic_load(&cache->rotated_folios);
 	st->deactivated_folios = atomic_load(&cache->deactivated_folios);
+	st->activate_pages = atomic_load(&cache->activate_pages);
+	st->deactivate_pages = atomic_load(&cache->deactivate_pages);
 	st->workingset_refault = atomic_load(&cache->ws.refault_pages);
 	st->workingset_activate = atomic_load(&cache->ws.activate_pages);
 	st->active_bytes = atomic_load(&cache->active_bytes);
@@ -411,6 +413,7 @@ void bs_folio_mark_accessed(struct bs_folio *folio)
 		atomic_store(&folio->referenced, false);
 		atomic_fetch_add(&cache->activated_folios, 1);
 		atomic_fetch_add(&cache->activated_order[folio_order(folio)], 1);
+		atomic_fetch_add(&cache->activate_pages, (uint64_t)1 << folio_order(folio));
 		bs_workingset_activation(&cache->ws, folio_order(folio));
 	}
 	pthread_mutex_unlock(&cache->lru_lock);
@@ -449,6 +452,7 @@ static void shrink_active(struct bs_cache *cache, uint64_t nr_pages)
 		lru_del_locked(cache, folio);
 		lru_add_locked(cache, folio, false);
 		atomic_fetch_add(&cache->deactivated_folios, 1);
+		atomic_fetch_add(&cache->deactivate_pages, (uint64_t)1 << folio_order(folio));
 	}
 }
 
@@ -572,8 +576,11 @@ static size_t shrink_inactive(struct bs_cache *cache, uint64_t nr_pages,
 			lru_del_locked(cache, folio);
 			lru_add_locked(cache, folio, held);
 			/* move_folios_to_lru(): an activated folio ages the cache. */
-			if (held)
+			if (held) {
 				bs_workingset_activation(&cache->ws, folio_order(folio));
+				atomic_fetch_add(&cache->activate_pages,
+						 (uint64_t)1 << folio_order(folio));
+			}
 			continue;
 		}
 		freed += folio->size;

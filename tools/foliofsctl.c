@@ -487,6 +487,8 @@ static const struct om_stat {
 	{ "activated_folios", true, OM_NONE, "moves to the active list" },
 	{ "rotated_folios", true, OM_NONE, "folios reclaim met dirty, moved to the inactive tail once written" },
 	{ "deactivated_folios", true, OM_NONE, "moves from the active list to the inactive one by reclaim" },
+	{ "activate_pages", true, OM_NONE, "pages moved to the active list (the kernel's pgactivate)" },
+	{ "deactivate_pages", true, OM_NONE, "pages moved off the active list by reclaim (pgdeactivate)" },
 	{ "workingset_refault", true, OM_NONE, "4 KiB pages of folios made for reads where a reclaimed folio's shadow lay" },
 	{ "workingset_activate", true, OM_NONE, "of workingset_refault, the pages put straight on the active list" },
 	{ "reclaim_stalls", true, OM_NONE, "times reclaim found nothing clean and waited for writeback" },

@@ -309,6 +309,8 @@ size_t wb_ctx_stats(struct wb_ctx *ctx, char *buf, size_t size)
 	put_stat(buf, size, &used, "activated_folios", st.activated_folios);
 	put_stat(buf, size, &used, "rotated_folios", st.rotated_folios);
 	put_stat(buf, size, &used, "deactivated_folios", st.deactivated_folios);
+	put_stat(buf, size, &used, "activate_pages", st.activate_pages);
+	put_stat(buf, size, &used, "deactivate_pages", st.deactivate_pages);
 	put_stat(buf, size, &used, "workingset_refault", st.workingset_refault);
 	put_stat(buf, size, &used, "workingset_activate", st.workingset_activate);
 	put_stat(buf, size, &used, "reclaim_stalls", st.reclaim_stalls);
