@@ -88,7 +88,7 @@ STRLEN = 96
 #   U t pid dur flag ret           unlink(), unlinkat()
 #   N t pid dur flags ret          rename(), renameat(), renameat2()
 PROG = r'''
-BEGIN { @mine[%(root)d] = 1; }
+BEGIN { @mine[%(root)d] = 1; printf("READY %(root)d\n"); }
 tracepoint:sched:sched_process_fork /@mine[pid]/ { @mine[args->child_pid] = 1; }
 tracepoint:sched:sched_process_exit /@mine[pid] && pid == tid/ { delete(@mine[pid]); }
 tracepoint:syscalls:sys_enter_openat /@mine[pid]/ {
@@ -257,8 +257,10 @@ class KernelIoTrace:
         self.errors = []
 
     def start(self, timeout=60):
-        """Start bpftrace; return once its probes are attached.  The
-        trace's clock starts here (origin_ns)."""
+        """Start bpftrace; return once its probes are attached: bpftrace
+        says "Attaching N probes..." before it attaches them, and runs
+        BEGIN once they all are, which prints READY.  The trace's clock
+        starts here (origin_ns)."""
         env = dict(os.environ, BPFTRACE_STRLEN=str(STRLEN),
                    BPFTRACE_PERF_RB_PAGES='8192', BPFTRACE_MAP_KEYS_MAX='65536')
         self.origin_ns = time.monotonic_ns()
@@ -275,9 +277,9 @@ class KernelIoTrace:
                 self.stop()
                 raise RuntimeError('bpftrace (the I/O trace) did not attach: %s'
                                    % ' / '.join(self.errors[-5:]))
-            # bpftrace says it attached on stdout: the file.
+            # BEGIN's line, on stdout: the file.
             with open(self.txt_path, errors='replace') as f:
-                if f.read(4096).startswith('Attaching'):
+                if ('\nREADY %d\n' % self.root_pid) in f.read(4096):
                     self.attached.set()
                     break
             time.sleep(0.1)
