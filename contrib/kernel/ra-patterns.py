@@ -59,7 +59,10 @@ Backends:
            inode and device, traced in a tracefs instance of its own, and
            the folios present after the pattern rebuilt from them
            (checked against the pages resident after the pattern's
-           reads have completed: mincore and cachestat).
+           reads have completed: mincore and cachestat).  A pattern
+           during which a folio it did not evict was deleted (the
+           host's reclaim) runs again, up to three times, each retry
+           named on stderr with /proc/vmstat's reclaim counters.
   foliofs  build/foliofs (or --foliofs) over a backing directory in /tmp,
            -o folio_policy=kernel,cache=direct,readahead_kb=N and every
            --opt (e.g. --opt ra_model=6.16), mounted afresh for each
@@ -107,6 +110,8 @@ FILE_SIZE = 64 * MiB
 SEED = 26
 NR_RANDOM = 32
 DEFAULT_RA_KB = 2048
+# Runs of a kernel pattern while folios it did not evict are deleted.
+ATTEMPTS = 3
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 EVENTS = ('mm_filemap_add_to_page_cache', 'mm_filemap_delete_from_page_cache')
 
@@ -411,6 +416,34 @@ def deleted_in_trace(events):
     return [(index, order) for add, index, order in events if not add]
 
 
+def foreign_deletes(deleted, evicted):
+    """Of the DELETED (index, order) folios, those no range in EVICTED
+    ((start, length) in bytes, as the pattern asked; length 0 = to the
+    end) covers: deleted by someone else (the host's reclaim)."""
+    def ours(index, order):
+        first, end = index * PAGE, (index + (1 << order)) * PAGE
+        return any(first >= s and (not n or end <= s + n) for s, n in evicted)
+    return [(i, o) for i, o in deleted if not ours(i, o)]
+
+
+# /proc/vmstat's counters of the host's page cache reclaim.
+RECLAIM_COUNTERS = ('pgsteal_kswapd', 'pgsteal_direct', 'pgsteal_khugepaged',
+                    'drop_pagecache')
+
+
+def reclaim_counters():
+    out = {}
+    for line in rd('/proc/vmstat').splitlines():
+        key, _, val = line.partition(' ')
+        if key in RECLAIM_COUNTERS:
+            out[key] = int(val)
+    return out
+
+
+def diff_counters(before, after):
+    return {k: after.get(k, 0) - v for k, v in before.items()}
+
+
 def fadvise_dontneed(path, start=0, length=0):
     fd = os.open(path, os.O_RDONLY)
     try:
@@ -520,7 +553,9 @@ class LoopFs:
 def run_kernel(fstypes=('ext4',), patterns=None, ra_kb=DEFAULT_RA_KB, log=None):
     """Every pattern on the kernel, for each file system type: a list of
     results {backend, fs, pattern, folios [(index, order)], histogram,
-    odd, resident_pages, reclaimed_after_trace}.  Raises Skip when it cannot run here."""
+    odd, resident_pages, reclaimed_after_trace, deleted_in_trace,
+    foreign_deletes, attempts, host_reclaim}.  Raises Skip when it cannot
+    run here."""
     why = kernel_skip_reason()
     if why:
         raise Skip(why)
@@ -535,18 +570,43 @@ def run_kernel(fstypes=('ext4',), patterns=None, ra_kb=DEFAULT_RA_KB, log=None):
             for fstype in fstypes:
                 lfs = LoopFs(fstype, work, ra_kb, undo)
                 st = os.stat(lfs.path)
-                target = Target(lfs.path, lambda s, n: fadvise_dontneed(lfs.path, s, n))
+                evicted = []
+
+                def evict(start, length, path=lfs.path):
+                    evicted.append((start, length))
+                    fadvise_dontneed(path, start, length)
+                target = Target(lfs.path, evict)
                 for name in patterns:
-                    lfs.evict_all()
-                    tracer.start(st)
-                    PATTERNS[name](target)
-                    events = tracer.stop()
+                    # The kernel's folios are those of an undisturbed run:
+                    # a folio deleted by no eviction of the pattern's own
+                    # (the host's reclaim, under the load of whatever else
+                    # runs) changes what readahead finds cached, so the
+                    # pattern runs again, up to ATTEMPTS times; the last
+                    # attempt is kept, its foreign deletes named.
+                    for attempt in range(1, ATTEMPTS + 1):
+                        lfs.evict_all()
+                        del evicted[:]
+                        before = reclaim_counters()
+                        tracer.start(st)
+                        PATTERNS[name](target)
+                        events = tracer.stop()
+                        after = reclaim_counters()
+                        foreign = foreign_deletes(deleted_in_trace(events), evicted)
+                        if not foreign:
+                            break
+                        print('ra-patterns: %s on %s, attempt %d of %d: %d folios deleted '
+                              'by no eviction of its own (first %d/%d; host reclaim %s)'
+                              % (name, fstype, attempt, ATTEMPTS, len(foreign),
+                                 foreign[0][0], foreign[0][1],
+                                 diff_counters(before, after)), file=sys.stderr)
                     folios, odd = folios_from_events(events)
                     resident = settled_resident(lfs.path)
                     res = {'backend': 'kernel', 'fs': fstype, 'pattern': name,
                            'folios': folios, 'histogram': histogram(folios), 'odd': odd,
                            'events': len(events), 'resident_pages': len(resident),
-                           'deleted_in_trace': deleted_in_trace(events)}
+                           'deleted_in_trace': deleted_in_trace(events),
+                           'foreign_deletes': foreign, 'attempts': attempt,
+                           'host_reclaim': diff_counters(before, after)}
                     # Every resident page must be in a traced folio.  A
                     # traced page that is gone was reclaimed after the
                     # trace stopped (its delete was not traced): noted,
