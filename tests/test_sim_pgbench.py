@@ -576,3 +576,34 @@ def test_seed_driver_small(tmp_path):
         its = list(csv.DictReader(f))
     assert len(its) == 8 and all(float(x['tps']) > 0 for x in its)
     assert not (tmp_path / 'seed.trace').exists()
+
+
+def test_seed_driver_stream_same(tmp_path):
+    """--stream (the trace made in each replay, no file) gives the table
+    and per-iteration rows the trace file gives, the 2 MiB share at each
+    iteration's end and the 5 s samples above the threshold included."""
+    out = {}
+    for mode in ('file', 'stream'):
+        d = tmp_path / mode
+        r = subprocess.run([sys.executable, SEED, '--sim', FOLIOSIM, '--iterations', '3',
+                            '--duration', '6', '--warmup', '2', '--configs',
+                            '6.17-folio,6.17-page', '--gen',
+                            'scale=20,clients=16,shared_buffers=32M,tps=4000,scan=2,scan_s=2,'
+                            'autovacuum=1', '-o', 'cache_size=256M', str(d)]
+                           + (['--stream'] if mode == 'stream' else []),
+                           capture_output=True, text=True, timeout=600)
+        assert r.returncode == 0, r.stderr
+        with open(d / 'iterations.csv') as f:
+            its = list(csv.DictReader(f))
+        # Columns 1-14 and 18-: all but replay s, replay CPU s and RSS.
+        rows = [x.split('|')[1:15] + x.split('|')[18:] for x in r.stdout.splitlines()
+                if x.startswith('| 6.1')]
+        out[mode] = (its, rows, (d / 'gen.out').read_text().splitlines()[1:])
+        assert not (d / 'seed.trace').exists()
+        assert (d / '6.17-folio.stats.jsonl.gz').exists()
+    assert out['file'] == out['stream']
+    its = out['stream'][0]
+    assert len(its) == 6
+    # The scan leaves the cache in 2 MiB folios: a share, not zeros.
+    assert all(0 < float(x['share_2m']) <= 1 for x in its), its
+    assert all(0 <= float(x['above_thresh_5s']) <= 1 for x in its), its

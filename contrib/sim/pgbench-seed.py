@@ -7,10 +7,16 @@ the seed reports (tps per iteration, mean, CV, worst and best, iterations
 
     pgbench-seed.py [--sim BIN] [-j N] [--iterations N] [--duration S]
                     [--warmup S] [--gen ITEMS] [-o OPTIONS] [--configs NAMES]
-                    [--unbounded] [--keep] OUTDIR
+                    [--unbounded] [--stream | --keep] OUTDIR
 
 The generator makes one trace (OUTDIR/seed.trace, deleted afterwards
 unless --keep); each configuration replays it (OUTDIR/NAME.out), N at once.
+--stream: no trace file; each replay makes the same trace in process as
+it reads it (foliofs-sim --gen; the generator's schedule in NAME.err):
+the seed's full length (10 x 600 s) would be a ~130 GB file.  Each
+replay logs its stats every 5 s of simulated time (NAME.stats.jsonl.gz):
+the 2 MiB share of the cache at each iteration's end and the share of
+5 s samples with nr_dirty above dirty_thresh (the seed's 17%) come from it.
 Iterations are time-bounded as pgbench -T bounds a run (the generator's
 deadline=1): a replayed client stops at its iteration's deadline and the
 next iteration starts after it; an iteration's tps is the transactions
@@ -27,7 +33,10 @@ each replay's CPU time and peak RSS (the kernel's, from wait4).
 """
 import argparse
 import csv
+import gzip
+import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -77,6 +86,57 @@ def schedule(gen_out):
             lo, hi = (int(x) for x in w[3].split('-'))
             its.append((lo, hi, int(w[7])))
     return its
+
+
+# Seconds of simulated time between two lines of a replay's stats log.
+STATS_S = 5
+
+
+def gen_windows(gen_out):
+    """(start_s, deadline_s) of each iteration the generator's schedule
+    names (both are in it from the deadline=1 generator on)."""
+    out = []
+    for line in gen_out.splitlines():
+        w = line.split()
+        if w and w[0] == 'iteration' and 'start_s' in w and 'deadline_s' in w:
+            out.append((float(w[w.index('start_s') + 1]), float(w[w.index('deadline_s') + 1])))
+    return out
+
+
+def read_stats_log(path):
+    """The replay's stats log: (time s, folios_2048k, cache_bytes,
+    nr_dirty, dirty_thresh) a line; compressed in place afterwards."""
+    out = []
+    opener = open
+    if not os.path.exists(path) and os.path.exists(path + '.gz'):
+        path, opener = path + '.gz', gzip.open
+    with opener(path, 'rt') as f:
+        for line in f:
+            d = json.loads(line)
+            out.append((d['time_ms'] / 1000, d['folios_2048k'], d['cache_bytes'],
+                        d['nr_dirty'], d['dirty_thresh']))
+    if opener is open:
+        with open(path, 'rb') as f, gzip.open(path + '.gz', 'wb', compresslevel=9) as g:
+            shutil.copyfileobj(f, g)
+        os.unlink(path)
+    return out
+
+
+def share_2m_at(samples, t):
+    """The 2 MiB folios' share of the cache's bytes in the last sample at
+    or before T seconds (the first sample when none is)."""
+    before = [x for x in samples if x[0] <= t] or samples[:1]
+    if not before or not before[-1][2]:
+        return 0.0
+    _, n2m, cache, _, _ = before[-1]
+    return n2m * 2 * 1024 * 1024 / cache
+
+
+def above_thresh(samples, lo, hi):
+    """Of the samples in [LO, HI) seconds, the share with nr_dirty above
+    dirty_thresh."""
+    inside = [x for x in samples if lo <= x[0] < hi]
+    return sum(1 for x in inside if x[3] > x[4]) / len(inside) if inside else 0.0
 
 
 def parse_replay(text):
@@ -134,7 +194,9 @@ def main():
                     help='the configurations to run, comma-separated (default: all)')
     ap.add_argument('--unbounded', action='store_true',
                     help='clients do all their transactions (no deadline=1)')
-    ap.add_argument('--keep', action='store_true')
+    ap.add_argument('--keep', action='store_true', help='keep the trace file')
+    ap.add_argument('--stream', action='store_true',
+                    help='no trace file: each replay generates the trace in process')
     ap.add_argument('outdir')
     a = ap.parse_args()
     configs = CONFIGS
@@ -144,19 +206,25 @@ def main():
         if len(configs) != len(names):
             sys.exit('pgbench-seed: --configs: the names are %s'
                      % ', '.join(c[0] for c in CONFIGS))
+    if a.stream and a.keep:
+        ap.error('--keep keeps a trace file; --stream makes none')
     os.makedirs(a.outdir, exist_ok=True)
     trace = os.path.join(a.outdir, 'seed.trace')
     spec = '%s,iterations=%d,duration=%d,warmup_s=%d%s%s' % (
         GEN, a.iterations, a.duration, a.warmup, '' if a.unbounded else ',deadline=1',
         ',' + a.gen if a.gen else '')
     t0 = time.time()
-    g = subprocess.run([a.sim, 'gen', spec, '-o', trace], check=True, capture_output=True,
-                       text=True)
-    gen_s = time.time() - t0
-    with open(os.path.join(a.outdir, 'gen.out'), 'w') as f:
-        f.write('# foliofs-sim gen %s\n%s' % (spec, g.stdout))
-    its = schedule(g.stdout)
-    opts = OPTS + (',' + a.opts if a.opts else '')
+    if a.stream:
+        gen_s = 0.0
+    else:
+        g = subprocess.run([a.sim, 'gen', spec, '-o', trace], check=True,
+                           capture_output=True, text=True)
+        gen_s = time.time() - t0
+        with open(os.path.join(a.outdir, 'gen.out'), 'w') as f:
+            f.write('# foliofs-sim gen %s\n%s' % (spec, g.stdout))
+        gen_text = g.stdout
+        its = schedule(gen_text)
+    opts = OPTS + ',stats_interval_ms=%d' % (STATS_S * 1000) + (',' + a.opts if a.opts else '')
     running, done, usage = [], {}, {}
     queue = list(configs)
     t1 = time.time()
@@ -164,11 +232,16 @@ def main():
         while queue and len(running) < a.j:
             name, o = queue.pop(0)
             out = open(os.path.join(a.outdir, name + '.out'), 'w')
-            cmd = [a.sim, trace, '-o', opts + ',' + o]
+            log = os.path.join(a.outdir, name + '.stats.jsonl')
+            cmd = ([a.sim, '--gen', spec] if a.stream else [a.sim, trace]) + \
+                ['-o', opts + ',' + o, '--stats-log', log]
             out.write('# %s\n' % ' '.join(cmd))
             out.flush()
-            running.append((name, subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT),
+            err = open(os.path.join(a.outdir, name + '.err'), 'w') if a.stream else out
+            running.append((name, subprocess.Popen(cmd, stdout=out, stderr=err),
                             out, time.time()))
+            if a.stream:
+                err.close()
         time.sleep(1)
         for r in list(running):
             pid, status, ru = os.wait4(r[1].pid, os.WNOHANG)
@@ -176,17 +249,25 @@ def main():
                 r[1].returncode = os.waitstatus_to_exitcode(status)
                 r[2].close()
                 if r[1].returncode:
-                    sys.exit('pgbench-seed: %s failed, see %s.out' % (r[0], r[0]))
+                    sys.exit('pgbench-seed: %s failed, see %s.out%s'
+                             % (r[0], r[0], ' and .err' if a.stream else ''))
                 done[r[0]] = time.time() - r[3]
                 usage[r[0]] = (ru.ru_utime + ru.ru_stime, ru.ru_maxrss / 1024)
                 running.remove(r)
     replay_s = time.time() - t1
-    if not a.keep:
+    if a.stream:
+        with open(os.path.join(a.outdir, configs[0][0] + '.err')) as f:
+            gen = ''.join(line[len('# gen: '):] for line in f if line.startswith('# gen: '))
+        with open(os.path.join(a.outdir, 'gen.out'), 'w') as f:
+            f.write('# foliofs-sim --gen %s\n%s' % (spec, gen))
+        gen_text = gen
+        its = schedule(gen_text)
+    elif not a.keep:
         os.unlink(trace)
-    rows = []
+    rows, per_iter = [], {}
     with open(os.path.join(a.outdir, 'iterations.csv'), 'w', newline='') as f:
         w = csv.writer(f)
-        w.writerow(['config', 'iteration', 'tps'])
+        w.writerow(['config', 'iteration', 'tps', 'share_2m', 'above_thresh_5s'])
         for name, _ in configs:
             with open(os.path.join(a.outdir, name + '.out')) as r:
                 text = r.read()
@@ -202,8 +283,15 @@ def main():
                        sum(it['skipped'] for it in kv['iters']),
                        sum(it['dry'] for it in kv['iters']),
                        max([it['overrun_ms'] for it in kv['iters']] or [0]))
+            samples = read_stats_log(os.path.join(a.outdir, name + '.stats.jsonl'))
+            ends = [it['start'] + it['length'] for it in kv['iters']] or \
+                [hi for _, hi in gen_windows(gen_text)]
+            starts = [it['start'] for it in kv['iters']] or [lo for lo, _ in gen_windows(gen_text)]
+            shares = [share_2m_at(samples, end) for end in ends]
+            above = [above_thresh(samples, lo, hi) for lo, hi in zip(starts, ends)]
+            per_iter[name] = (tps, shares, above)
             for i, t in enumerate(tps):
-                w.writerow([name, i + 1, '%.0f' % t])
+                w.writerow([name, i + 1, '%.0f' % t, '%.4f' % shares[i], '%.4f' % above[i]])
             half = len(tps) // 2
             mean = statistics.mean(tps)
             rows.append((name, mean, min(tps), max(tps),
@@ -213,18 +301,29 @@ def main():
                          kv['pages_charged'] * 4096 / max(1, kv['device_bytes']),
                          kv['pauses'], kv['pause_total_ms'] / 1000, kv['pause_max_ms'],
                          kv['peak_charged'] / 2**30, kv['peak_pinned'] / 2**30,
-                         kv['device_bytes'] / 2**30, done[name]) + usage[name] + bounded)
+                         kv['device_bytes'] / 2**30, done[name]) + usage[name] + bounded +
+                        (100 * statistics.mean(above),))
     with open(os.path.join(a.outdir, 'table.md'), 'w') as f:
         f.write('| config | mean tps | min | max | CV | iters 1-%d | iters %d-%d | '
                 'charged/written | pauses | paused s | max pause ms | peak charged GiB | '
                 'peak pinned GiB | written GiB | replay s | replay CPU s | peak RSS MiB | '
-                'txns done | txns skipped | dry clients | max overrun ms |\n' %
+                'txns done | txns skipped | dry clients | max overrun ms | '
+                '5 s samples above dirty_thresh |\n' %
                 (len(its) // 2, len(its) // 2 + 1, len(its)))
-        f.write('|---|' + '---:|' * 20 + '\n')
+        f.write('|---|' + '---:|' * 21 + '\n')
         for r in rows:
             f.write('| %s | %.0f | %.0f | %.0f | %.2f%% | %.0f | %.0f | x%.1f | %d | %.1f | %.1f | '
-                    '%.1f | %.1f | %.1f | %.0f | %.0f | %.0f | %d | %d | %d | %.1f |\n' % r)
-        f.write('\ngenerator %.0f s; replays %.0f s wall (-j %d)\n' % (gen_s, replay_s, a.j))
+                    '%.1f | %.1f | %.1f | %.0f | %.0f | %.0f | %d | %d | %d | %.1f | %.1f%% |\n'
+                    % r)
+        f.write('\nPer iteration: tps; the 2 MiB share of the cache at its end (%); '
+                'its 5 s samples above dirty_thresh (%)\n\n')
+        for name, (tps, shares, above) in per_iter.items():
+            f.write('    %-11s tps   %s\n' % (name, ' '.join('%.0f' % t for t in tps)))
+            f.write('    %-11s 2M %%  %s\n' % ('', ' '.join('%.1f' % (100 * x) for x in shares)))
+            f.write('    %-11s >th %% %s\n' % ('', ' '.join('%.0f' % (100 * x) for x in above)))
+        f.write('\n%s; replays %.0f s wall (-j %d)\n'
+                % ('trace made in each replay (--stream)' if a.stream
+                   else 'generator %.0f s' % gen_s, replay_s, a.j))
     with open(os.path.join(a.outdir, 'table.md')) as f:
         sys.stdout.write(f.read())
 
