@@ -94,6 +94,7 @@
 #include "engine.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -1272,6 +1273,29 @@ static int writer_skip(struct sim *s, uint32_t w)
 	return ev_push(s, at > s->now ? at : s->now, EV_WRITER, w, 0);
 }
 
+/*
+ * A sync_range record (sync_file_range()): with SYNC_FILE_RANGE_WRITE, a
+ * pass over the range's dirty blocks as the kernel's
+ * filemap_fdatawrite_range() (WB_SYNC_NONE) starts them, and no sync.
+ * The kernel returns once the writes are submitted; here the writer
+ * waits for them, one batch at a time as an fsync's pass does, since a
+ * file has one pass at a time (PostgreSQL asks for at most 512 kB).
+ * True when a pass began (@wr->pass).
+ */
+static bool range_pass_begin(struct sim *s, struct sim_writer *wr, struct sim_file *f,
+			     const struct trace_rec *r)
+{
+	off_t size = bs_file_size(f->ws.bs), start, end;
+
+	if (!(r->flags & SYNC_FILE_RANGE_WRITE) || r->offset >= (uint64_t)size)
+		return false;
+	start = (off_t)r->offset;
+	end = !r->length || r->length >= (uint64_t)(size - start) ? size
+								  : start + (off_t)r->length;
+	pass_begin(s, &wr->pass, f, start, end, 0, WB_PASS_RANGE);
+	return true;
+}
+
 static int writer_issue(struct sim *s, uint32_t w)
 {
 	struct sim_writer *wr = &s->writers[w];
@@ -1325,6 +1349,16 @@ static int writer_issue(struct sim *s, uint32_t w)
 			return writer_fsync_sync(s, w);
 		wr->state = WR_PASS;
 		return ev_push(s, due, EV_WRITER, w, 0);
+	case TRACE_OP_SYNC_RANGE:
+		if (range_pass_begin(s, wr, f, r)) {
+			due = pass_step(s, &wr->pass);
+			if (due) {
+				wr->state = WR_PASS;
+				return ev_push(s, due, EV_WRITER, w, 0);
+			}
+			pass_end(s, &wr->pass);
+		}
+		break;
 	case TRACE_OP_TRUNCATE:
 		bs_truncate(f->ws.bs, (off_t)r->offset);
 		break;
@@ -1364,6 +1398,11 @@ static int writer_go(struct sim *s, uint32_t w)
 		due = pass_step(s, &wr->pass);
 		if (due)
 			return ev_push(s, due, EV_WRITER, w, 0);
+		if (wr->pass.why == WB_PASS_RANGE) {
+			/* Its errors are the file's, for the next fsync (errseq). */
+			pass_end(s, &wr->pass);
+			return writer_op_done(s, w, s->now);
+		}
 		return writer_fsync_sync(s, w);
 	case WR_SYNC:
 		sync_end(s, sim_file_of(wr->pass.file), wr->sync_token, wr->sync_err);

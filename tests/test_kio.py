@@ -61,7 +61,8 @@ def test_files_opens_positions(tmp_path):
         'S %s 100 7 4000 4 0' % t(10),
         'T %s 100 7 900 4096 0' % t(11),
         'F %s 100 7 900 0 0 65536 0' % t(12),
-        'Y %s 100 7 900 0 65536 2 0' % t(13),       # sync_file_range: counted only
+        'Y %s 100 7 900 0 65536 2 0' % t(13),       # sync_file_range(WRITE)
+        'Y %s 100 7 900 0 8192 2 -9' % t(13),       # failed: no record
         'C %s 100 7' % t(14),
         # Another process opens it by its absolute path: same file, new open.
         'A %s 101 %s/base/5/16384' % (t(15), DATA), 'O %s 101 3 %d' % (t(15), kio.O_APPEND | 1),
@@ -73,13 +74,15 @@ def test_files_opens_positions(tmp_path):
         ('create', 1, 0, 0, 1), ('write', 1, 0, 8192, 1), ('write', 1, 0, 100, 1),
         ('write', 1, 8192, 10, 1), ('read', 1, 8202, 5, 1), ('read', 1, 0, 8192, 1),
         ('fdatasync', 1, 0, 0, 1), ('truncate', 1, 4096, 0, 1), ('fallocate', 1, 0, 65536, 1),
-        ('write', 1, 65536, 100, 2)]
-    assert [r['pid'] for r in recs] == [100] * 9 + [101]
+        ('sync_range', 1, 0, 65536, 1), ('write', 1, 65536, 100, 2)]
+    assert recs[9]['flags'] == 2
+    assert [r['pid'] for r in recs] == [100] * 10 + [101]
     assert recs[1]['time_ns'] == 2_000_000 and recs[1]['dur_ns'] == 500
-    assert info['records'] == 10 and info['files'] == 1 and info['opens'] == 2
-    assert info['failed'] == 1 and info['lost'] == 1 and info['lost_lines'] == [
+    assert info['records'] == 11 and info['files'] == 1 and info['opens'] == 2
+    assert info['failed'] == 2 and info['lost'] == 1 and info['lost_lines'] == [
         'W %s 101 4 200 0 100' % t(17)]
     assert info['sync_file_range'] == 1 and info['sync_file_range_bytes'] == 65536
+    assert info['sync_range_records'] == 1
     assert info['first_ns'] == 1_000_000
     # The window [1 ms, 8 ms) holds the three writes before 8 ms.
     assert info['window_bytes'] == [{'write_bytes': 8192 + 100 + 10}]
@@ -139,6 +142,7 @@ def test_program_refuses_a_path_it_cannot_match():
 
 
 WORK = r'''
+import ctypes
 import os
 fd = os.open('base1', os.O_CREAT | os.O_RDWR, 0o600)
 os.pwrite(fd, b'x' * 8192, 0)
@@ -147,6 +151,9 @@ os.lseek(fd, 0, os.SEEK_END)
 os.write(fd, b'w' * 10)
 os.pread(fd, 8192, 0)
 os.fdatasync(fd)
+libc = ctypes.CDLL(None, use_errno=True)
+libc.sync_file_range.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
+assert libc.sync_file_range(fd, 0, 8192, 2) == 0     # SYNC_FILE_RANGE_WRITE
 os.ftruncate(fd, 4096)
 os.close(fd)
 fd = os.open(os.path.abspath('wal1'), os.O_CREAT | os.O_WRONLY, 0o600)
@@ -194,7 +201,7 @@ def test_recorder_sees_what_postgres_did(tmp_path):
     assert ops == [
         ('create', 1, 0, 0, 1), ('write', 1, 0, 8192, 1), ('write', 1, 0, 100, 1),
         ('write', 1, 8192, 10, 1), ('read', 1, 0, 8192, 1), ('fdatasync', 1, 0, 0, 1),
-        ('truncate', 1, 4096, 0, 1), ('create', 2, 0, 0, 2), ('write', 2, 4096, 8192, 2),
+        ('sync_range', 1, 0, 8192, 1), ('truncate', 1, 4096, 0, 1), ('create', 2, 0, 0, 2), ('write', 2, 4096, 8192, 2),
         ('fsync', 2, 0, 0, 2), ('rename', 2, 0, 0, 0), ('unlink', 1, 0, 0, 0)], (ops, info)
     assert len({r['pid'] for r in recs}) == 1
     assert all(a['time_ns'] <= b['time_ns'] for a, b in zip(recs, recs[1:]))

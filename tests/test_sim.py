@@ -491,16 +491,18 @@ def test_version1_trace_replays_one_open_per_pid_and_file(tmp_path):
 
 
 def write_trace(path, recs):
-    """A version 2 trace of @recs: (time_ns, dur_ns, pid, file, op, offset, length)."""
+    """A version 2 trace of @recs: (time_ns, dur_ns, pid, file, op, offset,
+    length[, flags])."""
     with open(path, 'wb') as f:
         f.write(b'FFSTRACE' + struct.pack('<II', 2, REC) + bytes(16))
-        for time_ns, dur_ns, pid, file, op, offset, length in recs:
-            f.write(struct.pack('<QQIIB3xIQQQ', time_ns, dur_ns, pid, file, op, 0, offset,
-                                length, 0))
+        for time_ns, dur_ns, pid, file, op, offset, length, *flags in recs:
+            f.write(struct.pack('<QQIIB3xIQQQ', time_ns, dur_ns, pid, file, op,
+                                flags[0] if flags else 0, offset, length, 0))
     return path
 
 
 OP_WRITE, OP_READ, OP_FSYNC, OP_CREATE, OP_DEADLINE, OP_PACE = 1, 2, 3, 7, 10, 11
+OP_SYNC_RANGE, SYNC_FILE_RANGE_WRITE = 12, 2
 MS = 1000000
 
 
@@ -795,3 +797,32 @@ def test_old_file_written_whole_only_once_per_interval(tmp_path):
     # At most the samples right after a pass that writes old data: one
     # every writeback_interval_ms, three in 15 s.
     assert len(low) <= 3, (len(low), low[:20])
+
+
+@pytest.mark.parametrize('flags,offset,length,written_before_end', [
+    (SYNC_FILE_RANGE_WRITE, 0, 8192, True),
+    (SYNC_FILE_RANGE_WRITE, 4096, 0, True),         # 0: to the file's end
+    (SYNC_FILE_RANGE_WRITE, 8192, 4096, False),     # a range the write is not in
+    (SYNC_FILE_RANGE_WRITE, 8 << 20, 4096, False),  # past the end
+    (1 | 4, 0, 8192, False),                        # only waits: nothing started
+])
+def test_sync_range_writes_back_the_range(tmp_path, flags, offset, length, written_before_end):
+    """A sync_range record (sync_file_range(), kio.py's) with
+    SYNC_FILE_RANGE_WRITE writes back the range's dirty blocks without a
+    sync: the 2 MiB folio is clean again, so the next write to it is
+    charged for the whole folio once more (per-folio charging), as on
+    the kernel, where PostgreSQL's flush hints do this."""
+    recs = [(0, 0, 1, 1, OP_CREATE, 0, 4 << 20),
+            (1 * MS, 0, 1, 1, OP_WRITE, 4096, 4096),
+            (2 * MS, 0, 1, 1, OP_SYNC_RANGE, offset, length, flags),
+            (3 * MS, 0, 1, 1, OP_WRITE, 65536, 4096)]
+    out = sim(write_trace(tmp_path / 't.trace', recs), '-o',
+              'cache_size=64M,folio_size=2M,folio_policy=fixed,flushers=0,readahead_kb=0,'
+              'dirty_account=folio').stdout
+    dump = sim('dump', tmp_path / 't.trace').stdout
+    assert ' sync_range ' in dump, dump
+    folio = 512
+    assert stat(out, 'nr_dirtied') == (2 * folio if written_before_end else folio), out
+    # The folio was written back as often as it was charged: once by the
+    # range, once at the end.
+    assert stat(out, 'nr_written') == stat(out, 'nr_dirtied'), out

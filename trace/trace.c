@@ -25,6 +25,7 @@ static const char *const op_names[TRACE_OP_END] = {
 	[TRACE_OP_RENAME] = "rename",
 	[TRACE_OP_DEADLINE] = "deadline",
 	[TRACE_OP_PACE] = "pace",
+	[TRACE_OP_SYNC_RANGE] = "sync_range",
 };
 
 const char *trace_op_name(unsigned int op)

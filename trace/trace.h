@@ -28,10 +28,13 @@
  *    20  u32      file      file id (any number naming the file in this trace)
  *    24  u8       op        enum trace_op
  *    25  u8[3]    reserved, 0
- *    28  u32      flags     op-specific: fallocate's mode
- *    32  u64      offset    write/read/fallocate: byte offset; truncate:
- *                           the new size; rename: the file id it replaces
- *    40  u64      length    write/read/fallocate: bytes; create: the
+ *    28  u32      flags     op-specific: fallocate's mode; sync_range's
+ *                           sync_file_range() flags
+ *    32  u64      offset    write/read/fallocate/sync_range: byte offset;
+ *                           truncate: the new size; rename: the file id
+ *                           it replaces
+ *    40  u64      length    write/read/fallocate: bytes; sync_range:
+ *                           bytes, 0 to the file's end; create: the
  *                           file's size when it was opened; deadline:
  *                           the iteration's length in ns
  *    48  u64      open      the open file (FUSE handle) the operation came
@@ -72,6 +75,17 @@
  * kept whatever the lag.  A pace record must come before its writer's
  * first deadline record (a replay refuses the trace otherwise).  Readers
  * that know no pace op refuse a trace that has one, as for deadlines.
+ *
+ * A sync_range record (op sync_range; written by contrib/kernel/kio.py
+ * from a kernel-side recording, never by the daemon: sync_file_range()
+ * never reaches a FUSE server) is a successful sync_file_range() of
+ * [offset, offset + length) with its flags (SYNC_FILE_RANGE_WAIT_BEFORE
+ * 1, _WRITE 2, _WAIT_AFTER 4).  With _WRITE a replay writes back the
+ * range's dirty blocks as the kernel's filemap_fdatawrite_range() starts
+ * them, without a sync; PostgreSQL asks for it after every
+ * checkpoint_flush_after (256 kB) of checkpoint writes and every
+ * bgwriter_flush_after (512 kB) of the background writer's.  Readers
+ * that know no sync_range op refuse a trace that has one.
  *
  * Why open ids and no open or close records: what needs the open is the
  * state each open keeps, readahead's (struct bs_ra, Linux's
@@ -123,6 +137,7 @@ enum trace_op {
 	TRACE_OP_RENAME,
 	TRACE_OP_DEADLINE,	/* an iteration's end for its writer (no file) */
 	TRACE_OP_PACE,		/* its writer's waits keep a schedule (no file) */
+	TRACE_OP_SYNC_RANGE,	/* sync_file_range(): start writing a range back */
 	TRACE_OP_END,		/* one past the last */
 };
 

@@ -108,6 +108,7 @@ enum wb_pass_why {
 	WB_PASS_SYNC,			/* fsync, reclaim, a file's end: waits for the file */
 	WB_PASS_PERIODIC,		/* a flusher's turn for data past dirty_expire */
 	WB_PASS_BACKGROUND,		/* a flusher's chunk over the background threshold */
+	WB_PASS_RANGE,			/* sync_file_range(WRITE): a range, WB_SYNC_NONE */
 };
 
 /* A writeback pass of one file: the engine's state between the calls. */

@@ -39,7 +39,10 @@ the large-folio source), each with its throttle traced event by event:
           moves with the transport (the server's own behaviour over
           FUSE), not the model.  Its sync_file_range() calls (the
           checkpointer's and background writer's flush hints, which no
-          FUSE daemon receives) are counted per run, not replayed.  The
+          FUSE daemon receives) are replayed (sync_range records: their
+          ranges written back as the kernel starts them) and counted per
+          run; a trace recorded before kio.py kept them (no
+          sync_range_records in its counts) only counts them.  The
           tracing costs the kernel side some CPU: its columns are those of
           the traced run
 
@@ -304,14 +307,16 @@ def ksim_lines(rows, meta, kres):
     return ['ksim: foliofs-sim replaying the kernel side\'s own file I/O (recorded with '
             'bpftrace, contrib/kernel/kio.py: `%s`, %d records of %d files), `-o %s`; pauses %s.  '
             'Application bytes written in each window, replay / kernel (1.00: the window holds '
-            'the run\'s work): %s.  Not replayed: sync_file_range() asked the kernel to start '
+            'the run\'s work): %s.  %s sync_file_range() asked the kernel to start '
             'writing back %.0f MiB during the runs (%.1f%% of the %.0f MiB the server wrote '
-            'in them; %d calls over the whole trace), and %d operations on %d opens whose '
-            'path bpftrace could not read.'
+            'in them; %d calls over the whole trace).  Not replayed: %d operations on %d opens '
+            'whose path bpftrace could not read.'
             % (meta['trace'], tr['records'], tr['files'], meta['options'],
                'one by one from its probe' if meta.get('pauses_traced')
                else 'from its counters (%s)' % meta.get('pauses_not_traced'),
-               ratios, sfr / 2**20, 100.0 * sfr / wrote if wrote else 0.0, wrote / 2**20,
+               ratios, 'Replayed (sync_range records):' if 'sync_range_records' in tr
+               else 'Not replayed (a trace from before kio.py recorded them):',
+               sfr / 2**20, 100.0 * sfr / wrote if wrote else 0.0, wrote / 2**20,
                tr['sync_file_range'], tr.get('unnamed_ops', 0), tr.get('unnamed_opens', 0))]
 
 

@@ -23,9 +23,11 @@ kept from open, lseek's results and the bytes done), fsync, fdatasync,
 ftruncate, fallocate on it, and unlink/unlinkat/rename/renameat/renameat2
 of such paths.  Each syscall's start and duration are CLOCK_MONOTONIC
 (bpftrace's nsecs, Python's time.monotonic_ns()).  sync_file_range() is
-counted, not replayed: foliofs has no such request (over FUSE it never
-reaches a daemon), and the kernel side's checkpointer and background
-writer use it (checkpoint_flush_after, bgwriter_flush_after).
+recorded (a sync_range record) and counted: foliofs has no such request
+(over FUSE it never reaches a daemon), yet the kernel side's
+checkpointer and background writer use it (checkpoint_flush_after,
+bgwriter_flush_after), and a replay writes the range back as the kernel
+starts it.
 
 Converting (convert()): the lines sorted by start time, then one trace
 record (trace/trace.h, version 2) per successful operation, with:
@@ -65,6 +67,7 @@ from foliofs_trace import TRACE_HDR, TRACE_MAGIC, TRACE_REC  # noqa: E402
 
 OP_WRITE, OP_READ, OP_FSYNC, OP_FDATASYNC, OP_TRUNCATE, OP_FALLOCATE, OP_CREATE, \
     OP_UNLINK, OP_RENAME = range(1, 10)
+OP_SYNC_RANGE = 12      # after deadline (10) and pace (11), which kio never writes
 O_CREAT, O_TRUNC, O_APPEND = 0o100, 0o1000, 0o2000
 AT_REMOVEDIR = 0x200
 # Long enough for PostgreSQL's paths (relative to its data directory, or
@@ -334,6 +337,7 @@ class Converter:
         self.next_open = 1
         self.size = {}          # file id -> size as the trace made it
         self.counts = {'records': 0, 'lost': 0, 'failed': 0, 'sync_file_range': 0,
+                       'sync_range_records': 0,
                        'sync_file_range_bytes': 0, 'short_position': 0, 'creates': 0,
                        'reads': 0, 'writes': 0, 'read_bytes': 0, 'write_bytes': 0,
                        'fsyncs': 0, 'opens': 0, 'renames': 0, 'unlinks': 0,
@@ -499,10 +503,16 @@ class Converter:
             if not mode & 1:        # FALLOC_FL_KEEP_SIZE
                 self.grow(fid, off + length)
         elif kind == 'Y':
-            if int(parts[8]) == 0:
-                c['sync_file_range'] += 1
-                c['sync_file_range_bytes'] += int(parts[6])
-                self.in_window(t, 'sync_file_range_bytes', int(parts[6]))
+            off, nbytes, flags, ret = (int(x) for x in parts[5:9])
+            if ret < 0:
+                c['failed'] += 1
+                return
+            self.rec(t, dur, pid, fid, OP_SYNC_RANGE, flags=flags, offset=off, length=nbytes,
+                     open_id=oid)
+            c['sync_file_range'] += 1
+            c['sync_range_records'] += 1
+            c['sync_file_range_bytes'] += nbytes
+            self.in_window(t, 'sync_file_range_bytes', nbytes)
 
 
 def convert(txt_path, trace_path, datadir, origin_ns, tmpdir='/var/tmp', windows=()):

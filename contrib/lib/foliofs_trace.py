@@ -38,7 +38,7 @@ TRACE_HDR = struct.Struct('<8sII16x')
 TRACE_REC = struct.Struct('<QQIIB3xIQQQ')
 TRACE_REC_V1 = struct.Struct('<QQIIB3xIQQ')
 OPS = ('?', 'write', 'read', 'fsync', 'fdatasync', 'truncate', 'fallocate', 'create',
-       'unlink', 'rename', 'deadline', 'pace')
+       'unlink', 'rename', 'deadline', 'pace', 'sync_range')
 OP_WRITE = 1
 # Above this, a trace is not copied into a report directory (keep_trace()).
 KEEP_MAX_BYTES = 64 << 20
