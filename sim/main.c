@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #define MS(ns) ((double)(ns) / 1e6)
@@ -475,7 +476,9 @@ static int cmd_replay(int argc, char **argv)
  * unless that already names it (glibc.malloc.hugetlb=0: as before).  The
  * output is the same; the seed's replay took 26% less CPU at 10 x 60 s
  * (contrib/results/simspeed2-2026-12-07).  When the program cannot be
- * started again, it goes on as it is.
+ * started again, it goes on as it is.  Started again through
+ * /proc/self/exe, its name (comm) would be "exe": it names itself again,
+ * so that ps, top and pkill find a foliofs-sim.
  */
 static void malloc_huge(char **argv)
 {
@@ -484,8 +487,11 @@ static void malloc_huge(char **argv)
 	const char *env = getenv("GLIBC_TUNABLES");
 	char *old = NULL, *val = NULL;
 
-	if (env && strstr(env, tunable))
+	if (env && strstr(env, tunable)) {
+		/* Only a name for ps: a failure changes nothing else. */
+		(void)prctl(PR_SET_NAME, "foliofs-sim", 0, 0, 0);
 		return;
+	}
 	if ((env && !(old = strdup(env))) ||
 	    asprintf(&val, "%s%s%s=1", env ? env : "", env && *env ? ":" : "", tunable) < 0)
 		goto out_free;
