@@ -498,6 +498,16 @@ bool bs_file_has_held(struct bs_file *file);
 bool bs_file_block_uptodate(struct bs_file *file, off_t off);
 
 /*
+ * [*@start, *@end) widened to the start of the cached folio holding its
+ * first byte and the end of the one holding its last (each unchanged
+ * where no folio is cached; nothing when empty): the range the kernel's
+ * writeback of [start, end) writes, as writeback_iter() takes every
+ * dirty folio the range touches and a folio is written whole.  A
+ * snapshot, as bs_file_block_uptodate().
+ */
+void bs_file_folio_span(struct bs_file *file, off_t *start, off_t *end);
+
+/*
  * Whether a readahead read started with read_start is still in flight.
  * Once false it stays false until the next bs_read() of the file.
  */

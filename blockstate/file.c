@@ -184,6 +184,22 @@ bool bs_file_block_uptodate(struct bs_file *file, off_t off)
 	return uptodate;
 }
 
+void bs_file_folio_span(struct bs_file *file, off_t *start, off_t *end)
+{
+	const struct bs_folio *folio;
+
+	if (*start >= *end)
+		return;
+	pthread_rwlock_rdlock(&file->index_lock);
+	folio = bs_index_lookup(&file->index, *start);
+	if (folio)
+		*start = folio->start;
+	folio = bs_index_lookup(&file->index, *end - 1);
+	if (folio && folio->start + (off_t)folio->size > *end)
+		*end = folio->start + (off_t)folio->size;
+	pthread_rwlock_unlock(&file->index_lock);
+}
+
 struct bs_folio *bs_file_lookup(struct bs_file *file, off_t off)
 {
 	return lookup_get(file, off);

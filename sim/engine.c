@@ -1275,12 +1275,15 @@ static int writer_skip(struct sim *s, uint32_t w)
 
 /*
  * A sync_range record (sync_file_range()): with SYNC_FILE_RANGE_WRITE, a
- * pass over the range's dirty blocks as the kernel's
- * filemap_fdatawrite_range() (WB_SYNC_NONE) starts them, and no sync.
- * The kernel returns once the writes are submitted; here the writer
- * waits for them, one batch at a time as an fsync's pass does, since a
- * file has one pass at a time (PostgreSQL asks for at most 512 kB).
- * True when a pass began (@wr->pass).
+ * pass as the kernel's filemap_fdatawrite_range() (WB_SYNC_NONE) makes,
+ * and no sync: every dirty folio the range touches is written whole
+ * (writeback_iter()), so a 256 kB hint inside a 2 MiB folio cleans the
+ * folio, and the next write to it is charged again.  The kernel returns
+ * once the writes are submitted; here the writer waits for them, one
+ * batch at a time as an fsync's pass does, since a file has one pass at a
+ * time (PostgreSQL's hints are 256 and 512 kB; initdb's and a start
+ * after a crash sync whole files, length 0).  True when a pass began
+ * (@wr->pass).
  */
 static bool range_pass_begin(struct sim *s, struct sim_writer *wr, struct sim_file *f,
 			     const struct trace_rec *r)
@@ -1292,8 +1295,21 @@ static bool range_pass_begin(struct sim *s, struct sim_writer *wr, struct sim_fi
 	start = (off_t)r->offset;
 	end = !r->length || r->length >= (uint64_t)(size - start) ? size
 								  : start + (off_t)r->length;
+	bs_file_folio_span(f->ws.bs, &start, &end);
 	pass_begin(s, &wr->pass, f, start, end, 0, WB_PASS_RANGE);
 	return true;
+}
+
+/*
+ * A sync_range that waits for nothing (no SYNC_FILE_RANGE_WAIT_*) on a
+ * file another pass holds (a flusher's): the kernel's WB_SYNC_NONE
+ * writeback skips folios under writeback and waits for nothing, so the
+ * range is left to that pass rather than the writer waiting for it.
+ */
+static bool range_left_to_pass(const struct sim_file *f, const struct trace_rec *r)
+{
+	return r->op == TRACE_OP_SYNC_RANGE && f->busy &&
+	       !(r->flags & (SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WAIT_AFTER));
 }
 
 static int writer_issue(struct sim *s, uint32_t w)
@@ -1333,6 +1349,8 @@ static int writer_issue(struct sim *s, uint32_t w)
 	if (r->op == TRACE_OP_READ)
 		return writer_read(s, w, f, r);
 	if (!f)		/* a rename that replaced nothing the trace knows */
+		return writer_op_done(s, w, s->now);
+	if (range_left_to_pass(f, r))
 		return writer_op_done(s, w, s->now);
 	/* The rest wait for a pass that holds the file, as for the mount's wb_lock. */
 	if (f->busy) {

@@ -802,16 +802,18 @@ def test_old_file_written_whole_only_once_per_interval(tmp_path):
 @pytest.mark.parametrize('flags,offset,length,written_before_end', [
     (SYNC_FILE_RANGE_WRITE, 0, 8192, True),
     (SYNC_FILE_RANGE_WRITE, 4096, 0, True),         # 0: to the file's end
-    (SYNC_FILE_RANGE_WRITE, 8192, 4096, False),     # a range the write is not in
+    (SYNC_FILE_RANGE_WRITE, 8192, 4096, True),      # the folio the range touches, whole
+    (SYNC_FILE_RANGE_WRITE, 2 << 20, 4096, False),  # another folio (none cached)
     (SYNC_FILE_RANGE_WRITE, 8 << 20, 4096, False),  # past the end
     (1 | 4, 0, 8192, False),                        # only waits: nothing started
 ])
 def test_sync_range_writes_back_the_range(tmp_path, flags, offset, length, written_before_end):
     """A sync_range record (sync_file_range(), kio.py's) with
-    SYNC_FILE_RANGE_WRITE writes back the range's dirty blocks without a
-    sync: the 2 MiB folio is clean again, so the next write to it is
-    charged for the whole folio once more (per-folio charging), as on
-    the kernel, where PostgreSQL's flush hints do this."""
+    SYNC_FILE_RANGE_WRITE writes back every dirty folio the range touches,
+    whole, as the kernel's writeback_iter() does, without a sync: the
+    2 MiB folio is clean again, so the next write to it is charged for the
+    whole folio once more (per-folio charging), as on the kernel, where
+    PostgreSQL's flush hints do this."""
     recs = [(0, 0, 1, 1, OP_CREATE, 0, 4 << 20),
             (1 * MS, 0, 1, 1, OP_WRITE, 4096, 4096),
             (2 * MS, 0, 1, 1, OP_SYNC_RANGE, offset, length, flags),
