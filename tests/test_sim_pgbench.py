@@ -607,3 +607,17 @@ def test_seed_driver_stream_same(tmp_path):
     # The scan leaves the cache in 2 MiB folios: a share, not zeros.
     assert all(0 < float(x['share_2m']) <= 1 for x in its), its
     assert all(0 <= float(x['above_thresh_5s']) <= 1 for x in its), its
+
+
+def test_seed_driver_unbounded_shares(tmp_path):
+    """--unbounded (no deadline records): each iteration's window runs to
+    the next one's start, and every row still has its 2 MiB share."""
+    r = subprocess.run([sys.executable, SEED, '--sim', FOLIOSIM, '--stream', '--unbounded',
+                        '--iterations', '2', '--duration', '6', '--warmup', '2', '--configs',
+                        '6.17-folio', '--gen', 'scale=20,clients=16,shared_buffers=32M,tps=4000,'
+                        'scan=2,scan_s=2', '-o', 'cache_size=256M', str(tmp_path)],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    with open(tmp_path / 'iterations.csv') as f:
+        its = list(csv.DictReader(f))
+    assert len(its) == 2 and all(0 < float(x['share_2m']) <= 1 for x in its), its

@@ -92,15 +92,18 @@ def schedule(gen_out):
 STATS_S = 5
 
 
-def gen_windows(gen_out):
-    """(start_s, deadline_s) of each iteration the generator's schedule
-    names (both are in it from the deadline=1 generator on)."""
-    out = []
+def gen_windows(gen_out, last_s):
+    """(start_s, end_s) of each iteration the generator's schedule names:
+    to its deadline_s (deadline=1), or without one (--unbounded) to the
+    next iteration's start, the last to LAST_S."""
+    starts, ends = [], []
     for line in gen_out.splitlines():
         w = line.split()
-        if w and w[0] == 'iteration' and 'start_s' in w and 'deadline_s' in w:
-            out.append((float(w[w.index('start_s') + 1]), float(w[w.index('deadline_s') + 1])))
-    return out
+        if w and w[0] == 'iteration' and 'start_s' in w:
+            starts.append(float(w[w.index('start_s') + 1]))
+            ends.append(float(w[w.index('deadline_s') + 1]) if 'deadline_s' in w else None)
+    return [(lo, hi if hi is not None else (starts[i + 1] if i + 1 < len(starts) else last_s))
+            for i, (lo, hi) in enumerate(zip(starts, ends))]
 
 
 def read_stats_log(path):
@@ -284,9 +287,9 @@ def main():
                        sum(it['dry'] for it in kv['iters']),
                        max([it['overrun_ms'] for it in kv['iters']] or [0]))
             samples = read_stats_log(os.path.join(a.outdir, name + '.stats.jsonl'))
-            ends = [it['start'] + it['length'] for it in kv['iters']] or \
-                [hi for _, hi in gen_windows(gen_text)]
-            starts = [it['start'] for it in kv['iters']] or [lo for lo, _ in gen_windows(gen_text)]
+            windows = [(it['start'], it['start'] + it['length']) for it in kv['iters']] or \
+                gen_windows(gen_text, samples[-1][0] + STATS_S if samples else 0.0)
+            starts, ends = [lo for lo, _ in windows], [hi for _, hi in windows]
             shares = [share_2m_at(samples, end) for end in ends]
             above = [above_thresh(samples, lo, hi) for lo, hi in zip(starts, ends)]
             per_iter[name] = (tps, shares, above)
