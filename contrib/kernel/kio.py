@@ -63,11 +63,12 @@ import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.realpath(__file__)), '..', 'lib'))
-from foliofs_trace import TRACE_HDR, TRACE_MAGIC, TRACE_REC  # noqa: E402
+from foliofs_trace import OP, TRACE_HDR, TRACE_MAGIC, TRACE_REC  # noqa: E402
 
 OP_WRITE, OP_READ, OP_FSYNC, OP_FDATASYNC, OP_TRUNCATE, OP_FALLOCATE, OP_CREATE, \
-    OP_UNLINK, OP_RENAME = range(1, 10)
-OP_SYNC_RANGE = 12      # after deadline (10) and pace (11), which kio never writes
+    OP_UNLINK, OP_RENAME, OP_SYNC_RANGE = (
+        OP[n] for n in ('write', 'read', 'fsync', 'fdatasync', 'truncate', 'fallocate',
+                        'create', 'unlink', 'rename', 'sync_range'))
 O_CREAT, O_TRUNC, O_APPEND = 0o100, 0o1000, 0o2000
 AT_REMOVEDIR = 0x200
 # Long enough for PostgreSQL's paths (relative to its data directory, or
@@ -509,10 +510,12 @@ class Converter:
                 return
             self.rec(t, dur, pid, fid, OP_SYNC_RANGE, flags=flags, offset=off, length=nbytes,
                      open_id=oid)
+            # nbytes 0: to the end of the file (as the trace made it)
+            asked = nbytes or max(0, self.size.get(fid, 0) - off)
             c['sync_file_range'] += 1
             c['sync_range_records'] += 1
-            c['sync_file_range_bytes'] += nbytes
-            self.in_window(t, 'sync_file_range_bytes', nbytes)
+            c['sync_file_range_bytes'] += asked
+            self.in_window(t, 'sync_file_range_bytes', asked)
 
 
 def convert(txt_path, trace_path, datadir, origin_ns, tmpdir='/var/tmp', windows=()):

@@ -834,9 +834,9 @@ def run_reference(args, undo, work):
             r['app_write_bytes'] = wb.get('write_bytes', 0)
             r['sync_file_range_bytes'] = wb.get('sync_file_range_bytes', 0)
         io_trace.update(trace=os.path.abspath(args.io_trace), version=2, windows=wins)
-        log('I/O trace: %d records of %d files (%.0f MiB) in %.0f s; not in it: %d '
-            'sync_file_range calls (%d MiB), %d operations on %d opens of unread paths, '
-            '%d on fds never seen opened; bpftrace lost %d events'
+        log('I/O trace: %d records of %d files (%.0f MiB) in %.0f s, %d of them '
+            'sync_file_range calls (%d MiB); not in it: %d operations on %d opens of unread '
+            'paths, %d on fds never seen opened; bpftrace lost %d events'
             % (io_trace['records'], io_trace['files'], io_trace['bytes'] / MiB,
                time.monotonic() - t0, io_trace['sync_file_range'],
                io_trace['sync_file_range_bytes'] // MiB, io_trace['unnamed_ops'],

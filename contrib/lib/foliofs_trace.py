@@ -39,7 +39,9 @@ TRACE_REC = struct.Struct('<QQIIB3xIQQQ')
 TRACE_REC_V1 = struct.Struct('<QQIIB3xIQQ')
 OPS = ('?', 'write', 'read', 'fsync', 'fdatasync', 'truncate', 'fallocate', 'create',
        'unlink', 'rename', 'deadline', 'pace', 'sync_range')
-OP_WRITE = 1
+# Each op's number by name (trace/trace.h's enum trace_op).
+OP = {name: code for code, name in enumerate(OPS) if code}
+OP_WRITE = OP['write']
 # Above this, a trace is not copied into a report directory (keep_trace()).
 KEEP_MAX_BYTES = 64 << 20
 
