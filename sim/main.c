@@ -23,10 +23,10 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <unistd.h>
 
 #define MS(ns) ((double)(ns) / 1e6)
@@ -476,9 +476,11 @@ static int cmd_replay(int argc, char **argv)
  * unless that already names it (glibc.malloc.hugetlb=0: as before).  The
  * output is the same; the seed's replay took 26% less CPU at 10 x 60 s
  * (contrib/results/simspeed2-2026-12-07).  When the program cannot be
- * started again, it goes on as it is.  Started again through
- * /proc/self/exe, its name (comm) would be "exe": it names itself again,
- * so that ps, top and pkill find a foliofs-sim.
+ * started again, it goes on as it is.  It starts the path
+ * /proc/self/exe links to, so that its name (comm) stays its file's for
+ * ps, top and pkill (through /proc/self/exe itself it would be "exe");
+ * /proc/self/exe itself only when that path is gone (the binary replaced
+ * since it started).
  */
 static void malloc_huge(char **argv)
 {
@@ -486,17 +488,22 @@ static void malloc_huge(char **argv)
 	static const char tunable[] = "glibc.malloc.hugetlb";
 	const char *env = getenv("GLIBC_TUNABLES");
 	char *old = NULL, *val = NULL;
+	char self[PATH_MAX];
+	ssize_t n;
 
-	if (env && strstr(env, tunable)) {
-		/* Only a name for ps: a failure changes nothing else. */
-		(void)prctl(PR_SET_NAME, "foliofs-sim", 0, 0, 0);
+	if (env && strstr(env, tunable))
 		return;
-	}
 	if ((env && !(old = strdup(env))) ||
 	    asprintf(&val, "%s%s%s=1", env ? env : "", env && *env ? ":" : "", tunable) < 0)
 		goto out_free;
-	if (!setenv("GLIBC_TUNABLES", val, 1))
+	if (!setenv("GLIBC_TUNABLES", val, 1)) {
+		n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+		if (n > 0) {
+			self[n] = '\0';
+			execv(self, argv);
+		}
 		execv("/proc/self/exe", argv);
+	}
 	/* not started again: the environment as it was */
 	if (old)
 		setenv("GLIBC_TUNABLES", old, 1);
