@@ -80,9 +80,10 @@
  * from a kernel-side recording, never by the daemon: sync_file_range()
  * never reaches a FUSE server) is a successful sync_file_range() of
  * [offset, offset + length) with its flags (SYNC_FILE_RANGE_WAIT_BEFORE
- * 1, _WRITE 2, _WAIT_AFTER 4).  With _WRITE a replay writes back the
- * range's dirty blocks as the kernel's filemap_fdatawrite_range() starts
- * them, without a sync; PostgreSQL asks for it after every
+ * 1, _WRITE 2, _WAIT_AFTER 4).  With _WRITE a replay writes back every
+ * dirty folio the range touches, whole, as the kernel's
+ * filemap_fdatawrite_range() starts them, without a sync; PostgreSQL asks
+ * for it after every
  * checkpoint_flush_after (256 kB) of checkpoint writes and every
  * bgwriter_flush_after (512 kB) of the background writer's.  Readers
  * that know no sync_range op refuse a trace that has one.

@@ -106,13 +106,17 @@ def refaults(out, name):
             b['workingset_activate'] - a['workingset_activate']))
 
 
-def replay(out, name, extra):
+def replay(out, name, extra, trace=None):
+    """DIR's kernel-io.trace (or TRACE) replayed into DIR/NAME with the
+    ksim options (EXTRA added or replacing), and the table beside ksim."""
     sim = os.environ.get('FOLIOSIM', os.path.join(REPO, 'build', 'sim', 'foliofs-sim'))
     kres = json.load(open(os.path.join(out, 'kernel.json')))
     base = json.load(open(os.path.join(out, 'ksim', 'sim.json')))['options'].split(',')
     keys = {o.split('=')[0] for o in extra.split(',') if o} | {'sim_data', 'stats_interval_ms'}
     opts = [o for o in base if o.split('=')[0] not in keys] + [o for o in extra.split(',') if o]
     tr = dict(kres['io_trace'], options=','.join(opts))
+    if trace:
+        tr['trace'] = trace
     simside.replay(sim, tr, out, '/var/tmp', os.path.join(REPO, 'probes', 'foliofs_tp.h'),
                    name=name)
     subprocess.run([sys.executable, __file__, 'table', out, 'ksim', name], check=True)
