@@ -241,3 +241,20 @@ def test_kernel_from_repeat(tmp_path):
         cal.parse_args(['--kernel-from', top, '--repeat', '3', '--no-sim'])
     with pytest.raises(SystemExit):
         cal.parse_args(['--report-only', '--repeat', '2', '-O', top])
+
+
+def test_flush_hints_off_unless_asked(tmp_path):
+    """Both sides' servers run without PostgreSQL's sync_file_range()
+    hints unless --flush-hints (FUSE never carries them); a --pg-conf of
+    the user's comes after, so it wins; --kernel-from takes the kernel
+    side's settings, hints or not."""
+    cal = _load_calibrate()
+    off = list(cal.FLUSH_HINTS_OFF)
+    assert off == ['checkpoint_flush_after=0', 'bgwriter_flush_after=0']
+    assert cal.parse_args(['--no-sim']).pg_conf == off
+    assert cal.parse_args(['--no-sim', '--flush-hints']).pg_conf == []
+    assert cal.parse_args(['--no-sim', '--pg-conf', 'bgwriter_flush_after=64']).pg_conf == \
+        off + ['bgwriter_flush_after=64']
+    d = str(tmp_path / 'k')
+    _kernel_side(d)
+    assert cal.parse_args(['--kernel-from', d, '--no-sim']).pg_conf == []

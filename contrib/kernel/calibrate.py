@@ -5,7 +5,10 @@ PostgreSQL sizing, and the model's error per column.
 
 One command runs both sides of issue 37's comparison at the same sizing
 (scale, page cache, dirty limits, clients, iterations and their length,
-the large-folio source), each with its throttle traced event by event:
+the large-folio source), each with its throttle traced event by event,
+both servers without PostgreSQL's sync_file_range() flush hints
+(checkpoint_flush_after=0, bgwriter_flush_after=0; --flush-hints keeps
+them), which FUSE never carries to a server:
 
   kernel  contrib/kernel/pg-seed.py: XFS on a direct-I/O loop device, the
           server in a memory cgroup of the page cache + shared_buffers +
@@ -69,7 +72,8 @@ says how each column is computed.
 Usage, as root (the server and the mount run as unprivileged users):
   contrib/kernel/calibrate.py [--scale 100] [--cache 512M] [--dirty-bytes 64M]
       [--dirty-background-bytes 32M] [--clients 16] [--iters 8] [--duration 30]
-      [--source seqscan-each] [--pg-conf NAME=VALUE ...] [-O DIR] [--json FILE]
+      [--source seqscan-each] [--pg-conf NAME=VALUE ...] [--flush-hints]
+      [-O DIR] [--json FILE]
   contrib/kernel/calibrate.py --tiny           a 1-2 minute run for CI
   contrib/kernel/calibrate.py --kernel-from DIR ...   reuse DIR's kernel side
   contrib/kernel/calibrate.py --repeat N ...   N runs a side (DIR/run-1 ...);
@@ -193,6 +197,17 @@ def common_options(a):
 
 def model_options(a):
     return a.model_config + (',' + a.model_opts if a.model_opts else '')
+
+
+# PostgreSQL's flush hints, off on both sides unless --flush-hints: the
+# checkpointer and the background writer call sync_file_range() every
+# checkpoint_flush_after (256 kB) and bgwriter_flush_after (512 kB) they
+# write, which starts writeback on the kernel and never reaches a FUSE
+# server, so with them the two sides serve different requests.  Measured
+# on the kernel's own requests (ksim, 64 MiB sizing,
+# contrib/results/calibrate-2026-12-08): replaying the hints moved the
+# 2 MiB share by 5.7 points and doubled the pauses.
+FLUSH_HINTS_OFF = ('checkpoint_flush_after=0', 'bgwriter_flush_after=0')
 
 
 def kernel_side(a, out):
@@ -416,6 +431,10 @@ def parse_args(argv):
     ap.add_argument('--pg-conf', action='append', default=[], metavar='NAME=VALUE',
                     help='a server setting for both sides\' servers, after the others '
                     '(repeatable)')
+    ap.add_argument('--flush-hints', action='store_true',
+                    help='keep PostgreSQL\'s sync_file_range() flush hints '
+                    '(checkpoint_flush_after, bgwriter_flush_after at their defaults); '
+                    'by default both sides\' servers run without them (FLUSH_HINTS_OFF)')
     ap.add_argument('--model-opts', default='',
                     help='foliofs -o options added to the model\'s configuration')
     ap.add_argument('--label', default='',
@@ -451,6 +470,8 @@ def parse_args(argv):
                 v = parse_size(v)
             setattr(a, k, v)
     a.model_config = MODEL_CONFIG
+    if not a.flush_hints:
+        a.pg_conf = list(FLUSH_HINTS_OFF) + a.pg_conf
     if a.repeat < 1:
         ap.error('--repeat is at least 1')
     if a.repeat > 1 and a.report_only:
