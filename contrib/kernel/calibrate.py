@@ -203,10 +203,11 @@ def model_options(a):
 # checkpointer and the background writer call sync_file_range() every
 # checkpoint_flush_after (256 kB) and bgwriter_flush_after (512 kB) they
 # write, which starts writeback on the kernel and never reaches a FUSE
-# server, so with them the two sides serve different requests.  Measured
-# on the kernel's own requests (ksim, 64 MiB sizing,
-# contrib/results/calibrate-2026-12-08): replaying the hints moved the
-# 2 MiB share by 5.7 points and doubled the pauses.
+# server, so with them the two sides serve different requests.  What they
+# do to the model on the kernel's own requests (ksim, 64 MiB sizing,
+# contrib/results/calibrate-2026-12-08): little (charged/written x0.96 ->
+# x0.97 of the kernel's, 2 MiB share +5.6 -> +5.4 points, pauses 74 ->
+# 83), but only the kernel side would receive them.
 FLUSH_HINTS_OFF = ('checkpoint_flush_after=0', 'bgwriter_flush_after=0')
 
 
