@@ -828,3 +828,23 @@ def test_sync_range_writes_back_the_range(tmp_path, flags, offset, length, writt
     # The folio was written back as often as it was charged: once by the
     # range, once at the end.
     assert stat(out, 'nr_written') == stat(out, 'nr_dirtied'), out
+
+
+def test_sync_range_without_wait_leaves_a_busy_file_to_its_pass(tmp_path):
+    """A sync_file_range() that waits for nothing, on a file a flusher's
+    pass holds, returns at once (the kernel's WB_SYNC_NONE writeback
+    waits for nothing): the writer takes as long as with no hint at all;
+    with SYNC_FILE_RANGE_WAIT_AFTER it waits for the file."""
+    def span(flags):
+        recs = [(0, 0, 1, 1, OP_CREATE, 0, 64 << 20)]
+        recs += [(i * MS, 0, 1, 1, OP_WRITE, i << 20, 1 << 20) for i in range(8)]
+        recs += [(100 * MS, 0, 1, 1, OP_SYNC_RANGE, 32 << 20, 4096, flags),
+                 (101 * MS, 0, 1, 1, OP_WRITE, 40 << 20, 4096)]
+        out = sim(write_trace(tmp_path / ('%d.trace' % flags), recs), '-o',
+                  'cache_size=256M,dirty_bytes=8M,dirty_background_bytes=1M,dev_bw=10M,'
+                  'dev_lat_us=1000,folio_size=2M,folio_policy=fixed,readahead_kb=0').stdout
+        w = re.search(r'^writer 1 (\d+) ([0-9.]+) ', out, re.M)
+        return int(w.group(1)) / float(w.group(2))
+    none, write, wait = span(0), span(SYNC_FILE_RANGE_WRITE), span(SYNC_FILE_RANGE_WRITE | 4)
+    assert write == none, (write, none)
+    assert wait > none + 0.1, (wait, none)
