@@ -420,7 +420,8 @@ class Speed(pc.Comparison):
         while True:
             time.sleep(0.2)
             with open(path) as f:
-                if "Attaching" in f.read():
+                # pg-speed.bt's BEGIN: every probe is attached.
+                if "\nREADY\n" in "\n" + f.read():
                     break
             if bt.poll() is not None or time.monotonic() > deadline:
                 bt.kill()
@@ -428,7 +429,6 @@ class Speed(pc.Comparison):
                 out.close()
                 with open(path) as f:
                     raise Failure("%s: bpftrace did not start:\n%s" % (c.name, f.read()[-2000:]))
-        time.sleep(1)   # the probes attach after the message
         return bt, out
 
     @staticmethod

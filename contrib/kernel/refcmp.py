@@ -83,12 +83,18 @@ def parse_tracefs(line):
     return float(m.group(2)), ev, int(m.group(1)), tuple(vals.get(k, 0) for k in EVENTS[ev])
 
 
+# What bpftrace_program()'s BEGIN prints.
+READY = 'FOLIOFS-PROBES-READY'
+
+
 def bpftrace_program(binary, header):
     """A bpftrace program printing every throttle probe of BINARY (a
     foliofs or foliofs-sim built with probes) as one line: the event's
     letter, nsecs (CLOCK_MONOTONIC), the writer's pid (balance_dirty_pages;
     the daemon's otherwise), then the fields in EVENTS order."""
-    out = ['#include "%s"' % header]
+    # bpftrace runs BEGIN once every probe is attached (its "Attaching N
+    # probes..." line comes before): start() waits for this line.
+    out = ['#include "%s"' % header, 'BEGIN { printf("%s\\n"); }' % READY]
     for ev, fields in EVENTS.items():
         args = ', '.join('(int64)$a->%s' % f for f in fields)
         pid = '$a->pid' if ev == 'balance_dirty_pages' else 'pid'
@@ -146,7 +152,7 @@ class ProbeRecorder:
             rec = parse_bpftrace(line)
             if rec:
                 self.log.add(rec)
-            elif line.startswith('Attaching'):
+            elif line.strip() == READY:
                 self.attached.set()
             elif line.startswith('Lost '):
                 self.lost += int(line.split()[1])
